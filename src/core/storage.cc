@@ -1,0 +1,32 @@
+#include "core/storage.h"
+
+#include <systolic/error.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace systolic {
+
+namespace {
+[[noreturn]] void no_backend(Device device) {
+  fail("device {} is not available: this build of systolic has no CUDA support", device.str());
+}
+}  // namespace
+
+Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
+  if (!device.is_cpu()) no_backend(device);
+  // 64-byte alignment suits AVX-512 loads and oneDNN's preferred alignment.
+  std::size_t rounded = (bytes + 63) / 64 * 64;
+  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!data_) fail("out of host memory allocating {} bytes", bytes);
+}
+
+Storage::~Storage() { std::free(data_); }
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
+  if (!dst_device.is_cpu()) no_backend(dst_device);
+  if (!src_device.is_cpu()) no_backend(src_device);
+  if (bytes) std::memmove(dst, src, bytes);
+}
+
+}  // namespace systolic

@@ -1,0 +1,157 @@
+#include <systolic/tensor.h>
+
+#include "core/storage.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace systolic {
+
+namespace {
+template <class F>
+void visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::float32: f(float{}); break;
+    case DType::float64: f(double{}); break;
+    case DType::bfloat16: f(bfloat16{}); break;
+    case DType::uint8: f(std::uint8_t{}); break;
+    case DType::int32: f(std::int32_t{}); break;
+  }
+}
+template <class T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    return bfloat16(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(std::nearbyint(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+template <class T>
+double to_double(T v) {
+  if constexpr (std::is_same_v<T, bfloat16>) return static_cast<double>(static_cast<float>(v));
+  else return static_cast<double>(v);
+}
+}  // namespace
+
+Tensor::Tensor(Shape shape, DType dtype, Device device) : shape_(std::move(shape)), dtype_(dtype) {
+  for (auto d : shape_.dims()) SYSTOLIC_CHECK(d >= 0, "Tensor: negative dimension in shape {}", shape_.str());
+  storage_ = std::make_shared<Storage>(nbytes(), device);
+}
+
+Tensor Tensor::zeros(Shape shape, DType dtype, Device device) { return full(std::move(shape), 0.0, dtype, device); }
+
+Tensor Tensor::full(Shape shape, double value, DType dtype, Device device) {
+  Tensor t(std::move(shape), dtype, device);
+  t.fill(value);
+  return t;
+}
+
+Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
+
+void* Tensor::raw_data() {
+  SYSTOLIC_CHECK(storage_, "access to the data of an undefined tensor");
+  return static_cast<char*>(storage_->data()) + offset_;
+}
+const void* Tensor::raw_data() const {
+  SYSTOLIC_CHECK(storage_, "access to the data of an undefined tensor");
+  return static_cast<const char*>(storage_->data()) + offset_;
+}
+
+void Tensor::check_type(DType t) const {
+  SYSTOLIC_CHECK(t == dtype_, "tensor of dtype {} accessed as {}", dtype_name(dtype_), dtype_name(t));
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  SYSTOLIC_CHECK(shape.numel() == numel(), "cannot reshape a tensor of shape {} to {}", shape_.str(), shape.str());
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::slice(std::int64_t begin, std::int64_t end) const {
+  SYSTOLIC_CHECK(rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0],
+                 "slice [{}, {}) out of range for shape {}", begin, end, shape_.str());
+  std::int64_t row = shape_[0] ? numel() / shape_[0] : 0;
+  Shape s = shape_;
+  s[0] = end - begin;
+  return view(begin * row, s);
+}
+
+Tensor Tensor::view(std::int64_t element_offset, Shape shape) const {
+  std::size_t size = dtype_size(dtype_);
+  std::size_t new_offset = offset_ + static_cast<std::size_t>(element_offset) * size;
+  SYSTOLIC_CHECK(storage_ && element_offset >= 0 &&
+                     new_offset + static_cast<std::size_t>(shape.numel()) * size <= storage_->bytes(),
+                 "view of {} elements at offset {} exceeds the storage", shape.numel(), element_offset);
+  Tensor t = *this;
+  t.offset_ = new_offset;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(shape_, dtype_, device());
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  Tensor t(shape_, dtype_, device);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  SYSTOLIC_CHECK(device().is_cpu(), "dtype conversion runs on the CPU; copy the tensor to the CPU first");
+  if (dtype == dtype_) return clone();
+  Tensor t(shape_, dtype, device());
+  std::int64_t n = numel();
+  visit_dtype(dtype_, [&](auto src_tag) {
+    using S = decltype(src_tag);
+    const S* src = static_cast<const S*>(raw_data());
+    visit_dtype(dtype, [&](auto dst_tag) {
+      using D = decltype(dst_tag);
+      D* dst = static_cast<D*>(t.raw_data());
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = from_double<D>(to_double(src[i]));
+    });
+  });
+  return t;
+}
+
+void Tensor::copy_from(const Tensor& other) {
+  SYSTOLIC_CHECK(other.numel() == numel() && other.dtype_ == dtype_,
+                 "copy_from: source {} {} does not match destination {} {}", dtype_name(other.dtype_),
+                 other.shape_.str(), dtype_name(dtype_), shape_.str());
+  copy_bytes(raw_data(), device(), other.raw_data(), other.device(), nbytes());
+}
+
+void Tensor::fill(double value) {
+  SYSTOLIC_CHECK(device().is_cpu(), "Tensor::fill runs on the CPU; use ops::fill on devices");
+  std::int64_t n = numel();
+  visit_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    T v = from_double<T>(value);
+    std::fill_n(static_cast<T*>(raw_data()), n, v);
+  });
+}
+
+std::vector<double> Tensor::to_doubles() const {
+  Tensor host = to(Device::cpu());
+  std::vector<double> out(static_cast<std::size_t>(numel()));
+  visit_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = static_cast<const T*>(host.raw_data());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_double(p[i]);
+  });
+  return out;
+}
+
+double Tensor::item() const {
+  SYSTOLIC_CHECK(numel() == 1, "item() of a tensor with {} elements", numel());
+  return to_doubles()[0];
+}
+
+}  // namespace systolic

@@ -1,0 +1,219 @@
+// Convolution, pooling and padding as direct loops (NHWC). Reference for the oneDNN path; float64 path.
+#include "ops/cpu/loops.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace systolic::ops::loops {
+
+namespace {
+struct ConvDims {
+  std::int64_t N, H, W, C, KH, KW, F, OH, OW;
+};
+ConvDims conv_dims(const Tensor& x, const Tensor& w, const Tensor& y) {
+  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(1), w.dim(3), y.dim(1), y.dim(2)};
+}
+}  // namespace
+
+template <class T>
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
+  auto d = conv_dims(x, w, y);
+  const T* xp = x.data<T>();
+  const T* wp = w.data<T>();
+  const T* bp = b.defined() ? b.data<T>() : nullptr;
+  T* yp = y.data<T>();
+#pragma omp parallel for collapse(2)
+  for (std::int64_t n = 0; n < d.N; ++n)
+    for (std::int64_t oh = 0; oh < d.OH; ++oh)
+      for (std::int64_t ow = 0; ow < d.OW; ++ow) {
+        T* out = yp + ((n * d.OH + oh) * d.OW + ow) * d.F;
+        for (std::int64_t f = 0; f < d.F; ++f) out[f] = bp ? bp[f] : T(0);
+        for (std::int64_t i = 0; i < d.KH; ++i) {
+          std::int64_t ih = oh * p.stride_h + i * p.dilation_h - p.pad_top;
+          if (ih < 0 || ih >= d.H) continue;
+          for (std::int64_t j = 0; j < d.KW; ++j) {
+            std::int64_t iw = ow * p.stride_w + j * p.dilation_w - p.pad_left;
+            if (iw < 0 || iw >= d.W) continue;
+            const T* in = xp + ((n * d.H + ih) * d.W + iw) * d.C;
+            const T* wk = wp + (i * d.KW + j) * d.C * d.F;
+            for (std::int64_t c = 0; c < d.C; ++c)
+              for (std::int64_t f = 0; f < d.F; ++f) out[f] += in[c] * wk[c * d.F + f];
+          }
+        }
+      }
+}
+
+template <class T>
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
+                     const Conv2DParams& p) {
+  auto d = conv_dims(x, w, dy);
+  const T* xp = x.data<T>();
+  const T* wp = w.data<T>();
+  const T* gp = dy.data<T>();
+  if (db.defined()) {
+    T* dbp = db.data<T>();
+    for (std::int64_t r = 0; r < d.N * d.OH * d.OW; ++r)
+      for (std::int64_t f = 0; f < d.F; ++f) dbp[f] += gp[r * d.F + f];
+  }
+  if (dx.defined()) {
+    T* dxp = dx.data<T>();
+    std::fill_n(dxp, dx.numel(), T(0));
+#pragma omp parallel for
+    for (std::int64_t n = 0; n < d.N; ++n)  // each image's dx is written by one thread only
+      for (std::int64_t oh = 0; oh < d.OH; ++oh)
+        for (std::int64_t ow = 0; ow < d.OW; ++ow) {
+          const T* g = gp + ((n * d.OH + oh) * d.OW + ow) * d.F;
+          for (std::int64_t i = 0; i < d.KH; ++i) {
+            std::int64_t ih = oh * p.stride_h + i * p.dilation_h - p.pad_top;
+            if (ih < 0 || ih >= d.H) continue;
+            for (std::int64_t j = 0; j < d.KW; ++j) {
+              std::int64_t iw = ow * p.stride_w + j * p.dilation_w - p.pad_left;
+              if (iw < 0 || iw >= d.W) continue;
+              T* din = dxp + ((n * d.H + ih) * d.W + iw) * d.C;
+              const T* wk = wp + (i * d.KW + j) * d.C * d.F;
+              for (std::int64_t c = 0; c < d.C; ++c) {
+                T s = 0;
+                for (std::int64_t f = 0; f < d.F; ++f) s += g[f] * wk[c * d.F + f];
+                din[c] += s;
+              }
+            }
+          }
+        }
+  }
+  if (dw.defined()) {
+    T* dwp = dw.data<T>();
+#pragma omp parallel for collapse(2)
+    for (std::int64_t i = 0; i < d.KH; ++i)  // each (i, j) block of dw is written by one thread only
+      for (std::int64_t j = 0; j < d.KW; ++j)
+        for (std::int64_t n = 0; n < d.N; ++n)
+          for (std::int64_t oh = 0; oh < d.OH; ++oh) {
+            std::int64_t ih = oh * p.stride_h + i * p.dilation_h - p.pad_top;
+            if (ih < 0 || ih >= d.H) continue;
+            for (std::int64_t ow = 0; ow < d.OW; ++ow) {
+              std::int64_t iw = ow * p.stride_w + j * p.dilation_w - p.pad_left;
+              if (iw < 0 || iw >= d.W) continue;
+              const T* in = xp + ((n * d.H + ih) * d.W + iw) * d.C;
+              const T* g = gp + ((n * d.OH + oh) * d.OW + ow) * d.F;
+              T* wk = dwp + (i * d.KW + j) * d.C * d.F;
+              for (std::int64_t c = 0; c < d.C; ++c)
+                for (std::int64_t f = 0; f < d.F; ++f) wk[c * d.F + f] += in[c] * g[f];
+            }
+          }
+  }
+}
+
+namespace {
+// Visits the valid (unpadded) input cells of one pooling window.
+template <class F>
+void for_window(const Pool2DParams& p, std::int64_t H, std::int64_t W, std::int64_t oh, std::int64_t ow, F&& f) {
+  for (int i = 0; i < p.window_h; ++i) {
+    std::int64_t ih = oh * p.stride_h + i - p.pad_top;
+    if (ih < 0 || ih >= H) continue;
+    for (int j = 0; j < p.window_w; ++j) {
+      std::int64_t iw = ow * p.stride_w + j - p.pad_left;
+      if (iw < 0 || iw >= W) continue;
+      f(ih, iw);
+    }
+  }
+}
+}  // namespace
+
+template <class T>
+void pool2d_forward(const Tensor& x, Tensor& y, const Pool2DParams& p) {
+  std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = y.dim(1), OW = y.dim(2);
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
+#pragma omp parallel for collapse(2)
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t oh = 0; oh < OH; ++oh)
+      for (std::int64_t ow = 0; ow < OW; ++ow)
+        for (std::int64_t c = 0; c < C; ++c) {
+          T acc = p.kind == PoolKind::max ? -std::numeric_limits<T>::infinity() : T(0);
+          std::int64_t count = 0;
+          for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
+            T v = xp[((n * H + ih) * W + iw) * C + c];
+            if (p.kind == PoolKind::max) acc = v > acc ? v : acc;
+            else acc += v;
+            ++count;
+          });
+          if (p.kind == PoolKind::average) acc = count ? acc / T(count) : T(0);
+          yp[((n * OH + oh) * OW + ow) * C + c] = acc;
+        }
+}
+
+template <class T>
+void pool2d_backward(const Tensor& x, const Tensor& dy, Tensor& dx, const Pool2DParams& p) {
+  std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = dy.dim(1), OW = dy.dim(2);
+  const T* xp = x.data<T>();
+  const T* gp = dy.data<T>();
+  T* dxp = dx.data<T>();
+  std::fill_n(dxp, dx.numel(), T(0));
+#pragma omp parallel for
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t oh = 0; oh < OH; ++oh)
+      for (std::int64_t ow = 0; ow < OW; ++ow)
+        for (std::int64_t c = 0; c < C; ++c) {
+          T g = gp[((n * OH + oh) * OW + ow) * C + c];
+          if (p.kind == PoolKind::max) {
+            // The gradient goes to the first maximum in scan order.
+            T best = -std::numeric_limits<T>::infinity();
+            std::int64_t at = -1;
+            for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
+              std::int64_t k = ((n * H + ih) * W + iw) * C + c;
+              if (at < 0 || xp[k] > best) best = xp[k], at = k;
+            });
+            if (at >= 0) dxp[at] += g;
+          } else {
+            std::int64_t count = 0;
+            for_window(p, H, W, oh, ow, [&](std::int64_t, std::int64_t) { ++count; });
+            if (!count) continue;
+            for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
+              dxp[((n * H + ih) * W + iw) * C + c] += g / T(count);
+            });
+          }
+        }
+}
+
+template <class T>
+void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) {
+  std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = y.dim(1), OW = y.dim(2);
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
+#pragma omp parallel for collapse(2)
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t oh = 0; oh < OH; ++oh) {
+      T* row = yp + (n * OH + oh) * OW * C;
+      std::int64_t ih = oh - p.top;
+      if (ih < 0 || ih >= H) {
+        std::fill_n(row, OW * C, T(0));
+        continue;
+      }
+      std::fill_n(row, p.left * C, T(0));
+      std::copy_n(xp + (n * H + ih) * W * C, W * C, row + p.left * C);
+      std::fill_n(row + (p.left + W) * C, p.right * C, T(0));
+    }
+}
+
+template <class T>
+void pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) {
+  std::int64_t N = dx.dim(0), H = dx.dim(1), W = dx.dim(2), C = dx.dim(3), OH = dy.dim(1), OW = dy.dim(2);
+  const T* gp = dy.data<T>();
+  T* dxp = dx.data<T>();
+#pragma omp parallel for collapse(2)
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t h = 0; h < H; ++h)
+      std::copy_n(gp + ((n * OH + h + p.top) * OW + p.left) * C, W * C, dxp + (n * H + h) * W * C);
+}
+
+#define SYSTOLIC_INSTANTIATE(T)                                                                            \
+  template void conv2d_forward<T>(const Tensor&, const Tensor&, const Tensor&, Tensor&, const Conv2DParams&); \
+  template void conv2d_backward<T>(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&,  \
+                                   const Conv2DParams&);                                                   \
+  template void pool2d_forward<T>(const Tensor&, Tensor&, const Pool2DParams&);                            \
+  template void pool2d_backward<T>(const Tensor&, const Tensor&, Tensor&, const Pool2DParams&);            \
+  template void pad2d_forward<T>(const Tensor&, Tensor&, const Pad2D&);                                    \
+  template void pad2d_backward<T>(const Tensor&, Tensor&, const Pad2D&);
+SYSTOLIC_INSTANTIATE(float)
+SYSTOLIC_INSTANTIATE(double)
+
+}  // namespace systolic::ops::loops
