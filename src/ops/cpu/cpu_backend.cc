@@ -126,6 +126,7 @@ class CpuBackend final : public Backend {
     SYSTOLIC_LOOP(moving_average, moving.dtype(), moving, value, momentum);
   }
   void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst) override {
+    if (dst.dtype() == DType::int32) return loops::gather_rows<std::int32_t>(src, indices, dst);  // labels
     SYSTOLIC_LOOP(gather_rows, dst.dtype(), src, indices, dst);
   }
   void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,

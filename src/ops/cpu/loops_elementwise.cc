@@ -340,5 +340,6 @@ void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double 
   template void rmsprop_update<T>(Tensor&, const Tensor&, Tensor&, Tensor&, double, double, double, double);
 SYSTOLIC_INSTANTIATE(float)
 SYSTOLIC_INSTANTIATE(double)
+template void gather_rows<std::int32_t>(const Tensor&, const std::vector<std::int64_t>&, Tensor&);
 
 }  // namespace systolic::ops::loops

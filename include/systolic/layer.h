@@ -1,0 +1,146 @@
+// Layer: shapes and parameters. A layer knows its output shape, creates its weights and calls ops; the math
+// lives in ops (ops.h), devices behind the op table. The functional graph is made of Nodes, one per call of a
+// layer on symbolic inputs (SymbolicTensor, Keras's KerasTensor).
+#pragma once
+
+#include <systolic/ops.h>
+#include <systolic/random.h>
+#include <systolic/tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace systolic {
+
+class Layer;
+struct Node;
+
+// The symbolic result of calling a layer: its shape without the batch dimension, and the node that makes it.
+class SymbolicTensor {
+ public:
+  SymbolicTensor() = default;
+  explicit SymbolicTensor(std::shared_ptr<Node> node) : node_(std::move(node)) {}
+  const Shape& shape() const;
+  DType dtype() const;
+  const std::shared_ptr<Node>& node() const { return node_; }
+  bool defined() const { return node_ != nullptr; }
+
+ private:
+  std::shared_ptr<Node> node_;
+};
+
+struct Node {
+  std::shared_ptr<Layer> layer;
+  std::vector<SymbolicTensor> inputs;
+  Shape shape;  // output shape without the batch dimension
+  DType dtype = DType::float32;
+  std::int64_t id = 0;  // creation order: a valid topological order
+};
+
+struct Weight {
+  std::string name;  // "kernel", "bias", "gamma", "moving_mean", ...
+  Tensor value;
+  Tensor grad;  // trainable weights only
+  bool trainable = true;
+};
+
+// One call of a layer during execution: inputs, the preallocated output, what backward needs.
+struct LayerCall {
+  std::vector<Tensor> inputs;
+  Tensor output;  // [N, node shape]; forward writes it (or rebinds it to a view of an input)
+  bool training = false;
+  std::uint64_t seed = 0;       // randomness of this call (dropout), fresh every step
+  std::vector<Tensor> saved;    // whatever backward needs, kept by forward
+  Tensor workspace;             // backend-private state for backward (pooling indices)
+  Tensor logits;                // pre-softmax values, kept when the layer's activation is softmax
+  Tensor doutput;               // backward input: gradient w.r.t. the output
+  std::vector<Tensor> dinputs;  // backward output (=); an undefined entry needs no gradient
+};
+
+class Layer : public std::enable_shared_from_this<Layer> {
+ public:
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& class_name() const { return class_name_; }
+  const std::string& name() const { return name_; }
+  DType dtype() const { return dtype_; }
+  Activation activation() const { return activation_; }
+  bool built() const { return built_; }
+
+  // Calls the layer on symbolic inputs: checks them, builds the weights on the first call, returns the output.
+  SymbolicTensor operator()(const SymbolicTensor& input);
+  SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs);
+
+  // The output shape for these input shapes (no batch dimension); throws Error naming the layer if they do not fit.
+  virtual Shape compute_output_shape(const std::vector<Shape>& input_shapes) const = 0;
+
+  std::vector<Weight>& weights() { return weights_; }  // trainable first, then non-trainable (Keras order)
+  const std::vector<Weight>& weights() const { return weights_; }
+  std::int64_t count_params() const;
+  std::int64_t count_trainable_params() const;
+
+  // Execution (the model calls these): forward, then the fused activation; backward of the activation (unless
+  // the gradient given is already w.r.t. the pre-activation values, as a loss computed from logits gives),
+  // then the layer's own backward.
+  void call_forward(LayerCall& call);
+  void call_backward(LayerCall& call, bool grad_is_preactivation);
+
+  // Which inputs need no gradient from this layer's own backward (the model tells, e.g. for a model input).
+  virtual bool is_input_layer() const { return false; }
+
+ protected:
+  Layer(std::string class_name, const std::string& name, Activation activation = Activation::linear);
+  // Creates the weights for these input shapes (called once, before the first output shape is used).
+  virtual void build(const std::vector<Shape>& input_shapes) { (void)input_shapes; }
+  virtual void forward(LayerCall& call) = 0;
+  // Writes dinputs (=) and accumulates weight gradients (+=). call.doutput is w.r.t. the pre-activation values.
+  virtual void backward(LayerCall& call) = 0;
+  // Expected number of inputs (-1: two or more, as Add and Concatenate take).
+  virtual int input_count() const { return 1; }
+
+  Weight& add_weight(const std::string& name, Shape shape, const std::string& initializer, bool trainable = true);
+  [[noreturn]] void fail_shape(const std::string& why) const;
+
+  Activation activation_;
+
+ private:
+  std::string class_name_;
+  std::string name_;
+  DType dtype_;
+  bool built_ = false;
+  std::vector<Shape> built_shapes_;
+  std::vector<Weight> weights_;
+};
+
+// A handle to a layer made by a factory in systolic::layers: call it on symbolic tensors, reach the layer with ->.
+class LayerRef {
+ public:
+  LayerRef() = default;
+  explicit LayerRef(std::shared_ptr<Layer> layer) : layer_(std::move(layer)) {}
+  SymbolicTensor operator()(const SymbolicTensor& input) const { return (*layer_)(input); }
+  SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs) const { return (*layer_)(inputs); }
+  Layer* operator->() const { return layer_.get(); }
+  Layer& operator*() const { return *layer_; }
+  const std::shared_ptr<Layer>& get() const { return layer_; }
+
+ private:
+  std::shared_ptr<Layer> layer_;
+};
+
+// Keras backend state: the float type new layers compute in (keras.backend.floatx) and the per-class name
+// counters (conv2d, conv2d_1, ...), which clear_session() resets.
+void set_floatx(DType dtype);
+DType floatx();
+// zero_based: conv2d, conv2d_1, ...; otherwise input_1, input_2, ... (as tf.keras names inputs).
+std::string unique_layer_name(const std::string& snake_prefix, bool zero_based = true);
+std::string to_snake_case(const std::string& class_name);  // "MaxPooling2D" -> "max_pooling2d"
+void clear_session();
+
+// Fills a weight as Keras's initializers do: zeros, ones, glorot_uniform, glorot_normal, he_uniform, he_normal,
+// lecun_uniform, lecun_normal, random_uniform (-0.05, 0.05), random_normal (stddev 0.05). Throws on others.
+void initialize(Tensor& t, const std::string& initializer, Generator& generator);
+
+}  // namespace systolic

@@ -1,0 +1,104 @@
+// The layers, spelled as in Keras: sy::layers::Conv2D(32, {3, 3}, {.padding = "same", .activation = "relu"}).
+// Each factory returns a LayerRef (call it on a SymbolicTensor); Input returns the SymbolicTensor itself.
+// Option structs list Keras's arguments in Keras's order, so designated initializers read like keyword args.
+#pragma once
+
+#include <systolic/layer.h>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace systolic::layers {
+
+using Pair = std::array<int, 2>;
+
+struct InputOptions {
+  std::string name;
+  DType dtype = DType::float32;
+};
+// Input(shape without the batch dimension).
+SymbolicTensor Input(Shape shape, const InputOptions& options = {});
+
+struct Conv2DOptions {
+  Pair strides = {1, 1};
+  std::string padding = "valid";  // "valid" or "same"
+  Pair dilation_rate = {1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+LayerRef Conv2D(int filters, Pair kernel_size, const Conv2DOptions& options = {});
+
+struct DenseOptions {
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+LayerRef Dense(int units, const DenseOptions& options = {});
+
+struct BatchNormalizationOptions {
+  int axis = -1;  // only the last axis (channels_last) is supported
+  double momentum = 0.99;
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  std::string beta_initializer = "zeros";
+  std::string gamma_initializer = "ones";
+  std::string moving_mean_initializer = "zeros";
+  std::string moving_variance_initializer = "ones";
+  std::string name;
+};
+LayerRef BatchNormalization(const BatchNormalizationOptions& options = {});
+
+struct PoolingOptions {
+  std::optional<Pair> strides;  // default: the pool size
+  std::string padding = "valid";
+  std::string name;
+};
+LayerRef MaxPooling2D(Pair pool_size = {2, 2}, const PoolingOptions& options = {});
+LayerRef AveragePooling2D(Pair pool_size = {2, 2}, const PoolingOptions& options = {});
+
+struct NameOptions {
+  std::string name;
+};
+LayerRef GlobalAveragePooling2D(const NameOptions& options = {});
+
+struct DropoutOptions {
+  std::optional<std::uint64_t> seed;  // default: drawn from the global generator (set_random_seed)
+  std::string name;
+};
+LayerRef Dropout(double rate, const DropoutOptions& options = {});
+LayerRef Flatten(const NameOptions& options = {});
+LayerRef Activation(const std::string& activation, const NameOptions& options = {});
+LayerRef ReLU(const NameOptions& options = {});
+LayerRef Softmax(const NameOptions& options = {});
+
+// ZeroPadding2D(1), ZeroPadding2D({1, 2}) (symmetric rows, columns), or ZeroPadding2D({{top, bottom}, {left, right}}).
+struct Padding2D {
+  int top, bottom, left, right;
+  Padding2D(int p) : top(p), bottom(p), left(p), right(p) {}  // NOLINT: implicit like Keras's int
+  Padding2D(Pair rows_cols) : top(rows_cols[0]), bottom(rows_cols[0]), left(rows_cols[1]), right(rows_cols[1]) {}  // NOLINT
+  Padding2D(Pair rows, Pair cols) : top(rows[0]), bottom(rows[1]), left(cols[0]), right(cols[1]) {}
+};
+LayerRef ZeroPadding2D(Padding2D padding = 1, const NameOptions& options = {});
+
+struct RescalingOptions {
+  double offset = 0.0;
+  std::string name;
+};
+LayerRef Rescaling(double scale, const RescalingOptions& options = {});
+
+LayerRef Add(const NameOptions& options = {});
+struct ConcatenateOptions {
+  int axis = -1;
+  std::string name;
+};
+LayerRef Concatenate(const ConcatenateOptions& options = {});
+
+}  // namespace systolic::layers

@@ -1,0 +1,113 @@
+// Model: a functional graph of layer calls (a DAG, so residual and multi-branch nets work) and Sequential.
+// compile / fit / evaluate / predict / summary behave as in Keras. A Model is a handle: copies share the model.
+#pragma once
+
+#include <systolic/layer.h>
+#include <systolic/losses.h>
+#include <systolic/metrics.h>
+#include <systolic/optimizers.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace systolic {
+
+struct ValidationData {
+  Tensor x, y;
+};
+
+struct FitOptions {
+  std::int64_t batch_size = 32;
+  int epochs = 1;
+  int verbose = 1;  // 0 silent, 1 progress bar, 2 one line per epoch
+  double validation_split = 0.0;
+  std::optional<ValidationData> validation_data;
+  bool shuffle = true;
+  int initial_epoch = 0;
+};
+
+struct EvaluateOptions {
+  std::int64_t batch_size = 32;
+  int verbose = 1;
+};
+
+struct PredictOptions {
+  std::int64_t batch_size = 32;
+  int verbose = 0;
+};
+
+// Keras's History: one value per epoch for each key (loss, metrics, val_loss, val_metrics).
+struct History {
+  std::vector<int> epoch;
+  std::vector<std::string> keys;  // in Keras's order
+  std::map<std::string, std::vector<double>> history;
+  const std::vector<double>& operator[](const std::string& key) const;
+};
+
+class ModelState;
+
+class Model {
+ public:
+  Model(const SymbolicTensor& input, const SymbolicTensor& output, const std::string& name = "");
+  Model(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs,
+        const std::string& name = "");
+  virtual ~Model();
+  Model(const Model&) = default;
+  Model& operator=(const Model&) = default;
+
+  const std::string& name() const;
+  // model.layers: every layer in order (a functional model includes its InputLayer; Sequential does not).
+  std::vector<LayerRef> layers() const;
+  LayerRef get_layer(const std::string& name) const;
+  std::vector<SymbolicTensor> inputs() const;
+  std::vector<SymbolicTensor> outputs() const;
+  std::int64_t count_params() const;
+
+  void compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
+               const std::vector<std::string>& metrics = {});
+  void compile(const optimizers::Optimizer& optimizer, const std::string& loss,
+               const std::vector<std::string>& metrics = {});
+  void compile(const std::string& optimizer, const std::string& loss, const std::vector<std::string>& metrics = {});
+  bool compiled() const;
+  optimizers::Optimizer& optimizer();
+  const losses::Loss& loss() const;
+
+  // x: [N, input shape] in any dtype (uint8 images stay uint8 until a batch is built); y: labels [N] or
+  // [N, 1] (any integer-valued dtype) for sparse losses, else [N, output shape].
+  History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
+  // [loss, metrics...]
+  std::vector<double> evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
+  Tensor predict(const Tensor& x, const PredictOptions& options = {});
+  // Names of what evaluate returns: loss, then the metrics.
+  std::vector<std::string> metrics_names() const;
+
+  // One training step on one batch (Keras's train_on_batch): returns [loss, metrics...] of that batch.
+  std::vector<double> train_on_batch(const Tensor& x, const Tensor& y);
+
+  // Keras's model.summary() table.
+  std::string summary_string() const;
+  void summary() const;
+
+  // The flat buffers that hold every trainable weight and its gradient (weights are views into them).
+  Tensor& trainable_parameters();
+  Tensor& gradients();
+
+ protected:
+  Model();
+  std::shared_ptr<ModelState> state_;
+};
+
+// Sequential({layers::Input({28, 28, 1}), layers::Conv2D(...), ...}) or add() one at a time.
+class Sequential : public Model {
+ public:
+  using Item = std::variant<SymbolicTensor, LayerRef>;
+  explicit Sequential(const std::vector<Item>& items = {}, const std::string& name = "");
+  void add(const Item& item);
+};
+
+}  // namespace systolic

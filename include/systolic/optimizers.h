@@ -1,0 +1,99 @@
+// Optimizers, with Keras's defaults and update formulas. They update a model's flat parameter buffer (all
+// trainable weights in one allocation) in one op per step; their slots (m, v, ...) are flat buffers too.
+#pragma once
+
+#include <systolic/tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace systolic::optimizers {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+  virtual std::unique_ptr<Optimizer> clone() const = 0;
+  double learning_rate() const { return learning_rate_; }
+  void set_learning_rate(double lr) { learning_rate_ = lr; }
+  std::int64_t iterations() const { return iterations_; }
+
+  // Allocates the slots for a flat parameter buffer (idempotent for the same size).
+  void build(const Tensor& params);
+  // One update step: params -= f(grads); iterations += 1.
+  void apply(Tensor& params, const Tensor& grads);
+  // The slot buffers, named as Keras names them ("m", "v", "momentum", ...).
+  const std::vector<std::pair<std::string, Tensor>>& slots() const { return slots_; }
+
+ protected:
+  explicit Optimizer(double learning_rate) : learning_rate_(learning_rate) {}
+  virtual std::vector<std::string> slot_names() const = 0;
+  virtual void update(Tensor& params, const Tensor& grads, std::int64_t step) = 0;  // step = iterations + 1
+  Tensor& slot(std::size_t i) { return slots_[i].second; }
+
+ private:
+  double learning_rate_;
+  std::int64_t iterations_ = 0;
+  std::vector<std::pair<std::string, Tensor>> slots_;
+};
+
+class Adam : public Optimizer {
+ public:
+  // Keras defaults. The seed's tf.train.AdamOptimizer is the same with epsilon 1e-8.
+  explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999, double epsilon = 1e-7)
+      : Optimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+  std::string name() const override { return "Adam"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adam>(*this); }
+  double beta_1() const { return beta_1_; }
+  double beta_2() const { return beta_2_; }
+  double epsilon() const { return epsilon_; }
+
+ protected:
+  std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+  void update(Tensor& params, const Tensor& grads, std::int64_t step) override;
+
+ private:
+  double beta_1_, beta_2_, epsilon_;
+};
+
+class SGD : public Optimizer {
+ public:
+  explicit SGD(double learning_rate = 0.01, double momentum = 0.0, bool nesterov = false)
+      : Optimizer(learning_rate), momentum_(momentum), nesterov_(nesterov) {}
+  std::string name() const override { return "SGD"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<SGD>(*this); }
+
+ protected:
+  std::vector<std::string> slot_names() const override {
+    return momentum_ > 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
+  }
+  void update(Tensor& params, const Tensor& grads, std::int64_t step) override;
+
+ private:
+  double momentum_;
+  bool nesterov_;
+};
+
+class RMSprop : public Optimizer {
+ public:
+  explicit RMSprop(double learning_rate = 0.001, double rho = 0.9, double momentum = 0.0, double epsilon = 1e-7)
+      : Optimizer(learning_rate), rho_(rho), momentum_(momentum), epsilon_(epsilon) {}
+  std::string name() const override { return "RMSprop"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<RMSprop>(*this); }
+
+ protected:
+  std::vector<std::string> slot_names() const override {
+    return momentum_ > 0 ? std::vector<std::string>{"rms", "momentum"} : std::vector<std::string>{"rms"};
+  }
+  void update(Tensor& params, const Tensor& grads, std::int64_t step) override;
+
+ private:
+  double rho_, momentum_, epsilon_;
+};
+
+// "adam", "sgd", "rmsprop" with Keras's defaults.
+std::unique_ptr<Optimizer> get(const std::string& name);
+
+}  // namespace systolic::optimizers

@@ -1,0 +1,77 @@
+// BatchNormalization (Keras, channels_last): gamma, beta (trainable), moving_mean, moving_variance. Training
+// normalises with the batch mean and biased variance and updates moving = moving*momentum + batch*(1-momentum);
+// inference uses the moving statistics.
+#include <systolic/layers.h>
+
+namespace systolic::layers {
+
+namespace {
+class BatchNormalizationLayer final : public Layer {
+ public:
+  explicit BatchNormalizationLayer(const BatchNormalizationOptions& o) : Layer("BatchNormalization", o.name), o_(o) {
+    SYSTOLIC_CHECK(o.epsilon > 0, "layer '{}': epsilon must be positive", name());
+    SYSTOLIC_CHECK(o.momentum >= 0 && o.momentum <= 1, "layer '{}': momentum must be in [0, 1]", name());
+  }
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override {
+    if (in[0].rank() < 1) fail_shape("expects an input with a channel axis");
+    if (o_.axis != -1 && o_.axis != in[0].rank())
+      fail_shape("only axis=-1 (channels_last) is supported, got axis=" + std::to_string(o_.axis));
+    return in[0];
+  }
+
+ protected:
+  void build(const std::vector<Shape>& in) override {
+    std::int64_t c = in[0][-1];
+    if (o_.scale) gamma_ = &add_weight("gamma", {c}, o_.gamma_initializer);
+    if (o_.center) beta_ = &add_weight("beta", {c}, o_.beta_initializer);
+    add_weight("moving_mean", {c}, o_.moving_mean_initializer, false);
+    add_weight("moving_variance", {c}, o_.moving_variance_initializer, false);
+    // Weight references move when the vector grows; index them once all exist.
+    std::size_t i = 0;
+    gamma_ = o_.scale ? &weights()[i++] : nullptr;
+    beta_ = o_.center ? &weights()[i++] : nullptr;
+    moving_mean_ = i++;
+    if (!o_.scale) ones_ = Tensor::full({c}, 1.0, dtype());
+    if (!o_.center) zeros_ = Tensor::zeros({c}, dtype());
+  }
+
+  const Tensor& gamma() const { return gamma_ ? gamma_->value : ones_; }
+  const Tensor& beta() const { return beta_ ? beta_->value : zeros_; }
+
+  void forward(LayerCall& c) override {
+    Tensor& mm = weights()[moving_mean_].value;
+    Tensor& mv = weights()[moving_mean_ + 1].value;
+    if (!c.training) {
+      ops::batch_norm_forward_inference(c.inputs[0], gamma(), beta(), mm, mv, c.output, o_.epsilon);
+      return;
+    }
+    std::int64_t ch = c.inputs[0].dim(-1);
+    if (c.saved.size() != 2 || c.saved[0].numel() != ch)
+      c.saved = {Tensor({ch}, dtype(), c.inputs[0].device()), Tensor({ch}, dtype(), c.inputs[0].device())};
+    ops::batch_norm_forward_training(c.inputs[0], gamma(), beta(), c.output, c.saved[0], c.saved[1], o_.epsilon);
+    ops::moving_average(mm, c.saved[0], o_.momentum);
+    ops::moving_average(mv, c.saved[1], o_.momentum);
+  }
+
+  void backward(LayerCall& c) override {
+    SYSTOLIC_CHECK(c.saved.size() == 2, "layer '{}': backward without a training forward", name());
+    Tensor none;
+    ops::batch_norm_backward(c.inputs[0], gamma(), c.saved[0], c.saved[1], c.doutput, c.dinputs[0],
+                             gamma_ ? gamma_->grad : none, beta_ ? beta_->grad : none, o_.epsilon);
+  }
+
+ private:
+  BatchNormalizationOptions o_;
+  Weight* gamma_ = nullptr;
+  Weight* beta_ = nullptr;
+  std::size_t moving_mean_ = 0;
+  Tensor ones_, zeros_;
+};
+}  // namespace
+
+LayerRef BatchNormalization(const BatchNormalizationOptions& options) {
+  return LayerRef(std::make_shared<BatchNormalizationLayer>(options));
+}
+
+}  // namespace systolic::layers

@@ -1,0 +1,67 @@
+// Conv2D (Keras): kernel (KH, KW, C, F), bias (F,); strides, dilation, padding valid/same, fused activation.
+#include <systolic/layers.h>
+
+#include "layers/padding.h"
+
+namespace systolic::layers {
+
+namespace {
+class Conv2DLayer final : public Layer {
+ public:
+  Conv2DLayer(int filters, Pair kernel, const Conv2DOptions& o)
+      : Layer("Conv2D", o.name, activation_from_name(o.activation)), filters_(filters), kernel_(kernel), o_(o) {
+    SYSTOLIC_CHECK(filters > 0, "layer '{}': filters must be positive, got {}", name(), filters);
+    SYSTOLIC_CHECK(kernel[0] > 0 && kernel[1] > 0, "layer '{}': kernel_size must be positive", name());
+    SYSTOLIC_CHECK(o.strides[0] > 0 && o.strides[1] > 0, "layer '{}': strides must be positive", name());
+    SYSTOLIC_CHECK(o.dilation_rate[0] > 0 && o.dilation_rate[1] > 0, "layer '{}': dilation_rate must be positive",
+                   name());
+    SYSTOLIC_CHECK((o.strides[0] == 1 && o.strides[1] == 1) || (o.dilation_rate[0] == 1 && o.dilation_rate[1] == 1),
+                   "layer '{}': strides > 1 together with dilation_rate > 1 is not supported (as in Keras)", name());
+    check_padding_name(o.padding, name());
+  }
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override {
+    if (in[0].rank() != 3) fail_shape("expects input (H, W, C), got " + in[0].keras_str());
+    auto h = tf_padding(in[0][0], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
+    auto w = tf_padding(in[0][1], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
+    if (h.out <= 0 || w.out <= 0)
+      fail_shape("the kernel does not fit the input " + in[0].keras_str() + " with padding 'valid'");
+    return {h.out, w.out, filters_};
+  }
+
+ protected:
+  void build(const std::vector<Shape>& in) override {
+    add_weight("kernel", {kernel_[0], kernel_[1], in[0][2], filters_}, o_.kernel_initializer);
+    if (o_.use_bias) add_weight("bias", {filters_}, o_.bias_initializer);
+  }
+
+  ops::Conv2DParams params(const Shape& x) const {
+    auto h = tf_padding(x[1], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
+    auto w = tf_padding(x[2], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
+    return {o_.strides[0], o_.strides[1], o_.dilation_rate[0], o_.dilation_rate[1], h.before, h.after, w.before,
+            w.after};
+  }
+
+  void forward(LayerCall& c) override {
+    ops::conv2d_forward(c.inputs[0], weights()[0].value, o_.use_bias ? weights()[1].value : Tensor(), c.output,
+                        params(c.inputs[0].shape()));
+  }
+
+  void backward(LayerCall& c) override {
+    Tensor none;
+    ops::conv2d_backward(c.inputs[0], weights()[0].value, c.doutput, c.dinputs[0], weights()[0].grad,
+                         o_.use_bias ? weights()[1].grad : none, params(c.inputs[0].shape()));
+  }
+
+ private:
+  int filters_;
+  Pair kernel_;
+  Conv2DOptions o_;
+};
+}  // namespace
+
+LayerRef Conv2D(int filters, Pair kernel_size, const Conv2DOptions& options) {
+  return LayerRef(std::make_shared<Conv2DLayer>(filters, kernel_size, options));
+}
+
+}  // namespace systolic::layers

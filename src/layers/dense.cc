@@ -1,0 +1,45 @@
+// Dense (Keras): kernel (in, units), bias (units,); applies to the last axis; fused activation.
+#include <systolic/layers.h>
+
+namespace systolic::layers {
+
+namespace {
+class DenseLayer final : public Layer {
+ public:
+  DenseLayer(int units, const DenseOptions& o)
+      : Layer("Dense", o.name, activation_from_name(o.activation)), units_(units), o_(o) {
+    SYSTOLIC_CHECK(units > 0, "layer '{}': units must be positive, got {}", name(), units);
+  }
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override {
+    if (in[0].rank() < 1) fail_shape("expects an input with at least one axis");
+    Shape out = in[0];
+    out[-1] = units_;
+    return out;
+  }
+
+ protected:
+  void build(const std::vector<Shape>& in) override {
+    add_weight("kernel", {in[0][-1], units_}, o_.kernel_initializer);
+    if (o_.use_bias) add_weight("bias", {units_}, o_.bias_initializer);
+  }
+  void forward(LayerCall& c) override {
+    ops::dense_forward(c.inputs[0], weights()[0].value, o_.use_bias ? weights()[1].value : Tensor(), c.output);
+  }
+  void backward(LayerCall& c) override {
+    Tensor none;
+    ops::dense_backward(c.inputs[0], weights()[0].value, c.doutput, c.dinputs[0], weights()[0].grad,
+                        o_.use_bias ? weights()[1].grad : none);
+  }
+
+ private:
+  int units_;
+  DenseOptions o_;
+};
+}  // namespace
+
+LayerRef Dense(int units, const DenseOptions& options) {
+  return LayerRef(std::make_shared<DenseLayer>(units, options));
+}
+
+}  // namespace systolic::layers

@@ -1,0 +1,47 @@
+// Dropout (Keras): inverted dropout while training (survivors scaled by 1/(1-rate)), identity at inference.
+// The mask comes from Philox at (seed of this call, element index), so backward regenerates it.
+#include <systolic/layers.h>
+
+namespace systolic::layers {
+
+namespace {
+class DropoutLayer final : public Layer {
+ public:
+  DropoutLayer(double rate, const DropoutOptions& o)
+      : Layer("Dropout", o.name), rate_(rate), seed_(o.seed ? *o.seed : global_generator().split()) {
+    SYSTOLIC_CHECK(rate >= 0 && rate < 1, "layer '{}': rate must be in [0, 1), got {}", name(), rate);
+  }
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override { return in[0]; }
+
+ protected:
+  void forward(LayerCall& c) override {
+    if (!c.training || rate_ == 0) {
+      c.output = c.inputs[0];  // identity: a view, no copy
+      return;
+    }
+    // A fresh mask per call: mix the layer's seed with its call count (splitmix64 finaliser).
+    std::uint64_t z = seed_ + 0x9E3779B97F4A7C15ull * ++calls_;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    c.seed = z ^ (z >> 31);
+    ops::dropout_forward(c.inputs[0], c.output, rate_, c.seed);
+  }
+  void backward(LayerCall& c) override {
+    if (!c.dinputs[0].defined()) return;
+    if (!c.training || rate_ == 0) ops::copy(c.doutput, c.dinputs[0]);
+    else ops::dropout_backward(c.doutput, c.dinputs[0], rate_, c.seed);
+  }
+
+ private:
+  double rate_;
+  std::uint64_t seed_;
+  std::uint64_t calls_ = 0;
+};
+}  // namespace
+
+LayerRef Dropout(double rate, const DropoutOptions& options) {
+  return LayerRef(std::make_shared<DropoutLayer>(rate, options));
+}
+
+}  // namespace systolic::layers

@@ -1,0 +1,152 @@
+// The Layer base: naming, building on the first call, weights, and the fused activation that Conv2D, Dense,
+// Activation, ReLU and Softmax share (so a loss can take the output layer's logits, as Keras does).
+#include <systolic/layer.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <regex>
+
+namespace systolic {
+
+namespace {
+struct Session {
+  std::mutex mutex;
+  std::map<std::string, int> counters;
+  std::int64_t next_node_id = 0;
+  DType floatx = DType::float32;
+};
+Session& session() {
+  static Session s;
+  return s;
+}
+}  // namespace
+
+void set_floatx(DType dtype) {
+  SYSTOLIC_CHECK(dtype == DType::float32 || dtype == DType::float64, "set_floatx: {} is not a float type for layers",
+                 dtype_name(dtype));
+  session().floatx = dtype;
+}
+DType floatx() { return session().floatx; }
+
+std::string unique_layer_name(const std::string& prefix, bool zero_based) {
+  std::lock_guard lock(session().mutex);
+  int n = session().counters[prefix]++;
+  if (!zero_based) return prefix + "_" + std::to_string(n + 1);
+  return n == 0 ? prefix : prefix + "_" + std::to_string(n);
+}
+
+void clear_session() {
+  std::lock_guard lock(session().mutex);
+  session().counters.clear();
+}
+
+std::string to_snake_case(const std::string& name) {
+  // Keras: re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name), then re.sub("([a-z])([A-Z])", r"\1_\2", ...).lower()
+  std::string s = std::regex_replace(name, std::regex("(.)([A-Z][a-z]+)"), "$1_$2");
+  s = std::regex_replace(s, std::regex("([a-z])([A-Z])"), "$1_$2");
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+const Shape& SymbolicTensor::shape() const {
+  SYSTOLIC_CHECK(node_, "use of an undefined symbolic tensor");
+  return node_->shape;
+}
+DType SymbolicTensor::dtype() const {
+  SYSTOLIC_CHECK(node_, "use of an undefined symbolic tensor");
+  return node_->dtype;
+}
+
+Layer::Layer(std::string class_name, const std::string& name, Activation activation)
+    : activation_(activation),
+      class_name_(std::move(class_name)),
+      name_(name.empty() ? unique_layer_name(to_snake_case(class_name_)) : name),
+      dtype_(floatx()) {}
+
+SymbolicTensor Layer::operator()(const SymbolicTensor& input) { return (*this)(std::vector<SymbolicTensor>{input}); }
+
+SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) {
+  int want = input_count();
+  if (want >= 0)
+    SYSTOLIC_CHECK(static_cast<int>(inputs.size()) == want, "layer '{}' ({}) takes {} input(s), got {}", name_,
+                   class_name_, want, inputs.size());
+  else
+    SYSTOLIC_CHECK(inputs.size() >= 2, "layer '{}' ({}) takes at least 2 inputs, got {}", name_, class_name_,
+                   inputs.size());
+  std::vector<Shape> shapes;
+  for (auto& in : inputs) {
+    SYSTOLIC_CHECK(in.defined(), "layer '{}' called on an undefined tensor", name_);
+    shapes.push_back(in.shape());
+  }
+  Shape out = compute_output_shape(shapes);
+  if (!built_) {
+    build(shapes);
+    built_shapes_ = shapes;
+    built_ = true;
+  } else if (shapes != built_shapes_) {
+    fail_shape("it was built for input shape " + built_shapes_[0].keras_str() + " and is now called on " +
+               shapes[0].keras_str());
+  }
+  auto node = std::make_shared<Node>();
+  node->layer = shared_from_this();
+  node->inputs = inputs;
+  node->shape = out;
+  node->dtype = dtype_;
+  {
+    std::lock_guard lock(session().mutex);
+    node->id = session().next_node_id++;
+  }
+  return SymbolicTensor(node);
+}
+
+void Layer::fail_shape(const std::string& why) const {
+  fail("layer '{}' ({}): {}", name_, class_name_, why);
+}
+
+Weight& Layer::add_weight(const std::string& name, Shape shape, const std::string& initializer, bool trainable) {
+  Weight w;
+  w.name = name;
+  w.trainable = trainable;
+  w.value = Tensor(shape, dtype_);
+  Generator g(global_generator().split());
+  initialize(w.value, initializer, g);
+  if (trainable) w.grad = Tensor::zeros(shape, dtype_);
+  // Keras order: trainable weights first, then non-trainable, each in creation order.
+  auto at = weights_.end();
+  if (trainable)
+    at = std::find_if(weights_.begin(), weights_.end(), [](const Weight& x) { return !x.trainable; });
+  return *weights_.insert(at, std::move(w));
+}
+
+std::int64_t Layer::count_params() const {
+  std::int64_t n = 0;
+  for (auto& w : weights_) n += w.value.numel();
+  return n;
+}
+
+std::int64_t Layer::count_trainable_params() const {
+  std::int64_t n = 0;
+  for (auto& w : weights_)
+    if (w.trainable) n += w.value.numel();
+  return n;
+}
+
+void Layer::call_forward(LayerCall& call) {
+  forward(call);
+  if (activation_ == Activation::linear) return;
+  if (activation_ == Activation::softmax) {
+    if (!call.logits.defined() || call.logits.shape() != call.output.shape())
+      call.logits = Tensor(call.output.shape(), call.output.dtype(), call.output.device());
+    ops::copy(call.output, call.logits);
+  }
+  ops::activation_forward(activation_, call.output, call.output);
+}
+
+void Layer::call_backward(LayerCall& call, bool grad_is_preactivation) {
+  if (activation_ != Activation::linear && !grad_is_preactivation)
+    ops::activation_backward(activation_, call.output, call.doutput, call.doutput);
+  backward(call);
+}
+
+}  // namespace systolic

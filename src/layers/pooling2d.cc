@@ -1,0 +1,57 @@
+// MaxPooling2D and AveragePooling2D (Keras): pool_size (2, 2), strides default to the pool size, padding
+// valid/same; max ignores padded cells, average does not count them.
+#include <systolic/layers.h>
+
+#include "layers/padding.h"
+
+namespace systolic::layers {
+
+namespace {
+class Pooling2DLayer final : public Layer {
+ public:
+  Pooling2DLayer(const char* class_name, ops::PoolKind kind, Pair pool, const PoolingOptions& o)
+      : Layer(class_name, o.name), kind_(kind), pool_(pool), strides_(o.strides.value_or(pool)), padding_(o.padding) {
+    SYSTOLIC_CHECK(pool[0] > 0 && pool[1] > 0 && strides_[0] > 0 && strides_[1] > 0,
+                   "layer '{}': pool_size and strides must be positive", name());
+    check_padding_name(padding_, name());
+  }
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override {
+    if (in[0].rank() != 3) fail_shape("expects input (H, W, C), got " + in[0].keras_str());
+    auto h = tf_padding(in[0][0], pool_[0], strides_[0], 1, padding_);
+    auto w = tf_padding(in[0][1], pool_[1], strides_[1], 1, padding_);
+    if (h.out <= 0 || w.out <= 0) fail_shape("the pool does not fit the input " + in[0].keras_str());
+    return {h.out, w.out, in[0][2]};
+  }
+
+ protected:
+  ops::Pool2DParams params(const Shape& x) const {
+    auto h = tf_padding(x[1], pool_[0], strides_[0], 1, padding_);
+    auto w = tf_padding(x[2], pool_[1], strides_[1], 1, padding_);
+    return {kind_, pool_[0], pool_[1], strides_[0], strides_[1], h.before, h.after, w.before, w.after};
+  }
+  void forward(LayerCall& c) override {
+    Tensor none;
+    ops::pool2d_forward(c.inputs[0], c.output, c.training ? c.workspace : none, params(c.inputs[0].shape()));
+  }
+  void backward(LayerCall& c) override {
+    if (!c.dinputs[0].defined()) return;
+    ops::pool2d_backward(c.inputs[0], c.output, c.doutput, c.workspace, c.dinputs[0], params(c.inputs[0].shape()));
+  }
+
+ private:
+  ops::PoolKind kind_;
+  Pair pool_, strides_;
+  std::string padding_;
+};
+}  // namespace
+
+LayerRef MaxPooling2D(Pair pool_size, const PoolingOptions& options) {
+  return LayerRef(std::make_shared<Pooling2DLayer>("MaxPooling2D", ops::PoolKind::max, pool_size, options));
+}
+
+LayerRef AveragePooling2D(Pair pool_size, const PoolingOptions& options) {
+  return LayerRef(std::make_shared<Pooling2DLayer>("AveragePooling2D", ops::PoolKind::average, pool_size, options));
+}
+
+}  // namespace systolic::layers

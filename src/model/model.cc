@@ -1,0 +1,319 @@
+// Model construction (graph walk, layer order, weight packing), compile, and the execution of one step:
+// forward through the nodes in topological order, loss and metrics, backward in reverse order (summing the
+// gradients of tensors used twice), optimizer update over the flat parameter buffer.
+#include "model/model_state.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace systolic {
+
+const std::vector<double>& History::operator[](const std::string& key) const {
+  auto it = history.find(key);
+  SYSTOLIC_CHECK(it != history.end(), "History has no key '{}'", key);
+  return it->second;
+}
+
+Model::Model() : state_(std::make_shared<ModelState>()) {}
+Model::~Model() = default;
+
+Model::Model(const SymbolicTensor& input, const SymbolicTensor& output, const std::string& name)
+    : Model(std::vector<SymbolicTensor>{input}, std::vector<SymbolicTensor>{output}, name) {}
+
+Model::Model(const std::vector<SymbolicTensor>& inputs, const std::vector<SymbolicTensor>& outputs,
+             const std::string& name)
+    : state_(std::make_shared<ModelState>()) {
+  state_->name = name.empty() ? unique_layer_name("model") : name;
+  state_->inputs = inputs;
+  state_->outputs = outputs;
+  state_->finalize();
+}
+
+void ModelState::finalize() {
+  SYSTOLIC_CHECK(!inputs.empty() && !outputs.empty(), "model '{}' needs inputs and outputs", name);
+  for (auto& in : inputs)
+    SYSTOLIC_CHECK(in.defined() && in.node()->layer->is_input_layer(),
+                   "model '{}': every input must come from layers::Input", name);
+  // Walk back from the outputs; creation order (node id) is a topological order.
+  std::map<std::int64_t, std::shared_ptr<Node>> found;
+  std::vector<std::shared_ptr<Node>> stack;
+  for (auto& out : outputs) {
+    SYSTOLIC_CHECK(out.defined(), "model '{}': undefined output", name);
+    stack.push_back(out.node());
+  }
+  while (!stack.empty()) {
+    auto n = stack.back();
+    stack.pop_back();
+    if (!found.emplace(n->id, n).second) continue;
+    for (auto& in : n->inputs) stack.push_back(in.node());
+  }
+  std::set<const Node*> declared;
+  for (auto& in : inputs) declared.insert(in.node().get());
+  nodes.clear();
+  layers.clear();
+  std::map<const Node*, int> index;
+  std::set<const Layer*> seen_layers;
+  for (auto& [id, n] : found) {
+    NodeExec e;
+    e.node = n;
+    e.is_input = n->layer->is_input_layer();
+    if (e.is_input)
+      SYSTOLIC_CHECK(declared.count(n.get()), "model '{}': graph disconnected: it needs input '{}' ({}), which is not "
+                     "among the model's inputs", name, n->layer->name(), n->shape.keras_str());
+    for (auto& in : n->inputs) e.inputs.push_back(index.at(in.node().get()));
+    bool upstream = false;
+    for (int j : e.inputs) upstream = upstream || nodes[j].needs_grad;
+    e.needs_grad = !e.is_input && (n->layer->count_trainable_params() > 0 || upstream);
+    e.call.dinputs.resize(e.inputs.size());
+    e.scratch.resize(e.inputs.size());
+    index[n.get()] = static_cast<int>(nodes.size());
+    nodes.push_back(std::move(e));
+    if (seen_layers.insert(n->layer.get()).second && !(sequential && n->layer->is_input_layer()))
+      layers.push_back(n->layer);
+  }
+  for (auto& in : inputs)
+    SYSTOLIC_CHECK(index.count(in.node().get()), "model '{}': input '{}' is not used by the outputs", name,
+                   in.node()->layer->name());
+  dtype = floatx();
+  for (auto& l : layers)
+    if (!l->is_input_layer()) dtype = l->dtype();
+  capacity = 0;
+  pack_weights();
+}
+
+void ModelState::pack_weights() {
+  std::int64_t total = 0;
+  for (auto& l : layers)
+    for (auto& w : l->weights()) {
+      SYSTOLIC_CHECK(w.value.dtype() == dtype, "model '{}': layer '{}' computes in {}, the model in {}", name,
+                     l->name(), dtype_name(w.value.dtype()), dtype_name(dtype));
+      if (w.trainable) total += w.value.numel();
+    }
+  params = Tensor({total}, dtype);
+  grads = Tensor::zeros({total}, dtype);
+  std::int64_t at = 0;
+  for (auto& l : layers)
+    for (auto& w : l->weights()) {
+      if (!w.trainable) continue;
+      Tensor v = params.view(at, w.value.shape());
+      v.copy_from(w.value);
+      w.value = v;
+      w.grad = grads.view(at, w.value.shape());
+      at += w.value.numel();
+    }
+  if (optimizer) optimizer->build(params);
+}
+
+int ModelState::input_node() const {
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].node == inputs[0].node()) return static_cast<int>(i);
+  fail("model '{}': input node not found", name);
+}
+
+int ModelState::output_node() const {
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].node == outputs[0].node()) return static_cast<int>(i);
+  fail("model '{}': output node not found", name);
+}
+
+void ModelState::check_single_io(const char* what) const {
+  SYSTOLIC_CHECK(inputs.size() == 1 && outputs.size() == 1,
+                 "model '{}': {} supports models with one input and one output (this one has {} and {})", name, what,
+                 inputs.size(), outputs.size());
+}
+
+void ModelState::ensure_capacity(std::int64_t n) {
+  if (n <= capacity) return;
+  for (auto& e : nodes) {
+    e.out_buf = Tensor(e.node->shape.with_batch(n), dtype);
+    e.grad_buf = e.needs_grad ? Tensor(e.node->shape.with_batch(n), dtype) : Tensor();
+    for (auto& s : e.scratch) s = Tensor();
+  }
+  x_buf = nodes[input_node()].out_buf;
+  Shape out = nodes[output_node()].node->shape;
+  y_buf = loss && loss->sparse_labels() ? Tensor({n}, DType::int32) : Tensor(out.with_batch(n), dtype);
+  capacity = n;
+}
+
+void ModelState::check_xy(const Tensor& x, const Tensor* y, const char* what) const {
+  SYSTOLIC_CHECK(x.defined() && x.rank() >= 1, "{}: x is empty", what);
+  Shape want = inputs[0].shape();
+  SYSTOLIC_CHECK(x.shape().without_batch() == want, "{}: x has samples of shape {}; model '{}' takes {}", what,
+                 x.shape().without_batch().str(), name, want.str());
+  if (!y) return;
+  SYSTOLIC_CHECK(y->defined() && y->rank() >= 1 && y->dim(0) == x.dim(0), "{}: {} samples in x but {} labels in y",
+                 what, x.dim(0), y->defined() && y->rank() ? y->dim(0) : 0);
+  Shape out = outputs[0].shape();
+  if (loss->sparse_labels())
+    SYSTOLIC_CHECK(y->numel() == y->dim(0), "{}: loss {} takes one integer label per sample, y has shape {}", what,
+                   loss->name(), y->shape().str());
+  else
+    SYSTOLIC_CHECK(y->shape().without_batch() == out, "{}: y has samples of shape {}; the model's output is {}", what,
+                   y->shape().without_batch().str(), out.str());
+}
+
+void ModelState::load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows) {
+  auto n = static_cast<std::int64_t>(rows.size());
+  ensure_capacity(n);
+  Tensor xb = x_buf.slice(0, n);
+  ops::gather_rows(x, rows, xb);
+  if (y) {
+    Tensor yb = y_buf.slice(0, n);
+    ops::gather_rows(*y, rows, yb);
+  }
+}
+
+void ModelState::forward(std::int64_t n, bool training) {
+  for (auto& e : nodes) {
+    LayerCall& c = e.call;
+    if (e.is_input) {
+      c.output = x_buf.slice(0, n);
+      continue;
+    }
+    c.inputs.clear();
+    for (int j : e.inputs) c.inputs.push_back(nodes[j].call.output);
+    c.output = e.out_buf.slice(0, n);
+    c.training = training;
+    e.node->layer->call_forward(c);
+  }
+}
+
+void ModelState::loss_and_metrics(std::int64_t n, bool backward) {
+  NodeExec& out = nodes[output_node()];
+  Tensor labels = y_buf.slice(0, n);
+  Tensor total = totals.view(0, {1});
+  Tensor grad = backward ? out.grad_buf.slice(0, n) : Tensor();
+  Tensor logits = out.node->layer->activation() == Activation::softmax ? out.call.logits : Tensor();
+  losses::LossArgs args{out.call.output, logits, labels, total, grad, grad, 1.0 / double(n)};
+  bool grad_is_logits = loss->compute(args);
+  for (std::size_t m = 0; m < metrics.size(); ++m) {
+    Tensor t = totals.view(static_cast<std::int64_t>(m) + 1, {1});
+    metrics[m]->update(out.call.output, labels, t);
+  }
+  if (!backward) return;
+
+  std::vector<char> written(nodes.size(), 0);
+  int o = output_node();
+  written[o] = 1;
+  for (int i = static_cast<int>(nodes.size()) - 1; i >= 0; --i) {
+    NodeExec& e = nodes[i];
+    if (!written[i] || e.is_input) continue;
+    LayerCall& c = e.call;
+    c.doutput = e.grad_buf.slice(0, n);
+    std::vector<int> pending;
+    for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+      NodeExec& p = nodes[e.inputs[k]];
+      if (!p.needs_grad) {
+        c.dinputs[k] = Tensor();
+      } else if (!written[e.inputs[k]]) {
+        c.dinputs[k] = p.grad_buf.slice(0, n);
+        written[e.inputs[k]] = 1;
+      } else {
+        if (!e.scratch[k].defined()) e.scratch[k] = Tensor(p.node->shape.with_batch(capacity), dtype);
+        c.dinputs[k] = e.scratch[k].slice(0, n);
+        pending.push_back(static_cast<int>(k));
+      }
+    }
+    e.node->layer->call_backward(c, grad_is_logits && i == o);
+    for (int k : pending) {
+      Tensor dst = nodes[e.inputs[k]].grad_buf.slice(0, n);
+      ops::accumulate(c.dinputs[k], dst);
+    }
+  }
+}
+
+void ModelState::train_step(std::int64_t n) {
+  ops::fill(grads, 0.0);
+  forward(n, true);
+  loss_and_metrics(n, true);
+  optimizer->apply(params, grads);
+}
+
+const std::string& Model::name() const { return state_->name; }
+
+std::vector<LayerRef> Model::layers() const {
+  std::vector<LayerRef> out;
+  for (auto& l : state_->layers) out.emplace_back(l);
+  return out;
+}
+
+LayerRef Model::get_layer(const std::string& name) const {
+  for (auto& l : state_->layers)
+    if (l->name() == name) return LayerRef(l);
+  fail("model '{}' has no layer named '{}'", state_->name, name);
+}
+
+std::vector<SymbolicTensor> Model::inputs() const { return state_->inputs; }
+std::vector<SymbolicTensor> Model::outputs() const { return state_->outputs; }
+
+std::int64_t Model::count_params() const {
+  std::int64_t n = 0;
+  for (auto& l : state_->layers) n += l->count_params();
+  return n;
+}
+
+Tensor& Model::trainable_parameters() { return state_->params; }
+Tensor& Model::gradients() { return state_->grads; }
+
+void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
+                    const std::vector<std::string>& metrics) {
+  SYSTOLIC_CHECK(!state_->nodes.empty(), "compile: model '{}' has no layers yet", state_->name);
+  state_->optimizer = optimizer.clone();
+  state_->loss = loss.clone();
+  state_->metrics.clear();
+  for (auto& m : metrics) state_->metrics.push_back(metrics::get(m, loss.sparse_labels()));
+  state_->totals = Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64);
+  state_->optimizer->build(state_->params);
+  state_->capacity = 0;  // the label buffer's type follows the loss
+}
+
+void Model::compile(const optimizers::Optimizer& optimizer, const std::string& loss,
+                    const std::vector<std::string>& metrics) {
+  compile(optimizer, *losses::get(loss), metrics);
+}
+
+void Model::compile(const std::string& optimizer, const std::string& loss, const std::vector<std::string>& metrics) {
+  compile(*optimizers::get(optimizer), *losses::get(loss), metrics);
+}
+
+bool Model::compiled() const { return state_->loss != nullptr; }
+
+optimizers::Optimizer& Model::optimizer() {
+  SYSTOLIC_CHECK(state_->optimizer, "model '{}' is not compiled", state_->name);
+  return *state_->optimizer;
+}
+
+const losses::Loss& Model::loss() const {
+  SYSTOLIC_CHECK(state_->loss, "model '{}' is not compiled", state_->name);
+  return *state_->loss;
+}
+
+std::vector<std::string> Model::metrics_names() const {
+  std::vector<std::string> names{"loss"};
+  for (auto& m : state_->metrics) names.push_back(m->name());
+  return names;
+}
+
+Sequential::Sequential(const std::vector<Item>& items, const std::string& name) {
+  state_->name = name.empty() ? unique_layer_name("sequential") : name;
+  state_->sequential = true;
+  for (auto& item : items) add(item);
+}
+
+void Sequential::add(const Item& item) {
+  if (auto* input = std::get_if<SymbolicTensor>(&item)) {
+    SYSTOLIC_CHECK(state_->inputs.empty(), "Sequential '{}': an Input can only come first", state_->name);
+    state_->inputs = {*input};
+    state_->outputs = {*input};
+    return;
+  }
+  const LayerRef& layer = std::get<LayerRef>(item);
+  SYSTOLIC_CHECK(!state_->inputs.empty(),
+                 "Sequential '{}': start with layers::Input(shape) so the model knows its input shape before '{}'",
+                 state_->name, layer->name());
+  state_->outputs = {layer(state_->outputs[0])};
+  state_->finalize();
+}
+
+}  // namespace systolic

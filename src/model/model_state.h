@@ -1,0 +1,54 @@
+// What a Model holds: the graph in topological order, the compiled loss/optimizer/metrics, the flat weight
+// buffers, and the execution buffers (sized for the largest batch seen, so a step allocates nothing).
+#pragma once
+
+#include <systolic/model.h>
+
+namespace systolic {
+
+struct NodeExec {
+  std::shared_ptr<Node> node;
+  std::vector<int> inputs;  // indices of the producing nodes
+  bool is_input = false;
+  bool needs_grad = false;  // some trainable weight lies at or before this node
+  LayerCall call;
+  Tensor out_buf, grad_buf;  // [capacity, shape]
+  std::vector<Tensor> scratch;  // per input: a second gradient into an already written buffer goes here first
+};
+
+class ModelState {
+ public:
+  std::string name;
+  bool sequential = false;
+  std::vector<SymbolicTensor> inputs, outputs;
+  std::vector<NodeExec> nodes;
+  std::vector<std::shared_ptr<Layer>> layers;  // model.layers order
+  DType dtype = DType::float32;
+
+  std::unique_ptr<optimizers::Optimizer> optimizer;
+  std::unique_ptr<losses::Loss> loss;
+  std::vector<std::unique_ptr<metrics::Metric>> metrics;
+
+  Tensor params, grads;  // every trainable weight, flat; weights are views into these
+
+  std::int64_t capacity = 0;
+  Tensor x_buf, y_buf;
+  Tensor totals;  // float64 [1 + metrics]: loss sum, metric counts
+
+  // Builds nodes and layers from inputs/outputs and packs the weights.
+  void finalize();
+  void pack_weights();
+
+  int input_node() const;
+  int output_node() const;
+  void check_single_io(const char* what) const;
+  void ensure_capacity(std::int64_t n);
+  void load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows);
+  void forward(std::int64_t n, bool training);
+  // Loss and metrics of the last forward added to totals; with backward, the gradients too.
+  void loss_and_metrics(std::int64_t n, bool backward);
+  void train_step(std::int64_t n);
+  void check_xy(const Tensor& x, const Tensor* y, const char* what) const;
+};
+
+}  // namespace systolic

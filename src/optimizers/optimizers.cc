@@ -1,0 +1,45 @@
+// Optimizers: Keras's update rules over the flat parameter buffer, one op per step.
+#include <systolic/ops.h>
+#include <systolic/optimizers.h>
+
+#include <cmath>
+
+namespace systolic::optimizers {
+
+void Optimizer::build(const Tensor& params) {
+  auto names = slot_names();
+  if (slots_.size() == names.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;
+  slots_.clear();
+  for (auto& n : names) slots_.emplace_back(n, Tensor::zeros(params.shape(), params.dtype(), params.device()));
+}
+
+void Optimizer::apply(Tensor& params, const Tensor& grads) {
+  build(params);
+  update(params, grads, iterations_ + 1);
+  ++iterations_;
+}
+
+void Adam::update(Tensor& params, const Tensor& grads, std::int64_t t) {
+  double lr_t = learning_rate() * std::sqrt(1.0 - std::pow(beta_2_, double(t))) / (1.0 - std::pow(beta_1_, double(t)));
+  ops::adam_update(params, grads, slot(0), slot(1), {lr_t, beta_1_, beta_2_, epsilon_});
+}
+
+void SGD::update(Tensor& params, const Tensor& grads, std::int64_t) {
+  Tensor none;
+  ops::sgd_update(params, grads, momentum_ > 0 ? slot(0) : none, learning_rate(), momentum_, nesterov_);
+}
+
+void RMSprop::update(Tensor& params, const Tensor& grads, std::int64_t) {
+  Tensor none;
+  ops::rmsprop_update(params, grads, slot(0), momentum_ > 0 ? slot(1) : none, learning_rate(), rho_, momentum_,
+                      epsilon_);
+}
+
+std::unique_ptr<Optimizer> get(const std::string& name) {
+  if (name == "adam" || name == "Adam") return std::make_unique<Adam>();
+  if (name == "sgd" || name == "SGD") return std::make_unique<SGD>();
+  if (name == "rmsprop" || name == "RMSprop") return std::make_unique<RMSprop>();
+  fail("unknown optimizer '{}' (known: adam, sgd, rmsprop)", name);
+}
+
+}  // namespace systolic::optimizers

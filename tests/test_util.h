@@ -1,0 +1,61 @@
+// Helpers shared by the tests: random tensors, comparisons, the location of test data.
+#pragma once
+
+#include <systolic/random.h>
+#include <systolic/tensor.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace systolic::testing {
+
+inline Tensor random_tensor(Shape shape, std::uint64_t seed, DType dtype = DType::float32, double lo = -1.0,
+                            double hi = 1.0) {
+  Generator g(seed);
+  Tensor t(std::move(shape), DType::float64);
+  double* p = t.data<double>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = lo + (hi - lo) * g.uniform();
+  return dtype == DType::float64 ? t : t.to(dtype);
+}
+
+// Fills a tensor with NaN so a test notices outputs an op forgot to write.
+inline void poison(Tensor& t) { t.fill(std::nan("")); }
+
+// max |a - b| / max(1, max |b|): the error normalised by the reference's scale.
+inline double normalised_max_error(const Tensor& a, const Tensor& b) {
+  auto av = a.to_doubles(), bv = b.to_doubles();
+  EXPECT_EQ(av.size(), bv.size());
+  double err = 0, scale = 1;
+  for (std::size_t i = 0; i < av.size() && i < bv.size(); ++i) {
+    if (std::isnan(av[i]) != std::isnan(bv[i])) return INFINITY;
+    err = std::max(err, std::abs(av[i] - bv[i]));
+    scale = std::max(scale, std::abs(bv[i]));
+  }
+  return err / scale;
+}
+
+// ||a - b|| / ||b|| (0 when both are zero).
+inline double relative_l2_error(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+inline std::string source_dir() { return SYSTOLIC_SOURCE_DIR; }
+
+// ../shared/data beside the checkout, or "" (tests that need it skip visibly).
+inline std::string shared_data_dir() {
+  if (const char* env = std::getenv("SYSTOLIC_SHARED_DATA")) return env;
+  auto p = std::filesystem::path(SYSTOLIC_SOURCE_DIR).parent_path() / "shared" / "data";
+  return std::filesystem::exists(p) ? p.string() : "";
+}
+
+}  // namespace systolic::testing
