@@ -16,4 +16,5 @@
 #include <systolic/optimizers.h>
 #include <systolic/random.h>
 #include <systolic/shape.h>
+#include <systolic/system.h>
 #include <systolic/tensor.h>

@@ -1,0 +1,39 @@
+// CPU and build facts for `systolic info` and logs.
+#include <systolic/system.h>
+
+#include "ops/cpu/onednn.h"
+
+#include <omp.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace systolic {
+
+CpuInfo cpu_info() {
+  CpuInfo info;
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) {
+      auto at = line.find(':');
+      if (at != std::string::npos) info.model = line.substr(line.find_first_not_of(' ', at + 1));
+      break;
+    }
+  if (info.model.empty()) info.model = "unknown";
+  info.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  info.threads = omp_get_max_threads();
+  info.isa = ops::onednn::cpu_isa();
+  struct sysinfo s {};
+  if (sysinfo(&s) == 0) info.memory_bytes = static_cast<std::int64_t>(s.totalram) * s.mem_unit;
+  return info;
+}
+
+BuildInfo build_info() {
+  BuildInfo b;
+  b.version = SYSTOLIC_VERSION;
+  b.onednn_version = ops::onednn::version();
+  return b;
+}
+
+}  // namespace systolic

@@ -1,0 +1,239 @@
+// Finite-difference gradient checks in double precision (float64 layers run the CPU reference loops) for every
+// layer, every loss, and whole models (a chain and a DAG with Add and Concatenate).
+#include <systolic/systolic.h>
+
+#include "test_util.h"
+
+#include <functional>
+
+using namespace systolic;
+using systolic::testing::random_tensor;
+
+namespace {
+
+struct Float64Scope {
+  Float64Scope() { set_floatx(DType::float64); }
+  ~Float64Scope() { set_floatx(DType::float32); }
+};
+
+constexpr double kStep = 1e-5;
+constexpr double kTolerance = 1e-6;
+
+// |analytic - numeric| / max(1, |numeric|): the central difference of a smooth double function is good to ~1e-9.
+void expect_close(double analytic, double numeric, const std::string& what) {
+  double err = std::abs(analytic - numeric) / std::max(1.0, std::abs(numeric));
+  EXPECT_LT(err, kTolerance) << what << ": analytic " << analytic << " numeric " << numeric;
+}
+
+// Numerical d f / d t[i] for every element of t (restored afterwards).
+void check_all(Tensor& t, const Tensor& analytic, const std::function<double()>& f, const std::string& what) {
+  double* p = t.data<double>();
+  auto a = analytic.to_doubles();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    double keep = p[i];
+    p[i] = keep + kStep;
+    double up = f();
+    p[i] = keep - kStep;
+    double down = f();
+    p[i] = keep;
+    expect_close(a[i], (up - down) / (2 * kStep), what + "[" + std::to_string(i) + "]");
+  }
+}
+
+// L = sum(r * layer(x...)) in training mode; checks dL/dx for every input and dL/dw for every trainable weight.
+void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t seed = 1, double lo = -1,
+                 double hi = 1) {
+  std::vector<SymbolicTensor> sym;
+  for (auto& s : shapes) sym.push_back(layers::Input(s.without_batch(), {.dtype = DType::float64}));
+  SymbolicTensor out = sym.size() == 1 ? layer(sym[0]) : layer(sym);
+  std::vector<Tensor> xs;
+  for (std::size_t i = 0; i < shapes.size(); ++i) xs.push_back(random_tensor(shapes[i], seed + i, DType::float64, lo, hi));
+  std::int64_t n = shapes[0][0];
+  Tensor r = random_tensor(out.shape().with_batch(n), seed + 100, DType::float64);
+  auto run = [&](LayerCall& c) {
+    c.inputs = xs;
+    c.output = Tensor(out.shape().with_batch(n), DType::float64);
+    c.training = true;
+    layer->call_forward(c);
+  };
+  auto loss = [&]() {
+    LayerCall c;
+    run(c);
+    auto y = c.output.to_doubles();
+    auto rv = r.to_doubles();
+    double s = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) s += y[i] * rv[i];
+    return s;
+  };
+  LayerCall c;
+  run(c);
+  for (auto& w : layer->weights())
+    if (w.trainable) w.grad.fill(0.0);
+  c.doutput = r.clone();
+  for (auto& x : xs) c.dinputs.push_back(Tensor::full(x.shape(), 7.0, DType::float64));  // must be overwritten
+  layer->call_backward(c, false);
+  for (std::size_t i = 0; i < xs.size(); ++i) check_all(xs[i], c.dinputs[i], loss, layer->name() + " dx" + std::to_string(i));
+  for (auto& w : layer->weights())
+    if (w.trainable) check_all(w.value, w.grad, loss, layer->name() + " d" + w.name);
+}
+
+}  // namespace
+
+TEST(GradientCheck, Conv2DValid) {
+  Float64Scope f64;
+  check_layer(layers::Conv2D(4, {3, 3}), {{2, 5, 6, 3}});
+}
+TEST(GradientCheck, Conv2DSameStride2OddSizeRelu) {
+  Float64Scope f64;
+  check_layer(layers::Conv2D(3, {3, 3}, {.strides = {2, 2}, .padding = "same", .activation = "relu"}), {{2, 5, 7, 2}});
+}
+TEST(GradientCheck, Conv2DDilatedNoBias) {
+  Float64Scope f64;
+  check_layer(layers::Conv2D(2, {2, 3}, {.padding = "same", .dilation_rate = {2, 2}, .use_bias = false}), {{1, 6, 5, 2}});
+}
+TEST(GradientCheck, DenseWithTanhAndRank3Input) {
+  Float64Scope f64;
+  check_layer(layers::Dense(4, {.activation = "tanh"}), {{3, 2, 5}});
+}
+TEST(GradientCheck, DenseSoftmax) {
+  Float64Scope f64;
+  check_layer(layers::Dense(5, {.activation = "softmax"}), {{3, 4}});
+}
+TEST(GradientCheck, BatchNormalizationTraining) {
+  Float64Scope f64;
+  check_layer(layers::BatchNormalization(), {{3, 2, 2, 3}});
+}
+TEST(GradientCheck, BatchNormalizationWithoutScaleAndCenter) {
+  Float64Scope f64;
+  check_layer(layers::BatchNormalization({.center = false, .scale = false}), {{4, 3}});
+}
+TEST(GradientCheck, MaxPooling2DValidAndSame) {
+  Float64Scope f64;
+  check_layer(layers::MaxPooling2D({2, 2}), {{2, 4, 5, 2}});
+  check_layer(layers::MaxPooling2D({3, 3}, {.strides = std::array<int, 2>{2, 2}, .padding = "same"}), {{1, 5, 6, 2}});
+}
+TEST(GradientCheck, AveragePooling2DValidAndSame) {
+  Float64Scope f64;
+  check_layer(layers::AveragePooling2D({2, 2}), {{2, 4, 4, 2}});
+  check_layer(layers::AveragePooling2D({3, 3}, {.strides = std::array<int, 2>{2, 2}, .padding = "same"}), {{1, 5, 6, 2}});
+}
+TEST(GradientCheck, GlobalAveragePooling2D) {
+  Float64Scope f64;
+  check_layer(layers::GlobalAveragePooling2D(), {{2, 3, 4, 3}});
+}
+TEST(GradientCheck, Activations) {
+  Float64Scope f64;
+  for (auto a : {"relu", "sigmoid", "tanh", "softmax", "linear"}) check_layer(layers::Activation(a), {{2, 3, 4}});
+  check_layer(layers::ReLU(), {{2, 6}});
+  check_layer(layers::Softmax(), {{2, 6}});
+}
+TEST(GradientCheck, FlattenZeroPaddingRescaling) {
+  Float64Scope f64;
+  check_layer(layers::Flatten(), {{2, 3, 2, 2}});
+  check_layer(layers::ZeroPadding2D(layers::Padding2D({1, 0}, {2, 1})), {{2, 3, 2, 2}});
+  check_layer(layers::Rescaling(1.0 / 255, {.offset = -0.5}), {{2, 5}});
+}
+TEST(GradientCheck, AddAndConcatenate) {
+  Float64Scope f64;
+  check_layer(layers::Add(), {{2, 3, 3, 2}, {2, 3, 3, 2}, {2, 3, 3, 2}});
+  check_layer(layers::Concatenate(), {{2, 2, 2, 3}, {2, 2, 2, 1}});
+  check_layer(layers::Concatenate({.axis = 1}), {{2, 2, 3}, {2, 4, 3}});
+}
+TEST(GradientCheck, DropoutTrainingUsesTheSameMaskForward) {
+  // The layer draws a fresh mask per call, so check the op with one fixed seed.
+  Tensor x = random_tensor({4, 50}, 3, DType::float64);
+  Tensor r = random_tensor({4, 50}, 4, DType::float64);
+  auto loss = [&]() {
+    Tensor y(x.shape(), DType::float64);
+    ops::dropout_forward(x, y, 0.3, 99);
+    auto yv = y.to_doubles(), rv = r.to_doubles();
+    double s = 0;
+    for (std::size_t i = 0; i < yv.size(); ++i) s += yv[i] * rv[i];
+    return s;
+  };
+  Tensor dx(x.shape(), DType::float64);
+  ops::dropout_backward(r, dx, 0.3, 99);
+  check_all(x, dx, loss, "dropout dx");
+}
+
+// ---- Losses: d(total)/d(prediction) with grad_scale 1.
+namespace {
+void check_loss(const std::function<void(const Tensor&, Tensor&, Tensor&)>& op, Tensor pred) {
+  auto value = [&]() {
+    Tensor total = Tensor::zeros({1}, DType::float64), none;
+    op(pred, total, none);
+    return total.item();
+  };
+  Tensor total = Tensor::zeros({1}, DType::float64);
+  Tensor grad(pred.shape(), DType::float64);
+  op(pred, total, grad);
+  check_all(pred, grad, value, "loss gradient");
+}
+}  // namespace
+
+TEST(GradientCheck, SparseSoftmaxCrossEntropyFromLogits) {
+  Tensor labels = Tensor::from_vector<std::int32_t>({0, 3, 2}, {3});
+  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) { ops::softmax_cross_entropy(p, labels, t, g, 1.0); },
+             random_tensor({3, 4}, 11, DType::float64, -3, 3));
+}
+TEST(GradientCheck, CategoricalSoftmaxCrossEntropyFromLogits) {
+  Tensor labels = Tensor::from_vector<double>({0, 1, 0, 0.3, 0.3, 0.4}, {2, 3});
+  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) { ops::softmax_cross_entropy(p, labels, t, g, 1.0); },
+             random_tensor({2, 3}, 12, DType::float64, -3, 3));
+}
+TEST(GradientCheck, CrossEntropyFromProbabilities) {
+  Tensor sparse = Tensor::from_vector<std::int32_t>({1, 0}, {2});
+  Tensor onehot = Tensor::from_vector<double>({0, 1, 0, 1, 0, 0}, {2, 3});
+  Tensor probs = random_tensor({2, 3}, 13, DType::float64, 0.05, 0.9);
+  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) {
+    ops::crossentropy_from_probabilities(p, sparse, t, g, 1.0, 1e-7);
+  }, probs.clone());
+  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) {
+    ops::crossentropy_from_probabilities(p, onehot, t, g, 1.0, 1e-7);
+  }, probs.clone());
+}
+TEST(GradientCheck, MeanSquaredError) {
+  Tensor target = random_tensor({3, 4}, 14, DType::float64);
+  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) { ops::mean_squared_error(p, target, t, g, 1.0); },
+             random_tensor({3, 4}, 15, DType::float64));
+}
+
+// ---- Whole models: every trainable parameter's gradient of the training-mode batch loss.
+namespace {
+void check_model(Model model, const Tensor& x, const Tensor& y) {
+  model.compile(optimizers::SGD(0.0), "sparse_categorical_crossentropy");  // lr 0: a step leaves the weights
+  model.train_on_batch(x, y);
+  Tensor analytic = model.gradients().clone();
+  check_all(model.trainable_parameters(), analytic, [&]() { return model.train_on_batch(x, y)[0]; },
+            "model parameter");
+}
+}  // namespace
+
+TEST(GradientCheck, ChainModelWithEveryKindOfLayer) {
+  Float64Scope f64;
+  auto in = layers::Input({6, 6, 2});
+  auto h = layers::BatchNormalization()(in);
+  h = layers::Conv2D(3, {3, 3}, {.padding = "same", .activation = "relu"})(h);
+  h = layers::MaxPooling2D({2, 2})(h);
+  h = layers::ZeroPadding2D(1)(h);
+  h = layers::Conv2D(2, {2, 2}, {.strides = {2, 2}, .activation = "tanh"})(h);
+  h = layers::Flatten()(h);
+  h = layers::Dense(5, {.activation = "sigmoid"})(h);
+  auto out = layers::Dense(3, {.activation = "softmax"})(h);
+  Tensor x = random_tensor({3, 6, 6, 2}, 21, DType::float64, 0, 4);
+  check_model(Model(in, out), x, Tensor::from_vector<std::int32_t>({2, 0, 1}, {3}));
+}
+
+TEST(GradientCheck, DagModelWithSharedTensors) {
+  Float64Scope f64;
+  auto in = layers::Input({4, 4, 2});
+  auto a = layers::Conv2D(3, {3, 3}, {.padding = "same", .activation = "relu"})(in);
+  auto b = layers::Conv2D(3, {1, 1})(a);
+  auto sum = layers::Add()({a, b});  // `a` feeds two layers: its gradient is a sum
+  auto cat = layers::Concatenate()({sum, a});
+  auto pooled = layers::GlobalAveragePooling2D()(cat);
+  auto out = layers::Dense(4)(pooled);
+  auto probs = layers::Softmax()(out);
+  Tensor x = random_tensor({2, 4, 4, 2}, 22, DType::float64);
+  check_model(Model(in, probs), x, Tensor::from_vector<std::int32_t>({3, 1}, {2}));
+}
