@@ -1,40 +1,169 @@
-// TEMPORARY: forwards to the loops until the oneDNN primitives land in this file.
+// oneDNN plumbing (engine, stream, version, ISA) and the activations as oneDNN eltwise/softmax primitives.
+// Convolution and pooling are in onednn_conv.cc, dense and batch normalisation in onednn_dense_norm.cc.
 #include "ops/cpu/onednn.h"
 
-#include "ops/cpu/loops.h"
+#include "ops/cpu/onednn_common.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
 
 namespace systolic::ops::onednn {
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
-  loops::conv2d_forward<float>(x, w, b, y, p);
+
+namespace detail {
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
 }
-void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
-                     const Conv2DParams& p) {
-  loops::conv2d_backward<float>(x, w, dy, dx, dw, db, p);
+dnnl::stream& stream() {
+  static dnnl::stream s(engine());
+  return s;
 }
-void pool2d_forward(const Tensor& x, Tensor& y, Tensor&, const Pool2DParams& p) { loops::pool2d_forward<float>(x, y, p); }
-void pool2d_backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor&, Tensor& dx, const Pool2DParams& p) {
-  loops::pool2d_backward<float>(x, dy, dx, p);
+}  // namespace detail
+
+using namespace detail;
+
+std::string version() {
+  const auto* v = dnnl::version();
+  return fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
 }
-void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
-                                 Tensor& var, double eps) {
-  loops::batch_norm_forward_training<float>(x, gamma, beta, y, mean, var, eps);
+
+std::string cpu_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::all:
+      return "all";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+  }
+  return "unknown";
 }
-void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
-                                  const Tensor& var, Tensor& y, double eps) {
-  loops::batch_norm_forward_inference<float>(x, gamma, beta, mean, var, y, eps);
+
+namespace {
+
+// Element-wise activations run over the tensor as one flat vector: their layout does not matter and a 1-D
+// descriptor lets oneDNN split the work evenly whatever the tensor's rank.
+dnnl::memory::desc flat_md(const Tensor& t) {
+  return f32_md({t.numel()}, tag::a);
 }
-void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
-                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
-  loops::batch_norm_backward<float>(x, gamma, mean, var, dy, dx, dgamma, dbeta, eps);
+// Softmax runs over rows of the last axis.
+dnnl::memory::desc rows_md(const Tensor& t) {
+  std::int64_t C = t.dim(-1);
+  return f32_md({t.numel() / C, C}, tag::ab);
 }
-void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) { loops::dense_forward<float>(x, w, b, y); }
-void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
-  loops::dense_backward<float>(x, w, dy, dx, dw, db);
+
+// Forward algorithms; the backward ones take the forward OUTPUT (the _use_dst_for_bwd variants), which is
+// what the contract hands to activation_backward.
+dnnl::algorithm forward_algorithm(Activation a) {
+  switch (a) {
+    case Activation::relu:
+      return dnnl::algorithm::eltwise_relu;
+    case Activation::sigmoid:
+      return dnnl::algorithm::eltwise_logistic;
+    case Activation::tanh:
+      return dnnl::algorithm::eltwise_tanh;
+    default:
+      break;
+  }
+  fail("oneDNN activation: no eltwise algorithm for {}", activation_name(a));
 }
-void activation_forward(Activation a, const Tensor& x, Tensor& y) { loops::activation_forward<float>(a, x, y); }
+dnnl::algorithm backward_algorithm(Activation a) {
+  switch (a) {
+    case Activation::relu:
+      return dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+    case Activation::sigmoid:
+      return dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
+    case Activation::tanh:
+      return dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
+    default:
+      break;
+  }
+  fail("oneDNN activation: no eltwise algorithm for {}", activation_name(a));
+}
+
+struct Prim {
+  dnnl::primitive prim;
+};
+
+}  // namespace
+
+void activation_forward(Activation a, const Tensor& x, Tensor& y) {
+  if (x.numel() == 0) return;
+  if (a == Activation::linear) {
+    if (y.raw_data() != x.raw_data()) std::copy_n(x.data<float>(), x.numel(), y.data<float>());
+    return;
+  }
+  guarded("activation_forward", [&] {
+    thread_local PrimitiveCache<Prim> cache;
+    if (a == Activation::softmax) {
+      auto md = rows_md(x);
+      auto& e = cache.get({0, static_cast<int>(a), md.dims()[0], md.dims()[1]}, [&] {
+        dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, 1);
+        return Prim{dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(d, engine()))};
+      });
+      e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(md, y)}});
+      return;
+    }
+    auto md = flat_md(x);
+    auto& e = cache.get({1, static_cast<int>(a), x.numel()}, [&] {
+      dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, forward_algorithm(a), md, 0.f, 0.f);
+      return Prim{dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()))};
+    });
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(md, y)}});
+  });
+}
+
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx) {
-  loops::activation_backward<float>(a, y, dy, dx);
+  if (y.numel() == 0) return;
+  if (a == Activation::linear) {
+    if (dx.raw_data() != dy.raw_data()) std::copy_n(dy.data<float>(), dy.numel(), dx.data<float>());
+    return;
+  }
+  guarded("activation_backward", [&] {
+    thread_local PrimitiveCache<Prim> cache;
+    if (a == Activation::softmax) {
+      auto md = rows_md(y);
+      auto& e = cache.get({0, static_cast<int>(a), md.dims()[0], md.dims()[1]}, [&] {
+        // The backward primitive descriptor needs a forward one as a hint (layouts, algorithm).
+        dnnl::softmax_forward::primitive_desc hint(
+            dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), engine());
+        dnnl::softmax_backward::desc d(md, md, 1);
+        return Prim{dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(d, engine(), hint))};
+      });
+      e.prim.execute(stream(), {{DNNL_ARG_DST, wrap(md, y)},
+                                {DNNL_ARG_DIFF_DST, wrap(md, dy)},
+                                {DNNL_ARG_DIFF_SRC, wrap(md, dx)}});
+      return;
+    }
+    auto md = flat_md(y);
+    auto& e = cache.get({1, static_cast<int>(a), y.numel()}, [&] {
+      auto alg = backward_algorithm(a);
+      dnnl::eltwise_forward::primitive_desc hint(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f), engine());
+      dnnl::eltwise_backward::desc d(alg, md, md, 0.f, 0.f);
+      return Prim{dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(d, engine(), hint))};
+    });
+    e.prim.execute(
+        stream(),
+        {{DNNL_ARG_DST, wrap(md, y)}, {DNNL_ARG_DIFF_DST, wrap(md, dy)}, {DNNL_ARG_DIFF_SRC, wrap(md, dx)}});
+  });
 }
-std::string version() { return "none"; }
-std::string cpu_isa() { return "none"; }
+
 }  // namespace systolic::ops::onednn

@@ -1,0 +1,124 @@
+// Private plumbing shared by the oneDNN float32 ops (onednn_*.cc): the one CPU engine and stream, memory
+// descriptors over systolic tensors, the per-thread primitive cache, and the translation of dnnl::error into
+// systolic::Error. Kept out of onednn.h so that callers of the ops never see dnnl.hpp.
+#pragma once
+
+#include <systolic/error.h>
+#include <systolic/tensor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace systolic::ops::onednn::detail {
+
+using dims = dnnl::memory::dims;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+// One engine and one in-order stream for the process: the CPU runtime is OpenMP, so a stream carries no
+// per-thread state and execution is synchronous (no stream.wait() needed between primitives).
+dnnl::engine& engine();
+dnnl::stream& stream();
+
+inline dnnl::memory::desc f32_md(const dims& d, tag t) {
+  return {d, dt::f32, t};
+}
+
+// A dnnl::memory over a tensor's own storage (no copy). oneDNN takes void* even for read-only arguments.
+inline dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t) {
+  return dnnl::memory(md, engine(), const_cast<void*>(t.raw_data()));
+}
+
+// Runs `body`, turning oneDNN's exceptions into systolic::Error naming the op, so that callers deal with one
+// exception type and the message says which op failed.
+template <class F>
+void guarded(const char* op, F&& body) {
+  try {
+    body();
+  } catch (const dnnl::error& e) {
+    fail("oneDNN {}: {}", op, e.what());
+  }
+}
+
+// The cache key: every integer that decides a primitive's shape and configuration.
+using Key = std::vector<std::int64_t>;
+struct KeyHash {
+  std::size_t operator()(const Key& k) const {
+    std::size_t h = 0x9e3779b97f4a7c15ull;
+    for (auto v : k) h ^= std::hash<std::int64_t>{}(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+  }
+};
+
+// Primitives (and the scratch buffers their reorders write into) by shape. oneDNN's own primitive cache
+// spares the JIT, but building the op descriptor and primitive descriptor still walks its implementation
+// list on every call; a model calls the same few shapes thousands of times, so this map skips all of it.
+// Use one per op, `thread_local`: entries own scratch memory that a concurrent caller must not share, and
+// no lock is needed. The capacity bound only guards against a caller that keeps changing shapes.
+template <class Entry>
+class PrimitiveCache {
+ public:
+  template <class Make>
+  Entry& get(const Key& key, Make&& make) {
+    auto it = map_.find(key);
+    if (it != map_.end()) return *it->second;
+    if (map_.size() >= kCapacity) map_.clear();
+    return *map_.emplace(key, std::make_unique<Entry>(make())).first->second;
+  }
+
+ private:
+  static constexpr std::size_t kCapacity = 128;
+  std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> map_;
+};
+
+// A reorder from one layout to another into a buffer the entry owns, or nothing when the layouts agree
+// (then the caller's memory is used directly).
+struct Staged {
+  dnnl::reorder reorder;
+  dnnl::memory buffer;  // in the primitive's preferred layout; empty when no reorder is needed
+  bool needed() const { return static_cast<bool>(buffer); }
+};
+// user -> wanted (inputs).
+inline Staged stage_in(const dnnl::memory::desc& user, const dnnl::memory::desc& wanted) {
+  if (user == wanted) return {};
+  Staged s;
+  s.buffer = dnnl::memory(wanted, engine());
+  s.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), wanted));
+  return s;
+}
+// wanted -> user (outputs); `accumulate` adds into the user's memory (a sum post-op) instead of overwriting.
+inline Staged stage_out(const dnnl::memory::desc& wanted, const dnnl::memory::desc& user,
+                        bool accumulate = false) {
+  if (user == wanted && !accumulate) return {};
+  Staged s;
+  s.buffer = dnnl::memory(wanted, engine());
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  s.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), wanted, engine(), user, attr));
+  return s;
+}
+// Inputs: returns the memory the primitive should read (the staged copy after reordering, or `user`).
+inline dnnl::memory input(Staged& s, const dnnl::memory& user) {
+  if (!s.needed()) return user;
+  s.reorder.execute(stream(), {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, s.buffer}});
+  return s.buffer;
+}
+// Outputs: the memory the primitive should write; call finish() after the primitive ran.
+inline dnnl::memory output(Staged& s, const dnnl::memory& user) {
+  return s.needed() ? s.buffer : user;
+}
+inline void finish(Staged& s, const dnnl::memory& user) {
+  if (s.needed()) s.reorder.execute(stream(), {{DNNL_ARG_FROM, s.buffer}, {DNNL_ARG_TO, user}});
+}
+
+}  // namespace systolic::ops::onednn::detail

@@ -1,0 +1,226 @@
+// Dense layers as oneDNN matmul primitives and batch normalisation as oneDNN batch_normalization
+// primitives, float32, on the caller's row-major / NHWC memory (no reorders: both are memory-light enough
+// that the plain layouts are what oneDNN's kernels take natively).
+#include "ops/cpu/onednn.h"
+
+#include "ops/cpu/onednn_common.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace systolic::ops::onednn {
+
+using namespace detail;
+
+namespace {
+
+struct Prim {
+  dnnl::primitive prim;
+};
+
+dnnl::primitive_attr accumulate_attr() {
+  // dst += result: the contract accumulates parameter gradients.
+  dnnl::post_ops po;
+  po.append_sum(1.0f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  return attr;
+}
+
+// --------------------------------------------------------------------------------------------- batch norm
+
+struct NormShape {
+  dnnl::memory::desc data, stats;
+  Key key;
+};
+NormShape norm_shape(const Tensor& x, double eps) {
+  NormShape s;
+  std::int64_t C = x.dim(-1);
+  // Images as NHWC (oneDNN's nspc kernels); anything else as rows of C, which has the same statistics.
+  if (x.rank() == 4)
+    s.data = f32_md({x.dim(0), C, x.dim(1), x.dim(2)}, tag::nhwc);
+  else
+    s.data = f32_md({x.numel() / C, C}, tag::nc);
+  s.stats = f32_md({C}, tag::a);
+  s.key = {x.rank() == 4 ? x.dim(0) : x.numel() / C,
+           x.rank() == 4 ? x.dim(1) : 1,
+           x.rank() == 4 ? x.dim(2) : 1,
+           C,
+           x.rank() == 4,
+           static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(eps))};
+  return s;
+}
+
+const auto kScaleShift = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+
+dnnl::batch_normalization_forward::primitive_desc norm_fwd_pd(const NormShape& s, double eps, bool training) {
+  auto flags = training ? kScaleShift : kScaleShift | dnnl::normalization_flags::use_global_stats;
+  dnnl::batch_normalization_forward::desc d(
+      training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, s.data,
+      static_cast<float>(eps), flags);
+  return {d, engine()};
+}
+
+struct NormBackward {
+  dnnl::batch_normalization_backward prim;
+  // The primitive always writes all three; the contract accumulates dgamma/dbeta and may skip dx.
+  dnnl::memory diff_scale, diff_shift, diff_src;
+  // oneDNN 2.6 checks that a use_shift backward is handed the shift (beta), although the gradients do not
+  // depend on it and the contract does not pass it: it reads this zeroed stand-in.
+  dnnl::memory shift;
+};
+
+}  // namespace
+
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                 Tensor& mean, Tensor& var, double eps) {
+  if (x.numel() == 0) return;
+  guarded("batch_norm_forward_training", [&] {
+    thread_local PrimitiveCache<Prim> cache;
+    auto s = norm_shape(x, eps);
+    auto& e = cache.get(s.key, [&] {
+      return Prim{dnnl::batch_normalization_forward(norm_fwd_pd(s, eps, /*training=*/true))};
+    });
+    // oneDNN's training variance is the biased one (divides by the count), as the contract asks.
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(s.data, x)},
+                              {DNNL_ARG_DST, wrap(s.data, y)},
+                              {DNNL_ARG_SCALE, wrap(s.stats, gamma)},
+                              {DNNL_ARG_SHIFT, wrap(s.stats, beta)},
+                              {DNNL_ARG_MEAN, wrap(s.stats, mean)},
+                              {DNNL_ARG_VARIANCE, wrap(s.stats, var)}});
+  });
+}
+
+void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
+  if (x.numel() == 0) return;
+  guarded("batch_norm_forward_inference", [&] {
+    thread_local PrimitiveCache<Prim> cache;
+    auto s = norm_shape(x, eps);
+    auto& e = cache.get(s.key, [&] {
+      return Prim{dnnl::batch_normalization_forward(norm_fwd_pd(s, eps, /*training=*/false))};
+    });
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(s.data, x)},
+                              {DNNL_ARG_DST, wrap(s.data, y)},
+                              {DNNL_ARG_SCALE, wrap(s.stats, gamma)},
+                              {DNNL_ARG_SHIFT, wrap(s.stats, beta)},
+                              {DNNL_ARG_MEAN, wrap(s.stats, mean)},
+                              {DNNL_ARG_VARIANCE, wrap(s.stats, var)}});
+  });
+}
+
+void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
+  if (!dx.defined() && !dgamma.defined() && !dbeta.defined()) return;
+  if (x.numel() == 0) return;
+  guarded("batch_norm_backward", [&] {
+    thread_local PrimitiveCache<NormBackward> cache;
+    auto s = norm_shape(x, eps);
+    Key key = s.key;
+    key.push_back(dx.defined());
+    auto& e = cache.get(key, [&] {
+      auto hint = norm_fwd_pd(s, eps, /*training=*/true);
+      dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, s.data, s.data,
+                                                 static_cast<float>(eps), kScaleShift);
+      NormBackward b;
+      b.prim = dnnl::batch_normalization_backward(
+          dnnl::batch_normalization_backward::primitive_desc(d, engine(), hint));
+      b.diff_scale = dnnl::memory(s.stats, engine());
+      b.diff_shift = dnnl::memory(s.stats, engine());
+      b.shift = dnnl::memory(s.stats, engine());
+      std::fill_n(static_cast<float*>(b.shift.get_data_handle()), s.stats.get_size() / sizeof(float), 0.0f);
+      if (!dx.defined()) b.diff_src = dnnl::memory(s.data, engine());
+      return b;
+    });
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(s.data, x)},
+                              {DNNL_ARG_MEAN, wrap(s.stats, mean)},
+                              {DNNL_ARG_VARIANCE, wrap(s.stats, var)},
+                              {DNNL_ARG_DIFF_DST, wrap(s.data, dy)},
+                              {DNNL_ARG_SCALE, wrap(s.stats, gamma)},
+                              {DNNL_ARG_SHIFT, e.shift},
+                              {DNNL_ARG_DIFF_SRC, dx.defined() ? wrap(s.data, dx) : e.diff_src},
+                              {DNNL_ARG_DIFF_SCALE, e.diff_scale},
+                              {DNNL_ARG_DIFF_SHIFT, e.diff_shift}});
+    std::int64_t C = x.dim(-1);
+    auto add = [C](const dnnl::memory& from, Tensor& to) {
+      if (!to.defined()) return;
+      const float* g = static_cast<const float*>(from.get_data_handle());
+      float* out = to.data<float>();
+      for (std::int64_t c = 0; c < C; ++c) out[c] += g[c];
+    };
+    add(e.diff_scale, dgamma);
+    add(e.diff_shift, dbeta);
+  });
+}
+
+// ------------------------------------------------------------------------------------------------- dense
+
+void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  std::int64_t K = w.dim(0), U = w.dim(1), M = U ? y.numel() / U : 0;
+  if (M == 0 || U == 0) return;
+  if (K == 0) {  // an empty sum: y is the bias (oneDNN rejects zero-sized reduction dimensions)
+    float* out = y.data<float>();
+    for (std::int64_t i = 0; i < M * U; ++i) out[i] = b.defined() ? b.data<float>()[i % U] : 0.0f;
+    return;
+  }
+  guarded("dense_forward", [&] {
+    thread_local PrimitiveCache<Prim> cache;
+    auto x_md = f32_md({M, K}, tag::ab), w_md = f32_md({K, U}, tag::ab), b_md = f32_md({1, U}, tag::ab),
+         y_md = f32_md({M, U}, tag::ab);
+    auto& e = cache.get({M, K, U, b.defined()}, [&] {
+      auto d =
+          b.defined() ? dnnl::matmul::desc(x_md, w_md, b_md, y_md) : dnnl::matmul::desc(x_md, w_md, y_md);
+      return Prim{dnnl::matmul(dnnl::matmul::primitive_desc(d, engine()))};
+    });
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, wrap(x_md, x)}, {DNNL_ARG_WEIGHTS, wrap(w_md, w)}, {DNNL_ARG_DST, wrap(y_md, y)}};
+    if (b.defined()) args[DNNL_ARG_BIAS] = wrap(b_md, b);
+    e.prim.execute(stream(), args);
+  });
+}
+
+void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
+  std::int64_t K = w.dim(0), U = w.dim(1), M = U ? dy.numel() / U : 0;
+  if (M == 0 || K == 0 || U == 0) {  // empty products: dx is zero, nothing to add to dw or db
+    if (dx.defined() && dx.numel()) dx.fill(0.0);
+    if (db.defined() && K == 0 && M && U) {
+      const float* g = dy.data<float>();
+      for (std::int64_t i = 0; i < M * U; ++i) db.data<float>()[i % U] += g[i];
+    }
+    return;
+  }
+  guarded("dense_backward", [&] {
+    thread_local PrimitiveCache<Prim> data_cache, weights_cache;
+    if (dx.defined()) {
+      // dx[M,K] = dy[M,U] @ w^T: w read transposed in place (format `ba` of the logical (U,K) matrix).
+      auto dy_md = f32_md({M, U}, tag::ab), wt_md = f32_md({U, K}, tag::ba), dx_md = f32_md({M, K}, tag::ab);
+      auto& e = data_cache.get({M, K, U}, [&] {
+        return Prim{
+            dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_md, wt_md, dx_md), engine()))};
+      });
+      e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(dy_md, dy)},
+                                {DNNL_ARG_WEIGHTS, wrap(wt_md, w)},
+                                {DNNL_ARG_DST, wrap(dx_md, dx)}});
+    }
+    if (dw.defined()) {
+      // dw[K,U] += x^T @ dy: x read transposed in place, the sum post-op adds into dw.
+      auto xt_md = f32_md({K, M}, tag::ba), dy_md = f32_md({M, U}, tag::ab), dw_md = f32_md({K, U}, tag::ab);
+      auto& e = weights_cache.get({M, K, U}, [&] {
+        return Prim{dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(xt_md, dy_md, dw_md),
+                                                              accumulate_attr(), engine()))};
+      });
+      e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(xt_md, x)},
+                                {DNNL_ARG_WEIGHTS, wrap(dy_md, dy)},
+                                {DNNL_ARG_DST, wrap(dw_md, dw)}});
+    }
+    if (db.defined()) {
+      // Column sums of dy: a single streaming pass, cheaper than any primitive's setup.
+      const float* g = dy.data<float>();
+      float* out = db.data<float>();
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t u = 0; u < U; ++u) out[u] += g[m * U + u];
+    }
+  });
+}
+
+}  // namespace systolic::ops::onednn
