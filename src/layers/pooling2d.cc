@@ -32,6 +32,8 @@ class Pooling2DLayer final : public Layer {
   }
   void forward(LayerCall& c) override {
     Tensor none;
+    // A defined workspace asks the backend to keep what backward needs (oneDNN's argmax indices).
+    if (c.training && !c.workspace.defined()) c.workspace = Tensor(Shape{0}, DType::uint8, c.inputs[0].device());
     ops::pool2d_forward(c.inputs[0], c.output, c.training ? c.workspace : none, params(c.inputs[0].shape()));
   }
   void backward(LayerCall& c) override {
