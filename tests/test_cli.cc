@@ -1,0 +1,209 @@
+// The `systolic` command, run as a separate process (the built binary, SYSTOLIC_CLI): exit codes, what goes to
+// stdout and stderr, and the spellings that /work/shared/docs/CLI.md promises.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
+
+bool fashion_mnist_installed() {
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz"})
+    if (!fs::exists(fs::path(kFashionDir) / f)) return false;
+  return true;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) lines.push_back(line);
+  return lines;
+}
+
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+  std::vector<std::string> out_lines() const { return lines_of(out); }
+  std::vector<std::string> err_lines() const { return lines_of(err); }
+  std::string describe() const { return "exit " + std::to_string(code) + "\n--- stdout:\n" + out + "--- stderr:\n" + err; }
+};
+
+// Runs `systolic <args>` with stdin from /dev/null and stdout and stderr captured separately.
+CliResult run_cli(const std::string& args) {
+  if (!fs::exists(SYSTOLIC_CLI))
+    ADD_FAILURE() << SYSTOLIC_CLI << " does not exist: build the systolic_cli target (make systolic_cli) first";
+  static std::atomic<int> counter{0};
+  fs::path dir = fs::temp_directory_path() /
+                 ("systolic_test_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::path out = dir / "stdout", err = dir / "stderr";
+  std::string command = std::string("'") + SYSTOLIC_CLI + "' " + args + " </dev/null >'" + out.string() + "' 2>'" +
+                        err.string() + "'";
+  int status = std::system(command.c_str());
+  CliResult r;
+  if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  else r.code = -1000 - (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  r.out = read_text(out);
+  r.err = read_text(err);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return r;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Usage errors: exit 2, and a line on stderr starting "systolic: error:".
+void expect_usage_error(const std::string& args) {
+  SCOPED_TRACE("systolic " + args);
+  CliResult r = run_cli(args);
+  EXPECT_EQ(r.code, 2) << r.describe();
+  auto lines = r.err_lines();
+  ASSERT_FALSE(lines.empty()) << r.describe();
+  EXPECT_TRUE(starts_with(lines[0], "systolic: error:")) << r.describe();
+  EXPECT_TRUE(r.out.empty()) << r.describe();
+}
+
+// Runtime errors: exit 1, exactly one line on stderr starting "systolic: error:" and containing `mention`.
+void expect_runtime_error(const std::string& args, const std::string& mention) {
+  SCOPED_TRACE("systolic " + args);
+  CliResult r = run_cli(args);
+  EXPECT_EQ(r.code, 1) << r.describe();
+  auto lines = r.err_lines();
+  ASSERT_EQ(lines.size(), 1u) << r.describe();
+  EXPECT_TRUE(starts_with(lines[0], "systolic: error:")) << r.describe();
+  EXPECT_NE(lines[0].find(mention), std::string::npos) << "expected the message to mention '" << mention << "'\n"
+                                                        << r.describe();
+  EXPECT_TRUE(r.out.empty()) << r.describe();
+}
+
+}  // namespace
+
+TEST(Cli, SummarySeedCnn) {
+  CliResult r = run_cli("summary --model seed-cnn");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find("Total params: 1,676,982"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Trainable params: 1,676,912"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Non-trainable params: 70"), std::string::npos) << r.out;
+}
+
+TEST(Cli, SummaryWithInputShape) {
+  CliResult r = run_cli("summary --model seed-cnn --input-shape 28,28,1");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find("Total params: 1,250,414"), std::string::npos) << r.out;
+  // The input BatchNormalization has 1 channel here instead of 3: 2 + 64 non-trainable statistics.
+  EXPECT_NE(r.out.find("Trainable params: 1,250,348"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Non-trainable params: 66"), std::string::npos) << r.out;
+}
+
+TEST(Cli, Help) {
+  CliResult r = run_cli("--help");
+  EXPECT_EQ(r.code, 0) << r.describe();
+  for (const char* sub : {"summary", "train", "info", "benchmark"})
+    EXPECT_NE(r.out.find(sub), std::string::npos) << "--help does not list " << sub << "\n" << r.describe();
+
+  CliResult t = run_cli("train --help");
+  EXPECT_EQ(t.code, 0) << t.describe();
+  for (const char* opt : {"--dataset", "--epochs", "--batch-size", "--seed", "--verbose"})
+    EXPECT_NE(t.out.find(opt), std::string::npos) << "train --help does not list " << opt << "\n" << t.describe();
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  expect_usage_error("summary --no-such-flag");
+  expect_usage_error("train --model seed-cnn");  // --dataset is required
+  expect_usage_error("train --model seed-cnn --dataset fashion_mnist --verbose 5");
+  expect_usage_error("");  // a subcommand is required
+}
+
+TEST(Cli, RuntimeErrorsExitOne) {
+  expect_runtime_error("summary --model no-such-model", "no-such-model");
+  expect_runtime_error("summary --model seed-cnn --input-shape 32,32", "32,32");
+  expect_runtime_error("train --model seed-cnn --dataset nosuch", "nosuch");
+  expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device cuda", "cuda");
+  expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device gpu", "gpu");
+  expect_runtime_error("train --model seed-cnn --dataset fashion_mnist --device cuda --epochs 1 --limit 8", "cuda");
+}
+
+TEST(Cli, Info) {
+  CliResult r = run_cli("info");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find("CPU:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("oneDNN"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ShortTrainingRunIsRepeatable) {
+  if (!fashion_mnist_installed())
+    GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir
+                 << " (Debian package dataset-fashion-mnist); skipping the real training run";
+  const std::string args =
+      "train --model seed-cnn --dataset fashion_mnist --epochs 1 --batch-size 64 --limit 512 --verbose 2 --seed 1";
+  CliResult a = run_cli(args);
+  ASSERT_EQ(a.code, 0) << a.describe();
+
+  // stderr: Keras's verbose-2 fit output.
+  const std::regex epoch_line(R"(^8/8 - \d+s - loss: \d+\.\d{4} - accuracy: \d+\.\d{4}$)");
+  auto err = a.err_lines();
+  bool saw_epoch = false, saw_progress = false;
+  std::string progress_a;
+  for (auto& line : err) {
+    if (line == "Epoch 1/1") saw_epoch = true;
+    if (std::regex_match(line, epoch_line)) saw_progress = true, progress_a = line.substr(line.find(" - loss:"));
+  }
+  EXPECT_TRUE(saw_epoch) << "no 'Epoch 1/1' line\n" << a.describe();
+  EXPECT_TRUE(saw_progress) << "no line like '8/8 - 0s - loss: 2.3151 - accuracy: 0.2305'\n" << a.describe();
+
+  // stdout: exactly the two test-score lines.
+  auto out = a.out_lines();
+  ASSERT_EQ(out.size(), 2u) << a.describe();
+  EXPECT_TRUE(std::regex_match(out[0], std::regex(R"(^Test loss: \d+\.\d{4}$)"))) << out[0];
+  EXPECT_TRUE(std::regex_match(out[1], std::regex(R"(^Test accuracy: \d{1,3}\.\d{2}%$)"))) << out[1];
+
+  // The same seed gives the same results.
+  CliResult b = run_cli(args);
+  ASSERT_EQ(b.code, 0) << b.describe();
+  EXPECT_EQ(a.out, b.out) << "two runs with --seed 1 differ";
+  std::string progress_b;
+  for (auto& line : b.err_lines())
+    if (std::regex_match(line, epoch_line)) progress_b = line.substr(line.find(" - loss:"));
+  EXPECT_EQ(progress_a, progress_b) << "the training loss and accuracy of two runs with --seed 1 differ";
+}
+
+TEST(Cli, BenchmarkJson) {
+  CliResult r = run_cli("benchmark --model seed-cnn --batch-size 8 --steps 1 --warmup 0 --device cpu --input-shape 16,16,3");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  auto lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 1u) << r.describe();
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(lines[0])) << lines[0];
+  ASSERT_TRUE(j.is_object()) << lines[0];
+  for (const char* key : {"model", "device", "batch_size", "train_images_per_sec", "predict_ms"})
+    ASSERT_TRUE(j.contains(key)) << "missing key " << key << ": " << lines[0];
+  EXPECT_EQ(j["model"], "seed-cnn");
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["batch_size"], 8);
+  ASSERT_TRUE(j["train_images_per_sec"].is_number()) << lines[0];
+  ASSERT_TRUE(j["predict_ms"].is_number()) << lines[0];
+  EXPECT_GT(j["train_images_per_sec"].get<double>(), 0.0);
+  EXPECT_GT(j["predict_ms"].get<double>(), 0.0);
+}

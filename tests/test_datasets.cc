@@ -1,0 +1,450 @@
+// Data sets: the real Fashion-MNIST (when Debian's dataset-fashion-mnist is installed), the IDX reader on good
+// and bad files (plain and gzip), and fashion_mnist::load_data on directories holding wrong files.
+#include <systolic/systolic.h>
+
+#include "test_util.h"
+
+#include <gmock/gmock.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace systolic;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
+
+bool fashion_mnist_installed() {
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz"})
+    if (!fs::exists(fs::path(kFashionDir) / f)) return false;
+  return true;
+}
+
+// A fresh directory under the system's temp directory, removed with everything in it at the end of the scope.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = "systolic_test_datasets_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+    if (info) name += std::string("_") + info->name();
+    path_ = fs::temp_directory_path() / name;
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+using Bytes = std::vector<std::uint8_t>;
+
+// An IDX file: magic 00 00 <type> <rank>, big-endian 32-bit dims, then the payload as given.
+Bytes idx_bytes(std::uint8_t type, const std::vector<std::uint32_t>& dims, const Bytes& payload) {
+  Bytes b = {0, 0, type, static_cast<std::uint8_t>(dims.size())};
+  for (auto d : dims) {
+    b.push_back(static_cast<std::uint8_t>(d >> 24));
+    b.push_back(static_cast<std::uint8_t>(d >> 16));
+    b.push_back(static_cast<std::uint8_t>(d >> 8));
+    b.push_back(static_cast<std::uint8_t>(d));
+  }
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+Bytes iota_bytes(std::size_t n, std::uint8_t start = 0) {
+  Bytes b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(start + i * 7);
+  return b;
+}
+
+void write_plain(const std::string& path, const Bytes& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << "cannot write " << path;
+}
+
+void write_gzip(const std::string& path, const Bytes& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << "cannot open " << path;
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(bytes.size() - done, 1u << 24));
+    int w = gzwrite(f, bytes.data() + done, chunk);
+    ASSERT_GT(w, 0) << "gzwrite failed on " << path;
+    done += static_cast<std::size_t>(w);
+  }
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+Bytes read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs fn, which must throw systolic::Error; returns its message ("" and a failure when it does not).
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a std::exception that is not systolic::Error: " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+std::string idx_error(const std::string& path) {
+  return error_of([&] { datasets::read_idx(path); });
+}
+
+Bytes tensor_bytes(const Tensor& t) {
+  const std::uint8_t* p = t.data<std::uint8_t>();
+  return Bytes(p, p + t.numel());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// The real Fashion-MNIST.
+
+TEST(FashionMnist, RealDataShapesClassesAndPixels) {
+  if (!fashion_mnist_installed())
+    GTEST_SKIP() << kFashionDir << " is absent (install Debian's dataset-fashion-mnist to run this test)";
+  auto d = datasets::fashion_mnist::load_data();
+  ASSERT_EQ(d.train.x.dtype(), DType::uint8);
+  ASSERT_EQ(d.train.y.dtype(), DType::uint8);
+  ASSERT_EQ(d.test.x.dtype(), DType::uint8);
+  ASSERT_EQ(d.test.y.dtype(), DType::uint8);
+  ASSERT_EQ(d.train.x.shape(), Shape({60000, 28, 28}));
+  ASSERT_EQ(d.train.y.shape(), Shape({60000}));
+  ASSERT_EQ(d.test.x.shape(), Shape({10000, 28, 28}));
+  ASSERT_EQ(d.test.y.shape(), Shape({10000}));
+
+  auto count_classes = [](const Tensor& y) {
+    std::vector<std::int64_t> counts(10, 0);
+    const std::uint8_t* p = y.data<std::uint8_t>();
+    for (std::int64_t i = 0; i < y.numel(); ++i) {
+      EXPECT_LT(p[i], 10) << "label of sample " << i;
+      if (p[i] < 10) ++counts[p[i]];
+    }
+    return counts;
+  };
+  EXPECT_EQ(count_classes(d.train.y), std::vector<std::int64_t>(10, 6000));
+  EXPECT_EQ(count_classes(d.test.y), std::vector<std::int64_t>(10, 1000));
+
+  auto min_max = [](const Tensor& x) {
+    const std::uint8_t* p = x.data<std::uint8_t>();
+    std::uint8_t lo = 255, hi = 0;
+    for (std::int64_t i = 0; i < x.numel(); ++i) lo = std::min(lo, p[i]), hi = std::max(hi, p[i]);
+    return std::pair<int, int>(lo, hi);
+  };
+  EXPECT_EQ(min_max(d.train.x), std::make_pair(0, 255));
+  EXPECT_EQ(min_max(d.test.x), std::make_pair(0, 255));
+
+  // Known contents: the first labels of each split and the pixel sum of the first training image.
+  const std::uint8_t* ytr = d.train.y.data<std::uint8_t>();
+  const std::uint8_t* yte = d.test.y.data<std::uint8_t>();
+  EXPECT_EQ(Bytes(ytr, ytr + 5), (Bytes{9, 0, 0, 3, 0}));
+  EXPECT_EQ(Bytes(yte, yte + 5), (Bytes{9, 2, 1, 1, 6}));
+  const std::uint8_t* x0 = d.train.x.data<std::uint8_t>();
+  std::int64_t sum = 0;
+  for (int i = 0; i < 28 * 28; ++i) sum += x0[i];
+  EXPECT_EQ(sum, 76247);
+
+  ASSERT_EQ(d.class_names.size(), 10u);
+  EXPECT_EQ(d.class_names.front(), "T-shirt/top");
+  EXPECT_EQ(d.class_names.back(), "Ankle boot");
+  EXPECT_EQ(d.class_names, datasets::fashion_mnist::class_names());
+}
+
+TEST(FashionMnist, ExplicitDirectoryMatchesDefault) {
+  if (!fashion_mnist_installed())
+    GTEST_SKIP() << kFashionDir << " is absent (install Debian's dataset-fashion-mnist to run this test)";
+  // read_idx on one real file directly.
+  Tensor y = datasets::read_idx(std::string(kFashionDir) + "/t10k-labels-idx1-ubyte.gz");
+  EXPECT_EQ(y.shape(), Shape({10000}));
+  auto d = datasets::fashion_mnist::load_data(kFashionDir);
+  EXPECT_EQ(tensor_bytes(d.test.y), tensor_bytes(y));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The IDX reader: valid files.
+
+TEST(ReadIdx, PlainRoundTrip) {
+  TempDir dir;
+  Bytes payload = iota_bytes(2 * 3 * 4, 5);
+  std::string path = dir.file("small-idx3-ubyte");
+  write_plain(path, idx_bytes(0x08, {2, 3, 4}, payload));
+  Tensor t = datasets::read_idx(path);
+  EXPECT_EQ(t.dtype(), DType::uint8);
+  EXPECT_EQ(t.shape(), Shape({2, 3, 4}));
+  EXPECT_EQ(tensor_bytes(t), payload);
+}
+
+TEST(ReadIdx, GzipRoundTrip) {
+  TempDir dir;
+  Bytes payload = iota_bytes(5 * 7, 200);
+  std::string path = dir.file("small-idx2-ubyte.gz");
+  write_gzip(path, idx_bytes(0x08, {5, 7}, payload));
+  // It really is gzip (magic 1f 8b), not a plain file.
+  Bytes raw = read_file_bytes(path);
+  ASSERT_GE(raw.size(), 2u);
+  EXPECT_EQ(raw[0], 0x1f);
+  EXPECT_EQ(raw[1], 0x8b);
+  Tensor t = datasets::read_idx(path);
+  EXPECT_EQ(t.dtype(), DType::uint8);
+  EXPECT_EQ(t.shape(), Shape({5, 7}));
+  EXPECT_EQ(tensor_bytes(t), payload);
+}
+
+TEST(ReadIdx, RankOneAndRankFour) {
+  TempDir dir;
+  Bytes labels = {3, 1, 4, 1, 5, 9};
+  write_gzip(dir.file("labels.gz"), idx_bytes(0x08, {6}, labels));
+  Tensor y = datasets::read_idx(dir.file("labels.gz"));
+  EXPECT_EQ(y.shape(), Shape({6}));
+  EXPECT_EQ(tensor_bytes(y), labels);
+
+  Bytes images = iota_bytes(2 * 2 * 2 * 3);
+  write_plain(dir.file("images4"), idx_bytes(0x08, {2, 2, 2, 3}, images));
+  Tensor x = datasets::read_idx(dir.file("images4"));
+  EXPECT_EQ(x.shape(), Shape({2, 2, 2, 3}));
+  EXPECT_EQ(tensor_bytes(x), images);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The IDX reader: bad files. Each error is a systolic::Error naming the file and what is wrong with it.
+
+TEST(ReadIdx, WrongMagicIsNotIdx) {
+  TempDir dir;
+  std::string path = dir.file("not-idx.txt");
+  std::string text = "P5\n28 28\n255\nthis is not an IDX file at all";
+  write_plain(path, Bytes(text.begin(), text.end()));
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("not an IDX file"));
+}
+
+TEST(ReadIdx, ElementTypeOtherThanUnsignedByte) {
+  TempDir dir;
+  std::string path = dir.file("float-idx1");
+  write_plain(path, idx_bytes(0x0D, {2}, Bytes(8, 0)));  // 0x0D: float32
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("element type 0x0d"));
+  EXPECT_THAT(msg, HasSubstr("unsigned byte"));
+}
+
+TEST(ReadIdx, HeaderTruncatedMidDimensions) {
+  TempDir dir;
+  std::string path = dir.file("short-header-idx3");
+  Bytes b = idx_bytes(0x08, {10, 28, 28}, {});
+  b.resize(4 + 4 + 2);  // magic, the first dimension, then half of the second
+  write_plain(path, b);
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("truncated"));
+  EXPECT_THAT(msg, HasSubstr("dimensions"));
+}
+
+TEST(ReadIdx, HeaderTruncatedInMagic) {
+  TempDir dir;
+  std::string path = dir.file("two-bytes");
+  write_plain(path, Bytes{0, 0});
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("truncated"));
+}
+
+TEST(ReadIdx, DataTruncated) {
+  TempDir dir;
+  std::string path = dir.file("short-data-idx2");
+  write_plain(path, idx_bytes(0x08, {4, 5}, iota_bytes(17)));  // 20 bytes promised, 17 there
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("truncated"));
+  EXPECT_THAT(msg, HasSubstr("20 bytes"));
+  EXPECT_THAT(msg, HasSubstr("17"));
+}
+
+TEST(ReadIdx, DataTruncatedInGzip) {
+  TempDir dir;
+  std::string path = dir.file("short-data-idx2.gz");
+  write_gzip(path, idx_bytes(0x08, {4, 5}, iota_bytes(17)));  // a complete gzip stream of too few bytes
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("truncated"));
+}
+
+TEST(ReadIdx, ExtraTrailingBytes) {
+  TempDir dir;
+  std::string path = dir.file("long-data-idx2");
+  write_plain(path, idx_bytes(0x08, {4, 5}, iota_bytes(23)));  // 20 bytes promised, 23 there
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("20 bytes"));
+  EXPECT_THAT(msg, HasSubstr("has more"));
+}
+
+TEST(ReadIdx, CorruptGzipStream) {
+  TempDir dir;
+  std::string path = dir.file("corrupt-idx3-ubyte.gz");
+  // Pseudo-random payload so the deflate stream is long (incompressible) and the corruption lands in its middle.
+  Bytes payload(64 * 28 * 28);
+  std::uint32_t s = 12345;
+  for (auto& v : payload) s = s * 1664525u + 1013904223u, v = static_cast<std::uint8_t>(s >> 24);
+  write_gzip(path, idx_bytes(0x08, {64, 28, 28}, payload));
+  Bytes raw = read_file_bytes(path);
+  ASSERT_GT(raw.size(), 1000u);
+  ASSERT_EQ(raw[0], 0x1f);  // a valid gzip header stays in front
+  ASSERT_EQ(raw[1], 0x8b);
+  for (std::size_t i = raw.size() / 2; i < raw.size() / 2 + 64; ++i) raw[i] = 0xff;
+  write_plain(path, raw);
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("corrupt gzip"));
+}
+
+TEST(ReadIdx, CorruptGzipChecksum) {
+  // A gzip stream whose deflate data is intact but whose CRC-32 trailer is wrong: the data cannot be trusted.
+  TempDir dir;
+  std::string path = dir.file("bad-crc-idx1-ubyte.gz");
+  write_gzip(path, idx_bytes(0x08, {100}, iota_bytes(100)));
+  Bytes raw = read_file_bytes(path);
+  ASSERT_GT(raw.size(), 8u);
+  raw[raw.size() - 8] ^= 0xff;  // first byte of the CRC-32
+  write_plain(path, raw);
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("corrupt gzip"));
+}
+
+TEST(ReadIdx, MissingFile) {
+  TempDir dir;
+  std::string path = dir.file("does-not-exist-idx3-ubyte.gz");
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("no such file"));
+}
+
+TEST(ReadIdx, ZeroDimension) {
+  TempDir dir;
+  std::string path = dir.file("zero-dim-idx3");
+  write_plain(path, idx_bytes(0x08, {3, 0, 28}, {}));
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("dimension 1 is 0"));
+}
+
+TEST(ReadIdx, RankZero) {
+  TempDir dir;
+  std::string path = dir.file("rank0");
+  write_plain(path, Bytes{0, 0, 8, 0});
+  std::string msg = idx_error(path);
+  EXPECT_THAT(msg, HasSubstr(path));
+  EXPECT_THAT(msg, HasSubstr("rank 0"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// fashion_mnist::load_data on directories with wrong contents.
+
+namespace {
+
+// Writes the four Fashion-MNIST files into dir: train (n_train images of h x w, n_train_labels labels) and a
+// valid-looking test split of 10000; labels are i % 10 unless bad_label_at >= 0 (that one gets 10).
+void write_fashion_dir(const TempDir& dir, std::uint32_t n_train, std::uint32_t h, std::uint32_t w,
+                       std::uint32_t n_train_labels, std::int64_t bad_label_at = -1) {
+  auto labels = [](std::uint32_t n, std::int64_t bad) {
+    Bytes b(n);
+    for (std::uint32_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(i % 10);
+    if (bad >= 0 && bad < n) b[bad] = 10;
+    return b;
+  };
+  write_gzip(dir.file("train-images-idx3-ubyte.gz"), idx_bytes(0x08, {n_train, h, w}, Bytes(std::size_t(n_train) * h * w, 0)));
+  write_gzip(dir.file("train-labels-idx1-ubyte.gz"), idx_bytes(0x08, {n_train_labels}, labels(n_train_labels, bad_label_at)));
+  write_gzip(dir.file("t10k-images-idx3-ubyte.gz"), idx_bytes(0x08, {10000, 28, 28}, Bytes(10000 * 28 * 28, 0)));
+  write_gzip(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes(0x08, {10000}, labels(10000, -1)));
+}
+
+std::string load_error(const TempDir& dir) {
+  return error_of([&] { datasets::fashion_mnist::load_data(dir.str()); });
+}
+
+}  // namespace
+
+TEST(FashionMnistDir, WrongImageSize) {
+  TempDir dir;
+  write_fashion_dir(dir, 10, 27, 27, 10);
+  std::string msg = load_error(dir);
+  EXPECT_THAT(msg, HasSubstr(dir.str()));
+  EXPECT_THAT(msg, HasSubstr("train-images-idx3-ubyte.gz"));
+  EXPECT_THAT(msg, HasSubstr("(10, 27, 27)"));
+  EXPECT_THAT(msg, HasSubstr("28, 28"));
+}
+
+TEST(FashionMnistDir, MismatchedLabelCount) {
+  TempDir dir;
+  write_fashion_dir(dir, 10, 28, 28, 9);
+  std::string msg = load_error(dir);
+  EXPECT_THAT(msg, HasSubstr(dir.str()));
+  EXPECT_THAT(msg, HasSubstr("train-labels-idx1-ubyte.gz"));
+  EXPECT_THAT(msg, HasSubstr("9 labels for 10 images"));
+}
+
+TEST(FashionMnistDir, WrongSampleCount) {
+  TempDir dir;
+  write_fashion_dir(dir, 10, 28, 28, 10);
+  std::string msg = load_error(dir);
+  EXPECT_THAT(msg, HasSubstr(dir.str()));
+  EXPECT_THAT(msg, HasSubstr("train-images-idx3-ubyte.gz"));
+  EXPECT_THAT(msg, HasSubstr("60000"));
+}
+
+TEST(FashionMnistDir, LabelOutOfRange) {
+  TempDir dir;
+  write_fashion_dir(dir, 60000, 28, 28, 60000, /*bad_label_at=*/12345);
+  std::string msg = load_error(dir);
+  EXPECT_THAT(msg, HasSubstr(dir.str()));
+  EXPECT_THAT(msg, HasSubstr("train-labels-idx1-ubyte.gz"));
+  EXPECT_THAT(msg, HasSubstr("label 10"));
+  EXPECT_THAT(msg, HasSubstr("12345"));
+}
+
+TEST(FashionMnistDir, MissingFiles) {
+  TempDir dir;  // empty
+  std::string msg = load_error(dir);
+  EXPECT_THAT(msg, HasSubstr(dir.str()));
+  EXPECT_THAT(msg, HasSubstr("train-images-idx3-ubyte.gz"));
+  EXPECT_THAT(msg, HasSubstr("no such file"));
+}
+
+TEST(FashionMnistDir, MissingLabelFileOnly) {
+  TempDir dir;
+  write_fashion_dir(dir, 10, 28, 28, 10);
+  fs::remove(dir.file("train-labels-idx1-ubyte.gz"));
+  std::string msg = load_error(dir);
+  EXPECT_THAT(msg, HasSubstr(dir.file("train-labels-idx1-ubyte.gz")));
+  EXPECT_THAT(msg, HasSubstr("no such file"));
+}
