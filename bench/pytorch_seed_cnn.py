@@ -67,7 +67,10 @@ def main():
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads (default: all cores available to the process)")
     ap.add_argument("--input-shape", default="32,32,3", help="H,W,C")
+    ap.add_argument("--memory-format", choices=["channels_last", "contiguous"], default="channels_last",
+                    help="tensor layout: channels_last (NHWC, as systolic) or contiguous (NCHW, PyTorch's default)")
     args = ap.parse_args()
+    fmt = torch.channels_last if args.memory_format == "channels_last" else torch.contiguous_format
 
     h, w, c = (int(v) for v in args.input_shape.split(","))
     threads = args.threads or len(os.sched_getaffinity(0))
@@ -75,10 +78,10 @@ def main():
     torch.manual_seed(0)
     classes = 10
 
-    model = SeedCNN(h, w, c, classes).to(memory_format=torch.channels_last)
+    model = SeedCNN(h, w, c, classes).to(memory_format=fmt)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     x = torch.randint(0, 256, (args.batch_size, c, h, w)).float().contiguous(
-        memory_format=torch.channels_last)
+        memory_format=fmt)
     y = torch.randint(0, classes, (args.batch_size,))
 
     def train_step():
@@ -99,7 +102,7 @@ def main():
     ips = args.batch_size * args.steps / train_s
 
     model.eval()
-    x1 = x[:1].contiguous(memory_format=torch.channels_last)
+    x1 = x[:1].contiguous(memory_format=fmt)
     times = []
     with torch.no_grad():
         for i in range(55):
@@ -112,7 +115,7 @@ def main():
 
     print(json.dumps({
         "model": "seed-cnn", "framework": "pytorch", "torch_version": torch.__version__,
-        "device": "cpu", "threads": threads, "batch_size": args.batch_size,
+        "device": "cpu", "memory_format": args.memory_format, "threads": threads, "batch_size": args.batch_size,
         "train_images_per_sec": round(ips, 2), "predict_ms": round(predict_ms, 4),
     }))
 
