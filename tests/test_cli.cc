@@ -1,6 +1,8 @@
 // The `systolic` command, run as a separate process (the built binary, SYSTOLIC_CLI): exit codes, what goes to
 // stdout and stderr, and the spellings that /work/shared/docs/CLI.md promises.
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,14 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
-
-bool fashion_mnist_installed() {
-  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-                        "t10k-labels-idx1-ubyte.gz"})
-    if (!fs::exists(fs::path(kFashionDir) / f)) return false;
-  return true;
-}
+const char* kFashionDir = systolic::testing::kFashionMnistDir;
+using systolic::testing::fashion_mnist_installed;
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -22,14 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
-
-bool fashion_mnist_installed() {
-  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-                        "t10k-labels-idx1-ubyte.gz"})
-    if (!fs::exists(fs::path(kFashionDir) / f)) return false;
-  return true;
-}
+const char* kFashionDir = systolic::testing::kFashionMnistDir;
+using systolic::testing::fashion_mnist_installed;
 
 // A fresh directory under the system's temp directory, removed with everything in it at the end of the scope.
 class TempDir {

@@ -4,13 +4,11 @@
 
 #include "test_util.h"
 
-#include <filesystem>
 
 using namespace systolic;
 
 TEST(Training, SeedCnnLearnsFashionMnist) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz") &&
-      !std::getenv("SYSTOLIC_HOME"))
+  if (!systolic::testing::fashion_mnist_installed())
     GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
   auto data = datasets::fashion_mnist::load_data();
   Tensor x = data.train.x.slice(0, 4096).reshape({4096, 28, 28, 1});

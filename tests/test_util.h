@@ -58,4 +58,13 @@ inline std::string shared_data_dir() {
   return std::filesystem::exists(p) ? p.string() : "";
 }
 
+// Whether Debian's dataset-fashion-mnist is installed (tests that need it skip visibly otherwise).
+inline const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+inline bool fashion_mnist_installed() {
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                        "t10k-labels-idx1-ubyte.gz"})
+    if (!std::filesystem::exists(std::filesystem::path(kFashionMnistDir) / f)) return false;
+  return true;
+}
+
 }  // namespace systolic::testing

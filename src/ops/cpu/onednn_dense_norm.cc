@@ -72,14 +72,16 @@ struct NormBackward {
 
 }  // namespace
 
-void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                 Tensor& mean, Tensor& var, double eps) {
+namespace {
+// Training (batch statistics written to mean/var) and inference (mean/var read) differ only in oneDNN's flags.
+void batch_norm_forward(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
+                        const Tensor& var, Tensor& y, double eps, bool training) {
   if (x.numel() == 0) return;
-  guarded("batch_norm_forward_training", [&] {
-    thread_local PrimitiveCache<Prim> cache;
+  guarded(op, [&] {
+    thread_local PrimitiveCache<Prim> training_cache, inference_cache;
     auto s = norm_shape(x, eps);
-    auto& e = cache.get(s.key, [&] {
-      return Prim{dnnl::batch_normalization_forward(norm_fwd_pd(s, eps, /*training=*/true))};
+    auto& e = (training ? training_cache : inference_cache).get(s.key, [&] {
+      return Prim{dnnl::batch_normalization_forward(norm_fwd_pd(s, eps, training))};
     });
     // oneDNN's training variance is the biased one (divides by the count), as the contract asks.
     e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(s.data, x)},
@@ -90,23 +92,16 @@ void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Ten
                               {DNNL_ARG_VARIANCE, wrap(s.stats, var)}});
   });
 }
+}  // namespace
+
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                 Tensor& mean, Tensor& var, double eps) {
+  batch_norm_forward("batch_norm_forward_training", x, gamma, beta, mean, var, y, eps, true);
+}
 
 void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
-  if (x.numel() == 0) return;
-  guarded("batch_norm_forward_inference", [&] {
-    thread_local PrimitiveCache<Prim> cache;
-    auto s = norm_shape(x, eps);
-    auto& e = cache.get(s.key, [&] {
-      return Prim{dnnl::batch_normalization_forward(norm_fwd_pd(s, eps, /*training=*/false))};
-    });
-    e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(s.data, x)},
-                              {DNNL_ARG_DST, wrap(s.data, y)},
-                              {DNNL_ARG_SCALE, wrap(s.stats, gamma)},
-                              {DNNL_ARG_SHIFT, wrap(s.stats, beta)},
-                              {DNNL_ARG_MEAN, wrap(s.stats, mean)},
-                              {DNNL_ARG_VARIANCE, wrap(s.stats, var)}});
-  });
+  batch_norm_forward("batch_norm_forward_inference", x, gamma, beta, mean, var, y, eps, false);
 }
 
 void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
