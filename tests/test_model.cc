@@ -58,7 +58,9 @@ TEST(Summary, SeedCnnMatchesKeras) {
   std::getline(lines, line);  // Model: "model"
   while (std::getline(lines, line)) {
     bool totals = line.rfind("Total", 0) == 0 || line.rfind("Trainable", 0) == 0 || line.rfind("Non-trainable", 0) == 0;
-    if (!totals) EXPECT_EQ(line.size(), 65u) << line;
+    if (!totals) {
+      EXPECT_EQ(line.size(), 65u) << line;
+    }
   }
   clear_session();
 }
