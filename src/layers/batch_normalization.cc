@@ -23,8 +23,8 @@ class BatchNormalizationLayer final : public Layer {
  protected:
   void build(const std::vector<Shape>& in) override {
     std::int64_t c = in[0][-1];
-    if (o_.scale) gamma_ = &add_weight("gamma", {c}, o_.gamma_initializer);
-    if (o_.center) beta_ = &add_weight("beta", {c}, o_.beta_initializer);
+    if (o_.scale) add_weight("gamma", {c}, o_.gamma_initializer);
+    if (o_.center) add_weight("beta", {c}, o_.beta_initializer);
     add_weight("moving_mean", {c}, o_.moving_mean_initializer, false);
     add_weight("moving_variance", {c}, o_.moving_variance_initializer, false);
     // Weight references move when the vector grows; index them once all exist.

@@ -2,7 +2,6 @@
 // (loops.h), templated on float and double. Other dtypes are refused with the op's name.
 #include "ops/cpu/cpu_backend.h"
 
-#include "core/storage.h"
 #include "ops/cpu/loops.h"
 #include "ops/cpu/onednn.h"
 

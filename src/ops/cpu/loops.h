@@ -74,7 +74,4 @@ template <class T>
 void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho, double momentum,
                     double epsilon);
 
-// Dropout's keep decision for element i: the same on every device for a given seed.
-bool dropout_keep(std::uint64_t seed, std::int64_t i, double rate);
-
 }  // namespace systolic::ops::loops

@@ -9,13 +9,6 @@
 
 namespace systolic::ops::loops {
 
-bool dropout_keep(std::uint64_t seed, std::int64_t i, double rate) {
-  auto u = static_cast<std::uint64_t>(i) >> 2;
-  auto r = philox4x32({static_cast<std::uint32_t>(u), static_cast<std::uint32_t>(u >> 32), 0, 0},
-                      {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
-  return uint_to_unit_float(r[i & 3]) >= static_cast<float>(rate);
-}
-
 namespace {
 template <class T>
 void dropout_apply(const T* in, T* out, std::int64_t n, double rate, std::uint64_t seed) {
@@ -48,7 +41,6 @@ bool sparse_labels(const Tensor& labels, std::int64_t rows, std::int64_t classes
   return true;
 }
 
-template <class T>
 void add_to_total(Tensor& total, double value) {
   total.data<double>()[0] += value;
 }
@@ -202,7 +194,7 @@ void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& t
           gp[r * C + c] = T((std::exp(double(z[c]) - lse) * ysum - double(y[c])) * grad_scale);
     }
   }
-  add_to_total<T>(total, sum);
+  add_to_total(total, sum);
 }
 
 template <class T>
@@ -225,7 +217,7 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
       double y = sparse ? (labels.data<std::int32_t>()[r] == c ? 1.0 : 0.0) : double(labels.data<T>()[r * C + c]);
       sum += term(y, double(pp[r * C + c]), gp ? gp + r * C + c : nullptr);
     }
-  add_to_total<T>(total, sum);
+  add_to_total(total, sum);
 }
 
 template <class T>
@@ -243,7 +235,7 @@ void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total,
     sum += d * d / double(D);
     if (gp) gp[i] = T(2.0 * d / double(D) * grad_scale);
   }
-  add_to_total<T>(total, sum);
+  add_to_total(total, sum);
 }
 
 template <class T>
@@ -263,7 +255,7 @@ void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
     std::int64_t truth = sparse ? labels.data<std::int32_t>()[r] : argmax(labels.data<T>() + r * C);
     correct += argmax(pp + r * C) == truth ? 1.0 : 0.0;
   }
-  add_to_total<T>(total, correct);
+  add_to_total(total, correct);
 }
 
 template <class T>
