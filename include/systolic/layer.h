@@ -7,6 +7,8 @@
 #include <systolic/random.h>
 #include <systolic/tensor.h>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +89,10 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // then the layer's own backward.
   void call_forward(LayerCall& call);
   void call_backward(LayerCall& call, bool grad_is_preactivation);
+
+  // Keras's get_config(): name, trainable, dtype, then the layer's own arguments under Keras's key names (what
+  // model.to_json() writes for this layer). Reading them back: layers/config.h.
+  virtual void get_config(nlohmann::ordered_json& config) const;
 
   // Which inputs need no gradient from this layer's own backward (the model tells, e.g. for a model input).
   virtual bool is_input_layer() const { return false; }

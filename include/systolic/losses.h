@@ -28,6 +28,7 @@ class Loss {
   virtual std::unique_ptr<Loss> clone() const = 0;
   // Whether labels are integer class indices (int32, one per sample).
   virtual bool sparse_labels() const { return false; }
+  virtual bool from_logits() const { return false; }
   // Returns true when the gradient it wrote is w.r.t. the logits (dlogits), false for doutput.
   virtual bool compute(LossArgs& args) const = 0;
 };
@@ -42,6 +43,7 @@ class SparseCategoricalCrossentropy : public Loss {
   std::string name() const override { return "sparse_categorical_crossentropy"; }
   std::unique_ptr<Loss> clone() const override { return std::make_unique<SparseCategoricalCrossentropy>(*this); }
   bool sparse_labels() const override { return true; }
+  bool from_logits() const override { return options_.from_logits; }
   bool compute(LossArgs& args) const override;
 
  private:
@@ -53,6 +55,7 @@ class CategoricalCrossentropy : public Loss {
   explicit CategoricalCrossentropy(const CrossentropyOptions& options = {}) : options_(options) {}
   std::string name() const override { return "categorical_crossentropy"; }
   std::unique_ptr<Loss> clone() const override { return std::make_unique<CategoricalCrossentropy>(*this); }
+  bool from_logits() const override { return options_.from_logits; }
   bool compute(LossArgs& args) const override;
 
  private:

@@ -49,6 +49,12 @@ struct History {
   const std::vector<double>& operator[](const std::string& key) const;
 };
 
+// model.load_weights(path, {.by_name = true, .skip_mismatch = true}), as in Keras (legacy .h5 files only).
+struct LoadWeightsOptions {
+  bool by_name = false;        // match layers by name instead of by order
+  bool skip_mismatch = false;  // skip layers whose weight count or shapes differ (by_name only), with a warning
+};
+
 class ModelState;
 
 class Model {
@@ -92,6 +98,18 @@ class Model {
   // Keras's model.summary() table.
   std::string summary_string() const;
   void summary() const;
+
+  // Keras files (src/io). save_weights: a path ending ".weights.h5" writes Keras 3's layout, any other (".h5",
+  // ".hdf5") the legacy tf.keras layout; weights on a device are copied to the host first; the file is written
+  // to a temporary name and renamed, so a failure never leaves a broken file behind. load_weights reads both
+  // layouts and full-model files. save writes a full model (legacy .h5: config, training config, weights and
+  // optimizer state), which systolic::load_model (saving.h) and Keras's load_model read back.
+  void save_weights(const std::string& path) const;
+  void load_weights(const std::string& path, const LoadWeightsOptions& options = {});
+  void save(const std::string& path) const;
+  // Keras's model.to_json(): {"class_name": "Functional" or "Sequential", "config": ..., "keras_version", ...}.
+  std::string to_json(int indent = -1) const;
+  bool is_sequential() const;
 
   // The flat buffers that hold every trainable weight and its gradient (weights are views into them).
   Tensor& trainable_parameters();

@@ -19,6 +19,7 @@ class Optimizer {
   double learning_rate() const { return learning_rate_; }
   void set_learning_rate(double lr) { learning_rate_ = lr; }
   std::int64_t iterations() const { return iterations_; }
+  void set_iterations(std::int64_t n) { iterations_ = n; }
 
   // Allocates the slots for a flat parameter buffer (idempotent for the same size).
   void build(const Tensor& params);
@@ -26,6 +27,8 @@ class Optimizer {
   void apply(Tensor& params, const Tensor& grads);
   // The slot buffers, named as Keras names them ("m", "v", "momentum", ...).
   const std::vector<std::pair<std::string, Tensor>>& slots() const { return slots_; }
+  // The slot buffer named `name` (after build), to restore saved optimizer state.
+  Tensor& slot(const std::string& name);
 
  protected:
   explicit Optimizer(double learning_rate) : learning_rate_(learning_rate) {}
@@ -64,6 +67,8 @@ class SGD : public Optimizer {
       : Optimizer(learning_rate), momentum_(momentum), nesterov_(nesterov) {}
   std::string name() const override { return "SGD"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<SGD>(*this); }
+  double momentum() const { return momentum_; }
+  bool nesterov() const { return nesterov_; }
 
  protected:
   std::vector<std::string> slot_names() const override {
@@ -82,6 +87,9 @@ class RMSprop : public Optimizer {
       : Optimizer(learning_rate), rho_(rho), momentum_(momentum), epsilon_(epsilon) {}
   std::string name() const override { return "RMSprop"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<RMSprop>(*this); }
+  double rho() const { return rho_; }
+  double momentum() const { return momentum_; }
+  double epsilon() const { return epsilon_; }
 
  protected:
   std::vector<std::string> slot_names() const override {

@@ -15,6 +15,7 @@
 #include <systolic/ops.h>
 #include <systolic/optimizers.h>
 #include <systolic/random.h>
+#include <systolic/saving.h>
 #include <systolic/shape.h>
 #include <systolic/system.h>
 #include <systolic/tensor.h>

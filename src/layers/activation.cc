@@ -2,6 +2,8 @@
 // softmax output layer hands its logits to the loss like a Dense(..., activation="softmax") does.
 #include <systolic/layers.h>
 
+#include "layers/config.h"
+
 namespace systolic::layers {
 
 namespace {
@@ -12,6 +14,19 @@ class ActivationLayer final : public Layer {
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override { return in[0]; }
 
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    if (class_name() == "Activation") {
+      c["activation"] = activation_name(activation_);
+    } else if (class_name() == "ReLU") {
+      c["max_value"] = nullptr;
+      c["negative_slope"] = 0.0;
+      c["threshold"] = 0.0;
+    } else {
+      c["axis"] = -1;
+    }
+  }
+
  protected:
   void forward(LayerCall& c) override { ops::copy(c.inputs[0], c.output); }
   void backward(LayerCall& c) override {
@@ -19,6 +34,21 @@ class ActivationLayer final : public Layer {
   }
 };
 }  // namespace
+
+std::shared_ptr<Layer> activation_from_config(ConfigReader& r) {
+  if (!r.has("activation")) r.fail_option("activation", "missing");
+  return std::make_shared<ActivationLayer>("Activation", r.get_activation("activation", "linear"), r.name());
+}
+std::shared_ptr<Layer> relu_from_config(ConfigReader& r) {
+  r.require_null("max_value");
+  r.require_value("negative_slope", 0.0);
+  r.require_value("threshold", 0.0);
+  return std::make_shared<ActivationLayer>("ReLU", "relu", r.name());
+}
+std::shared_ptr<Layer> softmax_from_config(ConfigReader& r) {
+  r.require_value("axis", -1);
+  return std::make_shared<ActivationLayer>("Softmax", "softmax", r.name());
+}
 
 LayerRef Activation(const std::string& activation, const NameOptions& options) {
   return LayerRef(std::make_shared<ActivationLayer>("Activation", activation, options.name));

@@ -1,6 +1,8 @@
 // Add (Keras): the elementwise sum of two or more inputs of one shape.
 #include <systolic/layers.h>
 
+#include "layers/config.h"
+
 namespace systolic::layers {
 
 namespace {
@@ -23,6 +25,8 @@ class AddLayer final : public Layer {
   }
 };
 }  // namespace
+
+std::shared_ptr<Layer> add_from_config(ConfigReader& r) { return std::make_shared<AddLayer>(NameOptions{r.name()}); }
 
 LayerRef Add(const NameOptions& options) { return LayerRef(std::make_shared<AddLayer>(options)); }
 

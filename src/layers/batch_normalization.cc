@@ -3,6 +3,8 @@
 // inference uses the moving statistics.
 #include <systolic/layers.h>
 
+#include "layers/config.h"
+
 namespace systolic::layers {
 
 namespace {
@@ -18,6 +20,20 @@ class BatchNormalizationLayer final : public Layer {
     if (o_.axis != -1 && o_.axis != in[0].rank())
       fail_shape("only axis=-1 (channels_last) is supported, got axis=" + std::to_string(o_.axis));
     return in[0];
+  }
+
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["axis"] = o_.axis;
+    c["momentum"] = o_.momentum;
+    c["epsilon"] = o_.epsilon;
+    c["center"] = o_.center;
+    c["scale"] = o_.scale;
+    c["beta_initializer"] = initializer_config(o_.beta_initializer);
+    c["gamma_initializer"] = initializer_config(o_.gamma_initializer);
+    c["moving_mean_initializer"] = initializer_config(o_.moving_mean_initializer);
+    c["moving_variance_initializer"] = initializer_config(o_.moving_variance_initializer);
+    for (auto* k : {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"}) c[k] = nullptr;
   }
 
  protected:
@@ -69,6 +85,35 @@ class BatchNormalizationLayer final : public Layer {
   Tensor ones_, zeros_;
 };
 }  // namespace
+
+std::shared_ptr<Layer> batch_normalization_from_config(ConfigReader& r) {
+  int axis = -1;
+  if (r.has("axis")) {
+    // Keras 3 writes an int; tf.keras a list with one (positive) axis.
+    auto& a = r.get_raw("axis");
+    if (a.is_number_integer()) axis = a.get<int>();
+    else if (a.is_array() && a.size() == 1 && a[0].is_number_integer()) axis = a[0].get<int>();
+    else r.fail_option("axis", "only one axis is supported, got " + a.dump());
+  }
+  BatchNormalizationOptions o{.axis = axis,
+                              .momentum = r.get_double("momentum", 0.99),
+                              .epsilon = r.get_double("epsilon", 1e-3),
+                              .center = r.get_bool("center", true),
+                              .scale = r.get_bool("scale", true),
+                              .beta_initializer = r.get_initializer("beta_initializer", "zeros"),
+                              .gamma_initializer = r.get_initializer("gamma_initializer", "ones"),
+                              .moving_mean_initializer = r.get_initializer("moving_mean_initializer", "zeros"),
+                              .moving_variance_initializer = r.get_initializer("moving_variance_initializer", "ones"),
+                              .name = r.name()};
+  for (auto* k : {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint",
+                  "renorm_clipping", "virtual_batch_size", "adjustment"})
+    r.require_null(k);
+  r.require_value("renorm", false);
+  r.require_value("synchronized", false);
+  r.ignore("renorm_momentum");  // only used with renorm
+  r.ignore("fused");            // an implementation choice in tf.keras, same results
+  return std::make_shared<BatchNormalizationLayer>(o);
+}
 
 LayerRef BatchNormalization(const BatchNormalizationOptions& options) {
   return LayerRef(std::make_shared<BatchNormalizationLayer>(options));

@@ -1,6 +1,8 @@
 // Concatenate (Keras): joins inputs along `axis` (of the full shape, batch included; -1 = channels).
 #include <systolic/layers.h>
 
+#include "layers/config.h"
+
 namespace systolic::layers {
 
 namespace {
@@ -25,6 +27,11 @@ class ConcatenateLayer final : public Layer {
     return out;
   }
 
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["axis"] = axis_;
+  }
+
  protected:
   int input_count() const override { return -1; }
   int full_axis(const Tensor& y) const { return axis_ < 0 ? axis_ + y.rank() : axis_; }
@@ -35,6 +42,10 @@ class ConcatenateLayer final : public Layer {
   int axis_;
 };
 }  // namespace
+
+std::shared_ptr<Layer> concatenate_from_config(ConfigReader& r) {
+  return std::make_shared<ConcatenateLayer>(ConcatenateOptions{.axis = r.get_int("axis", -1), .name = r.name()});
+}
 
 LayerRef Concatenate(const ConcatenateOptions& options) {
   return LayerRef(std::make_shared<ConcatenateLayer>(options));

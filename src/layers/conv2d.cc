@@ -1,6 +1,7 @@
 // Conv2D (Keras): kernel (KH, KW, C, F), bias (F,); strides, dilation, padding valid/same, fused activation.
 #include <systolic/layers.h>
 
+#include "layers/config.h"
 #include "layers/padding.h"
 
 namespace systolic::layers {
@@ -27,6 +28,24 @@ class Conv2DLayer final : public Layer {
     if (h.out <= 0 || w.out <= 0)
       fail_shape("the kernel does not fit the input " + in[0].keras_str() + " with padding 'valid'");
     return {h.out, w.out, filters_};
+  }
+
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["filters"] = filters_;
+    c["kernel_size"] = kernel_;
+    c["strides"] = o_.strides;
+    c["padding"] = o_.padding;
+    c["data_format"] = "channels_last";
+    c["dilation_rate"] = o_.dilation_rate;
+    c["groups"] = 1;
+    c["activation"] = o_.activation;
+    c["use_bias"] = o_.use_bias;
+    c["kernel_initializer"] = initializer_config(o_.kernel_initializer);
+    c["bias_initializer"] = initializer_config(o_.bias_initializer);
+    for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                    "bias_constraint"})
+      c[k] = nullptr;
   }
 
  protected:
@@ -59,6 +78,27 @@ class Conv2DLayer final : public Layer {
   Conv2DOptions o_;
 };
 }  // namespace
+
+std::shared_ptr<Layer> conv2d_from_config(ConfigReader& r) {
+  if (!r.has("filters") || !r.has("kernel_size")) r.fail_option(r.has("filters") ? "kernel_size" : "filters", "missing");
+  int filters = r.get_int("filters", 0);
+  Pair kernel = r.get_pair("kernel_size", {0, 0});
+  Conv2DOptions o{.strides = r.get_pair("strides", {1, 1}),
+                  .padding = r.get_string("padding", "valid"),
+                  .dilation_rate = r.get_pair("dilation_rate", {1, 1}),
+                  .activation = r.get_activation("activation", "linear"),
+                  .use_bias = r.get_bool("use_bias", true),
+                  .kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform"),
+                  .bias_initializer = r.get_initializer("bias_initializer", "zeros"),
+                  .name = r.name()};
+  r.require_value("data_format", "channels_last");
+  r.require_value("groups", 1);
+  for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                  "bias_constraint", "lora_rank"})
+    r.require_null(k);
+  r.ignore("lora_alpha");  // only used with lora_rank
+  return std::make_shared<Conv2DLayer>(filters, kernel, o);
+}
 
 LayerRef Conv2D(int filters, Pair kernel_size, const Conv2DOptions& options) {
   return LayerRef(std::make_shared<Conv2DLayer>(filters, kernel_size, options));

@@ -1,6 +1,8 @@
 // Dense (Keras): kernel (in, units), bias (units,); applies to the last axis; fused activation.
 #include <systolic/layers.h>
 
+#include "layers/config.h"
+
 namespace systolic::layers {
 
 namespace {
@@ -16,6 +18,18 @@ class DenseLayer final : public Layer {
     Shape out = in[0];
     out[-1] = units_;
     return out;
+  }
+
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["units"] = units_;
+    c["activation"] = o_.activation;
+    c["use_bias"] = o_.use_bias;
+    c["kernel_initializer"] = initializer_config(o_.kernel_initializer);
+    c["bias_initializer"] = initializer_config(o_.bias_initializer);
+    for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                    "bias_constraint"})
+      c[k] = nullptr;
   }
 
  protected:
@@ -37,6 +51,21 @@ class DenseLayer final : public Layer {
   DenseOptions o_;
 };
 }  // namespace
+
+std::shared_ptr<Layer> dense_from_config(ConfigReader& r) {
+  if (!r.has("units")) r.fail_option("units", "missing");
+  int units = r.get_int("units", 0);
+  DenseOptions o{.activation = r.get_activation("activation", "linear"),
+                 .use_bias = r.get_bool("use_bias", true),
+                 .kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform"),
+                 .bias_initializer = r.get_initializer("bias_initializer", "zeros"),
+                 .name = r.name()};
+  for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                  "bias_constraint", "lora_rank", "quantization_config"})
+    r.require_null(k);
+  r.ignore("lora_alpha");  // only used with lora_rank
+  return std::make_shared<DenseLayer>(units, o);
+}
 
 LayerRef Dense(int units, const DenseOptions& options) {
   return LayerRef(std::make_shared<DenseLayer>(units, options));

@@ -2,17 +2,26 @@
 // The mask comes from Philox at (seed of this call, element index), so backward regenerates it.
 #include <systolic/layers.h>
 
+#include "layers/config.h"
+
 namespace systolic::layers {
 
 namespace {
 class DropoutLayer final : public Layer {
  public:
   DropoutLayer(double rate, const DropoutOptions& o)
-      : Layer("Dropout", o.name), rate_(rate), seed_(o.seed ? *o.seed : global_generator().split()) {
+      : Layer("Dropout", o.name), rate_(rate), seed_(o.seed ? *o.seed : global_generator().split()), given_seed_(o.seed) {
     SYSTOLIC_CHECK(rate >= 0 && rate < 1, "layer '{}': rate must be in [0, 1), got {}", name(), rate);
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override { return in[0]; }
+
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["rate"] = rate_;
+    c["noise_shape"] = nullptr;
+    c["seed"] = given_seed_ ? json(*given_seed_) : json(nullptr);
+  }
 
  protected:
   void forward(LayerCall& c) override {
@@ -37,8 +46,18 @@ class DropoutLayer final : public Layer {
   double rate_;
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
+  std::optional<std::uint64_t> given_seed_;
 };
 }  // namespace
+
+std::shared_ptr<Layer> dropout_from_config(ConfigReader& r) {
+  if (!r.has("rate")) r.fail_option("rate", "missing");
+  double rate = r.get_double("rate", 0);
+  r.require_null("noise_shape");
+  DropoutOptions o{.name = r.name()};
+  if (auto seed = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*seed);
+  return std::make_shared<DropoutLayer>(rate, o);
+}
 
 LayerRef Dropout(double rate, const DropoutOptions& options) {
   return LayerRef(std::make_shared<DropoutLayer>(rate, options));

@@ -1,6 +1,8 @@
 // Flatten (Keras, channels_last): (H, W, C) -> (H*W*C,), flat index (h*W + w)*C + c: NHWC memory as it is.
 #include <systolic/layers.h>
 
+#include "layers/config.h"
+
 namespace systolic::layers {
 
 namespace {
@@ -10,6 +12,11 @@ class FlattenLayer final : public Layer {
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override { return {in[0].numel()}; }
 
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["data_format"] = "channels_last";
+  }
+
  protected:
   void forward(LayerCall& c) override { c.output = c.inputs[0].reshape(c.output.shape()); }
   void backward(LayerCall& c) override {
@@ -17,6 +24,11 @@ class FlattenLayer final : public Layer {
   }
 };
 }  // namespace
+
+std::shared_ptr<Layer> flatten_from_config(ConfigReader& r) {
+  r.require_value("data_format", "channels_last");
+  return std::make_shared<FlattenLayer>(NameOptions{r.name()});
+}
 
 LayerRef Flatten(const NameOptions& options) { return LayerRef(std::make_shared<FlattenLayer>(options)); }
 

@@ -1,6 +1,8 @@
 // GlobalAveragePooling2D (Keras, channels_last): (H, W, C) -> (C,), an average pool over the whole image.
 #include <systolic/layers.h>
 
+#include "layers/config.h"
+
 namespace systolic::layers {
 
 namespace {
@@ -11,6 +13,12 @@ class GlobalAveragePooling2DLayer final : public Layer {
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     if (in[0].rank() != 3) fail_shape("expects input (H, W, C), got " + in[0].keras_str());
     return {in[0][2]};
+  }
+
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["data_format"] = "channels_last";
+    c["keepdims"] = false;
   }
 
  protected:
@@ -32,6 +40,12 @@ class GlobalAveragePooling2DLayer final : public Layer {
   }
 };
 }  // namespace
+
+std::shared_ptr<Layer> global_average_pooling2d_from_config(ConfigReader& r) {
+  r.require_value("data_format", "channels_last");
+  r.require_value("keepdims", false);
+  return std::make_shared<GlobalAveragePooling2DLayer>(NameOptions{r.name()});
+}
 
 LayerRef GlobalAveragePooling2D(const NameOptions& options) {
   return LayerRef(std::make_shared<GlobalAveragePooling2DLayer>(options));

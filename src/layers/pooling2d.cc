@@ -2,6 +2,7 @@
 // valid/same; max ignores padded cells, average does not count them.
 #include <systolic/layers.h>
 
+#include "layers/config.h"
 #include "layers/padding.h"
 
 namespace systolic::layers {
@@ -22,6 +23,14 @@ class Pooling2DLayer final : public Layer {
     auto w = tf_padding(in[0][1], pool_[1], strides_[1], 1, padding_);
     if (h.out <= 0 || w.out <= 0) fail_shape("the pool does not fit the input " + in[0].keras_str());
     return {h.out, w.out, in[0][2]};
+  }
+
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["pool_size"] = pool_;
+    c["padding"] = padding_;
+    c["strides"] = strides_;
+    c["data_format"] = "channels_last";
   }
 
  protected:
@@ -46,7 +55,21 @@ class Pooling2DLayer final : public Layer {
   Pair pool_, strides_;
   std::string padding_;
 };
+std::shared_ptr<Layer> pooling_from_config(ConfigReader& r, const char* class_name, ops::PoolKind kind) {
+  Pair pool = r.get_pair("pool_size", {2, 2});
+  PoolingOptions o{.strides = r.get_optional_pair("strides"), .padding = r.get_string("padding", "valid"),
+                   .name = r.name()};
+  r.require_value("data_format", "channels_last");
+  return std::make_shared<Pooling2DLayer>(class_name, kind, pool, o);
+}
 }  // namespace
+
+std::shared_ptr<Layer> max_pooling2d_from_config(ConfigReader& r) {
+  return pooling_from_config(r, "MaxPooling2D", ops::PoolKind::max);
+}
+std::shared_ptr<Layer> average_pooling2d_from_config(ConfigReader& r) {
+  return pooling_from_config(r, "AveragePooling2D", ops::PoolKind::average);
+}
 
 LayerRef MaxPooling2D(Pair pool_size, const PoolingOptions& options) {
   return LayerRef(std::make_shared<Pooling2DLayer>("MaxPooling2D", ops::PoolKind::max, pool_size, options));

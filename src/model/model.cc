@@ -278,6 +278,7 @@ void Model::compile(const std::string& optimizer, const std::string& loss, const
 }
 
 bool Model::compiled() const { return state_->loss != nullptr; }
+bool Model::is_sequential() const { return state_->sequential; }
 
 optimizers::Optimizer& Model::optimizer() {
   SYSTOLIC_CHECK(state_->optimizer, "model '{}' is not compiled", state_->name);

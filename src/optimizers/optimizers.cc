@@ -13,6 +13,12 @@ void Optimizer::build(const Tensor& params) {
   for (auto& n : names) slots_.emplace_back(n, Tensor::zeros(params.shape(), params.dtype(), params.device()));
 }
 
+Tensor& Optimizer::slot(const std::string& name) {
+  for (auto& [n, t] : slots_)
+    if (n == name) return t;
+  fail("optimizer {}: no slot '{}' (built: {})", this->name(), name, slots_.empty() ? "no" : "yes");
+}
+
 void Optimizer::apply(Tensor& params, const Tensor& grads) {
   build(params);
   update(params, grads, iterations_ + 1);

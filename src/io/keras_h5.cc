@@ -1,0 +1,430 @@
+// Keras HDF5 files: weights (legacy tf.keras layout and Keras 3's .weights.h5) and full models (legacy .h5).
+// Layouts: ../shared/docs/KERAS.md. Every file is written to a temporary name and renamed into place.
+#include "io/hdf5.h"
+#include "io/keras_io.h"
+
+#include <systolic/log.h>
+#include <systolic/saving.h>
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace systolic {
+
+namespace {
+
+using keras_io::json;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A weight as the file stores it: float32 on the host.
+Tensor host_float32(const Tensor& t) {
+  Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
+  return h.dtype() == DType::float32 ? h : h.to(DType::float32);
+}
+
+void log_device_copy(const Model& model) {
+  for (auto& l : model.layers())
+    for (auto& w : l->weights())
+      if (!w.value.device().is_cpu()) {
+        log_line(fmt::format("Copying the weights of model '{}' from {} to the host", model.name(), w.value.device().str()));
+        return;
+      }
+}
+
+// Copies a value read from a file into a weight, converting to the weight's dtype and device.
+void assign(Weight& w, const Tensor& value) {
+  Tensor v = w.value.dtype() == DType::float32 ? value : value.to(w.value.dtype());
+  w.value.copy_from(v);
+}
+
+std::vector<Layer*> layers_with_weights(const Model& model) {
+  std::vector<Layer*> out;
+  for (auto& l : model.layers())
+    if (!l->weights().empty()) out.push_back(&*l);
+  return out;
+}
+
+// ---- legacy layout ---------------------------------------------------------------------------------------
+
+std::string legacy_weight_name(const Layer& l, const Weight& w) { return l.name() + "/" + w.name + ":0"; }
+
+void write_legacy_weights(const hdf5::Group& g, const Model& model) {
+  std::vector<std::string> names;
+  for (auto& l : model.layers()) names.push_back(l->name());
+  g.set_string_list_attribute("layer_names", names);
+  g.set_string_attribute("backend", "tensorflow");
+  g.set_string_attribute("keras_version", keras_io::kKerasVersion);
+  for (auto& l : model.layers()) {
+    auto lg = g.create_group(l->name());
+    std::vector<std::string> weight_names;
+    for (auto& w : l->weights()) weight_names.push_back(legacy_weight_name(*l, w));
+    if (weight_names.empty()) lg.set_empty_list_attribute("weight_names");
+    else lg.set_string_list_attribute("weight_names", weight_names);
+    for (auto& w : l->weights()) lg.write_float32(legacy_weight_name(*l, w), host_float32(w.value));
+  }
+}
+
+struct FileLayer {
+  std::string name;
+  std::vector<std::string> weight_names;
+};
+
+std::vector<FileLayer> legacy_file_layers(const hdf5::Group& g) {
+  std::vector<FileLayer> out;
+  for (auto& name : g.string_list_attribute("layer_names")) {
+    if (!g.has_group(name)) fail("{}: layer_names lists '{}' but the file has no such group", g.where(), name);
+    auto lg = g.group(name);
+    out.push_back({name, lg.string_list_attribute("weight_names")});
+  }
+  return out;
+}
+
+std::string shape_of(const Weight& w) { return w.value.shape().str(); }
+
+void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOptions& o) {
+  auto file_layers = legacy_file_layers(g);
+  std::vector<const FileLayer*> file_with;
+  for (auto& f : file_layers)
+    if (!f.weight_names.empty()) file_with.push_back(&f);
+  auto model_with = layers_with_weights(model);
+
+  // Reads one layer's values (checking counts and shapes); nothing is assigned until all of them fit.
+  auto read_layer = [&](Layer& l, std::size_t model_index, const FileLayer& f, std::size_t file_index,
+                        std::vector<Tensor>& values) -> std::string {
+    auto lg = g.group(f.name);
+    auto& ws = l.weights();
+    if (ws.size() != f.weight_names.size())
+      return fmt::format("layer #{} '{}' ({}) of the model has {} weights, but layer #{} '{}' of the file has {}",
+                         model_index, l.name(), l.class_name(), ws.size(), file_index, f.name, f.weight_names.size());
+    for (std::size_t i = 0; i < ws.size(); ++i) {
+      const auto& wn = f.weight_names[i];
+      if (!lg.has_dataset(wn)) fail("{}: missing dataset '{}' (listed in weight_names)", lg.where(), wn);
+      auto dims = lg.dataset_shape(wn);
+      if (Shape(dims) != ws[i].value.shape())
+        return fmt::format(
+            "layer #{} '{}' ({}) of the model expects weight '{}' of shape {}, but layer #{} '{}' of the file "
+            "holds '{}' of shape {}",
+            model_index, l.name(), l.class_name(), ws[i].name, shape_of(ws[i]), file_index, f.name, wn,
+            Shape(dims).str());
+      values.push_back(lg.read_float32(wn));
+    }
+    return "";
+  };
+
+  std::vector<std::pair<Layer*, std::vector<Tensor>>> loads;
+  if (o.by_name) {
+    std::map<std::string, std::size_t> by;
+    for (std::size_t i = 0; i < file_layers.size(); ++i) by[file_layers[i].name] = i;
+    for (std::size_t m = 0; m < model_with.size(); ++m) {
+      auto it = by.find(model_with[m]->name());
+      if (it == by.end()) continue;  // Keras: layers absent from the file keep their weights
+      std::vector<Tensor> values;
+      auto err = read_layer(*model_with[m], m, file_layers[it->second], it->second, values);
+      if (!err.empty()) {
+        if (!o.skip_mismatch) fail("{}: {}", g.file(), err);
+        log_line(fmt::format("WARNING: load_weights: skipping {}", err));
+        continue;
+      }
+      loads.emplace_back(model_with[m], std::move(values));
+    }
+  } else {
+    if (o.skip_mismatch) fail("load_weights: skip_mismatch needs by_name=true (as in Keras)");
+    if (model_with.size() != file_with.size()) {
+      std::string names;
+      for (auto* f : file_with) names += (names.empty() ? "" : ", ") + f->name;
+      fail("{}: the model has {} layers with weights, the file {} ({})", g.file(), model_with.size(),
+           file_with.size(), names);
+    }
+    for (std::size_t i = 0; i < model_with.size(); ++i) {
+      std::vector<Tensor> values;
+      auto err = read_layer(*model_with[i], i, *file_with[i], i, values);
+      if (!err.empty()) fail("{}: {}", g.file(), err);
+      loads.emplace_back(model_with[i], std::move(values));
+    }
+  }
+  for (auto& [l, values] : loads)
+    for (std::size_t i = 0; i < values.size(); ++i) assign(l->weights()[i], values[i]);
+}
+
+// ---- Keras 3 layout ----------------------------------------------------------------------------------------
+
+// Keras 3 keys layers by class: conv2d, conv2d_1, ... in model.layers order (not by layer name).
+std::vector<std::string> keras3_layer_keys(const Model& model) {
+  std::map<std::string, int> seen;
+  std::vector<std::string> keys;
+  for (auto& l : model.layers()) {
+    auto base = to_snake_case(l->class_name());
+    int n = seen[base]++;
+    keys.push_back(n == 0 ? base : base + "_" + std::to_string(n));
+  }
+  return keys;
+}
+
+// The optimizer's variables as Keras 3 orders them: iteration, learning_rate, then per trainable weight its
+// slots (Adam: m, v), for a model whose optimizer has state.
+void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
+  auto& opt = model.optimizer();
+  auto vars = root.create_group("optimizer/vars");
+  vars.write_int64_scalar("0", opt.iterations());
+  vars.write_float32_scalar("1", static_cast<float>(opt.learning_rate()));
+  int index = 2;
+  std::int64_t at = 0;
+  for (auto& l : model.layers())
+    for (auto& w : l->weights()) {
+      if (!w.trainable) continue;
+      for (auto& [name, slot] : opt.slots())
+        vars.write_float32(std::to_string(index++), host_float32(slot.view(at, w.value.shape())));
+      at += w.value.numel();
+    }
+}
+
+void write_keras3_weights(const hdf5::Group& root, Model& model) {
+  auto layers = model.layers();
+  auto keys = keras3_layer_keys(model);
+  auto lg = root.create_group("layers");
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    auto vars = lg.create_group(keys[i] + "/vars");
+    auto& ws = layers[i]->weights();
+    for (std::size_t j = 0; j < ws.size(); ++j) vars.write_float32(std::to_string(j), host_float32(ws[j].value));
+  }
+  if (model.is_sequential()) root.create_group("vars");
+  if (model.compiled() && model.optimizer().iterations() > 0 && !model.optimizer().slots().empty())
+    write_keras3_optimizer(root, model);
+}
+
+void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeightsOptions& o) {
+  if (o.by_name) fail("{}: by_name applies to legacy .h5 files, not Keras 3 .weights.h5 (as in Keras)", root.file());
+  auto layers = model.layers();
+  auto keys = keras3_layer_keys(model);
+  auto lg = root.group("layers");
+  std::vector<std::pair<Layer*, std::vector<Tensor>>> loads;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    auto& ws = layers[i]->weights();
+    std::string path = keys[i] + "/vars";
+    if (!lg.has_group(path)) {
+      if (ws.empty()) continue;
+      fail("{}: no weights for layer #{} '{}' ({}): the file has no group layers/{}", root.file(), i,
+           layers[i]->name(), layers[i]->class_name(), path);
+    }
+    auto vars = lg.group(path);
+    auto children = vars.children();
+    if (children.size() != ws.size())
+      fail("{}: layer #{} '{}' ({}) has {} weights, the file's layers/{} holds {}", root.file(), i, layers[i]->name(),
+           layers[i]->class_name(), ws.size(), path, children.size());
+    std::vector<Tensor> values;
+    for (std::size_t j = 0; j < ws.size(); ++j) {
+      auto name = std::to_string(j);
+      if (!vars.has_dataset(name)) fail("{}: missing dataset", vars.where(name));
+      auto dims = vars.dataset_shape(name);
+      if (Shape(dims) != ws[j].value.shape()) {
+        auto msg = fmt::format("layer #{} '{}' ({}) expects weight '{}' of shape {}, the file's {} has shape {}", i,
+                               layers[i]->name(), layers[i]->class_name(), ws[j].name, shape_of(ws[j]),
+                               vars.where(name), Shape(dims).str());
+        if (!o.skip_mismatch) fail("{}: {}", root.file(), msg);
+        log_line("WARNING: load_weights: skipping " + msg);
+        values.clear();
+        break;
+      }
+      values.push_back(vars.read_float32(name));
+    }
+    if (!values.empty()) loads.emplace_back(&*layers[i], std::move(values));
+  }
+  for (auto& [l, values] : loads)
+    for (std::size_t j = 0; j < values.size(); ++j) assign(l->weights()[j], values[j]);
+}
+
+// ---- optimizer state in full-model files -----------------------------------------------------------------
+
+// tf.keras 2.x's (legacy optimizer) layout, which tf.keras builds from an optimizer_config of class "Adam":
+// "<Optimizer>/iter:0", then for each slot, for each trainable weight, "<Optimizer>/<layer>/<weight>/<slot>:0".
+void write_optimizer_weights(const hdf5::Group& root, Model& model) {
+  auto& opt = model.optimizer();
+  auto g = root.create_group("optimizer_weights");
+  std::vector<std::string> names = {opt.name() + "/iter:0"};
+  g.write_int64_scalar(names[0], opt.iterations());
+  for (auto& [slot_name, slot] : opt.slots()) {
+    std::int64_t at = 0;
+    for (auto& l : model.layers())
+      for (auto& w : l->weights()) {
+        if (!w.trainable) continue;
+        auto name = opt.name() + "/" + l->name() + "/" + w.name + "/" + slot_name + ":0";
+        g.write_float32(name, host_float32(slot.view(at, w.value.shape())));
+        names.push_back(name);
+        at += w.value.numel();
+      }
+  }
+  g.set_string_list_attribute("weight_names", names);
+}
+
+// Keras's slot names for systolic's: Keras 3 calls Adam's m and v "momentum" and "velocity".
+std::string systolic_slot_name(const optimizers::Optimizer& opt, const std::string& keras) {
+  if (opt.name() == "Adam") {
+    if (keras == "m" || keras == "momentum") return "m";
+    if (keras == "v" || keras == "velocity") return "v";
+  } else if (opt.name() == "RMSprop") {
+    if (keras == "rms" || keras == "velocity") return "rms";
+    if (keras == "momentum" || keras == "momentums") return "momentum";
+  } else if (opt.name() == "SGD") {
+    if (keras == "momentum" || keras == "m") return "momentum";
+  }
+  return "";
+}
+
+// Reads optimizer_weights written by systolic, tf.keras (2.x, both optimizer generations) or Keras 3's legacy h5
+// writer. Returns an empty string on success, else why the state was not restored (the model keeps fresh state).
+std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
+  if (!root.has_group("optimizer_weights")) return "the file has no optimizer_weights";
+  auto g = root.group("optimizer_weights");
+  auto names = g.string_list_attribute("weight_names");
+  auto& opt = model.optimizer();
+  opt.build(model.trainable_parameters());
+  std::vector<std::pair<const Weight*, std::int64_t>> trainable;  // weight, offset in the flat buffer
+  std::int64_t at = 0;
+  for (auto& l : model.layers())
+    for (auto& w : l->weights())
+      if (w.trainable) {
+        trainable.emplace_back(&w, at);
+        at += w.value.numel();
+      }
+  std::map<std::string, std::vector<std::string>> per_slot;  // systolic slot -> dataset names, in order
+  std::optional<double> iterations;
+  for (auto& n : names) {
+    auto base = n.substr(n.rfind('/') == std::string::npos ? 0 : n.rfind('/') + 1);
+    if (base == "iteration:0" || base == "iter:0" || base == "iteration" || base == "iterations") {
+      iterations = g.read_scalar(n);
+      continue;
+    }
+    if (base == "learning_rate" || base == "learning_rate:0" || base == "lr:0") continue;
+    std::vector<std::string> parts;
+    for (std::size_t s = 0, e; s <= n.size(); s = e + 1) {
+      e = n.find('/', s);
+      if (e == std::string::npos) e = n.size();
+      parts.push_back(n.substr(s, e - s));
+    }
+    std::string slot;
+    if (parts.size() >= 3 && !systolic_slot_name(opt, parts[1]).empty()) {
+      slot = systolic_slot_name(opt, parts[1]);  // tf.keras 2.11+: Adam/m/<var>:0
+    } else if (parts.size() >= 2) {
+      auto last = parts.back();  // tf.keras <= 2.10: Adam/<var>/m:0; Keras 3: adam/<var>_momentum
+      if (auto colon = last.find(':'); colon != std::string::npos) last = last.substr(0, colon);
+      if (auto u = last.rfind('_'); systolic_slot_name(opt, last).empty() && u != std::string::npos)
+        last = last.substr(u + 1);
+      slot = systolic_slot_name(opt, last);
+    }
+    if (slot.empty()) return "unrecognised optimizer weight '" + n + "'";
+    per_slot[slot].push_back(n);
+  }
+  if (!iterations) return "no iteration count";
+  std::vector<std::pair<Tensor, Tensor>> copies;  // destination view, value
+  for (auto& [slot_name, slot] : opt.slots()) {
+    auto it = per_slot.find(slot_name);
+    if (it == per_slot.end()) return "no '" + slot_name + "' slot";
+    if (it->second.size() != trainable.size())
+      return fmt::format("{} '{}' values for {} trainable weights", it->second.size(), slot_name, trainable.size());
+    Tensor& buf = opt.slot(slot_name);
+    for (std::size_t i = 0; i < trainable.size(); ++i) {
+      auto& [w, offset] = trainable[i];
+      auto dims = g.dataset_shape(it->second[i]);
+      if (Shape(dims) != w->value.shape())
+        return fmt::format("'{}' has shape {}, the weight {}", it->second[i], Shape(dims).str(), w->value.shape().str());
+      copies.emplace_back(buf.view(offset, w->value.shape()), g.read_float32(it->second[i]));
+    }
+  }
+  if (per_slot.size() != opt.slots().size()) return "the file's optimizer has other slots than " + opt.name();
+  for (auto& [dst, value] : copies) dst.copy_from(dst.dtype() == DType::float32 ? value : value.to(dst.dtype()));
+  opt.set_iterations(static_cast<std::int64_t>(*iterations));
+  return "";
+}
+
+}  // namespace
+
+// ---- public API ------------------------------------------------------------------------------------------------
+
+void Model::save_weights(const std::string& path) const {
+  bool keras3 = ends_with(path, ".weights.h5");
+  if (!keras3 && !ends_with(path, ".h5") && !ends_with(path, ".hdf5") && !ends_with(path, ".keras"))
+    fail("save_weights: {}: use a name ending in .h5 / .hdf5 (tf.keras layout) or .weights.h5 (Keras 3)", path);
+  if (ends_with(path, ".keras")) fail("save_weights: {}: the .keras zip format is not supported; use .weights.h5", path);
+  log_device_copy(*this);
+  Model self = *this;
+  hdf5::Lock lock;
+  keras_io::write_atomically(path, [&](const std::string& tmp) {
+    auto root = hdf5::create(tmp);
+    if (keras3) write_keras3_weights(root, self);
+    else write_legacy_weights(root, self);
+  });
+}
+
+void Model::load_weights(const std::string& path, const LoadWeightsOptions& options) {
+  hdf5::Lock lock;
+  auto root = hdf5::open_read(path);
+  if (root.has_group("model_weights")) return load_legacy_weights(root.group("model_weights"), *this, options);
+  if (root.has_attribute("layer_names") || root.has_attribute("layer_names0"))
+    return load_legacy_weights(root, *this, options);
+  if (root.has_group("layers")) return load_keras3_weights(root, *this, options);
+  fail("{}: not a Keras weights file (no layer_names attribute, model_weights group or layers group)", path);
+}
+
+void Model::save(const std::string& path) const {
+  if (!ends_with(path, ".h5") && !ends_with(path, ".hdf5"))
+    fail("save: {}: full models are written as legacy Keras HDF5; use a name ending in .h5", path);
+  log_device_copy(*this);
+  Model self = *this;
+  auto config = keras_io::model_config(self);
+  config["keras_version"] = keras_io::kKerasVersion;
+  config["backend"] = "tensorflow";
+  hdf5::Lock lock;
+  keras_io::write_atomically(path, [&](const std::string& tmp) {
+    auto root = hdf5::create(tmp);
+    root.set_string_attribute("backend", "tensorflow");
+    root.set_string_attribute("keras_version", keras_io::kKerasVersion);
+    root.set_string_attribute("model_config", config.dump());
+    write_legacy_weights(root.create_group("model_weights"), self);
+    if (self.compiled()) {
+      root.set_string_attribute("training_config", keras_io::training_config(self).dump());
+      if (!self.optimizer().slots().empty() || self.optimizer().iterations() > 0) write_optimizer_weights(root, self);
+    }
+  });
+}
+
+Model load_model(const std::string& path, const LoadModelOptions& options) {
+  hdf5::Lock lock;
+  auto root = hdf5::open_read(path);
+  if (!root.has_attribute("model_config")) {
+    if (root.has_attribute("layer_names") || root.has_group("layers"))
+      fail("{}: holds weights only (no model_config); build the model (e.g. from its JSON) and call load_weights",
+           path);
+    fail("{}: not a Keras full-model file (no model_config attribute)", path);
+  }
+  json config;
+  try {
+    config = json::parse(root.string_attribute("model_config"));
+  } catch (const json::parse_error& e) {
+    fail("{}: model_config is not valid JSON: {}", path, e.what());
+  }
+  Model model = keras_io::model_from_config(config, path);
+  if (!root.has_group("model_weights")) fail("{}: no model_weights group", path);
+  load_legacy_weights(root.group("model_weights"), model, {});
+  if (options.compile && root.has_attribute("training_config")) {
+    json tc;
+    try {
+      tc = json::parse(root.string_attribute("training_config"));
+    } catch (const json::parse_error& e) {
+      fail("{}: training_config is not valid JSON: {}", path, e.what());
+    }
+    keras_io::compile_from_training_config(model, tc, path);
+    if (root.has_group("optimizer_weights")) {
+      auto why = load_optimizer_weights(root, model);
+      if (!why.empty())
+        log_line(fmt::format("WARNING: {}: the optimizer state was not restored ({}); training starts with a fresh "
+                             "optimizer", path, why));
+    }
+  }
+  return model;
+}
+
+}  // namespace systolic

@@ -1,0 +1,31 @@
+// Shared pieces of the Keras file formats (JSON configs, HDF5 weights, full models).
+#pragma once
+
+#include <systolic/model.h>
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+
+namespace systolic::keras_io {
+
+using json = nlohmann::ordered_json;
+
+// The Keras version the files systolic writes declare (their layout is tf.keras 2.x's, which Keras 3 reads).
+inline constexpr const char* kKerasVersion = "2.15.0";
+
+// {"class_name": "Functional" | "Sequential", "config": {...}} for a model.
+json model_config(const Model& model);
+// A model from a serialised model ({"class_name", "config"}); `source` names the file or text in errors.
+Model model_from_config(const json& config, const std::string& source);
+
+// Keras's training_config (loss, metrics, optimizer_config) of a compiled model, and its inverse.
+json training_config(const Model& model);
+void compile_from_training_config(Model& model, const json& config, const std::string& source);
+
+// Writes a file through `write(temporary_path)`, then renames it over `path`; on failure the temporary file is
+// removed and `path` is left as it was.
+void write_atomically(const std::string& path, const std::function<void(const std::string&)>& write);
+
+}  // namespace systolic::keras_io

@@ -1,0 +1,513 @@
+// Keras model JSON: model.to_json() / model_from_json(), and the training config of full-model files.
+//
+// Written in tf.keras 2.x's form (Keras 3 reads it): layers with "inbound_nodes" as [[[layer, node, tensor, {}]]].
+// Read: that form, Keras 3's ({"args": [{"class_name": "__keras_tensor__", "config": {"keras_history": ...}}]}),
+// Sequential with or without an InputLayer, and Keras 2.0's Sequential whose config is the list of layers.
+#include "io/keras_io.h"
+#include "layers/config.h"
+
+#include <systolic/log.h>
+#include <systolic/saving.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace systolic {
+
+namespace keras_io {
+
+namespace {
+
+// Every node of the model's graph, in creation order, and each layer's nodes in that order (Keras's node_index).
+struct Graph {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::map<const Layer*, std::vector<const Node*>> layer_nodes;
+  int node_index(const Node* n) const {
+    auto& v = layer_nodes.at(n->layer.get());
+    return static_cast<int>(std::find(v.begin(), v.end(), n) - v.begin());
+  }
+};
+
+Graph walk(const Model& model) {
+  std::map<std::int64_t, std::shared_ptr<Node>> found;
+  std::vector<std::shared_ptr<Node>> stack;
+  for (auto& o : model.outputs()) stack.push_back(o.node());
+  while (!stack.empty()) {
+    auto n = stack.back();
+    stack.pop_back();
+    if (!found.emplace(n->id, n).second) continue;
+    for (auto& in : n->inputs) stack.push_back(in.node());
+  }
+  Graph g;
+  for (auto& [id, n] : found) {
+    g.nodes.push_back(n);
+    g.layer_nodes[n->layer.get()].push_back(n.get());
+  }
+  return g;
+}
+
+json layer_entry(const Layer& layer) {
+  json config;
+  layer.get_config(config);
+  return {{"module", "keras.layers"}, {"class_name", layer.class_name()}, {"config", config},
+          {"registered_name", nullptr}, {"name", layer.name()}};
+}
+
+json tensor_ref(const Graph& g, const SymbolicTensor& t) {
+  return json::array({t.node()->layer->name(), g.node_index(t.node().get()), 0});
+}
+
+}  // namespace
+
+json model_config(const Model& model) {
+  json layers = json::array();
+  if (model.is_sequential()) {
+    layers.push_back(layer_entry(*model.inputs()[0].node()->layer));
+    for (auto& l : model.layers()) layers.push_back(layer_entry(*l));
+    return {{"module", "keras"}, {"class_name", "Sequential"}, {"config", {{"name", model.name()}, {"layers", layers}}},
+            {"registered_name", nullptr}};
+  }
+  Graph g = walk(model);
+  for (auto& l : model.layers()) {
+    json entry = layer_entry(*l);
+    json inbound = json::array();
+    for (auto* n : g.layer_nodes.at(&*l)) {
+      if (n->inputs.empty()) continue;  // an InputLayer's own node has no inbound tensors
+      json call = json::array();
+      for (auto& in : n->inputs) {
+        json ref = tensor_ref(g, in);
+        ref.push_back(json::object());
+        call.push_back(ref);
+      }
+      inbound.push_back(call);
+    }
+    entry["inbound_nodes"] = inbound;
+    layers.push_back(entry);
+  }
+  json inputs = json::array(), outputs = json::array();
+  for (auto& t : model.inputs()) inputs.push_back(tensor_ref(g, t));
+  for (auto& t : model.outputs()) outputs.push_back(tensor_ref(g, t));
+  // "module" lets Keras 3 find the class (it cannot from "Functional" alone); tf.keras ignores it.
+  return {{"module", "keras.src.models.functional"},
+          {"class_name", "Functional"},
+          {"config", {{"name", model.name()}, {"trainable", true}, {"layers", layers}, {"input_layers", inputs},
+                      {"output_layers", outputs}}},
+          {"registered_name", "Functional"}};
+}
+
+namespace {
+
+// A layer entry of a model config: {"class_name", "config", ...}. Keys next to "config" that carry no
+// semantics here (module, registered_name, build_config, name) are accepted; anything else is refused.
+std::shared_ptr<Layer> layer_from_entry(const json& entry, const std::string& source, json* strip_input_shape) {
+  if (!entry.is_object() || !entry.contains("class_name") || !entry["class_name"].is_string() ||
+      !entry.contains("config"))
+    fail("{}: a layer entry needs \"class_name\" and \"config\", got {}", source, entry.dump().substr(0, 200));
+  for (auto& [k, v] : entry.items())
+    if (k != "class_name" && k != "config" && k != "module" && k != "registered_name" && k != "build_config" &&
+        k != "name" && k != "inbound_nodes" && k != "shared_object_id")
+      fail("{}: layer entry for '{}': unsupported key '{}'", source, entry["config"].value("name", "?"), k);
+  json config = entry["config"];
+  if (strip_input_shape && config.is_object()) {
+    // Sequential without an InputLayer: the first layer carries the input shape (Keras 2.x).
+    for (auto* key : {"batch_input_shape", "batch_shape"})
+      if (config.contains(key)) {
+        *strip_input_shape = config[key];
+        config.erase(key);
+      }
+  }
+  try {
+    return layers::layer_from_config(entry["class_name"].get<std::string>(), config);
+  } catch (const Error& e) {
+    fail("{}: {}", source, e.what());
+  }
+}
+
+Shape input_shape_from(const json& batch_shape, const std::string& source) {
+  if (!batch_shape.is_array() || batch_shape.size() < 2) fail("{}: bad input shape {}", source, batch_shape.dump());
+  std::vector<std::int64_t> dims;
+  for (std::size_t i = 1; i < batch_shape.size(); ++i) {
+    if (!batch_shape[i].is_number_integer() || batch_shape[i].get<std::int64_t>() <= 0)
+      fail("{}: input shape {} needs positive dimensions after the batch", source, batch_shape.dump());
+    dims.push_back(batch_shape[i].get<std::int64_t>());
+  }
+  return Shape(dims);
+}
+
+Model sequential_from_config(const json& config, const std::string& source) {
+  const json* layers = nullptr;
+  std::string name;
+  json build_shape;
+  if (config.is_array()) {
+    layers = &config;  // Keras 2.0: the config is the list of layers
+  } else {
+    if (!config.is_object() || !config.contains("layers") || !config["layers"].is_array())
+      fail("{}: a Sequential config needs a \"layers\" list", source);
+    for (auto& [k, v] : config.items())
+      if (k != "name" && k != "layers" && k != "trainable" && k != "dtype" && k != "build_input_shape")
+        fail("{}: Sequential config: unsupported key '{}'", source, k);
+    layers = &config["layers"];
+    name = config.value("name", "");
+    if (config.contains("build_input_shape")) build_shape = config["build_input_shape"];
+  }
+  if (layers->empty()) fail("{}: the Sequential model has no layers", source);
+  Sequential model({}, name);
+  std::size_t first = 0;
+  if ((*layers)[0].value("class_name", "") == "InputLayer") {
+    auto input = layer_from_entry((*layers)[0], source, nullptr);
+    model.add((*input)(std::vector<SymbolicTensor>{}));
+    first = 1;
+  }
+  for (std::size_t i = first; i < layers->size(); ++i) {
+    json shape;
+    auto layer = layer_from_entry((*layers)[i], source, i == first && first == 0 ? &shape : nullptr);
+    if (i == first && first == 0) {
+      if (shape.is_null()) shape = build_shape;
+      if (shape.is_null())
+        fail("{}: the Sequential model has no InputLayer and its first layer no batch_input_shape", source);
+      model.add(layers::Input(input_shape_from(shape, source)));
+    }
+    model.add(LayerRef(layer));
+  }
+  return model;
+}
+
+// One inbound tensor reference: [layer, node, tensor(, kwargs)] (tf.keras) or a __keras_tensor__ (Keras 3).
+struct Ref {
+  std::string layer;
+  int node = 0, tensor = 0;
+};
+
+Ref parse_ref(const json& r, const std::string& where) {
+  const json* h = &r;
+  if (r.is_object()) {
+    if (r.value("class_name", "") != "__keras_tensor__" || !r.contains("config") ||
+        !r["config"].contains("keras_history"))
+      fail("{}: unsupported inbound argument {}", where, r.dump().substr(0, 200));
+    h = &r["config"]["keras_history"];
+  }
+  if (!h->is_array() || h->size() < 3 || !(*h)[0].is_string() || !(*h)[1].is_number_integer() ||
+      !(*h)[2].is_number_integer())
+    fail("{}: bad tensor reference {}", where, h->dump().substr(0, 200));
+  if (h->size() == 4 && !(*h)[3].empty()) fail("{}: call arguments {} are not supported", where, (*h)[3].dump());
+  return {(*h)[0].get<std::string>(), (*h)[1].get<int>(), (*h)[2].get<int>()};
+}
+
+// The inbound tensors of one call of a layer.
+std::vector<Ref> parse_call(const json& call, const std::string& where) {
+  std::vector<Ref> refs;
+  if (call.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}
+    for (auto& [k, v] : call.value("kwargs", json::object()).items())
+      if (!v.is_null() && !(k == "training" && v.is_boolean()))
+        fail("{}: call argument '{}'={} is not supported", where, k, v.dump());
+    for (auto& a : call.value("args", json::array())) {
+      if (a.is_array())
+        for (auto& t : a) refs.push_back(parse_ref(t, where));
+      else
+        refs.push_back(parse_ref(a, where));
+    }
+  } else if (call.is_array()) {
+    for (auto& r : call) refs.push_back(parse_ref(r, where));
+  } else {
+    fail("{}: bad inbound node {}", where, call.dump().substr(0, 200));
+  }
+  return refs;
+}
+
+std::vector<Ref> parse_io(const json& v, const std::string& where) {
+  std::vector<Ref> refs;
+  if (!v.is_array() || v.empty()) fail("{}: expected a list of tensor references", where);
+  if (v[0].is_string()) refs.push_back(parse_ref(v, where));  // Keras 3 writes one reference unnested
+  else
+    for (auto& r : v) refs.push_back(parse_ref(r, where));
+  return refs;
+}
+
+Model functional_from_config(const json& config, const std::string& source) {
+  if (!config.is_object() || !config.contains("layers") || !config["layers"].is_array())
+    fail("{}: a Functional config needs a \"layers\" list", source);
+  for (auto& [k, v] : config.items())
+    if (k != "name" && k != "layers" && k != "input_layers" && k != "output_layers" && k != "trainable")
+      fail("{}: Functional config: unsupported key '{}'", source, k);
+  struct Pending {
+    std::shared_ptr<Layer> layer;
+    std::vector<std::vector<Ref>> calls;
+    std::size_t done = 0;
+  };
+  std::vector<Pending> pending;
+  std::map<std::string, std::vector<SymbolicTensor>> outputs;  // layer name -> output per node
+  for (auto& entry : config["layers"]) {
+    auto layer = layer_from_entry(entry, source, nullptr);
+    if (outputs.count(layer->name())) fail("{}: two layers named '{}'", source, layer->name());
+    outputs[layer->name()];
+    Pending p{layer, {}, 0};
+    std::string where = source + ": layer '" + layer->name() + "'";
+    if (layer->is_input_layer()) {
+      outputs[layer->name()].push_back((*layer)(std::vector<SymbolicTensor>{}));
+    } else {
+      if (!entry.contains("inbound_nodes") || !entry["inbound_nodes"].is_array())
+        fail("{}: missing \"inbound_nodes\"", where);
+      for (auto& call : entry["inbound_nodes"]) p.calls.push_back(parse_call(call, where));
+    }
+    pending.push_back(std::move(p));
+  }
+  // Call the layers once their inputs exist (a config may list a layer before one it consumes).
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (auto& p : pending) {
+      while (p.done < p.calls.size()) {
+        std::vector<SymbolicTensor> ins;
+        for (auto& r : p.calls[p.done]) {
+          auto it = outputs.find(r.layer);
+          if (it == outputs.end())
+            fail("{}: layer '{}' takes its input from '{}', which is not in the model", source, p.layer->name(), r.layer);
+          if (r.node >= static_cast<int>(it->second.size())) break;
+          if (r.tensor != 0) fail("{}: layer '{}': multi-output layers are not supported", source, r.layer);
+          ins.push_back(it->second[static_cast<std::size_t>(r.node)]);
+        }
+        if (ins.size() != p.calls[p.done].size()) break;
+        auto out = ins.size() == 1 ? (*p.layer)(ins[0]) : (*p.layer)(ins);
+        outputs[p.layer->name()].push_back(out);
+        ++p.done;
+        progress = true;
+      }
+    }
+  }
+  for (auto& p : pending)
+    if (p.done < p.calls.size()) fail("{}: layer '{}': its inputs are never computed (a cycle?)", source, p.layer->name());
+  auto resolve = [&](const char* key) {
+    if (!config.contains(key)) fail("{}: Functional config: missing \"{}\"", source, key);
+    std::vector<SymbolicTensor> ts;
+    for (auto& r : parse_io(config[key], source + ": " + key)) {
+      auto it = outputs.find(r.layer);
+      if (it == outputs.end() || r.node >= static_cast<int>(it->second.size()))
+        fail("{}: {} names '{}' node {}, which does not exist", source, key, r.layer, r.node);
+      ts.push_back(it->second[static_cast<std::size_t>(r.node)]);
+    }
+    return ts;
+  };
+  return Model(resolve("input_layers"), resolve("output_layers"), config.value("name", ""));
+}
+
+}  // namespace
+
+Model model_from_config(const json& serialized, const std::string& source) {
+  if (!serialized.is_object() || !serialized.contains("class_name") || !serialized["class_name"].is_string() ||
+      !serialized.contains("config"))
+    fail("{}: not a Keras model config (expected {{\"class_name\": ..., \"config\": ...}})", source);
+  auto cls = serialized["class_name"].get<std::string>();
+  if (cls == "Sequential") return sequential_from_config(serialized["config"], source);
+  if (cls == "Functional" || cls == "Model") return functional_from_config(serialized["config"], source);
+  fail("{}: model class '{}' is not supported (Sequential, Functional)", source, cls);
+}
+
+// ---- training config ---------------------------------------------------------------------------------------
+
+json training_config(const Model& model) {
+  auto& opt = const_cast<Model&>(model).optimizer();
+  json oc = {{"name", opt.name()}, {"learning_rate", opt.learning_rate()}};
+  if (auto* a = dynamic_cast<const optimizers::Adam*>(&opt)) {
+    oc["beta_1"] = a->beta_1();
+    oc["beta_2"] = a->beta_2();
+    oc["epsilon"] = a->epsilon();
+    oc["amsgrad"] = false;
+  } else if (auto* s = dynamic_cast<const optimizers::SGD*>(&opt)) {
+    oc["momentum"] = s->momentum();
+    oc["nesterov"] = s->nesterov();
+  } else if (auto* r = dynamic_cast<const optimizers::RMSprop*>(&opt)) {
+    oc["rho"] = r->rho();
+    oc["momentum"] = r->momentum();
+    oc["epsilon"] = r->epsilon();
+    oc["centered"] = false;
+  } else {
+    fail("save: optimizer '{}' has no Keras config", opt.name());
+  }
+  auto& loss = model.loss();
+  json loss_json = loss.name();
+  if (loss.from_logits()) {
+    std::string cls = loss.name() == "sparse_categorical_crossentropy" ? "SparseCategoricalCrossentropy"
+                                                                        : "CategoricalCrossentropy";
+    loss_json = {{"class_name", cls}, {"config", {{"from_logits", true}}}};
+  }
+  json metrics = json::array();
+  auto names = model.metrics_names();
+  for (std::size_t i = 1; i < names.size(); ++i) metrics.push_back(names[i]);
+  return {{"loss", loss_json},
+          {"metrics", metrics},
+          {"weighted_metrics", nullptr},
+          {"loss_weights", nullptr},
+          {"optimizer_config", {{"class_name", opt.name()}, {"config", oc}}}};
+}
+
+namespace {
+
+std::unique_ptr<optimizers::Optimizer> optimizer_from_config(const json& oc, const std::string& source) {
+  if (!oc.is_object() || !oc.contains("class_name") || !oc["class_name"].is_string())
+    fail("{}: training_config: bad optimizer_config", source);
+  auto cls = oc["class_name"].get<std::string>();
+  if (cls.rfind("Custom>", 0) == 0) cls = cls.substr(7);  // tf.keras 2.11+ writes "Custom>Adam"
+  json c = oc.value("config", json::object());
+  std::set<std::string> used = {"name", "jit_compile", "is_legacy_optimizer", "ema_momentum",
+                                "ema_overwrite_frequency"};
+  auto num = [&](const char* key, double fallback) {
+    used.insert(key);
+    if (!c.contains(key)) return fallback;
+    if (!c[key].is_number())
+      fail("{}: optimizer {}: '{}' must be a number (schedules are not supported), got {}", source, cls, key,
+           c[key].dump());
+    return c[key].get<double>();
+  };
+  auto off = [&](const char* key, const json& off_value) {
+    used.insert(key);
+    if (c.contains(key) && !c[key].is_null() && c[key] != off_value)
+      fail("{}: optimizer {}: '{}'={} is not supported", source, cls, key, c[key].dump());
+  };
+  for (auto* k : {"weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "loss_scale_factor",
+                  "gradient_accumulation_steps"})
+    off(k, json(nullptr));
+  off("use_ema", false);
+  off("decay", 0.0);
+  double lr = num("learning_rate", -1);
+  if (lr < 0) lr = num("lr", 0.001);  // Keras 2.0 wrote "lr"
+  std::unique_ptr<optimizers::Optimizer> opt;
+  if (cls == "Adam") {
+    off("amsgrad", false);
+    opt = std::make_unique<optimizers::Adam>(lr, num("beta_1", 0.9), num("beta_2", 0.999), num("epsilon", 1e-7));
+  } else if (cls == "SGD") {
+    used.insert("nesterov");
+    bool nesterov = c.value("nesterov", false);
+    opt = std::make_unique<optimizers::SGD>(lr, num("momentum", 0.0), nesterov);
+  } else if (cls == "RMSprop") {
+    off("centered", false);
+    opt = std::make_unique<optimizers::RMSprop>(lr, num("rho", 0.9), num("momentum", 0.0), num("epsilon", 1e-7));
+  } else {
+    fail("{}: optimizer '{}' is not supported (Adam, SGD, RMSprop)", source, cls);
+  }
+  for (auto& [k, v] : c.items())
+    if (!used.count(k)) fail("{}: optimizer {}: unsupported option '{}' (value {})", source, cls, k, v.dump());
+  return opt;
+}
+
+std::unique_ptr<losses::Loss> loss_from_config(const json& l, const std::string& source) {
+  if (l.is_string()) {
+    try {
+      return losses::get(l.get<std::string>());
+    } catch (const Error& e) {
+      fail("{}: training_config: {}", source, e.what());
+    }
+  }
+  if (l.is_object() && l.contains("class_name")) {
+    auto cls = l["class_name"].get<std::string>();
+    json c = l.value("config", json::object());
+    bool from_logits = c.value("from_logits", false);
+    for (auto& [k, v] : c.items())
+      if (k != "from_logits" && k != "name" && k != "reduction" && k != "fn" && k != "ignore_class" &&
+          k != "axis" && k != "label_smoothing" && k != "dtype")
+        fail("{}: loss {}: unsupported option '{}'", source, cls, k);
+    if (c.contains("ignore_class") && !c["ignore_class"].is_null()) fail("{}: loss {}: ignore_class is not supported", source, cls);
+    if (c.contains("label_smoothing") && c["label_smoothing"] != 0 && c["label_smoothing"] != 0.0)
+      fail("{}: loss {}: label_smoothing is not supported", source, cls);
+    if (c.contains("reduction") && c["reduction"] != "auto" && c["reduction"] != "sum_over_batch_size")
+      fail("{}: loss {}: reduction {} is not supported", source, cls, c["reduction"].dump());
+    if (cls == "SparseCategoricalCrossentropy")
+      return std::make_unique<losses::SparseCategoricalCrossentropy>(losses::CrossentropyOptions{from_logits});
+    if (cls == "CategoricalCrossentropy")
+      return std::make_unique<losses::CategoricalCrossentropy>(losses::CrossentropyOptions{from_logits});
+    if (cls == "MeanSquaredError") return std::make_unique<losses::MeanSquaredError>();
+    fail("{}: loss class '{}' is not supported", source, cls);
+  }
+  fail("{}: training_config: unsupported loss {}", source, l.dump().substr(0, 200));
+}
+
+void collect_metric_names(const json& m, std::vector<std::string>& out, const std::string& source) {
+  if (m.is_null()) return;
+  if (m.is_string()) {
+    out.push_back(m.get<std::string>());
+  } else if (m.is_array()) {
+    for (auto& x : m) collect_metric_names(x, out, source);
+  } else if (m.is_object() && m.contains("config") && m["config"].contains("name")) {
+    // tf.keras 2.11+: {"class_name": "MeanMetricWrapper", "config": {"name": ..., "fn": ...}}
+    out.push_back(m["config"]["name"].get<std::string>());
+  } else {
+    fail("{}: training_config: unsupported metric {}", source, m.dump().substr(0, 200));
+  }
+}
+
+}  // namespace
+
+void compile_from_training_config(Model& model, const json& tc, const std::string& source) {
+  if (!tc.is_object() || !tc.contains("loss") || !tc.contains("optimizer_config"))
+    fail("{}: training_config needs \"loss\" and \"optimizer_config\"", source);
+  auto opt = optimizer_from_config(tc["optimizer_config"], source);
+  auto loss = loss_from_config(tc["loss"], source);
+  std::vector<std::string> metrics;
+  if (tc.contains("metrics")) collect_metric_names(tc["metrics"], metrics, source);
+  if (tc.contains("weighted_metrics") && !tc["weighted_metrics"].is_null() && !tc["weighted_metrics"].empty())
+    fail("{}: training_config: weighted_metrics are not supported", source);
+  if (tc.contains("loss_weights") && !tc["loss_weights"].is_null())
+    fail("{}: training_config: loss_weights are not supported", source);
+  try {
+    model.compile(*opt, *loss, metrics);
+  } catch (const Error& e) {
+    fail("{}: {}", source, e.what());
+  }
+}
+
+void write_atomically(const std::string& path, const std::function<void(const std::string&)>& write) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  auto dir = target.parent_path();
+  if (!dir.empty() && !fs::is_directory(dir)) fail("{}: the folder {} does not exist", path, dir.string());
+  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+  try {
+    write(tmp);
+    std::error_code ec;
+    fs::rename(tmp, target, ec);
+    if (ec) fail("{}: cannot move the written file into place: {}", path, ec.message());
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace keras_io
+
+// ---- public API ------------------------------------------------------------------------------------------------
+
+std::string Model::to_json(int indent) const {
+  auto j = keras_io::model_config(*this);
+  j["keras_version"] = keras_io::kKerasVersion;
+  j["backend"] = "tensorflow";
+  return j.dump(indent);
+}
+
+Model model_from_json(const std::string& text) {
+  keras_io::json j;
+  try {
+    j = keras_io::json::parse(text);
+  } catch (const keras_io::json::parse_error& e) {
+    fail("model JSON: not valid JSON: {}", e.what());
+  }
+  return keras_io::model_from_config(j, "model JSON");
+}
+
+Model model_from_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open the file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  keras_io::json j;
+  try {
+    j = keras_io::json::parse(ss.str());
+  } catch (const keras_io::json::parse_error& e) {
+    fail("{}: not valid JSON: {}", path, e.what());
+  }
+  return keras_io::model_from_config(j, path);
+}
+
+}  // namespace systolic

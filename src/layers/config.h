@@ -1,0 +1,85 @@
+// Layer configs as Keras serialises them (layer.get_config() / Layer.from_config()). Each layer file writes its
+// own arguments (Layer::get_config) and reads them back (a <Class>_from_config function listed in config.cc).
+//
+// Reading is strict: ConfigReader marks every key it reads; an option that systolic does not implement is
+// accepted only with the value that means "off" in Keras (a null regularizer, channels_last, groups 1, ...), and
+// finish() rejects any key left unread. Errors name the layer, its class and the option.
+#pragma once
+
+#include <systolic/layers.h>
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+
+namespace systolic::layers {
+
+using json = nlohmann::ordered_json;
+
+class ConfigReader {
+ public:
+  ConfigReader(const json& config, std::string class_name);
+  const std::string& class_name() const { return class_name_; }
+  const std::string& name() const { return name_; }
+
+  bool has(const std::string& key) const;
+  int get_int(const std::string& key, int fallback);
+  double get_double(const std::string& key, double fallback);
+  bool get_bool(const std::string& key, bool fallback);
+  std::string get_string(const std::string& key, const std::string& fallback);
+  Pair get_pair(const std::string& key, Pair fallback);  // an int n (n, n) or a list of two
+  std::optional<Pair> get_optional_pair(const std::string& key);
+  std::optional<std::int64_t> get_optional_int(const std::string& key);
+  std::string get_initializer(const std::string& key, const std::string& fallback);  // snake_case name
+  std::string get_activation(const std::string& key, const std::string& fallback);
+  const json& get_raw(const std::string& key);  // marks it read; throws when absent
+
+  // Options that systolic does not implement: absent or null.
+  void require_null(const std::string& key);
+  // Absent, or exactly this value (e.g. data_format "channels_last", groups 1).
+  void require_value(const std::string& key, const json& value);
+  void ignore(const std::string& key);  // a key with no effect on the computation
+  // Throws naming the first key that no getter read.
+  void finish() const;
+
+  [[noreturn]] void fail_option(const std::string& key, const std::string& why) const;
+
+ private:
+  std::string variance_scaling(const std::string& key, const json& config);
+  const json& at(const std::string& key);
+  const json& config_;
+  std::string class_name_, name_;
+  std::set<std::string> used_;
+};
+
+// Keras's serialised initializer, e.g. {"module": "keras.initializers", "class_name": "GlorotUniform", ...}.
+json initializer_config(const std::string& name);
+// The common keys every layer config starts with: name, trainable, dtype.
+json base_config(const Layer& layer);
+
+// A layer from its Keras class name and config (the "config" object of a serialised layer). Unknown classes and
+// unsupported options throw, naming them.
+std::shared_ptr<Layer> layer_from_config(const std::string& class_name, const json& config);
+// The class names layer_from_config knows.
+std::vector<std::string> known_layer_classes();
+
+// One per layer class (defined in the layer's own file).
+std::shared_ptr<Layer> input_layer_from_config(ConfigReader& r);
+std::shared_ptr<Layer> conv2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> dense_from_config(ConfigReader& r);
+std::shared_ptr<Layer> batch_normalization_from_config(ConfigReader& r);
+std::shared_ptr<Layer> max_pooling2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> average_pooling2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> global_average_pooling2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> dropout_from_config(ConfigReader& r);
+std::shared_ptr<Layer> flatten_from_config(ConfigReader& r);
+std::shared_ptr<Layer> activation_from_config(ConfigReader& r);
+std::shared_ptr<Layer> relu_from_config(ConfigReader& r);
+std::shared_ptr<Layer> softmax_from_config(ConfigReader& r);
+std::shared_ptr<Layer> zero_padding2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> rescaling_from_config(ConfigReader& r);
+std::shared_ptr<Layer> add_from_config(ConfigReader& r);
+std::shared_ptr<Layer> concatenate_from_config(ConfigReader& r);
+
+}  // namespace systolic::layers

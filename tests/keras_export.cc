@@ -1,0 +1,61 @@
+// Writes systolic's own Keras files for the models in tests/fixtures/keras, for tests/reference/keras_files.py
+// (`check`) to load into real Keras. Usage: keras_export FIXTURE_DIR OUT_DIR
+//
+// For each model (seed, zoo): systolic builds it from the tf.keras JSON, loads the tf.keras weights, and writes
+// <name>.systolic.json (to_json), .h5 (legacy save_weights), .weights.h5 (Keras 3 save_weights),
+// .predictions.bin (its predictions on the fixture inputs), and, after 3 Adam steps, .full.h5 (save) with
+// .full.predictions.bin.
+#include <systolic/systolic.h>
+
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+namespace sy = systolic;
+
+static sy::Tensor read_floats(const std::string& path, sy::Shape shape) {
+  sy::Tensor t(shape);
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(t.data<float>()), static_cast<std::streamsize>(t.nbytes())))
+    sy::fail("{}: cannot read {} floats", path, t.numel());
+  return t;
+}
+
+static void write_floats(const std::string& path, const sy::Tensor& t) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(t.data<float>()), static_cast<std::streamsize>(t.nbytes()));
+  if (!out) sy::fail("{}: cannot write", path);
+}
+
+int main(int argc, char** argv) try {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: keras_export FIXTURE_DIR OUT_DIR\n");
+    return 2;
+  }
+  std::string in = argv[1], out = argv[2];
+  struct Case {
+    const char* name;
+    sy::Shape shape;
+  };
+  for (auto& c : {Case{"seed", {4, 8, 8, 3}}, Case{"zoo", {4, 9, 9, 2}}}) {
+    std::string base = in + "/" + c.name, dst = out + "/" + c.name + ".systolic.";
+    auto model = sy::model_from_json_file(base + ".tfkeras.json");
+    model.load_weights(base + ".tfkeras.h5");
+    auto x = read_floats(base + ".inputs.bin", c.shape);
+    write_floats(dst + "predictions.bin", model.predict(x));
+    std::ofstream(dst + "json") << model.to_json();
+    model.save_weights(dst + "h5");
+    model.save_weights(dst + "weights.h5");
+    model.compile("adam", "sparse_categorical_crossentropy", {"accuracy"});
+    std::vector<float> labels = {0, 1, 2, 3};
+    auto y = sy::Tensor::from_vector(labels, {4});
+    for (int i = 0; i < 3; ++i) model.train_on_batch(x, y);
+    model.save(dst + "full.h5");
+    write_floats(dst + "full.predictions.bin", model.predict(x));
+    std::printf("%s: wrote %s{json,h5,weights.h5,full.h5}\n", c.name, dst.c_str());
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "keras_export: error: %s\n", e.what());
+  return 1;
+}
