@@ -28,7 +28,9 @@ std::vector<char> read_file(const std::string& path) {
 void write_file_atomic(const std::string& path, const void* data, std::size_t size) {
   fs::path target(path);
   fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  std::string name = ".";  // built by append: GCC 12 warns falsely (-Wrestrict) on "." + std::string
+  name.append(target.filename().string()).append(".tmp-XXXXXX");
+  std::string tmpl = (dir / name).string();
   int fd = ::mkstemp(tmpl.data());
   SYSTOLIC_CHECK(fd >= 0, "{}: cannot write ({})", path, std::strerror(errno));
   const char* p = static_cast<const char*>(data);
@@ -58,7 +60,9 @@ TempFolder::TempFolder(const fs::path& parent, const std::string& prefix) {
   std::error_code ec;
   fs::create_directories(parent, ec);
   SYSTOLIC_CHECK(!ec, "{}: cannot create the folder ({})", parent.string(), ec.message());
-  std::string tmpl = (parent / ("." + prefix + "-XXXXXX")).string();
+  std::string name = ".";
+  name.append(prefix).append("-XXXXXX");
+  std::string tmpl = (parent / name).string();
   SYSTOLIC_CHECK(::mkdtemp(tmpl.data()) != nullptr, "{}: cannot create a temporary folder ({})", parent.string(),
                  std::strerror(errno));
   path_ = tmpl;
