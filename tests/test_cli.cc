@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include <systolic/systolic.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,7 +117,7 @@ TEST(Cli, SummaryWithInputShape) {
 TEST(Cli, Help) {
   CliResult r = run_cli("--help");
   EXPECT_EQ(r.code, 0) << r.describe();
-  for (const char* sub : {"summary", "train", "info", "benchmark"})
+  for (const char* sub : {"summary", "train", "info", "benchmark", "show", "datasets"})
     EXPECT_NE(r.out.find(sub), std::string::npos) << "--help does not list " << sub << "\n" << r.describe();
 
   CliResult t = run_cli("train --help");
@@ -202,4 +203,80 @@ TEST(Cli, BenchmarkJson) {
   ASSERT_TRUE(j["predict_ms"].is_number()) << lines[0];
   EXPECT_GT(j["train_images_per_sec"].get<double>(), 0.0);
   EXPECT_GT(j["predict_ms"].get<double>(), 0.0);
+}
+
+namespace {
+// A private SYSTOLIC_HOME for one test (empty cache), restored afterwards.
+struct PrivateHome {
+  fs::path dir = fs::temp_directory_path() / ("systolic_test_cli_home_" + std::to_string(::getpid()));
+  PrivateHome() {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    ::setenv("SYSTOLIC_HOME", dir.c_str(), 1);
+  }
+  ~PrivateHome() {
+    ::unsetenv("SYSTOLIC_HOME");
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+}  // namespace
+
+TEST(Cli, DatasetsListsWhatIsKnown) {
+  PrivateHome home;
+  CliResult r = run_cli("datasets");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  for (const char* name : {"cifar10", "fashion_mnist", "mnist", "dir:PATH"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name << "\n" << r.out;
+  // An empty cache: CIFAR-10 would be downloaded into it.
+  std::regex cifar_line("cifar10 +download +" + (home.dir / "datasets" / "cifar-10-batches-bin").string());
+  EXPECT_TRUE(std::regex_search(r.out, cifar_line)) << r.out;
+  if (fashion_mnist_installed())
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("fashion_mnist +yes +/usr/share/datasets/fashion-mnist"))) << r.out;
+}
+
+TEST(Cli, ShowFashionMnistWritesTheScaledImage) {
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
+  fs::path png = fs::temp_directory_path() / ("systolic_test_cli_show_" + std::to_string(::getpid()) + ".png");
+  CliResult r = run_cli("show --dataset fashion_mnist --split test --index 0 --scale 3 -o '" + png.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find("label 9 (Ankle boot)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\x1b["), std::string::npos) << "no colour codes when stdout is not a terminal";
+  auto d = systolic::datasets::fashion_mnist::load_data();
+  systolic::Tensor img = systolic::image::read(png.string(), 1);
+  ASSERT_EQ(img.shape(), systolic::Shape({84, 84, 1}));
+  auto expected = systolic::image::upscale_nearest(d.test.x.slice(0, 1).reshape({28, 28, 1}).clone(), 3);
+  EXPECT_EQ(img.to_doubles(), expected.to_doubles());
+  fs::remove(png);
+  expect_runtime_error("show --dataset fashion_mnist --split test --index 10000 -o '" + png.string() + "'", "--index 10000");
+  EXPECT_FALSE(fs::exists(png));
+}
+
+TEST(Cli, ShowAndTrainOnImageFolders) {
+  std::string data = systolic::testing::shared_data_dir();
+  if (data.empty()) GTEST_SKIP() << "../shared/data is absent";
+  fs::path dir = fs::temp_directory_path() / ("systolic_test_cli_dir_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::ifstream csv(data + "/cifar10-sample/labels.csv");
+  std::string line;
+  std::getline(csv, line);
+  while (std::getline(csv, line)) {
+    auto comma = line.find(',');
+    std::string file = line.substr(0, comma), label = line.substr(comma + 1);
+    while (!label.empty() && (label.back() == '\r' || label.back() == ' ')) label.pop_back();
+    fs::create_directories(dir / label);
+    fs::copy_file(fs::path(data) / "cifar10-sample" / file, dir / label / file);
+  }
+  fs::path png = dir / "shown.png";
+  CliResult s = run_cli("show --dataset dir:" + dir.string() + " --split train --index 0 -o " + png.string());
+  ASSERT_EQ(s.code, 0) << s.describe();
+  EXPECT_NE(s.out.find("label 0 (airplane)"), std::string::npos) << s.out;
+  EXPECT_EQ(systolic::image::read(png.string()).shape(), systolic::Shape({256, 256, 3}));
+  CliResult t = run_cli("train --model seed-cnn --dataset dir:" + dir.string() +
+                        " --epochs 1 --batch-size 50 --verbose 2 --seed 3 --width-shift-range 0.1 --horizontal-flip");
+  ASSERT_EQ(t.code, 0) << t.describe();
+  EXPECT_NE(t.err.find("4/4 - "), std::string::npos) << t.describe();
+  EXPECT_NE(t.out.find("Test accuracy: "), std::string::npos) << t.describe();
+  expect_runtime_error("train --model seed-cnn --dataset dir:" + (dir / "nope").string(), "nope");
+  fs::remove_all(dir);
 }

@@ -442,3 +442,101 @@ TEST(FashionMnistDir, MissingLabelFileOnly) {
   EXPECT_THAT(msg, HasSubstr(dir.file("train-labels-idx1-ubyte.gz")));
   EXPECT_THAT(msg, HasSubstr("no such file"));
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// MNIST: Keras's mnist.npz (npy arrays in a zip), from the cache or downloaded (sha256 checked); npy errors.
+
+#include "local_http.h"
+
+namespace {
+
+std::string npy(const std::vector<std::uint32_t>& shape, const std::string& data) {
+  std::string dims;
+  for (auto d : shape) dims += std::to_string(d) + ", ";
+  std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += char(1), out += char(0), out += char(header.size() & 255), out += char(header.size() >> 8);
+  return out + header + data;
+}
+
+std::string mnist_npz() {
+  archive* a = archive_write_new();
+  archive_write_set_format_zip(a);
+  std::string out;
+  archive_write_open(
+      a, &out, [](archive*, void*) { return ARCHIVE_OK; },
+      [](archive*, void* user, const void* buf, size_t n) -> la_ssize_t {
+        static_cast<std::string*>(user)->append(static_cast<const char*>(buf), n);
+        return la_ssize_t(n);
+      },
+      [](archive*, void*) { return ARCHIVE_OK; });
+  auto labels = [](std::size_t n) {
+    std::string s(n, '\0');
+    for (std::size_t i = 0; i < n; ++i) s[i] = char((i * 3) % 10);
+    return s;
+  };
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"x_train.npy", npy({60000, 28, 28}, std::string(60000 * 784, '\x05'))},
+      {"y_train.npy", npy({60000}, labels(60000))},
+      {"x_test.npy", npy({10000, 28, 28}, std::string(10000 * 784, '\x07'))},
+      {"y_test.npy", npy({10000}, labels(10000))}};
+  for (auto& [name, data] : files) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_size(e, la_int64_t(data.size()));
+    archive_write_header(a, e);
+    archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  return out;
+}
+
+}  // namespace
+
+TEST(Mnist, NpzInTheCacheAndDownloadWithWrongSha256) {
+  TempDir home;
+  systolic::testing::ScopedEnv env;
+  env.set("SYSTOLIC_HOME", home.str());
+  env.set("no_proxy", "127.0.0.1,localhost");
+  std::string npz = mnist_npz();
+
+  // A synthetic npz downloaded from a mirror does not have Keras's sha256: refused, deleted, never used.
+  systolic::testing::LocalHttpServer server;
+  server.serve("/mirror/mnist.npz", npz);
+  env.set("SYSTOLIC_DATASETS_URL", server.url("/mirror"));
+  std::string msg = error_of([] { datasets::mnist::load_data(); });
+  EXPECT_THAT(msg, HasSubstr(server.url("/mirror/mnist.npz")));
+  EXPECT_THAT(msg, HasSubstr("sha256"));
+  EXPECT_THAT(msg, HasSubstr("deleted"));
+  EXPECT_EQ(server.requests(), 1);
+  EXPECT_TRUE(fs::is_empty(home.str() + "/datasets")) << "nothing may stay in the cache";
+
+  // The same file placed by hand in the cache loads.
+  write_plain(home.file("datasets/mnist.npz"), Bytes(npz.begin(), npz.end()));
+  auto d = datasets::mnist::load_data();
+  EXPECT_EQ(d.train.x.shape(), Shape({60000, 28, 28}));
+  EXPECT_EQ(d.train.y.shape(), Shape({60000}));
+  EXPECT_EQ(d.test.x.shape(), Shape({10000, 28, 28}));
+  EXPECT_EQ(d.test.x.data<std::uint8_t>()[123], 7);
+  EXPECT_EQ(d.train.y.data<std::uint8_t>()[7], 1);
+  EXPECT_EQ(d.class_names.size(), 10u);
+  EXPECT_EQ(server.requests(), 1);
+}
+
+TEST(Mnist, NpyErrors) {
+  std::string good = npy({2, 3}, "abcdef");
+  EXPECT_EQ(datasets::read_npy(good.data(), good.size(), "g").shape(), Shape({2, 3}));
+  std::string bad_magic = "NUMPY" + good;
+  EXPECT_THAT(error_of([&] { datasets::read_npy(bad_magic.data(), bad_magic.size(), "f.npy"); }), HasSubstr("f.npy"));
+  std::string shortd = good.substr(0, good.size() - 2);
+  EXPECT_THAT(error_of([&] { datasets::read_npy(shortd.data(), shortd.size(), "f.npy"); }), HasSubstr("truncated"));
+  std::string f4 = good;
+  f4.replace(f4.find("|u1"), 3, "<f4");
+  EXPECT_THAT(error_of([&] { datasets::read_npy(f4.data(), f4.size(), "f.npy"); }), HasSubstr("not uint8"));
+}

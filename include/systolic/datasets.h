@@ -1,4 +1,15 @@
-// Data sets, returned as Keras returns them: x uint8 (N, H, W) or (N, H, W, C), y uint8 (N,).
+// Data sets, returned as Keras returns them: x uint8 (N, H, W) or (N, H, W, C), y uint8 (N,) (CIFAR-10: (N, 1)).
+//
+// Where they come from (no network is touched when a copy is found):
+//   cache:  $SYSTOLIC_HOME/datasets (default ~/.systolic/datasets), see cache_dir()
+//   cifar10:       cache/cifar-10-batches-bin, else cache/cifar-10-binary.tar.gz placed by hand, else downloaded
+//                  from $SYSTOLIC_CIFAR10_URL (default the CIFAR page), md5 checked ($SYSTOLIC_CIFAR10_MD5)
+//                  before extraction; extracted and verified in a temporary folder, then renamed into the cache.
+//   fashion_mnist: cache/fashion-mnist, /usr/share/datasets/fashion-mnist (Debian), else the four IDX files
+//                  downloaded from $SYSTOLIC_DATASETS_URL (default Keras's base address).
+//   mnist:         cache/mnist (the four IDX files, placed by hand), cache/mnist.npz, else Keras's mnist.npz
+//                  downloaded from $SYSTOLIC_DATASETS_URL (sha256 checked as Keras does).
+//   image folders: image_dataset_from_directory(path, ...).
 #pragma once
 
 #include <systolic/tensor.h>
@@ -17,13 +28,58 @@ struct Dataset {
   std::vector<std::string> class_names;
 };
 
+// $SYSTOLIC_HOME/datasets, or ~/.systolic/datasets.
+std::string cache_dir();
+
+namespace cifar10 {
+// x uint8 (50000, 32, 32, 3) channels_last, y uint8 (50000, 1); test 10000. With `directory`, reads the six
+// .bin batch files from there and touches neither the cache nor the network.
+Dataset load_data(const std::string& directory = "");
+std::vector<std::string> class_names();  // airplane, automobile, ..., truck
+// The download address and md5 in effect (environment or defaults).
+std::string url();
+std::string md5();
+// One batch file: `records` records of 1 label + 3072 pixel bytes; errors name `display_name`.
+Split read_batch(const std::string& path, std::int64_t records, const std::string& display_name = "");
+}  // namespace cifar10
+
 namespace fashion_mnist {
 // Reads the four IDX gzip files from `directory`, or when it is empty from the first of
 // $SYSTOLIC_HOME/datasets/fashion-mnist and /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)
-// that holds them. x uint8 (60000, 28, 28), y uint8 (60000,); test 10000.
+// that holds them, else downloads them into the cache. x uint8 (60000, 28, 28), y uint8 (60000,); test 10000.
 Dataset load_data(const std::string& directory = "");
 std::vector<std::string> class_names();
 }  // namespace fashion_mnist
+
+namespace mnist {
+// x uint8 (60000, 28, 28), y uint8 (60000,); test 10000. `directory`: a folder holding the four IDX files.
+Dataset load_data(const std::string& directory = "");
+std::vector<std::string> class_names();  // "0" .. "9"
+}  // namespace mnist
+
+// Keras's image_dataset_from_directory (labels "inferred", label_mode "int"): one subfolder per class, class
+// names sorted; images (.png .jpg .jpeg .bmp .gif) decoded to `channels` (3 rgb, 1 grayscale) and resized
+// bilinearly to image_size (height, width); {0, 0} keeps the size of the first image found (Keras's default
+// is 256x256). Samples come class by class, files in sorted order (fit shuffles). x uint8 (N, H, W, C), y uint8
+// (N,). Errors name the folder or the file at fault.
+struct ImageFolderOptions {
+  std::int64_t height = 0, width = 0;
+  int channels = 3;
+  std::int64_t limit = 0;  // > 0: stop after this many images (in the order above)
+};
+Split image_dataset_from_directory(const std::string& directory, const ImageFolderOptions& options,
+                                   std::vector<std::string>* class_names = nullptr);
+
+// What `systolic datasets` lists: each known data set, where its copy is (or would be cached), and whether a
+// load works without the network.
+struct DatasetInfo {
+  std::string name, description, location, source;
+  bool available = false;
+};
+std::vector<DatasetInfo> known();
+
+// Reads an npy array (uint8 only, C order) from bytes; errors name `name`.
+Tensor read_npy(const void* data, std::size_t size, const std::string& name);
 
 // One IDX file (gzip or plain): checks magic, dtype (unsigned byte), rank and sizes; errors name the file.
 Tensor read_idx(const std::string& path);

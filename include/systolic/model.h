@@ -6,6 +6,7 @@
 #include <systolic/losses.h>
 #include <systolic/metrics.h>
 #include <systolic/optimizers.h>
+#include <systolic/pipeline.h>
 
 #include <map>
 #include <memory>
@@ -29,6 +30,11 @@ struct FitOptions {
   std::optional<ValidationData> validation_data;
   bool shuffle = true;
   int initial_epoch = 0;
+  // ImageDataGenerator-style augmentation of the training batches (validation data is never augmented).
+  Augmentation augmentation;
+  // Batches are built on `workers` background threads, up to max_queue_size ahead (0 workers: on the caller).
+  int workers = 1;
+  int max_queue_size = 10;
 };
 
 struct EvaluateOptions {

@@ -5,6 +5,7 @@
 #include <systolic/device.h>
 #include <systolic/dtype.h>
 #include <systolic/error.h>
+#include <systolic/image.h>
 #include <systolic/layer.h>
 #include <systolic/layers.h>
 #include <systolic/log.h>
@@ -14,6 +15,7 @@
 #include <systolic/models.h>
 #include <systolic/ops.h>
 #include <systolic/optimizers.h>
+#include <systolic/pipeline.h>
 #include <systolic/random.h>
 #include <systolic/saving.h>
 #include <systolic/shape.h>

@@ -1,12 +1,24 @@
 // IDX files (the MNIST family's format: big-endian magic 0x0000 08 <rank>, dims, then unsigned bytes), gzip
-// or plain, through zlib; and Fashion-MNIST from the cache or Debian's dataset-fashion-mnist.
+// or plain, through zlib; Fashion-MNIST from the cache, Debian's dataset-fashion-mnist or Keras's address; MNIST
+// from IDX files in the cache or Keras's mnist.npz (npy arrays in a zip, read with libarchive).
 #include <systolic/datasets.h>
 
+#include <systolic/log.h>
+
+#include "io/dataset_cache.h"
+#include "io/fetch.h"
+#include "io/files.h"
+
+#include <archive.h>
+#include <archive_entry.h>
 #include <zlib.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <sstream>
 
 namespace systolic::datasets {
 
@@ -63,23 +75,12 @@ Tensor read_idx(const std::string& path) {
   return t;
 }
 
-namespace fashion_mnist {
-
-std::vector<std::string> class_names() {
-  return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
-}
-
 namespace {
+
 const char* kFiles[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
                         "t10k-labels-idx1-ubyte.gz"};
-
-std::vector<std::string> search_dirs() {
-  std::vector<std::string> dirs;
-  if (const char* home = std::getenv("SYSTOLIC_HOME")) dirs.push_back(std::string(home) + "/datasets/fashion-mnist");
-  else if (const char* h = std::getenv("HOME")) dirs.push_back(std::string(h) + "/.systolic/datasets/fashion-mnist");
-  dirs.push_back("/usr/share/datasets/fashion-mnist");
-  return dirs;
-}
+const char* kFileList =
+    "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz";
 
 bool has_all(const std::string& dir) {
   for (auto* f : kFiles)
@@ -87,18 +88,60 @@ bool has_all(const std::string& dir) {
   return true;
 }
 
-Split read_split(const std::string& dir, const char* images, const char* labels, std::int64_t expected) {
+Split read_split(const std::string& dir, const char* images, const char* labels, std::int64_t expected,
+                 const char* dataset) {
   Tensor x = read_idx((std::filesystem::path(dir) / images).string());
   Tensor y = read_idx((std::filesystem::path(dir) / labels).string());
   SYSTOLIC_CHECK(x.rank() == 3 && x.dim(1) == 28 && x.dim(2) == 28, "{}/{}: images of shape {}, expected (N, 28, 28)",
                  dir, images, x.shape().str());
   SYSTOLIC_CHECK(y.rank() == 1 && y.dim(0) == x.dim(0), "{}/{}: {} labels for {} images", dir, labels, y.numel(),
                  x.dim(0));
-  SYSTOLIC_CHECK(x.dim(0) == expected, "{}/{}: {} images, Fashion-MNIST has {}", dir, images, x.dim(0), expected);
+  SYSTOLIC_CHECK(x.dim(0) == expected, "{}/{}: {} images, {} has {}", dir, images, x.dim(0), dataset, expected);
   const std::uint8_t* yp = y.data<std::uint8_t>();
   for (std::int64_t i = 0; i < y.numel(); ++i)
     SYSTOLIC_CHECK(yp[i] < 10, "{}/{}: label {} of sample {} is not a class 0-9", dir, labels, int(yp[i]), i);
   return {x, y};
+}
+
+Dataset read_idx_folder(const std::string& dir, const char* dataset, std::vector<std::string> names) {
+  Dataset d;
+  d.train = read_split(dir, kFiles[0], kFiles[1], 60000, dataset);
+  d.test = read_split(dir, kFiles[2], kFiles[3], 10000, dataset);
+  d.class_names = std::move(names);
+  return d;
+}
+
+}  // namespace
+
+namespace fashion_mnist {
+
+std::vector<std::string> class_names() {
+  return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+}
+
+namespace {
+std::vector<std::string> search_dirs() {
+  return {(std::filesystem::path(cache_dir()) / "fashion-mnist").string(), "/usr/share/datasets/fashion-mnist"};
+}
+
+// Downloads the four files into a temporary folder in the cache, checks them, then renames it into place.
+Dataset download(const std::filesystem::path& target) {
+  std::string base = detail::datasets_base_url();
+  io::TempFolder tmp(target.parent_path(), "fashion-mnist");
+  for (auto* f : kFiles) {
+    try {
+      io::download(base + f, tmp.path() / f);
+    } catch (const Error& e) {
+      std::string where;
+      for (auto& d : search_dirs()) where += (where.empty() ? "" : ", ") + d;
+      fail("Fashion-MNIST is not in {} and {}; install Debian's dataset-fashion-mnist, or place {} in {}, or set "
+           "SYSTOLIC_DATASETS_URL to a mirror", where, e.what(), kFileList, target.string());
+    }
+  }
+  Dataset d = read_idx_folder(tmp.path().string(), "Fashion-MNIST", class_names());
+  detail::install_folder(tmp.path(), target);
+  log_line(fmt::format("Fashion-MNIST installed in {}", target.string()));
+  return d;
 }
 }  // namespace
 
@@ -110,19 +153,145 @@ Dataset load_data(const std::string& directory) {
         dir = d;
         break;
       }
-    if (dir.empty()) {
-      std::string where;
-      for (auto& d : search_dirs()) where += (where.empty() ? "" : ", ") + d;
-      fail("Fashion-MNIST not found in {} (install Debian's dataset-fashion-mnist, or place {} there)", where,
-           "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz");
-    }
+    if (dir.empty()) return download(search_dirs().front());
   }
-  Dataset d;
-  d.train = read_split(dir, kFiles[0], kFiles[1], 60000);
-  d.test = read_split(dir, kFiles[2], kFiles[3], 10000);
-  d.class_names = class_names();
-  return d;
+  return read_idx_folder(dir, "Fashion-MNIST", class_names());
 }
 
 }  // namespace fashion_mnist
+
+namespace mnist {
+
+namespace {
+constexpr const char* kSha256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1";
+
+// Keras's mnist.npz: a zip of x_train.npy, y_train.npy, x_test.npy, y_test.npy (uint8).
+Dataset read_npz(const std::filesystem::path& path, const std::string& origin) {
+  std::map<std::string, Tensor> arrays;
+  std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
+  archive_read_support_format_zip(a.get());
+  if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
+    fail("{}: cannot open as a zip (npz) file ({})", origin, archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
+  for (;;) {
+    archive_entry* e = nullptr;
+    int r = archive_read_next_header(a.get(), &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r < ARCHIVE_WARN)
+      fail("{}: truncated or corrupt npz ({})", origin, archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
+    std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
+    if (name != "x_train.npy" && name != "y_train.npy" && name != "x_test.npy" && name != "y_test.npy") continue;
+    std::vector<char> bytes;
+    char buf[1 << 16];
+    for (la_ssize_t n; (n = archive_read_data(a.get(), buf, sizeof buf)) != 0;) {
+      if (n < 0)
+        fail("{}: truncated or corrupt npz while reading {} ({})", origin, name,
+             archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
+      bytes.insert(bytes.end(), buf, buf + n);
+      SYSTOLIC_CHECK(bytes.size() < (std::size_t(1) << 30), "{}: {} is too large", origin, name);
+    }
+    arrays[name] = read_npy(bytes.data(), bytes.size(), origin + ": " + name);
+  }
+  for (const char* k : {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"})
+    SYSTOLIC_CHECK(arrays.count(k), "{}: no {} inside", origin, k);
+  auto split = [&](const char* xs, const char* ys, std::int64_t n) {
+    Tensor x = arrays[xs], y = arrays[ys];
+    SYSTOLIC_CHECK(x.shape() == Shape({n, 28, 28}), "{}: {} has shape {}, expected ({}, 28, 28)", origin, xs,
+                   x.shape().str(), n);
+    SYSTOLIC_CHECK(y.shape() == Shape({n}), "{}: {} has shape {}, expected ({},)", origin, ys, y.shape().str(), n);
+    for (std::int64_t i = 0; i < n; ++i)
+      SYSTOLIC_CHECK(y.data<std::uint8_t>()[i] < 10, "{}: {}[{}] is not a class 0-9", origin, ys, i);
+    return Split{x, y};
+  };
+  Dataset d;
+  d.train = split("x_train.npy", "y_train.npy", 60000);
+  d.test = split("x_test.npy", "y_test.npy", 10000);
+  d.class_names = class_names();
+  return d;
+}
+}  // namespace
+
+std::vector<std::string> class_names() { return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}; }
+
+Dataset load_data(const std::string& directory) {
+  if (!directory.empty()) return read_idx_folder(directory, "MNIST", class_names());
+  std::filesystem::path cache = cache_dir();
+  if (has_all((cache / "mnist").string())) return read_idx_folder((cache / "mnist").string(), "MNIST", class_names());
+  std::filesystem::path npz = cache / "mnist.npz";
+  if (std::filesystem::is_regular_file(npz)) return read_npz(npz, npz.string());
+
+  std::string address = detail::datasets_base_url() + "mnist.npz";
+  io::TempFolder tmp(cache, "mnist");
+  std::filesystem::path file = tmp.path() / "mnist.npz";
+  try {
+    io::download(address, file);
+  } catch (const Error& e) {
+    fail("MNIST is not in {} and {}; place Keras's mnist.npz (sha256 {}) or the four IDX files ({}) in {} by hand, "
+         "or set SYSTOLIC_DATASETS_URL to a mirror; Fashion-MNIST works offline (--dataset fashion_mnist)",
+         cache.string(), e.what(), kSha256, kFileList, (cache / "mnist").string());
+  }
+  std::string got = io::file_digest(file, "sha256");
+  SYSTOLIC_CHECK(got == kSha256, "mnist.npz downloaded from {}: sha256 {} does not match the expected {}; the file was "
+                 "deleted and not used", address, got, kSha256);
+  Dataset d = read_npz(file, "mnist.npz downloaded from " + address);
+  detail::install_folder(file, npz);  // a rename within the cache
+  return d;
+}
+
+}  // namespace mnist
+
+Tensor read_npy(const void* data, std::size_t size, const std::string& name) {
+  const char* p = static_cast<const char*>(data);
+  SYSTOLIC_CHECK(size >= 10 && std::memcmp(p, "\x93NUMPY", 6) == 0, "{}: not an npy array (bad magic)", name);
+  int major = static_cast<unsigned char>(p[6]);
+  std::size_t header_len = 0, start = 0;
+  if (major == 1) {
+    header_len = std::size_t(static_cast<unsigned char>(p[8])) | std::size_t(static_cast<unsigned char>(p[9])) << 8;
+    start = 10;
+  } else {
+    SYSTOLIC_CHECK((major == 2 || major == 3) && size >= 12, "{}: npy version {} is not supported", name, major);
+    for (int i = 0; i < 4; ++i) header_len |= std::size_t(static_cast<unsigned char>(p[8 + i])) << (8 * i);
+    start = 12;
+  }
+  SYSTOLIC_CHECK(start + header_len <= size, "{}: truncated npy header", name);
+  std::string header(p + start, header_len);
+  auto value_of = [&](const std::string& key) {
+    auto k = header.find("'" + key + "'");
+    SYSTOLIC_CHECK(k != std::string::npos, "{}: npy header has no '{}'", name, key);
+    auto colon = header.find(':', k);
+    SYSTOLIC_CHECK(colon != std::string::npos, "{}: malformed npy header", name);
+    return colon + 1;
+  };
+  std::size_t d = value_of("descr");
+  std::string descr = header.substr(d, header.find(',', d) - d);
+  SYSTOLIC_CHECK(descr.find("|u1") != std::string::npos || descr.find("<u1") != std::string::npos,
+                 "{}: npy dtype {} is not uint8", name, descr);
+  std::size_t f = value_of("fortran_order");
+  SYSTOLIC_CHECK(header.compare(header.find_first_not_of(' ', f), 5, "False") == 0,
+                 "{}: Fortran-order npy arrays are not supported", name);
+  std::size_t s = value_of("shape");
+  auto open = header.find('(', s), close = header.find(')', s);
+  SYSTOLIC_CHECK(open != std::string::npos && close != std::string::npos, "{}: malformed npy shape", name);
+  std::vector<std::int64_t> dims;
+  std::int64_t count = 1;
+  std::stringstream ss(header.substr(open + 1, close - open - 1));
+  for (std::string part; std::getline(ss, part, ',');) {
+    if (part.find_first_not_of(' ') == std::string::npos) continue;
+    std::int64_t v = -1;
+    try {
+      v = std::stoll(part);
+    } catch (...) {
+    }
+    SYSTOLIC_CHECK(v >= 0 && v <= (1 << 28), "{}: bad npy dimension '{}'", name, part);
+    dims.push_back(v);
+    count *= v;
+  }
+  SYSTOLIC_CHECK(!dims.empty(), "{}: npy scalars are not supported", name);
+  std::size_t offset = start + header_len;
+  SYSTOLIC_CHECK(size - offset == std::size_t(count), "{}: npy data of {} bytes, its shape needs {}: truncated or corrupt",
+                 name, size - offset, count);
+  Tensor t(Shape(dims), DType::uint8);
+  std::memcpy(t.data<std::uint8_t>(), p + offset, std::size_t(count));
+  return t;
+}
+
 }  // namespace systolic::datasets

@@ -164,6 +164,14 @@ void ModelState::load_batch(const Tensor& x, const Tensor* y, const std::vector<
   }
 }
 
+void ModelState::set_batch(const Tensor& x, const Tensor& y) {
+  std::int64_t n = x.dim(0);
+  ensure_capacity(n);
+  Tensor xb = x_buf.slice(0, n), yb = y_buf.slice(0, n);
+  ops::copy(x, xb);
+  ops::copy(y, yb);
+}
+
 void ModelState::forward(std::int64_t n, bool training) {
   for (auto& e : nodes) {
     LayerCall& c = e.call;

@@ -44,6 +44,8 @@ class ModelState {
   void check_single_io(const char* what) const;
   void ensure_capacity(std::int64_t n);
   void load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows);
+  // A batch already built in the buffers' dtypes (BatchPipeline): copied into x_buf / y_buf.
+  void set_batch(const Tensor& x, const Tensor& y);
   void forward(std::int64_t n, bool training);
   // Loss and metrics of the last forward added to totals; with backward, the gradients too.
   void loss_and_metrics(std::int64_t n, bool backward);

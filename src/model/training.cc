@@ -1,5 +1,6 @@
-// fit / evaluate / predict / train_on_batch: batches of rows gathered (and converted from uint8) into the
-// model's input buffer, steps run by ModelState, Keras's console output and History.
+// fit / evaluate / predict / train_on_batch: fit's batches come from the BatchPipeline (background threads,
+// prefetch, augmentation); evaluate/predict gather rows (converted from uint8 per batch) into the model's input
+// buffer. Steps run by ModelState; Keras's console output and History.
 #include <systolic/log.h>
 
 #include "model/model_state.h"
@@ -69,6 +70,13 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   std::optional<ValidationData> val = o.validation_data;
   if (n_val > 0) val = ValidationData{x.slice(n_train, n), y.slice(n_train, n)};
   if (val) s.check_xy(val->x, &val->y, "fit (validation data)");
+  o.augmentation.check();
+  if (o.augmentation.enabled())
+    SYSTOLIC_CHECK(x.rank() == 3 || x.rank() == 4, "fit: augmentation needs images (N, H, W, C); x has shape {}",
+                   x.shape().str());
+  SYSTOLIC_CHECK(o.workers >= 0 && o.workers <= 64, "fit: workers must be 0 to 64, got {}", o.workers);
+  SYSTOLIC_CHECK(o.max_queue_size >= 1, "fit: max_queue_size must be at least 1, got {}", o.max_queue_size);
+  s.ensure_capacity(std::min(o.batch_size, n_train));  // fixes the batch dtypes (y_buf: int32 or float)
 
   History history;
   history.keys = metrics_names();
@@ -79,14 +87,21 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
     if (o.verbose) log_line(fmt::format("Epoch {}/{}", epoch + 1, o.epochs));
     std::vector<std::int64_t> order =
         o.shuffle ? global_generator().permutation(n_train) : range_rows(0, n_train);
+    // Drawn only when augmenting, so runs without augmentation see the same random stream as before.
+    std::uint64_t augmentation_seed = o.augmentation.enabled() ? global_generator().split() : 0;
+    BatchPipeline pipeline(xt, yt, std::move(order),
+                           {.batch_size = o.batch_size, .augmentation = o.augmentation, .seed = augmentation_seed,
+                            .workers = o.workers, .max_queue_size = o.max_queue_size, .x_dtype = s.dtype,
+                            .y_dtype = s.y_buf.dtype()});
     ops::fill(s.totals, 0.0);
     Progbar bar(steps, o.verbose);
     std::int64_t seen = 0;
-    for (std::int64_t step = 0; step < steps; ++step) {
-      std::int64_t begin = step * o.batch_size, end = std::min(n_train, begin + o.batch_size);
-      s.load_batch(xt, &yt, std::vector<std::int64_t>(order.begin() + begin, order.begin() + end));
-      s.train_step(end - begin);
-      seen += end - begin;
+    Tensor xb, yb;
+    for (std::int64_t step = 0; step < steps && pipeline.next(xb, yb); ++step) {
+      std::int64_t n = xb.dim(0);
+      s.set_batch(xb, yb);
+      s.train_step(n);
+      seen += n;
       if (o.verbose == 1) bar.update(step + 1, read_totals(s, seen));
     }
     LogValues logs = read_totals(s, seen);

@@ -1,4 +1,4 @@
-// The `systolic` command (docs/CLI.md is the contract): summary, train, info, benchmark.
+// The `systolic` command (docs/CLI.md is the contract): summary, train, show, datasets, info, benchmark.
 // Progress and logs go to stderr, results to stdout. Errors: one line "systolic: error: ...", exit 1 (2: usage).
 #include <systolic/systolic.h>
 
@@ -6,8 +6,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -72,16 +76,67 @@ sy::Tensor first(const sy::Tensor& t, std::int64_t limit) {
   return limit > 0 && limit < t.dim(0) ? t.slice(0, limit) : t;
 }
 
-Data load_dataset(const std::string& name, std::int64_t limit) {
-  if (name == "fashion_mnist") {
-    auto d = sy::datasets::fashion_mnist::load_data();
-    auto with_channel = [](const sy::Tensor& x) { return x.reshape({x.dim(0), x.dim(1), x.dim(2), 1}); };
-    return {first(with_channel(d.train.x), limit), first(d.train.y, limit), first(with_channel(d.test.x), limit),
-            first(d.test.y, limit), {28, 28, 1}, 10, d.class_names};
+const char* kDatasetNames = "cifar10, fashion_mnist, mnist, dir:PATH";
+
+// dir:PATH: one subfolder per class; or PATH/train and PATH/test, each with one subfolder per class. Images are
+// resized to `shape` (H, W, C) when given, else kept at the first image's size (3 channels).
+Data load_image_folders(const std::string& path, std::int64_t limit, const std::optional<sy::Shape>& shape) {
+  namespace fs = std::filesystem;
+  sy::datasets::ImageFolderOptions o;
+  if (shape) o.height = (*shape)[0], o.width = (*shape)[1], o.channels = static_cast<int>((*shape)[2]);
+  o.limit = limit;
+  SYSTOLIC_CHECK(fs::is_directory(path), "--dataset dir:{}: no such folder", path);
+  Data d;
+  std::vector<std::string> names, test_names;
+  if (fs::is_directory(fs::path(path) / "train") && fs::is_directory(fs::path(path) / "test")) {
+    auto train = sy::datasets::image_dataset_from_directory((fs::path(path) / "train").string(), o, &names);
+    o.height = train.x.dim(1), o.width = train.x.dim(2);
+    auto test = sy::datasets::image_dataset_from_directory((fs::path(path) / "test").string(), o, &test_names);
+    SYSTOLIC_CHECK(names == test_names, "--dataset dir:{}: train/ and test/ have different class subfolders", path);
+    d.x_train = train.x, d.y_train = train.y, d.x_test = test.x, d.y_test = test.y;
+  } else {
+    auto all = sy::datasets::image_dataset_from_directory(path, o, &names);
+    d.x_train = d.x_test = all.x, d.y_train = d.y_test = all.y;  // one folder: it is both splits
   }
-  if (name == "cifar10" || name == "mnist" || name.rfind("dir:", 0) == 0)
-    sy::fail("--dataset {}: not available in this version yet (available: fashion_mnist)", name);
-  sy::fail("--dataset {}: unknown data set (available: fashion_mnist)", name);
+  d.input_shape = d.x_train.shape().without_batch();
+  d.classes = static_cast<int>(names.size());
+  d.class_names = names;
+  return d;
+}
+
+// A data set by its --dataset name, both splits, each cut to its first `limit` samples (0: all). Images keep
+// their dtype (uint8) and get a channel axis; `shape` (from --input-shape) sizes image folders.
+Data load_dataset(const std::string& name, std::int64_t limit, const std::optional<sy::Shape>& shape = {}) {
+  auto with_channel = [](const sy::Tensor& x) { return x.rank() == 3 ? x.reshape({x.dim(0), x.dim(1), x.dim(2), 1}) : x; };
+  auto from = [&](const sy::datasets::Dataset& d) {
+    Data out{first(with_channel(d.train.x), limit), first(d.train.y, limit), first(with_channel(d.test.x), limit),
+             first(d.test.y, limit), with_channel(d.train.x).shape().without_batch(), 10, d.class_names};
+    out.classes = static_cast<int>(d.class_names.size());
+    return out;
+  };
+  if (name == "fashion_mnist") return from(sy::datasets::fashion_mnist::load_data());
+  if (name == "mnist") return from(sy::datasets::mnist::load_data());
+  if (name == "cifar10") return from(sy::datasets::cifar10::load_data());
+  if (name.rfind("dir:", 0) == 0) {
+    SYSTOLIC_CHECK(name.size() > 4, "--dataset dir:PATH: the PATH is missing");
+    return load_image_folders(name.substr(4), limit, shape);
+  }
+  sy::fail("--dataset {}: unknown data set (known: {})", name, kDatasetNames);
+}
+
+// One split by name ("train" or "test") of a data set: what `show` (and `predict --dataset`) need.
+struct SplitData {
+  sy::Tensor x, y;
+  sy::Shape input_shape;
+  std::vector<std::string> class_names;
+};
+
+SplitData load_split(const std::string& name, const std::string& split, std::int64_t limit,
+                     const std::optional<sy::Shape>& shape = {}) {
+  SYSTOLIC_CHECK(split == "train" || split == "test", "--split {}: expected train or test", split);
+  Data d = load_dataset(name, limit, shape);
+  return split == "train" ? SplitData{d.x_train, d.y_train, d.input_shape, d.class_names}
+                          : SplitData{d.x_test, d.y_test, d.input_shape, d.class_names};
 }
 
 void add_common(CLI::App* app, Common& c, bool with_model = true) {
@@ -113,20 +168,87 @@ struct TrainArgs {
   double validation_split = 0;
   std::int64_t limit = 0;
   int verbose = 1;
+  double width_shift_range = 0, height_shift_range = 0;
+  bool horizontal_flip = false;
 };
 
 int cmd_train(const Common& c, const TrainArgs& a) {
   apply_seed(c);
   resolve_device(c.device);
-  Data data = load_dataset(a.dataset, a.limit);
+  std::optional<sy::Shape> shape;
+  if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
+  Data data = load_dataset(a.dataset, a.limit, shape);
   auto model = make_model(c, data.input_shape, data.classes);
   auto optimizer = sy::optimizers::get(a.optimizer);
   if (a.lr > 0) optimizer->set_learning_rate(a.lr);
   model.compile(*optimizer, "sparse_categorical_crossentropy", {"accuracy"});
-  model.fit(data.x_train, data.y_train,
-            {.batch_size = a.batch_size, .epochs = a.epochs, .verbose = a.verbose, .validation_split = a.validation_split});
+  sy::FitOptions fit{.batch_size = a.batch_size, .epochs = a.epochs, .verbose = a.verbose,
+                     .validation_split = a.validation_split};
+  fit.augmentation = {.width_shift_range = a.width_shift_range, .height_shift_range = a.height_shift_range,
+                      .horizontal_flip = a.horizontal_flip};
+  model.fit(data.x_train, data.y_train, fit);
   auto scores = model.evaluate(data.x_test, data.y_test, {.batch_size = a.batch_size, .verbose = 0});
   std::printf("Test loss: %.4f\nTest accuracy: %.2f%%\n", scores[0], scores[1] * 100.0);
+  return 0;
+}
+
+struct ShowArgs {
+  std::string dataset, split = "test", output;
+  std::int64_t index = 0;
+  int scale = 8;
+  std::int64_t limit = 0;
+};
+
+// A colour preview for a terminal: two pixel rows per text row with the upper half block, 24-bit colours.
+std::string terminal_preview(const sy::Tensor& img) {
+  std::int64_t H = img.dim(0), W = img.dim(1), C = img.dim(2);
+  const std::uint8_t* p = img.data<std::uint8_t>();
+  auto rgb = [&](std::int64_t y, std::int64_t x) {
+    const std::uint8_t* q = p + (y * W + x) * C;
+    return C >= 3 ? std::array<int, 3>{q[0], q[1], q[2]} : std::array<int, 3>{q[0], q[0], q[0]};
+  };
+  std::string out;
+  for (std::int64_t y = 0; y < H; y += 2) {
+    for (std::int64_t x = 0; x < W; ++x) {
+      auto t = rgb(y, x);
+      if (y + 1 < H) {
+        auto b = rgb(y + 1, x);
+        out += fmt::format("\x1b[38;2;{};{};{}m\x1b[48;2;{};{};{}m\u2580", t[0], t[1], t[2], b[0], b[1], b[2]);
+      } else {
+        out += fmt::format("\x1b[38;2;{};{};{}m\x1b[49m\u2580", t[0], t[1], t[2]);
+      }
+    }
+    out += "\x1b[0m\n";
+  }
+  return out;
+}
+
+int cmd_show(const Common& c, const ShowArgs& a) {
+  std::optional<sy::Shape> shape;
+  if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
+  SplitData d = load_split(a.dataset, a.split, a.limit, shape);
+  std::int64_t n = d.x.dim(0);
+  SYSTOLIC_CHECK(a.index >= 0 && a.index < n, "--index {}: the {} split of {} has {} images (0 to {})", a.index, a.split,
+                 a.dataset, n, n - 1);
+  sy::Tensor img = d.x.slice(a.index, a.index + 1).reshape(d.x.shape().without_batch()).clone();
+  int label = static_cast<int>(d.y.slice(a.index, a.index + 1).to_doubles()[0]);
+  std::string name = label >= 0 && label < static_cast<int>(d.class_names.size()) ? d.class_names[label] : "?";
+  sy::image::write_png(a.output, sy::image::upscale_nearest(img, a.scale));
+  if (::isatty(::fileno(stdout))) std::fputs(terminal_preview(img).c_str(), stdout);
+  std::printf("%s %s[%lld]: label %d (%s), %lldx%lldx%lld, written to %s scaled %dx\n", a.dataset.c_str(), a.split.c_str(),
+              static_cast<long long>(a.index), label, name.c_str(), static_cast<long long>(img.dim(0)),
+              static_cast<long long>(img.dim(1)), static_cast<long long>(img.dim(2)), a.output.c_str(), a.scale);
+  return 0;
+}
+
+int cmd_datasets() {
+  std::printf("%-14s %-10s %-50s %s\n", "NAME", "AVAILABLE", "LOCATION", "SOURCE");
+  for (auto& d : sy::datasets::known())
+    std::printf("%-14s %-10s %-50s %s\n", d.name.c_str(), d.available ? "yes" : "download", d.location.c_str(),
+                d.source.c_str());
+  std::printf("%-14s %-10s %-50s %s\n", "dir:PATH", "-", "PATH", "image folders: one subfolder per class");
+  std::printf("Cache: %s (SYSTOLIC_HOME=%s)\n", sy::datasets::cache_dir().c_str(),
+              std::getenv("SYSTOLIC_HOME") ? std::getenv("SYSTOLIC_HOME") : "unset, default ~/.systolic");
   return 0;
 }
 
@@ -201,7 +323,7 @@ int main(int argc, char** argv) {
   TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model (Keras fit), then evaluate on the test split");
   add_common(train, common);
-  train->add_option("--dataset", train_args.dataset, "fashion_mnist")->required();
+  train->add_option("--dataset", train_args.dataset, kDatasetNames)->required();
   train->add_option("--epochs", train_args.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
   train->add_option("--batch-size", train_args.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
   train->add_option("--optimizer", train_args.optimizer, "adam, sgd or rmsprop")->capture_default_str();
@@ -210,6 +332,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.999));
   train->add_option("--limit", train_args.limit, "use the first N samples of each split")->check(CLI::PositiveNumber);
   train->add_option("--verbose", train_args.verbose, "0, 1 or 2 as in Keras")->capture_default_str()->check(CLI::Range(0, 2));
+
+  train->add_option("--width-shift-range", train_args.width_shift_range,
+                    "augmentation: random horizontal shifts (< 1: fraction of the width, else pixels)")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--height-shift-range", train_args.height_shift_range,
+                    "augmentation: random vertical shifts (< 1: fraction of the height, else pixels)")
+      ->check(CLI::NonNegativeNumber);
+  train->add_flag("--horizontal-flip", train_args.horizontal_flip, "augmentation: random horizontal flips");
+
+  ShowArgs show_args;
+  auto* show = app.add_subcommand("show", "write one image of a data set as PNG (scaled up) and print its label");
+  show->add_option("--dataset", show_args.dataset, kDatasetNames)->required();
+  show->add_option("--split", show_args.split, "train or test")->capture_default_str()->check(CLI::IsMember({"train", "test"}));
+  show->add_option("--index", show_args.index, "sample index in the split")->required()->check(CLI::NonNegativeNumber);
+  show->add_option("-o,--output", show_args.output, "PNG file to write")->required();
+  show->add_option("--scale", show_args.scale, "nearest-neighbour scale factor")->capture_default_str()->check(CLI::Range(1, 64));
+  show->add_option("--input-shape", common.input_shape, "H,W,C to resize image folders (dir:PATH) to");
+  show->add_option("--limit", show_args.limit, "use the first N samples of each split")->check(CLI::PositiveNumber);
+
+  auto* datasets = app.add_subcommand("datasets", "the known data sets, where they are cached, whether they are available");
 
   auto* info = app.add_subcommand("info", "devices found and build features");
 
@@ -232,6 +374,8 @@ int main(int argc, char** argv) {
     if (summary->parsed()) return cmd_summary(common);
     if (train->parsed()) return cmd_train(common, train_args);
     if (info->parsed()) return cmd_info();
+    if (show->parsed()) return cmd_show(common, show_args);
+    if (datasets->parsed()) return cmd_datasets();
     if (bench->parsed()) return cmd_benchmark(common, bench_args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "systolic: error: %s\n", e.what());

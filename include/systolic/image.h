@@ -1,0 +1,42 @@
+// Images: decode PNG/JPEG/BMP (and GIF, first frame) files, resize, write PNG. Built on Debian's stb
+// (stb_image, stb_image_write); every image is a uint8 Tensor (H, W, C), channels_last, C = 1 (grey) or 3 (RGB).
+//
+//   Tensor img = image::read("frog.png", 3);           // uint8 (H, W, 3); 1 for grey; errors name the file
+//   Tensor small = image::resize(img, 32, 32);          // bilinear, no antialias (Keras's image_dataset_from_directory)
+//   image::write_png("big.png", image::upscale_nearest(small, 8));   // atomic: temp file + rename
+//
+// resize follows tf.image.resize(method="bilinear", antialias=False): half-pixel centres, edge pixels clamped,
+// the same for up- and down-scaling (stb_image_resize filters when downscaling, which Keras does not, so it is
+// not used). With dtype float32 the values are TensorFlow's; with uint8 (the default) they are rounded to
+// nearest. JPEG decoding is stb's: pixel values may differ by a few levels from libjpeg's (TensorFlow's).
+#pragma once
+
+#include <systolic/tensor.h>
+
+#include <cstddef>
+#include <string>
+
+namespace systolic::image {
+
+// Decodes an image file into uint8 (H, W, channels); channels 1 (luma, as stb/ITU-R 601 weights) or 3 (RGB;
+// grey images are replicated, alpha dropped). Throws Error naming the file when it is missing, not an image,
+// truncated or corrupt.
+Tensor read(const std::string& path, int channels = 3);
+// The same from bytes in memory; `name` appears in error messages.
+Tensor decode(const void* data, std::size_t size, int channels, const std::string& name);
+
+// Bilinear resize of (H, W, C) (or (H, W)) uint8 or float32 to (height, width, C); result in `dtype`
+// (uint8: rounded to nearest and clamped to 0-255; float32: TensorFlow's values).
+Tensor resize(const Tensor& image, std::int64_t height, std::int64_t width, DType dtype = DType::uint8);
+
+// Nearest-neighbour upscaling by an integer factor >= 1: (H, W, C) -> (H*factor, W*factor, C).
+Tensor upscale_nearest(const Tensor& image, int factor);
+
+// Writes uint8 (H, W, C) with C in {1, 3, 4} (or (H, W)) as PNG, atomically (a temp file beside `path`,
+// then rename). Throws Error naming the path when it cannot be written.
+void write_png(const std::string& path, const Tensor& image);
+
+// Extensions image folders accept (lower case, with the dot), as Keras's image_dataset_from_directory.
+bool has_image_extension(const std::string& path);
+
+}  // namespace systolic::image

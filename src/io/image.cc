@@ -1,0 +1,148 @@
+// Image decoding and PNG writing through stb (the one place its implementations are compiled), TensorFlow's
+// bilinear resize, nearest-neighbour upscaling.
+#include <systolic/image.h>
+
+#include "io/files.h"
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_HDR
+#define STBI_NO_LINEAR
+#define STBI_FAILURE_USERMSG
+#include <stb_image.h>
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+namespace systolic::image {
+
+namespace {
+
+void check_channels(int channels, const std::string& name) {
+  SYSTOLIC_CHECK(channels == 1 || channels == 3, "{}: {} channels requested; images decode to 1 (grey) or 3 (RGB)",
+                 name, channels);
+}
+
+// (H, W) -> (H, W, 1); checks rank.
+Tensor as_hwc(const Tensor& image, const char* what) {
+  SYSTOLIC_CHECK(image.defined() && (image.rank() == 2 || image.rank() == 3),
+                 "{}: expected an image of shape (H, W, C) or (H, W), got {}", what,
+                 image.defined() ? image.shape().str() : std::string("an empty tensor"));
+  return image.rank() == 2 ? image.reshape({image.dim(0), image.dim(1), 1}) : image;
+}
+
+}  // namespace
+
+Tensor decode(const void* data, std::size_t size, int channels, const std::string& name) {
+  check_channels(channels, name);
+  SYSTOLIC_CHECK(size > 0, "{}: empty file, not an image", name);
+  SYSTOLIC_CHECK(size < (std::size_t(1) << 31), "{}: {} bytes is too large for an image file", name, size);
+  int w = 0, h = 0, c = 0;
+  if (!stbi_info_from_memory(static_cast<const stbi_uc*>(data), static_cast<int>(size), &w, &h, &c))
+    fail("{}: not a PNG, JPEG, BMP or GIF image ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown");
+  SYSTOLIC_CHECK(std::int64_t(w) * h <= (std::int64_t(1) << 28), "{}: {}x{} pixels is too large", name, w, h);
+  stbi_uc* pixels = stbi_load_from_memory(static_cast<const stbi_uc*>(data), static_cast<int>(size), &w, &h, &c, channels);
+  if (!pixels)
+    fail("{}: corrupt or truncated image ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown");
+  Tensor t({h, w, channels}, DType::uint8);
+  std::memcpy(t.data<std::uint8_t>(), pixels, t.nbytes());
+  stbi_image_free(pixels);
+  return t;
+}
+
+Tensor read(const std::string& path, int channels) {
+  check_channels(channels, path);
+  std::vector<char> bytes = io::read_file(path);
+  return decode(bytes.data(), bytes.size(), channels, path);
+}
+
+Tensor resize(const Tensor& image_in, std::int64_t height, std::int64_t width, DType dtype) {
+  Tensor image = as_hwc(image_in, "image::resize");
+  SYSTOLIC_CHECK(height > 0 && width > 0, "image::resize: target size {}x{} must be positive", height, width);
+  SYSTOLIC_CHECK(dtype == DType::uint8 || dtype == DType::float32, "image::resize: result dtype {} is not uint8 or float32",
+                 dtype_name(dtype));
+  std::int64_t H = image.dim(0), W = image.dim(1), C = image.dim(2);
+  SYSTOLIC_CHECK(H > 0 && W > 0 && C > 0, "image::resize: empty image {}", image.shape().str());
+  Tensor src = image.dtype() == DType::float32 ? image : image.to(DType::float32);
+  const float* in = src.data<float>();
+
+  // TensorFlow's ResizeBilinear with half_pixel_centers: in = (out + 0.5) * scale - 0.5, lower = max(floor, 0),
+  // upper = min(ceil, size - 1), lerp = in - floor(in).
+  struct Tap {
+    std::int64_t lo, hi;
+    float t;
+  };
+  auto taps = [](std::int64_t out, std::int64_t in_size) {
+    std::vector<Tap> v(static_cast<std::size_t>(out));
+    float scale = float(in_size) / float(out);
+    for (std::int64_t i = 0; i < out; ++i) {
+      float p = (float(i) + 0.5f) * scale - 0.5f;
+      float f = std::floor(p);
+      v[i] = {std::max<std::int64_t>(std::int64_t(f), 0), std::min<std::int64_t>(std::int64_t(std::ceil(p)), in_size - 1), p - f};
+    }
+    return v;
+  };
+  auto ty = taps(height, H), tx = taps(width, W);
+  Tensor out({height, width, C}, dtype);
+  for (std::int64_t y = 0; y < height; ++y) {
+    const float* top = in + ty[y].lo * W * C;
+    const float* bottom = in + ty[y].hi * W * C;
+    for (std::int64_t x = 0; x < width; ++x) {
+      for (std::int64_t c = 0; c < C; ++c) {
+        float tl = top[tx[x].lo * C + c], tr = top[tx[x].hi * C + c];
+        float bl = bottom[tx[x].lo * C + c], br = bottom[tx[x].hi * C + c];
+        float t = tl + (tr - tl) * tx[x].t;
+        float b = bl + (br - bl) * tx[x].t;
+        float v = t + (b - t) * ty[y].t;
+        std::int64_t o = (y * width + x) * C + c;
+        if (dtype == DType::float32) out.data<float>()[o] = v;
+        else out.data<std::uint8_t>()[o] = static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+      }
+    }
+  }
+  return image_in.rank() == 2 ? out.reshape({height, width}) : out;
+}
+
+Tensor upscale_nearest(const Tensor& image_in, int factor) {
+  Tensor image = as_hwc(image_in, "image::upscale_nearest");
+  SYSTOLIC_CHECK(factor >= 1 && factor <= 256, "image::upscale_nearest: factor {} is not 1 to 256", factor);
+  SYSTOLIC_CHECK(image.dtype() == DType::uint8, "image::upscale_nearest: expected uint8, got {}", dtype_name(image.dtype()));
+  std::int64_t H = image.dim(0), W = image.dim(1), C = image.dim(2);
+  Tensor out({H * factor, W * factor, C}, DType::uint8);
+  const std::uint8_t* in = image.data<std::uint8_t>();
+  std::uint8_t* o = out.data<std::uint8_t>();
+  for (std::int64_t y = 0; y < H * factor; ++y)
+    for (std::int64_t x = 0; x < W * factor; ++x)
+      std::memcpy(o + (y * W * factor + x) * C, in + ((y / factor) * W + x / factor) * C, static_cast<std::size_t>(C));
+  return out;
+}
+
+void write_png(const std::string& path, const Tensor& image_in) {
+  Tensor image = as_hwc(image_in, path.c_str());
+  SYSTOLIC_CHECK(image.dtype() == DType::uint8, "{}: PNG needs uint8 pixels, got {}", path, dtype_name(image.dtype()));
+  std::int64_t H = image.dim(0), W = image.dim(1), C = image.dim(2);
+  SYSTOLIC_CHECK(C == 1 || C == 3 || C == 4, "{}: PNG needs 1, 3 or 4 channels, got shape {}", path, image.shape().str());
+  SYSTOLIC_CHECK(H > 0 && W > 0 && H < (1 << 24) && W < (1 << 24), "{}: cannot write an image of shape {}", path,
+                 image.shape().str());
+  std::vector<char> png;
+  auto sink = [](void* context, void* data, int size) {
+    auto* v = static_cast<std::vector<char>*>(context);
+    v->insert(v->end(), static_cast<char*>(data), static_cast<char*>(data) + size);
+  };
+  if (!stbi_write_png_to_func(sink, &png, int(W), int(H), int(C), image.data<std::uint8_t>(), int(W * C)))
+    fail("{}: PNG encoding failed", path);
+  io::write_file_atomic(path, png.data(), png.size());
+}
+
+bool has_image_extension(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".gif";
+}
+
+}  // namespace systolic::image

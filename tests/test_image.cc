@@ -1,0 +1,246 @@
+// The image module (PNG/JPEG/BMP decoding, TensorFlow's bilinear resize, upscaling, atomic PNG writes) and
+// image folders (Keras's image_dataset_from_directory): known values, round trips, bad files.
+#include <systolic/systolic.h>
+
+#include "test_util.h"
+
+#include <gmock/gmock.h>
+#include <stb_image_write.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+using namespace systolic;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("systolic_test_image_" + std::to_string(::getpid()) + "_" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// A deterministic (h, w, c) uint8 image: smooth, so JPEG keeps it close.
+Tensor pattern(std::int64_t h, std::int64_t w, std::int64_t c, int seed = 0) {
+  Tensor t({h, w, c}, DType::uint8);
+  for (std::int64_t y = 0; y < h; ++y)
+    for (std::int64_t x = 0; x < w; ++x)
+      for (std::int64_t k = 0; k < c; ++k)
+        t.data<std::uint8_t>()[(y * w + x) * c + k] = std::uint8_t((y * 6 + x * 3 + k * 60 + seed * 17) % 256);
+  return t;
+}
+
+std::vector<int> bytes(const Tensor& t) {
+  const std::uint8_t* p = t.data<std::uint8_t>();
+  return std::vector<int>(p, p + t.numel());
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+void write_bytes(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary).write(data.data(), std::streamsize(data.size()));
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST(Image, PngRoundTripRgbAndGrey) {
+  TempDir dir;
+  Tensor rgb = pattern(7, 5, 3), grey = pattern(4, 9, 1);
+  image::write_png(dir.file("rgb.png"), rgb);
+  image::write_png(dir.file("grey.png"), grey.reshape({4, 9}));  // (H, W) is accepted too
+  Tensor a = image::read(dir.file("rgb.png"), 3);
+  EXPECT_EQ(a.shape(), Shape({7, 5, 3}));
+  EXPECT_EQ(bytes(a), bytes(rgb));
+  Tensor b = image::read(dir.file("grey.png"), 1);
+  EXPECT_EQ(b.shape(), Shape({4, 9, 1}));
+  EXPECT_EQ(bytes(b), bytes(grey));
+  // Grey read as RGB replicates the channel.
+  Tensor c = image::read(dir.file("grey.png"), 3);
+  ASSERT_EQ(c.shape(), Shape({4, 9, 3}));
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(c.data<std::uint8_t>()[5 * 3 + k], grey.data<std::uint8_t>()[5]);
+  // The PNG signature, and no temporary file left beside it.
+  EXPECT_EQ(read_bytes(dir.file("rgb.png")).substr(1, 3), "PNG");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator{}), 2);
+}
+
+TEST(Image, BmpExactAndJpegClose) {
+  TempDir dir;
+  Tensor img = pattern(16, 24, 3);
+  ASSERT_TRUE(stbi_write_bmp(dir.file("a.bmp").c_str(), 24, 16, 3, img.data<std::uint8_t>()));
+  ASSERT_TRUE(stbi_write_jpg(dir.file("a.JPG").c_str(), 24, 16, 3, img.data<std::uint8_t>(), 100));
+  EXPECT_EQ(bytes(image::read(dir.file("a.bmp"), 3)), bytes(img));
+  Tensor j = image::read(dir.file("a.JPG"), 3);
+  ASSERT_EQ(j.shape(), Shape({16, 24, 3}));
+  int worst = 0;
+  for (std::int64_t i = 0; i < j.numel(); ++i)
+    worst = std::max(worst, std::abs(int(j.data<std::uint8_t>()[i]) - int(img.data<std::uint8_t>()[i])));
+  EXPECT_LE(worst, 12) << "JPEG at quality 100 of a smooth image";
+}
+
+TEST(Image, RealCifarSamplePng) {
+  std::string data = systolic::testing::shared_data_dir();
+  if (data.empty()) GTEST_SKIP() << "../shared/data is absent";
+  Tensor img = image::read(data + "/cifar10-sample/111.png", 3);
+  EXPECT_EQ(img.shape(), Shape({32, 32, 3}));
+  EXPECT_EQ(img.dtype(), DType::uint8);
+  Tensor grey = image::read(data + "/cifar10-sample/111.png", 1);
+  EXPECT_EQ(grey.shape(), Shape({32, 32, 1}));
+}
+
+TEST(Image, BadFilesNameTheFile) {
+  TempDir dir;
+  write_bytes(dir.file("text.png"), "this is not an image at all, just some text");
+  EXPECT_THAT(error_of([&] { image::read(dir.file("text.png")); }), HasSubstr(dir.file("text.png")));
+  EXPECT_THAT(error_of([&] { image::read(dir.file("text.png")); }), HasSubstr("not a PNG, JPEG, BMP"));
+  write_bytes(dir.file("empty.png"), "");
+  EXPECT_THAT(error_of([&] { image::read(dir.file("empty.png")); }), HasSubstr("empty"));
+  EXPECT_THAT(error_of([&] { image::read(dir.file("missing.png")); }), HasSubstr("no such file"));
+  // A PNG cut in half: header fine, data missing.
+  image::write_png(dir.file("full.png"), pattern(64, 64, 3));
+  std::string png = read_bytes(dir.file("full.png"));
+  write_bytes(dir.file("half.png"), png.substr(0, png.size() / 2));
+  std::string msg = error_of([&] { image::read(dir.file("half.png")); });
+  EXPECT_THAT(msg, HasSubstr(dir.file("half.png")));
+  EXPECT_THAT(msg, HasSubstr("corrupt or truncated"));
+  EXPECT_THAT(error_of([&] { image::read(dir.file("full.png"), 2); }), HasSubstr("2 channels"));
+  // Writing into a folder that does not exist names the path.
+  EXPECT_THAT(error_of([&] { image::write_png(dir.file("no/such/dir/x.png"), pattern(2, 2, 3)); }),
+              HasSubstr("no/such/dir/x.png"));
+  EXPECT_THAT(error_of([&] { image::write_png(dir.file("f.png"), Tensor::zeros({2, 2, 3})); }), HasSubstr("uint8"));
+}
+
+TEST(Image, ResizeMatchesTensorFlowBilinear) {
+  // tf.image.resize([[0, 100]], (1, 4), "bilinear") = [0, 25, 75, 100] (half-pixel centres, edges clamped).
+  Tensor row = Tensor::from_vector<std::uint8_t>({0, 100}, {1, 2, 1});
+  EXPECT_EQ(image::resize(row, 1, 4, DType::float32).to_doubles(), (std::vector<double>{0, 25, 75, 100}));
+  // Downscaling 4 -> 2 without antialias averages the two middle-sampled neighbours: [10, 30, 50, 70] -> [20, 60].
+  Tensor four = Tensor::from_vector<std::uint8_t>({10, 30, 50, 70}, {1, 4, 1});
+  EXPECT_EQ(image::resize(four, 1, 2, DType::float32).to_doubles(), (std::vector<double>{20, 60}));
+  // 2x2 -> 3x3: the centre is the mean of the four; uint8 results round to nearest.
+  Tensor sq = Tensor::from_vector<std::uint8_t>({0, 10, 20, 31}, {2, 2, 1});
+  auto f = image::resize(sq, 3, 3, DType::float32).to_doubles();
+  EXPECT_NEAR(f[4], 15.25, 1e-5);
+  EXPECT_NEAR(f[0], 0.0, 1e-5);  // p = -1/6: both taps on the corner
+  auto u = image::resize(sq, 3, 3).to_doubles();
+  EXPECT_EQ(u[4], 15);
+  // Same size: unchanged.
+  Tensor img = pattern(5, 6, 3);
+  EXPECT_EQ(bytes(image::resize(img, 5, 6)), bytes(img));
+  EXPECT_EQ(image::resize(img, 10, 3).shape(), Shape({10, 3, 3}));
+  EXPECT_THAT(error_of([&] { image::resize(img, 0, 3); }), HasSubstr("positive"));
+}
+
+TEST(Image, UpscaleNearest) {
+  Tensor img = Tensor::from_vector<std::uint8_t>({1, 2, 3, 4}, {2, 2, 1});
+  Tensor up = image::upscale_nearest(img, 2);
+  ASSERT_EQ(up.shape(), Shape({4, 4, 1}));
+  EXPECT_EQ(bytes(up), (std::vector<int>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+  EXPECT_THAT(error_of([&] { image::upscale_nearest(img, 0); }), HasSubstr("factor 0"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Image folders.
+
+TEST(ImageFolder, PngJpegBmpClassesSortedAndResized) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "zebra");
+  fs::create_directories(dir.path() / "ant" / "nested");
+  fs::create_directories(dir.path() / "cat");
+  image::write_png((dir.path() / "zebra" / "b.png").string(), pattern(10, 12, 3, 1));
+  image::write_png((dir.path() / "zebra" / "a.png").string(), pattern(8, 8, 3, 2));
+  Tensor jpg = pattern(20, 16, 3, 3);
+  ASSERT_TRUE(stbi_write_jpg((dir.path() / "ant" / "nested" / "x.jpeg").string().c_str(), 16, 20, 3,
+                             jpg.data<std::uint8_t>(), 95));
+  Tensor bmp = pattern(8, 8, 3, 4);
+  ASSERT_TRUE(stbi_write_bmp((dir.path() / "cat" / "c.bmp").string().c_str(), 8, 8, 3, bmp.data<std::uint8_t>()));
+  write_bytes((dir.path() / "cat" / "notes.txt").string(), "ignored: not an image extension");
+
+  std::vector<std::string> names;
+  auto s = datasets::image_dataset_from_directory(dir.path().string(), {.height = 8, .width = 8}, &names);
+  EXPECT_EQ(names, (std::vector<std::string>{"ant", "cat", "zebra"}));
+  ASSERT_EQ(s.x.shape(), Shape({4, 8, 8, 3}));
+  ASSERT_EQ(s.y.shape(), Shape({4}));
+  EXPECT_EQ(bytes(s.y), (std::vector<int>{0, 1, 2, 2}));
+  // Class by class, files sorted: zebra/a.png (8x8, unchanged) is sample 2; cat/c.bmp is sample 1.
+  EXPECT_EQ(bytes(s.x.slice(2, 3).reshape({8, 8, 3})), bytes(pattern(8, 8, 3, 2)));
+  EXPECT_EQ(bytes(s.x.slice(1, 2).reshape({8, 8, 3})), bytes(bmp));
+  EXPECT_EQ(bytes(s.x.slice(3, 4).reshape({8, 8, 3})), bytes(image::resize(pattern(10, 12, 3, 1), 8, 8)));
+
+  // Grayscale, the first image's size, and a limit.
+  auto g = datasets::image_dataset_from_directory(dir.path().string(), {.channels = 1, .limit = 2});
+  EXPECT_EQ(g.x.shape(), Shape({2, 20, 16, 1}));
+}
+
+TEST(ImageFolder, Errors) {
+  TempDir dir;
+  EXPECT_THAT(error_of([&] { datasets::image_dataset_from_directory(dir.file("nope"), {}); }), HasSubstr("no such folder"));
+  EXPECT_THAT(error_of([&] { datasets::image_dataset_from_directory(dir.path().string(), {}); }),
+              HasSubstr("no class subfolders"));
+  fs::create_directories(dir.path() / "a");
+  EXPECT_THAT(error_of([&] { datasets::image_dataset_from_directory(dir.path().string(), {}); }), HasSubstr("no images"));
+  write_bytes((dir.path() / "a" / "broken.png").string(), "\x89PNG\r\n\x1a\n garbage");
+  std::string msg = error_of([&] { datasets::image_dataset_from_directory(dir.path().string(), {}); });
+  EXPECT_THAT(msg, HasSubstr("broken.png"));
+}
+
+TEST(ImageFolder, RealCifarSampleAsClassFolders) {
+  std::string data = systolic::testing::shared_data_dir();
+  if (data.empty()) GTEST_SKIP() << "../shared/data is absent";
+  TempDir dir;
+  std::ifstream csv(data + "/cifar10-sample/labels.csv");
+  std::map<std::string, int> per_class;
+  std::string line;
+  std::getline(csv, line);  // header
+  int n = 0;
+  while (std::getline(csv, line)) {
+    auto comma = line.find(',');
+    if (comma == std::string::npos) continue;
+    std::string file = line.substr(0, comma), label = line.substr(comma + 1);
+    if (!file.empty() && file.find('.') == std::string::npos) file += ".png";
+    while (!label.empty() && (label.back() == '\r' || label.back() == ' ')) label.pop_back();
+    fs::create_directories(dir.path() / label);
+    fs::create_symlink(fs::path(data) / "cifar10-sample" / file, dir.path() / label / file);
+    ++per_class[label], ++n;
+  }
+  ASSERT_EQ(n, 200);
+  std::vector<std::string> names;
+  auto s = datasets::image_dataset_from_directory(dir.path().string(), {.height = 32, .width = 32}, &names);
+  EXPECT_EQ(s.x.shape(), Shape({200, 32, 32, 3}));
+  ASSERT_EQ(names.size(), per_class.size());
+  std::vector<int> counts(names.size(), 0);
+  for (std::int64_t i = 0; i < 200; ++i) ++counts[s.y.data<std::uint8_t>()[i]];
+  for (std::size_t c = 0; c < names.size(); ++c) EXPECT_EQ(counts[c], per_class[names[c]]) << names[c];
+}
