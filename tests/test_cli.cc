@@ -117,7 +117,7 @@ TEST(Cli, SummaryWithInputShape) {
 TEST(Cli, Help) {
   CliResult r = run_cli("--help");
   EXPECT_EQ(r.code, 0) << r.describe();
-  for (const char* sub : {"summary", "train", "info", "benchmark", "show", "datasets"})
+  for (const char* sub : {"summary", "train", "evaluate", "predict", "info", "benchmark", "show", "datasets"})
     EXPECT_NE(r.out.find(sub), std::string::npos) << "--help does not list " << sub << "\n" << r.describe();
 
   CliResult t = run_cli("train --help");
@@ -231,8 +231,9 @@ TEST(Cli, DatasetsListsWhatIsKnown) {
   // An empty cache: CIFAR-10 would be downloaded into it.
   std::regex cifar_line("cifar10 +download +" + (home.dir / "datasets" / "cifar-10-batches-bin").string());
   EXPECT_TRUE(std::regex_search(r.out, cifar_line)) << r.out;
-  if (fashion_mnist_installed())
+  if (fashion_mnist_installed()) {
     EXPECT_TRUE(std::regex_search(r.out, std::regex("fashion_mnist +yes +/usr/share/datasets/fashion-mnist"))) << r.out;
+  }
 }
 
 TEST(Cli, ShowFashionMnistWritesTheScaledImage) {
@@ -279,4 +280,147 @@ TEST(Cli, ShowAndTrainOnImageFolders) {
   EXPECT_NE(t.out.find("Test accuracy: "), std::string::npos) << t.describe();
   expect_runtime_error("train --model seed-cnn --dataset dir:" + (dir / "nope").string(), "nope");
   fs::remove_all(dir);
+}
+
+namespace {
+// The 200 real CIFAR-10 sample images as an image folder (one subfolder per class), or "" without ../shared.
+fs::path cifar_sample_folder(const std::string& tag) {
+  std::string data = systolic::testing::shared_data_dir();
+  if (data.empty()) return {};
+  fs::path dir = fs::temp_directory_path() / ("systolic_test_cli_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::ifstream csv(data + "/cifar10-sample/labels.csv");
+  std::string line;
+  std::getline(csv, line);
+  while (std::getline(csv, line)) {
+    auto comma = line.find(',');
+    std::string file = line.substr(0, comma), label = line.substr(comma + 1);
+    while (!label.empty() && (label.back() == '\r' || label.back() == ' ')) label.pop_back();
+    fs::create_directories(dir / "images" / label);
+    fs::copy_file(fs::path(data) / "cifar10-sample" / file, dir / "images" / label / file);
+  }
+  return dir;
+}
+
+std::vector<std::string> test_lines(const std::string& out) {
+  std::vector<std::string> lines;
+  for (auto& l : lines_of(out))
+    if (starts_with(l, "Test ")) lines.push_back(l);
+  return lines;
+}
+}  // namespace
+
+// The done-when: train, save, then evaluate and predict from the files with the seed's JSON.
+TEST(Cli, TrainSaveEvaluatePredictWithKerasFiles) {
+  fs::path dir = cifar_sample_folder("keras");
+  if (dir.empty()) GTEST_SKIP() << "../shared/data is absent (the CIFAR-10 sample images)";
+  std::string images = "dir:" + (dir / "images").string();
+  std::string weights = (dir / "cifar10_model.h5").string(), full = (dir / "model.h5").string();
+  std::string json = (dir / "seed.json").string();
+
+  CliResult t = run_cli("train --model seed-cnn --dataset " + images + " --epochs 1 --batch-size 50 --verbose 2 --seed 5" +
+                        " --save-weights " + weights + " --save " + full);
+  ASSERT_EQ(t.code, 0) << t.describe();
+  auto trained = test_lines(t.out);
+  ASSERT_EQ(trained.size(), 2u) << t.describe();
+
+  CliResult s = run_cli("summary --model seed-cnn --to-json");
+  ASSERT_EQ(s.code, 0) << s.describe();
+  std::ofstream(json) << s.out;
+
+  // Evaluating the saved weights (through the JSON) or the full model gives the numbers train printed.
+  CliResult e1 = run_cli("evaluate --model " + json + " --weights " + weights + " --dataset " + images);
+  ASSERT_EQ(e1.code, 0) << e1.describe();
+  EXPECT_EQ(test_lines(e1.out), trained) << e1.describe();
+  CliResult e2 = run_cli("evaluate --model " + full + " --dataset " + images);
+  ASSERT_EQ(e2.code, 0) << e2.describe();
+  EXPECT_EQ(test_lines(e2.out), trained) << e2.describe();
+
+  std::string data = systolic::testing::shared_data_dir();
+  std::string a = data + "/cifar10-sample/1.png", b = data + "/cifar10-sample/2.png";
+  CliResult p = run_cli("predict --model " + json + " --weights " + weights + " --classes cifar10 --json " + a + " " + b);
+  ASSERT_EQ(p.code, 0) << p.describe();
+  auto lines = p.out_lines();
+  ASSERT_EQ(lines.size(), 2u) << p.describe();
+  // The same model in-process: the command's probabilities are the library's.
+  auto model = systolic::model_from_json(s.out);
+  model.load_weights(weights);
+  systolic::Tensor x({2, 32, 32, 3});
+  for (int i = 0; i < 2; ++i) {
+    auto img = systolic::image::read(i == 0 ? a : b, 3);
+    for (int j = 0; j < 3072; ++j) x.data<float>()[i * 3072 + j] = img.data<std::uint8_t>()[j];
+  }
+  auto want = model.predict(x);
+  auto names = systolic::datasets::cifar10::class_names();
+  for (int i = 0; i < 2; ++i) {
+    auto j = nlohmann::json::parse(lines[i]);
+    EXPECT_EQ(j["file"], i == 0 ? a : b);
+    ASSERT_EQ(j["probabilities"].size(), 10u);
+    double sum = 0;
+    int best = 0;
+    for (int k = 0; k < 10; ++k) {
+      double v = j["probabilities"][k];
+      sum += v;
+      EXPECT_NEAR(v, want.data<float>()[i * 10 + k], 1e-6);
+      if (v > static_cast<double>(j["probabilities"][best])) best = k;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5);
+    EXPECT_EQ(j["class_index"], best);
+    EXPECT_EQ(j["class"], names[best]);
+  }
+
+  // One data set sample through the full model; the table form.
+  CliResult d = run_cli("predict --model " + full + " --dataset " + images + " --index 3 --json");
+  ASSERT_EQ(d.code, 0) << d.describe();
+  auto dj = nlohmann::json::parse(d.out_lines().at(0));
+  EXPECT_EQ(dj["index"], 3);
+  EXPECT_TRUE(dj.contains("label") && dj.contains("class")) << d.out;
+  CliResult table = run_cli("predict --model " + full + " --top 2 " + a);
+  ASSERT_EQ(table.code, 0) << table.describe();
+  EXPECT_NE(table.out.find("  2. "), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("  3. "), std::string::npos) << table.out;
+
+  // Resuming training from the full model (its optimizer state) works from the command too.
+  CliResult r = run_cli("train --model " + full + " --dataset " + images + " --epochs 1 --batch-size 50 --verbose 0");
+  ASSERT_EQ(r.code, 0) << r.describe();
+
+  // Errors name what is wrong.
+  expect_runtime_error("evaluate --model " + json + " --dataset " + images, "--weights is required");
+  expect_runtime_error("predict --model " + json + " --weights " + (dir / "none.h5").string() + " " + a, "none.h5");
+  expect_runtime_error("predict --model " + json + " --weights " + weights, "give image files");
+  expect_runtime_error("predict --model " + json + " --weights " + weights + " --classes mnist-ish " + a, "mnist-ish");
+  expect_runtime_error("predict --model " + json + " --weights " + weights + " " + (dir / "missing.png").string(),
+                       "missing.png");
+  expect_runtime_error("summary --model " + json + " --input-shape 8,8,3", "--input-shape");
+  fs::remove_all(dir);
+}
+
+// The real Keras 2.0.3 file through the command: the probabilities of the expected file (1e-4).
+TEST(Cli, PredictWithTheRealKerasFile) {
+  std::string data = systolic::testing::shared_data_dir();
+  if (data.empty()) GTEST_SKIP() << "../shared/data is absent (the real Keras weights file)";
+  std::string args = "predict --model " + systolic::testing::source_dir() +
+                     "/tests/fixtures/keras/keras2-cifar10-cnn.json --weights " + data +
+                     "/keras/keras2-cifar10-cnn.h5 --rescale 0.00392156862745098 --classes cifar10 --json";
+  for (int i = 1; i <= 5; ++i) args += " " + data + "/cifar10-sample/" + std::to_string(i) + ".png";
+  CliResult p = run_cli(args);
+  ASSERT_EQ(p.code, 0) << p.describe();
+  auto lines = p.out_lines();
+  ASSERT_EQ(lines.size(), 5u);
+  std::ifstream csv(data + "/keras/keras2-cifar10-cnn.expected.csv");
+  std::string row;
+  std::getline(csv, row);
+  for (int i = 0; i < 5; ++i) {
+    std::getline(csv, row);
+    std::stringstream ss(row);
+    std::string cell;
+    std::getline(ss, cell, ',');
+    auto j = nlohmann::json::parse(lines[i]);
+    for (int k = 0; k < 10; ++k) {
+      std::getline(ss, cell, ',');
+      EXPECT_NEAR(static_cast<double>(j["probabilities"][k]), std::stod(cell), 1e-4) << lines[i];
+    }
+    std::getline(ss, cell, ',');
+    EXPECT_EQ(j["class"], cell);
+  }
 }

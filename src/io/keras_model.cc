@@ -201,10 +201,12 @@ Ref parse_ref(const json& r, const std::string& where) {
 std::vector<Ref> parse_call(const json& call, const std::string& where) {
   std::vector<Ref> refs;
   if (call.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}
-    for (auto& [k, v] : call.value("kwargs", json::object()).items())
+    json kwargs = call.contains("kwargs") ? call["kwargs"] : json::object();
+    for (auto& [k, v] : kwargs.items())
       if (!v.is_null() && !(k == "training" && v.is_boolean()))
         fail("{}: call argument '{}'={} is not supported", where, k, v.dump());
-    for (auto& a : call.value("args", json::array())) {
+    json args = call.contains("args") ? call["args"] : json::array();
+    for (auto& a : args) {
       if (a.is_array())
         for (auto& t : a) refs.push_back(parse_ref(t, where));
       else

@@ -150,6 +150,7 @@ std::string ConfigReader::get_initializer(const std::string& key, const std::str
         if (!value.is_null()) fail_option(key, "a seeded initializer (seed " + value.dump() + ") is not supported");
         continue;
       }
+      if ((k == "input_axes" || k == "output_axes") && value.is_null()) continue;  // Keras 3.x: default fans
       if (!defaults.contains(k)) fail_option(key, cls + " argument '" + k + "' is not supported");
       if (!value.is_number() || value.get<double>() != defaults[k].get<double>())
         fail_option(key, cls + " with " + k + "=" + value.dump() + " is not supported (only " + defaults[k].dump() + ")");
@@ -164,7 +165,8 @@ std::string ConfigReader::variance_scaling(const std::string& key, const json& c
   std::string mode = c.value("mode", "fan_in"), dist = c.value("distribution", "truncated_normal");
   if (c.contains("seed") && !c["seed"].is_null()) fail_option(key, "a seeded initializer is not supported");
   for (auto& [k, v] : c.items())
-    if (k != "scale" && k != "mode" && k != "distribution" && k != "seed")
+    if (k != "scale" && k != "mode" && k != "distribution" && k != "seed" &&
+        !((k == "input_axes" || k == "output_axes") && v.is_null()))
       fail_option(key, "VarianceScaling argument '" + k + "' is not supported");
   bool uniform = dist == "uniform";
   bool normal = dist == "normal" || dist == "truncated_normal";

@@ -1,4 +1,5 @@
-// The `systolic` command (docs/CLI.md is the contract): summary, train, show, datasets, info, benchmark.
+// The `systolic` command (docs/CLI.md is the contract): summary, train, evaluate, predict, show, datasets, info,
+// benchmark.
 // Progress and logs go to stderr, results to stdout. Errors: one line "systolic: error: ...", exit 1 (2: usage).
 #include <systolic/systolic.h>
 
@@ -14,6 +15,7 @@
 #include <optional>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace sy = systolic;
@@ -54,15 +56,46 @@ sy::Device resolve_device(const std::string& text) {
   return d;
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_builtin(const std::string& model) {
+  auto names = sy::models::builtin_names();
+  return std::find(names.begin(), names.end(), model) != names.end();
+}
+
+// A full-model .h5 (architecture, weights, training config) rather than a built-in name or a JSON file.
+bool is_full_model_file(const std::string& model) {
+  return !is_builtin(model) && (ends_with(model, ".h5") || ends_with(model, ".hdf5"));
+}
+
+// --model: a built-in name (shaped by the data set or --input-shape), a Keras model JSON file, or a Keras
+// full-model .h5 (loaded with its weights, compiled with its optimizer state).
 sy::Model make_model(const Common& c, sy::Shape default_shape, int default_classes) {
-  sy::Shape shape = c.input_shape.empty() ? default_shape : parse_shape(c.input_shape);
-  int classes = c.classes > 0 ? c.classes : default_classes;
-  for (auto& name : sy::models::builtin_names())
-    if (name == c.model) return sy::models::builtin(name, shape, classes);
-  if (std::filesystem::exists(c.model))
-    sy::fail("--model {}: reading Keras model files (JSON, .h5) is not supported by this version yet; built-in "
-             "models: seed-cnn", c.model);
-  sy::fail("--model {}: unknown model (built-in: seed-cnn)", c.model);
+  if (is_builtin(c.model)) {
+    sy::Shape shape = c.input_shape.empty() ? default_shape : parse_shape(c.input_shape);
+    int classes = c.classes > 0 ? c.classes : default_classes;
+    return sy::models::builtin(c.model, shape, classes);
+  }
+  if (!std::filesystem::exists(c.model))
+    sy::fail("--model {}: neither a built-in model (seed-cnn) nor an existing file (Keras JSON or full-model .h5)",
+             c.model);
+  if (!c.input_shape.empty() || c.classes > 0)
+    sy::fail("--model {}: --input-shape and --classes-count apply to built-in models only; a model file fixes them",
+             c.model);
+  if (is_full_model_file(c.model)) return sy::load_model(c.model);
+  return sy::model_from_json_file(c.model);
+}
+
+// The model's input (H, W, C) and class count, to check data against.
+void check_model_fits(const sy::Model& model, const sy::Shape& data_shape, int classes, const std::string& what) {
+  const auto& in = model.inputs()[0].shape();
+  if (in != data_shape)
+    sy::fail("--model: the model takes inputs {} but {} has {}", in.keras_str(), what, data_shape.keras_str());
+  auto out = model.outputs()[0].shape();
+  if (classes > 0 && out[-1] < classes)
+    sy::fail("--model: the model has {} outputs but {} has {} classes", out[-1], what, classes);
 }
 
 struct Data {
@@ -141,7 +174,8 @@ SplitData load_split(const std::string& name, const std::string& split, std::int
 
 void add_common(CLI::App* app, Common& c, bool with_model = true) {
   if (with_model)
-    app->add_option("--model", c.model, "built-in model name (seed-cnn)")->capture_default_str();
+    app->add_option("--model", c.model, "built-in model (seed-cnn), Keras model JSON file, or Keras full-model .h5")
+        ->capture_default_str();
   app->add_option("--input-shape", c.input_shape, "input shape H,W,C for built-in models");
   app->add_option("--classes-count", c.classes, "number of classes for built-in models")->check(CLI::PositiveNumber);
   app->add_option("--device", c.device, "auto, cpu, cuda or cuda:I")->capture_default_str();
@@ -153,9 +187,10 @@ void apply_seed(const Common& c) {
   if (c.seed_given) sy::set_random_seed(c.seed);
 }
 
-int cmd_summary(const Common& c) {
+int cmd_summary(const Common& c, bool to_json) {
   auto model = make_model(c, {32, 32, 3}, 10);
-  std::fputs(model.summary_string().c_str(), stdout);
+  if (to_json) std::printf("%s\n", model.to_json(2).c_str());
+  else std::fputs(model.summary_string().c_str(), stdout);
   return 0;
 }
 
@@ -170,25 +205,185 @@ struct TrainArgs {
   int verbose = 1;
   double width_shift_range = 0, height_shift_range = 0;
   bool horizontal_flip = false;
+  std::string weights, save_weights, save;
+  bool optimizer_given = false;
 };
+
+void print_test_scores(const std::vector<double>& scores) {
+  std::printf("Test loss: %.4f\n", scores[0]);
+  if (scores.size() > 1) std::printf("Test accuracy: %.2f%%\n", scores[1] * 100.0);
+}
+
+void compile_for_data(sy::Model& model, const std::string& optimizer_name, double lr) {
+  auto optimizer = sy::optimizers::get(optimizer_name);
+  if (lr > 0) optimizer->set_learning_rate(lr);
+  model.compile(*optimizer, "sparse_categorical_crossentropy", {"accuracy"});
+}
 
 int cmd_train(const Common& c, const TrainArgs& a) {
   apply_seed(c);
   resolve_device(c.device);
   std::optional<sy::Shape> shape;
   if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
+  std::optional<sy::Model> from_file;
+  if (!is_builtin(c.model)) from_file = make_model(c, {}, 0), shape = from_file->inputs()[0].shape();
   Data data = load_dataset(a.dataset, a.limit, shape);
-  auto model = make_model(c, data.input_shape, data.classes);
-  auto optimizer = sy::optimizers::get(a.optimizer);
-  if (a.lr > 0) optimizer->set_learning_rate(a.lr);
-  model.compile(*optimizer, "sparse_categorical_crossentropy", {"accuracy"});
+  auto model = from_file ? *from_file : make_model(c, data.input_shape, data.classes);
+  check_model_fits(model, data.input_shape, data.classes, "--dataset " + a.dataset);
+  if (!a.weights.empty()) model.load_weights(a.weights);
+  // A full-model file resumes with its own optimizer and state unless --optimizer or --lr says otherwise.
+  if (!is_full_model_file(c.model) || a.optimizer_given || a.lr > 0) compile_for_data(model, a.optimizer, a.lr);
   sy::FitOptions fit{.batch_size = a.batch_size, .epochs = a.epochs, .verbose = a.verbose,
                      .validation_split = a.validation_split};
   fit.augmentation = {.width_shift_range = a.width_shift_range, .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
   model.fit(data.x_train, data.y_train, fit);
-  auto scores = model.evaluate(data.x_test, data.y_test, {.batch_size = a.batch_size, .verbose = 0});
-  std::printf("Test loss: %.4f\nTest accuracy: %.2f%%\n", scores[0], scores[1] * 100.0);
+  if (!a.save_weights.empty()) {
+    model.save_weights(a.save_weights);
+    std::fprintf(stderr, "Saved the weights to %s\n", a.save_weights.c_str());
+  }
+  if (!a.save.empty()) {
+    model.save(a.save);
+    std::fprintf(stderr, "Saved the model to %s\n", a.save.c_str());
+  }
+  print_test_scores(model.evaluate(data.x_test, data.y_test, {.batch_size = a.batch_size, .verbose = 0}));
+  return 0;
+}
+
+struct EvaluateArgs {
+  std::string weights, dataset, split = "test";
+  std::int64_t batch_size = 32, limit = 0;
+};
+
+int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
+  apply_seed(c);
+  resolve_device(c.device);
+  std::optional<sy::Shape> shape;
+  if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
+  std::optional<sy::Model> from_file;
+  if (!is_builtin(c.model)) from_file = make_model(c, {}, 0), shape = from_file->inputs()[0].shape();
+  SplitData d = load_split(a.dataset, a.split, a.limit, shape);
+  auto model = from_file ? *from_file : make_model(c, d.input_shape, static_cast<int>(d.class_names.size()));
+  check_model_fits(model, d.input_shape, static_cast<int>(d.class_names.size()), "--dataset " + a.dataset);
+  if (!a.weights.empty()) model.load_weights(a.weights);
+  else if (!is_full_model_file(c.model))
+    sy::fail("--weights is required: --model {} has no weights of its own", c.model);
+  if (!model.compiled()) compile_for_data(model, "adam", -1);
+  print_test_scores(model.evaluate(d.x, d.y, {.batch_size = a.batch_size, .verbose = 0}));
+  return 0;
+}
+
+struct PredictArgs {
+  std::string weights, classes, dataset, split = "test";
+  std::vector<std::string> images;
+  double rescale = 1.0;
+  int top = 3;
+  bool json = false;
+  std::int64_t index = -1;
+};
+
+std::vector<std::string> class_names_for(const std::string& spec, int outputs) {
+  std::vector<std::string> names;
+  if (spec.empty()) {
+    for (int i = 0; i < outputs; ++i) names.push_back(std::to_string(i));
+    return names;
+  }
+  if (spec == "cifar10") names = sy::datasets::cifar10::class_names();
+  else if (spec == "fashion_mnist") names = sy::datasets::fashion_mnist::class_names();
+  else if (spec == "mnist") names = sy::datasets::mnist::class_names();
+  else {
+    std::ifstream in(spec);
+    if (!in) sy::fail("--classes {}: not cifar10, fashion_mnist, mnist or a readable file (one name per line)", spec);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) names.push_back(line);
+    }
+  }
+  if (static_cast<int>(names.size()) != outputs)
+    sy::fail("--classes {}: {} names for a model with {} outputs", spec, names.size(), outputs);
+  return names;
+}
+
+int cmd_predict(const Common& c, const PredictArgs& a) {
+  apply_seed(c);
+  resolve_device(c.device);
+  bool from_dataset = !a.dataset.empty();
+  if (from_dataset == !a.images.empty())
+    sy::fail("predict: give image files, or --dataset with --index (not both)");
+  if (from_dataset && a.index < 0) sy::fail("predict: --dataset needs --index");
+  std::optional<sy::Shape> shape;
+  if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
+  std::optional<sy::Model> from_file;
+  if (!is_builtin(c.model)) from_file = make_model(c, {}, 0), shape = from_file->inputs()[0].shape();
+  std::optional<SplitData> d;
+  if (from_dataset) d = load_split(a.dataset, a.split, 0, shape);
+  auto model = from_file ? *from_file
+                         : make_model(c, d ? d->input_shape : shape.value_or(sy::Shape{32, 32, 3}),
+                                      d ? static_cast<int>(d->class_names.size()) : 10);
+  if (!a.weights.empty()) model.load_weights(a.weights);
+  else if (!is_full_model_file(c.model))
+    sy::fail("--weights is required: --model {} has no weights of its own", c.model);
+  const sy::Shape in = model.inputs()[0].shape();
+  if (in.rank() != 3 || (in[2] != 1 && in[2] != 3))
+    sy::fail("predict: the model's input {} is not an image (H, W, 1 or 3)", in.keras_str());
+  int outputs = static_cast<int>(model.outputs()[0].shape()[-1]);
+  auto names = from_dataset && a.classes.empty() && static_cast<int>(d->class_names.size()) == outputs
+                   ? d->class_names
+                   : class_names_for(a.classes, outputs);
+
+  // The inputs, as uint8 (H, W, C) images at the model's size, then float * rescale.
+  std::vector<sy::Tensor> images;
+  std::vector<std::string> labels;
+  if (from_dataset) {
+    std::int64_t n = d->x.dim(0);
+    SYSTOLIC_CHECK(a.index < n, "--index {}: the {} split of {} has {} images (0 to {})", a.index, a.split, a.dataset, n,
+                   n - 1);
+    sy::Tensor img = d->x.slice(a.index, a.index + 1).clone();
+    img = img.reshape(d->x.shape().without_batch().rank() == 2 ? sy::Shape{d->x.dim(1), d->x.dim(2), 1}
+                                                               : d->x.shape().without_batch());
+    SYSTOLIC_CHECK(img.shape() == in, "--dataset {}: images are {}, the model takes {}", a.dataset, img.shape().keras_str(),
+                   in.keras_str());
+    images.push_back(img);
+    labels.push_back(fmt::format("{}:{}:{}", a.dataset, a.split, a.index));
+  } else {
+    for (auto& path : a.images) {
+      auto img = sy::image::read(path, static_cast<int>(in[2]));
+      if (img.dim(0) != in[0] || img.dim(1) != in[1]) img = sy::image::resize(img, in[0], in[1]);
+      images.push_back(img);
+      labels.push_back(path);
+    }
+  }
+  sy::Tensor x(in.with_batch(static_cast<std::int64_t>(images.size())));
+  float* px = x.data<float>();
+  for (auto& img : images) {
+    const std::uint8_t* p = img.data<std::uint8_t>();
+    for (std::int64_t i = 0; i < img.numel(); ++i) *px++ = static_cast<float>(p[i] * a.rescale);
+  }
+  sy::Tensor probs = model.predict(x).to(sy::DType::float32);
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const float* p = probs.data<float>() + i * outputs;
+    int best = static_cast<int>(std::max_element(p, p + outputs) - p);
+    if (a.json) {
+      nlohmann::ordered_json j;
+      if (from_dataset) {
+        int label = static_cast<int>(d->y.slice(a.index, a.index + 1).to_doubles()[0]);
+        j = {{"dataset", a.dataset}, {"split", a.split}, {"index", a.index}, {"label", label}};
+      } else {
+        j = {{"file", labels[i]}};
+      }
+      j["class"] = names[best];
+      j["class_index"] = best;
+      j["probabilities"] = std::vector<float>(p, p + outputs);
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("%s: %s (%d)\n", labels[i].c_str(), names[best].c_str(), best);
+      std::vector<int> order(outputs);
+      for (int k = 0; k < outputs; ++k) order[k] = k;
+      std::stable_sort(order.begin(), order.end(), [&](int u, int v) { return p[u] > p[v]; });
+      for (int k = 0; k < std::min(a.top, outputs); ++k)
+        std::printf("  %d. %-20s %.4f\n", k + 1, names[order[k]].c_str(), p[order[k]]);
+    }
+  }
   return 0;
 }
 
@@ -319,6 +514,8 @@ int main(int argc, char** argv) {
   Common common;
   auto* summary = app.add_subcommand("summary", "print Keras's model.summary() table");
   add_common(summary, common);
+  bool to_json = false;
+  summary->add_flag("--to-json", to_json, "print the model's Keras JSON (model.to_json()) instead of the table");
 
   TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model (Keras fit), then evaluate on the test split");
@@ -340,6 +537,34 @@ int main(int argc, char** argv) {
                     "augmentation: random vertical shifts (< 1: fraction of the height, else pixels)")
       ->check(CLI::NonNegativeNumber);
   train->add_flag("--horizontal-flip", train_args.horizontal_flip, "augmentation: random horizontal flips");
+  train->add_option("--weights", train_args.weights, "initial weights (Keras .h5 or .weights.h5)");
+  train->add_option("--save-weights", train_args.save_weights,
+                    "write the trained weights (.h5: tf.keras layout; .weights.h5: Keras 3)");
+  train->add_option("--save", train_args.save, "write the whole trained model (Keras full-model .h5)");
+
+  EvaluateArgs eval_args;
+  auto* evaluate = app.add_subcommand("evaluate", "evaluate a model on a data set split; prints Test loss/accuracy");
+  add_common(evaluate, common);
+  evaluate->add_option("--weights", eval_args.weights, "Keras weights file (not needed for a full-model .h5)");
+  evaluate->add_option("--dataset", eval_args.dataset, kDatasetNames)->required();
+  evaluate->add_option("--split", eval_args.split, "train or test")->capture_default_str()->check(CLI::IsMember({"train", "test"}));
+  evaluate->add_option("--batch-size", eval_args.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  evaluate->add_option("--limit", eval_args.limit, "use the first N samples")->check(CLI::PositiveNumber);
+
+  PredictArgs predict_args;
+  auto* predict = app.add_subcommand("predict", "class probabilities for image files or one data set sample");
+  add_common(predict, common);
+  predict->add_option("--weights", predict_args.weights, "Keras weights file (not needed for a full-model .h5)");
+  predict->add_option("--rescale", predict_args.rescale, "multiply pixel values by F (default 1: raw 0-255)")
+      ->capture_default_str();
+  predict->add_option("--classes", predict_args.classes, "class names: cifar10, fashion_mnist, mnist or a FILE (one per line)");
+  predict->add_option("--top", predict_args.top, "classes listed per input (table output)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  predict->add_flag("--json", predict_args.json, "one JSON line per input");
+  predict->add_option("--dataset", predict_args.dataset, kDatasetNames);
+  predict->add_option("--split", predict_args.split, "train or test")->capture_default_str()->check(CLI::IsMember({"train", "test"}));
+  predict->add_option("--index", predict_args.index, "sample index in the split")->check(CLI::NonNegativeNumber);
+  predict->add_option("images", predict_args.images, "image files (PNG, JPEG, BMP), resized to the model's input");
 
   ShowArgs show_args;
   auto* show = app.add_subcommand("show", "write one image of a data set as PNG (scaled up) and print its label");
@@ -364,6 +589,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    train_args.optimizer_given = train->count("--optimizer") > 0;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "systolic: error: %s\n", e.what());
@@ -371,8 +597,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (summary->parsed()) return cmd_summary(common);
+    if (summary->parsed()) return cmd_summary(common, to_json);
     if (train->parsed()) return cmd_train(common, train_args);
+    if (evaluate->parsed()) return cmd_evaluate(common, eval_args);
+    if (predict->parsed()) return cmd_predict(common, predict_args);
     if (info->parsed()) return cmd_info();
     if (show->parsed()) return cmd_show(common, show_args);
     if (datasets->parsed()) return cmd_datasets();
