@@ -253,35 +253,6 @@ TEST(Cli, ShowFashionMnistWritesTheScaledImage) {
   EXPECT_FALSE(fs::exists(png));
 }
 
-TEST(Cli, ShowAndTrainOnImageFolders) {
-  std::string data = systolic::testing::shared_data_dir();
-  if (data.empty()) GTEST_SKIP() << "../shared/data is absent";
-  fs::path dir = fs::temp_directory_path() / ("systolic_test_cli_dir_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  std::ifstream csv(data + "/cifar10-sample/labels.csv");
-  std::string line;
-  std::getline(csv, line);
-  while (std::getline(csv, line)) {
-    auto comma = line.find(',');
-    std::string file = line.substr(0, comma), label = line.substr(comma + 1);
-    while (!label.empty() && (label.back() == '\r' || label.back() == ' ')) label.pop_back();
-    fs::create_directories(dir / label);
-    fs::copy_file(fs::path(data) / "cifar10-sample" / file, dir / label / file);
-  }
-  fs::path png = dir / "shown.png";
-  CliResult s = run_cli("show --dataset dir:" + dir.string() + " --split train --index 0 -o " + png.string());
-  ASSERT_EQ(s.code, 0) << s.describe();
-  EXPECT_NE(s.out.find("label 0 (airplane)"), std::string::npos) << s.out;
-  EXPECT_EQ(systolic::image::read(png.string()).shape(), systolic::Shape({256, 256, 3}));
-  CliResult t = run_cli("train --model seed-cnn --dataset dir:" + dir.string() +
-                        " --epochs 1 --batch-size 50 --verbose 2 --seed 3 --width-shift-range 0.1 --horizontal-flip");
-  ASSERT_EQ(t.code, 0) << t.describe();
-  EXPECT_NE(t.err.find("4/4 - "), std::string::npos) << t.describe();
-  EXPECT_NE(t.out.find("Test accuracy: "), std::string::npos) << t.describe();
-  expect_runtime_error("train --model seed-cnn --dataset dir:" + (dir / "nope").string(), "nope");
-  fs::remove_all(dir);
-}
-
 namespace {
 // The 200 real CIFAR-10 sample images as an image folder (one subfolder per class), or "" without ../shared.
 fs::path cifar_sample_folder(const std::string& tag) {
@@ -309,6 +280,25 @@ std::vector<std::string> test_lines(const std::string& out) {
   return lines;
 }
 }  // namespace
+
+TEST(Cli, ShowAndTrainOnImageFolders) {
+  fs::path root = cifar_sample_folder("dir");
+  if (root.empty()) GTEST_SKIP() << "../shared/data is absent";
+  fs::path dir = root / "images";
+  fs::path png = dir / "shown.png";
+  CliResult s = run_cli("show --dataset dir:" + dir.string() + " --split train --index 0 -o " + png.string());
+  ASSERT_EQ(s.code, 0) << s.describe();
+  EXPECT_NE(s.out.find("label 0 (airplane)"), std::string::npos) << s.out;
+  EXPECT_EQ(systolic::image::read(png.string()).shape(), systolic::Shape({256, 256, 3}));
+  CliResult t = run_cli("train --model seed-cnn --dataset dir:" + dir.string() +
+                        " --epochs 1 --batch-size 50 --verbose 2 --seed 3 --width-shift-range 0.1 --horizontal-flip");
+  ASSERT_EQ(t.code, 0) << t.describe();
+  EXPECT_NE(t.err.find("4/4 - "), std::string::npos) << t.describe();
+  EXPECT_NE(t.out.find("Test accuracy: "), std::string::npos) << t.describe();
+  expect_runtime_error("train --model seed-cnn --dataset dir:" + (dir / "nope").string(), "nope");
+  fs::remove_all(root);
+}
+
 
 // The done-when: train, save, then evaluate and predict from the files with the seed's JSON.
 TEST(Cli, TrainSaveEvaluatePredictWithKerasFiles) {

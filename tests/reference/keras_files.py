@@ -94,8 +94,11 @@ def deterministic_weights(model, seed):
                 new.append(rng.uniform(0.5, 1.5, v.shape).astype("float32"))
             elif "gamma" in name:
                 new.append(rng.uniform(0.8, 1.2, v.shape).astype("float32"))
+            elif v.ndim >= 2:  # kernels: variance 1/fan_in keeps activations (and the softmax) away from saturation
+                fan_in = int(np.prod(v.shape[:-1]))
+                new.append((rng.standard_normal(v.shape) / np.sqrt(fan_in)).astype("float32"))
             else:
-                new.append((rng.standard_normal(v.shape) * 0.2).astype("float32"))
+                new.append((rng.standard_normal(v.shape) * 0.1).astype("float32"))
         layer.set_weights(new)
 
 

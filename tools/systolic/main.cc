@@ -214,6 +214,16 @@ void print_test_scores(const std::vector<double>& scores) {
   if (scores.size() > 1) std::printf("Test accuracy: %.2f%%\n", scores[1] * 100.0);
 }
 
+// A model given as a file is read before the data, so image folders are resized to its input; `shape` is that
+// input, or --input-shape for a built-in model (which is built once the data set is known).
+std::optional<sy::Model> model_file(const Common& c, std::optional<sy::Shape>& shape) {
+  if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
+  if (is_builtin(c.model)) return std::nullopt;
+  auto model = make_model(c, {}, 0);
+  shape = model.inputs()[0].shape();
+  return model;
+}
+
 void compile_for_data(sy::Model& model, const std::string& optimizer_name, double lr) {
   auto optimizer = sy::optimizers::get(optimizer_name);
   if (lr > 0) optimizer->set_learning_rate(lr);
@@ -224,9 +234,7 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   apply_seed(c);
   resolve_device(c.device);
   std::optional<sy::Shape> shape;
-  if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
-  std::optional<sy::Model> from_file;
-  if (!is_builtin(c.model)) from_file = make_model(c, {}, 0), shape = from_file->inputs()[0].shape();
+  auto from_file = model_file(c, shape);
   Data data = load_dataset(a.dataset, a.limit, shape);
   auto model = from_file ? *from_file : make_model(c, data.input_shape, data.classes);
   check_model_fits(model, data.input_shape, data.classes, "--dataset " + a.dataset);
@@ -259,9 +267,7 @@ int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
   apply_seed(c);
   resolve_device(c.device);
   std::optional<sy::Shape> shape;
-  if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
-  std::optional<sy::Model> from_file;
-  if (!is_builtin(c.model)) from_file = make_model(c, {}, 0), shape = from_file->inputs()[0].shape();
+  auto from_file = model_file(c, shape);
   SplitData d = load_split(a.dataset, a.split, a.limit, shape);
   auto model = from_file ? *from_file : make_model(c, d.input_shape, static_cast<int>(d.class_names.size()));
   check_model_fits(model, d.input_shape, static_cast<int>(d.class_names.size()), "--dataset " + a.dataset);
@@ -312,9 +318,7 @@ int cmd_predict(const Common& c, const PredictArgs& a) {
     sy::fail("predict: give image files, or --dataset with --index (not both)");
   if (from_dataset && a.index < 0) sy::fail("predict: --dataset needs --index");
   std::optional<sy::Shape> shape;
-  if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
-  std::optional<sy::Model> from_file;
-  if (!is_builtin(c.model)) from_file = make_model(c, {}, 0), shape = from_file->inputs()[0].shape();
+  auto from_file = model_file(c, shape);
   std::optional<SplitData> d;
   if (from_dataset) d = load_split(a.dataset, a.split, 0, shape);
   auto model = from_file ? *from_file
