@@ -226,6 +226,28 @@ json initializer_config(const std::string& name) {
   fail("initializer '{}' has no Keras class", name);
 }
 
+void write_kernel_options(json& c, const KernelOptions& o) {
+  c["activation"] = o.activation;
+  c["use_bias"] = o.use_bias;
+  c["kernel_initializer"] = initializer_config(o.kernel_initializer);
+  c["bias_initializer"] = initializer_config(o.bias_initializer);
+  for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                  "bias_constraint"})
+    c[k] = nullptr;
+}
+
+KernelOptions read_kernel_options(ConfigReader& r) {
+  KernelOptions o{.activation = r.get_activation("activation", "linear"),
+                  .use_bias = r.get_bool("use_bias", true),
+                  .kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform"),
+                  .bias_initializer = r.get_initializer("bias_initializer", "zeros")};
+  for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                  "bias_constraint", "lora_rank", "quantization_config"})
+    r.require_null(k);
+  r.ignore("lora_alpha");  // only used with lora_rank
+  return o;
+}
+
 json base_config(const Layer& layer) {
   return {{"name", layer.name()}, {"trainable", true}, {"dtype", std::string(dtype_name(layer.dtype()))}};
 }

@@ -53,6 +53,17 @@ class ConfigReader {
   std::set<std::string> used_;
 };
 
+// The arguments Conv2D and Dense share, in Keras's key order: activation, use_bias, the initializers, and the
+// regularizers and constraints (systolic has none: written as null, read only as null).
+struct KernelOptions {
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+};
+void write_kernel_options(json& config, const KernelOptions& o);
+KernelOptions read_kernel_options(ConfigReader& r);
+
 // Keras's serialised initializer, e.g. {"module": "keras.initializers", "class_name": "GlorotUniform", ...}.
 json initializer_config(const std::string& name);
 // The common keys every layer config starts with: name, trainable, dtype.

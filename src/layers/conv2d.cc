@@ -39,13 +39,7 @@ class Conv2DLayer final : public Layer {
     c["data_format"] = "channels_last";
     c["dilation_rate"] = o_.dilation_rate;
     c["groups"] = 1;
-    c["activation"] = o_.activation;
-    c["use_bias"] = o_.use_bias;
-    c["kernel_initializer"] = initializer_config(o_.kernel_initializer);
-    c["bias_initializer"] = initializer_config(o_.bias_initializer);
-    for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
-                    "bias_constraint"})
-      c[k] = nullptr;
+    write_kernel_options(c, {o_.activation, o_.use_bias, o_.kernel_initializer, o_.bias_initializer});
   }
 
  protected:
@@ -83,20 +77,17 @@ std::shared_ptr<Layer> conv2d_from_config(ConfigReader& r) {
   if (!r.has("filters") || !r.has("kernel_size")) r.fail_option(r.has("filters") ? "kernel_size" : "filters", "missing");
   int filters = r.get_int("filters", 0);
   Pair kernel = r.get_pair("kernel_size", {0, 0});
+  auto k = read_kernel_options(r);
   Conv2DOptions o{.strides = r.get_pair("strides", {1, 1}),
                   .padding = r.get_string("padding", "valid"),
                   .dilation_rate = r.get_pair("dilation_rate", {1, 1}),
-                  .activation = r.get_activation("activation", "linear"),
-                  .use_bias = r.get_bool("use_bias", true),
-                  .kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform"),
-                  .bias_initializer = r.get_initializer("bias_initializer", "zeros"),
+                  .activation = k.activation,
+                  .use_bias = k.use_bias,
+                  .kernel_initializer = k.kernel_initializer,
+                  .bias_initializer = k.bias_initializer,
                   .name = r.name()};
   r.require_value("data_format", "channels_last");
   r.require_value("groups", 1);
-  for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
-                  "bias_constraint", "lora_rank"})
-    r.require_null(k);
-  r.ignore("lora_alpha");  // only used with lora_rank
   return std::make_shared<Conv2DLayer>(filters, kernel, o);
 }
 

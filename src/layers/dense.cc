@@ -23,13 +23,7 @@ class DenseLayer final : public Layer {
   void get_config(json& c) const override {
     Layer::get_config(c);
     c["units"] = units_;
-    c["activation"] = o_.activation;
-    c["use_bias"] = o_.use_bias;
-    c["kernel_initializer"] = initializer_config(o_.kernel_initializer);
-    c["bias_initializer"] = initializer_config(o_.bias_initializer);
-    for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
-                    "bias_constraint"})
-      c[k] = nullptr;
+    write_kernel_options(c, {o_.activation, o_.use_bias, o_.kernel_initializer, o_.bias_initializer});
   }
 
  protected:
@@ -55,15 +49,12 @@ class DenseLayer final : public Layer {
 std::shared_ptr<Layer> dense_from_config(ConfigReader& r) {
   if (!r.has("units")) r.fail_option("units", "missing");
   int units = r.get_int("units", 0);
-  DenseOptions o{.activation = r.get_activation("activation", "linear"),
-                 .use_bias = r.get_bool("use_bias", true),
-                 .kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform"),
-                 .bias_initializer = r.get_initializer("bias_initializer", "zeros"),
+  auto k = read_kernel_options(r);
+  DenseOptions o{.activation = k.activation,
+                 .use_bias = k.use_bias,
+                 .kernel_initializer = k.kernel_initializer,
+                 .bias_initializer = k.bias_initializer,
                  .name = r.name()};
-  for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
-                  "bias_constraint", "lora_rank", "quantization_config"})
-    r.require_null(k);
-  r.ignore("lora_alpha");  // only used with lora_rank
   return std::make_shared<DenseLayer>(units, o);
 }
 
