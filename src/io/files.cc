@@ -25,35 +25,40 @@ std::vector<char> read_file(const std::string& path) {
   return bytes;
 }
 
-void write_file_atomic(const std::string& path, const void* data, std::size_t size) {
+void write_atomically(const std::string& path, const std::function<void(const std::string&)>& write) {
   fs::path target(path);
   fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::error_code ec;
+  SYSTOLIC_CHECK(fs::is_directory(dir, ec), "{}: the folder {} does not exist", path, dir.string());
   std::string name = ".";  // built by append: GCC 12 warns falsely (-Wrestrict) on "." + std::string
   name.append(target.filename().string()).append(".tmp-XXXXXX");
   std::string tmpl = (dir / name).string();
   int fd = ::mkstemp(tmpl.data());
   SYSTOLIC_CHECK(fd >= 0, "{}: cannot write ({})", path, std::strerror(errno));
-  const char* p = static_cast<const char*>(data);
-  std::size_t done = 0;
-  bool ok = true;
-  while (done < size) {
-    ssize_t w = ::write(fd, p + done, size - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ok = false;
-      break;
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  int saved = errno;
-  ok = ok && ::fsync(fd) == 0;
   ::fchmod(fd, 0644);
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || ::rename(tmpl.c_str(), path.c_str()) != 0) {
-    if (ok) saved = errno;
+  ::close(fd);
+  try {
+    write(tmpl);
+    // The content reaches the disk before the rename makes it the file at `path`.
+    int sync_fd = ::open(tmpl.c_str(), O_RDONLY);
+    bool synced = sync_fd >= 0 && ::fsync(sync_fd) == 0;
+    if (sync_fd >= 0) ::close(sync_fd);
+    SYSTOLIC_CHECK(synced, "{}: cannot write ({})", path, std::strerror(errno));
+    SYSTOLIC_CHECK(::rename(tmpl.c_str(), path.c_str()) == 0, "{}: cannot move the written file into place ({})", path,
+                   std::strerror(errno));
+  } catch (...) {
     ::unlink(tmpl.c_str());
-    fail("{}: cannot write ({})", path, std::strerror(saved));
+    throw;
   }
+}
+
+void write_file_atomic(const std::string& path, const void* data, std::size_t size) {
+  write_atomically(path, [&](const std::string& temporary) {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+    out.close();
+    SYSTOLIC_CHECK(!out.fail(), "{}: cannot write ({})", path, std::strerror(errno));
+  });
 }
 
 TempFolder::TempFolder(const fs::path& parent, const std::string& prefix) {

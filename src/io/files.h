@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,10 @@ namespace systolic::io {
 
 // The whole file; Error naming the path when it is missing or unreadable.
 std::vector<char> read_file(const std::string& path);
-// Writes `size` bytes to a temp file in the same folder, flushes it, then renames it over `path`.
+// Writes `path` atomically: write(temporary) fills a fresh file beside it (mkstemp), which is then synced to disk
+// and renamed over `path`. On any failure the temporary file is removed and `path` is left as it was.
+void write_atomically(const std::string& path, const std::function<void(const std::string& temporary)>& write);
+// write_atomically with `size` bytes as the content.
 void write_file_atomic(const std::string& path, const void* data, std::size_t size);
 
 // A fresh folder `parent/.<prefix>-XXXXXX` (mkdtemp), removed with its contents when the object dies unless

@@ -1,5 +1,6 @@
 // Keras HDF5 files: weights (legacy tf.keras layout and Keras 3's .weights.h5) and full models (legacy .h5).
 // Layouts: ../shared/docs/KERAS.md. Every file is written to a temporary name and renamed into place.
+#include "io/files.h"
 #include "io/hdf5.h"
 #include "io/keras_io.h"
 
@@ -15,10 +16,6 @@ namespace systolic {
 namespace {
 
 using keras_io::json;
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // A weight as the file stores it: float32 on the host.
 Tensor host_float32(const Tensor& t) {
@@ -150,6 +147,27 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
     for (std::size_t i = 0; i < values.size(); ++i) assign(l->weights()[i], values[i]);
 }
 
+// The model's trainable weights in the order of its flat parameter buffer (model.layers, each layer's trainable
+// weights), with their offsets there: optimizer slots are flat buffers laid out the same way.
+struct TrainableSlice {
+  const Layer* layer;
+  const Weight* weight;
+  std::int64_t offset;
+  Tensor of(const Tensor& flat) const { return flat.view(offset, weight->value.shape()); }
+};
+
+std::vector<TrainableSlice> trainable_slices(const Model& model) {
+  std::vector<TrainableSlice> out;
+  std::int64_t at = 0;
+  for (auto& l : model.layers())
+    for (auto& w : l->weights())
+      if (w.trainable) {
+        out.push_back({&*l, &w, at});
+        at += w.value.numel();
+      }
+  return out;
+}
+
 // ---- Keras 3 layout ----------------------------------------------------------------------------------------
 
 // Keras 3 keys layers by class: conv2d, conv2d_1, ... in model.layers order (not by layer name).
@@ -172,14 +190,8 @@ void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
   vars.write_int64_scalar("0", opt.iterations());
   vars.write_float32_scalar("1", static_cast<float>(opt.learning_rate()));
   int index = 2;
-  std::int64_t at = 0;
-  for (auto& l : model.layers())
-    for (auto& w : l->weights()) {
-      if (!w.trainable) continue;
-      for (auto& [name, slot] : opt.slots())
-        vars.write_float32(std::to_string(index++), host_float32(slot.view(at, w.value.shape())));
-      at += w.value.numel();
-    }
+  for (auto& t : trainable_slices(model))
+    for (auto& [name, slot] : opt.slots()) vars.write_float32(std::to_string(index++), host_float32(t.of(slot)));
 }
 
 void write_keras3_weights(const hdf5::Group& root, Model& model) {
@@ -246,17 +258,13 @@ void write_optimizer_weights(const hdf5::Group& root, Model& model) {
   auto g = root.create_group("optimizer_weights");
   std::vector<std::string> names = {opt.name() + "/iter:0"};
   g.write_int64_scalar(names[0], opt.iterations());
-  for (auto& [slot_name, slot] : opt.slots()) {
-    std::int64_t at = 0;
-    for (auto& l : model.layers())
-      for (auto& w : l->weights()) {
-        if (!w.trainable) continue;
-        auto name = opt.name() + "/" + l->name() + "/" + w.name + "/" + slot_name + ":0";
-        g.write_float32(name, host_float32(slot.view(at, w.value.shape())));
-        names.push_back(name);
-        at += w.value.numel();
-      }
-  }
+  auto trainable = trainable_slices(model);
+  for (auto& [slot_name, slot] : opt.slots())
+    for (auto& t : trainable) {
+      auto name = opt.name() + "/" + t.layer->name() + "/" + t.weight->name + "/" + slot_name + ":0";
+      g.write_float32(name, host_float32(t.of(slot)));
+      names.push_back(name);
+    }
   g.set_string_list_attribute("weight_names", names);
 }
 
@@ -282,14 +290,7 @@ std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
   auto names = g.string_list_attribute("weight_names");
   auto& opt = model.optimizer();
   opt.build(model.trainable_parameters());
-  std::vector<std::pair<const Weight*, std::int64_t>> trainable;  // weight, offset in the flat buffer
-  std::int64_t at = 0;
-  for (auto& l : model.layers())
-    for (auto& w : l->weights())
-      if (w.trainable) {
-        trainable.emplace_back(&w, at);
-        at += w.value.numel();
-      }
+  auto trainable = trainable_slices(model);
   std::map<std::string, std::vector<std::string>> per_slot;  // systolic slot -> dataset names, in order
   std::optional<double> iterations;
   for (auto& n : names) {
@@ -327,11 +328,11 @@ std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
       return fmt::format("{} '{}' values for {} trainable weights", it->second.size(), slot_name, trainable.size());
     Tensor& buf = opt.slot(slot_name);
     for (std::size_t i = 0; i < trainable.size(); ++i) {
-      auto& [w, offset] = trainable[i];
+      const Shape& shape = trainable[i].weight->value.shape();
       auto dims = g.dataset_shape(it->second[i]);
-      if (Shape(dims) != w->value.shape())
-        return fmt::format("'{}' has shape {}, the weight {}", it->second[i], Shape(dims).str(), w->value.shape().str());
-      copies.emplace_back(buf.view(offset, w->value.shape()), g.read_float32(it->second[i]));
+      if (Shape(dims) != shape)
+        return fmt::format("'{}' has shape {}, the weight {}", it->second[i], Shape(dims).str(), shape.str());
+      copies.emplace_back(trainable[i].of(buf), g.read_float32(it->second[i]));
     }
   }
   if (per_slot.size() != opt.slots().size()) return "the file's optimizer has other slots than " + opt.name();
@@ -345,14 +346,14 @@ std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
 // ---- public API ------------------------------------------------------------------------------------------------
 
 void Model::save_weights(const std::string& path) const {
-  bool keras3 = ends_with(path, ".weights.h5");
-  if (!keras3 && !ends_with(path, ".h5") && !ends_with(path, ".hdf5") && !ends_with(path, ".keras"))
+  bool keras3 = path.ends_with(".weights.h5");
+  if (!keras3 && !path.ends_with(".h5") && !path.ends_with(".hdf5") && !path.ends_with(".keras"))
     fail("save_weights: {}: use a name ending in .h5 / .hdf5 (tf.keras layout) or .weights.h5 (Keras 3)", path);
-  if (ends_with(path, ".keras")) fail("save_weights: {}: the .keras zip format is not supported; use .weights.h5", path);
+  if (path.ends_with(".keras")) fail("save_weights: {}: the .keras zip format is not supported; use .weights.h5", path);
   log_device_copy(*this);
   Model self = *this;
   hdf5::Lock lock;
-  keras_io::write_atomically(path, [&](const std::string& tmp) {
+  io::write_atomically(path, [&](const std::string& tmp) {
     auto root = hdf5::create(tmp);
     if (keras3) write_keras3_weights(root, self);
     else write_legacy_weights(root, self);
@@ -370,7 +371,7 @@ void Model::load_weights(const std::string& path, const LoadWeightsOptions& opti
 }
 
 void Model::save(const std::string& path) const {
-  if (!ends_with(path, ".h5") && !ends_with(path, ".hdf5"))
+  if (!path.ends_with(".h5") && !path.ends_with(".hdf5"))
     fail("save: {}: full models are written as legacy Keras HDF5; use a name ending in .h5", path);
   log_device_copy(*this);
   Model self = *this;
@@ -378,7 +379,7 @@ void Model::save(const std::string& path) const {
   config["keras_version"] = keras_io::kKerasVersion;
   config["backend"] = "tensorflow";
   hdf5::Lock lock;
-  keras_io::write_atomically(path, [&](const std::string& tmp) {
+  io::write_atomically(path, [&](const std::string& tmp) {
     auto root = hdf5::create(tmp);
     root.set_string_attribute("backend", "tensorflow");
     root.set_string_attribute("keras_version", keras_io::kKerasVersion);

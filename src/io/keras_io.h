@@ -5,7 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <functional>
 #include <string>
 
 namespace systolic::keras_io {
@@ -23,9 +22,5 @@ Model model_from_config(const json& config, const std::string& source);
 // Keras's training_config (loss, metrics, optimizer_config) of a compiled model, and its inverse.
 json training_config(const Model& model);
 void compile_from_training_config(Model& model, const json& config, const std::string& source);
-
-// Writes a file through `write(temporary_path)`, then renames it over `path`; on failure the temporary file is
-// removed and `path` is left as it was.
-void write_atomically(const std::string& path, const std::function<void(const std::string&)>& write);
 
 }  // namespace systolic::keras_io

@@ -9,12 +9,10 @@
 #include <systolic/log.h>
 #include <systolic/saving.h>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 namespace systolic {
 
@@ -456,24 +454,6 @@ void compile_from_training_config(Model& model, const json& tc, const std::strin
     model.compile(*opt, *loss, metrics);
   } catch (const Error& e) {
     fail("{}: {}", source, e.what());
-  }
-}
-
-void write_atomically(const std::string& path, const std::function<void(const std::string&)>& write) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  auto dir = target.parent_path();
-  if (!dir.empty() && !fs::is_directory(dir)) fail("{}: the folder {} does not exist", path, dir.string());
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
-  try {
-    write(tmp);
-    std::error_code ec;
-    fs::rename(tmp, target, ec);
-    if (ec) fail("{}: cannot move the written file into place: {}", path, ec.message());
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
   }
 }
 

@@ -56,10 +56,6 @@ sy::Device resolve_device(const std::string& text) {
   return d;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool is_builtin(const std::string& model) {
   auto names = sy::models::builtin_names();
   return std::find(names.begin(), names.end(), model) != names.end();
@@ -67,7 +63,7 @@ bool is_builtin(const std::string& model) {
 
 // A full-model .h5 (architecture, weights, training config) rather than a built-in name or a JSON file.
 bool is_full_model_file(const std::string& model) {
-  return !is_builtin(model) && (ends_with(model, ".h5") || ends_with(model, ".hdf5"));
+  return !is_builtin(model) && (model.ends_with(".h5") || model.ends_with(".hdf5"));
 }
 
 // --model: a built-in name (shaped by the data set or --input-shape), a Keras model JSON file, or a Keras
