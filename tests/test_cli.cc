@@ -23,13 +23,8 @@ namespace {
 
 const char* kFashionDir = systolic::testing::kFashionMnistDir;
 using systolic::testing::fashion_mnist_installed;
+using systolic::testing::read_text;
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

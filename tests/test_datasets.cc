@@ -23,32 +23,10 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kFashionDir = systolic::testing::kFashionMnistDir;
+using systolic::testing::error_of;
 using systolic::testing::fashion_mnist_installed;
+using systolic::testing::TempDir;
 
-// A fresh directory under the system's temp directory, removed with everything in it at the end of the scope.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = "systolic_test_datasets_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-    if (info) name += std::string("_") + info->name();
-    path_ = fs::temp_directory_path() / name;
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
 
 using Bytes = std::vector<std::uint8_t>;
 
@@ -95,19 +73,6 @@ Bytes read_file_bytes(const std::string& path) {
   return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Runs fn, which must throw systolic::Error; returns its message ("" and a failure when it does not).
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a std::exception that is not systolic::Error: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
 
 std::string idx_error(const std::string& path) {
   return error_of([&] { datasets::read_idx(path); });

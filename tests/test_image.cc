@@ -17,26 +17,12 @@ using namespace systolic;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
+using systolic::testing::error_of;
+using systolic::testing::read_text;
+using systolic::testing::TempDir;
+
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("systolic_test_image_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // A deterministic (h, w, c) uint8 image: smooth, so JPEG keeps it close.
 Tensor pattern(std::int64_t h, std::int64_t w, std::int64_t c, int seed = 0) {
@@ -53,26 +39,11 @@ std::vector<int> bytes(const Tensor& t) {
   return std::vector<int>(p, p + t.numel());
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
 
 void write_bytes(const std::string& path, const std::string& data) {
   std::ofstream(path, std::ios::binary).write(data.data(), std::streamsize(data.size()));
 }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -92,7 +63,7 @@ TEST(Image, PngRoundTripRgbAndGrey) {
   ASSERT_EQ(c.shape(), Shape({4, 9, 3}));
   for (int k = 0; k < 3; ++k) EXPECT_EQ(c.data<std::uint8_t>()[5 * 3 + k], grey.data<std::uint8_t>()[5]);
   // The PNG signature, and no temporary file left beside it.
-  EXPECT_EQ(read_bytes(dir.file("rgb.png")).substr(1, 3), "PNG");
+  EXPECT_EQ(read_text(dir.file("rgb.png")).substr(1, 3), "PNG");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator{}), 2);
 }
 
@@ -130,7 +101,7 @@ TEST(Image, BadFilesNameTheFile) {
   EXPECT_THAT(error_of([&] { image::read(dir.file("missing.png")); }), HasSubstr("no such file"));
   // A PNG cut in half: header fine, data missing.
   image::write_png(dir.file("full.png"), pattern(64, 64, 3));
-  std::string png = read_bytes(dir.file("full.png"));
+  std::string png = read_text(dir.file("full.png"));
   write_bytes(dir.file("half.png"), png.substr(0, png.size() / 2));
   std::string msg = error_of([&] { image::read(dir.file("half.png")); });
   EXPECT_THAT(msg, HasSubstr(dir.file("half.png")));

@@ -17,18 +17,15 @@
 namespace sy = systolic;
 namespace fs = std::filesystem;
 using systolic::testing::shared_data_dir;
+using systolic::testing::error_of;
+using systolic::testing::read_text;
 using systolic::testing::source_dir;
+using systolic::testing::TempDir;
 
 namespace {
 
 std::string fixtures() { return source_dir() + "/tests/fixtures/keras"; }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 sy::Tensor read_floats(const std::string& path, sy::Shape shape) {
   sy::Tensor t(shape);
@@ -45,28 +42,7 @@ double max_abs_diff(const sy::Tensor& a, const sy::Tensor& b) {
   return m;
 }
 
-// A fresh temporary folder per test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("systolic-keras-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const sy::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 struct Fixture {
   const char* name;
@@ -218,22 +194,22 @@ TEST(KerasFiles, WeightsRoundTripInBothLayouts) {
     SCOPED_TRACE(file);
     auto a = small_model(1);
     perturb_all_weights(a, 10);
-    a.save_weights(tmp / file);
+    a.save_weights(tmp.file(file));
     auto b = small_model(2);  // other initial weights
     EXPECT_GT(max_abs_diff(a.predict(x), b.predict(x)), 1e-3);
-    b.load_weights(tmp / file);
+    b.load_weights(tmp.file(file));
     EXPECT_EQ(max_abs_diff(a.predict(x), b.predict(x)), 0.0);
     for (std::size_t i = 0; i < a.layers().size(); ++i)
       for (std::size_t j = 0; j < a.layers()[i]->weights().size(); ++j)
         EXPECT_EQ(max_abs_diff(a.layers()[i]->weights()[j].value, b.layers()[i]->weights()[j].value), 0.0);
   }
   // Files from systolic's legacy layout: one group per layer (weightless ones too), datasets at layer/layer/w:0.
-  auto root = sy::hdf5::open_read(tmp / "w.h5");
+  auto root = sy::hdf5::open_read(tmp.file("w.h5"));
   auto names = root.string_list_attribute("layer_names");
   ASSERT_EQ(names.size(), 6u);  // functional: the InputLayer is listed
   EXPECT_TRUE(root.has_dataset(names[1] + "/" + names[1] + "/kernel:0"));
   EXPECT_EQ(root.group(names[3]).string_list_attribute("weight_names").size(), 0u);  // max_pooling2d
-  auto k3 = sy::hdf5::open_read(tmp / "w.weights.h5");
+  auto k3 = sy::hdf5::open_read(tmp.file("w.weights.h5"));
   EXPECT_TRUE(k3.has_dataset("layers/batch_normalization/vars/3"));
 }
 
@@ -261,8 +237,8 @@ TEST(KerasFiles, FullModelRoundTripResumesTrainingExactly) {
   auto a = small_model(1);
   a.compile(sy::optimizers::Adam(0.01), "sparse_categorical_crossentropy", {"accuracy"});
   for (int i = 0; i < 3; ++i) a.train_on_batch(x, y);
-  a.save(tmp / "m.h5");
-  auto b = sy::load_model(tmp / "m.h5");
+  a.save(tmp.file("m.h5"));
+  auto b = sy::load_model(tmp.file("m.h5"));
   EXPECT_EQ(b.optimizer().iterations(), 3);
   EXPECT_EQ(max_abs_diff(a.predict(x), b.predict(x)), 0.0);
   // The same two further steps on both: identical weights only if the optimizer state (m, v, t) was restored.
@@ -273,7 +249,7 @@ TEST(KerasFiles, FullModelRoundTripResumesTrainingExactly) {
   EXPECT_EQ(max_abs_diff(a.trainable_parameters(), b.trainable_parameters()), 0.0);
 
   // A fresh optimizer would not give the same weights (so the check above can fail).
-  auto c = sy::load_model(tmp / "m.h5", {.compile = false});
+  auto c = sy::load_model(tmp.file("m.h5"), {.compile = false});
   c.compile(sy::optimizers::Adam(0.01), "sparse_categorical_crossentropy");
   for (int i = 0; i < 2; ++i) c.train_on_batch(x, y);
   EXPECT_GT(max_abs_diff(a.trainable_parameters(), c.trainable_parameters()), 1e-6);
@@ -288,8 +264,8 @@ TEST(KerasFiles, SgdAndRmspropStateRoundTrip) {
     if (which == 0) a.compile(sy::optimizers::SGD(0.05, 0.9, true), "sparse_categorical_crossentropy");
     else a.compile(sy::optimizers::RMSprop(0.01, 0.8, 0.5), "sparse_categorical_crossentropy");
     a.train_on_batch(x, y);
-    a.save(tmp / "m.h5");
-    auto b = sy::load_model(tmp / "m.h5");
+    a.save(tmp.file("m.h5"));
+    auto b = sy::load_model(tmp.file("m.h5"));
     EXPECT_EQ(b.optimizer().name(), a.optimizer().name());
     a.train_on_batch(x, y);
     b.train_on_batch(x, y);
@@ -308,38 +284,38 @@ TEST(KerasFiles, LoadByNameAndSkipMismatch) {
   };
   auto a = make(2, "head");
   perturb_all_weights(a, 1);
-  a.save_weights(tmp / "a.h5");
+  a.save_weights(tmp.file("a.h5"));
   auto b = make(2, "other");  // same shapes, one name differs
-  b.load_weights(tmp / "a.h5", {.by_name = true});
+  b.load_weights(tmp.file("a.h5"), {.by_name = true});
   EXPECT_EQ(max_abs_diff(b.get_layer("shared")->weights()[0].value, a.get_layer("shared")->weights()[0].value), 0.0);
   EXPECT_GT(max_abs_diff(b.get_layer("other")->weights()[0].value, a.get_layer("head")->weights()[0].value), 1e-3);
   auto c = make(5, "head");  // same names, the head's shape differs
-  auto err = error_of([&] { c.load_weights(tmp / "a.h5", {.by_name = true}); });
+  auto err = error_of([&] { c.load_weights(tmp.file("a.h5"), {.by_name = true}); });
   EXPECT_NE(err.find("'head'"), std::string::npos) << err;
   EXPECT_NE(err.find("(3, 5)"), std::string::npos) << err;
   EXPECT_NE(err.find("(3, 2)"), std::string::npos) << err;
-  c.load_weights(tmp / "a.h5", {.by_name = true, .skip_mismatch = true});
+  c.load_weights(tmp.file("a.h5"), {.by_name = true, .skip_mismatch = true});
   EXPECT_EQ(max_abs_diff(c.get_layer("shared")->weights()[0].value, a.get_layer("shared")->weights()[0].value), 0.0);
 }
 
 TEST(KerasFiles, WritesAreAtomic) {
   TempDir tmp;
   auto a = small_model(1);
-  a.save_weights(tmp / "w.h5");
-  auto before = read_text(tmp / "w.h5");
+  a.save_weights(tmp.file("w.h5"));
+  auto before = read_text(tmp.file("w.h5"));
   // A failed save (two layers with one name: HDF5 cannot create the second group) leaves the old file and no
   // temporary file.
   namespace L = sy::layers;
   auto in = L::Input({2});
   auto bad = sy::Model(in, L::Dense(1, {.name = "twin"})(L::Dense(2, {.name = "twin"})(in)));
-  EXPECT_THROW(bad.save_weights(tmp / "w.h5"), sy::Error);
-  EXPECT_EQ(read_text(tmp / "w.h5"), before);
+  EXPECT_THROW(bad.save_weights(tmp.file("w.h5")), sy::Error);
+  EXPECT_EQ(read_text(tmp.file("w.h5")), before);
   int files = 0;
-  for ([[maybe_unused]] auto& e : fs::directory_iterator(tmp.path)) ++files;
+  for ([[maybe_unused]] auto& e : fs::directory_iterator(tmp.path())) ++files;
   EXPECT_EQ(files, 1) << "a temporary file was left behind";
-  auto err = error_of([&] { a.save_weights(tmp / "no/such/dir/w.h5"); });
+  auto err = error_of([&] { a.save_weights(tmp.file("no/such/dir/w.h5")); });
   EXPECT_NE(err.find("does not exist"), std::string::npos) << err;
-  err = error_of([&] { a.save_weights(tmp / "w.txt"); });
+  err = error_of([&] { a.save_weights(tmp.file("w.txt")); });
   EXPECT_NE(err.find(".weights.h5"), std::string::npos) << err;
 }
 
@@ -377,19 +353,19 @@ TEST(KerasFiles, ReadsEveryStringFormAndChunkedLayerNames) {
   TempDir tmp;
   auto a = small_model(1);
   perturb_all_weights(a, 3);
-  a.save_weights(tmp / "w.h5");
+  a.save_weights(tmp.file("w.h5"));
   std::vector<std::string> layer_names;
   {
     sy::hdf5::Lock lock;
-    layer_names = sy::hdf5::open_read(tmp / "w.h5").string_list_attribute("layer_names");
+    layer_names = sy::hdf5::open_read(tmp.file("w.h5")).string_list_attribute("layer_names");
   }
   auto x = systolic::testing::random_tensor({2, 6, 6, 2}, 9);
   int form = 0;
   for (bool variable : {false, true})
     for (bool utf8 : {false, true}) {
       SCOPED_TRACE(std::string(variable ? "variable" : "fixed") + (utf8 ? " UTF-8" : " ASCII"));
-      auto path = tmp / ("f" + std::to_string(form++) + ".h5");
-      fs::copy_file(tmp / "w.h5", path);
+      auto path = tmp.file(("f" + std::to_string(form++)) + ".h5");
+      fs::copy_file(tmp.file("w.h5"), path);
       hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
       ASSERT_GE(f, 0);
       H5Adelete(f, "layer_names");
@@ -417,20 +393,20 @@ TEST(KerasFiles, ReadsEveryStringFormAndChunkedLayerNames) {
 TEST(KerasFiles, BadFilesGiveClearErrors) {
   TempDir tmp;
   auto model = small_model(1);
-  model.save_weights(tmp / "good.h5");
+  model.save_weights(tmp.file("good.h5"));
 
-  std::ofstream(tmp / "text.h5") << "this is not HDF5\n";
-  auto err = error_of([&] { model.load_weights(tmp / "text.h5"); });
+  std::ofstream(tmp.file("text.h5")) << "this is not HDF5\n";
+  auto err = error_of([&] { model.load_weights(tmp.file("text.h5")); });
   EXPECT_NE(err.find("not an HDF5 file"), std::string::npos) << err;
   EXPECT_NE(err.find("text.h5"), std::string::npos) << err;
 
-  err = error_of([&] { model.load_weights(tmp / "missing.h5"); });
+  err = error_of([&] { model.load_weights(tmp.file("missing.h5")); });
   EXPECT_NE(err.find("no such file"), std::string::npos) << err;
 
   // Truncated at several points: never a crash, always an error naming the file.
-  auto bytes = read_text(tmp / "good.h5");
+  auto bytes = read_text(tmp.file("good.h5"));
   for (double frac : {0.1, 0.5, 0.9}) {
-    auto path = tmp / ("trunc" + std::to_string(int(frac * 10)) + ".h5");
+    auto path = tmp.file(("trunc" + std::to_string(int(frac * 10))) + ".h5");
     std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() * frac));
     err = error_of([&] { model.load_weights(path); });
     EXPECT_NE(err.find(path), std::string::npos) << err;
@@ -440,9 +416,9 @@ TEST(KerasFiles, BadFilesGiveClearErrors) {
   // garbage values, never a crash. Flip every byte of a window well inside the file.
   auto corrupt = bytes;
   for (std::size_t i = corrupt.size() / 3; i < corrupt.size() / 3 + 512; ++i) corrupt[i] = static_cast<char>(~corrupt[i]);
-  std::ofstream(tmp / "corrupt.h5", std::ios::binary).write(corrupt.data(), static_cast<std::streamsize>(corrupt.size()));
+  std::ofstream(tmp.file("corrupt.h5"), std::ios::binary).write(corrupt.data(), static_cast<std::streamsize>(corrupt.size()));
   try {
-    model.load_weights(tmp / "corrupt.h5");
+    model.load_weights(tmp.file("corrupt.h5"));
   } catch (const sy::Error& e) {
     EXPECT_NE(std::string(e.what()).find("corrupt.h5"), std::string::npos) << e.what();
   }
@@ -459,31 +435,31 @@ TEST(KerasFiles, BadFilesGiveClearErrors) {
   x = L::MaxPooling2D()(x);
   x = L::Flatten()(x);
   sy::Model other(in, L::Dense(4, {.activation = "softmax"})(x));
-  err = error_of([&] { other.load_weights(tmp / "good.h5"); });
+  err = error_of([&] { other.load_weights(tmp.file("good.h5")); });
   EXPECT_NE(err.find("(48, 4)"), std::string::npos) << err;  // the model's kernel
   EXPECT_NE(err.find("(27, 4)"), std::string::npos) << err;  // the file's
   EXPECT_NE(err.find("#2"), std::string::npos) << err;       // the layer's index
 
   // Missing dataset: delete the dense kernel from a copy.
-  fs::copy_file(tmp / "good.h5", tmp / "nodata.h5");
+  fs::copy_file(tmp.file("good.h5"), tmp.file("nodata.h5"));
   std::string dense = model.layers().back()->name();
-  hid_t f = H5Fopen((tmp / "nodata.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  hid_t f = H5Fopen((tmp.file("nodata.h5")).c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   ASSERT_GE(H5Ldelete(f, (dense + "/" + dense + "/kernel:0").c_str(), H5P_DEFAULT), 0);
   H5Fclose(f);
-  err = error_of([&] { model.load_weights(tmp / "nodata.h5"); });
+  err = error_of([&] { model.load_weights(tmp.file("nodata.h5")); });
   EXPECT_NE(err.find("missing dataset"), std::string::npos) << err;
   EXPECT_NE(err.find("kernel:0"), std::string::npos) << err;
 
   // A weights file is not a full model, and a full model without weights is refused.
-  err = error_of([&] { sy::load_model(tmp / "good.h5"); });
+  err = error_of([&] { sy::load_model(tmp.file("good.h5")); });
   EXPECT_NE(err.find("weights only"), std::string::npos) << err;
 
   // Keras 3 layout with a missing layer group.
-  model.save_weights(tmp / "k3.weights.h5");
-  f = H5Fopen((tmp / "k3.weights.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  model.save_weights(tmp.file("k3.weights.h5"));
+  f = H5Fopen((tmp.file("k3.weights.h5")).c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   ASSERT_GE(H5Ldelete(f, "layers/dense", H5P_DEFAULT), 0);
   H5Fclose(f);
-  err = error_of([&] { model.load_weights(tmp / "k3.weights.h5"); });
+  err = error_of([&] { model.load_weights(tmp.file("k3.weights.h5")); });
   EXPECT_NE(err.find("layers/dense/vars"), std::string::npos) << err;
 }
 

@@ -14,6 +14,8 @@
 using namespace systolic;
 using ::testing::HasSubstr;
 
+using systolic::testing::error_of;
+
 namespace {
 
 Tensor images(std::int64_t n, std::int64_t h, std::int64_t w, std::int64_t c) {
@@ -42,15 +44,6 @@ Batches collect(const Tensor& x, const Tensor& y, std::vector<std::int64_t> orde
   return b;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
 
 }  // namespace
 

@@ -1,15 +1,22 @@
-// Helpers shared by the tests: random tensors, comparisons, the location of test data.
+// Helpers shared by the tests: random tensors, comparisons, the location of test data, temporary folders,
+// error messages, whole-file reads.
 #pragma once
 
+#include <systolic/error.h>
 #include <systolic/random.h>
 #include <systolic/tensor.h>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <string>
 
 namespace systolic::testing {
@@ -65,6 +72,55 @@ inline bool fashion_mnist_installed() {
                         "t10k-labels-idx1-ubyte.gz"})
     if (!std::filesystem::exists(std::filesystem::path(kFashionMnistDir) / f)) return false;
   return true;
+}
+
+// A fresh folder under the system's temp folder, named after the test, removed with everything in it at the end
+// of the scope.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = "systolic_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+    if (info) name += std::string("_") + info->test_suite_name() + "_" + info->name();
+    path_ = std::filesystem::temp_directory_path() / name;
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Runs fn, which must throw systolic::Error; returns its message ("" and a failure when it does not).
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a std::exception that is not systolic::Error: " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+// The whole file as bytes ("" when it cannot be read).
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace systolic::testing
