@@ -145,14 +145,14 @@ TEST(GradientCheck, DropoutTrainingUsesTheSameMaskForward) {
   Tensor r = random_tensor({4, 50}, 4, DType::float64);
   auto loss = [&]() {
     Tensor y(x.shape(), DType::float64);
-    ops::dropout_forward(x, y, 0.3, 99);
+    ops::dropout_forward(x, y, 0.3, 99, Tensor());
     auto yv = y.to_doubles(), rv = r.to_doubles();
     double s = 0;
     for (std::size_t i = 0; i < yv.size(); ++i) s += yv[i] * rv[i];
     return s;
   };
   Tensor dx(x.shape(), DType::float64);
-  ops::dropout_backward(r, dx, 0.3, 99);
+  ops::dropout_backward(r, dx, 0.3, 99, Tensor());
   check_all(x, dx, loss, "dropout dx");
 }
 

@@ -9,7 +9,7 @@ using namespace systolic;
 namespace {
 
 // Runs one layer call (inference unless training) on float32 inputs.
-Tensor run(LayerRef layer, const std::vector<Tensor>& xs, bool training = false) {
+Tensor run(LayerRef layer, const std::vector<Tensor>& xs, bool training = false, double step = 0) {
   std::vector<SymbolicTensor> sym;
   for (auto& x : xs) sym.push_back(layers::Input(x.shape().without_batch()));
   SymbolicTensor out = sym.size() == 1 ? layer(sym[0]) : layer(sym);
@@ -18,6 +18,7 @@ Tensor run(LayerRef layer, const std::vector<Tensor>& xs, bool training = false)
   c.output = Tensor(out.shape().with_batch(xs[0].dim(0)));
   systolic::testing::poison(c.output);
   c.training = training;
+  c.step = Tensor::full({1}, step, DType::float64);
   layer->call_forward(c);
   return c.output;
 }
@@ -190,7 +191,8 @@ TEST(Dropout, IdentityAtInferenceInvertedWhenTraining) {
     else EXPECT_NEAR(v, 2.0 / 0.6, 1e-5);
   }
   EXPECT_NEAR(double(zeros) / 100000, 0.4, 0.01);
-  Tensor y2 = run(drop, {x}, true);  // a fresh mask per call
+  EXPECT_EQ(y.to_doubles(), run(drop, {x}, true).to_doubles());  // the mask is a function of (seed, step)
+  Tensor y2 = run(drop, {x}, true, 1.0);                            // a fresh mask at the next step
   EXPECT_NE(y.to_doubles(), y2.to_doubles());
   EXPECT_THROW(layers::Dropout(1.0), Error);
 }

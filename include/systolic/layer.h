@@ -52,7 +52,7 @@ struct LayerCall {
   std::vector<Tensor> inputs;
   Tensor output;  // [N, node shape]; forward writes it (or rebinds it to a view of an input)
   bool training = false;
-  std::uint64_t seed = 0;       // randomness of this call (dropout), fresh every step
+  Tensor step;                  // the model's training-step counter, float64 [1] on the device (dropout's masks)
   std::vector<Tensor> saved;    // whatever backward needs, kept by forward
   Tensor workspace;             // backend-private state for backward (pooling indices)
   Tensor logits;                // pre-softmax values, kept when the layer's activation is softmax

@@ -74,10 +74,12 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& 
 void activation_forward(Activation a, const Tensor& x, Tensor& y);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);
 
-// ---- Inverted dropout: y = x * keep / (1 - rate), keep = philox(seed, element index) >= rate. Backward
-// recomputes the same mask from (seed), so no mask is stored.
-void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed);
-void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed);
+// ---- Inverted dropout: y = x * keep / (1 - rate), keep = philox(key, element index) >= rate, where
+// key = dropout_key(seed, step) (src/core/philox.h) and `step` is the model's training-step counter (float64 [1] on
+// the tensors' device, read by the op, so a captured CUDA graph gets a fresh mask every replay; undefined: step 0).
+// Backward recomputes the same mask from (seed, step), so no mask is stored.
+void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step);
+void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step);
 
 // ---- Zero padding of H and W: y[N, H+top+bottom, W+left+right, C].
 void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p);
@@ -95,9 +97,22 @@ void accumulate(const Tensor& src, Tensor& dst);         // dst += src
 void scale_shift(const Tensor& x, Tensor& y, double scale, double shift);  // y = x*scale + shift
 // moving = moving*momentum + value*(1-momentum)
 void moving_average(Tensor& moving, const Tensor& value, double momentum);
-// Converts a batch of any dtype to floating dst (uint8 images -> float32), gathering rows `indices` of src's
-// first dimension: dst[i] = src[indices[i]].
+// Converts a batch of any dtype to dst's dtype (uint8 images -> float32, labels -> int32), gathering rows `indices` of
+// src's first dimension: dst[i] = src[indices[i]]. The indices come from the host, or as an int32 tensor on the
+// tensors' device (so a training step on a GPU reads its batch from a data set resident there).
 void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst);
+void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst);
+
+// ---- Image augmentation (Keras's ImageDataGenerator subset; contract and formulas in pipeline.h's Augmentation):
+// random shifts with bilinear interpolation, fill "nearest" or "constant", then a random horizontal flip.
+// x, y: float32 [n, H, W, C] (y must not alias x). Sample i draws its numbers from Philox at (seed, first + i).
+struct AugmentParams {
+  double width_shift_range = 0.0, height_shift_range = 0.0;
+  bool horizontal_flip = false;
+  bool fill_constant = false;  // fill_mode "constant" (else "nearest")
+  double cval = 0.0;
+};
+void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first);
 
 // ---- Losses. Each ADDS the sum over the batch of the per-sample losses to `total` (a float64 scalar, so an
 // epoch's mean is exact), and writes the gradient of (grad_scale * that sum) w.r.t. its prediction input to
@@ -116,12 +131,15 @@ void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total,
 void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total);
 
 // ---- Optimizer updates over flat parameter buffers (all of a model's trainable weights, one allocation).
+// `iterations` (float64 [1] on w's device) counts the updates done before this one, as Keras's
+// optimizer.iterations does; the op reads it, so a captured CUDA graph replays with the right step. It does not
+// increment it (the model does, once per step, after every update).
 struct AdamStep {
-  double lr_t;  // lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)
-  double beta_1, beta_2, epsilon;
+  double lr, beta_1, beta_2, epsilon;
 };
+// t = iterations + 1; lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t);
 // m += (g-m)(1-b1); v += (g*g-v)(1-b2); w -= lr_t * m / (sqrt(v) + eps)
-void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s);
+void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& iterations);
 // Keras SGD: velocity = momentum*velocity - lr*g; w += velocity (nesterov: w += momentum*velocity - lr*g).
 // momentum 0: w -= lr*g (velocity unused, may be undefined).
 void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov);

@@ -25,6 +25,10 @@ class Optimizer {
   void build(const Tensor& params);
   // One update step: params -= f(grads); iterations += 1.
   void apply(Tensor& params, const Tensor& grads);
+  // The same, reading the step count from `iterations` (float64 [1] on the parameters' device, Keras's
+  // optimizer.iterations) instead of the host counter, so a captured CUDA graph replays with the right step. The
+  // caller increments that tensor after the update; the host counter (iterations()) is incremented here.
+  void apply(Tensor& params, const Tensor& grads, const Tensor& iterations);
   // The slot buffers, named as Keras names them ("m", "v", "momentum", ...).
   const std::vector<std::pair<std::string, Tensor>>& slots() const { return slots_; }
   // The slot buffer named `name` (after build), to restore saved optimizer state.
@@ -33,7 +37,7 @@ class Optimizer {
  protected:
   explicit Optimizer(double learning_rate) : learning_rate_(learning_rate) {}
   virtual std::vector<std::string> slot_names() const = 0;
-  virtual void update(Tensor& params, const Tensor& grads, std::int64_t step) = 0;  // step = iterations + 1
+  virtual void update(Tensor& params, const Tensor& grads, const Tensor& iterations) = 0;
   Tensor& slot(std::size_t i) { return slots_[i].second; }
 
  private:
@@ -55,7 +59,7 @@ class Adam : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
-  void update(Tensor& params, const Tensor& grads, std::int64_t step) override;
+  void update(Tensor& params, const Tensor& grads, const Tensor& iterations) override;
 
  private:
   double beta_1_, beta_2_, epsilon_;
@@ -74,7 +78,7 @@ class SGD : public Optimizer {
   std::vector<std::string> slot_names() const override {
     return momentum_ > 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
   }
-  void update(Tensor& params, const Tensor& grads, std::int64_t step) override;
+  void update(Tensor& params, const Tensor& grads, const Tensor& iterations) override;
 
  private:
   double momentum_;
@@ -95,7 +99,7 @@ class RMSprop : public Optimizer {
   std::vector<std::string> slot_names() const override {
     return momentum_ > 0 ? std::vector<std::string>{"rms", "momentum"} : std::vector<std::string>{"rms"};
   }
-  void update(Tensor& params, const Tensor& grads, std::int64_t step) override;
+  void update(Tensor& params, const Tensor& grads, const Tensor& iterations) override;
 
  private:
   double rho_, momentum_, epsilon_;

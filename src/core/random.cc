@@ -1,22 +1,15 @@
 #include <systolic/random.h>
 
+#include "core/philox.h"
+
 #include <cmath>
 #include <numbers>
 
 namespace systolic {
 
 std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> c, std::array<std::uint32_t, 2> k) {
-  constexpr std::uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
-  for (int round = 0; round < 10; ++round) {
-    std::uint64_t p0 = static_cast<std::uint64_t>(M0) * c[0];
-    std::uint64_t p1 = static_cast<std::uint64_t>(M1) * c[2];
-    std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
-    std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
-    c = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
-    k[0] += W0;
-    k[1] += W1;
-  }
-  return c;
+  auto r = philox::philox4x32(philox::U32x4{{c[0], c[1], c[2], c[3]}}, k[0], k[1]);
+  return {r.v[0], r.v[1], r.v[2], r.v[3]};
 }
 
 std::uint32_t Generator::next_u32() {

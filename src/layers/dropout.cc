@@ -29,23 +29,19 @@ class DropoutLayer final : public Layer {
       c.output = c.inputs[0];  // identity: a view, no copy
       return;
     }
-    // A fresh mask per call: mix the layer's seed with its call count (splitmix64 finaliser).
-    std::uint64_t z = seed_ + 0x9E3779B97F4A7C15ull * ++calls_;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    c.seed = z ^ (z >> 31);
-    ops::dropout_forward(c.inputs[0], c.output, rate_, c.seed);
+    // A fresh mask per training step: the op mixes the layer's seed with the model's step counter, which it reads
+    // on the device (so a captured CUDA graph draws a new mask on every replay).
+    ops::dropout_forward(c.inputs[0], c.output, rate_, seed_, c.step);
   }
   void backward(LayerCall& c) override {
     if (!c.dinputs[0].defined()) return;
     if (!c.training || rate_ == 0) ops::copy(c.doutput, c.dinputs[0]);
-    else ops::dropout_backward(c.doutput, c.dinputs[0], rate_, c.seed);
+    else ops::dropout_backward(c.doutput, c.dinputs[0], rate_, seed_, c.step);
   }
 
  private:
   double rate_;
   std::uint64_t seed_;
-  std::uint64_t calls_ = 0;
   std::optional<std::uint64_t> given_seed_;
 };
 }  // namespace

@@ -183,6 +183,7 @@ void ModelState::forward(std::int64_t n, bool training) {
     for (int j : e.inputs) c.inputs.push_back(nodes[j].call.output);
     c.output = e.out_buf.slice(0, n);
     c.training = training;
+    c.step = step;
     e.node->layer->call_forward(c);
   }
 }
@@ -231,11 +232,25 @@ void ModelState::loss_and_metrics(std::int64_t n, bool backward) {
   }
 }
 
+void ModelState::sync_step_counter() {
+  if (!step.defined() || step.device() != params.device()) {
+    step = Tensor({1}, DType::float64, params.device());
+    step_on_device = -1;
+  }
+  if (step_on_device != optimizer->iterations()) {
+    ops::fill(step, double(optimizer->iterations()));
+    step_on_device = optimizer->iterations();
+  }
+}
+
 void ModelState::train_step(std::int64_t n) {
+  sync_step_counter();
   ops::fill(grads, 0.0);
   forward(n, true);
   loss_and_metrics(n, true);
-  optimizer->apply(params, grads);
+  optimizer->apply(params, grads, step);
+  ops::scale_shift(step, step, 1.0, 1.0);
+  ++step_on_device;
 }
 
 const std::string& Model::name() const { return state_->name; }

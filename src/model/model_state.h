@@ -34,6 +34,11 @@ class ModelState {
   std::int64_t capacity = 0;
   Tensor x_buf, y_buf;
   Tensor totals;  // float64 [1 + metrics]: loss sum, metric counts
+  // The training-step counter on the model's device (float64 [1]): Adam's t and dropout's masks read it there, so
+  // a step captured as a CUDA graph replays correctly. step_on_device mirrors its value on the host.
+  Tensor step;
+  std::int64_t step_on_device = -1;
+  void sync_step_counter();  // makes `step` equal the optimizer's iterations
 
   // Builds nodes and layers from inputs/outputs and packs the weights.
   void finalize();

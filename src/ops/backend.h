@@ -29,8 +29,8 @@ class Backend {
                               Tensor& db);
   virtual void activation_forward(Activation a, const Tensor& x, Tensor& y);
   virtual void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);
-  virtual void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed);
-  virtual void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed);
+  virtual void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step);
+  virtual void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step);
   virtual void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p);
   virtual void pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p);
   virtual void concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis);
@@ -42,6 +42,9 @@ class Backend {
   virtual void scale_shift(const Tensor& x, Tensor& y, double scale, double shift);
   virtual void moving_average(Tensor& moving, const Tensor& value, double momentum);
   virtual void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst);
+  virtual void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst);
+  virtual void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed,
+                              std::uint64_t first);
   virtual void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
                                      double grad_scale);
   virtual void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total,
@@ -49,7 +52,8 @@ class Backend {
   virtual void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
                                   double grad_scale);
   virtual void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total);
-  virtual void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s);
+  virtual void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s,
+                           const Tensor& iterations);
   virtual void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov);
   virtual void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,
                               double momentum, double epsilon);

@@ -140,22 +140,20 @@ void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor
   backend_for(d.found ? d.device : Device::cpu()).activation_backward(a, y, dy, dx);
 }
 
-void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed) {
+void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
   DeviceOf d("dropout_forward");
   d.add(x);
   d.add(y);
-  d.add(rate);
-  d.add(seed);
-  backend_for(d.found ? d.device : Device::cpu()).dropout_forward(x, y, rate, seed);
+  d.add(step);
+  backend_for(d.found ? d.device : Device::cpu()).dropout_forward(x, y, rate, seed, step);
 }
 
-void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed) {
+void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) {
   DeviceOf d("dropout_backward");
   d.add(dy);
   d.add(dx);
-  d.add(rate);
-  d.add(seed);
-  backend_for(d.found ? d.device : Device::cpu()).dropout_backward(dy, dx, rate, seed);
+  d.add(step);
+  backend_for(d.found ? d.device : Device::cpu()).dropout_backward(dy, dx, rate, seed, step);
 }
 
 void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) {
@@ -243,6 +241,21 @@ void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Te
   backend_for(d.found ? d.device : Device::cpu()).gather_rows(src, indices, dst);
 }
 
+void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
+  DeviceOf d("gather_rows");
+  d.add(src);
+  d.add(indices);
+  d.add(dst);
+  backend_for(d.found ? d.device : Device::cpu()).gather_rows(src, indices, dst);
+}
+
+void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first) {
+  DeviceOf d("augment_images");
+  d.add(x);
+  d.add(y);
+  backend_for(d.found ? d.device : Device::cpu()).augment_images(x, y, p, seed, first);
+}
+
 void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits, double grad_scale) {
   DeviceOf d("softmax_cross_entropy");
   d.add(logits);
@@ -282,14 +295,14 @@ void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
   backend_for(d.found ? d.device : Device::cpu()).accuracy_count(pred, labels, total);
 }
 
-void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
+void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& iterations) {
   DeviceOf d("adam_update");
   d.add(w);
   d.add(g);
   d.add(m);
   d.add(v);
-  d.add(s);
-  backend_for(d.found ? d.device : Device::cpu()).adam_update(w, g, m, v, s);
+  d.add(iterations);
+  backend_for(d.found ? d.device : Device::cpu()).adam_update(w, g, m, v, s, iterations);
 }
 
 void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov) {
@@ -334,8 +347,8 @@ void Backend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, T
 void Backend::dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) { unsupported("dense_backward"); }
 void Backend::activation_forward(Activation a, const Tensor& x, Tensor& y) { unsupported("activation_forward"); }
 void Backend::activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx) { unsupported("activation_backward"); }
-void Backend::dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed) { unsupported("dropout_forward"); }
-void Backend::dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed) { unsupported("dropout_backward"); }
+void Backend::dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) { unsupported("dropout_forward"); }
+void Backend::dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) { unsupported("dropout_backward"); }
 void Backend::pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) { unsupported("pad2d_forward"); }
 void Backend::pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) { unsupported("pad2d_backward"); }
 void Backend::concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis) { unsupported("concat_forward"); }
@@ -347,11 +360,13 @@ void Backend::accumulate(const Tensor& src, Tensor& dst) { unsupported("accumula
 void Backend::scale_shift(const Tensor& x, Tensor& y, double scale, double shift) { unsupported("scale_shift"); }
 void Backend::moving_average(Tensor& moving, const Tensor& value, double momentum) { unsupported("moving_average"); }
 void Backend::gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst) { unsupported("gather_rows"); }
+void Backend::gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) { unsupported("gather_rows"); }
+void Backend::augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first) { unsupported("augment_images"); }
 void Backend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits, double grad_scale) { unsupported("softmax_cross_entropy"); }
 void Backend::crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs, double grad_scale, double eps) { unsupported("crossentropy_from_probabilities"); }
 void Backend::mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred, double grad_scale) { unsupported("mean_squared_error"); }
 void Backend::accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) { unsupported("accuracy_count"); }
-void Backend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) { unsupported("adam_update"); }
+void Backend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& iterations) { unsupported("adam_update"); }
 void Backend::sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov) { unsupported("sgd_update"); }
 void Backend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho, double momentum, double epsilon) { unsupported("rmsprop_update"); }
 

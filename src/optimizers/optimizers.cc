@@ -20,22 +20,27 @@ Tensor& Optimizer::slot(const std::string& name) {
 }
 
 void Optimizer::apply(Tensor& params, const Tensor& grads) {
+  Tensor iterations = Tensor::full({1}, double(iterations_), DType::float64, params.device());
+  apply(params, grads, iterations);
+  ops::scale_shift(iterations, iterations, 1.0, 1.0);
+}
+
+void Optimizer::apply(Tensor& params, const Tensor& grads, const Tensor& iterations) {
   build(params);
-  update(params, grads, iterations_ + 1);
+  update(params, grads, iterations);
   ++iterations_;
 }
 
-void Adam::update(Tensor& params, const Tensor& grads, std::int64_t t) {
-  double lr_t = learning_rate() * std::sqrt(1.0 - std::pow(beta_2_, double(t))) / (1.0 - std::pow(beta_1_, double(t)));
-  ops::adam_update(params, grads, slot(0), slot(1), {lr_t, beta_1_, beta_2_, epsilon_});
+void Adam::update(Tensor& params, const Tensor& grads, const Tensor& iterations) {
+  ops::adam_update(params, grads, slot(0), slot(1), {learning_rate(), beta_1_, beta_2_, epsilon_}, iterations);
 }
 
-void SGD::update(Tensor& params, const Tensor& grads, std::int64_t) {
+void SGD::update(Tensor& params, const Tensor& grads, const Tensor&) {
   Tensor none;
   ops::sgd_update(params, grads, momentum_ > 0 ? slot(0) : none, learning_rate(), momentum_, nesterov_);
 }
 
-void RMSprop::update(Tensor& params, const Tensor& grads, std::int64_t) {
+void RMSprop::update(Tensor& params, const Tensor& grads, const Tensor&) {
   Tensor none;
   ops::rmsprop_update(params, grads, slot(0), momentum_ > 0 ? slot(1) : none, learning_rate(), rho_, momentum_,
                       epsilon_);

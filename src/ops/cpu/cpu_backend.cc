@@ -5,6 +5,10 @@
 #include "ops/cpu/loops.h"
 #include "ops/cpu/onednn.h"
 
+#include "core/philox.h"
+
+#include <cmath>
+
 namespace systolic::ops::cpu {
 
 namespace {
@@ -22,6 +26,14 @@ void check_same(const char* op, const Tensor& a, const Tensor& b) {
   if (!b.defined()) return;
   SYSTOLIC_CHECK(a.dtype() == b.dtype(), "op {}: mixed dtypes {} and {}", op, dtype_name(a.dtype()),
                  dtype_name(b.dtype()));
+}
+
+// The value of a float64 [1] counter (the model's step, the optimizer's iterations); 0 when undefined.
+double step_value(const Tensor& step) {
+  if (!step.defined()) return 0.0;
+  SYSTOLIC_CHECK(step.dtype() == DType::float64 && step.numel() == 1, "step counter must be float64 [1], got {} {}",
+                 dtype_name(step.dtype()), step.shape().str());
+  return step.data<double>()[0];
 }
 
 #define SYSTOLIC_LOOP(op, dtype, ...) \
@@ -92,11 +104,11 @@ class CpuBackend final : public Backend {
     if (y.dtype() == DType::float32) return onednn::activation_backward(a, y, dy, dx);
     SYSTOLIC_LOOP(activation_backward, y.dtype(), a, y, dy, dx);
   }
-  void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed) override {
-    SYSTOLIC_LOOP(dropout_forward, x.dtype(), x, y, rate, seed);
+  void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) override {
+    SYSTOLIC_LOOP(dropout_forward, x.dtype(), x, y, rate, philox::dropout_key(seed, step_value(step)));
   }
-  void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed) override {
-    SYSTOLIC_LOOP(dropout_backward, dy.dtype(), dy, dx, rate, seed);
+  void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) override {
+    SYSTOLIC_LOOP(dropout_backward, dy.dtype(), dy, dx, rate, philox::dropout_key(seed, step_value(step)));
   }
   void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) override {
     SYSTOLIC_LOOP(pad2d_forward, x.dtype(), x, y, p);
@@ -124,6 +136,12 @@ class CpuBackend final : public Backend {
   void moving_average(Tensor& moving, const Tensor& value, double momentum) override {
     SYSTOLIC_LOOP(moving_average, moving.dtype(), moving, value, momentum);
   }
+  void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) override {
+    SYSTOLIC_CHECK(indices.dtype() == DType::int32, "gather_rows: indices must be int32, not {}",
+                   dtype_name(indices.dtype()));
+    const std::int32_t* ip = indices.data<std::int32_t>();
+    gather_rows(src, std::vector<std::int64_t>(ip, ip + indices.numel()), dst);
+  }
   void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst) override {
     if (dst.dtype() == DType::int32) return loops::gather_rows<std::int32_t>(src, indices, dst);  // labels
     SYSTOLIC_LOOP(gather_rows, dst.dtype(), src, indices, dst);
@@ -143,8 +161,11 @@ class CpuBackend final : public Backend {
   void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) override {
     SYSTOLIC_LOOP(accuracy_count, pred.dtype(), pred, labels, total);
   }
-  void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) override {
-    SYSTOLIC_LOOP(adam_update, w.dtype(), w, g, m, v, s);
+  void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s,
+                   const Tensor& iterations) override {
+    double t = step_value(iterations) + 1.0;
+    double lr_t = s.lr * std::sqrt(1.0 - std::pow(s.beta_2, t)) / (1.0 - std::pow(s.beta_1, t));
+    SYSTOLIC_LOOP(adam_update, w.dtype(), w, g, m, v, s, lr_t);
   }
   void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov) override {
     SYSTOLIC_LOOP(sgd_update, w.dtype(), w, g, velocity, lr, momentum, nesterov);

@@ -35,9 +35,9 @@ void activation_forward(Activation a, const Tensor& x, Tensor& y);
 template <class T>
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);
 template <class T>
-void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed);
+void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t key);  // key: philox::dropout_key
 template <class T>
-void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed);
+void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t key);
 template <class T>
 void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p);
 template <class T>
@@ -67,7 +67,7 @@ void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total,
 template <class T>
 void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total);
 template <class T>
-void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s);
+void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, double lr_t);
 template <class T>
 void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov);
 template <class T>

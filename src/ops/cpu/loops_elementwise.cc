@@ -2,7 +2,7 @@
 // path for these (oneDNN has no primitives for them) and the float64 path.
 #include "ops/cpu/loops.h"
 
-#include <systolic/random.h>
+#include "core/philox.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,17 +11,15 @@ namespace systolic::ops::loops {
 
 namespace {
 template <class T>
-void dropout_apply(const T* in, T* out, std::int64_t n, double rate, std::uint64_t seed) {
+void dropout_apply(const T* in, T* out, std::int64_t n, double rate, std::uint64_t key) {
   const T scale = T(1.0 / (1.0 - rate));
-  const auto key = std::array<std::uint32_t, 2>{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
   const float threshold = static_cast<float>(rate);
 #pragma omp parallel for
   for (std::int64_t g = 0; g < (n + 3) / 4; ++g) {
-    auto u = static_cast<std::uint64_t>(g);
-    auto r = philox4x32({static_cast<std::uint32_t>(u), static_cast<std::uint32_t>(u >> 32), 0, 0}, key);
+    auto r = philox::random4(key, static_cast<std::uint64_t>(g));
     for (int k = 0; k < 4 && g * 4 + k < n; ++k) {
       std::int64_t i = g * 4 + k;
-      out[i] = uint_to_unit_float(r[k]) >= threshold ? in[i] * scale : T(0);
+      out[i] = philox::unit_float(r.v[k]) >= threshold ? in[i] * scale : T(0);
     }
   }
 }
@@ -47,13 +45,13 @@ void add_to_total(Tensor& total, double value) {
 }  // namespace
 
 template <class T>
-void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed) {
-  dropout_apply(x.data<T>(), y.data<T>(), x.numel(), rate, seed);
+void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t key) {
+  dropout_apply(x.data<T>(), y.data<T>(), x.numel(), rate, key);
 }
 
 template <class T>
-void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed) {
-  dropout_apply(dy.data<T>(), dx.data<T>(), dy.numel(), rate, seed);
+void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t key) {
+  dropout_apply(dy.data<T>(), dx.data<T>(), dy.numel(), rate, key);
 }
 
 namespace {
@@ -259,11 +257,11 @@ void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
 }
 
 template <class T>
-void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s) {
+void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, double lr_t) {
   std::int64_t n = w.numel();
   T *wp = w.data<T>(), *mp = m.data<T>(), *vp = v.data<T>();
   const T* gp = g.data<T>();
-  const T lr = T(s.lr_t), b1 = T(1.0 - s.beta_1), b2 = T(1.0 - s.beta_2), eps = T(s.epsilon);
+  const T lr = T(lr_t), b1 = T(1.0 - s.beta_1), b2 = T(1.0 - s.beta_2), eps = T(s.epsilon);
 #pragma omp parallel for simd
   for (std::int64_t i = 0; i < n; ++i) {
     T gi = gp[i];
@@ -327,7 +325,7 @@ void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double 
   template void crossentropy_from_probabilities<T>(const Tensor&, const Tensor&, Tensor&, Tensor&, double, double); \
   template void mean_squared_error<T>(const Tensor&, const Tensor&, Tensor&, Tensor&, double);                     \
   template void accuracy_count<T>(const Tensor&, const Tensor&, Tensor&);                                          \
-  template void adam_update<T>(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamStep&);                         \
+  template void adam_update<T>(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamStep&, double);                 \
   template void sgd_update<T>(Tensor&, const Tensor&, Tensor&, double, double, bool);                              \
   template void rmsprop_update<T>(Tensor&, const Tensor&, Tensor&, Tensor&, double, double, double, double);
 SYSTOLIC_INSTANTIATE(float)
