@@ -1,6 +1,8 @@
 // What this machine and this build offer: for logs, `systolic info` and benchmark records.
 #pragma once
 
+#include <systolic/device.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,9 +21,27 @@ CpuInfo cpu_info();
 struct BuildInfo {
   std::string version;
   std::string onednn_version;
-  bool cuda = false;
+  bool cuda = false;           // the CUDA backend is compiled in
+  std::string cuda_runtime;    // "13.0" (CUDA builds)
+  std::string cudnn_version;   // "9.13.0" (CUDA builds)
+  std::string cublas_version;  // (CUDA builds)
   bool mpi = false;
 };
 BuildInfo build_info();
+
+// The GPUs this process can use (empty in a build without CUDA or on a machine without a GPU).
+struct GpuInfo {
+  int index = 0;
+  std::string name;               // "NVIDIA H100 80GB HBM3"
+  std::int64_t memory_bytes = 0;
+  int multiprocessors = 0;
+  std::string compute_capability;  // "9.0"
+  std::string driver_version;      // the CUDA version the driver supports, "13.0"
+};
+std::vector<GpuInfo> gpu_info();
+
+// Waits until every op queued on the device has finished (a no-op on the CPU). Errors raised inside GPU kernels
+// surface here (or at the next copy to the host).
+void synchronize(Device device);
 
 }  // namespace systolic

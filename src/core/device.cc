@@ -1,5 +1,10 @@
 #include <systolic/device.h>
 #include <systolic/error.h>
+#include <systolic/system.h>
+
+#if SYSTOLIC_HAS_CUDA
+#include "core/cuda/runtime.h"
+#endif
 
 #include <charconv>
 
@@ -22,10 +27,31 @@ std::string Device::str() const {
 }
 
 bool device_available(Device device) {
-  // This build has no CUDA backend yet; the seam is here and in ops/backend.h.
-  return device.is_cpu();
+  if (device.is_cpu()) return true;
+#if SYSTOLIC_HAS_CUDA
+  return device.index() < cuda::device_count();
+#else
+  return false;
+#endif
 }
 
-Device default_device() { return Device::cpu(); }
+Device default_device() { return device_available(Device::cuda(0)) ? Device::cuda(0) : Device::cpu(); }
+
+std::vector<GpuInfo> gpu_info() {
+#if SYSTOLIC_HAS_CUDA
+  return cuda::gpus();
+#else
+  return {};
+#endif
+}
+
+void synchronize(Device device) {
+  if (device.is_cpu()) return;
+#if SYSTOLIC_HAS_CUDA
+  cuda::synchronize(device.index());
+#else
+  fail("device {} is not available: this build of systolic has no CUDA support", device.str());
+#endif
+}
 
 }  // namespace systolic

@@ -43,9 +43,9 @@ Tensor::Tensor(Shape shape, DType dtype, Device device) : shape_(std::move(shape
 Tensor Tensor::zeros(Shape shape, DType dtype, Device device) { return full(std::move(shape), 0.0, dtype, device); }
 
 Tensor Tensor::full(Shape shape, double value, DType dtype, Device device) {
-  Tensor t(std::move(shape), dtype, device);
+  Tensor t(std::move(shape), dtype);
   t.fill(value);
-  return t;
+  return t.to(device);  // filled on the host, copied once (core code does not call device kernels)
 }
 
 Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }

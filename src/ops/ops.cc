@@ -3,6 +3,9 @@
 #include "ops/backend.h"
 
 #include "ops/cpu/cpu_backend.h"
+#if SYSTOLIC_HAS_CUDA
+#include "ops/cuda/cuda_backend.h"
+#endif
 
 namespace systolic::ops {
 
@@ -374,7 +377,11 @@ void Backend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom
 
 Backend& backend_for(Device device) {
   if (device.is_cpu()) return cpu::cpu_backend();
+#if SYSTOLIC_HAS_CUDA
+  return cuda::cuda_backend();
+#else
   fail("device {} is not available: this build of systolic has no CUDA support", device.str());
+#endif
 }
 
 }  // namespace systolic::ops

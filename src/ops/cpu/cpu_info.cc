@@ -29,10 +29,19 @@ CpuInfo cpu_info() {
   return info;
 }
 
+#if SYSTOLIC_HAS_CUDA
+namespace ops::cuda {
+void fill_build_info(BuildInfo& b);  // ops/cuda/context.cc
+}
+#endif
+
 BuildInfo build_info() {
   BuildInfo b;
   b.version = SYSTOLIC_VERSION;
   b.onednn_version = ops::onednn::version();
+#if SYSTOLIC_HAS_CUDA
+  ops::cuda::fill_build_info(b);
+#endif
   return b;
 }
 

@@ -1,0 +1,41 @@
+// Shared pieces of the .cu files: launch geometry, element types (float, bfloat16), grid-stride loops.
+//
+// How CUDA code is laid out: a family's .cu file holds kernels and their launchers only (raw device pointers,
+// sizes and a stream in, the launch status out: `cudaError_t launch_...(..., cudaStream_t)`), declared in the
+// family's header (e.g. ops/cuda/elementwise.h, which includes nothing of systolic's). The checking entry points,
+// CudaBackend's methods, live in the family's _ops.cc file, compiled by the host compiler: they check dtypes,
+// shapes and devices with SYSTOLIC_CHECK and wrap each launch in SYSTOLIC_CUDA_CHECK. nvcc never compiles fmt
+// (which it cannot), and only kernels pay nvcc's compile time.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace systolic::ops::cuda {
+
+constexpr int kThreads = 256;
+
+// Blocks for n elements at kThreads per block, capped (kernels use grid-stride loops).
+inline unsigned blocks_for(std::int64_t n, int per_thread = 1) {
+  std::int64_t b = (n + std::int64_t(kThreads) * per_thread - 1) / (std::int64_t(kThreads) * per_thread);
+  if (b < 1) b = 1;
+  if (b > 65535 * 8) b = 65535 * 8;
+  return static_cast<unsigned>(b);
+}
+
+// float <-> storage type conversions usable in templated kernels.
+template <class T>
+__device__ __forceinline__ float to_float(T v) { return static_cast<float>(v); }
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ __forceinline__ T from_float(float v) { return static_cast<T>(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+
+#define SYSTOLIC_GRID_STRIDE(i, n) \
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); i += std::int64_t(blockDim.x) * gridDim.x)
+
+}  // namespace systolic::ops::cuda
