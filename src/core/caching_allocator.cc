@@ -19,6 +19,7 @@ std::size_t CachingAllocator::block_size(std::size_t bytes) {
 void* CachingAllocator::allocate(std::size_t bytes) {
   std::size_t size = block_size(bytes);
   std::lock_guard lock(mutex_);
+  ++stats_.allocations;
   // Best fit among cached blocks, but never a block more than twice the request (a small tensor must not pin a
   // large block that a later large request needs).
   auto it = free_.lower_bound(size);
@@ -56,6 +57,7 @@ void* CachingAllocator::allocate(std::size_t bytes) {
 void CachingAllocator::deallocate(void* p) {
   if (!p) return;
   std::lock_guard lock(mutex_);
+  ++stats_.deallocations;
   auto it = used_.find(p);
   SYSTOLIC_CHECK(it != used_.end(), "{}: freeing a block this allocator did not hand out", name_);
   std::size_t size = it->second;

@@ -38,6 +38,8 @@ class CachingAllocator {
     std::size_t raw_allocations = 0;  // calls of the raw allocator (cudaMalloc): constant in a steady loop
     std::size_t raw_frees = 0;
     std::size_t reuses = 0;           // allocations served from the cache
+    std::size_t allocations = 0;      // calls of allocate() and deallocate(): a captured step must make none
+    std::size_t deallocations = 0;
   };
   Stats stats() const;
 
