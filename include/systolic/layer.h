@@ -56,6 +56,7 @@ struct LayerCall {
   std::vector<Tensor> saved;    // whatever backward needs, kept by forward
   Tensor workspace;             // backend-private state for backward (pooling indices)
   Tensor logits;                // pre-softmax values, kept when the layer's activation is softmax
+  Tensor logits_buffer;         // the storage logits views
   Tensor doutput;               // backward input: gradient w.r.t. the output
   std::vector<Tensor> dinputs;  // backward output (=); an undefined entry needs no gradient
 };

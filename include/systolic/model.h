@@ -35,6 +35,14 @@ struct FitOptions {
   // Batches are built on `workers` background threads, up to max_queue_size ahead (0 workers: on the caller).
   int workers = 1;
   int max_queue_size = 10;
+  // Where training batches are built. automatic: on a GPU the data set is copied to the device once and every
+  // batch is gathered, converted (uint8 -> float) and augmented there, and the step itself is replayed from a
+  // captured CUDA graph; on the CPU the threaded BatchPipeline builds them. host_pipeline / on_device force one way
+  // (on_device on the CPU runs the GPU path's logic with CPU ops: the two give the same weights).
+  enum class Batches { automatic, host_pipeline, on_device };
+  Batches batches = Batches::automatic;
+  // Replay the training step from a CUDA graph where possible (GPU, on_device batches).
+  bool step_graph = true;
 };
 
 struct EvaluateOptions {
@@ -95,6 +103,10 @@ class Model {
   // [loss, metrics...]
   std::vector<double> evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
   Tensor predict(const Tensor& x, const PredictOptions& options = {});
+  // How the last fit ran its steps on a GPU: "graph" (replayed from a captured CUDA graph), "eager" (why: in
+  // step_mode_reason), or "host" (the CPU, or host-built batches).
+  std::string step_mode() const;
+  std::string step_mode_reason() const;
   // Names of what evaluate returns: loss, then the metrics.
   std::vector<std::string> metrics_names() const;
 
@@ -116,6 +128,11 @@ class Model {
   // Keras's model.to_json(): {"class_name": "Functional" or "Sequential", "config": ..., "keras_version", ...}.
   std::string to_json(int indent = -1) const;
   bool is_sequential() const;
+
+  // Where the model's weights live and its steps run. to() moves weights, optimizer state and buffers (the
+  // seed's "TPU model" is made by to_accelerator in distribute.h, which copies the model first).
+  Device device() const;
+  void to(Device device);
 
   // The flat buffers that hold every trainable weight and its gradient (weights are views into them).
   Tensor& trainable_parameters();

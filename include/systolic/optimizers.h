@@ -29,6 +29,8 @@ class Optimizer {
   // optimizer.iterations) instead of the host counter, so a captured CUDA graph replays with the right step. The
   // caller increments that tensor after the update; the host counter (iterations()) is incremented here.
   void apply(Tensor& params, const Tensor& grads, const Tensor& iterations);
+  // Moves the slots to `device` (the model moves its optimizer with its weights).
+  void to(Device device);
   // The slot buffers, named as Keras names them ("m", "v", "momentum", ...).
   const std::vector<std::pair<std::string, Tensor>>& slots() const { return slots_; }
   // The slot buffer named `name` (after build), to restore saved optimizer state.

@@ -55,7 +55,13 @@ class BatchNormalizationLayer final : public Layer {
   const Tensor& gamma() const { return gamma_ ? gamma_->value : ones_; }
   const Tensor& beta() const { return beta_ ? beta_->value : zeros_; }
 
+  // The constant gamma/beta of a layer without scale/center follow the model to its device (first call there).
+  void place(Device d) {
+    if (ones_.defined() && ones_.device() != d) ones_ = ones_.to(d);
+    if (zeros_.defined() && zeros_.device() != d) zeros_ = zeros_.to(d);
+  }
   void forward(LayerCall& c) override {
+    place(c.inputs[0].device());
     Tensor& mm = weights()[moving_mean_].value;
     Tensor& mv = weights()[moving_mean_ + 1].value;
     if (!c.training) {
@@ -72,6 +78,7 @@ class BatchNormalizationLayer final : public Layer {
 
   void backward(LayerCall& c) override {
     SYSTOLIC_CHECK(c.saved.size() == 2, "layer '{}': backward without a training forward", name());
+    place(c.inputs[0].device());
     Tensor none;
     ops::batch_norm_backward(c.inputs[0], gamma(), c.saved[0], c.saved[1], c.doutput, c.dinputs[0],
                              gamma_ ? gamma_->grad : none, beta_ ? beta_->grad : none, o_.epsilon);

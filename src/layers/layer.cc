@@ -136,8 +136,13 @@ void Layer::call_forward(LayerCall& call) {
   forward(call);
   if (activation_ == Activation::linear) return;
   if (activation_ == Activation::softmax) {
-    if (!call.logits.defined() || call.logits.shape() != call.output.shape())
-      call.logits = Tensor(call.output.shape(), call.output.dtype(), call.output.device());
+    // A view of a buffer that only grows: a smaller last batch must not move it (a captured step graph holds
+    // its address).
+    Tensor& buf = call.logits_buffer;
+    if (!buf.defined() || buf.numel() < call.output.numel() || buf.device() != call.output.device() ||
+        buf.dtype() != call.output.dtype())
+      buf = Tensor({call.output.numel()}, call.output.dtype(), call.output.device());
+    call.logits = buf.view(0, call.output.shape());
     ops::copy(call.output, call.logits);
   }
   ops::activation_forward(activation_, call.output, call.output);

@@ -125,14 +125,15 @@ void ModelState::check_single_io(const char* what) const {
 
 void ModelState::ensure_capacity(std::int64_t n) {
   if (n <= capacity) return;
+  Device d = device();
   for (auto& e : nodes) {
-    e.out_buf = Tensor(e.node->shape.with_batch(n), dtype);
-    e.grad_buf = e.needs_grad ? Tensor(e.node->shape.with_batch(n), dtype) : Tensor();
+    e.out_buf = Tensor(e.node->shape.with_batch(n), dtype, d);
+    e.grad_buf = e.needs_grad ? Tensor(e.node->shape.with_batch(n), dtype, d) : Tensor();
     for (auto& s : e.scratch) s = Tensor();
   }
   x_buf = nodes[input_node()].out_buf;
   Shape out = nodes[output_node()].node->shape;
-  y_buf = loss && loss->sparse_labels() ? Tensor({n}, DType::int32) : Tensor(out.with_batch(n), dtype);
+  y_buf = loss && loss->sparse_labels() ? Tensor({n}, DType::int32, d) : Tensor(out.with_batch(n), dtype, d);
   capacity = n;
 }
 
@@ -219,7 +220,7 @@ void ModelState::loss_and_metrics(std::int64_t n, bool backward) {
         c.dinputs[k] = p.grad_buf.slice(0, n);
         written[e.inputs[k]] = 1;
       } else {
-        if (!e.scratch[k].defined()) e.scratch[k] = Tensor(p.node->shape.with_batch(capacity), dtype);
+        if (!e.scratch[k].defined()) e.scratch[k] = Tensor(p.node->shape.with_batch(capacity), dtype, device());
         c.dinputs[k] = e.scratch[k].slice(0, n);
         pending.push_back(static_cast<int>(k));
       }
@@ -276,6 +277,37 @@ std::int64_t Model::count_params() const {
   return n;
 }
 
+void ModelState::to(Device d) {
+  SYSTOLIC_CHECK(device_available(d), "model '{}': device {} is not available{}", name, d.str(),
+                 d.is_cpu() ? "" : " (no GPU found, or this build has no CUDA support)");
+  if (params.device() == d && (!totals.defined() || totals.device() == d)) return;
+  params = params.to(d);
+  grads = grads.to(d);
+  std::int64_t at = 0;
+  for (auto& l : layers)
+    for (auto& w : l->weights()) {
+      if (!w.trainable) {
+        w.value = w.value.to(d);
+        continue;
+      }
+      w.value = params.view(at, w.value.shape());
+      w.grad = grads.view(at, w.value.shape());
+      at += w.value.numel();
+    }
+  if (optimizer) optimizer->to(d);
+  if (totals.defined()) totals = totals.to(d);
+  step = Tensor();
+  step_on_device = -1;
+  for (auto& e : nodes) {  // buffers and what layers kept for backward are remade on the device
+    e.call = LayerCall();
+    e.call.dinputs.resize(e.inputs.size());
+  }
+  capacity = 0;
+}
+
+Device Model::device() const { return state_->device(); }
+void Model::to(Device device) { state_->to(device); }
+
 Tensor& Model::trainable_parameters() { return state_->params; }
 Tensor& Model::gradients() { return state_->grads; }
 
@@ -286,7 +318,7 @@ void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& 
   state_->loss = loss.clone();
   state_->metrics.clear();
   for (auto& m : metrics) state_->metrics.push_back(metrics::get(m, loss.sparse_labels()));
-  state_->totals = Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64);
+  state_->totals = Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64, state_->device());
   state_->optimizer->build(state_->params);
   state_->capacity = 0;  // the label buffer's type follows the loss
 }

@@ -40,6 +40,11 @@ class ModelState {
   std::int64_t step_on_device = -1;
   void sync_step_counter();  // makes `step` equal the optimizer's iterations
 
+  std::string step_mode = "host", step_mode_reason;
+
+  Device device() const { return params.device(); }
+  void to(Device device);
+
   // Builds nodes and layers from inputs/outputs and packs the weights.
   void finalize();
   void pack_weights();

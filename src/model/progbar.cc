@@ -31,6 +31,11 @@ std::string Progbar::values_text(const LogValues& values) const {
   return s;
 }
 
+bool Progbar::wants_update(std::int64_t current) const {
+  return verbose_ == 1 && dynamic_ && current < target_ &&
+         std::chrono::steady_clock::now() - last_ >= std::chrono::milliseconds(50);
+}
+
 void Progbar::update(std::int64_t current, const LogValues& values) {
   if (verbose_ != 1 || !dynamic_ || current >= target_) return;
   auto now = std::chrono::steady_clock::now();

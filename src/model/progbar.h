@@ -20,6 +20,8 @@ class Progbar {
  public:
   Progbar(std::int64_t target, int verbose);
   void update(std::int64_t current, const LogValues& values);
+  // Whether update(current, ...) would redraw now: callers whose values cost a device synchronisation ask first.
+  bool wants_update(std::int64_t current) const;
   void finish(const LogValues& values);
   // The line that finish() prints, without the leading carriage return (for tests).
   std::string final_line(const LogValues& values, double elapsed_s) const;

@@ -13,6 +13,10 @@ void Optimizer::build(const Tensor& params) {
   for (auto& n : names) slots_.emplace_back(n, Tensor::zeros(params.shape(), params.dtype(), params.device()));
 }
 
+void Optimizer::to(Device device) {
+  for (auto& [n, t] : slots_) t = t.to(device);
+}
+
 Tensor& Optimizer::slot(const std::string& name) {
   for (auto& [n, t] : slots_)
     if (n == name) return t;
