@@ -82,3 +82,25 @@ TEST(DeviceBatches, ModelToAnAbsentDeviceIsAClearError) {
   std::string e = systolic::testing::error_of([&] { m.to(Device::cuda(0)); });
   EXPECT_NE(e.find("cuda:0 is not available"), std::string::npos) << e;
 }
+
+TEST(ToAccelerator, CopiesTheModelWhichThenTrainsIndependently) {
+  set_random_seed(11);
+  clear_session();
+  Model cpu = small_cnn();
+  Data d = random_images(64, 5);
+  cpu.fit(d.x, d.y, {.batch_size = 32, .epochs = 1, .verbose = 0});  // optimizer state to copy
+  auto before = cpu.trainable_parameters().to_doubles();
+  Model accel = to_accelerator(cpu, distribute::OneDeviceStrategy(Device::cpu()));
+  EXPECT_EQ(accel.device(), Device::cpu());
+  EXPECT_EQ(accel.count_params(), cpu.count_params());
+  EXPECT_EQ(accel.predict(d.x).to_doubles(), cpu.predict(d.x).to_doubles());
+  EXPECT_EQ(accel.optimizer().iterations(), cpu.optimizer().iterations());
+  EXPECT_EQ(accel.optimizer().slot("m").to_doubles(), cpu.optimizer().slot("m").to_doubles());
+  EXPECT_FALSE(accel.optimizer().slot("m").shares_storage_with(cpu.optimizer().slot("m")));
+  accel.fit(d.x, d.y, {.batch_size = 32, .epochs = 1, .verbose = 0});
+  EXPECT_EQ(cpu.trainable_parameters().to_doubles(), before);            // the CPU model is untouched
+  EXPECT_NE(accel.trainable_parameters().to_doubles(), before);          // the copy trained
+  std::string e = systolic::testing::error_of(
+      [&] { to_accelerator(cpu, distribute::Strategy("MirroredStrategy", {Device::cpu(), Device::cpu()})); });
+  EXPECT_NE(e.find("2 replicas"), std::string::npos) << e;
+}

@@ -3,6 +3,7 @@
 
 #include <systolic/datasets.h>
 #include <systolic/device.h>
+#include <systolic/distribute.h>
 #include <systolic/dtype.h>
 #include <systolic/error.h>
 #include <systolic/image.h>

@@ -125,6 +125,7 @@ void ModelState::check_single_io(const char* what) const {
 
 void ModelState::ensure_capacity(std::int64_t n) {
   if (n <= capacity) return;
+  drop_graph();
   Device d = device();
   for (auto& e : nodes) {
     e.out_buf = Tensor(e.node->shape.with_batch(n), dtype, d);
@@ -303,6 +304,7 @@ void ModelState::to(Device d) {
     e.call.dinputs.resize(e.inputs.size());
   }
   capacity = 0;
+  drop_graph();
 }
 
 Device Model::device() const { return state_->device(); }
@@ -321,6 +323,7 @@ void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& 
   state_->totals = Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64, state_->device());
   state_->optimizer->build(state_->params);
   state_->capacity = 0;  // the label buffer's type follows the loss
+  state_->drop_graph();
 }
 
 void Model::compile(const optimizers::Optimizer& optimizer, const std::string& loss,

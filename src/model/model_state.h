@@ -4,6 +4,8 @@
 
 #include <systolic/model.h>
 
+#include "core/step_graph.h"
+
 namespace systolic {
 
 struct NodeExec {
@@ -41,6 +43,18 @@ class ModelState {
   void sync_step_counter();  // makes `step` equal the optimizer's iterations
 
   std::string step_mode = "host", step_mode_reason;
+  // The captured training step (GPU). It holds the addresses of the buffers, so it is dropped whenever they move
+  // (ensure_capacity growing, to(), compile()); graph_warm counts the eager full steps since then.
+  std::shared_ptr<StepGraph> graph;
+  std::int64_t graph_batch = 0;
+  double graph_lr = 0;
+  bool graph_refused = false;
+  int graph_warm = 0;
+  void drop_graph() {
+    graph.reset();
+    graph_warm = 0;
+    graph_refused = false;
+  }
 
   Device device() const { return params.device(); }
   void to(Device device);

@@ -145,14 +145,18 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
     dev.prepare(s, xt, yt, full_batch, o.augmentation.enabled());
     if (val) val_dev = ValidationData{val->x.to(s.device()), val->y.to(s.device())};  // copied once per fit
   }
-  StepGraph graph(s.device());
-  bool use_graph = on_device && o.step_graph && graph.supported();
-  s.step_mode = on_device && !s.device().is_cpu() ? "eager" : "host";
+  if (!s.graph || s.graph_batch != full_batch) {
+    s.drop_graph();
+    s.graph = std::make_shared<StepGraph>(s.device());
+    s.graph_batch = full_batch;
+  }
+  StepGraph& graph = *s.graph;
+  bool use_graph = on_device && o.step_graph && graph.supported() && !s.graph_refused;
+  s.step_mode = on_device && !s.device().is_cpu() ? (graph.captured() && use_graph ? "graph" : "eager") : "host";
   s.step_mode_reason = !on_device ? "batches built on the host"
                        : !o.step_graph ? "step graphs turned off (FitOptions::step_graph)"
-                       : !graph.supported() ? "CUDA graphs need a GPU" : "";
-  int eager_full_steps = 0;  // full steps run eagerly before capturing (the warm-up sizes every buffer)
-  double graph_lr = 0;
+                       : !graph.supported() ? "CUDA graphs need a GPU"
+                       : s.graph_refused ? s.step_mode_reason : "";
 
   for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
     if (o.verbose) log_line(fmt::format("Epoch {}/{}", epoch + 1, o.epochs));
@@ -169,8 +173,8 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
         std::int64_t begin = step * o.batch_size, n = std::min(o.batch_size, n_train - begin);
         dev.load(s, begin, n, o.augmentation, augmentation_seed);
         bool full = n == full_batch;
-        if (use_graph && full && graph.captured() && s.optimizer->learning_rate() != graph_lr) graph.reset();
-        if (use_graph && full && !graph.captured() && eager_full_steps >= 1) {
+        if (use_graph && full && graph.captured() && s.optimizer->learning_rate() != s.graph_lr) graph.reset();
+        if (use_graph && full && !graph.captured() && s.graph_warm >= 1) {
           // Record one step, then replay it for this and every later full batch. Host-side counters moved while
           // recording (nothing ran): put them back; each replay advances them.
           s.sync_step_counter();
@@ -180,11 +184,12 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
           s.optimizer->set_iterations(iterations);
           s.step_on_device = on_dev;
           if (ok) {
-            graph_lr = s.optimizer->learning_rate();
+            s.graph_lr = s.optimizer->learning_rate();
             s.step_mode = "graph";
             s.step_mode_reason.clear();
           } else {
             use_graph = false;
+            s.graph_refused = true;
             s.step_mode_reason = why;
             log_line("systolic: training steps run without a CUDA graph: " + why);
           }
@@ -196,7 +201,7 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
           ++s.step_on_device;
         } else {
           s.train_step(n);
-          if (full) ++eager_full_steps;
+          if (full) ++s.graph_warm;
         }
         seen += n;
         if (bar.wants_update(step + 1)) bar.update(step + 1, read_totals(s, seen));
@@ -261,7 +266,8 @@ std::vector<double> Model::train_on_batch(const Tensor& x, const Tensor& y) {
   s.check_single_io("train_on_batch");
   s.check_xy(x, &y, "train_on_batch");
   ops::fill(s.totals, 0.0);
-  s.load_batch(x, &y, range_rows(0, x.dim(0)));
+  Tensor yd = y.to(s.device());
+  s.load_batch(x.to(s.device()), &yd, range_rows(0, x.dim(0)));
   s.train_step(x.dim(0));
   std::vector<double> out;
   for (auto& [k, v] : read_totals(s, x.dim(0))) out.push_back(v);

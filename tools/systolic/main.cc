@@ -51,9 +51,16 @@ sy::Shape parse_shape(const std::string& text) {
 
 sy::Device resolve_device(const std::string& text) {
   sy::Device d = text == "auto" ? sy::default_device() : sy::Device::parse(text);
-  SYSTOLIC_CHECK(sy::device_available(d), "--device {}: not available (this build of systolic has no CUDA support; use cpu)",
-                 text);
+  SYSTOLIC_CHECK(sy::device_available(d), "--device {}: not available ({}; use cpu)", text,
+                 sy::build_info().cuda ? "no such GPU found" : "this build of systolic has no CUDA support");
   return d;
+}
+
+// On a GPU, the model the command built becomes the accelerator model (the seed's keras_to_tpu_model), which logs
+// what it found; on the CPU it stays as it is.
+sy::Model place(const sy::Model& model, sy::Device device) {
+  if (device.is_cpu()) return model;
+  return sy::to_accelerator(model, sy::distribute::OneDeviceStrategy(device));
 }
 
 bool is_builtin(const std::string& model) {
@@ -228,7 +235,7 @@ void compile_for_data(sy::Model& model, const std::string& optimizer_name, doubl
 
 int cmd_train(const Common& c, const TrainArgs& a) {
   apply_seed(c);
-  resolve_device(c.device);
+  sy::Device device = resolve_device(c.device);
   std::optional<sy::Shape> shape;
   auto from_file = model_file(c, shape);
   Data data = load_dataset(a.dataset, a.limit, shape);
@@ -241,6 +248,7 @@ int cmd_train(const Common& c, const TrainArgs& a) {
                      .validation_split = a.validation_split};
   fit.augmentation = {.width_shift_range = a.width_shift_range, .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
+  model = place(model, device);
   model.fit(data.x_train, data.y_train, fit);
   if (!a.save_weights.empty()) {
     model.save_weights(a.save_weights);
@@ -261,7 +269,7 @@ struct EvaluateArgs {
 
 int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
   apply_seed(c);
-  resolve_device(c.device);
+  sy::Device device = resolve_device(c.device);
   std::optional<sy::Shape> shape;
   auto from_file = model_file(c, shape);
   SplitData d = load_split(a.dataset, a.split, a.limit, shape);
@@ -271,6 +279,7 @@ int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
   else if (!is_full_model_file(c.model))
     sy::fail("--weights is required: --model {} has no weights of its own", c.model);
   if (!model.compiled()) compile_for_data(model, "adam", -1);
+  model = place(model, device);
   print_test_scores(model.evaluate(d.x, d.y, {.batch_size = a.batch_size, .verbose = 0}));
   return 0;
 }
@@ -308,7 +317,7 @@ std::vector<std::string> class_names_for(const std::string& spec, int outputs) {
 
 int cmd_predict(const Common& c, const PredictArgs& a) {
   apply_seed(c);
-  resolve_device(c.device);
+  sy::Device device = resolve_device(c.device);
   bool from_dataset = !a.dataset.empty();
   if (from_dataset == !a.images.empty())
     sy::fail("predict: give image files, or --dataset with --index (not both)");
@@ -323,6 +332,7 @@ int cmd_predict(const Common& c, const PredictArgs& a) {
   if (!a.weights.empty()) model.load_weights(a.weights);
   else if (!is_full_model_file(c.model))
     sy::fail("--weights is required: --model {} has no weights of its own", c.model);
+  if (!device.is_cpu()) model.to(device);
   const sy::Shape in = model.inputs()[0].shape();
   if (in.rank() != 3 || (in[2] != 1 && in[2] != 3))
     sy::fail("predict: the model's input {} is not an image (H, W, 1 or 3)", in.keras_str());
@@ -455,16 +465,24 @@ int cmd_info() {
   std::printf("systolic %s\n", build.version.c_str());
   std::printf("CPU: %s, %d cores, ISA %s, %d OpenMP threads, %s memory\n", cpu.model.c_str(), cpu.cores,
               cpu.isa.c_str(), cpu.threads, gib(cpu.memory_bytes).c_str());
-  std::printf("GPUs: none (this build has no CUDA support)\n");
-  std::printf("Build: oneDNN %s, OpenMP, CUDA %s, MPI %s\n", build.onednn_version.c_str(), build.cuda ? "on" : "off",
+  auto gpus = sy::gpu_info();
+  if (!build.cuda) std::printf("GPUs: none (this build has no CUDA support)\n");
+  else if (gpus.empty()) std::printf("GPUs: none found\n");
+  else std::printf("GPUs: %zu\n", gpus.size());
+  for (auto& g : gpus) std::printf("  %s\n", sy::describe_device(sy::Device::cuda(g.index)).c_str());
+  std::printf("Build: oneDNN %s, OpenMP, CUDA %s, MPI %s\n", build.onednn_version.c_str(),
+              build.cuda ? fmt::format("on (runtime {}, cuDNN {}, cuBLASLt {})", build.cuda_runtime,
+                                       build.cudnn_version, build.cublas_version).c_str()
+                         : "off",
               build.mpi ? "on" : "off");
+  std::printf("Default device: %s\n", sy::default_device().str().c_str());
   return 0;
 }
 
 struct BenchArgs {
   std::int64_t batch_size = 128;
   int steps = 10;
-  int warmup = 2;
+  int warmup = 1;
 };
 
 int cmd_benchmark(const Common& c, const BenchArgs& a) {
@@ -473,15 +491,21 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
   auto model = make_model(c, {32, 32, 3}, 10);
   sy::Shape shape = model.inputs()[0].shape();
   int classes = static_cast<int>(model.outputs()[0].shape()[-1]);
-  // Random uint8 images and labels: the speed of a step does not depend on the values.
+  // Random uint8 images and labels, `steps` batches of them: the speed of a step does not depend on the values.
+  // Training runs as fit runs it (on a GPU: data on the device, the step replayed from a CUDA graph): a first
+  // epoch warms up (buffers, algorithm choice, graph capture), the second is timed; fit returns after the device
+  // has finished.
   sy::Generator g(7);
-  sy::Tensor x(shape.with_batch(a.batch_size), sy::DType::uint8), y({a.batch_size}, sy::DType::uint8);
+  std::int64_t n = a.batch_size * a.steps;
+  sy::Tensor x(shape.with_batch(n), sy::DType::uint8), y({n}, sy::DType::uint8);
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32());
-  for (std::int64_t i = 0; i < a.batch_size; ++i) y.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32() % classes);
+  for (std::int64_t i = 0; i < n; ++i) y.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32() % classes);
+  model.to(device);
   using clock = std::chrono::steady_clock;
-  for (int i = 0; i < a.warmup; ++i) model.train_on_batch(x, y);
+  sy::FitOptions fit{.batch_size = a.batch_size, .epochs = 1, .verbose = 0};
+  for (int i = 0; i < std::max(1, a.warmup); ++i) model.fit(x, y, fit);
   auto t0 = clock::now();
-  for (int i = 0; i < a.steps; ++i) model.train_on_batch(x, y);
+  model.fit(x, y, fit);
   double train_s = std::chrono::duration<double>(clock::now() - t0).count();
   sy::Tensor one = x.slice(0, 1);
   std::vector<double> ms;
@@ -497,6 +521,7 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
                       {"train_images_per_sec", double(a.batch_size) * a.steps / train_s},
                       {"predict_ms", (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2},
                       {"steps", a.steps},
+                      {"step_mode", model.step_mode()},
                       {"input_shape", shape.dims()},
                       {"threads", sy::cpu_info().threads}};
   std::printf("%s\n", j.dump().c_str());
@@ -585,7 +610,7 @@ int main(int argc, char** argv) {
   add_common(bench, common);
   bench->add_option("--batch-size", bench_args.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
   bench->add_option("--steps", bench_args.steps, "timed training steps")->capture_default_str()->check(CLI::PositiveNumber);
-  bench->add_option("--warmup", bench_args.warmup, "untimed steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  bench->add_option("--warmup", bench_args.warmup, "untimed epochs of N steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
 
   try {
     app.parse(argc, argv);
