@@ -483,6 +483,8 @@ struct BenchArgs {
   std::int64_t batch_size = 128;
   int steps = 10;
   int warmup = 1;
+  std::int64_t samples = 0;  // 0: batch_size * steps
+  int epochs = 1;            // timed epochs
 };
 
 int cmd_benchmark(const Common& c, const BenchArgs& a) {
@@ -496,7 +498,7 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
   // epoch warms up (buffers, algorithm choice, graph capture), the second is timed; fit returns after the device
   // has finished.
   sy::Generator g(7);
-  std::int64_t n = a.batch_size * a.steps;
+  std::int64_t n = a.samples > 0 ? a.samples : a.batch_size * a.steps;
   sy::Tensor x(shape.with_batch(n), sy::DType::uint8), y({n}, sy::DType::uint8);
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32());
   for (std::int64_t i = 0; i < n; ++i) y.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32() % classes);
@@ -504,9 +506,15 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
   using clock = std::chrono::steady_clock;
   sy::FitOptions fit{.batch_size = a.batch_size, .epochs = 1, .verbose = 0};
   for (int i = 0; i < std::max(1, a.warmup); ++i) model.fit(x, y, fit);
-  auto t0 = clock::now();
-  model.fit(x, y, fit);
-  double train_s = std::chrono::duration<double>(clock::now() - t0).count();
+  std::vector<double> epoch_s;
+  for (int e = 0; e < a.epochs; ++e) {
+    auto t0 = clock::now();
+    model.fit(x, y, fit);
+    epoch_s.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  double train_s = 0;
+  for (double t : epoch_s) train_s += t;
+  double sec_per_epoch = train_s / double(a.epochs);
   sy::Tensor one = x.slice(0, 1);
   std::vector<double> ms;
   for (int i = 0; i < 55; ++i) {
@@ -518,9 +526,12 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
   nlohmann::json j = {{"model", c.model},
                       {"device", device.str()},
                       {"batch_size", a.batch_size},
-                      {"train_images_per_sec", double(a.batch_size) * a.steps / train_s},
+                      {"train_images_per_sec", double(n) / sec_per_epoch},
+                      {"samples", n},
+                      {"sec_per_epoch", sec_per_epoch},
+                      {"epoch_s", epoch_s},
                       {"predict_ms", (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2},
-                      {"steps", a.steps},
+                      {"steps_per_epoch", (n + a.batch_size - 1) / a.batch_size},
                       {"step_mode", model.step_mode()},
                       {"input_shape", shape.dims()},
                       {"threads", sy::cpu_info().threads}};
@@ -609,7 +620,10 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("benchmark", "training images/s and single-image predict latency, one JSON line");
   add_common(bench, common);
   bench->add_option("--batch-size", bench_args.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  bench->add_option("--steps", bench_args.steps, "timed training steps")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("--steps", bench_args.steps, "batches per epoch when --samples is not given")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("--samples", bench_args.samples, "images per epoch (default: batch size x steps)")
+      ->check(CLI::PositiveNumber);
+  bench->add_option("--epochs", bench_args.epochs, "timed epochs")->capture_default_str()->check(CLI::PositiveNumber);
   bench->add_option("--warmup", bench_args.warmup, "untimed epochs of N steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
 
   try {
