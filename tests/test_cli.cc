@@ -132,9 +132,12 @@ TEST(Cli, RuntimeErrorsExitOne) {
   expect_runtime_error("summary --model no-such-model", "no-such-model");
   expect_runtime_error("summary --model seed-cnn --input-shape 32,32", "32,32");
   expect_runtime_error("train --model seed-cnn --dataset nosuch", "nosuch");
-  expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device cuda", "cuda");
   expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device gpu", "gpu");
-  expect_runtime_error("train --model seed-cnn --dataset fashion_mnist --device cuda --epochs 1 --limit 8", "cuda");
+  expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device cuda:7", "cuda:7");
+  if (!systolic::device_available(systolic::Device::cuda(0))) {  // without a GPU, asking for one is an error
+    expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device cuda", "cuda");
+    expect_runtime_error("train --model seed-cnn --dataset fashion_mnist --device cuda --epochs 1 --limit 8", "cuda");
+  }
 }
 
 TEST(Cli, Info) {
@@ -142,6 +145,12 @@ TEST(Cli, Info) {
   ASSERT_EQ(r.code, 0) << r.describe();
   EXPECT_NE(r.out.find("CPU:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("oneDNN"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GPUs:"), std::string::npos) << r.out;
+  auto gpus = systolic::gpu_info();
+  for (auto& g : gpus) EXPECT_NE(r.out.find(g.name), std::string::npos) << r.out;
+  std::string want = "Default device: " + systolic::default_device().str();
+  EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(systolic::build_info().cuda ? "CUDA on (runtime" : "CUDA off"), std::string::npos) << r.out;
 }
 
 TEST(Cli, ShortTrainingRunIsRepeatable) {
@@ -189,11 +198,14 @@ TEST(Cli, BenchmarkJson) {
   nlohmann::json j;
   ASSERT_NO_THROW(j = nlohmann::json::parse(lines[0])) << lines[0];
   ASSERT_TRUE(j.is_object()) << lines[0];
-  for (const char* key : {"model", "device", "batch_size", "train_images_per_sec", "predict_ms"})
+  for (const char* key : {"model", "device", "batch_size", "train_images_per_sec", "predict_ms", "sec_per_epoch",
+                          "samples", "step_mode"})
     ASSERT_TRUE(j.contains(key)) << "missing key " << key << ": " << lines[0];
   EXPECT_EQ(j["model"], "seed-cnn");
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["batch_size"], 8);
+  EXPECT_EQ(j["samples"], 8);
+  EXPECT_EQ(j["step_mode"], "host");
   ASSERT_TRUE(j["train_images_per_sec"].is_number()) << lines[0];
   ASSERT_TRUE(j["predict_ms"].is_number()) << lines[0];
   EXPECT_GT(j["train_images_per_sec"].get<double>(), 0.0);
