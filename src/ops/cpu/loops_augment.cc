@@ -1,10 +1,11 @@
 // Image augmentation on the CPU: the math is ops/augment_math.h's, shared with the CUDA kernel. augment_image
 // does one image serially (the input pipeline calls it from its own threads, converting uint8 rows on the
 // fly); augment_images runs a batch over OpenMP threads, one sample per iteration.
-#include <vector>
+#include "ops/cpu/loops.h"
 
 #include "ops/augment.h"
-#include "ops/cpu/loops.h"
+
+#include <vector>
 
 namespace systolic::ops::loops {
 
