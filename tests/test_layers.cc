@@ -242,6 +242,20 @@ TEST(Merge, AddAndConcatenate) {
   EXPECT_THROW(layers::Add()(layers::Input({2})), Error);  // needs two or more inputs
 }
 
+TEST(Merge, ConcatenateBackwardSkipsAnUndefinedGradientButNotItsWidth) {
+  // An input that needs no gradient (a model's Input) leaves its slot undefined; the parts after it still start
+  // after its width.
+  Tensor dy = iota({2, 5});  // parts of widths 2 and 3 along axis 1
+  std::vector<Tensor> dxs = {Tensor(), Tensor({2, 3})};
+  ops::concat_backward(dy, dxs, 1);
+  expect_values(dxs[1], {3, 4, 5, 8, 9, 10});
+  dxs = {Tensor({2, 2}), Tensor()};
+  ops::concat_backward(dy, dxs, 1);
+  expect_values(dxs[0], {1, 2, 6, 7});
+  std::vector<Tensor> ambiguous = {Tensor(), Tensor(), Tensor({2, 1})};
+  EXPECT_THROW(ops::concat_backward(dy, ambiguous, 1), Error);
+}
+
 TEST(Input, ShapeAndReuseErrors) {
   auto in = layers::Input({4, 4, 3});
   EXPECT_EQ(in.shape(), Shape({4, 4, 3}));

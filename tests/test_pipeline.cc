@@ -188,3 +188,28 @@ TEST(Pipeline, FitWithAugmentationIsRepeatableAndLearns) {
   EXPECT_EQ(h1["loss"], h2["loss"]);
   EXPECT_GT(h1["accuracy"].back(), 0.9);
 }
+
+TEST(Pipeline, AugmentImagesOpEqualsAugmentImagePerSample) {
+  // ops::augment_images (the CPU backend, and the reference of the CUDA kernel) is the pipeline's per-image
+  // augmentation applied to sample k with index first + k.
+  const std::int64_t N = 6, H = 7, W = 9, C = 3, image = H * W * C;
+  Tensor x = systolic::testing::random_tensor({N, H, W, C}, 3, DType::float32, 0.0, 255.0);
+  for (bool constant : {false, true}) {
+    SCOPED_TRACE(constant ? "constant" : "nearest");
+    Augmentation a{.width_shift_range = 0.3, .height_shift_range = 2.5, .horizontal_flip = true,
+                   .fill_mode = constant ? "constant" : "nearest", .cval = 11};
+    ops::AugmentParams p{.width_shift_range = 0.3, .height_shift_range = 2.5, .horizontal_flip = true,
+                         .fill_constant = constant, .cval = 11};
+    Tensor y({N, H, W, C});
+    systolic::testing::poison(y);
+    ops::augment_images(x, y, p, 77, 1000);
+    std::vector<float> want(static_cast<std::size_t>(image));
+    for (std::int64_t k = 0; k < N; ++k) {
+      augment_image(x.data<float>() + k * image, want.data(), H, W, C, a, 77, 1000 + std::uint64_t(k));
+      for (std::int64_t j = 0; j < image; ++j) ASSERT_EQ(y.data<float>()[k * image + j], want[j]) << k << " " << j;
+    }
+  }
+  Tensor flat({N, H * W * C});
+  EXPECT_THAT(error_of([&] { ops::augment_images(x, x, {.horizontal_flip = true}, 1, 0); }), HasSubstr("overlap"));
+  EXPECT_THAT(error_of([&] { ops::augment_images(x, flat, {}, 1, 0); }), HasSubstr("images"));
+}

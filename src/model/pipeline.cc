@@ -4,6 +4,8 @@
 #include <systolic/pipeline.h>
 #include <systolic/random.h>
 
+#include "ops/cpu/loops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -25,61 +27,13 @@ void Augmentation::check() const {
 
 namespace {
 
-// One axis of a shift: output position i reads input position i + shift (scipy's affine_transform, order 1).
-struct AxisTap {
-  std::int64_t lo, hi;
-  float t;
-  bool outside;  // beyond the edge: cval with fill_mode constant
-};
-
-std::vector<AxisTap> axis_taps(std::int64_t n, double shift, bool flip) {
-  std::vector<AxisTap> taps(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t o = flip ? n - 1 - i : i;  // the flip comes after the shift, as in Keras's apply_transform
-    double p = double(o) + shift;
-    bool outside = p < 0 || p > double(n - 1);
-    p = std::clamp(p, 0.0, double(n - 1));
-    double f = std::floor(p);
-    auto lo = static_cast<std::int64_t>(f);
-    taps[i] = {lo, std::min(lo + 1, n - 1), float(p - f), outside};
-  }
-  return taps;
-}
-
-template <class S>
-void augment(const S* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C, const Augmentation& a,
-             std::uint64_t seed, std::uint64_t index) {
-  auto r = philox4x32({std::uint32_t(index), std::uint32_t(index >> 32), 0x5eed, 0},
-                      {std::uint32_t(seed), std::uint32_t(seed >> 32)});
-  auto uniform_pm = [](std::uint32_t bits, double range) { return (2.0 * uint_to_unit_float(bits) - 1.0) * range; };
-  // Keras: tx (rows) from height_shift_range, ty (columns) from width_shift_range; < 1 is a fraction of the size.
-  double tx = a.height_shift_range > 0 ? uniform_pm(r[0], a.height_shift_range) : 0.0;
-  double ty = a.width_shift_range > 0 ? uniform_pm(r[1], a.width_shift_range) : 0.0;
-  if (a.height_shift_range < 1) tx *= double(H);
-  if (a.width_shift_range < 1) ty *= double(W);
-  bool flip = a.horizontal_flip && uint_to_unit_float(r[2]) < 0.5f;
-  auto rows = axis_taps(H, tx, false), cols = axis_taps(W, ty, flip);
-  bool constant = a.fill_mode == "constant";
-  auto cval = float(a.cval);
-  for (std::int64_t y = 0; y < H; ++y) {
-    const AxisTap& ry = rows[y];
-    const S* top = in + ry.lo * W * C;
-    const S* bottom = in + ry.hi * W * C;
-    for (std::int64_t x = 0; x < W; ++x) {
-      const AxisTap& rx = cols[x];
-      float* o = out + (y * W + x) * C;
-      if (constant && (ry.outside || rx.outside)) {
-        for (std::int64_t c = 0; c < C; ++c) o[c] = cval;
-        continue;
-      }
-      for (std::int64_t c = 0; c < C; ++c) {
-        float tl = float(top[rx.lo * C + c]), tr = float(top[rx.hi * C + c]);
-        float bl = float(bottom[rx.lo * C + c]), br = float(bottom[rx.hi * C + c]);
-        float t = tl + (tr - tl) * rx.t, b = bl + (br - bl) * rx.t;
-        o[c] = t + (b - t) * ry.t;
-      }
-    }
-  }
+// The per-image augmentation is the CPU backend's (ops/augment_math.h holds the math the CUDA kernel shares).
+ops::AugmentParams augment_params(const Augmentation& a) {
+  return {.width_shift_range = a.width_shift_range,
+          .height_shift_range = a.height_shift_range,
+          .horizontal_flip = a.horizontal_flip,
+          .fill_constant = a.fill_mode == "constant",
+          .cval = a.cval};
 }
 
 template <class S, class T>
@@ -112,7 +66,7 @@ void with_target_type(DType d, F&& f) {
 
 void augment_image(const float* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C, const Augmentation& a,
                    std::uint64_t seed, std::uint64_t index) {
-  augment(in, out, H, W, C, a, seed, index);
+  ops::loops::augment_image(in, out, H, W, C, augment_params(a), seed, index);
 }
 
 struct BatchPipeline::Impl {
@@ -141,6 +95,7 @@ struct BatchPipeline::Impl {
   void build(std::int64_t b, Slot& s) {
     std::int64_t n = rows_of(b), first = b * o.batch_size;
     Shape xs = x.shape().without_batch().with_batch(n);
+    const ops::AugmentParams augment = augment_params(o.augmentation);
     if (!s.x.defined() || s.x.numel() != xs.numel()) s.x = Tensor(xs, o.x_dtype);
     else s.x = s.x.reshape(xs);
     with_source_type(x.dtype(), [&](auto stag) {
@@ -153,7 +108,7 @@ struct BatchPipeline::Impl {
           const S* row = src + order[first + i] * row_x;
           if constexpr (std::is_same_v<T, float>) {
             if (o.augmentation.enabled()) {
-              augment(row, dst + i * row_x, H, W, C, o.augmentation, o.seed, std::uint64_t(first + i));
+              ops::loops::augment_image(row, dst + i * row_x, H, W, C, augment, o.seed, std::uint64_t(first + i));
               continue;
             }
           }

@@ -146,6 +146,10 @@ class CpuBackend final : public Backend {
     if (dst.dtype() == DType::int32) return loops::gather_rows<std::int32_t>(src, indices, dst);  // labels
     SYSTOLIC_LOOP(gather_rows, dst.dtype(), src, indices, dst);
   }
+  void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed,
+                      std::uint64_t first) override {
+    loops::augment_images(x, y, p, seed, first);
+  }
   void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
                              double grad_scale) override {
     SYSTOLIC_LOOP(softmax_cross_entropy, logits.dtype(), logits, labels, total, dlogits, grad_scale);

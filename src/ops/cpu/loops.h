@@ -74,4 +74,11 @@ template <class T>
 void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho, double momentum,
                     double epsilon);
 
+// Image augmentation (ops/augment_math.h): one image (H, W, C) of any source type (uint8, int32, float, double)
+// to float, serially (the input pipeline calls it from its own threads); a batch over OpenMP threads.
+template <class S>
+void augment_image(const S* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C, const AugmentParams& p,
+                   std::uint64_t seed, std::uint64_t index);
+void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first);
+
 }  // namespace systolic::ops::loops

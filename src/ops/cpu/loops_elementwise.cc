@@ -3,6 +3,7 @@
 #include "ops/cpu/loops.h"
 
 #include "core/philox.h"
+#include "ops/concat_layout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -54,39 +55,29 @@ void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t k
   dropout_apply(dy.data<T>(), dx.data<T>(), dy.numel(), rate, key);
 }
 
-namespace {
-std::int64_t outer_size(const Shape& s, int axis) {
-  std::int64_t n = 1;
-  for (int i = 0; i < axis; ++i) n *= s[i];
-  return n;
-}
-}  // namespace
-
 template <class T>
 void concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis) {
-  std::int64_t outer = outer_size(y.shape(), axis), ychunk = y.numel() / outer, at = 0;
+  for (auto& x : xs) SYSTOLIC_CHECK(x.defined(), "concat_forward: an input is undefined");
+  ConcatLayout l = concat_layout("concat_forward", y, xs, axis);
   T* yp = y.data<T>();
-  for (auto& x : xs) {
-    std::int64_t chunk = x.numel() / outer;
-    const T* xp = x.data<T>();
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    const T* xp = xs[k].data<T>();
+    const std::int64_t chunk = l.width[k], at = l.offset[k];
 #pragma omp parallel for
-    for (std::int64_t o = 0; o < outer; ++o) std::copy_n(xp + o * chunk, chunk, yp + o * ychunk + at);
-    at += chunk;
+    for (std::int64_t o = 0; o < l.outer; ++o) std::copy_n(xp + o * chunk, chunk, yp + o * l.row + at);
   }
 }
 
 template <class T>
 void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) {
-  std::int64_t outer = outer_size(dy.shape(), axis), ychunk = dy.numel() / outer, at = 0;
+  ConcatLayout l = concat_layout("concat_backward", dy, dxs, axis);
   const T* gp = dy.data<T>();
-  for (auto& dx : dxs) {
-    std::int64_t chunk = dx.numel() / outer;
-    if (dx.defined()) {
-      T* dxp = dx.data<T>();
+  for (std::size_t k = 0; k < dxs.size(); ++k) {
+    if (!dxs[k].defined()) continue;
+    T* dxp = dxs[k].data<T>();
+    const std::int64_t chunk = l.width[k], at = l.offset[k];
 #pragma omp parallel for
-      for (std::int64_t o = 0; o < outer; ++o) std::copy_n(gp + o * ychunk + at, chunk, dxp + o * chunk);
-    }
-    at += chunk;
+    for (std::int64_t o = 0; o < l.outer; ++o) std::copy_n(gp + o * l.row + at, chunk, dxp + o * chunk);
   }
 }
 

@@ -1,6 +1,563 @@
-// placeholder to check nvcc builds
-#include "ops/cuda/kernels.cuh"
+// Elementwise kernels and their launchers (declared in elementwise.h; the checking entry points are in
+// elementwise_ops.cc). Grid-stride loops over 64-bit indices; bfloat16 computes in float, float64 in double.
+// Row kernels (softmax) give each row to one warp, whose lanes stride over the columns and combine by
+// shuffles.
+#include "ops/cuda/elementwise.h"
+
 #include "core/philox.h"
+#include "ops/augment_math.h"
+#include "ops/cuda/kernels.cuh"
+#include "ops/cuda/rounding.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
 namespace systolic::ops::cuda {
-__global__ void probe_kernel(float* p) { p[0] = philox::unit_float(philox::random4(1, 2).v[0]); }
+
+namespace {
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+// The compute type: float for float32 and bfloat16, double for float64.
+template <class T>
+using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+__device__ __forceinline__ acc_t<T> load(const T* p, std::int64_t i) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(p[i]);
+  else
+    return p[i];
 }
+template <class T>
+__device__ __forceinline__ void store(T* p, std::int64_t i, acc_t<T> v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    p[i] = __float2bfloat16(v);
+  else
+    p[i] = v;
+}
+
+// Calls f(Tag<T>{}) for a floating element type (float32, bfloat16, float64); others are an invalid value.
+template <class F>
+cudaError_t by_float_type(Element t, F&& f) {
+  switch (t) {
+    case Element::float32:
+      return f(Tag<float>{});
+    case Element::bfloat16:
+      return f(Tag<__nv_bfloat16>{});
+    case Element::float64:
+      return f(Tag<double>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+// Calls f(Tag<U>{}) with an unsigned integer type of the element's size, for kernels that only move elements.
+template <class F>
+cudaError_t by_size(int bytes, F&& f) {
+  switch (bytes) {
+    case 1:
+      return f(Tag<std::uint8_t>{});
+    case 2:
+      return f(Tag<std::uint16_t>{});
+    case 4:
+      return f(Tag<std::uint32_t>{});
+    case 8:
+      return f(Tag<std::uint64_t>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Row kernels: warp w of the grid takes rows w, w + warps, ...; all lanes of a warp share the row (so the
+// warp stays converged for the shuffles), lane l takes columns l, l + 32, ...
+#define SYSTOLIC_WARP_ROWS(r, rows)                                                                    \
+  for (std::int64_t r = std::int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); r < (rows); \
+       r += std::int64_t(gridDim.x) * (blockDim.x >> 5))
+
+// Blocks of kThreads for one warp per row.
+unsigned blocks_for_rows(std::int64_t rows) {
+  return blocks_for(rows * 32);
+}
+
+// ---- fill
+
+template <class U>
+__global__ void fill_kernel(U* x, std::int64_t n, U value) {
+  SYSTOLIC_GRID_STRIDE(i, n) x[i] = value;
+}
+
+// ---- add_n, accumulate
+
+struct Inputs {
+  const void* p[kAddNMax];
+};
+
+template <class T>
+__global__ void add_n_kernel(Inputs xs, int count, T* y, bool accumulate, std::int64_t n) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    acc_t<T> s = accumulate ? load(y, i) : acc_t<T>(0);
+#pragma unroll
+    for (int k = 0; k < kAddNMax; ++k)  // unrolled, so the pointers stay in registers (no local copy of xs)
+      if (k < count) s += load(static_cast<const T*>(xs.p[k]), i);
+    store(y, i, s);
+  }
+}
+
+// ---- scale_shift, moving_average (rounded as the CPU rounds: see rounding.cuh)
+
+template <class T>
+__global__ void scale_shift_kernel(const T* x, T* y, std::int64_t n, acc_t<T> a, acc_t<T> b) {
+  SYSTOLIC_GRID_STRIDE(i, n) store(y, i, add_rn(mul_rn(load(x, i), a), b));
+}
+
+template <class T>
+__global__ void moving_average_kernel(T* m, const T* v, std::int64_t n, acc_t<T> momentum, acc_t<T> rest) {
+  SYSTOLIC_GRID_STRIDE(i, n) store(m, i, add_rn(mul_rn(load(m, i), momentum), mul_rn(load(v, i), rest)));
+}
+
+// ---- activations
+
+template <class T, ActivationKind K>
+__global__ void activation_forward_kernel(const T* x, T* y, std::int64_t n) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    float v = load(x, i), r;
+    if constexpr (K == ActivationKind::relu)
+      r = v > 0.0f ? v : 0.0f;
+    else if constexpr (K == ActivationKind::sigmoid)
+      r = 1.0f / (1.0f + expf(-v));
+    else
+      r = tanhf(v);
+    store(y, i, r);
+  }
+}
+
+template <class T, ActivationKind K>
+__global__ void activation_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t n) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    float out = load(y, i), g = load(dy, i), r;
+    if constexpr (K == ActivationKind::relu)
+      r = out > 0.0f ? g : 0.0f;
+    else if constexpr (K == ActivationKind::sigmoid)
+      r = g * out * (1.0f - out);
+    else
+      r = g * (1.0f - out * out);
+    store(dx, i, r);
+  }
+}
+
+// y = exp(x - max) / sum exp(x - max) per row. y may alias x: the last pass reads x[c] and writes y[c] in the
+// same lane, and the earlier passes only read.
+template <class T>
+__global__ void softmax_forward_kernel(const T* x, T* y, std::int64_t rows, std::int64_t cols) {
+  const int lane = threadIdx.x & 31;
+  SYSTOLIC_WARP_ROWS(r, rows) {
+    const T* in = x + r * cols;
+    T* out = y + r * cols;
+    float mx = -INFINITY;
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      float v = load(in, c);
+      mx = v > mx ? v : mx;
+    }
+    mx = warp_max(mx);
+    float s = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) s += expf(load(in, c) - mx);
+    s = warp_sum(s);
+    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, expf(load(in, c) - mx) / s);
+  }
+}
+
+// dx = y * (dy - sum(dy * y)) per row; dx may alias dy (same argument as the forward's).
+template <class T>
+__global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t rows,
+                                        std::int64_t cols) {
+  const int lane = threadIdx.x & 31;
+  SYSTOLIC_WARP_ROWS(r, rows) {
+    const T* yr = y + r * cols;
+    const T* gr = dy + r * cols;
+    T* out = dx + r * cols;
+    float dot = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) dot += load(gr, c) * load(yr, c);
+    dot = warp_sum(dot);
+    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(yr, c) * (load(gr, c) - dot));
+  }
+}
+
+// ---- dropout: thread g handles elements 4g .. 4g+3 with the four words of Philox block g, as the CPU loop
+// does.
+
+template <class T>
+__global__ void dropout_kernel(const T* in, T* out, std::int64_t n, float threshold, float scale,
+                               std::uint64_t seed, const double* step) {
+  const std::uint64_t key = philox::dropout_key(seed, step ? *step : 0.0);
+  const std::int64_t groups = (n + 3) / 4;
+  SYSTOLIC_GRID_STRIDE(g, groups) {
+    philox::U32x4 r = philox::random4(key, static_cast<std::uint64_t>(g));
+    for (int k = 0; k < 4; ++k) {
+      std::int64_t i = g * 4 + k;
+      if (i < n) store(out, i, philox::unit_float(r.v[k]) >= threshold ? mul_rn(load(in, i), scale) : 0.0f);
+    }
+  }
+}
+
+// ---- padding
+
+template <class U>
+__global__ void pad2d_forward_kernel(const U* x, U* y, std::int64_t N, std::int64_t H, std::int64_t W,
+                                     std::int64_t C, std::int64_t OH, std::int64_t OW, std::int64_t top,
+                                     std::int64_t left) {
+  SYSTOLIC_GRID_STRIDE(i, N * OH * OW * C) {
+    std::int64_t c = i % C, t = i / C;
+    std::int64_t ow = t % OW;
+    t /= OW;
+    std::int64_t oh = t % OH, n = t / OH;
+    std::int64_t ih = oh - top, iw = ow - left;
+    y[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[((n * H + ih) * W + iw) * C + c] : U(0);
+  }
+}
+
+template <class U>
+__global__ void pad2d_backward_kernel(const U* dy, U* dx, std::int64_t N, std::int64_t H, std::int64_t W,
+                                      std::int64_t C, std::int64_t OH, std::int64_t OW, std::int64_t top,
+                                      std::int64_t left) {
+  SYSTOLIC_GRID_STRIDE(i, N * H * W * C) {
+    std::int64_t c = i % C, t = i / C;
+    std::int64_t w = t % W;
+    t /= W;
+    std::int64_t h = t % H, n = t / H;
+    dx[i] = dy[((n * OH + h + top) * OW + w + left) * C + c];
+  }
+}
+
+// ---- strided copies (concatenation)
+
+template <class U>
+__global__ void copy_rows_kernel(const U* src, std::int64_t src_pitch, U* dst, std::int64_t dst_pitch,
+                                 std::int64_t rows, std::int64_t width) {
+  SYSTOLIC_GRID_STRIDE(i, rows * width) {
+    std::int64_t r = i / width, j = i - r * width;
+    dst[r * dst_pitch + j] = src[r * src_pitch + j];
+  }
+}
+
+// ---- gathering rows, converting
+
+template <class D, class S>
+__device__ __forceinline__ D convert(S v) {
+  if constexpr (std::is_same_v<D, __nv_bfloat16>)
+    return __float2bfloat16(static_cast<float>(v));
+  else
+    return static_cast<D>(v);
+}
+
+template <class S, class D, class I>
+__global__ void gather_rows_kernel(const S* src, std::int64_t src_rows, std::int64_t row, const I* indices,
+                                   std::int64_t count, D* dst, int* error_flags, int flag) {
+  SYSTOLIC_GRID_STRIDE(i, count * row) {
+    std::int64_t k = i / row, j = i - k * row;
+    std::int64_t r = static_cast<std::int64_t>(indices[k]);
+    if (r >= 0 && r < src_rows) {
+      dst[i] = convert<D>(src[r * row + j]);
+    } else {
+      if (j == 0) atomicOr(error_flags, flag);  // once per row
+      dst[i] = convert<D>(0.0f);
+    }
+  }
+}
+
+// ---- augmentation: one thread per output pixel (all its channels)
+
+__global__ void augment_kernel(const float* x, float* y, std::int64_t N, std::int64_t H, std::int64_t W,
+                               std::int64_t C, augment::Config config, std::uint64_t seed,
+                               std::uint64_t first) {
+  const std::int64_t pixels = H * W;
+  SYSTOLIC_GRID_STRIDE(p, N * pixels) {
+    std::int64_t k = p / pixels, rest = p - k * pixels;
+    std::int64_t row = rest / W, col = rest - row * W;
+    augment::Draw d = augment::draw(config, H, W, seed, first + static_cast<std::uint64_t>(k));
+    augment::pixel(x + k * pixels * C, W, C, augment::tap(H, row, d.rows, false),
+                   augment::tap(W, col, d.cols, d.flip), config, y + p * C);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_fill(void* x, std::int64_t n, int element_bytes, std::uint64_t bits, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return by_size(element_bytes, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    fill_kernel<U><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<U*>(x), n, static_cast<U>(bits));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_add_n(const void* const* xs, int count, void* y, bool accumulate, std::int64_t n,
+                         Element t, cudaStream_t stream) {
+  if (count < 0 || count > kAddNMax) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  Inputs in{};
+  for (int k = 0; k < count; ++k) in.p[k] = xs[k];
+  return by_float_type(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    add_n_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(in, count, static_cast<T*>(y), accumulate, n);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_scale_shift(const void* x, void* y, std::int64_t n, double scale, double shift, Element t,
+                               cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return by_float_type(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scale_shift_kernel<T>
+        <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n,
+                                                 static_cast<acc_t<T>>(scale), static_cast<acc_t<T>>(shift));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_moving_average(void* moving, const void* value, std::int64_t n, double momentum, Element t,
+                                  cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return by_float_type(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    moving_average_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<T*>(moving), static_cast<const T*>(value), n, static_cast<acc_t<T>>(momentum),
+        static_cast<acc_t<T>>(1.0 - momentum));
+    return cudaGetLastError();
+  });
+}
+
+namespace {
+int element_size(Element t) {
+  switch (t) {
+    case Element::float32:
+    case Element::int32:
+      return 4;
+    case Element::bfloat16:
+      return 2;
+    case Element::float64:
+      return 8;
+    case Element::uint8:
+      return 1;
+  }
+  return 0;
+}
+}  // namespace
+
+cudaError_t launch_activation_forward(ActivationKind a, const void* x, void* y, std::int64_t rows,
+                                      std::int64_t cols, Element t, cudaStream_t stream) {
+  std::int64_t n = rows * cols;
+  if (n == 0) return cudaSuccess;
+  if (t != Element::float32 && t != Element::bfloat16) return cudaErrorInvalidValue;
+  if (a == ActivationKind::linear) {
+    if (x == y) return cudaSuccess;
+    return cudaMemcpyAsync(y, x, static_cast<std::size_t>(n) * element_size(t), cudaMemcpyDeviceToDevice,
+                           stream);
+  }
+  return by_float_type(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>) {
+      return cudaErrorInvalidValue;
+    } else {
+      auto xp = static_cast<const T*>(x);
+      auto yp = static_cast<T*>(y);
+      switch (a) {
+        case ActivationKind::relu:
+          activation_forward_kernel<T, ActivationKind::relu>
+              <<<blocks_for(n), kThreads, 0, stream>>>(xp, yp, n);
+          break;
+        case ActivationKind::sigmoid:
+          activation_forward_kernel<T, ActivationKind::sigmoid>
+              <<<blocks_for(n), kThreads, 0, stream>>>(xp, yp, n);
+          break;
+        case ActivationKind::tanh:
+          activation_forward_kernel<T, ActivationKind::tanh>
+              <<<blocks_for(n), kThreads, 0, stream>>>(xp, yp, n);
+          break;
+        case ActivationKind::softmax:
+          softmax_forward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(xp, yp, rows, cols);
+          break;
+        default:
+          return cudaErrorInvalidValue;
+      }
+      return cudaGetLastError();
+    }
+  });
+}
+
+cudaError_t launch_activation_backward(ActivationKind a, const void* y, const void* dy, void* dx,
+                                       std::int64_t rows, std::int64_t cols, Element t, cudaStream_t stream) {
+  std::int64_t n = rows * cols;
+  if (n == 0) return cudaSuccess;
+  if (t != Element::float32 && t != Element::bfloat16) return cudaErrorInvalidValue;
+  if (a == ActivationKind::linear) {
+    if (dy == dx) return cudaSuccess;
+    return cudaMemcpyAsync(dx, dy, static_cast<std::size_t>(n) * element_size(t), cudaMemcpyDeviceToDevice,
+                           stream);
+  }
+  return by_float_type(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>) {
+      return cudaErrorInvalidValue;
+    } else {
+      auto yp = static_cast<const T*>(y);
+      auto gp = static_cast<const T*>(dy);
+      auto dxp = static_cast<T*>(dx);
+      switch (a) {
+        case ActivationKind::relu:
+          activation_backward_kernel<T, ActivationKind::relu>
+              <<<blocks_for(n), kThreads, 0, stream>>>(yp, gp, dxp, n);
+          break;
+        case ActivationKind::sigmoid:
+          activation_backward_kernel<T, ActivationKind::sigmoid>
+              <<<blocks_for(n), kThreads, 0, stream>>>(yp, gp, dxp, n);
+          break;
+        case ActivationKind::tanh:
+          activation_backward_kernel<T, ActivationKind::tanh>
+              <<<blocks_for(n), kThreads, 0, stream>>>(yp, gp, dxp, n);
+          break;
+        case ActivationKind::softmax:
+          softmax_backward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(yp, gp, dxp, rows, cols);
+          break;
+        default:
+          return cudaErrorInvalidValue;
+      }
+      return cudaGetLastError();
+    }
+  });
+}
+
+cudaError_t launch_dropout(const void* in, void* out, std::int64_t n, float threshold, float scale,
+                           std::uint64_t seed, const double* step, Element t, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return by_float_type(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, double>) {
+      return cudaErrorInvalidValue;
+    } else {
+      dropout_kernel<T><<<blocks_for((n + 3) / 4), kThreads, 0, stream>>>(
+          static_cast<const T*>(in), static_cast<T*>(out), n, threshold, scale, seed, step);
+      return cudaGetLastError();
+    }
+  });
+}
+
+cudaError_t launch_pad2d_forward(const void* x, void* y, std::int64_t N, std::int64_t H, std::int64_t W,
+                                 std::int64_t C, std::int64_t OH, std::int64_t OW, std::int64_t top,
+                                 std::int64_t left, int element_bytes, cudaStream_t stream) {
+  std::int64_t n = N * OH * OW * C;
+  if (n == 0) return cudaSuccess;
+  return by_size(element_bytes, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    pad2d_forward_kernel<U><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const U*>(x), static_cast<U*>(y), N, H, W, C, OH, OW, top, left);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_pad2d_backward(const void* dy, void* dx, std::int64_t N, std::int64_t H, std::int64_t W,
+                                  std::int64_t C, std::int64_t OH, std::int64_t OW, std::int64_t top,
+                                  std::int64_t left, int element_bytes, cudaStream_t stream) {
+  std::int64_t n = N * H * W * C;
+  if (n == 0) return cudaSuccess;
+  return by_size(element_bytes, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    pad2d_backward_kernel<U><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const U*>(dy), static_cast<U*>(dx), N, H, W, C, OH, OW, top, left);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_copy_rows(const void* src, std::int64_t src_pitch, void* dst, std::int64_t dst_pitch,
+                             std::int64_t rows, std::int64_t width, int element_bytes, cudaStream_t stream) {
+  std::int64_t n = rows * width;
+  if (n == 0) return cudaSuccess;
+  return by_size(element_bytes, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    copy_rows_kernel<U><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const U*>(src), src_pitch,
+                                                                static_cast<U*>(dst), dst_pitch, rows, width);
+    return cudaGetLastError();
+  });
+}
+
+namespace {
+template <class F>
+cudaError_t by_gather_source(Element t, F&& f) {
+  switch (t) {
+    case Element::uint8:
+      return f(Tag<std::uint8_t>{});
+    case Element::int32:
+      return f(Tag<std::int32_t>{});
+    case Element::float32:
+      return f(Tag<float>{});
+    case Element::float64:
+      return f(Tag<double>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+template <class F>
+cudaError_t by_gather_target(Element t, F&& f) {
+  switch (t) {
+    case Element::float32:
+      return f(Tag<float>{});
+    case Element::bfloat16:
+      return f(Tag<__nv_bfloat16>{});
+    case Element::float64:
+      return f(Tag<double>{});
+    case Element::int32:
+      return f(Tag<std::int32_t>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+}  // namespace
+
+cudaError_t launch_gather_rows(const void* src, Element src_type, std::int64_t src_rows, std::int64_t row,
+                               const void* indices, bool indices_64, std::int64_t count, void* dst,
+                               Element dst_type, int* error_flags, int flag, cudaStream_t stream) {
+  std::int64_t n = count * row;
+  if (n == 0) return cudaSuccess;
+  return by_gather_source(src_type, [&](auto stag) {
+    using S = typename decltype(stag)::type;
+    return by_gather_target(dst_type, [&](auto dtag) {
+      using D = typename decltype(dtag)::type;
+      auto sp = static_cast<const S*>(src);
+      auto dp = static_cast<D*>(dst);
+      if (indices_64)
+        gather_rows_kernel<S, D, std::int64_t><<<blocks_for(n), kThreads, 0, stream>>>(
+            sp, src_rows, row, static_cast<const std::int64_t*>(indices), count, dp, error_flags, flag);
+      else
+        gather_rows_kernel<S, D, std::int32_t><<<blocks_for(n), kThreads, 0, stream>>>(
+            sp, src_rows, row, static_cast<const std::int32_t*>(indices), count, dp, error_flags, flag);
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t launch_augment_images(const float* x, float* y, std::int64_t N, std::int64_t H, std::int64_t W,
+                                  std::int64_t C, const augment::Config& config, std::uint64_t seed,
+                                  std::uint64_t first, cudaStream_t stream) {
+  std::int64_t n = N * H * W;
+  if (n == 0 || C == 0) return cudaSuccess;
+  augment_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, N, H, W, C, config, seed, first);
+  return cudaGetLastError();
+}
+
+}  // namespace systolic::ops::cuda

@@ -1,0 +1,291 @@
+// Loss and metric kernels and their launchers (declared in losses.h; the checking entry points are in
+// losses_ops.cc). The formulas are the CPU loops' (src/ops/cpu/loops_elementwise.cc), evaluated in the same
+// precision: element values in float, exponentials, logarithms and sums in double. Row kernels give each row
+// to one warp (lanes stride over the classes and combine by shuffles); every kernel sums its contributions
+// over the block and adds them to the total with one atomicAdd(double) per block.
+#include "ops/cuda/losses.h"
+
+#include "ops/cuda/kernels.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+namespace systolic::ops::cuda {
+
+namespace {
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+// Reductions add to one address per block: a grid of at most this many blocks (grid-stride loops do the
+// rest).
+constexpr unsigned kMaxReductionBlocks = 1024;
+unsigned reduction_blocks(std::int64_t threads_needed) {
+  return std::min(blocks_for(threads_needed), kMaxReductionBlocks);
+}
+
+template <class T>
+__device__ __forceinline__ float load(const T* p, std::int64_t i) {
+  return to_float(p[i]);
+}
+template <class T>
+__device__ __forceinline__ void store(T* p, std::int64_t i, double v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    p[i] = __double2bfloat16(v);
+  else
+    p[i] = static_cast<float>(v);
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Adds the sum of v over the block to *total (one atomic per block). Every thread of the block must call it.
+__device__ void block_add(double v, double* total) {
+  __shared__ double partial[kThreads / 32];
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0;
+    for (int w = 0; w < int(blockDim.x >> 5); ++w) s += partial[w];
+    atomicAdd(total, s);
+  }
+}
+
+#define SYSTOLIC_WARP_ROWS(r, rows)                                                                    \
+  for (std::int64_t r = std::int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); r < (rows); \
+       r += std::int64_t(gridDim.x) * (blockDim.x >> 5))
+
+// Sparse label of row r, or -1 (after flagging it) when it is out of [0, classes).
+__device__ __forceinline__ std::int64_t checked_label(const std::int32_t* labels, std::int64_t r,
+                                                      std::int64_t classes, int* error_flags, int flag,
+                                                      bool report) {
+  std::int64_t label = labels[r];
+  if (label >= 0 && label < classes) return label;
+  if (report) atomicOr(error_flags, flag);
+  return -1;
+}
+
+// ---- softmax cross entropy: loss_r = lse - z[label] (sparse) or sum_c y_c (lse - z_c) (dense);
+// gradient (softmax - onehot) or softmax * sum(y) - y, times grad_scale.
+
+template <class T, class L>
+__global__ void softmax_cross_entropy_kernel(const T* logits, const std::int32_t* sparse, const L* dense,
+                                             std::int64_t rows, std::int64_t C, double* total, T* dlogits,
+                                             double grad_scale, int* error_flags, int flag) {
+  const int lane = threadIdx.x & 31;
+  double acc = 0;  // lane 0's rows
+  SYSTOLIC_WARP_ROWS(r, rows) {
+    const T* z = logits + r * C;
+    float mx = -INFINITY;
+    for (std::int64_t c = lane; c < C; c += 32) {
+      float v = load(z, c);
+      mx = v > mx ? v : mx;
+    }
+    mx = warp_max(mx);
+    double se = 0;
+    for (std::int64_t c = lane; c < C; c += 32) se += exp(double(load(z, c) - mx));
+    se = warp_sum(se);
+    const double lse = double(mx) + log(se);
+    T* g = dlogits ? dlogits + r * C : nullptr;
+    if (sparse) {
+      const std::int64_t label = checked_label(sparse, r, C, error_flags, flag, lane == 0);
+      if (lane == 0 && label >= 0) acc += lse - double(load(z, label));
+      __syncwarp();  // z[label] is read before any lane writes the gradient (which may share its memory)
+      if (g)
+        for (std::int64_t c = lane; c < C; c += 32)
+          store(g, c,
+                label < 0 ? 0.0 : (exp(double(load(z, c)) - lse) - (c == label ? 1.0 : 0.0)) * grad_scale);
+    } else {
+      const L* y = dense + r * C;
+      double part = 0, ysum = 0;
+      for (std::int64_t c = lane; c < C; c += 32) {
+        double yc = double(load(y, c));
+        part += yc * (lse - double(load(z, c)));
+        ysum += yc;
+      }
+      part = warp_sum(part);
+      ysum = warp_sum(ysum);
+      if (lane == 0) acc += part;
+      if (g)
+        for (std::int64_t c = lane; c < C; c += 32)
+          store(g, c, (exp(double(load(z, c)) - lse) * ysum - double(load(y, c))) * grad_scale);
+    }
+  }
+  block_add(acc, total);
+}
+
+// ---- cross entropy from probabilities: -y log(clip(p, eps, 1 - eps)); gradient -y / p where p is not
+// clipped.
+
+template <class T, class L>
+__global__ void crossentropy_kernel(const T* probs, const std::int32_t* sparse, const L* dense,
+                                    std::int64_t rows, std::int64_t C, double* total, T* dprobs,
+                                    double grad_scale, double eps, int* error_flags, int flag) {
+  const double hi = 1.0 - eps;
+  double acc = 0;
+  SYSTOLIC_GRID_STRIDE(i, rows * C) {
+    const std::int64_t r = i / C, c = i - r * C;
+    double y;
+    if (sparse) {
+      const std::int64_t label = checked_label(sparse, r, C, error_flags, flag, c == 0);
+      y = label == c ? 1.0 : 0.0;  // a bad label (-1) matches no class
+    } else {
+      y = double(load(dense, i));
+    }
+    const double p = double(load(probs, i));
+    const double clipped = p < eps ? eps : (hi < p ? hi : p);  // std::clamp(p, eps, hi)
+    if (dprobs) store(dprobs, i, (p > eps && p < hi) ? -y / p * grad_scale : 0.0);
+    acc += -y * log(clipped);
+  }
+  block_add(acc, total);
+}
+
+// ---- mean squared error: per row mean of (p - t)^2; gradient 2 (p - t) / D.
+
+template <class T, class L>
+__global__ void mean_squared_error_kernel(const T* pred, const L* target, std::int64_t n, std::int64_t D,
+                                          double* total, T* dpred, double grad_scale) {
+  double acc = 0;
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const double d = double(load(pred, i)) - double(load(target, i));
+    acc += d * d / double(D);
+    if (dpred) store(dpred, i, 2.0 * d / double(D) * grad_scale);
+  }
+  block_add(acc, total);
+}
+
+// ---- accuracy
+
+// The CPU's argmax (best = 0; best = c whenever row[c] > row[best]) is the first index of the largest value
+// that is not NaN, or 0 when row[0] is NaN. Each lane scans its columns in order, then the lanes combine:
+// larger value, or the same value at a smaller index.
+template <class T>
+__device__ std::int64_t warp_argmax(const T* row, std::int64_t C, int lane) {
+  float best_v = 0.0f;
+  long long best_i = -1;
+  for (std::int64_t c = lane; c < C; c += 32) {
+    float v = load(row, c);
+    if (!isnan(v) && (best_i < 0 || v > best_v)) best_v = v, best_i = c;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    float ov = __shfl_xor_sync(0xffffffffu, best_v, o);
+    long long oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+    if (oi >= 0 && (best_i < 0 || ov > best_v || (ov == best_v && oi < best_i))) best_v = ov, best_i = oi;
+  }
+  if (best_i < 0 || isnan(load(row, 0))) return 0;
+  return best_i;
+}
+
+template <class T, class L>
+__global__ void accuracy_kernel(const T* pred, const std::int32_t* sparse, const L* dense, std::int64_t rows,
+                                std::int64_t C, double* total, int* error_flags, int flag) {
+  const int lane = threadIdx.x & 31;
+  double acc = 0;
+  SYSTOLIC_WARP_ROWS(r, rows) {
+    const std::int64_t guess = warp_argmax(pred + r * C, C, lane);
+    const std::int64_t truth = sparse ? checked_label(sparse, r, C, error_flags, flag, lane == 0)
+                                      : warp_argmax(dense + r * C, C, lane);
+    if (lane == 0 && truth >= 0 && guess == truth) acc += 1.0;
+  }
+  block_add(acc, total);
+}
+
+// f(Tag<T>{}, Tag<L>{}) for predictions T and dense labels L in {float, bfloat16}.
+template <class F>
+cudaError_t by_types(Element t, Element l, F&& f) {
+  auto with_label = [&](auto ttag) -> cudaError_t {
+    switch (l) {
+      case Element::float32:
+        return f(ttag, Tag<float>{});
+      case Element::bfloat16:
+        return f(ttag, Tag<__nv_bfloat16>{});
+      default:
+        return cudaErrorInvalidValue;
+    }
+  };
+  switch (t) {
+    case Element::float32:
+      return with_label(Tag<float>{});
+    case Element::bfloat16:
+      return with_label(Tag<__nv_bfloat16>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_softmax_cross_entropy(const void* logits, Element type, const Labels& labels,
+                                         std::int64_t rows, std::int64_t classes, double* total,
+                                         void* dlogits, double grad_scale, int* error_flags, int flag,
+                                         cudaStream_t stream) {
+  if (rows == 0 || classes == 0) return cudaSuccess;
+  return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
+    using T = typename decltype(ttag)::type;
+    using L = typename decltype(ltag)::type;
+    softmax_cross_entropy_kernel<T, L><<<reduction_blocks(rows * 32), kThreads, 0, stream>>>(
+        static_cast<const T*>(logits), labels.sparse, static_cast<const L*>(labels.dense), rows, classes,
+        total, static_cast<T*>(dlogits), grad_scale, error_flags, flag);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_crossentropy_from_probabilities(const void* probs, Element type, const Labels& labels,
+                                                   std::int64_t rows, std::int64_t classes, double* total,
+                                                   void* dprobs, double grad_scale, double eps,
+                                                   int* error_flags, int flag, cudaStream_t stream) {
+  if (rows == 0 || classes == 0) return cudaSuccess;
+  return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
+    using T = typename decltype(ttag)::type;
+    using L = typename decltype(ltag)::type;
+    crossentropy_kernel<T, L><<<reduction_blocks(rows * classes), kThreads, 0, stream>>>(
+        static_cast<const T*>(probs), labels.sparse, static_cast<const L*>(labels.dense), rows, classes,
+        total, static_cast<T*>(dprobs), grad_scale, eps, error_flags, flag);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_mean_squared_error(const void* pred, Element type, const void* target, Element target_type,
+                                      std::int64_t rows, std::int64_t per_row, double* total, void* dpred,
+                                      double grad_scale, cudaStream_t stream) {
+  const std::int64_t n = rows * per_row;
+  if (n == 0) return cudaSuccess;
+  return by_types(type, target_type, [&](auto ttag, auto ltag) {
+    using T = typename decltype(ttag)::type;
+    using L = typename decltype(ltag)::type;
+    mean_squared_error_kernel<T, L><<<reduction_blocks(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(pred), static_cast<const L*>(target), n, per_row, total, static_cast<T*>(dpred),
+        grad_scale);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_accuracy_count(const void* pred, Element type, const Labels& labels, std::int64_t rows,
+                                  std::int64_t classes, double* total, int* error_flags, int flag,
+                                  cudaStream_t stream) {
+  if (rows == 0 || classes == 0) return cudaSuccess;
+  return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
+    using T = typename decltype(ttag)::type;
+    using L = typename decltype(ltag)::type;
+    accuracy_kernel<T, L><<<reduction_blocks(rows * 32), kThreads, 0, stream>>>(
+        static_cast<const T*>(pred), labels.sparse, static_cast<const L*>(labels.dense), rows, classes, total,
+        error_flags, flag);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace systolic::ops::cuda

@@ -1,0 +1,100 @@
+// Optimizer kernels and their launchers (declared in optimizers.h; the checking entry points are in
+// optimizers_ops.cc). Each is one elementwise pass over the flat parameter buffer; the per-step values
+// (Adam's step) are read on the device, so a captured CUDA graph replays the right update. Formulas rounded
+// as the CPU loops'.
+#include "ops/cuda/optimizers.h"
+
+#include "ops/cuda/kernels.cuh"
+#include "ops/cuda/rounding.cuh"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace systolic::ops::cuda {
+
+namespace {
+
+__global__ void adam_kernel(float* w, const float* g, float* m, float* v, std::int64_t n, double lr,
+                            double beta_1, double beta_2, float b1, float b2, float eps,
+                            const double* iterations) {
+  // The step size, once per block: two pow() per thread would cost more than the update itself.
+  __shared__ float lr_shared;
+  if (threadIdx.x == 0) {
+    const double t = (iterations ? *iterations : 0.0) + 1.0;
+    lr_shared = static_cast<float>(lr * sqrt(1.0 - pow(beta_2, t)) / (1.0 - pow(beta_1, t)));
+  }
+  __syncthreads();
+  const float lr_t = lr_shared;
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const float gi = g[i];
+    const float mi = add_rn(m[i], mul_rn(sub_rn(gi, m[i]), b1));
+    const float vi = add_rn(v[i], mul_rn(sub_rn(mul_rn(gi, gi), v[i]), b2));
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = sub_rn(w[i], div_rn(mul_rn(lr_t, mi), add_rn(sqrt_rn(vi), eps)));
+  }
+}
+
+__global__ void sgd_kernel(float* w, const float* g, float* velocity, std::int64_t n, float lr,
+                           float momentum, bool nesterov) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const float gi = g[i];
+    if (!velocity) {
+      w[i] = sub_rn(w[i], mul_rn(lr, gi));
+      continue;
+    }
+    const float vi = sub_rn(mul_rn(momentum, velocity[i]), mul_rn(lr, gi));
+    velocity[i] = vi;
+    w[i] = add_rn(w[i], nesterov ? sub_rn(mul_rn(momentum, vi), mul_rn(lr, gi)) : vi);
+  }
+}
+
+__global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, std::int64_t n, float lr,
+                               float rho, float momentum, float eps) {
+  const float rest = sub_rn(1.0f, rho);
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const float gi = g[i];
+    const float si = add_rn(mul_rn(rho, ms[i]), mul_rn(mul_rn(rest, gi), gi));
+    ms[i] = si;
+    const float step = div_rn(mul_rn(lr, gi), add_rn(sqrt_rn(si), eps));
+    if (mom) {
+      const float mi = add_rn(mul_rn(momentum, mom[i]), step);
+      mom[i] = mi;
+      w[i] = sub_rn(w[i], mi);
+    } else {
+      w[i] = sub_rn(w[i], step);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_adam_update(float* w, const float* g, float* m, float* v, std::int64_t n, double lr,
+                               double beta_1, double beta_2, double epsilon, const double* iterations,
+                               cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  adam_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      w, g, m, v, n, lr, beta_1, beta_2, static_cast<float>(1.0 - beta_1), static_cast<float>(1.0 - beta_2),
+      static_cast<float>(epsilon), iterations);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sgd_update(float* w, const float* g, float* velocity, std::int64_t n, double lr,
+                              double momentum, bool nesterov, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, velocity, n, static_cast<float>(lr),
+                                                     static_cast<float>(momentum), nesterov);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rmsprop_update(float* w, const float* g, float* ms, float* mom, std::int64_t n, double lr,
+                                  double rho, double momentum, double epsilon, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  rmsprop_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+      w, g, ms, mom, n, static_cast<float>(lr), static_cast<float>(rho), static_cast<float>(momentum),
+      static_cast<float>(epsilon));
+  return cudaGetLastError();
+}
+
+}  // namespace systolic::ops::cuda
