@@ -47,6 +47,16 @@ Context& context(const Tensor& t) {
   return context(t.device().index());
 }
 
+void* Context::workspace(std::size_t bytes) {
+  std::lock_guard lock(workspace_mutex_);
+  if (!workspace_.defined() || workspace_.nbytes() < bytes) {
+    // Give the old block back first: the allocator may hand it to someone else, which is safe (stream order).
+    workspace_ = Tensor();
+    workspace_ = Tensor({static_cast<std::int64_t>(bytes)}, DType::uint8, Device::cuda(device));
+  }
+  return workspace_.raw_data();
+}
+
 Tensor scratch(std::size_t bytes, int device) {
   return Tensor({static_cast<std::int64_t>(bytes)}, DType::uint8, Device::cuda(device));
 }

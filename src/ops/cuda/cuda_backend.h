@@ -6,8 +6,9 @@
 //   optimizers.cu   Adam, SGD, RMSprop over the flat parameter buffer (one fused kernel each)
 //   conv.cc         convolution through cuDNN (NHWC, algorithm chosen once per shape)
 //   pool.cc         pooling through cuDNN
-//   batch_norm.cu   batch normalisation kernels
+//   batch_norm.cu   batch normalisation kernels (entry points: batch_norm_ops.cc)
 //   dense.cc        dense layers through cuBLASLt (bias epilogue), bias gradient kernel
+//   dnn_kernels.cu  helper kernels of conv, pool and dense: kernel transposes, padding, bias add and gradient
 // Contracts: include/systolic/ops.h. This header has no CUDA types, so g++ and nvcc both compile it.
 #pragma once
 

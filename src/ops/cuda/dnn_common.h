@@ -1,0 +1,82 @@
+// Host-side pieces shared by the cuDNN and cuBLASLt ops (conv.cc, pool.cc, dense.cc, batch_norm_ops.cc):
+// element types, owned cuDNN descriptors, and the checks every entry point makes. Compiled by g++ only.
+#pragma once
+
+#include <systolic/tensor.h>
+
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+
+#include "ops/cuda/context.h"
+#include "ops/cuda/dnn_kernels.h"
+
+namespace systolic::ops::cuda {
+
+// After check_dtype has limited t to float32 or bfloat16.
+inline dnn::Elem elem_of(const Tensor& t) {
+  return t.dtype() == DType::bfloat16 ? dnn::Elem::bf16 : dnn::Elem::f32;
+}
+inline cudnnDataType_t cudnn_type(DType t) {
+  return t == DType::bfloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+// Raises Error naming the op unless t is defined and has dtype `want`.
+inline void check_same_dtype(const char* op, const char* name, const Tensor& t, DType want) {
+  SYSTOLIC_CHECK(t.defined(), "{}: {} is undefined", op, name);
+  SYSTOLIC_CHECK(t.dtype() == want, "{}: {} is {}, expected {} like the input", op, name,
+                 dtype_name(t.dtype()), dtype_name(want));
+}
+
+// Parameters and their gradients may be float32 when the data are bfloat16 (float32 master weights).
+inline void check_param_dtype(const char* op, const char* name, const Tensor& t, DType data) {
+  SYSTOLIC_CHECK(t.dtype() == data || t.dtype() == DType::float32, "{}: {} is {}, expected {} or float32", op,
+                 name, dtype_name(t.dtype()), dtype_name(data));
+}
+
+// cuDNN's legacy descriptors take int dimensions and int strides: tensors must have fewer than 2^31 elements.
+inline void check_int_sized(const char* op, const char* name, std::int64_t numel) {
+  SYSTOLIC_CHECK(numel <= INT_MAX, "{}: {} has {} elements; cuDNN takes at most {}", op, name, numel,
+                 INT_MAX);
+}
+
+// Owned cuDNN descriptors (cached plans keep them for the life of the process).
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class CudnnDescriptor {
+ public:
+  CudnnDescriptor() { SYSTOLIC_CUDNN_CHECK(Create(&d_)); }
+  ~CudnnDescriptor() {
+    if (d_) (void)Destroy(d_);
+  }
+  CudnnDescriptor(const CudnnDescriptor&) = delete;
+  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
+  operator T() const { return d_; }
+
+ private:
+  T d_ = nullptr;
+};
+using TensorDescriptor =
+    CudnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDescriptor =
+    CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvolutionDescriptor = CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+                                              cudnnDestroyConvolutionDescriptor>;
+using PoolingDescriptor =
+    CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+
+// An NHWC tensor of (n, h, w, c) for cuDNN (whose 4d setter takes n, c, h, w whatever the format).
+inline void set_nhwc(cudnnTensorDescriptor_t d, DType t, std::int64_t n, std::int64_t h, std::int64_t w,
+                     std::int64_t c) {
+  SYSTOLIC_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NHWC, cudnn_type(t), static_cast<int>(n),
+                                                  static_cast<int>(c), static_cast<int>(h),
+                                                  static_cast<int>(w)));
+}
+
+// Whether work on the stream is being captured into a CUDA graph (then nothing may synchronise).
+inline bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  SYSTOLIC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+}  // namespace systolic::ops::cuda
