@@ -50,9 +50,12 @@ Context& context(const Tensor& t) {
 void* Context::workspace(std::size_t bytes) {
   std::lock_guard lock(workspace_mutex_);
   if (!workspace_.defined() || workspace_.nbytes() < bytes) {
-    // Give the old block back first: the allocator may hand it to someone else, which is safe (stream order).
-    workspace_ = Tensor();
-    workspace_ = Tensor({static_cast<std::int64_t>(bytes)}, DType::uint8, Device::cuda(device));
+    // The old block is kept, never freed: a captured step graph may still hold its address and replay into it
+    // (an evaluation with a larger batch grows the workspace after training captured its step). Growing by at
+    // least 1.5x bounds what is kept to about twice the largest workspace.
+    if (workspace_.defined()) retired_workspaces_.push_back(workspace_);
+    std::size_t grown = workspace_.defined() ? workspace_.nbytes() + workspace_.nbytes() / 2 : 0;
+    workspace_ = Tensor({static_cast<std::int64_t>(std::max(bytes, grown))}, DType::uint8, Device::cuda(device));
   }
   return workspace_.raw_data();
 }

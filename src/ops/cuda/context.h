@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 namespace systolic::ops::cuda {
 
@@ -36,6 +37,7 @@ struct Context {
  private:
   std::mutex workspace_mutex_;
   Tensor workspace_;
+  std::vector<Tensor> retired_workspaces_;  // outgrown workspaces, kept for graphs that point into them
 };
 
 // Lays out the pieces of one workspace request: offsets rounded up to 256 bytes (what cuDNN, cuBLASLt and
