@@ -44,6 +44,10 @@ struct Weight {
   std::string name;  // "kernel", "bias", "gamma", "moving_mean", ...
   Tensor value;
   Tensor grad;  // trainable weights only
+  // Under a mixed policy: value in the layer's compute dtype (bfloat16), refreshed from `value` by the model before
+  // each forward; layers pass it where an op wants the data's dtype (kernels of convolutions and dense layers).
+  Tensor compute;
+  const Tensor& operand() const { return compute.defined() ? compute : value; }
   bool trainable = true;
 };
 
@@ -69,7 +73,11 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
   const std::string& class_name() const { return class_name_; }
   const std::string& name() const { return name_; }
-  DType dtype() const { return dtype_; }
+  DType dtype() const { return dtype_; }  // of the variables (weights)
+  // Of the computation and the outputs: dtype() unless the layer was made under a mixed precision policy
+  // (mixed_bfloat16: bfloat16). dtype_policy() is Keras's policy name ("float32", "mixed_bfloat16").
+  DType compute_dtype() const { return compute_dtype_; }
+  std::string dtype_policy() const;
   Activation activation() const { return activation_; }
   bool built() const { return built_; }
 
@@ -117,6 +125,7 @@ class Layer : public std::enable_shared_from_this<Layer> {
   std::string class_name_;
   std::string name_;
   DType dtype_;
+  DType compute_dtype_;
   bool built_ = false;
   std::vector<Shape> built_shapes_;
   std::vector<Weight> weights_;
@@ -145,6 +154,26 @@ DType floatx();
 std::string unique_layer_name(const std::string& snake_prefix, bool zero_based = true);
 std::string to_snake_case(const std::string& class_name);  // "MaxPooling2D" -> "max_pooling2d"
 void clear_session();
+
+// Keras's mixed precision (keras.mixed_precision.set_global_policy): layers made while the policy is
+// "mixed_bfloat16" keep float32 weights and compute in bfloat16 (activations, convolutions and matrix products in
+// bfloat16 with float32 accumulation; batch-norm statistics, losses and optimizer state in float32). "float32"
+// (the default) restores plain float32 layers. Mixed bfloat16 runs on GPUs; the CPU backend computes in float32.
+namespace mixed_precision {
+void set_global_policy(const std::string& name);  // "float32" or "mixed_bfloat16"; throws Error on others
+std::string global_policy();
+// Sets the policy for its lifetime (model loading uses it for layers whose config names a policy).
+class PolicyScope {
+ public:
+  explicit PolicyScope(const std::string& name);
+  ~PolicyScope();
+  PolicyScope(const PolicyScope&) = delete;
+  PolicyScope& operator=(const PolicyScope&) = delete;
+
+ private:
+  std::string previous_;
+};
+}  // namespace mixed_precision
 
 // Fills a weight as Keras's initializers do: zeros, ones, glorot_uniform, glorot_normal, he_uniform, he_normal,
 // lecun_uniform, lecun_normal, random_uniform (-0.05, 0.05), random_normal (stddev 0.05). Throws on others.

@@ -92,6 +92,8 @@ void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis);
 // ---- Elementwise helpers.
 void fill(Tensor& x, double value);
 void copy(const Tensor& src, Tensor& dst);               // same numel and dtype
+// dst = src converted to dst's dtype (float32, float64, bfloat16; rounding to nearest even), same numel.
+void cast(const Tensor& src, Tensor& dst);
 void add_n(const std::vector<Tensor>& xs, Tensor& y);    // y = sum xs (same shapes)
 void accumulate(const Tensor& src, Tensor& dst);         // dst += src
 void scale_shift(const Tensor& x, Tensor& y, double scale, double shift);  // y = x*scale + shift

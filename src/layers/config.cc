@@ -46,8 +46,10 @@ ConfigReader::ConfigReader(const json& config, std::string class_name)
   }
   if (has("dtype") && !config_["dtype"].is_null()) {
     auto d = dtype_from_config(at("dtype"));
-    if (d != dtype_name(floatx()))
-      fail_option("dtype", "'" + d + "' is not supported (layers compute in " + std::string(dtype_name(floatx())) + ")");
+    // layer_from_config made the layer under the policy its config names (a mixed one included).
+    if (d != dtype_name(floatx()) && d != "mixed_bfloat16")
+      fail_option("dtype", "'" + d + "' is not supported (layers compute in " + std::string(dtype_name(floatx())) +
+                               " or under the mixed_bfloat16 policy)");
   } else {
     used_.insert("dtype");
   }
@@ -249,7 +251,11 @@ KernelOptions read_kernel_options(ConfigReader& r) {
 }
 
 json base_config(const Layer& layer) {
-  return {{"name", layer.name()}, {"trainable", true}, {"dtype", std::string(dtype_name(layer.dtype()))}};
+  // tf.keras 2.x writes a mixed policy as {"class_name": "Policy", "config": {"name": "mixed_bfloat16"}}.
+  json dtype = layer.compute_dtype() == layer.dtype()
+                   ? json(std::string(dtype_name(layer.dtype())))
+                   : json{{"class_name", "Policy"}, {"config", {{"name", layer.dtype_policy()}}}};
+  return {{"name", layer.name()}, {"trainable", true}, {"dtype", dtype}};
 }
 
 }  // namespace systolic::layers
@@ -306,6 +312,11 @@ std::shared_ptr<Layer> layer_from_config(const std::string& class_name, const js
     fail("layer '{}': unknown layer class '{}' (systolic knows: {})", name, class_name, known);
   }
   ConfigReader reader(config, class_name);
+  // A layer whose config names the mixed_bfloat16 policy is made under it (Keras records the policy per layer).
+  bool mixed = config.is_object() && config.contains("dtype") && !config["dtype"].is_null() &&
+               dtype_from_config(config["dtype"]) == "mixed_bfloat16";
+  bool named = config.is_object() && config.contains("dtype") && !config["dtype"].is_null();
+  mixed_precision::PolicyScope policy(mixed ? "mixed_bfloat16" : named ? "float32" : mixed_precision::global_policy());
   auto layer = it->second(reader);
   reader.finish();
   return layer;

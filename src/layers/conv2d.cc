@@ -56,13 +56,13 @@ class Conv2DLayer final : public Layer {
   }
 
   void forward(LayerCall& c) override {
-    ops::conv2d_forward(c.inputs[0], weights()[0].value, o_.use_bias ? weights()[1].value : Tensor(), c.output,
+    ops::conv2d_forward(c.inputs[0], weights()[0].operand(), o_.use_bias ? weights()[1].value : Tensor(), c.output,
                         params(c.inputs[0].shape()));
   }
 
   void backward(LayerCall& c) override {
     Tensor none;
-    ops::conv2d_backward(c.inputs[0], weights()[0].value, c.doutput, c.dinputs[0], weights()[0].grad,
+    ops::conv2d_backward(c.inputs[0], weights()[0].operand(), c.doutput, c.dinputs[0], weights()[0].grad,
                          o_.use_bias ? weights()[1].grad : none, params(c.inputs[0].shape()));
   }
 

@@ -32,11 +32,11 @@ class DenseLayer final : public Layer {
     if (o_.use_bias) add_weight("bias", {units_}, o_.bias_initializer);
   }
   void forward(LayerCall& c) override {
-    ops::dense_forward(c.inputs[0], weights()[0].value, o_.use_bias ? weights()[1].value : Tensor(), c.output);
+    ops::dense_forward(c.inputs[0], weights()[0].operand(), o_.use_bias ? weights()[1].value : Tensor(), c.output);
   }
   void backward(LayerCall& c) override {
     Tensor none;
-    ops::dense_backward(c.inputs[0], weights()[0].value, c.doutput, c.dinputs[0], weights()[0].grad,
+    ops::dense_backward(c.inputs[0], weights()[0].operand(), c.doutput, c.dinputs[0], weights()[0].grad,
                         o_.use_bias ? weights()[1].grad : none);
   }
 

@@ -15,6 +15,7 @@ struct Session {
   std::map<std::string, int> counters;
   std::int64_t next_node_id = 0;
   DType floatx = DType::float32;
+  bool mixed_bfloat16 = false;
 };
 Session& session() {
   static Session s;
@@ -28,6 +29,25 @@ void set_floatx(DType dtype) {
   session().floatx = dtype;
 }
 DType floatx() { return session().floatx; }
+
+namespace mixed_precision {
+void set_global_policy(const std::string& name) {
+  if (name == "mixed_bfloat16") {
+    SYSTOLIC_CHECK(floatx() == DType::float32, "set_global_policy('mixed_bfloat16') needs floatx float32, not {}",
+                   dtype_name(floatx()));
+    session().mixed_bfloat16 = true;
+  } else if (name == "float32" || name == dtype_name(floatx())) {
+    session().mixed_bfloat16 = false;
+  } else {
+    fail("set_global_policy: policy '{}' is not supported (float32 or mixed_bfloat16)", name);
+  }
+}
+std::string global_policy() {
+  return session().mixed_bfloat16 ? "mixed_bfloat16" : std::string(dtype_name(floatx()));
+}
+PolicyScope::PolicyScope(const std::string& name) : previous_(global_policy()) { set_global_policy(name); }
+PolicyScope::~PolicyScope() { set_global_policy(previous_); }
+}  // namespace mixed_precision
 
 std::string unique_layer_name(const std::string& prefix, bool zero_based) {
   std::lock_guard lock(session().mutex);
@@ -62,7 +82,12 @@ Layer::Layer(std::string class_name, const std::string& name, Activation activat
     : activation_(activation),
       class_name_(std::move(class_name)),
       name_(name.empty() ? unique_layer_name(to_snake_case(class_name_)) : name),
-      dtype_(floatx()) {}
+      dtype_(floatx()),
+      compute_dtype_(session().mixed_bfloat16 ? DType::bfloat16 : floatx()) {}
+
+std::string Layer::dtype_policy() const {
+  return compute_dtype_ == dtype_ ? std::string(dtype_name(dtype_)) : "mixed_" + std::string(dtype_name(compute_dtype_));
+}
 
 SymbolicTensor Layer::operator()(const SymbolicTensor& input) { return (*this)(std::vector<SymbolicTensor>{input}); }
 
@@ -92,7 +117,7 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) {
   node->layer = shared_from_this();
   node->inputs = inputs;
   node->shape = out;
-  node->dtype = dtype_;
+  node->dtype = compute_dtype_;
   {
     std::lock_guard lock(session().mutex);
     node->id = session().next_node_id++;

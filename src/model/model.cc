@@ -75,23 +75,36 @@ void ModelState::finalize() {
   for (auto& in : inputs)
     SYSTOLIC_CHECK(index.count(in.node().get()), "model '{}': input '{}' is not used by the outputs", name,
                    in.node()->layer->name());
+  // One compute dtype for the whole graph (the input node holds the batch in it); variables in their own dtype.
   dtype = floatx();
-  for (auto& l : layers)
-    if (!l->is_input_layer()) dtype = l->dtype();
+  const Layer* first = nullptr;
+  for (auto& l : layers) {
+    if (l->is_input_layer()) continue;
+    if (!first) {
+      first = l.get();
+      dtype = l->compute_dtype();
+    }
+    SYSTOLIC_CHECK(l->compute_dtype() == dtype && l->dtype() == first->dtype(),
+                   "model '{}': layer '{}' has dtype policy {} but layer '{}' has {}; one policy per model is "
+                   "supported", name, l->name(), l->dtype_policy(), first->name(), first->dtype_policy());
+  }
   capacity = 0;
   pack_weights();
 }
 
 void ModelState::pack_weights() {
   std::int64_t total = 0;
+  DType vdtype = variable_dtype();
   for (auto& l : layers)
     for (auto& w : l->weights()) {
-      SYSTOLIC_CHECK(w.value.dtype() == dtype, "model '{}': layer '{}' computes in {}, the model in {}", name,
-                     l->name(), dtype_name(w.value.dtype()), dtype_name(dtype));
+      SYSTOLIC_CHECK(w.value.dtype() == vdtype, "model '{}': layer '{}' keeps {} weights, the model {}", name,
+                     l->name(), dtype_name(w.value.dtype()), dtype_name(vdtype));
       if (w.trainable) total += w.value.numel();
     }
-  params = Tensor({total}, dtype);
-  grads = Tensor::zeros({total}, dtype);
+  params = Tensor({total}, vdtype);
+  grads = Tensor::zeros({total}, vdtype);
+  // Mixed precision: a compute-dtype copy of every trainable weight, refreshed before each forward.
+  params_compute = dtype != vdtype ? Tensor({total}, dtype) : Tensor();
   std::int64_t at = 0;
   for (auto& l : layers)
     for (auto& w : l->weights()) {
@@ -100,6 +113,7 @@ void ModelState::pack_weights() {
       v.copy_from(w.value);
       w.value = v;
       w.grad = grads.view(at, w.value.shape());
+      w.compute = params_compute.defined() ? params_compute.view(at, w.value.shape()) : Tensor();
       at += w.value.numel();
     }
   if (optimizer) optimizer->build(params);
@@ -139,6 +153,9 @@ void ModelState::ensure_capacity(std::int64_t n) {
 }
 
 void ModelState::check_xy(const Tensor& x, const Tensor* y, const char* what) const {
+  SYSTOLIC_CHECK(!(dtype == DType::bfloat16 && device().is_cpu()),
+                 "{}: model '{}' computes in bfloat16 (policy mixed_bfloat16), which needs a GPU; the CPU backend "
+                 "computes in float32 (build the model under the float32 policy, or move it to a GPU)", what, name);
   SYSTOLIC_CHECK(x.defined() && x.rank() >= 1, "{}: x is empty", what);
   Shape want = inputs[0].shape();
   SYSTOLIC_CHECK(x.shape().without_batch() == want, "{}: x has samples of shape {}; model '{}' takes {}", what,
@@ -175,6 +192,7 @@ void ModelState::set_batch(const Tensor& x, const Tensor& y) {
 }
 
 void ModelState::forward(std::int64_t n, bool training) {
+  if (params_compute.defined()) ops::cast(params, params_compute);  // the weights the layers compute with
   for (auto& e : nodes) {
     LayerCall& c = e.call;
     if (e.is_input) {
@@ -284,6 +302,7 @@ void ModelState::to(Device d) {
   if (params.device() == d && (!totals.defined() || totals.device() == d)) return;
   params = params.to(d);
   grads = grads.to(d);
+  if (params_compute.defined()) params_compute = Tensor(params_compute.shape(), params_compute.dtype(), d);
   std::int64_t at = 0;
   for (auto& l : layers)
     for (auto& w : l->weights()) {
@@ -293,6 +312,7 @@ void ModelState::to(Device d) {
       }
       w.value = params.view(at, w.value.shape());
       w.grad = grads.view(at, w.value.shape());
+      w.compute = params_compute.defined() ? params_compute.view(at, w.value.shape()) : Tensor();
       at += w.value.numel();
     }
   if (optimizer) optimizer->to(d);

@@ -32,6 +32,12 @@ class ModelState {
   std::vector<std::unique_ptr<metrics::Metric>> metrics;
 
   Tensor params, grads;  // every trainable weight, flat; weights are views into these
+  Tensor params_compute;  // mixed precision: params in the compute dtype (Weight::compute views it)
+  DType variable_dtype() const {
+    for (auto& l : layers)
+      if (!l->is_input_layer()) return l->dtype();
+    return dtype;
+  }
 
   std::int64_t capacity = 0;
   Tensor x_buf, y_buf;

@@ -63,7 +63,7 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, s
 // fit's batches on the model's device: the training data copied there once, the epoch's order as an int32
 // device tensor; each batch is gathered (and converted) by ops from a fixed index buffer, then augmented.
 struct DeviceBatches {
-  Tensor x, y, order, idx, raw;  // raw: the gathered batch before augmentation
+  Tensor x, y, order, idx, raw, augmented;  // float32 batches before and after augmentation
   void prepare(ModelState& s, const Tensor& xt, const Tensor& yt, std::int64_t batch, bool augment) {
     Device d = s.device();
     SYSTOLIC_CHECK(xt.dim(0) < (std::int64_t(1) << 31), "fit: {} samples are too many for int32 row indices",
@@ -72,7 +72,9 @@ struct DeviceBatches {
     y = yt.to(d);
     s.ensure_capacity(batch);
     idx = Tensor({batch}, DType::int32, d);
-    raw = augment ? Tensor(s.x_buf.shape(), s.x_buf.dtype(), d) : Tensor();
+    // Augmentation works on float32 images; under mixed precision its result is cast to the compute dtype.
+    raw = augment ? Tensor(s.x_buf.shape(), DType::float32, d) : Tensor();
+    augmented = augment && s.x_buf.dtype() != DType::float32 ? Tensor(s.x_buf.shape(), DType::float32, d) : Tensor();
   }
   void set_order(const std::vector<std::int64_t>& rows) {
     Tensor host({static_cast<std::int64_t>(rows.size())}, DType::int32);
@@ -88,8 +90,9 @@ struct DeviceBatches {
       Tensor r = raw.slice(0, n);
       ops::gather_rows(x, rows, r);
       auto images = [](const Tensor& t) { return t.rank() == 3 ? t.reshape({t.dim(0), t.dim(1), t.dim(2), 1}) : t; };
-      Tensor out = images(xb);
+      Tensor out = augmented.defined() ? images(augmented.slice(0, n)) : images(xb);
       ops::augment_images(images(r), out, augment_params(a), seed, static_cast<std::uint64_t>(begin));
+      if (augmented.defined()) ops::cast(out, xb);
     } else {
       ops::gather_rows(x, rows, xb);
     }
@@ -257,6 +260,7 @@ Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
   SYSTOLIC_CHECK(o.batch_size > 0, "predict: batch_size must be positive, got {}", o.batch_size);
   Tensor out(s.outputs[0].shape().with_batch(x.dim(0)), s.dtype);
   run_inference(s, x, nullptr, o.batch_size, 0, &out);
+  if (out.dtype() == DType::bfloat16) out = out.to(DType::float32);  // mixed precision: float32 results
   return out;
 }
 

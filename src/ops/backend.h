@@ -37,6 +37,7 @@ class Backend {
   virtual void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis);
   virtual void fill(Tensor& x, double value);
   virtual void copy(const Tensor& src, Tensor& dst);
+  virtual void cast(const Tensor& src, Tensor& dst);
   virtual void add_n(const std::vector<Tensor>& xs, Tensor& y);
   virtual void accumulate(const Tensor& src, Tensor& dst);
   virtual void scale_shift(const Tensor& x, Tensor& y, double scale, double shift);

@@ -198,6 +198,13 @@ void fill(Tensor& x, double value) {
   backend_for(d.found ? d.device : Device::cpu()).fill(x, value);
 }
 
+void cast(const Tensor& src, Tensor& dst) {
+  DeviceOf d("cast");
+  d.add(src);
+  d.add(dst);
+  backend_for(d.found ? d.device : Device::cpu()).cast(src, dst);
+}
+
 void copy(const Tensor& src, Tensor& dst) {
   DeviceOf d("copy");
   d.add(src);
@@ -364,6 +371,7 @@ void Backend::scale_shift(const Tensor& x, Tensor& y, double scale, double shift
 void Backend::moving_average(Tensor& moving, const Tensor& value, double momentum) { unsupported("moving_average"); }
 void Backend::gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst) { unsupported("gather_rows"); }
 void Backend::gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) { unsupported("gather_rows"); }
+void Backend::cast(const Tensor& src, Tensor& dst) { unsupported("cast"); }
 void Backend::augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first) { unsupported("augment_images"); }
 void Backend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits, double grad_scale) { unsupported("softmax_cross_entropy"); }
 void Backend::crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs, double grad_scale, double eps) { unsupported("crossentropy_from_probabilities"); }

@@ -27,6 +27,7 @@ struct Common {
   std::string input_shape;
   int classes = 0;
   std::string device = "auto";
+  std::string policy = "float32";
   std::uint64_t seed = 0;
   bool seed_given = false;
 };
@@ -182,15 +183,20 @@ void add_common(CLI::App* app, Common& c, bool with_model = true) {
   app->add_option("--input-shape", c.input_shape, "input shape H,W,C for built-in models");
   app->add_option("--classes-count", c.classes, "number of classes for built-in models")->check(CLI::PositiveNumber);
   app->add_option("--device", c.device, "auto, cpu, cuda or cuda:I")->capture_default_str();
+  app->add_option("--policy", c.policy, "dtype policy of built-in models: float32, or mixed_bfloat16 (GPU)")
+      ->capture_default_str();
   app->add_option_function<std::uint64_t>("--seed", [&c](std::uint64_t s) { c.seed = s, c.seed_given = true; },
                                           "random seed (repeatable runs)");
 }
 
+// The seed and the dtype policy, before any model is made.
 void apply_seed(const Common& c) {
   if (c.seed_given) sy::set_random_seed(c.seed);
+  sy::mixed_precision::set_global_policy(c.policy);
 }
 
 int cmd_summary(const Common& c, bool to_json) {
+  sy::mixed_precision::set_global_policy(c.policy);
   auto model = make_model(c, {32, 32, 3}, 10);
   if (to_json) std::printf("%s\n", model.to_json(2).c_str());
   else std::fputs(model.summary_string().c_str(), stdout);
@@ -533,6 +539,7 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
                       {"predict_ms", (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2},
                       {"steps_per_epoch", (n + a.batch_size - 1) / a.batch_size},
                       {"step_mode", model.step_mode()},
+                      {"policy", c.policy},
                       {"input_shape", shape.dims()},
                       {"threads", sy::cpu_info().threads}};
   std::printf("%s\n", j.dump().c_str());

@@ -124,6 +124,12 @@ class CpuBackend final : public Backend {
   }
   void fill(Tensor& x, double value) override { x.fill(value); }
   void copy(const Tensor& src, Tensor& dst) override { dst.copy_from(src); }
+  void cast(const Tensor& src, Tensor& dst) override {
+    SYSTOLIC_CHECK(src.numel() == dst.numel(), "cast: {} values into {}", src.numel(), dst.numel());
+    for (DType t : {src.dtype(), dst.dtype()})
+      SYSTOLIC_CHECK(is_floating(t), "cast: {} is not a float type (float32, float64, bfloat16)", dtype_name(t));
+    dst.copy_from(src.to(dst.dtype()));
+  }
   void add_n(const std::vector<Tensor>& xs, Tensor& y) override { SYSTOLIC_LOOP(add_n, y.dtype(), xs, y); }
   void accumulate(const Tensor& src, Tensor& dst) override {
     check_same("accumulate", src, dst);

@@ -46,6 +46,7 @@ class CudaBackend final : public Backend {
   void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) override;
   void fill(Tensor& x, double value) override;
   void copy(const Tensor& src, Tensor& dst) override;
+  void cast(const Tensor& src, Tensor& dst) override;
   void add_n(const std::vector<Tensor>& xs, Tensor& y) override;
   void accumulate(const Tensor& src, Tensor& dst) override;
   void scale_shift(const Tensor& x, Tensor& y, double scale, double shift) override;

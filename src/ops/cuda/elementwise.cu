@@ -280,6 +280,26 @@ __global__ void gather_rows_kernel(const S* src, std::int64_t src_rows, std::int
   }
 }
 
+// ---- casts between float types (through double: exact for float32 and bfloat16 sources)
+
+template <class S>
+__device__ __forceinline__ double load_value(S v) { return static_cast<double>(v); }
+template <>
+__device__ __forceinline__ double load_value<__nv_bfloat16>(__nv_bfloat16 v) {
+  return static_cast<double>(__bfloat162float(v));
+}
+template <class D>
+__device__ __forceinline__ D store_value(double v) { return static_cast<D>(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 store_value<__nv_bfloat16>(double v) {
+  return __float2bfloat16_rn(static_cast<float>(v));
+}
+
+template <class S, class D>
+__global__ void cast_kernel(const S* src, D* dst, std::int64_t n) {
+  SYSTOLIC_GRID_STRIDE(i, n) { dst[i] = store_value<D>(load_value(src[i])); }
+}
+
 // ---- augmentation: one thread per output pixel (all its channels)
 
 __global__ void augment_kernel(const float* x, float* y, std::int64_t N, std::int64_t H, std::int64_t W,
@@ -558,6 +578,20 @@ cudaError_t launch_augment_images(const float* x, float* y, std::int64_t N, std:
   if (n == 0 || C == 0) return cudaSuccess;
   augment_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, N, H, W, C, config, seed, first);
   return cudaGetLastError();
+}
+
+
+cudaError_t launch_cast(const void* src, Element src_type, void* dst, Element dst_type, std::int64_t n,
+                        cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return by_float_type(src_type, [&](auto s) {
+    using S = typename decltype(s)::type;
+    return by_float_type(dst_type, [&](auto d) {
+      using D = typename decltype(d)::type;
+      cast_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
+      return cudaGetLastError();
+    });
+  });
 }
 
 }  // namespace systolic::ops::cuda

@@ -21,6 +21,10 @@ enum class Element : int { float32, bfloat16, float64, int32, uint8 };
 // The same values as systolic::Activation.
 enum class ActivationKind : int { linear, relu, sigmoid, tanh, softmax };
 
+// dst[i] = src[i] converted (float32, float64, bfloat16; to bfloat16 rounding to nearest even, as the CPU does).
+cudaError_t launch_cast(const void* src, Element src_type, void* dst, Element dst_type, std::int64_t n,
+                        cudaStream_t stream);
+
 // x[0..n) = the element whose bytes are the low `element_bytes` (1, 2, 4 or 8) bytes of `bits`.
 cudaError_t launch_fill(void* x, std::int64_t n, int element_bytes, std::uint64_t bits, cudaStream_t stream);
 

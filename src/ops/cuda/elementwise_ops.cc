@@ -122,6 +122,15 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
       cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, c.stream));
 }
 
+void CudaBackend::cast(const Tensor& src, Tensor& dst) {
+  check_dtype("cast", src, {DType::float32, DType::bfloat16, DType::float64});
+  check_dtype("cast", dst, {DType::float32, DType::bfloat16, DType::float64});
+  SYSTOLIC_CHECK(src.numel() == dst.numel(), "cast: {} values into {}", src.numel(), dst.numel());
+  Context& c = context(dst);
+  SYSTOLIC_CUDA_CHECK(launch_cast(src.raw_data(), element_of(src.dtype()), dst.raw_data(), element_of(dst.dtype()),
+                                  dst.numel(), c.stream));
+}
+
 void CudaBackend::add_n(const std::vector<Tensor>& xs, Tensor& y) {
   check_dtype("add_n", y, kFloats);
   for (auto& x : xs) check_like("add_n", y, x);
