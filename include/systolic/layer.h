@@ -105,6 +105,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
   // Which inputs need no gradient from this layer's own backward (the model tells, e.g. for a model input).
   virtual bool is_input_layer() const { return false; }
+  // Whether forward() already applied the activation (fused into its op); backward still applies its gradient.
+  virtual bool fuses_activation() const { return false; }
 
  protected:
   Layer(std::string class_name, const std::string& name, Activation activation = Activation::linear);

@@ -29,6 +29,10 @@ struct Conv2DParams {
   int stride_h = 1, stride_w = 1;
   int dilation_h = 1, dilation_w = 1;
   int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  // Applied to the forward output, y = act(conv + b): linear or relu, fused into the convolution's epilogue
+  // (oneDNN post-op; the CUDA bias kernel), which saves a pass over y. Backward ignores it (the layer applies the
+  // activation's gradient from y first).
+  Activation activation = Activation::linear;
 };
 
 enum class PoolKind { max, average };
@@ -43,7 +47,7 @@ struct Pad2D {
   int top = 0, bottom = 0, left = 0, right = 0;
 };
 
-// ---- Convolution: y[N,OH,OW,F] = sum_{i,j,c} xpad[n, oh*sh + i*dh, ow*sw + j*dw, c] * w[i,j,c,f] + b[f]
+// ---- Convolution: y[N,OH,OW,F] = act(sum_{i,j,c} xpad[n, oh*sh + i*dh, ow*sw + j*dw, c] * w[i,j,c,f] + b[f])
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p);
 // dx = (=) gradient w.r.t. x; dw, db (+=). Any of dx, dw, db may be undefined.
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,

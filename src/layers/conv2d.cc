@@ -52,8 +52,9 @@ class Conv2DLayer final : public Layer {
     auto h = tf_padding(x[1], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
     auto w = tf_padding(x[2], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
     return {o_.strides[0], o_.strides[1], o_.dilation_rate[0], o_.dilation_rate[1], h.before, h.after, w.before,
-            w.after};
+            w.after, fuses_activation() ? Activation::relu : Activation::linear};
   }
+  bool fuses_activation() const override { return activation_ == Activation::relu; }
 
   void forward(LayerCall& c) override {
     ops::conv2d_forward(c.inputs[0], weights()[0].operand(), o_.use_bias ? weights()[1].value : Tensor(), c.output,

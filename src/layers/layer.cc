@@ -159,7 +159,7 @@ std::int64_t Layer::count_trainable_params() const {
 
 void Layer::call_forward(LayerCall& call) {
   forward(call);
-  if (activation_ == Activation::linear) return;
+  if (activation_ == Activation::linear || fuses_activation()) return;
   if (activation_ == Activation::softmax) {
     // A view of a buffer that only grows: a smaller last batch must not move it (a captured step graph holds
     // its address).

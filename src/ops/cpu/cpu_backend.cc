@@ -48,6 +48,8 @@ class CpuBackend final : public Backend {
                    "conv2d_forward: x {} and kernel {} and y {} do not fit (NHWC, (KH,KW,C,F))", x.shape().str(),
                    w.shape().str(), y.shape().str());
     check_same("conv2d_forward", x, w);
+    SYSTOLIC_CHECK(p.activation == Activation::linear || p.activation == Activation::relu,
+                   "conv2d_forward: fuses linear or relu, not {}", activation_name(p.activation));
     if (x.dtype() == DType::float32) return onednn::conv2d_forward(x, w, b, y, p);
     SYSTOLIC_LOOP(conv2d_forward, x.dtype(), x, w, b, y, p);
   }

@@ -40,6 +40,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
               for (std::int64_t f = 0; f < d.F; ++f) out[f] += in[c] * wk[c * d.F + f];
           }
         }
+        if (p.activation == Activation::relu)
+          for (std::int64_t f = 0; f < d.F; ++f) out[f] = out[f] > T(0) ? out[f] : T(0);
       }
 }
 

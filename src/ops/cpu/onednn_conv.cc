@@ -164,9 +164,16 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     auto s = conv_shape(x, w, y, p);
     Key key = s.key;
     key.push_back(b.defined());
+    key.push_back(static_cast<int>(p.activation));
     auto& e = cache.get(key, [&] {
+      dnnl::primitive_attr attr;
+      if (p.activation == Activation::relu) {  // fused into the convolution's output stage
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(ops);
+      }
       dnnl::convolution_forward::primitive_desc pd(
-          conv_fwd_desc(s, dnnl::prop_kind::forward_training, b.defined()), engine());
+          conv_fwd_desc(s, dnnl::prop_kind::forward_training, b.defined()), attr, engine());
       ConvForward c;
       c.prim = dnnl::convolution_forward(pd);
       c.src = stage_in(user_act(s.src), pd.src_desc());

@@ -313,9 +313,12 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   SYSTOLIC_CUDNN_CHECK(cudnnConvolutionForward(c.cudnn, &kOne, e.x, xin, e.w, wt, e.forward, e.forward_algo,
                                                WorkspacePlan::at(base, at_scratch), e.forward_workspace,
                                                &kZero, e.y, y.raw_data()));
-  if (b.defined())
-    SYSTOLIC_CUDA_CHECK(dnn::launch_add_bias(y.raw_data(), elem_of(y), b.raw_data(), elem_of(b),
-                                             g.N * g.OH * g.OW, g.F, c.stream));
+  // The epilogue: bias and the fused activation in one pass over y.
+  bool relu = p.activation == Activation::relu;
+  if (b.defined() || relu)
+    SYSTOLIC_CUDA_CHECK(dnn::launch_add_bias(y.raw_data(), elem_of(y), b.defined() ? b.raw_data() : nullptr,
+                                             b.defined() ? elem_of(b) : elem_of(y), g.N * g.OH * g.OW, g.F, relu,
+                                             c.stream));
 }
 
 void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,

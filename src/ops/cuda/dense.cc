@@ -210,7 +210,7 @@ void CudaBackend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& 
     SYSTOLIC_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), c.stream));
     if (b.defined())
       SYSTOLIC_CUDA_CHECK(
-          dnn::launch_add_bias(y.raw_data(), elem_of(y), b.raw_data(), elem_of(b), M, U, c.stream));
+          dnn::launch_add_bias(y.raw_data(), elem_of(y), b.raw_data(), elem_of(b), M, U, /*relu=*/false, c.stream));
     return;
   }
   const bool fused = b.defined() && b.dtype() == y.dtype() && pointer_alignment(b.raw_data()) >= 16;
@@ -233,7 +233,7 @@ void CudaBackend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& 
   run(c, e, s, 0.0f, c.workspace(e.workspace));
   if (b.defined() && !fused)
     SYSTOLIC_CUDA_CHECK(
-        dnn::launch_add_bias(y.raw_data(), elem_of(y), b.raw_data(), elem_of(b), M, U, c.stream));
+        dnn::launch_add_bias(y.raw_data(), elem_of(y), b.raw_data(), elem_of(b), M, U, /*relu=*/false, c.stream));
 }
 
 void CudaBackend::dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,

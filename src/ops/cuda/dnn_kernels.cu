@@ -99,9 +99,11 @@ __global__ void pool_count_rescale_kernel(const T* in, T* out, std::int64_t N, s
 
 template <class Ty, class Tb>
 __global__ void add_bias_kernel(Ty* __restrict__ y, const Tb* __restrict__ b, std::int64_t rows,
-                                std::int64_t cols) {
+                                std::int64_t cols, bool relu) {
   SYSTOLIC_GRID_STRIDE(i, rows * cols) {
-    y[i] = from_float<Ty>(to_float(y[i]) + to_float(b[i % cols]));
+    float v = b ? to_float(y[i]) + to_float(b[i % cols]) : to_float(y[i]);
+    if (relu) v = v > 0.0f ? v : 0.0f;
+    y[i] = from_float<Ty>(v);
   }
 }
 
@@ -189,7 +191,7 @@ cudaError_t launch_pool_count_rescale(const void* in, void* out, Elem type, std:
 }
 
 cudaError_t launch_add_bias(void* y, Elem y_type, const void* b, Elem b_type, std::int64_t rows,
-                            std::int64_t cols, cudaStream_t stream) {
+                            std::int64_t cols, bool relu, cudaStream_t stream) {
   std::int64_t n = rows * cols;
   if (n <= 0) return cudaSuccess;
   return with_type(y_type, [&](auto ty) {
@@ -197,7 +199,7 @@ cudaError_t launch_add_bias(void* y, Elem y_type, const void* b, Elem b_type, st
     return with_type(b_type, [&](auto tb) {
       using Tb = decltype(tb);
       add_bias_kernel<Ty, Tb><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<Ty*>(y),
-                                                                      static_cast<const Tb*>(b), rows, cols);
+                                                                      static_cast<const Tb*>(b), rows, cols, relu);
       return cudaGetLastError();
     });
   });

@@ -43,9 +43,10 @@ cudaError_t launch_pool_count_rescale(const void* in, void* out, Elem type, std:
                                       int window_h, int window_w, int stride_h, int stride_w, int pad_top,
                                       int pad_left, cudaStream_t stream);
 
-// y[r, c] += b[c] for y [rows, cols].
+// y[r, c] += b[c] for y [rows, cols] (b may be null: nothing added), then y = max(y, 0) with relu: the
+// convolution's epilogue, one pass over y.
 cudaError_t launch_add_bias(void* y, Elem y_type, const void* b, Elem b_type, std::int64_t rows,
-                            std::int64_t cols, cudaStream_t stream);
+                            std::int64_t cols, bool relu, cudaStream_t stream);
 
 // db[c] += sum over r of dy[r, c] (deterministic two-stage reduction; reduce.cuh). `partial` holds
 // bias_grad_partial_bytes(rows, cols) bytes of device scratch.
