@@ -131,6 +131,15 @@ TEST(CudaDnn, Conv2DFloat32) {
   for (const auto& c : conv_cases()) check_conv(c, DType::float32, DType::float32, seed += 10);
 }
 
+TEST(CudaDnn, Conv2DFusedRelu) {
+  SYSTOLIC_REQUIRE_GPU();
+  std::uint64_t seed = 1500;
+  for (auto c : conv_cases()) {
+    c.p.activation = Activation::relu;  // forward applies it in the bias epilogue (also without a bias)
+    check_conv(c, DType::float32, DType::float32, seed += 10);
+  }
+}
+
 TEST(CudaDnn, Conv2DBfloat16) {
   SYSTOLIC_REQUIRE_GPU();
   auto cases = conv_cases();

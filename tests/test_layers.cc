@@ -264,3 +264,26 @@ TEST(Input, ShapeAndReuseErrors) {
   dense(layers::Input({3}));
   EXPECT_THROW(dense(layers::Input({4})), Error);  // built for 3 inputs
 }
+
+TEST(Conv2D, FusedReluEqualsConvolutionThenRelu) {
+  // The layer passes its relu to the op (fused); the op's result equals a linear convolution then relu.
+  Tensor x = systolic::testing::random_tensor({2, 6, 5, 3}, 31);
+  auto fused = layers::Conv2D(4, {3, 3}, {.padding = "same", .activation = "relu"});
+  Tensor y = run(fused, {x});
+  Tensor w = fused->weights()[0].value, b = fused->weights()[1].value;
+  ops::Conv2DParams p{.pad_top = 1, .pad_bottom = 1, .pad_left = 1, .pad_right = 1};
+  Tensor linear({2, 6, 5, 4});
+  ops::conv2d_forward(x, w, b, linear, p);
+  auto yv = y.to_doubles(), lv = linear.to_doubles();
+  int negatives = 0;
+  for (std::size_t i = 0; i < yv.size(); ++i) {
+    EXPECT_NEAR(yv[i], std::max(lv[i], 0.0), 1e-6) << i;
+    negatives += lv[i] < 0;
+  }
+  EXPECT_GT(negatives, 0);  // the relu had something to do
+  // float64 (the reference loops) fuse it too.
+  p.activation = Activation::relu;
+  Tensor y64({2, 6, 5, 4}, DType::float64);
+  ops::conv2d_forward(x.to(DType::float64), w.to(DType::float64), b.to(DType::float64), y64, p);
+  EXPECT_LT(systolic::testing::normalised_max_error(y64, y), 1e-5);
+}
