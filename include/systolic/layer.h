@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,9 @@ struct LayerCall {
   Tensor logits_buffer;         // the storage logits views
   Tensor doutput;               // backward input: gradient w.r.t. the output
   std::vector<Tensor> dinputs;  // backward output (=); an undefined entry needs no gradient
+  // Under a strategy with synchronised batch norm: sums a small host vector over every replica of the step (every
+  // replica calls it in the same order); null otherwise.
+  const std::function<void(std::vector<double>&)>* cross_replica_sum = nullptr;
 };
 
 class Layer : public std::enable_shared_from_this<Layer> {

@@ -70,6 +70,7 @@ struct LoadWeightsOptions {
 };
 
 class ModelState;
+struct ModelInternals;
 
 class Model {
  public:
@@ -139,6 +140,7 @@ class Model {
   Tensor& gradients();
 
  protected:
+  friend struct ModelInternals;
   Model();
   std::shared_ptr<ModelState> state_;
 };

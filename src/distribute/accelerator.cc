@@ -1,21 +1,69 @@
-// to_accelerator: the CPU model copied through its Keras config, weights and compile settings, then moved.
+// Strategies and to_accelerator: the CPU model copied through its Keras config, weights and compile settings, then
+// moved; under a strategy of several replicas, one such copy per replica, tied together by a ReplicaGroup.
 #include <systolic/distribute.h>
 #include <systolic/log.h>
+#include <systolic/random.h>
 #include <systolic/system.h>
 
+#include "distribute/communicator.h"
+#include "distribute/replica_group.h"
 #include "io/keras_io.h"
+#include "model/model_state.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 namespace systolic {
 
 namespace distribute {
 
-Strategy::Strategy(std::string name, std::vector<Device> devices) : name_(std::move(name)), devices_(std::move(devices)) {
+Strategy::Strategy(std::string name, std::vector<Device> devices, StrategyOptions options)
+    : name_(std::move(name)), devices_(std::move(devices)), options_(options) {
   SYSTOLIC_CHECK(!devices_.empty(), "strategy {}: no devices", name_);
+  SYSTOLIC_CHECK(options_.timeout_seconds >= 0, "strategy {}: timeout_seconds must not be negative, got {}", name_,
+                 options_.timeout_seconds);
 }
 
 Strategy OneDeviceStrategy(Device device) { return Strategy("OneDeviceStrategy", {device}); }
+
+namespace {
+std::vector<Device> all_gpus_else_cpu() {
+  std::vector<Device> d;
+  for (auto& g : gpu_info()) d.push_back(Device::cuda(g.index));
+  if (d.empty()) d.push_back(Device::cpu());
+  return d;
+}
+}  // namespace
+
+MirroredStrategy::MirroredStrategy(std::vector<Device> devices, StrategyOptions options)
+    : Strategy("MirroredStrategy", devices.empty() ? all_gpus_else_cpu() : std::move(devices), options) {
+  bool cpu = devices_[0].is_cpu();
+  for (auto& d : devices_) {
+    SYSTOLIC_CHECK(d.is_cpu() == cpu, "MirroredStrategy: replicas on {} and {}: mix CPU and GPU replicas is not "
+                   "supported", devices_[0].str(), d.str());
+    if (!cpu)
+      for (auto& e : devices_)
+        SYSTOLIC_CHECK(&e == &d || !(e == d), "MirroredStrategy: GPU {} is listed twice (one replica per GPU)",
+                       d.str());
+  }
+}
+
+MirroredStrategy MirroredStrategy::cpu(int replicas, StrategyOptions options) {
+  SYSTOLIC_CHECK(replicas >= 1, "MirroredStrategy::cpu: replicas must be at least 1, got {}", replicas);
+  return MirroredStrategy(std::vector<Device>(static_cast<std::size_t>(replicas), Device::cpu()), options);
+}
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(StrategyOptions options)
+    : Strategy("MultiWorkerMirroredStrategy", {Device::cpu()}, options) {
+  SYSTOLIC_CHECK(mpi_compiled(), "MultiWorkerMirroredStrategy: this build of systolic has no MPI support (install "
+                 "Open MPI, libopenmpi-dev, and rebuild)");
+  MpiWorld w = mpi_world();
+  num_workers_ = w.size;
+  worker_index_ = w.rank;
+  // The processes on this machine share its cores: each takes its part, so K processes on K cores do not run K
+  // OpenMP threads each.
+  omp_set_num_threads(std::max(1, omp_get_max_threads() / std::max(1, w.local_size)));
+}
 
 }  // namespace distribute
 
@@ -33,23 +81,16 @@ std::string describe_device(Device device) {
   return fmt::format("{}: not available", device.str());
 }
 
-Model to_accelerator(const Model& cpu_model, const distribute::Strategy& strategy) {
-  SYSTOLIC_CHECK(strategy.num_replicas_in_sync() == 1,
-                 "to_accelerator: strategy {} has {} replicas; this build trains one replica per model "
-                 "(data-parallel replicas are not implemented yet)",
-                 strategy.name(), strategy.num_replicas_in_sync());
-  Device device = strategy.devices()[0];
-  SYSTOLIC_CHECK(device_available(device), "to_accelerator: device {} is not available{}", device.str(),
-                 build_info().cuda ? " (no such GPU found)" : " (this build of systolic has no CUDA support)");
-  auto gpus = gpu_info();
-  log_line(fmt::format("Found {} GPU{}{}", gpus.size(), gpus.size() == 1 ? "" : "s", gpus.empty() ? "" : ":"));
-  for (auto& g : gpus) log_line("  " + describe_device(Device::cuda(g.index)));
-  log_line(fmt::format("Host: {}", describe_device(Device::cpu())));
-  log_line(fmt::format("Strategy {}: {} replica ({}), 1 worker; batches are not split", strategy.name(),
-                       strategy.num_replicas_in_sync(), device.str()));
+namespace {
 
+// A copy of `src` (layers, weights, compile settings, optimizer state) on `device`.
+Model copy_model(const Model& cpu_model, Device device) {
   Model& src = const_cast<Model&>(cpu_model);
+  // Building the copy runs the layers' initialisers (then overwritten): put the global generator back, so fit shuffles
+  // as it would have without the copy (with a strategy or without, the same seed gives the same batches).
+  Generator saved = global_generator();
   Model copy = keras_io::model_from_config(keras_io::model_config(src), "to_accelerator");
+  global_generator() = saved;
   auto from = src.layers(), to = copy.layers();
   SYSTOLIC_CHECK(from.size() == to.size(), "to_accelerator: the copy of model '{}' has {} layers, not {}", src.name(),
                  to.size(), from.size());
@@ -66,6 +107,83 @@ Model to_accelerator(const Model& cpu_model, const distribute::Strategy& strateg
     opt.set_iterations(src.optimizer().iterations());
   }
   copy.to(device);
+  return copy;
+}
+
+void log_hardware(const distribute::Strategy& strategy, int threads_per_replica) {
+  auto gpus = gpu_info();
+  log_line(fmt::format("Found {} GPU{}{}", gpus.size(), gpus.size() == 1 ? "" : "s", gpus.empty() ? "" : ":"));
+  for (auto& g : gpus) log_line("  " + describe_device(Device::cuda(g.index)));
+  log_line(fmt::format("Host: {}", describe_device(Device::cpu())));
+  const auto& devices = strategy.devices();
+  int replicas = strategy.num_replicas_in_sync(), workers = strategy.num_workers();
+  if (replicas == 1) {
+    log_line(fmt::format("Strategy {}: 1 replica ({}), 1 worker; batches are not split", strategy.name(),
+                         devices[0].str()));
+    return;
+  }
+  // As the seed's TPU log: the replicas with their devices, then the worker counts.
+  std::string list;
+  for (int w = 0; w < workers; ++w)
+    for (std::size_t i = 0; i < devices.size(); ++i)
+      list += fmt::format("{}{}{}", list.empty() ? "" : ", ", devices[i].str(),
+                          workers > 1 ? fmt::format(" (worker {})", w) : "");
+  log_line(fmt::format("Found {} replicas: {}", replicas, list));
+  log_line(fmt::format("  Num replicas: {}", replicas));
+  log_line(fmt::format("  Num workers: {}", workers));
+  log_line(fmt::format("  Num replicas per worker: {}", devices.size()));
+  if (devices[0].is_cpu()) log_line(fmt::format("  OpenMP threads per replica: {}", threads_per_replica));
+  log_line(fmt::format("Strategy {}: global batches are split into {} equal shards; gradients are summed by {}{}",
+                       strategy.name(), replicas,
+                       workers > 1 ? "MPI" : devices[0].is_cpu() ? "a shared-memory all-reduce" : "NCCL",
+                       strategy.options().sync_batch_norm ? "; batch norm statistics are synchronised"
+                                                          : "; batch norm statistics are per replica"));
+}
+
+}  // namespace
+
+Model to_accelerator(const Model& cpu_model, const distribute::Strategy& strategy) {
+  const auto& devices = strategy.devices();
+  for (auto& device : devices)
+    SYSTOLIC_CHECK(device_available(device), "to_accelerator: device {} is not available{}", device.str(),
+                   build_info().cuda ? " (no such GPU found)" : " (this build of systolic has no CUDA support)");
+  int local = static_cast<int>(devices.size());
+  // CPU replicas of one process split its OpenMP threads.
+  int threads = std::max(1, omp_get_max_threads() / local);
+  if (strategy.is_chief()) log_hardware(strategy, threads);
+
+  Model copy = copy_model(cpu_model, devices[0]);
+  if (strategy.num_replicas_in_sync() == 1) return copy;  // one replica: the plain model, nothing to sum
+
+  SYSTOLIC_CHECK(!strategy.options().sync_batch_norm || devices[0].is_cpu(),
+                 "to_accelerator: synchronised batch norm runs on CPU replicas only (strategy {} has {})",
+                 strategy.name(), devices[0].str());
+  double timeout = strategy.options().timeout_seconds > 0 ? strategy.options().timeout_seconds
+                                                          : distribute::replica_timeout_seconds();
+  std::unique_ptr<distribute::Communicator> comm;
+  if (strategy.num_workers() > 1) {
+    SYSTOLIC_CHECK(local == 1 && devices[0].is_cpu(),
+                   "to_accelerator: across workers each process drives one CPU replica (strategy {} has {} on {})",
+                   strategy.name(), local, devices[0].str());
+    comm = distribute::make_mpi_communicator(timeout);
+  } else if (devices[0].is_cpu()) {
+    comm = distribute::make_thread_communicator(local, timeout);
+  } else {
+    SYSTOLIC_CHECK(distribute::nccl_compiled(), "to_accelerator: {} GPU replicas need NCCL, which this build of "
+                   "systolic was compiled without", local);
+    std::vector<int> gpus;
+    for (auto& d : devices) gpus.push_back(d.index());
+    comm = distribute::make_nccl_communicator(gpus, timeout);
+  }
+  std::vector<std::shared_ptr<ModelState>> others;
+  for (int i = 1; i < local; ++i) {
+    Model r = copy_model(cpu_model, devices[static_cast<std::size_t>(i)]);
+    others.push_back(ModelInternals::state(r));
+  }
+  auto& state = ModelInternals::state(copy);
+  state->replicas = std::make_shared<distribute::ReplicaGroup>(strategy, state.get(), std::move(others),
+                                                               std::move(comm), threads);
+  state->replicas->broadcast_weights();  // across workers: every process starts from worker 0's weights
   return copy;
 }
 

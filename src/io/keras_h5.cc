@@ -3,6 +3,8 @@
 #include "io/files.h"
 #include "io/hdf5.h"
 #include "io/keras_io.h"
+#include "distribute/replica_group.h"
+#include "model/model_state.h"
 
 #include <systolic/log.h>
 #include <systolic/saving.h>
@@ -346,6 +348,7 @@ std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
 // ---- public API ------------------------------------------------------------------------------------------------
 
 void Model::save_weights(const std::string& path) const {
+  if (!state_->chief) return;  // replicas: the chief (worker 0) writes; every replica holds the same weights
   bool keras3 = path.ends_with(".weights.h5");
   if (!keras3 && !path.ends_with(".h5") && !path.ends_with(".hdf5") && !path.ends_with(".keras"))
     fail("save_weights: {}: use a name ending in .h5 / .hdf5 (tf.keras layout) or .weights.h5 (Keras 3)", path);
@@ -361,16 +364,21 @@ void Model::save_weights(const std::string& path) const {
 }
 
 void Model::load_weights(const std::string& path, const LoadWeightsOptions& options) {
-  hdf5::Lock lock;
-  auto root = hdf5::open_read(path);
-  if (root.has_group("model_weights")) return load_legacy_weights(root.group("model_weights"), *this, options);
-  if (root.has_attribute("layer_names") || root.has_attribute("layer_names0"))
-    return load_legacy_weights(root, *this, options);
-  if (root.has_group("layers")) return load_keras3_weights(root, *this, options);
-  fail("{}: not a Keras weights file (no layer_names attribute, model_weights group or layers group)", path);
+  {
+    hdf5::Lock lock;
+    auto root = hdf5::open_read(path);
+    if (root.has_group("model_weights")) load_legacy_weights(root.group("model_weights"), *this, options);
+    else if (root.has_attribute("layer_names") || root.has_attribute("layer_names0"))
+      load_legacy_weights(root, *this, options);
+    else if (root.has_group("layers")) load_keras3_weights(root, *this, options);
+    else fail("{}: not a Keras weights file (no layer_names attribute, model_weights group or layers group)", path);
+  }
+  // Replicas: the weights read into replica 0 go to every replica (across workers: the chief's file wins).
+  if (state_->replicas) state_->replicas->broadcast_weights();
 }
 
 void Model::save(const std::string& path) const {
+  if (!state_->chief) return;  // replicas: the chief (worker 0) writes
   if (!path.ends_with(".h5") && !path.ends_with(".hdf5"))
     fail("save: {}: full models are written as legacy Keras HDF5; use a name ending in .h5", path);
   log_device_copy(*this);

@@ -204,17 +204,18 @@ void ModelState::forward(std::int64_t n, bool training) {
     c.output = e.out_buf.slice(0, n);
     c.training = training;
     c.step = step;
+    c.cross_replica_sum = cross_replica_sum;
     e.node->layer->call_forward(c);
   }
 }
 
-void ModelState::loss_and_metrics(std::int64_t n, bool backward) {
+void ModelState::loss_and_metrics(std::int64_t n, bool backward, double grad_scale) {
   NodeExec& out = nodes[output_node()];
   Tensor labels = y_buf.slice(0, n);
   Tensor total = totals.view(0, {1});
   Tensor grad = backward ? out.grad_buf.slice(0, n) : Tensor();
   Tensor logits = out.node->layer->activation() == Activation::softmax ? out.call.logits : Tensor();
-  losses::LossArgs args{out.call.output, logits, labels, total, grad, grad, 1.0 / double(n)};
+  losses::LossArgs args{out.call.output, logits, labels, total, grad, grad, grad_scale > 0 ? grad_scale : 1.0 / double(n)};
   bool grad_is_logits = loss->compute(args);
   for (std::size_t m = 0; m < metrics.size(); ++m) {
     Tensor t = totals.view(static_cast<std::int64_t>(m) + 1, {1});
@@ -263,14 +264,22 @@ void ModelState::sync_step_counter() {
   }
 }
 
-void ModelState::train_step(std::int64_t n) {
+void ModelState::compute_gradients(std::int64_t n, double grad_scale) {
   sync_step_counter();
   ops::fill(grads, 0.0);
   forward(n, true);
-  loss_and_metrics(n, true);
+  loss_and_metrics(n, true, grad_scale);
+}
+
+void ModelState::apply_gradients() {
   optimizer->apply(params, grads, step);
   ops::scale_shift(step, step, 1.0, 1.0);
   ++step_on_device;
+}
+
+void ModelState::train_step(std::int64_t n) {
+  compute_gradients(n, 1.0 / double(n));
+  apply_gradients();
 }
 
 const std::string& Model::name() const { return state_->name; }
@@ -328,7 +337,12 @@ void ModelState::to(Device d) {
 }
 
 Device Model::device() const { return state_->device(); }
-void Model::to(Device device) { state_->to(device); }
+void Model::to(Device device) {
+  SYSTOLIC_CHECK(!state_->replicas || device == state_->device(),
+                 "model '{}' has replicas on its strategy's devices; it cannot move to {} (call to_accelerator on the "
+                 "CPU model with another strategy instead)", state_->name, device.str());
+  state_->to(device);
+}
 
 Tensor& Model::trainable_parameters() { return state_->params; }
 Tensor& Model::gradients() { return state_->grads; }
@@ -336,6 +350,8 @@ Tensor& Model::gradients() { return state_->grads; }
 void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
                     const std::vector<std::string>& metrics) {
   SYSTOLIC_CHECK(!state_->nodes.empty(), "compile: model '{}' has no layers yet", state_->name);
+  SYSTOLIC_CHECK(!state_->replicas, "compile: model '{}' has replicas already; compile the CPU model before "
+                 "to_accelerator, which copies its compile settings to every replica", state_->name);
   state_->optimizer = optimizer.clone();
   state_->loss = loss.clone();
   state_->metrics.clear();

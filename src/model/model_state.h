@@ -6,7 +6,13 @@
 
 #include "core/step_graph.h"
 
+#include <functional>
+
 namespace systolic {
+
+namespace distribute {
+class ReplicaGroup;
+}
 
 struct NodeExec {
   std::shared_ptr<Node> node;
@@ -62,6 +68,14 @@ class ModelState {
     graph_refused = false;
   }
 
+  // Under a data-parallel strategy (to_accelerator with several replicas or workers): the other replicas and the
+  // communicator; null for a model of one replica. Only the chief (worker 0) writes files.
+  std::shared_ptr<distribute::ReplicaGroup> replicas;
+  bool chief = true;
+  // Set on every replica when batch norm is synchronised: sums a small host vector over every replica (layers get
+  // it through LayerCall::cross_replica_sum).
+  const std::function<void(std::vector<double>&)>* cross_replica_sum = nullptr;
+
   Device device() const { return params.device(); }
   void to(Device device);
 
@@ -77,10 +91,21 @@ class ModelState {
   // A batch already built in the buffers' dtypes (BatchPipeline): copied into x_buf / y_buf.
   void set_batch(const Tensor& x, const Tensor& y);
   void forward(std::int64_t n, bool training);
-  // Loss and metrics of the last forward added to totals; with backward, the gradients too.
-  void loss_and_metrics(std::int64_t n, bool backward);
+  // Loss and metrics of the last forward added to totals; with backward, the gradients too, of grad_scale * the
+  // summed loss (0: 1/n, the batch mean).
+  void loss_and_metrics(std::int64_t n, bool backward, double grad_scale = 0);
+  // A training step in two phases, so replicas can sum their gradients in between: compute_gradients sets grads to
+  // the gradient of grad_scale * (sum of the losses of the n samples in the buffers); apply_gradients runs the
+  // optimizer on them and advances the step counter. train_step(n) is both with grad_scale 1/n.
+  void compute_gradients(std::int64_t n, double grad_scale);
+  void apply_gradients();
   void train_step(std::int64_t n);
   void check_xy(const Tensor& x, const Tensor* y, const char* what) const;
+};
+
+// The state behind a Model handle (for to_accelerator and the replicas).
+struct ModelInternals {
+  static std::shared_ptr<ModelState>& state(Model& m) { return m.state_; }
 };
 
 }  // namespace systolic

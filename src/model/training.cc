@@ -4,13 +4,15 @@
 // replayed from a captured CUDA graph (StepGraph) once a warm-up step has sized every buffer. Metrics accumulate
 // on the device and are read at the end of an epoch or when the progress bar redraws. evaluate/predict gather
 // rows (converted per batch) into the model's input buffer on the model's device. Keras's console output and
-// History.
+// History. Under a strategy of several replicas (s.replicas), training steps and inference run on every replica
+// (distribute/replica_group.h): each takes its shard of every batch, or its share of the samples.
 #include <systolic/log.h>
 #include <systolic/system.h>
 
 #include "model/model_state.h"
 #include "model/progbar.h"
 #include "core/step_graph.h"
+#include "distribute/replica_group.h"
 
 #include <cmath>
 #include <optional>
@@ -26,11 +28,15 @@ std::vector<std::int64_t> range_rows(std::int64_t begin, std::int64_t end) {
   return r;
 }
 
-LogValues read_totals(ModelState& s, std::int64_t seen, const std::string& prefix = "") {
-  auto t = s.totals.to_doubles();
+LogValues log_values(const ModelState& s, const std::vector<double>& t, std::int64_t seen,
+                     const std::string& prefix = "") {
   LogValues v{{prefix + "loss", t[0] / double(seen)}};
   for (std::size_t m = 0; m < s.metrics.size(); ++m) v.emplace_back(prefix + s.metrics[m]->name(), t[m + 1] / double(seen));
   return v;
+}
+
+LogValues read_totals(ModelState& s, std::int64_t seen, const std::string& prefix = "") {
+  return log_values(s, s.totals.to_doubles(), seen, prefix);
 }
 
 // Runs the model in inference mode over x (and y): loss and metrics, or predictions into `out`.
@@ -58,6 +64,33 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, s
   LogValues v = y && n > 0 ? read_totals(s, n) : LogValues{};
   if (y) bar.finish(v);
   return v;
+}
+
+// run_inference under replicas: replica g takes rows [g*n/G, (g+1)*n/G) (so every sample counts exactly once, whatever
+// n), in batches of batch_size / G; the loss and metric sums are added over replicas, and predictions land in their
+// rows of `out` (across workers, out starts zeroed and is summed, so every worker gets every row).
+LogValues run_replicated_inference(ModelState& s, const Tensor& x, const Tensor* y, std::int64_t batch_size,
+                                   int verbose, Tensor* out) {
+  distribute::ReplicaGroup& g = *s.replicas;
+  std::int64_t n = x.dim(0), per_replica = std::max<std::int64_t>(1, batch_size / g.size());
+  g.run([&](int local, ModelState& r) {
+    auto [begin, end] = g.shard(n, g.global_index(local));
+    if (y) ops::fill(r.totals, 0.0);
+    if (end == begin) return;
+    Tensor xs = x.slice(begin, end), ys = y ? y->slice(begin, end) : Tensor(), os = out ? out->slice(begin, end) : Tensor();
+    run_inference(r, xs, y ? &ys : nullptr, per_replica, 0, out ? &os : nullptr);
+  });
+  if (out && g.strategy().num_workers() > 1) g.comm().all_reduce_sum(*out, 0);
+  if (!y) return {};
+  LogValues v = n > 0 ? log_values(s, g.sum_totals(), n) : LogValues{};
+  Progbar bar((n + batch_size - 1) / batch_size, s.chief ? verbose : 0);
+  bar.finish(v);
+  return v;
+}
+
+LogValues infer(ModelState& s, const Tensor& x, const Tensor* y, std::int64_t batch_size, int verbose, Tensor* out) {
+  return s.replicas ? run_replicated_inference(s, x, y, batch_size, verbose, out)
+                    : run_inference(s, x, y, batch_size, verbose, out);
 }
 
 // fit's batches on the model's device: the training data copied there once, the epoch's order as an int32
@@ -131,7 +164,29 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
                    x.shape().str());
   SYSTOLIC_CHECK(o.workers >= 0 && o.workers <= 64, "fit: workers must be 0 to 64, got {}", o.workers);
   SYSTOLIC_CHECK(o.max_queue_size >= 1, "fit: max_queue_size must be at least 1, got {}", o.max_queue_size);
-  s.ensure_capacity(std::min(o.batch_size, n_train));  // fixes the batch dtypes (y_buf: int32 or float)
+  distribute::ReplicaGroup* group = s.replicas.get();
+  if (group) {
+    int replicas = group->size();
+    SYSTOLIC_CHECK(o.batch_size % replicas == 0,
+                   "fit: batch_size {} does not divide among the {} replicas of strategy {}: use a multiple of {} (each "
+                   "replica takes batch_size / {} samples of every batch)",
+                   o.batch_size, replicas, group->strategy().name(), replicas, replicas);
+    SYSTOLIC_CHECK(o.batches != FitOptions::Batches::on_device,
+                   "fit: on-device batches are not supported with {} replicas (strategy {}); batches are built on the "
+                   "host and split",
+                   replicas, group->strategy().name());
+    std::int64_t last = n_train % o.batch_size;
+    SYSTOLIC_CHECK(!group->strategy().options().sync_batch_norm || last == 0 || last >= replicas,
+                   "fit: with synchronised batch norm every replica needs samples in every batch, but the last batch "
+                   "of {} training samples in batches of {} has {} samples for {} replicas; use another batch size or "
+                   "sample count",
+                   n_train, o.batch_size, last, replicas);
+  }
+  // Progress and logs from the chief only (every worker computes the same values).
+  const int verbose = s.chief ? o.verbose : 0;
+  // Fixes the batch dtypes (y_buf: int32 or float); a replica holds only its shard.
+  s.ensure_capacity(group ? std::max<std::int64_t>(1, std::min(o.batch_size, n_train) / group->size())
+                          : std::min(o.batch_size, n_train));
 
   History history;
   history.keys = metrics_names();
@@ -140,8 +195,8 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   std::int64_t steps = (n_train + o.batch_size - 1) / o.batch_size;
   std::int64_t full_batch = std::min(o.batch_size, n_train);
 
-  bool on_device = o.batches == FitOptions::Batches::on_device ||
-                   (o.batches == FitOptions::Batches::automatic && !s.device().is_cpu());
+  bool on_device = !group && (o.batches == FitOptions::Batches::on_device ||
+                               (o.batches == FitOptions::Batches::automatic && !s.device().is_cpu()));
   DeviceBatches dev;
   std::optional<ValidationData> val_dev;
   if (on_device) {
@@ -156,19 +211,31 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   StepGraph& graph = *s.graph;
   bool use_graph = on_device && o.step_graph && graph.supported() && !s.graph_refused;
   s.step_mode = on_device && !s.device().is_cpu() ? (graph.captured() && use_graph ? "graph" : "eager") : "host";
-  s.step_mode_reason = !on_device ? "batches built on the host"
+  s.step_mode_reason = group      ? "replicas: batches built on the host and split"
+                       : !on_device ? "batches built on the host"
                        : !o.step_graph ? "step graphs turned off (FitOptions::step_graph)"
                        : !graph.supported() ? "CUDA graphs need a GPU"
                        : s.graph_refused ? s.step_mode_reason : "";
 
   for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
-    if (o.verbose) log_line(fmt::format("Epoch {}/{}", epoch + 1, o.epochs));
+    if (verbose) log_line(fmt::format("Epoch {}/{}", epoch + 1, o.epochs));
     std::vector<std::int64_t> order =
         o.shuffle ? global_generator().permutation(n_train) : range_rows(0, n_train);
     // Drawn only when augmenting, so runs without augmentation see the same random stream as before.
     std::uint64_t augmentation_seed = o.augmentation.enabled() ? global_generator().split() : 0;
-    ops::fill(s.totals, 0.0);
-    Progbar bar(steps, o.verbose);
+    if (group && group->strategy().num_workers() > 1) {
+      // Every worker builds the same global batches: the chief's order and seed (32-bit halves: exact in doubles).
+      std::vector<double> shared(order.begin(), order.end());
+      shared.push_back(double(augmentation_seed >> 32));
+      shared.push_back(double(augmentation_seed & 0xffffffffu));
+      group->broadcast_from_chief(shared);
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(shared[i]);
+      augmentation_seed = (static_cast<std::uint64_t>(shared[order.size()]) << 32) |
+                          static_cast<std::uint64_t>(shared[order.size() + 1]);
+    }
+    if (group) group->reset_totals();
+    else ops::fill(s.totals, 0.0);
+    Progbar bar(steps, verbose);
     std::int64_t seen = 0;
     if (on_device) {
       dev.set_order(order);
@@ -218,16 +285,25 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
       Tensor xb, yb;
       for (std::int64_t step = 0; step < steps && pipeline.next(xb, yb); ++step) {
         std::int64_t n = xb.dim(0);
+        seen += n;
+        if (group) {
+          group->train_step(xb, yb);
+          // Summed on every step: across workers it is a collective, which every worker must call alike.
+          auto totals = group->sum_totals();
+          if (bar.wants_update(step + 1)) bar.update(step + 1, log_values(s, totals, seen));
+          continue;
+        }
         s.set_batch(xb, yb);
         s.train_step(n);
-        seen += n;
         if (bar.wants_update(step + 1)) bar.update(step + 1, read_totals(s, seen));
       }
     }
-    LogValues logs = read_totals(s, seen);
+    LogValues logs = group ? log_values(s, group->sum_totals(), seen) : read_totals(s, seen);
+    // Per-replica batch norm: the replicas' moving statistics are averaged, so every replica evaluates alike.
+    if (group) group->average_non_trainable_weights();
     if (val) {
       const ValidationData& v_data = val_dev ? *val_dev : *val;
-      LogValues v = run_inference(s, v_data.x, &v_data.y, o.batch_size, 0, nullptr);
+      LogValues v = infer(s, v_data.x, &v_data.y, o.batch_size, 0, nullptr);
       for (auto& [k, value] : v) logs.emplace_back("val_" + k, value);
     }
     bar.finish(logs);
@@ -247,7 +323,7 @@ std::vector<double> Model::evaluate(const Tensor& x, const Tensor& y, const Eval
   s.check_xy(x, &y, "evaluate");
   SYSTOLIC_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive, got {}", o.batch_size);
   SYSTOLIC_CHECK(x.dim(0) > 0, "evaluate: no samples");
-  LogValues v = run_inference(s, x, &y, o.batch_size, o.verbose, nullptr);
+  LogValues v = infer(s, x, &y, o.batch_size, o.verbose, nullptr);
   std::vector<double> out;
   for (auto& [k, value] : v) out.push_back(value);
   return out;
@@ -258,8 +334,10 @@ Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
   s.check_single_io("predict");
   s.check_xy(x, nullptr, "predict");
   SYSTOLIC_CHECK(o.batch_size > 0, "predict: batch_size must be positive, got {}", o.batch_size);
-  Tensor out(s.outputs[0].shape().with_batch(x.dim(0)), s.dtype);
-  run_inference(s, x, nullptr, o.batch_size, 0, &out);
+  // Across workers every worker's rows are summed into every worker's copy: start from zeros.
+  Tensor out = s.replicas ? Tensor::zeros(s.outputs[0].shape().with_batch(x.dim(0)), s.dtype)
+                          : Tensor(s.outputs[0].shape().with_batch(x.dim(0)), s.dtype);
+  infer(s, x, nullptr, o.batch_size, 0, &out);
   if (out.dtype() == DType::bfloat16) out = out.to(DType::float32);  // mixed precision: float32 results
   return out;
 }
@@ -269,6 +347,17 @@ std::vector<double> Model::train_on_batch(const Tensor& x, const Tensor& y) {
   SYSTOLIC_CHECK(s.loss, "train_on_batch: compile model '{}' first", s.name);
   s.check_single_io("train_on_batch");
   s.check_xy(x, &y, "train_on_batch");
+  if (s.replicas) {
+    distribute::ReplicaGroup& g = *s.replicas;
+    SYSTOLIC_CHECK(x.dim(0) % g.size() == 0,
+                   "train_on_batch: a batch of {} samples does not divide among the {} replicas of strategy {}",
+                   x.dim(0), g.size(), g.strategy().name());
+    g.reset_totals();
+    g.train_step(x, y);
+    std::vector<double> out;
+    for (auto& [k, v] : log_values(s, g.sum_totals(), x.dim(0))) out.push_back(v);
+    return out;
+  }
   ops::fill(s.totals, 0.0);
   Tensor yd = y.to(s.device());
   s.load_batch(x.to(s.device()), &yd, range_rows(0, x.dim(0)));

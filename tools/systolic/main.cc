@@ -30,7 +30,12 @@ struct Common {
   std::string policy = "float32";
   std::uint64_t seed = 0;
   bool seed_given = false;
+  int replicas = 1;              // --replicas: CPU replicas or GPUs of this process
+  bool sync_batch_norm = false;  // --sync-batch-norm
 };
+
+// Whether this process prints results and writes files: false on MPI workers other than 0.
+bool g_chief = true;
 
 sy::Shape parse_shape(const std::string& text) {
   std::vector<std::int64_t> dims;
@@ -58,10 +63,32 @@ sy::Device resolve_device(const std::string& text) {
 }
 
 // On a GPU, the model the command built becomes the accelerator model (the seed's keras_to_tpu_model), which logs
-// what it found; on the CPU it stays as it is.
-sy::Model place(const sy::Model& model, sy::Device device) {
+// what it found; on the CPU it stays as it is. With --replicas N, or when started by an MPI launcher (mpirun), it
+// becomes a model of data-parallel replicas (distribute.h).
+sy::Model place(const sy::Model& model, sy::Device device, const Common& c) {
+  namespace dist = sy::distribute;
+  dist::StrategyOptions options{.sync_batch_norm = c.sync_batch_norm};
+  if (dist::launched_by_mpi()) {
+    SYSTOLIC_CHECK(c.replicas == 1, "--replicas {}: under an MPI launcher every process drives one replica; set the "
+                   "number of replicas with mpirun -np N", c.replicas);
+    SYSTOLIC_CHECK(device.is_cpu(), "--device {}: replicas across MPI processes run on the CPU (GPU replicas across "
+                   "processes are not supported yet); use --device cpu", device.str());
+    dist::MultiWorkerMirroredStrategy strategy(options);
+    g_chief = strategy.is_chief();
+    if (!g_chief) sy::set_log_stream(std::fopen("/dev/null", "w"));
+    return sy::to_accelerator(model, strategy);
+  }
+  if (c.replicas > 1) {
+    std::vector<sy::Device> devices;
+    for (int i = 0; i < c.replicas; ++i) devices.push_back(device.is_cpu() ? sy::Device::cpu() : sy::Device::cuda(i));
+    for (auto& d : devices)
+      SYSTOLIC_CHECK(sy::device_available(d), "--replicas {}: GPU {} is not available ({} GPUs found)", c.replicas,
+                     d.str(), sy::gpu_info().size());
+    return sy::to_accelerator(model, dist::MirroredStrategy(devices, options));
+  }
+  SYSTOLIC_CHECK(!c.sync_batch_norm, "--sync-batch-norm needs replicas (--replicas N, or mpirun)");
   if (device.is_cpu()) return model;
-  return sy::to_accelerator(model, sy::distribute::OneDeviceStrategy(device));
+  return sy::to_accelerator(model, dist::OneDeviceStrategy(device));
 }
 
 bool is_builtin(const std::string& model) {
@@ -189,6 +216,16 @@ void add_common(CLI::App* app, Common& c, bool with_model = true) {
                                           "random seed (repeatable runs)");
 }
 
+// --replicas and --sync-batch-norm (train, evaluate, benchmark).
+void add_replicas(CLI::App* app, Common& c) {
+  app->add_option("--replicas", c.replicas,
+                  "data-parallel replicas: CPU replicas sharing the cores (--device cpu) or GPUs cuda:0..N-1; under "
+                  "mpirun, one per process")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_flag("--sync-batch-norm", c.sync_batch_norm,
+                "replicas: batch norm with the global batch's statistics (default: each replica's own)");
+}
+
 // The seed and the dtype policy, before any model is made.
 void apply_seed(const Common& c) {
   if (c.seed_given) sy::set_random_seed(c.seed);
@@ -254,17 +291,19 @@ int cmd_train(const Common& c, const TrainArgs& a) {
                      .validation_split = a.validation_split};
   fit.augmentation = {.width_shift_range = a.width_shift_range, .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
-  model = place(model, device);
+  model = place(model, device, c);
   model.fit(data.x_train, data.y_train, fit);
+  // Replicas: only the chief writes (save_weights/save do nothing on other workers) and prints.
   if (!a.save_weights.empty()) {
     model.save_weights(a.save_weights);
-    std::fprintf(stderr, "Saved the weights to %s\n", a.save_weights.c_str());
+    if (g_chief) std::fprintf(stderr, "Saved the weights to %s\n", a.save_weights.c_str());
   }
   if (!a.save.empty()) {
     model.save(a.save);
-    std::fprintf(stderr, "Saved the model to %s\n", a.save.c_str());
+    if (g_chief) std::fprintf(stderr, "Saved the model to %s\n", a.save.c_str());
   }
-  print_test_scores(model.evaluate(data.x_test, data.y_test, {.batch_size = a.batch_size, .verbose = 0}));
+  auto scores = model.evaluate(data.x_test, data.y_test, {.batch_size = a.batch_size, .verbose = 0});
+  if (g_chief) print_test_scores(scores);
   return 0;
 }
 
@@ -285,8 +324,9 @@ int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
   else if (!is_full_model_file(c.model))
     sy::fail("--weights is required: --model {} has no weights of its own", c.model);
   if (!model.compiled()) compile_for_data(model, "adam", -1);
-  model = place(model, device);
-  print_test_scores(model.evaluate(d.x, d.y, {.batch_size = a.batch_size, .verbose = 0}));
+  model = place(model, device, c);
+  auto scores = model.evaluate(d.x, d.y, {.batch_size = a.batch_size, .verbose = 0});
+  if (g_chief) print_test_scores(scores);
   return 0;
 }
 
@@ -493,6 +533,14 @@ struct BenchArgs {
   int epochs = 1;            // timed epochs
 };
 
+// Replicas across every process: --replicas, or the MPI job's size.
+int replicas_of(const Common& c) {
+  if (!sy::distribute::launched_by_mpi()) return c.replicas;
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* n = std::getenv(v)) return std::atoi(n);
+  return 1;
+}
+
 int cmd_benchmark(const Common& c, const BenchArgs& a) {
   apply_seed(c);
   sy::Device device = resolve_device(c.device);
@@ -508,7 +556,7 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
   sy::Tensor x(shape.with_batch(n), sy::DType::uint8), y({n}, sy::DType::uint8);
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32());
   for (std::int64_t i = 0; i < n; ++i) y.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32() % classes);
-  model.to(device);
+  model = place(model, device, c);
   using clock = std::chrono::steady_clock;
   sy::FitOptions fit{.batch_size = a.batch_size, .epochs = 1, .verbose = 0};
   for (int i = 0; i < std::max(1, a.warmup); ++i) model.fit(x, y, fit);
@@ -541,8 +589,9 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
                       {"step_mode", model.step_mode()},
                       {"policy", c.policy},
                       {"input_shape", shape.dims()},
-                      {"threads", sy::cpu_info().threads}};
-  std::printf("%s\n", j.dump().c_str());
+                      {"threads", sy::cpu_info().threads},
+                      {"replicas", replicas_of(c)}};
+  if (g_chief) std::printf("%s\n", j.dump().c_str());
   return 0;
 }
 
@@ -563,6 +612,7 @@ int main(int argc, char** argv) {
   TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model (Keras fit), then evaluate on the test split");
   add_common(train, common);
+  add_replicas(train, common);
   train->add_option("--dataset", train_args.dataset, kDatasetNames)->required();
   train->add_option("--epochs", train_args.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
   train->add_option("--batch-size", train_args.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
@@ -588,6 +638,7 @@ int main(int argc, char** argv) {
   EvaluateArgs eval_args;
   auto* evaluate = app.add_subcommand("evaluate", "evaluate a model on a data set split; prints Test loss/accuracy");
   add_common(evaluate, common);
+  add_replicas(evaluate, common);
   evaluate->add_option("--weights", eval_args.weights, "Keras weights file (not needed for a full-model .h5)");
   evaluate->add_option("--dataset", eval_args.dataset, kDatasetNames)->required();
   evaluate->add_option("--split", eval_args.split, "train or test")->capture_default_str()->check(CLI::IsMember({"train", "test"}));
@@ -626,6 +677,7 @@ int main(int argc, char** argv) {
   BenchArgs bench_args;
   auto* bench = app.add_subcommand("benchmark", "training images/s and single-image predict latency, one JSON line");
   add_common(bench, common);
+  add_replicas(bench, common);
   bench->add_option("--batch-size", bench_args.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
   bench->add_option("--steps", bench_args.steps, "batches per epoch when --samples is not given")->capture_default_str()->check(CLI::PositiveNumber);
   bench->add_option("--samples", bench_args.samples, "images per epoch (default: batch size x steps)")
@@ -653,6 +705,9 @@ int main(int argc, char** argv) {
     if (bench->parsed()) return cmd_benchmark(common, bench_args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "systolic: error: %s\n", e.what());
+    std::fflush(stderr);
+    // Under MPI, the other workers may be waiting for this one in a collective: end the job now.
+    sy::distribute::abort_workers(1);
     return 1;
   }
   return 0;

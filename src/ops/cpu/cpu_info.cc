@@ -39,6 +39,9 @@ BuildInfo build_info() {
   BuildInfo b;
   b.version = SYSTOLIC_VERSION;
   b.onednn_version = ops::onednn::version();
+#if SYSTOLIC_HAS_MPI
+  b.mpi = true;
+#endif
 #if SYSTOLIC_HAS_CUDA
   ops::cuda::fill_build_info(b);
 #endif

@@ -16,7 +16,9 @@ dnnl::engine& engine() {
   return e;
 }
 dnnl::stream& stream() {
-  static dnnl::stream s(engine());
+  // One per thread: CPU replicas run their ops from several threads at once, and a stream is not to be shared
+  // between threads executing concurrently.
+  thread_local dnnl::stream s(engine());
   return s;
 }
 }  // namespace detail

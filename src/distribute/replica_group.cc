@@ -1,0 +1,216 @@
+// ReplicaGroup: runs the replicas of a step side by side and keeps them identical (see replica_group.h).
+#include "distribute/replica_group.h"
+
+#include "model/model_state.h"
+
+#include <systolic/error.h>
+
+#include <omp.h>
+
+#include <numeric>
+
+namespace systolic::distribute {
+
+namespace {
+
+// The calling thread's OpenMP thread count for the scope (omp_set_num_threads is per thread: it sets the
+// thread-count ICV of the calling thread, which oneDNN's and our loops' parallel regions read).
+class OmpThreads {
+ public:
+  explicit OmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~OmpThreads() { omp_set_num_threads(saved_); }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Every non-trainable weight of a replica (batch norm's moving statistics), in layer order.
+std::vector<Tensor*> non_trainable(ModelState& s) {
+  std::vector<Tensor*> out;
+  for (auto& l : s.layers)
+    for (auto& w : l->weights())
+      if (!w.trainable) out.push_back(&w.value);
+  return out;
+}
+
+}  // namespace
+
+ReplicaGroup::ReplicaGroup(const Strategy& strategy, ModelState* first,
+                           std::vector<std::shared_ptr<ModelState>> others, std::unique_ptr<Communicator> comm,
+                           int threads_per_replica)
+    : strategy_(strategy), owned_(std::move(others)), comm_(std::move(comm)),
+      threads_per_replica_(std::max(1, threads_per_replica)) {
+  states_.push_back(first);
+  for (auto& s : owned_) states_.push_back(s.get());
+  SYSTOLIC_CHECK(comm_->local_size() == local_size(), "replicas: the {} communicator drives {} local replicas, not {}",
+                 comm_->name(), comm_->local_size(), local_size());
+  cross_replica_sums_.resize(states_.size());
+  for (int l = 0; l < local_size(); ++l) {
+    ModelState& s = replica(l);
+    s.chief = chief() && l == 0;
+    if (strategy_.options().sync_batch_norm) {
+      cross_replica_sums_[l] = [this, l](std::vector<double>& v) { comm_->all_reduce_sum(v, l); };
+      s.cross_replica_sum = &cross_replica_sums_[l];
+    }
+  }
+  for (int l = 1; l < local_size(); ++l) threads_.emplace_back([this, l] { worker_loop(l); });
+}
+
+ReplicaGroup::~ReplicaGroup() {
+  {
+    std::lock_guard l(m_);
+    stop_ = true;
+  }
+  job_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ReplicaGroup::record_error(int local, std::exception_ptr e, const std::string& what) {
+  {
+    std::lock_guard l(m_);
+    if (!first_error_) first_error_ = e;
+  }
+  // Release the replicas waiting for this one in a collective (threads, NCCL). MPI's abort ends the job, which is
+  // right for a rank that cannot go on, but not here: the caller gets the error and decides (the command aborts).
+  if (comm_->name() != "MPI") comm_->abort(fmt::format("replica {} failed: {}", local, what));
+}
+
+void ReplicaGroup::worker_loop(int local) {
+  omp_set_num_threads(threads_per_replica_);
+  std::uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int, ModelState&)>* job = nullptr;
+    {
+      std::unique_lock l(m_);
+      job_cv_.wait(l, [&] { return stop_ || job_generation_ != seen; });
+      if (stop_) return;
+      seen = job_generation_;
+      job = job_;
+    }
+    try {
+      (*job)(local, replica(local));
+    } catch (const std::exception& e) {
+      record_error(local, std::current_exception(), e.what());
+    } catch (...) {
+      record_error(local, std::current_exception(), "unknown error");
+    }
+    std::lock_guard l(m_);
+    if (--pending_ == 0) done_cv_.notify_all();
+  }
+}
+
+void ReplicaGroup::run(const std::function<void(int, ModelState&)>& fn) {
+  {
+    std::lock_guard l(m_);
+    first_error_ = nullptr;
+    job_ = &fn;
+    pending_ = local_size() - 1;
+    ++job_generation_;
+  }
+  job_cv_.notify_all();
+  {
+    OmpThreads threads(threads_per_replica_);
+    try {
+      fn(0, replica(0));
+    } catch (const std::exception& e) {
+      record_error(0, std::current_exception(), e.what());
+    } catch (...) {
+      record_error(0, std::current_exception(), "unknown error");
+    }
+  }
+  std::unique_lock l(m_);
+  done_cv_.wait(l, [&] { return pending_ == 0; });
+  if (first_error_) std::rethrow_exception(first_error_);
+}
+
+void ReplicaGroup::train_step(const Tensor& x, const Tensor& y) {
+  std::int64_t n = x.dim(0);
+  run([&](int local, ModelState& s) {
+    auto [begin, end] = shard(n, global_index(local));
+    std::int64_t m = end - begin;
+    if (m > 0) {
+      if (s.device().is_cpu()) {
+        std::vector<std::int64_t> rows(static_cast<std::size_t>(m));
+        std::iota(rows.begin(), rows.end(), begin);
+        s.load_batch(x, &y, rows);
+      } else {
+        Tensor xs = x.slice(begin, end).to(s.device()), ys = y.slice(begin, end).to(s.device());
+        std::vector<std::int64_t> rows(static_cast<std::size_t>(m));
+        std::iota(rows.begin(), rows.end(), 0);
+        s.load_batch(xs, &ys, rows);
+      }
+      // Scaled by the global batch: the summed gradients are those of the global batch's mean loss.
+      s.compute_gradients(m, 1.0 / double(n));
+    } else {
+      // A last batch smaller than the replicas leaves some without samples: they add zero gradients.
+      s.sync_step_counter();
+      ops::fill(s.grads, 0.0);
+    }
+    comm_->all_reduce_sum(s.grads, local);
+    s.apply_gradients();
+  });
+}
+
+std::vector<double> ReplicaGroup::sum_totals() {
+  std::vector<double> t = replica(0).totals.to_doubles();
+  for (int l = 1; l < local_size(); ++l) {
+    auto u = replica(l).totals.to_doubles();
+    for (std::size_t i = 0; i < t.size(); ++i) t[i] += u[i];
+  }
+  if (strategy_.num_workers() > 1) comm_->all_reduce_sum(t, 0);  // one replica per worker: MPI
+  return t;
+}
+
+void ReplicaGroup::reset_totals() {
+  for (int l = 0; l < local_size(); ++l) ops::fill(replica(l).totals, 0.0);
+}
+
+void ReplicaGroup::broadcast_weights() {
+  run([&](int local, ModelState& s) {
+    // A broadcast as a sum: every replica but 0 contributes zeros (x + 0 is exact).
+    bool root = global_index(local) == 0;
+    auto share = [&](Tensor& t) {
+      if (!root) ops::fill(t, 0.0);
+      comm_->all_reduce_sum(t, local);
+    };
+    share(s.params);
+    for (Tensor* t : non_trainable(s)) share(*t);
+    if (s.optimizer) {
+      for (auto& [name, slot] : s.optimizer->slots()) share(s.optimizer->slot(name));
+      std::vector<double> it{root ? double(s.optimizer->iterations()) : 0.0};
+      comm_->all_reduce_sum(it, local);
+      s.optimizer->set_iterations(static_cast<std::int64_t>(it[0]));
+    }
+  });
+}
+
+void ReplicaGroup::average_non_trainable_weights() {
+  run([&](int local, ModelState& s) {
+    auto weights = non_trainable(s);
+    if (weights.empty()) return;
+    std::vector<double> v;
+    for (Tensor* t : weights) {
+      auto d = t->to_doubles();
+      v.insert(v.end(), d.begin(), d.end());
+    }
+    comm_->all_reduce_sum(v, local);
+    std::size_t at = 0;
+    for (Tensor* t : weights) {
+      std::vector<double> mean(v.begin() + static_cast<std::ptrdiff_t>(at),
+                               v.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(t->numel())));
+      for (double& x : mean) x /= double(size());
+      at += static_cast<std::size_t>(t->numel());
+      t->copy_from(Tensor::from_vector(mean, t->shape()).to(t->dtype()).to(t->device()));
+    }
+  });
+}
+
+void ReplicaGroup::broadcast_from_chief(std::vector<double>& values) {
+  if (strategy_.num_workers() == 1) return;
+  if (!chief()) std::fill(values.begin(), values.end(), 0.0);
+  comm_->all_reduce_sum(values, 0);
+}
+
+}  // namespace systolic::distribute

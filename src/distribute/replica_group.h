@@ -1,0 +1,88 @@
+// The replicas of a model under a data-parallel strategy: one ModelState per local replica (index 0 is the model's
+// own), the threads that drive replicas 1..L-1, and the communicator that sums across every replica. The model's
+// state owns the group; the group owns the other replicas' states.
+#pragma once
+
+#include <systolic/distribute.h>
+
+#include "distribute/communicator.h"
+
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace systolic {
+class ModelState;
+}
+
+namespace systolic::distribute {
+
+class ReplicaGroup {
+ public:
+  // `first` is the model's own state; `others` the rest of this process's replicas.
+  ReplicaGroup(const Strategy& strategy, ModelState* first, std::vector<std::shared_ptr<ModelState>> others,
+               std::unique_ptr<Communicator> comm, int threads_per_replica);
+  ~ReplicaGroup();
+  ReplicaGroup(const ReplicaGroup&) = delete;
+  ReplicaGroup& operator=(const ReplicaGroup&) = delete;
+
+  const Strategy& strategy() const { return strategy_; }
+  int local_size() const { return static_cast<int>(states_.size()); }
+  int size() const { return local_size() * strategy_.num_workers(); }  // every replica, every worker
+  int global_index(int local) const { return strategy_.worker_index() * local_size() + local; }
+  bool chief() const { return strategy_.is_chief(); }
+  Communicator& comm() { return *comm_; }
+  ModelState& replica(int local) { return *states_[static_cast<std::size_t>(local)]; }
+
+  // Rows [begin, end) of n that replica `global` takes: contiguous, as even as n allows.
+  std::pair<std::int64_t, std::int64_t> shard(std::int64_t n, int global) const {
+    return {n * global / size(), n * (global + 1) / size()};
+  }
+
+  // Runs fn(local, state) for every local replica at once (local 0 on the calling thread), each on its share of the
+  // cores. When one replica throws, the collectives are aborted (so no replica waits for it) and the first error is
+  // rethrown here.
+  void run(const std::function<void(int, ModelState&)>& fn);
+
+  // One training step on a global batch (host tensors; every worker passes the same batch): each replica computes
+  // the gradients of its shard scaled by 1 / batch, the gradients are summed, every replica applies the update.
+  void train_step(const Tensor& x, const Tensor& y);
+  // Metric totals (loss sum, metric counts) summed over every replica. Collective across workers.
+  std::vector<double> sum_totals();
+  void reset_totals();
+
+  // Replica 0's trainable and non-trainable weights, optimizer slots and iteration count on every replica.
+  void broadcast_weights();
+  // The mean over replicas of the non-trainable weights (per-replica batch norm statistics), on every replica:
+  // what TensorFlow reads from variables synchronised ON_READ with aggregation MEAN.
+  void average_non_trainable_weights();
+  // The chief's values on every worker (epoch order, seeds); a no-op with one worker.
+  void broadcast_from_chief(std::vector<double>& values);
+
+ private:
+  void worker_loop(int local);
+  void record_error(int local, std::exception_ptr e, const std::string& what);
+
+  Strategy strategy_;
+  std::vector<ModelState*> states_;
+  std::vector<std::shared_ptr<ModelState>> owned_;
+  std::unique_ptr<Communicator> comm_;
+  int threads_per_replica_;
+  std::vector<std::function<void(std::vector<double>&)>> cross_replica_sums_;
+
+  std::vector<std::thread> threads_;
+  std::mutex m_;
+  std::condition_variable job_cv_, done_cv_;
+  const std::function<void(int, ModelState&)>* job_ = nullptr;
+  std::uint64_t job_generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::exception_ptr first_error_;
+};
+
+}  // namespace systolic::distribute

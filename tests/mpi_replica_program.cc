@@ -1,0 +1,65 @@
+// The program test_mpi_replicas.cc starts under mpirun (not a test itself).
+//
+//   mpi_replica_program train OUTDIR    trains the replica test model (replica_test_model.h) for 2 epochs; under an
+//                                       MPI launcher with MultiWorkerMirroredStrategy. The chief writes
+//                                       OUTDIR/weights.txt (every weight, one per line) and OUTDIR/scores.txt.
+//   mpi_replica_program forever OUTDIR  writes OUTDIR/pid.RANK, then trains step after step until killed, writing
+//                                       OUTDIR/started.RANK after its first step (for the fault tests).
+#include <systolic/systolic.h>
+
+#include "replica_test_model.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+using namespace systolic;
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s train|forever OUTDIR\n", argv[0]);
+    return 2;
+  }
+  std::string mode = argv[1], dir = argv[2];
+  set_log_stream(stderr);
+  try {
+    Model cpu = testing::replica_test_model(false);
+    auto d = testing::replica_test_data(96);
+    int rank = 0;
+    Model m = cpu;
+    if (distribute::launched_by_mpi()) {
+      distribute::MultiWorkerMirroredStrategy strategy;
+      rank = strategy.worker_index();
+      m = to_accelerator(cpu, strategy);
+    }
+    if (mode == "train") {
+      History h = m.fit(d.x, d.y, {.batch_size = 32, .epochs = 2, .verbose = rank == 0 ? 2 : 0});
+      auto scores = m.evaluate(d.x, d.y, {.batch_size = 32, .verbose = 0});
+      if (rank == 0) {
+        std::ofstream w(dir + "/weights.txt"), s(dir + "/scores.txt");
+        w.precision(17);
+        s.precision(17);
+        for (double v : testing::all_weights(m)) w << v << "\n";
+        for (double v : h["loss"]) s << v << "\n";
+        for (double v : scores) s << v << "\n";
+      }
+      return 0;
+    }
+    if (mode == "forever") {
+      std::ofstream(dir + "/pid." + std::to_string(rank)) << ::getpid() << "\n";
+      Tensor x = d.x.slice(0, 32), y = d.y.slice(0, 32);
+      for (long step = 0;; ++step) {
+        m.train_on_batch(x, y);
+        if (step == 0) std::ofstream(dir + "/started." + std::to_string(rank)) << "1\n";
+      }
+    }
+    std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mpi_replica_program: error: %s\n", e.what());
+    distribute::abort_workers(1);
+    return 1;
+  }
+}
