@@ -1,18 +1,17 @@
-// The seed, in C++: the Keras notebook that trains a CNN on CIFAR-10 on a TPU, step for step, on the best device
-// present. Each step is headed by the notebook's line it stands for (in Python, as a comment).
+// The seed, in C++: the Keras notebook that trains a CNN on CIFAR-10 on a TPU, step for step, on the best
+// device present. Each step is headed by the notebook's line it stands for (in Python, as a comment).
 //
 //   cifar10_tpu [--dataset cifar10|fashion_mnist] [--epochs N] [--device auto|cpu|cuda|cuda:I] [--replicas N]
 //               [--limit N] [--output DIR] [--seed S] [--policy float32|mixed_bfloat16]
 //
-// When CIFAR-10 is neither cached nor downloadable (no network), it says so in one line and runs the same workflow
-// on Fashion-MNIST (28x28x1; the same CNN with that input shape), naming the data set it uses in every heading and
-// file name. Output files go to --output: <dataset>_model.h5 (the notebook's cifar10_model.h5) and
-// <dataset>_test_111.png (the predicted test image, scaled up 8x).
+// When CIFAR-10 is neither cached nor downloadable (no network), it says so in one line and runs the same
+// workflow on Fashion-MNIST (28x28x1; the same CNN with that input shape), naming the data set it uses in
+// every heading and file name. Output files go to --output: <dataset>_model.h5 (the notebook's
+// cifar10_model.h5) and <dataset>_test_111.png (the predicted test image, scaled up 8x).
 #include <systolic/systolic.h>
-
-#include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -23,8 +22,9 @@
 namespace sy = systolic;
 
 // def create_model(): the notebook's CNN, spelled out with the functional API as the notebook does
-// (models::seed_cnn builds the same, layer for layer; tests/test_cifar10_tpu.cc checks that the two agree). The
-// input shape is a parameter only so that the Fashion-MNIST fallback can reuse it; the notebook's is (32, 32, 3).
+// (models::seed_cnn builds the same, layer for layer; tests/test_cifar10_tpu.cc checks that the two agree).
+// The input shape is a parameter only so that the Fashion-MNIST fallback can reuse it; the notebook's is
+// (32, 32, 3).
 sy::Model create_model(const sy::Shape& input_shape = {32, 32, 3}) {
   auto input = sy::layers::Input(input_shape, {.name = "Input"});
   auto x = sy::layers::BatchNormalization()(input);
@@ -45,7 +45,8 @@ sy::Model create_model(const sy::Shape& input_shape = {32, 32, 3}) {
   // model.compile(optimizer=Adam(0.001), loss=sparse_categorical_crossentropy,
   //               metrics=['sparse_categorical_accuracy'])
   // (The notebook's tf.train.AdamOptimizer uses epsilon 1e-8; Keras's Adam, and this one, 1e-7.)
-  model.compile(sy::optimizers::Adam(0.001), "sparse_categorical_crossentropy", {"sparse_categorical_accuracy"});
+  model.compile(sy::optimizers::Adam(0.001), "sparse_categorical_crossentropy",
+                {"sparse_categorical_accuracy"});
   return model;
 }
 
@@ -71,7 +72,9 @@ struct Data {
 };
 
 // Keras's Fashion-MNIST comes as (N, 28, 28); the CNN takes images with a channel axis, (N, 28, 28, 1).
-sy::Tensor with_channel(const sy::Tensor& x) { return x.reshape({x.dim(0), x.dim(1), x.dim(2), 1}); }
+sy::Tensor with_channel(const sy::Tensor& x) {
+  return x.reshape({x.dim(0), x.dim(1), x.dim(2), 1});
+}
 
 Data from(const std::string& id, const std::string& title, const sy::datasets::Dataset& d) {
   bool grey = d.train.x.rank() == 3;
@@ -85,10 +88,13 @@ Data from(const std::string& id, const std::string& title, const sy::datasets::D
 }
 
 // (x_train, y_train), (x_test, y_test) = tf.keras.datasets.cifar10.load_data()
-// Only "not cached and cannot be downloaded" (datasets::Unavailable) falls back to Fashion-MNIST; a corrupt copy
-// or a checksum mismatch stops the program, since another data set would hide a problem someone must fix.
+// Only "not cached and cannot be downloaded" (datasets::Unavailable) falls back to Fashion-MNIST; a corrupt
+// copy or a checksum mismatch stops the program, since another data set would hide a problem someone must
+// fix.
 Data load_data(const std::string& name) {
-  auto fashion_mnist = [] { return from("fashion_mnist", "Fashion-MNIST", sy::datasets::fashion_mnist::load_data()); };
+  auto fashion_mnist = [] {
+    return from("fashion_mnist", "Fashion-MNIST", sy::datasets::fashion_mnist::load_data());
+  };
   if (name == "fashion_mnist") return fashion_mnist();
   try {
     return from("cifar10", "CIFAR-10", sy::datasets::cifar10::load_data());
@@ -106,13 +112,16 @@ void heading(const Data& data, const std::string& what) {
 }
 
 // strategy = tf.contrib.distribute.TPUStrategy(...): the one place that turns --device and --replicas into a
-// strategy. One replica is OneDeviceStrategy on the chosen device; more replicas need MirroredStrategy, which this
-// version of systolic does not have yet, so they are refused here with a clear message rather than run as one.
+// strategy. One replica is OneDeviceStrategy on the chosen device; more replicas need MirroredStrategy, which
+// this version of systolic does not have yet, so they are refused here with a clear message rather than run
+// as one.
 sy::distribute::Strategy make_strategy(sy::Device device, int replicas) {
   if (replicas != 1)
-    sy::fail("--replicas {}: this version of systolic trains one replica (OneDeviceStrategy); data-parallel replicas "
-             "(MirroredStrategy) are not implemented yet, use --replicas 1",
-             replicas);
+    sy::fail(
+        "--replicas {}: this version of systolic trains one replica (OneDeviceStrategy); data-parallel "
+        "replicas "
+        "(MirroredStrategy) are not implemented yet, use --replicas 1",
+        replicas);
   return sy::distribute::OneDeviceStrategy(device);
 }
 
@@ -139,18 +148,26 @@ int run(const Options& o) {
   // The model is made under the policy (TPUs compute in bfloat16; on a GPU, mixed_bfloat16 does the same).
   sy::mixed_precision::set_global_policy(o.policy);
   std::filesystem::create_directories(o.output);
-  // The device and the strategy are settled before the data set is loaded, so that a bad --device or --replicas
-  // fails at once rather than after a 170 MB download; the model moves at the notebook's step below.
+  // The device and the strategy are settled before the data set is loaded, so that a bad --device or
+  // --replicas fails at once rather than after a 170 MB download; the model moves at the notebook's step
+  // below.
   sy::Device device = parse_device(o.device);
   sy::distribute::Strategy strategy = make_strategy(device, o.replicas);
+  // fit would refuse it too, but only after the data set is loaded.
+  SYSTOLIC_CHECK(
+      o.policy == "float32" || !device.is_cpu(),
+      "--policy {} computes in bfloat16, which needs a GPU; the run is on {} (use --policy float32)",
+      o.policy, device.str());
 
   Data data = load_data(o.dataset);
   sy::Tensor x_train = data.x_train, y_train = data.y_train;
-  if (o.limit > 0 && o.limit < x_train.dim(0)) x_train = x_train.slice(0, o.limit), y_train = y_train.slice(0, o.limit);
+  if (o.limit > 0 && o.limit < x_train.dim(0))
+    x_train = x_train.slice(0, o.limit), y_train = y_train.slice(0, o.limit);
   heading(data, "data");
   std::string limited;
   if (x_train.dim(0) < data.x_train.dim(0))
-    limited = " (the first " + std::to_string(x_train.dim(0)) + " of " + std::to_string(data.x_train.dim(0)) + ", --limit)";
+    limited = " (the first " + std::to_string(x_train.dim(0)) + " of " + std::to_string(data.x_train.dim(0)) +
+              ", --limit)";
   std::printf("x_train %s, y_train %s%s\nx_test %s, y_test %s\n", shape_and_dtype(x_train).c_str(),
               shape_and_dtype(y_train).c_str(), limited.c_str(), shape_and_dtype(data.x_test).c_str(),
               shape_and_dtype(data.y_test).c_str());
@@ -169,8 +186,8 @@ int run(const Options& o) {
   // tpu_model.fit(x_train, y_train, batch_size=128 * 8, epochs=50, verbose=2)
   // 128 per replica; the notebook's 8 is the TPU v2-8's eight cores.
   const std::int64_t batch_size = 128 * strategy.num_replicas_in_sync();
-  heading(data, "tpu_model.fit(batch_size=" + std::to_string(batch_size) + ", epochs=" + std::to_string(o.epochs) +
-                    ") on " + device.str());
+  heading(data, "tpu_model.fit(batch_size=" + std::to_string(batch_size) +
+                    ", epochs=" + std::to_string(o.epochs) + ") on " + device.str());
   tpu_model.fit(x_train, y_train, {.batch_size = batch_size, .epochs = o.epochs, .verbose = 2});
 
   // scores = tpu_model.evaluate(x_test, y_test)
@@ -187,9 +204,10 @@ int run(const Options& o) {
 
   // cpu_model = create_model()
   // cpu_model.load_weights("cifar10_model.h5")
-  // The CPU computes in float32: the fresh model is made under that policy whatever --policy said (weights files
-  // hold float32 weights either way).
-  heading(data, "cpu_model = create_model(); cpu_model.load_weights(...); cpu_model.predict(x_test[111:112])");
+  // The CPU computes in float32: the fresh model is made under that policy whatever --policy said (weights
+  // files hold float32 weights either way).
+  heading(data,
+          "cpu_model = create_model(); cpu_model.load_weights(...); cpu_model.predict(x_test[111:112])");
   sy::mixed_precision::set_global_policy("float32");
   sy::Model cpu_model = create_model(input_shape);
   cpu_model.load_weights(weights);
@@ -203,7 +221,8 @@ int run(const Options& o) {
   std::printf("]\n");
   int label = static_cast<int>(data.y_test.slice(index, index + 1).to_doubles()[0]);
   std::printf("Test image %lld: predicted %s (p=%.4f), label %s\n", static_cast<long long>(index),
-              data.class_names[best].c_str(), p[best], data.class_names[static_cast<std::size_t>(label)].c_str());
+              data.class_names[best].c_str(), p[best],
+              data.class_names[static_cast<std::size_t>(label)].c_str());
 
   // Showing the image (the notebook draws it): written to a PNG (8x, nearest neighbour) and, on a terminal,
   // previewed there.
@@ -221,24 +240,28 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"The seed notebook (CIFAR-10 on a TPU with Keras) in C++: load, create_model, to_accelerator, fit, "
-               "evaluate, save_weights, then a fresh CPU model loads the weights and predicts test image 111."};
+  CLI::App app{
+      "The seed notebook (CIFAR-10 on a TPU with Keras) in C++: load, create_model, to_accelerator, fit, "
+      "evaluate, save_weights, then a fresh CPU model loads the weights and predicts test image 111."};
   app.add_option("--dataset", o.dataset, "cifar10, or fashion_mnist (also used when CIFAR-10 cannot be had)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cifar10", "fashion_mnist"}));
-  app.add_option("--epochs", o.epochs, "epochs to train (the notebook's 50)")->capture_default_str()
+  app.add_option("--epochs", o.epochs, "epochs to train (the notebook's 50)")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--device", o.device, "auto (a GPU when one is present, else the CPU), cpu, cuda or cuda:I")
       ->capture_default_str();
-  app.add_option("--replicas", o.replicas, "data-parallel replicas (batch 128 per replica)")->capture_default_str()
+  app.add_option("--replicas", o.replicas, "data-parallel replicas (batch 128 per replica)")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--limit", o.limit, "train on the first N training samples (default: all)")
       ->check(CLI::PositiveNumber);
   app.add_option("--output", o.output, "folder for <dataset>_model.h5 and <dataset>_test_111.png")
       ->capture_default_str();
-  app.add_option_function<std::uint64_t>("--seed", [&o](std::uint64_t s) { o.seed = s; },
-                                         "random seed (repeatable runs)");
-  app.add_option("--policy", o.policy, "float32, or mixed_bfloat16 (GPU only)")->capture_default_str()
+  app.add_option_function<std::uint64_t>(
+      "--seed", [&o](std::uint64_t s) { o.seed = s; }, "random seed (repeatable runs)");
+  app.add_option("--policy", o.policy, "float32, or mixed_bfloat16 (GPU only)")
+      ->capture_default_str()
       ->check(CLI::IsMember({"float32", "mixed_bfloat16"}));
   try {
     app.parse(argc, argv);

@@ -1,26 +1,27 @@
 // examples/cifar10_tpu (the seed workflow, what scripts/demo runs), run as a program:
-// - its CIFAR-10 path against the local HTTP server (tests/local_http.h) serving a generated archive in the real
+// - its CIFAR-10 path against the local HTTP server (tests/local_http.h) serving a generated archive in the
+// real
 //   binary format: downloaded, md5 checked, installed; one epoch on 300 samples; `Test accuracy: NN.NN%`; the
-//   weights file loads into models::seed_cnn and gives the probabilities the program printed; a CIFAR-10 class
-//   name; the PNG holds test image 111;
-// - the offline fallback (nothing listens at the CIFAR-10 address, no cache): one line says so, then Fashion-MNIST
+//   weights file loads into models::seed_cnn and gives the probabilities the program printed; a CIFAR-10
+//   class name; the PNG holds test image 111;
+// - the offline fallback (nothing listens at the CIFAR-10 address, no cache): one line says so, then
+// Fashion-MNIST
 //   in every heading and file name (skips visibly without Debian's dataset-fashion-mnist);
-// - bad --replicas, --device and --dataset fail at once with one clear line;
+// - bad --replicas, --device, --policy and --dataset fail at once with one clear line;
 // - scripts/demo --help lists its options.
 // No network is needed: the server is on 127.0.0.1 and the "unreachable" address is a closed local port.
-#include <systolic/systolic.h>
-
-#include "io/fetch.h"
-#include "local_http.h"
-#include "test_util.h"
-
 #include <gmock/gmock.h>
 #include <sys/wait.h>
+#include <systolic/systolic.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <regex>
 #include <sstream>
+
+#include "io/fetch.h"
+#include "local_http.h"
+#include "test_util.h"
 
 using namespace systolic;
 using systolic::testing::LocalHttpServer;
@@ -87,8 +88,8 @@ std::pair<std::string, std::string> printed_prediction(const ExampleRun& r) {
   return {};
 }
 
-// What the example's create_model() must be: the seed CNN, as models::seed_cnn builds it, with the names a fresh
-// process gives its layers (the example's first model).
+// What the example's create_model() must be: the seed CNN, as models::seed_cnn builds it, with the names a
+// fresh process gives its layers (the example's first model).
 std::string seed_summary(Shape shape) {
   clear_session();
   return models::seed_cnn(shape).summary_string();
@@ -123,23 +124,28 @@ TEST_F(Cifar10Tpu, CifarPathAgainstLocalServer) {
   env_.set("SYSTOLIC_CIFAR10_MD5", md5);
 
   fs::path out = dir_.path() / "out";
-  ExampleRun r = run_example("--epochs 1 --limit 300 --device cpu --seed 3 --output '" + out.string() + "'", dir_);
+  ExampleRun r =
+      run_example("--epochs 1 --limit 300 --device cpu --seed 3 --output '" + out.string() + "'", dir_);
   ASSERT_EQ(r.code, 0) << r.out;
 
   // Downloaded once, checksum checked, installed in the cache.
   EXPECT_EQ(server.requests(), 1);
   EXPECT_THAT(r.out, HasSubstr("Downloading " + url));
-  EXPECT_THAT(r.out, HasSubstr("Checked cifar-10-binary.tar.gz downloaded from " + url + ": md5 " + md5 + " as expected"));
-  EXPECT_TRUE(fs::is_regular_file(dir_.path() / "home" / "datasets" / "cifar-10-batches-bin" / "test_batch.bin"));
+  EXPECT_THAT(r.out, HasSubstr("Checked cifar-10-binary.tar.gz downloaded from " + url + ": md5 " + md5 +
+                               " as expected"));
+  EXPECT_TRUE(
+      fs::is_regular_file(dir_.path() / "home" / "datasets" / "cifar-10-batches-bin" / "test_batch.bin"));
 
   // CIFAR-10 in every heading, Fashion-MNIST nowhere.
   auto h = headings(r);
   EXPECT_EQ(h.size(), 7u) << r.out;
   for (auto& l : h) EXPECT_EQ(l.rfind("== CIFAR-10: ", 0), 0u) << l;
   EXPECT_THAT(r.out, Not(HasSubstr("Fashion")));
-  EXPECT_THAT(r.out, HasSubstr("x_train (300, 32, 32, 3) uint8, y_train (300, 1) uint8 (the first 300 of 50000"));
+  EXPECT_THAT(r.out,
+              HasSubstr("x_train (300, 32, 32, 3) uint8, y_train (300, 1) uint8 (the first 300 of 50000"));
 
-  // create_model() is the seed CNN; the strategy logs the hardware; one epoch of 3 batches of 128 (the last 44).
+  // create_model() is the seed CNN; the strategy logs the hardware; one epoch of 3 batches of 128 (the last
+  // 44).
   EXPECT_THAT(r.out, HasSubstr(seed_summary({32, 32, 3})));
   EXPECT_THAT(r.out, HasSubstr("Total params: 1,676,982"));
   EXPECT_THAT(r.out, HasSubstr("Host: cpu: "));
@@ -168,7 +174,8 @@ TEST_F(Cifar10Tpu, CifarPathAgainstLocalServer) {
   // The class names are CIFAR-10's; the synthetic test record 111 has label 2 (bird).
   auto [predicted, label] = printed_prediction(r);
   auto names = datasets::cifar10::class_names();
-  EXPECT_NE(std::find(names.begin(), names.end(), predicted), names.end()) << "predicted '" << predicted << "'";
+  EXPECT_NE(std::find(names.begin(), names.end(), predicted), names.end())
+      << "predicted '" << predicted << "'";
   std::size_t best = std::size_t(std::max_element(expected.begin(), expected.end()) - expected.begin());
   EXPECT_EQ(predicted, names[best]);
   EXPECT_EQ(label, "bird");
@@ -186,11 +193,13 @@ TEST_F(Cifar10Tpu, CifarPathAgainstLocalServer) {
 
 TEST_F(Cifar10Tpu, OfflineFallsBackToFashionMnistInOneLine) {
   if (!systolic::testing::fashion_mnist_installed())
-    GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed (" << systolic::testing::kFashionMnistDir << ")";
+    GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed (" << systolic::testing::kFashionMnistDir
+                 << ")";
   std::string url = closed_url();
   env_.set("SYSTOLIC_CIFAR10_URL", url);
   fs::path out = dir_.path() / "out";
-  ExampleRun r = run_example("--epochs 1 --limit 300 --device cpu --seed 3 --output '" + out.string() + "'", dir_);
+  ExampleRun r =
+      run_example("--epochs 1 --limit 300 --device cpu --seed 3 --output '" + out.string() + "'", dir_);
   ASSERT_EQ(r.code, 0) << r.out;
 
   // One line says what happened and why; the only other mention of CIFAR is the attempted download.
@@ -215,7 +224,8 @@ TEST_F(Cifar10Tpu, OfflineFallsBackToFashionMnistInOneLine) {
   cpu.load_weights((out / "fashion_mnist_model.h5").string());
   auto [predicted, label] = printed_prediction(r);
   auto names = datasets::fashion_mnist::class_names();
-  EXPECT_NE(std::find(names.begin(), names.end(), predicted), names.end()) << "predicted '" << predicted << "'";
+  EXPECT_NE(std::find(names.begin(), names.end(), predicted), names.end())
+      << "predicted '" << predicted << "'";
   EXPECT_NE(std::find(names.begin(), names.end(), label), names.end()) << "label '" << label << "'";
   Tensor img = image::read((out / "fashion_mnist_test_111.png").string(), 1);
   EXPECT_EQ(img.shape(), Shape({224, 224, 1}));
@@ -234,6 +244,13 @@ TEST_F(Cifar10Tpu, BadOptionsFailAtOnceInOneLine) {
   EXPECT_EQ(r.code, 1) << r.out;
   ASSERT_EQ(r.lines.size(), 1u) << r.out;
   EXPECT_THAT(r.lines[0], HasSubstr("cifar10_tpu: error: --device cuda:7: not available"));
+
+  r = run_example("--device cpu --policy mixed_bfloat16", dir_);
+  EXPECT_EQ(r.code, 1) << r.out;
+  ASSERT_EQ(r.lines.size(), 1u) << r.out;
+  EXPECT_THAT(
+      r.lines[0],
+      HasSubstr("cifar10_tpu: error: --policy mixed_bfloat16 computes in bfloat16, which needs a GPU"));
 
   r = run_example("--device tpu", dir_);
   EXPECT_EQ(r.code, 1) << r.out;
@@ -257,12 +274,13 @@ TEST(Demo, HelpListsItsOptionsAndUnknownOptionsFail) {
   auto run = [&](const std::string& args) {
     std::string cmd = "'" + demo + "' " + args + " </dev/null >'" + dir.file("log") + "' 2>&1";
     int status = std::system(cmd.c_str());
-    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, systolic::testing::read_text(dir.file("log")));
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                          systolic::testing::read_text(dir.file("log")));
   };
   auto [code, out] = run("--help");
   EXPECT_EQ(code, 0) << out;
-  for (auto* option : {"--dataset", "--epochs", "--device", "--replicas", "--limit", "--output", "fashion_mnist",
-                       "--epochs 50"})
+  for (auto* option : {"--dataset", "--epochs", "--device", "--replicas", "--limit", "--output",
+                       "fashion_mnist", "--epochs 50"})
     EXPECT_THAT(out, HasSubstr(option));
   std::tie(code, out) = run("--frobnicate");
   EXPECT_EQ(code, 2) << out;
