@@ -158,6 +158,14 @@ TEST_F(Cifar10Download, WrongMd5IsRefusedAndDeleted) {
   EXPECT_THAT(msg, HasSubstr("0123456789abcdef0123456789abcdef"));
   EXPECT_THAT(msg, HasSubstr("deleted"));
   EXPECT_EQ(stray_files(), std::vector<std::string>{}) << "the bad download must not stay anywhere";
+  // A download that arrived but is wrong is not "unavailable": no program should quietly use another data set.
+  try {
+    datasets::cifar10::load_data();
+    ADD_FAILURE() << "no error";
+  } catch (const datasets::Unavailable& e) {
+    ADD_FAILURE() << "a wrong md5 raised Unavailable: " << e.what();
+  } catch (const Error&) {
+  }
 }
 
 TEST_F(Cifar10Download, DotDotEntryIsRefusedAndNothingWrittenOutside) {
@@ -250,6 +258,8 @@ TEST_F(Cifar10Download, NoServerExplainsItself) {
   EXPECT_THAT(msg, HasSubstr(cache().string()));
   EXPECT_THAT(msg, HasSubstr("Fashion-MNIST works offline"));
   EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line";
+  // The type a program catches to fall back to another data set (examples/cifar10_tpu.cc does).
+  EXPECT_THROW(datasets::cifar10::load_data(), datasets::Unavailable);
   EXPECT_EQ(stray_files(), std::vector<std::string>{});
 }
 

@@ -145,6 +145,21 @@ TEST(Image, UpscaleNearest) {
 // ---------------------------------------------------------------------------------------------------------------
 // Image folders.
 
+TEST(Image, TerminalPreviewHalfBlocks) {
+  // 3 rows x 2 columns, RGB: rows 0 and 1 share a text line (upper pixel = foreground, lower = background); the
+  // odd last row has no lower pixel, so its background is the terminal's default (49).
+  Tensor rgb({3, 2, 3}, DType::uint8);
+  for (int i = 0; i < 18; ++i) rgb.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(10 * i);
+  EXPECT_EQ(image::terminal_preview(rgb),
+            "\x1b[38;2;0;10;20m\x1b[48;2;60;70;80m\u2580\x1b[38;2;30;40;50m\x1b[48;2;90;100;110m\u2580\x1b[0m\n"
+            "\x1b[38;2;120;130;140m\x1b[49m\u2580\x1b[38;2;150;160;170m\x1b[49m\u2580\x1b[0m\n");
+  // Grey (H, W) images show as grey.
+  Tensor grey({2, 1}, DType::uint8);
+  grey.data<std::uint8_t>()[0] = 7, grey.data<std::uint8_t>()[1] = 200;
+  EXPECT_EQ(image::terminal_preview(grey), "\x1b[38;2;7;7;7m\x1b[48;2;200;200;200m\u2580\x1b[0m\n");
+  EXPECT_THAT(error_of([] { image::terminal_preview(Tensor({2, 2, 3}, DType::float32)); }), HasSubstr("uint8"));
+}
+
 TEST(ImageFolder, PngJpegBmpClassesSortedAndResized) {
   TempDir dir;
   fs::create_directories(dir.path() / "zebra");

@@ -12,6 +12,7 @@
 //   image folders: image_dataset_from_directory(path, ...).
 #pragma once
 
+#include <systolic/error.h>
 #include <systolic/tensor.h>
 
 #include <string>
@@ -30,6 +31,15 @@ struct Dataset {
 
 // $SYSTOLIC_HOME/datasets, or ~/.systolic/datasets.
 std::string cache_dir();
+
+// Raised by load_data() when no copy of the data set is found and the download fails (no network, a mirror that
+// does not answer, an HTTP error): the one failure a program may answer by using another data set, as the
+// cifar10_tpu example falls back to Fashion-MNIST. A copy that is found but corrupt, or a download whose checksum
+// does not match, is a plain Error: that needs a person, not a fallback.
+class Unavailable : public Error {
+ public:
+  using Error::Error;
+};
 
 namespace cifar10 {
 // x uint8 (50000, 32, 32, 3) channels_last, y uint8 (50000, 1); test 10000. With `directory`, reads the six

@@ -36,6 +36,11 @@ Tensor upscale_nearest(const Tensor& image, int factor);
 // then rename). Throws Error naming the path when it cannot be written.
 void write_png(const std::string& path, const Tensor& image);
 
+// A colour preview of uint8 (H, W, C) (or (H, W)) for a terminal: two pixel rows per text row (the upper half
+// block, foreground = upper pixel, background = lower), 24-bit ANSI colours, one line per row pair, each ending
+// in a colour reset. Callers print it only when the stream is a terminal (isatty).
+std::string terminal_preview(const Tensor& image);
+
 // Extensions image folders accept (lower case, with the dot), as Keras's image_dataset_from_directory.
 bool has_image_extension(const std::string& path);
 

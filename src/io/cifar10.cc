@@ -80,6 +80,8 @@ Dataset install_from_archive(const fs::path& archive, const fs::path& cache, con
   if (got != md5())
     fail("{}: md5 {} does not match the expected {}; the file was {} and not used", origin, got, md5(),
          archive.parent_path() == tmp.path() ? "deleted" : "left in place");
+  // Said aloud so a log shows the archive was checked before anything in it was trusted.
+  log_line(fmt::format("Checked {}: md5 {} as expected", origin, got));
   fs::path extract = tmp.path() / "extract";
   fs::create_directories(extract);
   io::extract_archive(archive, extract);
@@ -156,7 +158,8 @@ Dataset load_data(const std::string& directory) {
   try {
     io::download(address, archive);
   } catch (const Error& e) {
-    fail("CIFAR-10 is not in {} and {}; {}", (cache / kFolder).string(), e.what(), hand_install_hint(cache));
+    throw Unavailable(
+        fmt::format("CIFAR-10 is not in {} and {}; {}", (cache / kFolder).string(), e.what(), hand_install_hint(cache)));
   }
   return install_from_archive(archive, cache, tmp, fmt::format("{} downloaded from {}", kArchive, address));
 }

@@ -134,8 +134,9 @@ Dataset download(const std::filesystem::path& target) {
     } catch (const Error& e) {
       std::string where;
       for (auto& d : search_dirs()) where += (where.empty() ? "" : ", ") + d;
-      fail("Fashion-MNIST is not in {} and {}; install Debian's dataset-fashion-mnist, or place {} in {}, or set "
-           "SYSTOLIC_DATASETS_URL to a mirror", where, e.what(), kFileList, target.string());
+      throw Unavailable(fmt::format(
+          "Fashion-MNIST is not in {} and {}; install Debian's dataset-fashion-mnist, or place {} in {}, or set "
+          "SYSTOLIC_DATASETS_URL to a mirror", where, e.what(), kFileList, target.string()));
     }
   }
   Dataset d = read_idx_folder(tmp.path().string(), "Fashion-MNIST", class_names());
@@ -225,9 +226,10 @@ Dataset load_data(const std::string& directory) {
   try {
     io::download(address, file);
   } catch (const Error& e) {
-    fail("MNIST is not in {} and {}; place Keras's mnist.npz (sha256 {}) or the four IDX files ({}) in {} by hand, "
-         "or set SYSTOLIC_DATASETS_URL to a mirror; Fashion-MNIST works offline (--dataset fashion_mnist)",
-         cache.string(), e.what(), kSha256, kFileList, (cache / "mnist").string());
+    throw Unavailable(fmt::format(
+        "MNIST is not in {} and {}; place Keras's mnist.npz (sha256 {}) or the four IDX files ({}) in {} by hand, "
+        "or set SYSTOLIC_DATASETS_URL to a mirror; Fashion-MNIST works offline (--dataset fashion_mnist)",
+        cache.string(), e.what(), kSha256, kFileList, (cache / "mnist").string()));
   }
   std::string got = io::file_digest(file, "sha256");
   SYSTOLIC_CHECK(got == kSha256, "mnist.npz downloaded from {}: sha256 {} does not match the expected {}; the file was "

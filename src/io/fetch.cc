@@ -33,6 +33,7 @@ struct Transfer {
   bool terminal = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last;
   bool write_failed = false;
+  bool drew = false;  // a progress line is on the terminal and needs its newline
 };
 
 std::size_t on_data(char* data, std::size_t size, std::size_t count, void* user) {
@@ -64,6 +65,7 @@ int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_o
     line = fmt::format("\r{} {} - {}/s   ", t->name, mib(double(now)), mib(rate));
   }
   log_write(line);
+  t->drew = true;
   return 0;
 }
 
@@ -99,7 +101,7 @@ void download(const std::string& url, const fs::path& dest) {
   curl_easy_setopt(curl.get(), CURLOPT_NOPROGRESS, 0L);
   log_line(fmt::format("Downloading {}", url));
   CURLcode rc = curl_easy_perform(curl.get());
-  if (t.terminal) log_write("\n");
+  if (t.drew) log_write("\n");  // only after a progress line: a failed connection leaves no blank line
   bool closed = std::fclose(t.file) == 0;
   if (rc != CURLE_OK || !closed || t.write_failed) {
     std::error_code ec;

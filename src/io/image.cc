@@ -13,6 +13,7 @@
 #include <stb_image_write.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -137,6 +138,32 @@ void write_png(const std::string& path, const Tensor& image_in) {
   if (!stbi_write_png_to_func(sink, &png, int(W), int(H), int(C), image.data<std::uint8_t>(), int(W * C)))
     fail("{}: PNG encoding failed", path);
   io::write_file_atomic(path, png.data(), png.size());
+}
+
+std::string terminal_preview(const Tensor& image_in) {
+  Tensor image = as_hwc(image_in, "image::terminal_preview");
+  SYSTOLIC_CHECK(image.dtype() == DType::uint8, "image::terminal_preview: expected uint8, got {}",
+                 dtype_name(image.dtype()));
+  std::int64_t H = image.dim(0), W = image.dim(1), C = image.dim(2);
+  const std::uint8_t* p = image.data<std::uint8_t>();
+  auto rgb = [&](std::int64_t y, std::int64_t x) {
+    const std::uint8_t* q = p + (y * W + x) * C;
+    return C >= 3 ? std::array<int, 3>{q[0], q[1], q[2]} : std::array<int, 3>{q[0], q[0], q[0]};
+  };
+  std::string out;
+  for (std::int64_t y = 0; y < H; y += 2) {
+    for (std::int64_t x = 0; x < W; ++x) {
+      auto t = rgb(y, x);
+      if (y + 1 < H) {
+        auto b = rgb(y + 1, x);
+        out += fmt::format("\x1b[38;2;{};{};{}m\x1b[48;2;{};{};{}m\u2580", t[0], t[1], t[2], b[0], b[1], b[2]);
+      } else {
+        out += fmt::format("\x1b[38;2;{};{};{}m\x1b[49m\u2580", t[0], t[1], t[2]);  // odd height: no lower pixel
+      }
+    }
+    out += "\x1b[0m\n";
+  }
+  return out;
 }
 
 bool has_image_extension(const std::string& path) {

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <optional>
 #include <cstdio>
@@ -450,30 +449,6 @@ struct ShowArgs {
   std::int64_t limit = 0;
 };
 
-// A colour preview for a terminal: two pixel rows per text row with the upper half block, 24-bit colours.
-std::string terminal_preview(const sy::Tensor& img) {
-  std::int64_t H = img.dim(0), W = img.dim(1), C = img.dim(2);
-  const std::uint8_t* p = img.data<std::uint8_t>();
-  auto rgb = [&](std::int64_t y, std::int64_t x) {
-    const std::uint8_t* q = p + (y * W + x) * C;
-    return C >= 3 ? std::array<int, 3>{q[0], q[1], q[2]} : std::array<int, 3>{q[0], q[0], q[0]};
-  };
-  std::string out;
-  for (std::int64_t y = 0; y < H; y += 2) {
-    for (std::int64_t x = 0; x < W; ++x) {
-      auto t = rgb(y, x);
-      if (y + 1 < H) {
-        auto b = rgb(y + 1, x);
-        out += fmt::format("\x1b[38;2;{};{};{}m\x1b[48;2;{};{};{}m\u2580", t[0], t[1], t[2], b[0], b[1], b[2]);
-      } else {
-        out += fmt::format("\x1b[38;2;{};{};{}m\x1b[49m\u2580", t[0], t[1], t[2]);
-      }
-    }
-    out += "\x1b[0m\n";
-  }
-  return out;
-}
-
 int cmd_show(const Common& c, const ShowArgs& a) {
   std::optional<sy::Shape> shape;
   if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
@@ -485,7 +460,7 @@ int cmd_show(const Common& c, const ShowArgs& a) {
   int label = static_cast<int>(d.y.slice(a.index, a.index + 1).to_doubles()[0]);
   std::string name = label >= 0 && label < static_cast<int>(d.class_names.size()) ? d.class_names[label] : "?";
   sy::image::write_png(a.output, sy::image::upscale_nearest(img, a.scale));
-  if (::isatty(::fileno(stdout))) std::fputs(terminal_preview(img).c_str(), stdout);
+  if (::isatty(::fileno(stdout))) std::fputs(sy::image::terminal_preview(img).c_str(), stdout);
   std::printf("%s %s[%lld]: label %d (%s), %lldx%lldx%lld, written to %s scaled %dx\n", a.dataset.c_str(), a.split.c_str(),
               static_cast<long long>(a.index), label, name.c_str(), static_cast<long long>(img.dim(0)),
               static_cast<long long>(img.dim(1)), static_cast<long long>(img.dim(2)), a.output.c_str(), a.scale);
