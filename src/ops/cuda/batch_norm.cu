@@ -10,9 +10,10 @@ namespace systolic::ops::cuda::dnn {
 namespace {
 
 template <class F>
-cudaError_t with_type(Elem e, F&& f) {
-  if (e == Elem::f32) return f(float{});
-  return f(__nv_bfloat16{});
+cudaError_t with_type(Element e, F&& f) {
+  if (e == Element::float32) return f(float{});
+  if (e == Element::bfloat16) return f(__nv_bfloat16{});
+  return cudaErrorInvalidValue;  // the host side admits only float32 and bfloat16 here
 }
 
 // Workspace: per-channel coefficients (3 C floats) first, then the reduction's partial sums.
@@ -144,7 +145,7 @@ std::size_t batch_norm_workspace_bytes(std::int64_t R, std::int64_t C) {
   return coefficient_bytes(C) + reduce::partials_floats(R, C, 2) * sizeof(float);
 }
 
-cudaError_t launch_batch_norm_forward_training(const void* x, Elem type, const float* gamma,
+cudaError_t launch_batch_norm_forward_training(const void* x, Element type, const float* gamma,
                                                const float* beta, void* y, float* mean, float* var,
                                                std::int64_t R, std::int64_t C, float eps, void* workspace,
                                                cudaStream_t stream) {
@@ -165,7 +166,7 @@ cudaError_t launch_batch_norm_forward_training(const void* x, Elem type, const f
   });
 }
 
-cudaError_t launch_batch_norm_forward_inference(const void* x, Elem type, const float* gamma,
+cudaError_t launch_batch_norm_forward_inference(const void* x, Element type, const float* gamma,
                                                 const float* beta, const float* mean, const float* var,
                                                 void* y, std::int64_t R, std::int64_t C, float eps,
                                                 cudaStream_t stream) {
@@ -178,7 +179,7 @@ cudaError_t launch_batch_norm_forward_inference(const void* x, Elem type, const 
   });
 }
 
-cudaError_t launch_batch_norm_backward(const void* x, const void* dy, Elem type, const float* gamma,
+cudaError_t launch_batch_norm_backward(const void* x, const void* dy, Element type, const float* gamma,
                                        const float* mean, const float* var, void* dx, float* dgamma,
                                        float* dbeta, std::int64_t R, std::int64_t C, double eps,
                                        void* workspace, cudaStream_t stream) {

@@ -18,13 +18,13 @@ std::size_t batch_norm_workspace_bytes(std::int64_t R, std::int64_t C);
 
 // mean = sum x / R; var = sum (x - mean)^2 / R (two passes: no cancellation for inputs far from zero);
 // y = (x - mean) * scale + beta with scale = gamma / sqrt(var + eps).
-cudaError_t launch_batch_norm_forward_training(const void* x, Elem type, const float* gamma,
+cudaError_t launch_batch_norm_forward_training(const void* x, Element type, const float* gamma,
                                                const float* beta, void* y, float* mean, float* var,
                                                std::int64_t R, std::int64_t C, float eps, void* workspace,
                                                cudaStream_t stream);
 
 // y = (x - mean) * scale + beta with the given mean and var.
-cudaError_t launch_batch_norm_forward_inference(const void* x, Elem type, const float* gamma,
+cudaError_t launch_batch_norm_forward_inference(const void* x, Element type, const float* gamma,
                                                 const float* beta, const float* mean, const float* var,
                                                 void* y, std::int64_t R, std::int64_t C, float eps,
                                                 cudaStream_t stream);
@@ -32,7 +32,7 @@ cudaError_t launch_batch_norm_forward_inference(const void* x, Elem type, const 
 // With inv_std = 1/sqrt(var + eps), xhat = (x - mean) * inv_std, sums over the R rows:
 // dgamma += sum dy*xhat; dbeta += sum dy; dx = gamma*inv_std*(dy - sum dy/R - xhat * sum(dy*xhat)/R).
 // dx, dgamma, dbeta may be null (skipped).
-cudaError_t launch_batch_norm_backward(const void* x, const void* dy, Elem type, const float* gamma,
+cudaError_t launch_batch_norm_backward(const void* x, const void* dy, Element type, const float* gamma,
                                        const float* mean, const float* var, void* dx, float* dgamma,
                                        float* dbeta, std::int64_t R, std::int64_t C, double eps,
                                        void* workspace, cudaStream_t stream);

@@ -60,6 +60,22 @@ void* Context::workspace(std::size_t bytes) {
   return workspace_.raw_data();
 }
 
+Element element_of(DType d) {
+  switch (d) {
+    case DType::float32:
+      return Element::float32;
+    case DType::bfloat16:
+      return Element::bfloat16;
+    case DType::float64:
+      return Element::float64;
+    case DType::int32:
+      return Element::int32;
+    case DType::uint8:
+      return Element::uint8;
+  }
+  fail("no CUDA element type for dtype {}", dtype_name(d));
+}
+
 Tensor scratch(std::size_t bytes, int device) {
   return Tensor({static_cast<std::int64_t>(bytes)}, DType::uint8, Device::cuda(device));
 }

@@ -4,6 +4,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/runtime.h"
+#include "ops/cuda/element.h"
 
 #include <systolic/tensor.h>
 
@@ -64,6 +65,9 @@ Context& context(int device);
 // Bits kernels set in Context::error_flags for bad data they cannot report synchronously; synchronize(device)
 // raises Error naming them.
 enum ErrorFlag : int { kLabelOutOfRange = 1, kIndexOutOfRange = 2 };
+
+// The kernels' element type of a dtype (ops/cuda/element.h).
+Element element_of(DType dtype);
 
 // Scratch device memory (workspaces): a uint8 tensor from the caching allocator, freed when it goes out of scope.
 Tensor scratch(std::size_t bytes, int device);

@@ -293,7 +293,7 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   Context& c = context(x);
   ConvPlan& e = conv_plan(c, g, x.dtype(), kForward);
 
-  const std::size_t es = dnn::elem_size(elem_of(x));
+  const std::size_t es = element_size(element_of(x.dtype()));
   WorkspacePlan plan;
   std::size_t at_w = plan.add(static_cast<std::size_t>(g.filter_elements()) * es);
   std::size_t at_x = plan.add(g.padded() ? static_cast<std::size_t>(g.N * g.PH * g.PW * g.C) * es : 0);
@@ -301,12 +301,12 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   void* base = c.workspace(plan.total());
   void* wt = WorkspacePlan::at(base, at_w);
 
-  SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(w.raw_data(), elem_of(w), wt, elem_of(x), g.KH * g.KW * g.C, g.F,
+  SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(w.raw_data(), element_of(w.dtype()), wt, element_of(x.dtype()), g.KH * g.KW * g.C, g.F,
                                             /*accumulate=*/false, c.stream));
   const void* xin = x.raw_data();
   if (g.padded()) {
     void* xpad = WorkspacePlan::at(base, at_x);
-    SYSTOLIC_CUDA_CHECK(dnn::launch_pad_nhwc(x.raw_data(), xpad, elem_of(x), g.N, g.H, g.W, g.C, g.PH, g.PW,
+    SYSTOLIC_CUDA_CHECK(dnn::launch_pad_nhwc(x.raw_data(), xpad, element_of(x.dtype()), g.N, g.H, g.W, g.C, g.PH, g.PW,
                                              g.extra_top, g.extra_left, 0.0f, c.stream));
     xin = xpad;
   }
@@ -316,8 +316,8 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   // The epilogue: bias and the fused activation in one pass over y.
   bool relu = p.activation == Activation::relu;
   if (b.defined() || relu)
-    SYSTOLIC_CUDA_CHECK(dnn::launch_add_bias(y.raw_data(), elem_of(y), b.defined() ? b.raw_data() : nullptr,
-                                             b.defined() ? elem_of(b) : elem_of(y), g.N * g.OH * g.OW, g.F, relu,
+    SYSTOLIC_CUDA_CHECK(dnn::launch_add_bias(y.raw_data(), element_of(y.dtype()), b.defined() ? b.raw_data() : nullptr,
+                                             b.defined() ? element_of(b.dtype()) : element_of(y.dtype()), g.N * g.OH * g.OW, g.F, relu,
                                              c.stream));
 }
 
@@ -348,8 +348,8 @@ void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor
   }
   ConvPlan& e = conv_plan(c, g, x.dtype(), (need_data ? kData : 0) | (need_filter ? kFilter : 0));
 
-  const dnn::Elem t = elem_of(x);
-  const std::size_t es = dnn::elem_size(t);
+  const Element t = element_of(x.dtype());
+  const std::size_t es = element_size(t);
   const std::size_t filter_bytes = static_cast<std::size_t>(g.filter_elements()) * es;
   const std::size_t padded_bytes = g.padded() ? static_cast<std::size_t>(g.N * g.PH * g.PW * g.C) * es : 0;
   const std::int64_t rows = g.N * g.OH * g.OW;
@@ -366,7 +366,7 @@ void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor
   void* scratch = WorkspacePlan::at(base, at_scratch);
 
   if (db.defined())
-    SYSTOLIC_CUDA_CHECK(dnn::launch_bias_grad(dy.raw_data(), t, db.raw_data(), elem_of(db), rows, g.F,
+    SYSTOLIC_CUDA_CHECK(dnn::launch_bias_grad(dy.raw_data(), t, db.raw_data(), element_of(db.dtype()), rows, g.F,
                                               WorkspacePlan::at(base, at_partial), c.stream));
   if (need_data) {
     void* wt = WorkspacePlan::at(base, at_wt);
@@ -393,7 +393,7 @@ void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor
                                                         e.backward_filter, e.filter_algo, scratch,
                                                         e.filter_workspace, &kZero, e.w, dwt));
     // dwt is (F, KH, KW, C) = [F, KH*KW*C]; dw is [KH*KW*C, F]: transpose and add.
-    SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(dwt, t, dw.raw_data(), elem_of(dw), g.F, g.KH * g.KW * g.C,
+    SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(dwt, t, dw.raw_data(), element_of(dw.dtype()), g.F, g.KH * g.KW * g.C,
                                               /*accumulate=*/true, c.stream));
   }
 }

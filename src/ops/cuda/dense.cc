@@ -210,7 +210,7 @@ void CudaBackend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& 
     SYSTOLIC_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), c.stream));
     if (b.defined())
       SYSTOLIC_CUDA_CHECK(
-          dnn::launch_add_bias(y.raw_data(), elem_of(y), b.raw_data(), elem_of(b), M, U, /*relu=*/false, c.stream));
+          dnn::launch_add_bias(y.raw_data(), element_of(y.dtype()), b.raw_data(), element_of(b.dtype()), M, U, /*relu=*/false, c.stream));
     return;
   }
   const bool fused = b.defined() && b.dtype() == y.dtype() && pointer_alignment(b.raw_data()) >= 16;
@@ -233,7 +233,7 @@ void CudaBackend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& 
   run(c, e, s, 0.0f, c.workspace(e.workspace));
   if (b.defined() && !fused)
     SYSTOLIC_CUDA_CHECK(
-        dnn::launch_add_bias(y.raw_data(), elem_of(y), b.raw_data(), elem_of(b), M, U, /*relu=*/false, c.stream));
+        dnn::launch_add_bias(y.raw_data(), element_of(y.dtype()), b.raw_data(), element_of(b.dtype()), M, U, /*relu=*/false, c.stream));
 }
 
 void CudaBackend::dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
@@ -306,7 +306,7 @@ void CudaBackend::dense_backward(const Tensor& x, const Tensor& w, const Tensor&
   if (pd) run(c, *pd, sd, 0.0f, WorkspacePlan::at(base, at_scratch));
   if (pw) run(c, *pw, sw, 1.0f, WorkspacePlan::at(base, at_scratch));
   if (bias)
-    SYSTOLIC_CUDA_CHECK(dnn::launch_bias_grad(dy.raw_data(), elem_of(dy), db.raw_data(), elem_of(db), M, U,
+    SYSTOLIC_CUDA_CHECK(dnn::launch_bias_grad(dy.raw_data(), element_of(dy.dtype()), db.raw_data(), element_of(db.dtype()), M, U,
                                               WorkspacePlan::at(base, at_partial), c.stream));
 }
 

@@ -13,10 +13,6 @@
 
 namespace systolic::ops::cuda {
 
-// After check_dtype has limited t to float32 or bfloat16.
-inline dnn::Elem elem_of(const Tensor& t) {
-  return t.dtype() == DType::bfloat16 ? dnn::Elem::bf16 : dnn::Elem::f32;
-}
 inline cudnnDataType_t cudnn_type(DType t) {
   return t == DType::bfloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }

@@ -10,9 +10,10 @@ namespace {
 
 // Calls f with a value of the storage type named by e (float or __nv_bfloat16).
 template <class F>
-cudaError_t with_type(Elem e, F&& f) {
-  if (e == Elem::f32) return f(float{});
-  return f(__nv_bfloat16{});
+cudaError_t with_type(Element e, F&& f) {
+  if (e == Element::float32) return f(float{});
+  if (e == Element::bfloat16) return f(__nv_bfloat16{});
+  return cudaErrorInvalidValue;  // the host side admits only float32 and bfloat16 here
 }
 
 constexpr int kTile = 32;
@@ -127,7 +128,7 @@ struct AddInto {
 
 }  // namespace
 
-cudaError_t launch_transpose(const void* in, Elem in_type, void* out, Elem out_type, std::int64_t rows,
+cudaError_t launch_transpose(const void* in, Element in_type, void* out, Element out_type, std::int64_t rows,
                              std::int64_t cols, bool accumulate, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   std::int64_t tiles_r = (rows + kTile - 1) / kTile, tiles_c = (cols + kTile - 1) / kTile;
@@ -149,7 +150,7 @@ cudaError_t launch_transpose(const void* in, Elem in_type, void* out, Elem out_t
   });
 }
 
-cudaError_t launch_pad_nhwc(const void* x, void* y, Elem type, std::int64_t N, std::int64_t H, std::int64_t W,
+cudaError_t launch_pad_nhwc(const void* x, void* y, Element type, std::int64_t N, std::int64_t H, std::int64_t W,
                             std::int64_t C, std::int64_t PH, std::int64_t PW, std::int64_t top,
                             std::int64_t left, float value, cudaStream_t stream) {
   std::int64_t n = N * PH * PW * C;
@@ -162,7 +163,7 @@ cudaError_t launch_pad_nhwc(const void* x, void* y, Elem type, std::int64_t N, s
   });
 }
 
-cudaError_t launch_crop_nhwc(const void* y, void* x, Elem type, std::int64_t N, std::int64_t H,
+cudaError_t launch_crop_nhwc(const void* y, void* x, Element type, std::int64_t N, std::int64_t H,
                              std::int64_t W, std::int64_t C, std::int64_t PH, std::int64_t PW,
                              std::int64_t top, std::int64_t left, cudaStream_t stream) {
   std::int64_t n = N * H * W * C;
@@ -175,7 +176,7 @@ cudaError_t launch_crop_nhwc(const void* y, void* x, Elem type, std::int64_t N, 
   });
 }
 
-cudaError_t launch_pool_count_rescale(const void* in, void* out, Elem type, std::int64_t N, std::int64_t OH,
+cudaError_t launch_pool_count_rescale(const void* in, void* out, Element type, std::int64_t N, std::int64_t OH,
                                       std::int64_t OW, std::int64_t C, std::int64_t H, std::int64_t W,
                                       int window_h, int window_w, int stride_h, int stride_w, int pad_top,
                                       int pad_left, cudaStream_t stream) {
@@ -190,7 +191,7 @@ cudaError_t launch_pool_count_rescale(const void* in, void* out, Elem type, std:
   });
 }
 
-cudaError_t launch_add_bias(void* y, Elem y_type, const void* b, Elem b_type, std::int64_t rows,
+cudaError_t launch_add_bias(void* y, Element y_type, const void* b, Element b_type, std::int64_t rows,
                             std::int64_t cols, bool relu, cudaStream_t stream) {
   std::int64_t n = rows * cols;
   if (n <= 0) return cudaSuccess;
@@ -209,7 +210,7 @@ std::size_t bias_grad_partial_bytes(std::int64_t rows, std::int64_t cols) {
   return reduce::partials_floats(rows, cols, 1) * sizeof(float);
 }
 
-cudaError_t launch_bias_grad(const void* dy, Elem dy_type, void* db, Elem db_type, std::int64_t rows,
+cudaError_t launch_bias_grad(const void* dy, Element dy_type, void* db, Element db_type, std::int64_t rows,
                              std::int64_t cols, void* partial, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   return with_type(dy_type, [&](auto tdy) {

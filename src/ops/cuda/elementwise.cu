@@ -363,22 +363,6 @@ cudaError_t launch_moving_average(void* moving, const void* value, std::int64_t 
   });
 }
 
-namespace {
-int element_size(Element t) {
-  switch (t) {
-    case Element::float32:
-    case Element::int32:
-      return 4;
-    case Element::bfloat16:
-      return 2;
-    case Element::float64:
-      return 8;
-    case Element::uint8:
-      return 1;
-  }
-  return 0;
-}
-}  // namespace
 
 cudaError_t launch_activation_forward(ActivationKind a, const void* x, void* y, std::int64_t rows,
                                       std::int64_t cols, Element t, cudaStream_t stream) {

@@ -5,6 +5,8 @@
 // compiles it.
 #pragma once
 
+#include "ops/cuda/element.h"
+
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -15,8 +17,6 @@ struct Config;  // ops/augment_math.h
 
 namespace systolic::ops::cuda {
 
-// Element types of the kernels (the storage of a tensor's dtype; bfloat16 computes in float).
-enum class Element : int { float32, bfloat16, float64, int32, uint8 };
 
 // The same values as systolic::Activation.
 enum class ActivationKind : int { linear, relu, sigmoid, tanh, softmax };

@@ -17,22 +17,6 @@ namespace systolic::ops::cuda {
 
 namespace {
 
-Element element_of(DType d) {
-  switch (d) {
-    case DType::float32:
-      return Element::float32;
-    case DType::bfloat16:
-      return Element::bfloat16;
-    case DType::float64:
-      return Element::float64;
-    case DType::int32:
-      return Element::int32;
-    case DType::uint8:
-      return Element::uint8;
-  }
-  fail("unknown dtype");
-}
-
 constexpr std::initializer_list<DType> kFloats = {DType::float32, DType::bfloat16, DType::float64};
 constexpr std::initializer_list<DType> kFloat32Or16 = {DType::float32, DType::bfloat16};
 

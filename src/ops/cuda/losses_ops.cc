@@ -10,10 +10,6 @@ namespace systolic::ops::cuda {
 
 namespace {
 
-Element element_of(DType d) {
-  return d == DType::bfloat16 ? Element::bfloat16 : Element::float32;
-}
-
 // Rows and classes of a [..., C] prediction.
 void rows_classes(const char* op, const Tensor& pred, std::int64_t& rows, std::int64_t& classes) {
   check_dtype(op, pred, {DType::float32, DType::bfloat16});

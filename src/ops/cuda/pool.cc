@@ -138,13 +138,13 @@ void CudaBackend::pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, 
   if (y.numel() == 0) return;
   Context& c = context(x);
   PoolPlan& e = pool_plan(c.device, g, x.dtype());
-  const dnn::Elem t = elem_of(x);
+  const Element t = element_of(x.dtype());
   if (!g.explicit_pad) {
     SYSTOLIC_CUDNN_CHECK(
         cudnnPoolingForward(c.cudnn, e.pool, &kOne, e.x, x.raw_data(), &kZero, e.y, y.raw_data()));
     return;
   }
-  void* xpad = c.workspace(static_cast<std::size_t>(g.N * g.PH * g.PW * g.C) * dnn::elem_size(t));
+  void* xpad = c.workspace(static_cast<std::size_t>(g.N * g.PH * g.PW * g.C) * element_size(t));
   SYSTOLIC_CUDA_CHECK(dnn::launch_pad_nhwc(x.raw_data(), xpad, t, g.N, g.H, g.W, g.C, g.PH, g.PW, p.pad_top,
                                            p.pad_left, pad_value(p), c.stream));
   SYSTOLIC_CUDNN_CHECK(cudnnPoolingForward(c.cudnn, e.pool, &kOne, e.x, xpad, &kZero, e.y, y.raw_data()));
@@ -172,13 +172,13 @@ void CudaBackend::pool2d_backward(const Tensor& x, const Tensor& y, const Tensor
     return;
   }
   PoolPlan& e = pool_plan(c.device, g, x.dtype());
-  const dnn::Elem t = elem_of(x);
+  const Element t = element_of(x.dtype());
   if (!g.explicit_pad) {
     SYSTOLIC_CUDNN_CHECK(cudnnPoolingBackward(c.cudnn, e.pool, &kOne, e.y, y.raw_data(), e.y, dy.raw_data(),
                                               e.x, x.raw_data(), &kZero, e.x, dx.raw_data()));
     return;
   }
-  const std::size_t es = dnn::elem_size(t);
+  const std::size_t es = element_size(t);
   const std::size_t padded_bytes = static_cast<std::size_t>(g.N * g.PH * g.PW * g.C) * es;
   const bool average = p.kind == PoolKind::average;
   WorkspacePlan plan;
