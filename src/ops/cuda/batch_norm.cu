@@ -9,13 +9,6 @@ namespace systolic::ops::cuda::dnn {
 
 namespace {
 
-template <class F>
-cudaError_t with_type(Element e, F&& f) {
-  if (e == Element::float32) return f(float{});
-  if (e == Element::bfloat16) return f(__nv_bfloat16{});
-  return cudaErrorInvalidValue;  // the host side admits only float32 and bfloat16 here
-}
-
 // Workspace: per-channel coefficients (3 C floats) first, then the reduction's partial sums.
 std::size_t coefficient_bytes(std::int64_t C) {
   return (static_cast<std::size_t>(3 * C) * sizeof(float) + 255) / 256 * 256;
@@ -152,7 +145,7 @@ cudaError_t launch_batch_norm_forward_training(const void* x, Element type, cons
   if (R <= 0 || C <= 0) return cudaSuccess;
   float* coef = static_cast<float*>(workspace);
   float* partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + coefficient_bytes(C));
-  return with_type(type, [&](auto tag) {
+  return with_float_type(type, [&](auto tag) {
     using T = decltype(tag);
     const T* xp = static_cast<const T*>(x);
     cudaError_t e = reduce::column_sums<1>(SumX<T>{xp, C}, WriteMean{mean, R}, R, C, partial, stream);
@@ -171,7 +164,7 @@ cudaError_t launch_batch_norm_forward_inference(const void* x, Element type, con
                                                 void* y, std::int64_t R, std::int64_t C, float eps,
                                                 cudaStream_t stream) {
   if (R <= 0 || C <= 0) return cudaSuccess;
-  return with_type(type, [&](auto tag) {
+  return with_float_type(type, [&](auto tag) {
     using T = decltype(tag);
     normalize_inference_kernel<T><<<blocks_for(R * C), kThreads, 0, stream>>>(
         static_cast<const T*>(x), static_cast<T*>(y), gamma, beta, mean, var, R, C, eps);
@@ -186,7 +179,7 @@ cudaError_t launch_batch_norm_backward(const void* x, const void* dy, Element ty
   if (R <= 0 || C <= 0) return cudaSuccess;
   float* coef = static_cast<float*>(workspace);
   float* partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + coefficient_bytes(C));
-  return with_type(type, [&](auto tag) {
+  return with_float_type(type, [&](auto tag) {
     using T = decltype(tag);
     const T* xp = static_cast<const T*>(x);
     const T* dyp = static_cast<const T*>(dy);

@@ -8,6 +8,8 @@
 // (which it cannot), and only kernels pay nvcc's compile time.
 #pragma once
 
+#include "ops/cuda/element.h"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -34,6 +36,15 @@ template <class T>
 __device__ __forceinline__ T from_float(float v) { return static_cast<T>(v); }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+
+// Calls f with a value of the storage type of a float32 or bfloat16 element (float, __nv_bfloat16); other element
+// types are an invalid value (the host side admits only these two where it is used).
+template <class F>
+cudaError_t with_float_type(Element e, F&& f) {
+  if (e == Element::float32) return f(float{});
+  if (e == Element::bfloat16) return f(__nv_bfloat16{});
+  return cudaErrorInvalidValue;
+}
 
 #define SYSTOLIC_GRID_STRIDE(i, n) \
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); i += std::int64_t(blockDim.x) * gridDim.x)
