@@ -1,19 +1,21 @@
 // The program test_mpi_replicas.cc starts under mpirun (not a test itself).
 //
-//   mpi_replica_program train OUTDIR    trains the replica test model (replica_test_model.h) for 2 epochs; under an
+//   mpi_replica_program train OUTDIR    trains the replica test model (replica_test_model.h) for 2 epochs;
+//   under an
 //                                       MPI launcher with MultiWorkerMirroredStrategy. The chief writes
-//                                       OUTDIR/weights.txt (every weight, one per line) and OUTDIR/scores.txt.
-//   mpi_replica_program forever OUTDIR  writes OUTDIR/pid.RANK, then trains step after step until killed, writing
+//                                       OUTDIR/weights.txt (every weight, one per line) and
+//                                       OUTDIR/scores.txt.
+//   mpi_replica_program forever OUTDIR  writes OUTDIR/pid.RANK, then trains step after step until killed,
+//   writing
 //                                       OUTDIR/started.RANK after its first step (for the fault tests).
 #include <systolic/systolic.h>
-
-#include "replica_test_model.h"
-
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
 #include <string>
+
+#include "replica_test_model.h"
 
 using namespace systolic;
 

@@ -1,15 +1,15 @@
 // The small model and data set the replica tests train, shared by the in-process tests (test_replicas.cc,
-// test_mpi_replicas.cc) and the program they start under mpirun (mpi_replica_program.cc), so both sides build the
-// same model from the same seed.
+// test_mpi_replicas.cc) and the program they start under mpirun (mpi_replica_program.cc), so both sides build
+// the same model from the same seed.
 #pragma once
 
 #include <systolic/systolic.h>
 
 namespace systolic::testing {
 
-// Conv -> [BatchNorm] -> ReLU -> MaxPool -> Dense softmax on 8x8x1 images, 5 classes; no dropout (its masks would
-// differ between one replica and several). SGD with momentum: its update is linear in the gradient, so the float
-// rounding of summing shards in another order stays at the rounding level.
+// Conv -> [BatchNorm] -> ReLU -> MaxPool -> Dense softmax on 8x8x1 images, 5 classes; no dropout (its masks
+// would differ between one replica and several). SGD with momentum: its update is linear in the gradient, so
+// the float rounding of summing shards in another order stays at the rounding level.
 inline Model replica_test_model(bool batch_norm, std::uint64_t seed = 5) {
   set_random_seed(seed);
   clear_session();
@@ -33,7 +33,8 @@ struct ReplicaTestData {
 inline ReplicaTestData replica_test_data(std::int64_t n, std::uint64_t seed = 3) {
   Generator g(seed);
   ReplicaTestData d{Tensor({n, 8, 8, 1}, DType::uint8), Tensor({n}, DType::uint8)};
-  for (std::int64_t i = 0; i < d.x.numel(); ++i) d.x.data<std::uint8_t>()[i] = std::uint8_t(g.next_u32() & 255);
+  for (std::int64_t i = 0; i < d.x.numel(); ++i)
+    d.x.data<std::uint8_t>()[i] = std::uint8_t(g.next_u32() & 255);
   for (std::int64_t i = 0; i < n; ++i) d.y.data<std::uint8_t>()[i] = std::uint8_t(g.next_u32() % 5);
   return d;
 }

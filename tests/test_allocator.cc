@@ -1,11 +1,10 @@
 // The caching device allocator's logic, on the host: malloc stands in for cudaMalloc.
-#include "core/caching_allocator.h"
-
-#include "test_util.h"
-
 #include <cstdlib>
 #include <set>
 #include <vector>
+
+#include "core/caching_allocator.h"
+#include "test_util.h"
 
 namespace systolic {
 namespace {
@@ -83,7 +82,8 @@ TEST(CachingAllocator, OutOfMemoryReleasesTheCacheAndRetriesThenFailsClearly) {
   auto a = dev.make();
   void* p = a.allocate(6 << 20);
   a.deallocate(p);  // cached: 6 MiB held by the fake device
-  void* q = a.allocate(8 << 20);  // does not fit next to the cached block: the cache is released, then it fits
+  void* q =
+      a.allocate(8 << 20);  // does not fit next to the cached block: the cache is released, then it fits
   EXPECT_NE(q, nullptr);
   EXPECT_EQ(a.stats().cached, 0u);
   std::string e = testing::error_of([&] { a.allocate(4 << 20); });

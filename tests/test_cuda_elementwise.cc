@@ -6,17 +6,16 @@
 // of 4, 32 or 256 (1000003 elements), concatenation on axes 1 and 3, asymmetric padding, uint8 sources, bad
 // labels and indices (reported by synchronize), Adam over three steps with its counter advanced on the
 // device. Skipped without a GPU.
+#include <gmock/gmock.h>
 #include <systolic/ops.h>
 #include <systolic/system.h>
-
-#include "gpu_test_util.h"
-
-#include <gmock/gmock.h>
 
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "gpu_test_util.h"
 
 namespace systolic {
 namespace {

@@ -1,7 +1,7 @@
-// End to end on a GPU (label gpu; skips visibly without one): the seed CNN trained on real Fashion-MNIST lands in
-// the CPU's accuracy band (also under mixed_bfloat16), its steps are replayed from a CUDA graph without device
-// allocations, the graph gives the eager steps' weights, and weights saved from the GPU predict the same on the
-// CPU.
+// End to end on a GPU (label gpu; skips visibly without one): the seed CNN trained on real Fashion-MNIST
+// lands in the CPU's accuracy band (also under mixed_bfloat16), its steps are replayed from a CUDA graph
+// without device allocations, the graph gives the eager steps' weights, and weights saved from the GPU
+// predict the same on the CPU.
 #include <systolic/systolic.h>
 
 #include "gpu_test_util.h"
@@ -28,8 +28,8 @@ Fashion fashion(std::int64_t n_train, std::int64_t n_test) {
           {d.test.x.slice(0, n_test).reshape({n_test, 28, 28, 1}), d.test.y.slice(0, n_test)}};
 }
 
-#define REQUIRE_FASHION()                                                                    \
-  if (!systolic::testing::fashion_mnist_installed())                                         \
+#define REQUIRE_FASHION()                            \
+  if (!systolic::testing::fashion_mnist_installed()) \
   GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
 
 }  // namespace
@@ -108,7 +108,7 @@ TEST(CudaTraining, ASteadyEpochMakesNoDeviceAllocations) {
   clear_session();
   Model m = to_accelerator(models::seed_cnn({28, 28, 1}, 10), distribute::OneDeviceStrategy(gpu()));
   FitOptions o{.batch_size = 256, .epochs = 1, .verbose = 0};
-  m.fit(d.train.x, d.train.y, o);  // warm-up: buffers, algorithms, capture
+  m.fit(d.train.x, d.train.y, o);                           // warm-up: buffers, algorithms, capture
   Tensor x = d.train.x.to(gpu()), y = d.train.y.to(gpu());  // data already on the device: no upload either
   auto before = cuda::allocator(0).stats();
   m.fit(x, y, o);

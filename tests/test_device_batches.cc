@@ -1,6 +1,7 @@
-// fit's on-device batch path (the one GPUs use: data set copied to the device once, batches gathered from a device
-// index tensor, step graph where supported) run with CPU ops, against the threaded host pipeline: the same weights,
-// bit for bit, so the GPU path's bookkeeping (order, partial last batch, step counter, dropout masks) is right.
+// fit's on-device batch path (the one GPUs use: data set copied to the device once, batches gathered from a
+// device index tensor, step graph where supported) run with CPU ops, against the threaded host pipeline: the
+// same weights, bit for bit, so the GPU path's bookkeeping (order, partial last batch, step counter, dropout
+// masks) is right.
 #include <systolic/systolic.h>
 
 #include "test_util.h"
@@ -31,7 +32,8 @@ struct Data {
 Data random_images(std::int64_t n, std::uint64_t seed) {
   Generator g(seed);
   Data d{Tensor({n, 8, 8, 3}, DType::uint8), Tensor({n}, DType::uint8)};
-  for (std::int64_t i = 0; i < d.x.numel(); ++i) d.x.data<std::uint8_t>()[i] = std::uint8_t(g.next_u32() & 255);
+  for (std::int64_t i = 0; i < d.x.numel(); ++i)
+    d.x.data<std::uint8_t>()[i] = std::uint8_t(g.next_u32() & 255);
   for (std::int64_t i = 0; i < n; ++i) d.y.data<std::uint8_t>()[i] = std::uint8_t(g.next_u32() % 5);
   return d;
 }
@@ -78,7 +80,8 @@ TEST(DeviceBatches, ModelToAnAbsentDeviceIsAClearError) {
   Model m = small_cnn();
   EXPECT_EQ(m.device(), Device::cpu());
   m.to(Device::cpu());  // a no-op
-  if (device_available(Device::cuda(0))) GTEST_SKIP() << "this machine has a GPU: the error path cannot be shown";
+  if (device_available(Device::cuda(0)))
+    GTEST_SKIP() << "this machine has a GPU: the error path cannot be shown";
   std::string e = systolic::testing::error_of([&] { m.to(Device::cuda(0)); });
   EXPECT_NE(e.find("cuda:0 is not available"), std::string::npos) << e;
 }
@@ -98,8 +101,8 @@ TEST(ToAccelerator, CopiesTheModelWhichThenTrainsIndependently) {
   EXPECT_EQ(accel.optimizer().slot("m").to_doubles(), cpu.optimizer().slot("m").to_doubles());
   EXPECT_FALSE(accel.optimizer().slot("m").shares_storage_with(cpu.optimizer().slot("m")));
   accel.fit(d.x, d.y, {.batch_size = 32, .epochs = 1, .verbose = 0});
-  EXPECT_EQ(cpu.trainable_parameters().to_doubles(), before);            // the CPU model is untouched
-  EXPECT_NE(accel.trainable_parameters().to_doubles(), before);          // the copy trained
+  EXPECT_EQ(cpu.trainable_parameters().to_doubles(), before);    // the CPU model is untouched
+  EXPECT_NE(accel.trainable_parameters().to_doubles(), before);  // the copy trained
   // Two replicas (issue 6 lifted the one-replica limit): each starts as a copy of the CPU model.
   Model mirrored = to_accelerator(cpu, distribute::MirroredStrategy::cpu(2));
   EXPECT_EQ(mirrored.predict(d.x).to_doubles(), cpu.predict(d.x).to_doubles());

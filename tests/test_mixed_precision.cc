@@ -1,12 +1,12 @@
 // The mixed_bfloat16 policy where no GPU is needed: layers made under it keep float32 weights and compute in
-// bfloat16, their Keras configs carry the policy both ways, their weights files are plain float32, the cast op
-// rounds as the CPU's bfloat16 does, and training on the CPU is refused clearly. (Training under the policy on a
-// GPU: test_cuda_training.cc.)
+// bfloat16, their Keras configs carry the policy both ways, their weights files are plain float32, the cast
+// op rounds as the CPU's bfloat16 does, and training on the CPU is refused clearly. (Training under the
+// policy on a GPU: test_cuda_training.cc.)
 #include <systolic/systolic.h>
 
-#include "test_util.h"
-
 #include <nlohmann/json.hpp>
+
+#include "test_util.h"
 
 using namespace systolic;
 
@@ -112,5 +112,6 @@ TEST(MixedPrecision, CastRoundsToNearestEvenAsTheHostBfloat16) {
   const float* b = back.data<float>();
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(b[i], static_cast<float>(bfloat16(s[i]))) << i;
   Tensor ints({1000}, DType::int32);
-  EXPECT_NE(systolic::testing::error_of([&] { ops::cast(src, ints); }).find("not a float type"), std::string::npos);
+  EXPECT_NE(systolic::testing::error_of([&] { ops::cast(src, ints); }).find("not a float type"),
+            std::string::npos);
 }

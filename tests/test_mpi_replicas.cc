@@ -1,52 +1,56 @@
-// Replicas across processes: `mpirun -np 2` on this machine (tests/mpi_replica_program.cc) ends with the weights one
-// process reaches with the same global batch, and a worker that dies or stops answering ends the run with an error
-// within the replica timeout. Skipped visibly in builds without MPI.
-#include <systolic/systolic.h>
-
-#include "replica_test_model.h"
-#include "test_util.h"
-
+// Replicas across processes: `mpirun -np 2` on this machine (tests/mpi_replica_program.cc) ends with the
+// weights one process reaches with the same global batch, and a worker that dies or stops answering ends the
+// run with an error within the replica timeout. Skipped visibly in builds without MPI.
 #include <signal.h>
 #include <sys/wait.h>
+#include <systolic/systolic.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <thread>
 
+#include "replica_test_model.h"
+#include "test_util.h"
+
 using namespace systolic;
 using namespace systolic::testing;
 
 namespace {
 
-#define SYSTOLIC_REQUIRE_MPI()                                                                                 \
-  do {                                                                                                         \
-    if (!build_info().mpi)                                                                                     \
-      GTEST_SKIP() << "MPI test not run: this build of systolic has no MPI (install libopenmpi-dev and rebuild)"; \
-    if (std::string(SYSTOLIC_MPIEXEC).empty()) GTEST_SKIP() << "MPI test not run: CMake found no mpiexec";    \
+#define SYSTOLIC_REQUIRE_MPI()                                                                             \
+  do {                                                                                                     \
+    if (!build_info().mpi)                                                                                 \
+      GTEST_SKIP()                                                                                         \
+          << "MPI test not run: this build of systolic has no MPI (install libopenmpi-dev and rebuild)";   \
+    if (std::string(SYSTOLIC_MPIEXEC).empty()) GTEST_SKIP() << "MPI test not run: CMake found no mpiexec"; \
   } while (0)
 
 // mpirun -np 2 of the replica program, in the background; output to `log`.
-pid_t start_mpirun(const std::string& mode, const std::string& dir, const std::string& log, double timeout_s) {
+pid_t start_mpirun(const std::string& mode, const std::string& dir, const std::string& log,
+                   double timeout_s) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);  // test machines and containers often run as root
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     ::setenv("SYSTOLIC_REPLICA_TIMEOUT", std::to_string(timeout_s).c_str(), 1);
-    std::string cmd = std::string("exec ") + SYSTOLIC_MPIEXEC + " --allow-run-as-root --oversubscribe -np 2 " +
-                      SYSTOLIC_MPI_REPLICA_PROGRAM + " " + mode + " " + dir + " > " + log + " 2>&1";
+    std::string cmd = std::string("exec ") + SYSTOLIC_MPIEXEC +
+                      " --allow-run-as-root --oversubscribe -np 2 " + SYSTOLIC_MPI_REPLICA_PROGRAM + " " +
+                      mode + " " + dir + " > " + log + " 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   return pid;
 }
 
-// Waits up to `limit` seconds for the process; its exit status, or -1 (then it is killed) when it did not end.
+// Waits up to `limit` seconds for the process; its exit status, or -1 (then it is killed) when it did not
+// end.
 int wait_for(pid_t pid, double limit) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
   for (;;) {
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
@@ -59,8 +63,10 @@ int wait_for(pid_t pid, double limit) {
 bool wait_for_file(const std::string& path, double limit) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
   while (!std::filesystem::exists(path))
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   return true;
 }
 
@@ -71,7 +77,8 @@ std::vector<double> read_numbers(const std::string& path) {
   return v;
 }
 
-// Kills the rank 1 process with `signal` once both ranks train; returns (exit status, seconds until mpirun ended).
+// Kills the rank 1 process with `signal` once both ranks train; returns (exit status, seconds until mpirun
+// ended).
 std::pair<int, double> fault(int signal, const TempDir& dir, double timeout_s, std::string& log) {
   pid_t mpirun = start_mpirun("forever", dir.str(), dir.file("log.txt"), timeout_s);
   bool started = wait_for_file(dir.file("started.0"), 60) && wait_for_file(dir.file("started.1"), 60);
@@ -123,7 +130,8 @@ TEST(MpiReplicas, AKilledWorkerEndsTheRunWithinTheTimeout) {
   auto [status, took] = fault(SIGKILL, dir, 5, log);
   EXPECT_NE(status, 0) << log;
   EXPECT_NE(status, -1) << "mpirun did not end within 60 s after a worker was killed\n" << log;
-  // The launcher notices a dead rank at once; where it does not, the survivors' watchdog ends the job after 5 s.
+  // The launcher notices a dead rank at once; where it does not, the survivors' watchdog ends the job after 5
+  // s.
   EXPECT_LT(took, 5 + 10.0) << log;
 }
 
@@ -131,7 +139,8 @@ TEST(MpiReplicas, AStoppedWorkerTripsTheWatchdog) {
   SYSTOLIC_REQUIRE_MPI();
   TempDir dir;
   std::string log;
-  // SIGSTOP: the process lives but does not answer, which the launcher cannot see: only the watchdog ends the run.
+  // SIGSTOP: the process lives but does not answer, which the launcher cannot see: only the watchdog ends the
+  // run.
   auto [status, took] = fault(SIGSTOP, dir, 5, log);
   EXPECT_NE(status, 0) << log;
   EXPECT_NE(status, -1) << "mpirun did not end within 60 s after a worker stopped\n" << log;

@@ -1,15 +1,16 @@
-// Data-parallel CPU replicas in one process (MirroredStrategy::cpu): N replicas with a global batch B train to the
-// weights one replica reaches with B (batch norm absent or synchronised), per-replica batch norm differs only in
-// what it should, evaluation counts every sample once, and the errors and the timeout say what is wrong.
+// Data-parallel CPU replicas in one process (MirroredStrategy::cpu): N replicas with a global batch B train
+// to the weights one replica reaches with B (batch norm absent or synchronised), per-replica batch norm
+// differs only in what it should, evaluation counts every sample once, and the errors and the timeout say
+// what is wrong.
 #include <systolic/systolic.h>
-
-#include "distribute/communicator.h"
-#include "replica_test_model.h"
-#include "test_util.h"
 
 #include <chrono>
 #include <cstdio>
 #include <thread>
+
+#include "distribute/communicator.h"
+#include "replica_test_model.h"
+#include "test_util.h"
 
 using namespace systolic;
 using namespace systolic::testing;
@@ -20,9 +21,10 @@ struct TrainingResult {
   std::vector<double> weights, losses, scores;
 };
 
-// k epochs of the test model on `n` samples with global batch `batch`, on one replica or `replicas` CPU replicas.
-TrainingResult train(int replicas, bool batch_norm, bool sync_batch_norm, std::int64_t n = 96, std::int64_t batch = 32,
-          int epochs = 2) {
+// k epochs of the test model on `n` samples with global batch `batch`, on one replica or `replicas` CPU
+// replicas.
+TrainingResult train(int replicas, bool batch_norm, bool sync_batch_norm, std::int64_t n = 96,
+                     std::int64_t batch = 32, int epochs = 2) {
   Model cpu = replica_test_model(batch_norm);
   auto d = replica_test_data(n);
   Model m = replicas == 1 ? cpu
@@ -70,15 +72,17 @@ TEST(Replicas, SynchronisedBatchNormMatchesOneReplica) {
 
 TEST(Replicas, PerReplicaBatchNormDiffersOnlyWhereItShould) {
   // One step of 32 (16 per replica). Each replica normalises its shard with the shard's statistics, so the
-  // gradients, and the weights, differ from one replica's. The moving means are averaged over replicas at the end of
-  // the epoch: the mean of the shard means is the batch mean, so after one step they equal one replica's. The
-  // moving variances do not (the mean of shard variances misses the spread of the shard means).
+  // gradients, and the weights, differ from one replica's. The moving means are averaged over replicas at the
+  // end of the epoch: the mean of the shard means is the batch mean, so after one step they equal one
+  // replica's. The moving variances do not (the mean of shard variances misses the spread of the shard
+  // means).
   TrainingResult one = train(1, true, false, 32, 32, 1), two = train(2, true, false, 32, 32, 1);
   Model shape = replica_test_model(true);
   std::size_t at = 0, mean_at = 0, var_at = 0, trainable_differ = 0, n_mean = 0;
   for (auto& l : shape.layers())
     for (auto& w : l->weights()) {
-      if (w.name.find("moving_mean") != std::string::npos) mean_at = at, n_mean = std::size_t(w.value.numel());
+      if (w.name.find("moving_mean") != std::string::npos)
+        mean_at = at, n_mean = std::size_t(w.value.numel());
       if (w.name.find("moving_variance") != std::string::npos) var_at = at;
       if (w.trainable)
         for (std::int64_t i = 0; i < w.value.numel(); ++i)
@@ -145,8 +149,9 @@ TEST(Replicas, LogsTheReplicasAndWorkers) {
 
 TEST(Replicas, ModelWithReplicasRefusesToMoveOrRecompile) {
   Model m = to_accelerator(replica_test_model(false), distribute::MirroredStrategy::cpu(2));
-  EXPECT_NE(error_of([&] { m.compile("adam", "sparse_categorical_crossentropy"); }).find("compile the CPU model"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { m.compile("adam", "sparse_categorical_crossentropy"); }).find("compile the CPU model"),
+      std::string::npos);
   EXPECT_NE(error_of([&] { m.to(Device::cuda(0)); }).find("replicas"), std::string::npos);
 }
 

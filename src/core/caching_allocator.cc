@@ -7,7 +7,9 @@ namespace systolic {
 CachingAllocator::CachingAllocator(std::string name, RawAlloc raw_alloc, RawFree raw_free)
     : name_(std::move(name)), raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {}
 
-CachingAllocator::~CachingAllocator() { release_cached(); }
+CachingAllocator::~CachingAllocator() {
+  release_cached();
+}
 
 std::size_t CachingAllocator::block_size(std::size_t bytes) {
   constexpr std::size_t small = 512, large = std::size_t(2) << 20, limit = std::size_t(1) << 20;
@@ -20,8 +22,8 @@ void* CachingAllocator::allocate(std::size_t bytes) {
   std::size_t size = block_size(bytes);
   std::lock_guard lock(mutex_);
   ++stats_.allocations;
-  // Best fit among cached blocks, but never a block more than twice the request (a small tensor must not pin a
-  // large block that a later large request needs).
+  // Best fit among cached blocks, but never a block more than twice the request (a small tensor must not pin
+  // a large block that a later large request needs).
   auto it = free_.lower_bound(size);
   if (it != free_.end() && it->first <= 2 * size) {
     void* p = it->second;
@@ -45,8 +47,8 @@ void* CachingAllocator::allocate(std::size_t bytes) {
     p = raw_alloc_(size);
   }
   if (!p)
-    fail("out of memory on {}: allocating {} bytes with {} bytes in use (peak {})", name_, size, stats_.in_use,
-         stats_.peak_in_use);
+    fail("out of memory on {}: allocating {} bytes with {} bytes in use (peak {})", name_, size,
+         stats_.in_use, stats_.peak_in_use);
   used_.emplace(p, size);
   ++stats_.raw_allocations;
   stats_.in_use += size;

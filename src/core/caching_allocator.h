@@ -1,10 +1,10 @@
-// A caching allocator for device memory, as PyTorch's CUDA allocator does in spirit: freed blocks are kept and
-// handed out again, so a training step (which frees and allocates the same sizes every time) never calls the
-// driver's allocator after the first step. All work on a device runs on one stream, so a block freed by the host
-// can be reused at once: any later use is ordered after every earlier use on that stream.
+// A caching allocator for device memory, as PyTorch's CUDA allocator does in spirit: freed blocks are kept
+// and handed out again, so a training step (which frees and allocates the same sizes every time) never calls
+// the driver's allocator after the first step. All work on a device runs on one stream, so a block freed by
+// the host can be reused at once: any later use is ordered after every earlier use on that stream.
 //
-// The raw allocation functions are injected, so the logic is tested on the host (tests/test_allocator.cc) with
-// malloc; the CUDA runtime plugs in cudaMalloc/cudaFree.
+// The raw allocation functions are injected, so the logic is tested on the host (tests/test_allocator.cc)
+// with malloc; the CUDA runtime plugs in cudaMalloc/cudaFree.
 #pragma once
 
 #include <cstddef>
@@ -32,13 +32,13 @@ class CachingAllocator {
   void release_cached();     // gives every cached block back to the raw allocator
 
   struct Stats {
-    std::size_t in_use = 0;           // bytes in blocks handed out
-    std::size_t cached = 0;           // bytes in free blocks kept for reuse
+    std::size_t in_use = 0;  // bytes in blocks handed out
+    std::size_t cached = 0;  // bytes in free blocks kept for reuse
     std::size_t peak_in_use = 0;
     std::size_t raw_allocations = 0;  // calls of the raw allocator (cudaMalloc): constant in a steady loop
     std::size_t raw_frees = 0;
-    std::size_t reuses = 0;           // allocations served from the cache
-    std::size_t allocations = 0;      // calls of allocate() and deallocate(): a captured step must make none
+    std::size_t reuses = 0;       // allocations served from the cache
+    std::size_t allocations = 0;  // calls of allocate() and deallocate(): a captured step must make none
     std::size_t deallocations = 0;
   };
   Stats stats() const;

@@ -1,5 +1,6 @@
-// Philox4x32-10 and the key mixing of per-step randomness, shared by the CPU code and the CUDA kernels (compiled
-// by both g++ and nvcc), so a dropout mask or an augmentation is the same on every device for a given seed.
+// Philox4x32-10 and the key mixing of per-step randomness, shared by the CPU code and the CUDA kernels
+// (compiled by both g++ and nvcc), so a dropout mask or an augmentation is the same on every device for a
+// given seed.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,8 @@ struct U32x4 {
   std::uint32_t v[4];
 };
 
-// Salmon et al., "Parallel random numbers: as easy as 1, 2, 3": ten rounds over a 128-bit counter, 64-bit key.
+// Salmon et al., "Parallel random numbers: as easy as 1, 2, 3": ten rounds over a 128-bit counter, 64-bit
+// key.
 SYSTOLIC_HOST_DEVICE U32x4 philox4x32(U32x4 c, std::uint32_t k0, std::uint32_t k1) {
   constexpr std::uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
@@ -33,12 +35,15 @@ SYSTOLIC_HOST_DEVICE U32x4 philox4x32(U32x4 c, std::uint32_t k0, std::uint32_t k
 
 // The four random words at counter (index, 0) under a 64-bit key.
 SYSTOLIC_HOST_DEVICE U32x4 random4(std::uint64_t key, std::uint64_t index) {
-  return philox4x32(U32x4{{static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), 0u, 0u}},
-                    static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32));
+  return philox4x32(
+      U32x4{{static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), 0u, 0u}},
+      static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32));
 }
 
 // Uniform float in [0, 1) from 32 random bits (24 significant bits).
-SYSTOLIC_HOST_DEVICE float unit_float(std::uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+SYSTOLIC_HOST_DEVICE float unit_float(std::uint32_t x) {
+  return static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
+}
 
 // splitmix64's finaliser: a well-mixed 64-bit value from a weakly varying one.
 SYSTOLIC_HOST_DEVICE std::uint64_t mix64(std::uint64_t z) {
@@ -47,8 +52,8 @@ SYSTOLIC_HOST_DEVICE std::uint64_t mix64(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// The Philox key of a dropout mask: the layer's seed mixed with the model's training step (read on the device,
-// so the step need not be known when a CUDA graph of the step is captured).
+// The Philox key of a dropout mask: the layer's seed mixed with the model's training step (read on the
+// device, so the step need not be known when a CUDA graph of the step is captured).
 SYSTOLIC_HOST_DEVICE std::uint64_t dropout_key(std::uint64_t seed, double step) {
   return mix64(seed + 0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(step) + 1));
 }

@@ -11,13 +11,19 @@ struct StepGraph::Impl {};
 
 StepGraph::StepGraph(Device device) : device_(device) {}
 StepGraph::~StepGraph() = default;
-bool StepGraph::supported() const { return false; }
-bool StepGraph::captured() const { return false; }
+bool StepGraph::supported() const {
+  return false;
+}
+bool StepGraph::captured() const {
+  return false;
+}
 bool StepGraph::capture(const std::function<void()>&, std::string& why) {
   why = "this build has no CUDA support";
   return false;
 }
-void StepGraph::replay() { fail("StepGraph::replay: nothing was captured"); }
+void StepGraph::replay() {
+  fail("StepGraph::replay: nothing was captured");
+}
 void StepGraph::reset() {}
 
 }  // namespace systolic

@@ -1,12 +1,13 @@
 // StepGraph: a training step recorded once as a CUDA graph and replayed (one launch per step instead of ~100
-// kernel launches, and no gaps between kernels on the GPU). On the CPU, or in a build without CUDA, it just runs
-// the step.
+// kernel launches, and no gaps between kernels on the GPU). On the CPU, or in a build without CUDA, it just
+// runs the step.
 //
 // capture(step) records everything `step` queues on the device's stream; nothing runs while recording, so the
-// caller replays once right after. A capture is refused (returns false, and the caller runs its steps eagerly) when
-// the step allocated or freed device memory while recording (its addresses would be baked into the graph) or a
-// CUDA call failed during recording. Values that vary from step to step must therefore live in device memory (the
-// step counter, the batch's row indices), and every buffer must exist before the capture (a warm-up step).
+// caller replays once right after. A capture is refused (returns false, and the caller runs its steps
+// eagerly) when the step allocated or freed device memory while recording (its addresses would be baked into
+// the graph) or a CUDA call failed during recording. Values that vary from step to step must therefore live
+// in device memory (the step counter, the batch's row indices), and every buffer must exist before the
+// capture (a warm-up step).
 #pragma once
 
 #include <systolic/device.h>

@@ -1,5 +1,8 @@
-// Strategies and to_accelerator: the CPU model copied through its Keras config, weights and compile settings, then
-// moved; under a strategy of several replicas, one such copy per replica, tied together by a ReplicaGroup.
+// Strategies and to_accelerator: the CPU model copied through its Keras config, weights and compile settings,
+// then moved; under a strategy of several replicas, one such copy per replica, tied together by a
+// ReplicaGroup.
+#include <fmt/format.h>
+#include <omp.h>
 #include <systolic/distribute.h>
 #include <systolic/log.h>
 #include <systolic/random.h>
@@ -10,9 +13,6 @@
 #include "io/keras_io.h"
 #include "model/model_state.h"
 
-#include <fmt/format.h>
-#include <omp.h>
-
 namespace systolic {
 
 namespace distribute {
@@ -20,11 +20,13 @@ namespace distribute {
 Strategy::Strategy(std::string name, std::vector<Device> devices, StrategyOptions options)
     : name_(std::move(name)), devices_(std::move(devices)), options_(options) {
   SYSTOLIC_CHECK(!devices_.empty(), "strategy {}: no devices", name_);
-  SYSTOLIC_CHECK(options_.timeout_seconds >= 0, "strategy {}: timeout_seconds must not be negative, got {}", name_,
-                 options_.timeout_seconds);
+  SYSTOLIC_CHECK(options_.timeout_seconds >= 0, "strategy {}: timeout_seconds must not be negative, got {}",
+                 name_, options_.timeout_seconds);
 }
 
-Strategy OneDeviceStrategy(Device device) { return Strategy("OneDeviceStrategy", {device}); }
+Strategy OneDeviceStrategy(Device device) {
+  return Strategy("OneDeviceStrategy", {device});
+}
 
 namespace {
 std::vector<Device> all_gpus_else_cpu() {
@@ -39,12 +41,14 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices, StrategyOptions 
     : Strategy("MirroredStrategy", devices.empty() ? all_gpus_else_cpu() : std::move(devices), options) {
   bool cpu = devices_[0].is_cpu();
   for (auto& d : devices_) {
-    SYSTOLIC_CHECK(d.is_cpu() == cpu, "MirroredStrategy: replicas on {} and {}: mix CPU and GPU replicas is not "
-                   "supported", devices_[0].str(), d.str());
+    SYSTOLIC_CHECK(d.is_cpu() == cpu,
+                   "MirroredStrategy: replicas on {} and {}: mix CPU and GPU replicas is not "
+                   "supported",
+                   devices_[0].str(), d.str());
     if (!cpu)
       for (auto& e : devices_)
-        SYSTOLIC_CHECK(&e == &d || !(e == d), "MirroredStrategy: GPU {} is listed twice (one replica per GPU)",
-                       d.str());
+        SYSTOLIC_CHECK(&e == &d || !(e == d),
+                       "MirroredStrategy: GPU {} is listed twice (one replica per GPU)", d.str());
   }
 }
 
@@ -55,13 +59,14 @@ MirroredStrategy MirroredStrategy::cpu(int replicas, StrategyOptions options) {
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(StrategyOptions options)
     : Strategy("MultiWorkerMirroredStrategy", {Device::cpu()}, options) {
-  SYSTOLIC_CHECK(mpi_compiled(), "MultiWorkerMirroredStrategy: this build of systolic has no MPI support (install "
+  SYSTOLIC_CHECK(mpi_compiled(),
+                 "MultiWorkerMirroredStrategy: this build of systolic has no MPI support (install "
                  "Open MPI, libopenmpi-dev, and rebuild)");
   MpiWorld w = mpi_world();
   num_workers_ = w.size;
   worker_index_ = w.rank;
-  // The processes on this machine share its cores: each takes its part, so K processes on K cores do not run K
-  // OpenMP threads each.
+  // The processes on this machine share its cores: each takes its part, so K processes on K cores do not run
+  // K OpenMP threads each.
   omp_set_num_threads(std::max(1, omp_get_max_threads() / std::max(1, w.local_size)));
 }
 
@@ -86,24 +91,27 @@ namespace {
 // A copy of `src` (layers, weights, compile settings, optimizer state) on `device`.
 Model copy_model(const Model& cpu_model, Device device) {
   Model& src = const_cast<Model&>(cpu_model);
-  // Building the copy runs the layers' initialisers (then overwritten): put the global generator back, so fit shuffles
-  // as it would have without the copy (with a strategy or without, the same seed gives the same batches).
+  // Building the copy runs the layers' initialisers (then overwritten): put the global generator back, so fit
+  // shuffles as it would have without the copy (with a strategy or without, the same seed gives the same
+  // batches).
   Generator saved = global_generator();
   Model copy = keras_io::model_from_config(keras_io::model_config(src), "to_accelerator");
   global_generator() = saved;
   auto from = src.layers(), to = copy.layers();
-  SYSTOLIC_CHECK(from.size() == to.size(), "to_accelerator: the copy of model '{}' has {} layers, not {}", src.name(),
-                 to.size(), from.size());
+  SYSTOLIC_CHECK(from.size() == to.size(), "to_accelerator: the copy of model '{}' has {} layers, not {}",
+                 src.name(), to.size(), from.size());
   for (std::size_t i = 0; i < from.size(); ++i) {
     auto &wf = from[i]->weights(), &wt = to[i]->weights();
-    SYSTOLIC_CHECK(wf.size() == wt.size(), "to_accelerator: layer '{}' copied with other weights", from[i]->name());
+    SYSTOLIC_CHECK(wf.size() == wt.size(), "to_accelerator: layer '{}' copied with other weights",
+                   from[i]->name());
     for (std::size_t j = 0; j < wf.size(); ++j) wt[j].value.copy_from(wf[j].value);
   }
   if (src.compiled()) {
     auto names = src.metrics_names();
     copy.compile(src.optimizer(), src.loss(), std::vector<std::string>(names.begin() + 1, names.end()));
     auto& opt = copy.optimizer();
-    for (auto& [name, slot] : src.optimizer().slots()) opt.slot(name) = slot.clone();  // not shared with the CPU model
+    for (auto& [name, slot] : src.optimizer().slots())
+      opt.slot(name) = slot.clone();  // not shared with the CPU model
     opt.set_iterations(src.optimizer().iterations());
   }
   copy.to(device);
@@ -112,7 +120,8 @@ Model copy_model(const Model& cpu_model, Device device) {
 
 void log_hardware(const distribute::Strategy& strategy, int threads_per_replica) {
   auto gpus = gpu_info();
-  log_line(fmt::format("Found {} GPU{}{}", gpus.size(), gpus.size() == 1 ? "" : "s", gpus.empty() ? "" : ":"));
+  log_line(
+      fmt::format("Found {} GPU{}{}", gpus.size(), gpus.size() == 1 ? "" : "s", gpus.empty() ? "" : ":"));
   for (auto& g : gpus) log_line("  " + describe_device(Device::cuda(g.index)));
   log_line(fmt::format("Host: {}", describe_device(Device::cpu())));
   const auto& devices = strategy.devices();
@@ -133,11 +142,14 @@ void log_hardware(const distribute::Strategy& strategy, int threads_per_replica)
   log_line(fmt::format("  Num workers: {}", workers));
   log_line(fmt::format("  Num replicas per worker: {}", devices.size()));
   if (devices[0].is_cpu()) log_line(fmt::format("  OpenMP threads per replica: {}", threads_per_replica));
-  log_line(fmt::format("Strategy {}: global batches are split into {} equal shards; gradients are summed by {}{}",
-                       strategy.name(), replicas,
-                       workers > 1 ? "MPI" : devices[0].is_cpu() ? "a shared-memory all-reduce" : "NCCL",
-                       strategy.options().sync_batch_norm ? "; batch norm statistics are synchronised"
-                                                          : "; batch norm statistics are per replica"));
+  log_line(
+      fmt::format("Strategy {}: global batches are split into {} equal shards; gradients are summed by {}{}",
+                  strategy.name(), replicas,
+                  workers > 1           ? "MPI"
+                  : devices[0].is_cpu() ? "a shared-memory all-reduce"
+                                        : "NCCL",
+                  strategy.options().sync_batch_norm ? "; batch norm statistics are synchronised"
+                                                     : "; batch norm statistics are per replica"));
 }
 
 }  // namespace
@@ -145,8 +157,9 @@ void log_hardware(const distribute::Strategy& strategy, int threads_per_replica)
 Model to_accelerator(const Model& cpu_model, const distribute::Strategy& strategy) {
   const auto& devices = strategy.devices();
   for (auto& device : devices)
-    SYSTOLIC_CHECK(device_available(device), "to_accelerator: device {} is not available{}", device.str(),
-                   build_info().cuda ? " (no such GPU found)" : " (this build of systolic has no CUDA support)");
+    SYSTOLIC_CHECK(
+        device_available(device), "to_accelerator: device {} is not available{}", device.str(),
+        build_info().cuda ? " (no such GPU found)" : " (this build of systolic has no CUDA support)");
   int local = static_cast<int>(devices.size());
   // CPU replicas of one process split its OpenMP threads.
   int threads = std::max(1, omp_get_max_threads() / local);
@@ -162,15 +175,18 @@ Model to_accelerator(const Model& cpu_model, const distribute::Strategy& strateg
                                                           : distribute::replica_timeout_seconds();
   std::unique_ptr<distribute::Communicator> comm;
   if (strategy.num_workers() > 1) {
-    SYSTOLIC_CHECK(local == 1 && devices[0].is_cpu(),
-                   "to_accelerator: across workers each process drives one CPU replica (strategy {} has {} on {})",
-                   strategy.name(), local, devices[0].str());
+    SYSTOLIC_CHECK(
+        local == 1 && devices[0].is_cpu(),
+        "to_accelerator: across workers each process drives one CPU replica (strategy {} has {} on {})",
+        strategy.name(), local, devices[0].str());
     comm = distribute::make_mpi_communicator(timeout);
   } else if (devices[0].is_cpu()) {
     comm = distribute::make_thread_communicator(local, timeout);
   } else {
-    SYSTOLIC_CHECK(distribute::nccl_compiled(), "to_accelerator: {} GPU replicas need NCCL, which this build of "
-                   "systolic was compiled without", local);
+    SYSTOLIC_CHECK(distribute::nccl_compiled(),
+                   "to_accelerator: {} GPU replicas need NCCL, which this build of "
+                   "systolic was compiled without",
+                   local);
     std::vector<int> gpus;
     for (auto& d : devices) gpus.push_back(d.index());
     comm = distribute::make_nccl_communicator(gpus, timeout);

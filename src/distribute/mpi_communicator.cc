@@ -1,11 +1,10 @@
-// MPI: one replica per process. Launch detection, initialisation (once, finalised at exit), and the all-reduce.
+// MPI: one replica per process. Launch detection, initialisation (once, finalised at exit), and the
+// all-reduce.
 //
-// A plain MPI_Allreduce waits forever when a peer has died without the launcher noticing, or has stopped answering
-// (stopped, swapping, a hung GPU). So every collective is started non-blocking (MPI_Iallreduce) and polled with
-// MPI_Test against a deadline; past it, the process says which collective timed out and calls MPI_Abort, which
-// ends every process of the job (no rank can continue alone: the replicas would diverge).
-#include "distribute/communicator.h"
-
+// A plain MPI_Allreduce waits forever when a peer has died without the launcher noticing, or has stopped
+// answering (stopped, swapping, a hung GPU). So every collective is started non-blocking (MPI_Iallreduce) and
+// polled with MPI_Test against a deadline; past it, the process says which collective timed out and calls
+// MPI_Abort, which ends every process of the job (no rank can continue alone: the replicas would diverge).
 #include <systolic/error.h>
 
 #include <chrono>
@@ -13,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+
+#include "distribute/communicator.h"
 
 #if SYSTOLIC_HAS_MPI
 #include <mpi.h>
@@ -29,7 +30,9 @@ bool launched_by_mpi() {
 
 #if SYSTOLIC_HAS_MPI
 
-bool mpi_compiled() { return true; }
+bool mpi_compiled() {
+  return true;
+}
 
 namespace {
 
@@ -76,16 +79,21 @@ class MpiCommunicator final : public Communicator {
   int local_size() const override { return 1; }
 
   void all_reduce_sum(Tensor& t, int) override {
-    SYSTOLIC_CHECK(t.device().is_cpu(), "MPI all-reduce: the tensor is on {}; MPI sums host memory", t.device().str());
-    if (t.dtype() == DType::float32) reduce(t.raw_data(), t.numel(), MPI_FLOAT, "gradient all-reduce");
-    else if (t.dtype() == DType::float64) reduce(t.raw_data(), t.numel(), MPI_DOUBLE, "all-reduce");
-    else fail("MPI all-reduce: {} tensors are not supported (float32, float64)", dtype_name(t.dtype()));
+    SYSTOLIC_CHECK(t.device().is_cpu(), "MPI all-reduce: the tensor is on {}; MPI sums host memory",
+                   t.device().str());
+    if (t.dtype() == DType::float32)
+      reduce(t.raw_data(), t.numel(), MPI_FLOAT, "gradient all-reduce");
+    else if (t.dtype() == DType::float64)
+      reduce(t.raw_data(), t.numel(), MPI_DOUBLE, "all-reduce");
+    else
+      fail("MPI all-reduce: {} tensors are not supported (float32, float64)", dtype_name(t.dtype()));
   }
   void all_reduce_sum(std::vector<double>& v, int) override {
     reduce(v.data(), static_cast<std::int64_t>(v.size()), MPI_DOUBLE, "all-reduce of totals");
   }
   void abort(const std::string& why) override {
-    std::fprintf(stderr, "systolic: error: worker %d of %d: %s; aborting every worker\n", rank_, size_, why.c_str());
+    std::fprintf(stderr, "systolic: error: worker %d of %d: %s; aborting every worker\n", rank_, size_,
+                 why.c_str());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -93,10 +101,12 @@ class MpiCommunicator final : public Communicator {
  private:
   void reduce(void* data, std::int64_t count, MPI_Datatype type, const char* what) {
     if (size_ == 1) return;
-    SYSTOLIC_CHECK(count <= INT_MAX, "MPI all-reduce: {} values are more than one call takes ({})", count, INT_MAX);
+    SYSTOLIC_CHECK(count <= INT_MAX, "MPI all-reduce: {} values are more than one call takes ({})", count,
+                   INT_MAX);
     MPI_Request request;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), type, MPI_SUM, MPI_COMM_WORLD, &request),
-          "MPI_Iallreduce");
+    check(
+        MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), type, MPI_SUM, MPI_COMM_WORLD, &request),
+        "MPI_Iallreduce");
     auto start = std::chrono::steady_clock::now();
     auto deadline = start + std::chrono::duration<double>(timeout_s_);
     for (long polls = 0;; ++polls) {
@@ -104,9 +114,10 @@ class MpiCommunicator final : public Communicator {
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (done) return;
       if (std::chrono::steady_clock::now() > deadline)
-        abort(fmt::format("the {} did not complete within {} s (SYSTOLIC_REPLICA_TIMEOUT): another worker died or "
-                          "stopped answering",
-                          what, timeout_s_));
+        abort(fmt::format(
+            "the {} did not complete within {} s (SYSTOLIC_REPLICA_TIMEOUT): another worker died or "
+            "stopped answering",
+            what, timeout_s_));
       // Spin briefly (a step's all-reduce is usually done within microseconds of the last arrival), then poll
       // gently so a waiting rank leaves the CPU to the others.
       if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 1000 : 50));
@@ -153,13 +164,18 @@ void abort_workers(int code) {
 
 #else  // no MPI in this build
 
-bool mpi_compiled() { return false; }
+bool mpi_compiled() {
+  return false;
+}
 
 MpiWorld mpi_world() {
   fail("this build of systolic has no MPI support (install Open MPI, libopenmpi-dev, and rebuild)");
 }
 
-std::unique_ptr<Communicator> make_mpi_communicator(double) { mpi_world(); return nullptr; }
+std::unique_ptr<Communicator> make_mpi_communicator(double) {
+  mpi_world();
+  return nullptr;
+}
 
 void abort_workers(int) {}
 

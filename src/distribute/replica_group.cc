@@ -1,13 +1,12 @@
 // ReplicaGroup: runs the replicas of a step side by side and keeps them identical (see replica_group.h).
 #include "distribute/replica_group.h"
 
-#include "model/model_state.h"
-
+#include <omp.h>
 #include <systolic/error.h>
 
-#include <omp.h>
-
 #include <numeric>
+
+#include "model/model_state.h"
 
 namespace systolic::distribute {
 
@@ -38,14 +37,17 @@ std::vector<Tensor*> non_trainable(ModelState& s) {
 }  // namespace
 
 ReplicaGroup::ReplicaGroup(const Strategy& strategy, ModelState* first,
-                           std::vector<std::shared_ptr<ModelState>> others, std::unique_ptr<Communicator> comm,
-                           int threads_per_replica)
-    : strategy_(strategy), owned_(std::move(others)), comm_(std::move(comm)),
+                           std::vector<std::shared_ptr<ModelState>> others,
+                           std::unique_ptr<Communicator> comm, int threads_per_replica)
+    : strategy_(strategy),
+      owned_(std::move(others)),
+      comm_(std::move(comm)),
       threads_per_replica_(std::max(1, threads_per_replica)) {
   states_.push_back(first);
   for (auto& s : owned_) states_.push_back(s.get());
-  SYSTOLIC_CHECK(comm_->local_size() == local_size(), "replicas: the {} communicator drives {} local replicas, not {}",
-                 comm_->name(), comm_->local_size(), local_size());
+  SYSTOLIC_CHECK(comm_->local_size() == local_size(),
+                 "replicas: the {} communicator drives {} local replicas, not {}", comm_->name(),
+                 comm_->local_size(), local_size());
   cross_replica_sums_.resize(states_.size());
   for (int l = 0; l < local_size(); ++l) {
     ModelState& s = replica(l);
@@ -72,8 +74,9 @@ void ReplicaGroup::record_error(int local, std::exception_ptr e, const std::stri
     std::lock_guard l(m_);
     if (!first_error_) first_error_ = e;
   }
-  // Release the replicas waiting for this one in a collective (threads, NCCL). MPI's abort ends the job, which is
-  // right for a rank that cannot go on, but not here: the caller gets the error and decides (the command aborts).
+  // Release the replicas waiting for this one in a collective (threads, NCCL). MPI's abort ends the job,
+  // which is right for a rank that cannot go on, but not here: the caller gets the error and decides (the
+  // command aborts).
   if (comm_->name() != "MPI") comm_->abort(fmt::format("replica {} failed: {}", local, what));
 }
 
@@ -198,8 +201,9 @@ void ReplicaGroup::average_non_trainable_weights() {
     comm_->all_reduce_sum(v, local);
     std::size_t at = 0;
     for (Tensor* t : weights) {
-      std::vector<double> mean(v.begin() + static_cast<std::ptrdiff_t>(at),
-                               v.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(t->numel())));
+      std::vector<double> mean(
+          v.begin() + static_cast<std::ptrdiff_t>(at),
+          v.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(t->numel())));
       for (double& x : mean) x /= double(size());
       at += static_cast<std::size_t>(t->numel());
       t->copy_from(Tensor::from_vector(mean, t->shape()).to(t->dtype()).to(t->device()));

@@ -1,11 +1,9 @@
-// The replicas of a model under a data-parallel strategy: one ModelState per local replica (index 0 is the model's
-// own), the threads that drive replicas 1..L-1, and the communicator that sums across every replica. The model's
-// state owns the group; the group owns the other replicas' states.
+// The replicas of a model under a data-parallel strategy: one ModelState per local replica (index 0 is the
+// model's own), the threads that drive replicas 1..L-1, and the communicator that sums across every replica.
+// The model's state owns the group; the group owns the other replicas' states.
 #pragma once
 
 #include <systolic/distribute.h>
-
-#include "distribute/communicator.h"
 
 #include <condition_variable>
 #include <exception>
@@ -15,6 +13,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "distribute/communicator.h"
 
 namespace systolic {
 class ModelState;
@@ -44,13 +44,14 @@ class ReplicaGroup {
     return {n * global / size(), n * (global + 1) / size()};
   }
 
-  // Runs fn(local, state) for every local replica at once (local 0 on the calling thread), each on its share of the
-  // cores. When one replica throws, the collectives are aborted (so no replica waits for it) and the first error is
-  // rethrown here.
+  // Runs fn(local, state) for every local replica at once (local 0 on the calling thread), each on its share
+  // of the cores. When one replica throws, the collectives are aborted (so no replica waits for it) and the
+  // first error is rethrown here.
   void run(const std::function<void(int, ModelState&)>& fn);
 
-  // One training step on a global batch (host tensors; every worker passes the same batch): each replica computes
-  // the gradients of its shard scaled by 1 / batch, the gradients are summed, every replica applies the update.
+  // One training step on a global batch (host tensors; every worker passes the same batch): each replica
+  // computes the gradients of its shard scaled by 1 / batch, the gradients are summed, every replica applies
+  // the update.
   void train_step(const Tensor& x, const Tensor& y);
   // Metric totals (loss sum, metric counts) summed over every replica. Collective across workers.
   std::vector<double> sum_totals();
@@ -58,8 +59,8 @@ class ReplicaGroup {
 
   // Replica 0's trainable and non-trainable weights, optimizer slots and iteration count on every replica.
   void broadcast_weights();
-  // The mean over replicas of the non-trainable weights (per-replica batch norm statistics), on every replica:
-  // what TensorFlow reads from variables synchronised ON_READ with aggregation MEAN.
+  // The mean over replicas of the non-trainable weights (per-replica batch norm statistics), on every
+  // replica: what TensorFlow reads from variables synchronised ON_READ with aggregation MEAN.
   void average_non_trainable_weights();
   // The chief's values on every worker (epoch order, seeds); a no-op with one worker.
   void broadcast_from_chief(std::vector<double>& values);

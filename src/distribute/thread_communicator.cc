@@ -1,17 +1,17 @@
 // The shared-memory all-reduce of CPU replicas running as threads of one process, and the replica timeout.
 //
-// all_reduce_sum(t, r): every replica publishes its buffer; replica r sums slice r of all buffers (in replica order,
-// into its own buffer's slice r: nobody else reads that slice); then every replica copies the other slices from
-// their owners. Three barriers: after publishing, after summing, after copying (so an owner does not overwrite its
-// buffer, e.g. zero its gradients for the next step, while a peer still copies from it).
-#include "distribute/communicator.h"
-
+// all_reduce_sum(t, r): every replica publishes its buffer; replica r sums slice r of all buffers (in replica
+// order, into its own buffer's slice r: nobody else reads that slice); then every replica copies the other
+// slices from their owners. Three barriers: after publishing, after summing, after copying (so an owner does
+// not overwrite its buffer, e.g. zero its gradients for the next step, while a peer still copies from it).
 #include <systolic/error.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+
+#include "distribute/communicator.h"
 
 namespace systolic::distribute {
 
@@ -20,8 +20,8 @@ double replica_timeout_seconds() {
   if (!env || !*env) return 60.0;
   char* end = nullptr;
   double v = std::strtod(env, &end);
-  SYSTOLIC_CHECK(end && *end == '\0' && v > 0, "SYSTOLIC_REPLICA_TIMEOUT={}: expected a positive number of seconds",
-                 env);
+  SYSTOLIC_CHECK(end && *end == '\0' && v > 0,
+                 "SYSTOLIC_REPLICA_TIMEOUT={}: expected a positive number of seconds", env);
   return v;
 }
 
@@ -29,7 +29,8 @@ namespace {
 
 class ThreadCommunicator final : public Communicator {
  public:
-  ThreadCommunicator(int replicas, double timeout_s) : n_(replicas), timeout_s_(timeout_s), buffers_(replicas) {
+  ThreadCommunicator(int replicas, double timeout_s)
+      : n_(replicas), timeout_s_(timeout_s), buffers_(replicas) {
     SYSTOLIC_CHECK(replicas >= 1, "thread communicator: {} replicas", replicas);
   }
   std::string name() const override { return "shared memory"; }
@@ -37,11 +38,15 @@ class ThreadCommunicator final : public Communicator {
   int local_size() const override { return n_; }
 
   void all_reduce_sum(Tensor& t, int local) override {
-    SYSTOLIC_CHECK(t.device().is_cpu(), "all-reduce over threads: replica {} holds its tensor on {}, not the CPU", local,
+    SYSTOLIC_CHECK(t.device().is_cpu(),
+                   "all-reduce over threads: replica {} holds its tensor on {}, not the CPU", local,
                    t.device().str());
-    if (t.dtype() == DType::float32) reduce(t.data<float>(), t.numel(), local);
-    else if (t.dtype() == DType::float64) reduce(t.data<double>(), t.numel(), local);
-    else fail("all-reduce over threads: {} tensors are not supported (float32, float64)", dtype_name(t.dtype()));
+    if (t.dtype() == DType::float32)
+      reduce(t.data<float>(), t.numel(), local);
+    else if (t.dtype() == DType::float64)
+      reduce(t.data<double>(), t.numel(), local);
+    else
+      fail("all-reduce over threads: {} tensors are not supported (float32, float64)", dtype_name(t.dtype()));
   }
   void all_reduce_sum(std::vector<double>& v, int local) override {
     reduce(v.data(), static_cast<std::int64_t>(v.size()), local);
@@ -63,8 +68,9 @@ class ThreadCommunicator final : public Communicator {
     buffers_[local] = {data, count};
     barrier("all-reduce");
     for (int k = 0; k < n_; ++k)
-      SYSTOLIC_CHECK(buffers_[k].count == count, "all-reduce over threads: replica {} sums {} values, replica {} {}",
-                     k, buffers_[k].count, local, count);
+      SYSTOLIC_CHECK(buffers_[k].count == count,
+                     "all-reduce over threads: replica {} sums {} values, replica {} {}", k,
+                     buffers_[k].count, local, count);
     auto begin = [&](int r) { return count * r / n_; };
     for (std::int64_t i = begin(local); i < begin(local + 1); ++i) {
       T s = static_cast<const T*>(buffers_[0].data)[i];
@@ -74,11 +80,13 @@ class ThreadCommunicator final : public Communicator {
     barrier("all-reduce");
     for (int k = 0; k < n_; ++k)
       if (k != local)
-        for (std::int64_t i = begin(k); i < begin(k + 1); ++i) data[i] = static_cast<const T*>(buffers_[k].data)[i];
+        for (std::int64_t i = begin(k); i < begin(k + 1); ++i)
+          data[i] = static_cast<const T*>(buffers_[k].data)[i];
     barrier("all-reduce");
   }
 
-  // Waits for every replica; Error when the group was aborted or a replica does not arrive within the timeout.
+  // Waits for every replica; Error when the group was aborted or a replica does not arrive within the
+  // timeout.
   void barrier(const char* what) {
     std::unique_lock l(m_);
     if (aborted_) fail("{}", reason_);

@@ -2,11 +2,11 @@
 // options in the form of ops/augment_math.h (which nvcc compiles, so it cannot see ops.h).
 #pragma once
 
-#include "ops/augment_math.h"
-
 #include <systolic/ops.h>
 
 #include <cmath>
+
+#include "ops/augment_math.h"
 
 namespace systolic::ops::augment {
 

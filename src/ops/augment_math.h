@@ -11,10 +11,10 @@
 // clamped ("nearest") or give cval ("constant").
 #pragma once
 
-#include "core/philox.h"
-
 #include <cmath>
 #include <cstdint>
+
+#include "core/philox.h"
 
 namespace systolic::ops::augment {
 

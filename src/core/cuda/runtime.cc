@@ -1,7 +1,5 @@
 #include "core/cuda/runtime.h"
 
-#include "core/cuda/check.h"
-
 #include <fmt/format.h>
 
 #include <cstring>
@@ -9,10 +7,13 @@
 #include <memory>
 #include <mutex>
 
+#include "core/cuda/check.h"
+
 namespace systolic::cuda {
 
 void fail_call(const char* library, const char* call, const char* status, const char* file, int line) {
-  fail("{} call {} failed: {} ({}:{})", library, call, status, std::filesystem::path(file).filename().string(), line);
+  fail("{} call {} failed: {} ({}:{})", library, call, status,
+       std::filesystem::path(file).filename().string(), line);
 }
 
 namespace {
@@ -37,8 +38,9 @@ std::vector<std::unique_ptr<DeviceState>>& states() {
 
 DeviceState& state(int index) {
   auto& s = states();
-  SYSTOLIC_CHECK(index >= 0 && index < static_cast<int>(s.size()), "device cuda:{} is not available ({} GPU{} found)",
-                 index, s.size(), s.size() == 1 ? "" : "s");
+  SYSTOLIC_CHECK(index >= 0 && index < static_cast<int>(s.size()),
+                 "device cuda:{} is not available ({} GPU{} found)", index, s.size(),
+                 s.size() == 1 ? "" : "s");
   DeviceState& d = *s[index];
   std::call_once(d.once, [&] {
     SYSTOLIC_CUDA_CHECK(cudaSetDevice(index));
@@ -110,7 +112,9 @@ void set_device(int index) {
   SYSTOLIC_CUDA_CHECK(cudaSetDevice(index));
 }
 
-void* stream(int index) { return state(index).stream; }
+void* stream(int index) {
+  return state(index).stream;
+}
 
 void synchronize(int index) {
   DeviceState& d = state(index);
@@ -127,11 +131,19 @@ void synchronize(int index) {
   fail("on cuda:{}: {} (found by a GPU kernel; the data of that step are invalid)", index, what);
 }
 
-int* error_flags(int index) { return state(index).error_flags; }
+int* error_flags(int index) {
+  return state(index).error_flags;
+}
 
-CachingAllocator& allocator(int index) { return *state(index).allocator; }
-void* allocate(std::size_t bytes, int index) { return state(index).allocator->allocate(bytes); }
-void deallocate(void* p, int index) { state(index).allocator->deallocate(p); }
+CachingAllocator& allocator(int index) {
+  return *state(index).allocator;
+}
+void* allocate(std::size_t bytes, int index) {
+  return state(index).allocator->allocate(bytes);
+}
+void deallocate(void* p, int index) {
+  state(index).allocator->deallocate(p);
+}
 
 void copy(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
   if (bytes == 0) return;

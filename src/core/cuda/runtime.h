@@ -1,15 +1,15 @@
-// The CUDA runtime seen from the rest of systolic (compiled only in CUDA builds; this header has no CUDA types so
-// core code can include it): devices, one stream per device, the caching allocator, copies. Every CUDA status is
-// checked and turned into systolic::Error naming the call (core/cuda/check.h).
+// The CUDA runtime seen from the rest of systolic (compiled only in CUDA builds; this header has no CUDA
+// types so core code can include it): devices, one stream per device, the caching allocator, copies. Every
+// CUDA status is checked and turned into systolic::Error naming the call (core/cuda/check.h).
 #pragma once
-
-#include "core/caching_allocator.h"
 
 #include <systolic/device.h>
 #include <systolic/system.h>
 
 #include <cstddef>
 #include <vector>
+
+#include "core/caching_allocator.h"
 
 namespace systolic::cuda {
 
@@ -23,10 +23,11 @@ void set_device(int index);
 // The device's stream (created on first use, non-blocking): every op, copy and allocation on that device is
 // ordered on it.
 void* stream(int index);
-// Waits for the device's stream, then raises Error if a kernel flagged bad data (error_flags) since the last check.
+// Waits for the device's stream, then raises Error if a kernel flagged bad data (error_flags) since the last
+// check.
 void synchronize(int index);
-// A device int that kernels set bits in (ops/cuda/context.h's ErrorFlag) when they meet data they cannot report at
-// once, such as a label out of range; synchronize() reports and clears it.
+// A device int that kernels set bits in (ops/cuda/context.h's ErrorFlag) when they meet data they cannot
+// report at once, such as a label out of range; synchronize() reports and clears it.
 int* error_flags(int index);
 
 CachingAllocator& allocator(int index);

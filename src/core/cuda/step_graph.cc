@@ -1,10 +1,10 @@
 // StepGraph with CUDA graphs: stream capture of the device's stream, instantiate, launch.
 #include "core/step_graph.h"
 
+#include <fmt/format.h>
+
 #include "core/cuda/check.h"
 #include "core/cuda/runtime.h"
-
-#include <fmt/format.h>
 
 namespace systolic {
 
@@ -14,10 +14,16 @@ struct StepGraph::Impl {
 
 StepGraph::StepGraph(Device device) : device_(device), impl_(std::make_unique<Impl>()) {}
 
-StepGraph::~StepGraph() { reset(); }
+StepGraph::~StepGraph() {
+  reset();
+}
 
-bool StepGraph::supported() const { return !device_.is_cpu() && device_available(device_); }
-bool StepGraph::captured() const { return impl_->exec != nullptr; }
+bool StepGraph::supported() const {
+  return !device_.is_cpu() && device_available(device_);
+}
+bool StepGraph::captured() const {
+  return impl_->exec != nullptr;
+}
 
 void StepGraph::reset() {
   if (impl_->exec) {
@@ -47,8 +53,10 @@ bool StepGraph::capture(const std::function<void()>& step, std::string& why) {
   cudaGraph_t graph = nullptr;
   cudaError_t end = cudaStreamEndCapture(stream, &graph);
   auto after = alloc.stats();
-  if (error.empty() && end != cudaSuccess) error = fmt::format("cudaStreamEndCapture: {}", cudaGetErrorString(end));
-  if (error.empty() && (after.allocations != before.allocations || after.deallocations != before.deallocations))
+  if (error.empty() && end != cudaSuccess)
+    error = fmt::format("cudaStreamEndCapture: {}", cudaGetErrorString(end));
+  if (error.empty() &&
+      (after.allocations != before.allocations || after.deallocations != before.deallocations))
     error = fmt::format("the step allocated device memory while being captured ({} allocations, {} frees)",
                         after.allocations - before.allocations, after.deallocations - before.deallocations);
   if (error.empty()) {

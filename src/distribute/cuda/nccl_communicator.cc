@@ -1,28 +1,28 @@
 // NCCL: GPU replicas of one process, one communicator per GPU (ncclCommInitAll), each driven by its replica's
 // thread, all-reducing on that device's stream. Compiled in CUDA builds that found NCCL (SYSTOLIC_HAS_NCCL).
 //
-// Faults: a collective is enqueued asynchronously, so the calling thread polls the stream (cudaStreamQuery) and
-// NCCL's asynchronous error state against the deadline; past it, the communicators are aborted (ncclCommAbort,
-// which releases the kernels stuck waiting for a peer) and the replica raises Error.
+// Faults: a collective is enqueued asynchronously, so the calling thread polls the stream (cudaStreamQuery)
+// and NCCL's asynchronous error state against the deadline; past it, the communicators are aborted
+// (ncclCommAbort, which releases the kernels stuck waiting for a peer) and the replica raises Error.
 #if SYSTOLIC_HAS_NCCL
-
-#include "distribute/communicator.h"
-
-#include "core/cuda/check.h"
-#include "core/cuda/runtime.h"
-
-#include <systolic/error.h>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <systolic/error.h>
 
 #include <chrono>
 #include <mutex>
 #include <thread>
 
+#include "core/cuda/check.h"
+#include "core/cuda/runtime.h"
+#include "distribute/communicator.h"
+
 namespace systolic::distribute {
 
-bool nccl_compiled() { return true; }
+bool nccl_compiled() {
+  return true;
+}
 
 namespace {
 
@@ -47,11 +47,13 @@ class NcclCommunicator final : public Communicator {
 
   void all_reduce_sum(Tensor& t, int local) override {
     int gpu = gpus_.at(static_cast<std::size_t>(local));
-    SYSTOLIC_CHECK(t.device() == Device::cuda(gpu), "NCCL all-reduce: replica {} holds its tensor on {}, not cuda:{}",
-                   local, t.device().str(), gpu);
+    SYSTOLIC_CHECK(t.device() == Device::cuda(gpu),
+                   "NCCL all-reduce: replica {} holds its tensor on {}, not cuda:{}", local, t.device().str(),
+                   gpu);
     ncclDataType_t type = t.dtype() == DType::float32 ? ncclFloat32
-                          : t.dtype() == DType::float64 ? ncclFloat64
-                                                        : throw Error("NCCL all-reduce: float32 or float64 tensors only");
+                          : t.dtype() == DType::float64
+                              ? ncclFloat64
+                              : throw Error("NCCL all-reduce: float32 or float64 tensors only");
     cuda::set_device(gpu);
     auto stream = static_cast<cudaStream_t>(cuda::stream(gpu));
     check_nccl(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<std::size_t>(t.numel()), type, ncclSum,
@@ -61,7 +63,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   void all_reduce_sum(std::vector<double>& v, int local) override {
-    Tensor d = Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}).to(Device::cuda(gpus_.at(local)));
+    Tensor d =
+        Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}).to(Device::cuda(gpus_.at(local)));
     all_reduce_sum(d, local);
     v = d.to_doubles();
   }
@@ -91,9 +94,10 @@ class NcclCommunicator final : public Communicator {
       if (async != ncclSuccess && async != ncclInProgress)
         abort(fmt::format("NCCL: replica {} failed in the all-reduce: {}", local, ncclGetErrorString(async)));
       else if (std::chrono::steady_clock::now() > deadline)
-        abort(fmt::format("replicas: the NCCL all-reduce did not complete within {} s (SYSTOLIC_REPLICA_TIMEOUT): a "
-                          "replica failed or stopped answering",
-                          timeout_s_));
+        abort(fmt::format(
+            "replicas: the NCCL all-reduce did not complete within {} s (SYSTOLIC_REPLICA_TIMEOUT): a "
+            "replica failed or stopped answering",
+            timeout_s_));
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }

@@ -1,11 +1,10 @@
 // Image augmentation on the CPU: the math is ops/augment_math.h's, shared with the CUDA kernel. augment_image
 // does one image serially (the input pipeline calls it from its own threads, converting uint8 rows on the
 // fly); augment_images runs a batch over OpenMP threads, one sample per iteration.
-#include "ops/cpu/loops.h"
+#include <vector>
 
 #include "ops/augment.h"
-
-#include <vector>
+#include "ops/cpu/loops.h"
 
 namespace systolic::ops::loops {
 

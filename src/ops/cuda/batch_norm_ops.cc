@@ -50,8 +50,8 @@ void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gam
   Context& c = context(x);
   void* workspace = c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C));
   SYSTOLIC_CUDA_CHECK(dnn::launch_batch_norm_forward_training(
-      x.raw_data(), element_of(x.dtype()), gamma.data<float>(), beta.data<float>(), y.raw_data(), mean.data<float>(),
-      var.data<float>(), s.R, s.C, static_cast<float>(eps), workspace, c.stream));
+      x.raw_data(), element_of(x.dtype()), gamma.data<float>(), beta.data<float>(), y.raw_data(),
+      mean.data<float>(), var.data<float>(), s.R, s.C, static_cast<float>(eps), workspace, c.stream));
 }
 
 void CudaBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -85,9 +85,10 @@ void CudaBackend::batch_norm_backward(const Tensor& x, const Tensor& gamma, cons
   Context& c = context(x);
   void* workspace = c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C));
   SYSTOLIC_CUDA_CHECK(dnn::launch_batch_norm_backward(
-      x.raw_data(), dy.raw_data(), element_of(x.dtype()), gamma.data<float>(), mean.data<float>(), var.data<float>(),
-      dx.defined() ? dx.raw_data() : nullptr, dgamma.defined() ? dgamma.data<float>() : nullptr,
-      dbeta.defined() ? dbeta.data<float>() : nullptr, s.R, s.C, eps, workspace, c.stream));
+      x.raw_data(), dy.raw_data(), element_of(x.dtype()), gamma.data<float>(), mean.data<float>(),
+      var.data<float>(), dx.defined() ? dx.raw_data() : nullptr,
+      dgamma.defined() ? dgamma.data<float>() : nullptr, dbeta.defined() ? dbeta.data<float>() : nullptr, s.R,
+      s.C, eps, workspace, c.stream));
 }
 
 }  // namespace systolic::ops::cuda

@@ -1,14 +1,13 @@
 #include "ops/cuda/context.h"
 
-#include "ops/cuda/cuda_backend.h"
-
-#include <systolic/system.h>
-
 #include <fmt/format.h>
+#include <systolic/system.h>
 
 #include <memory>
 #include <mutex>
 #include <vector>
+
+#include "ops/cuda/cuda_backend.h"
 
 namespace systolic::ops::cuda {
 
@@ -55,7 +54,8 @@ void* Context::workspace(std::size_t bytes) {
     // least 1.5x bounds what is kept to about twice the largest workspace.
     if (workspace_.defined()) retired_workspaces_.push_back(workspace_);
     std::size_t grown = workspace_.defined() ? workspace_.nbytes() + workspace_.nbytes() / 2 : 0;
-    workspace_ = Tensor({static_cast<std::int64_t>(std::max(bytes, grown))}, DType::uint8, Device::cuda(device));
+    workspace_ =
+        Tensor({static_cast<std::int64_t>(std::max(bytes, grown))}, DType::uint8, Device::cuda(device));
   }
   return workspace_.raw_data();
 }
@@ -91,16 +91,26 @@ void check_dtype(const char* op, const Tensor& t, std::initializer_list<DType> a
 
 const char* cublas_status_name(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
-    default: return "unknown cuBLAS status";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+    default:
+      return "unknown cuBLAS status";
   }
 }
 

@@ -2,20 +2,19 @@
 // handles bound to it, scratch memory from the caching allocator, and checks of dtype, shape and device.
 #pragma once
 
-#include "core/cuda/check.h"
-#include "core/cuda/runtime.h"
-#include "ops/cuda/element.h"
-
-#include <systolic/tensor.h>
-
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <systolic/tensor.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <vector>
+
+#include "core/cuda/check.h"
+#include "core/cuda/runtime.h"
+#include "ops/cuda/element.h"
 
 namespace systolic::ops::cuda {
 
@@ -28,11 +27,11 @@ struct Context {
 
   // The device's persistent scratch memory (cuDNN and cuBLASLt workspaces, transposed kernels, padded copies,
   // partial sums): at least `bytes`, 256-byte aligned. One buffer per device, grown (never shrunk) when a
-  // larger size is asked for, so once a training step has run (the warm-up step), later steps allocate nothing
-  // and a step captured as a CUDA graph keeps pointing at valid memory. The pointer is valid until the next
-  // call: an op asks once, for the sum of its pieces (WorkspacePlan), and enqueues all its work before
-  // returning. A freed buffer is safe to reuse at once because all work on the device is ordered on `stream`.
-  // A device's ops are issued from one host thread at a time (one replica per device).
+  // larger size is asked for, so once a training step has run (the warm-up step), later steps allocate
+  // nothing and a step captured as a CUDA graph keeps pointing at valid memory. The pointer is valid until
+  // the next call: an op asks once, for the sum of its pieces (WorkspacePlan), and enqueues all its work
+  // before returning. A freed buffer is safe to reuse at once because all work on the device is ordered on
+  // `stream`. A device's ops are issued from one host thread at a time (one replica per device).
   void* workspace(std::size_t bytes);
 
  private:
@@ -69,7 +68,8 @@ enum ErrorFlag : int { kLabelOutOfRange = 1, kIndexOutOfRange = 2 };
 // The kernels' element type of a dtype (ops/cuda/element.h).
 Element element_of(DType dtype);
 
-// Scratch device memory (workspaces): a uint8 tensor from the caching allocator, freed when it goes out of scope.
+// Scratch device memory (workspaces): a uint8 tensor from the caching allocator, freed when it goes out of
+// scope.
 Tensor scratch(std::size_t bytes, int device);
 
 // Checks, raising Error naming the op: the dtype is one of those given; the tensor is defined.
@@ -86,19 +86,20 @@ inline std::size_t pointer_alignment(const void* p) {
 
 }  // namespace systolic::ops::cuda
 
-#define SYSTOLIC_CUDNN_CHECK(call)                                                                        \
-  do {                                                                                                    \
-    cudnnStatus_t systolic_status_ = (call);                                                              \
-    if (systolic_status_ != CUDNN_STATUS_SUCCESS)                                                         \
-      ::systolic::cuda::fail_call("cuDNN", #call, cudnnGetErrorString(systolic_status_), __FILE__, __LINE__); \
+#define SYSTOLIC_CUDNN_CHECK(call)                                                                 \
+  do {                                                                                             \
+    cudnnStatus_t systolic_status_ = (call);                                                       \
+    if (systolic_status_ != CUDNN_STATUS_SUCCESS)                                                  \
+      ::systolic::cuda::fail_call("cuDNN", #call, cudnnGetErrorString(systolic_status_), __FILE__, \
+                                  __LINE__);                                                       \
   } while (0)
 
-#define SYSTOLIC_CUBLAS_CHECK(call)                                                                       \
-  do {                                                                                                    \
-    cublasStatus_t systolic_status_ = (call);                                                             \
-    if (systolic_status_ != CUBLAS_STATUS_SUCCESS)                                                        \
-      ::systolic::cuda::fail_call("cuBLAS", #call, ::systolic::ops::cuda::cublas_status_name(systolic_status_), \
-                                  __FILE__, __LINE__);                                                    \
+#define SYSTOLIC_CUBLAS_CHECK(call)                                                                          \
+  do {                                                                                                       \
+    cublasStatus_t systolic_status_ = (call);                                                                \
+    if (systolic_status_ != CUBLAS_STATUS_SUCCESS)                                                           \
+      ::systolic::cuda::fail_call(                                                                           \
+          "cuBLAS", #call, ::systolic::ops::cuda::cublas_status_name(systolic_status_), __FILE__, __LINE__); \
   } while (0)
 
 namespace systolic::ops::cuda {

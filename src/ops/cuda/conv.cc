@@ -301,13 +301,14 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   void* base = c.workspace(plan.total());
   void* wt = WorkspacePlan::at(base, at_w);
 
-  SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(w.raw_data(), element_of(w.dtype()), wt, element_of(x.dtype()), g.KH * g.KW * g.C, g.F,
+  SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(w.raw_data(), element_of(w.dtype()), wt, element_of(x.dtype()),
+                                            g.KH * g.KW * g.C, g.F,
                                             /*accumulate=*/false, c.stream));
   const void* xin = x.raw_data();
   if (g.padded()) {
     void* xpad = WorkspacePlan::at(base, at_x);
-    SYSTOLIC_CUDA_CHECK(dnn::launch_pad_nhwc(x.raw_data(), xpad, element_of(x.dtype()), g.N, g.H, g.W, g.C, g.PH, g.PW,
-                                             g.extra_top, g.extra_left, 0.0f, c.stream));
+    SYSTOLIC_CUDA_CHECK(dnn::launch_pad_nhwc(x.raw_data(), xpad, element_of(x.dtype()), g.N, g.H, g.W, g.C,
+                                             g.PH, g.PW, g.extra_top, g.extra_left, 0.0f, c.stream));
     xin = xpad;
   }
   SYSTOLIC_CUDNN_CHECK(cudnnConvolutionForward(c.cudnn, &kOne, e.x, xin, e.w, wt, e.forward, e.forward_algo,
@@ -316,29 +317,16 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   // The epilogue: bias and the fused activation in one pass over y.
   bool relu = p.activation == Activation::relu;
   if (b.defined() || relu)
-    SYSTOLIC_CUDA_CHECK(dnn::launch_add_bias(y.raw_data(), element_of(y.dtype()), b.defined() ? b.raw_data() : nullptr,
-                                             b.defined() ? element_of(b.dtype()) : element_of(y.dtype()), g.N * g.OH * g.OW, g.F, relu,
-                                             c.stream));
+    SYSTOLIC_CUDA_CHECK(dnn::launch_add_bias(
+        y.raw_data(), element_of(y.dtype()), b.defined() ? b.raw_data() : nullptr,
+        b.defined() ? element_of(b.dtype()) : element_of(y.dtype()), g.N * g.OH * g.OW, g.F, relu, c.stream));
 }
 
 void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                                   Tensor& db, const Conv2DParams& p) {
   const char* op = "conv2d_backward";
   ConvGeometry g = conv_geometry(op, x, w, dy, "dy", p);
-  if (dx.defined()) {
-    check_same_dtype(op, "dx", dx, x.dtype());
-    SYSTOLIC_CHECK(dx.shape() == x.shape(), "{}: dx {} must have x's shape {}", op, dx.shape().str(),
-                   x.shape().str());
-  }
-  if (dw.defined()) {
-    check_param_dtype(op, "dw", dw, x.dtype());
-    SYSTOLIC_CHECK(dw.shape() == w.shape(), "{}: dw {} must have the kernel's shape {}", op, dw.shape().str(),
-                   w.shape().str());
-  }
-  if (db.defined()) {
-    check_param_dtype(op, "db", db, x.dtype());
-    SYSTOLIC_CHECK(db.numel() == g.F, "{}: db {} does not match {} filters", op, db.shape().str(), g.F);
-  }
+  check_backward_gradients(op, x, w, dx, dw, db, g.F, "filters");
   const bool need_data = dx.defined() && dx.numel() > 0, need_filter = dw.defined();
   if (!need_data && !need_filter && !db.defined()) return;
   Context& c = context(dy);
@@ -366,8 +354,8 @@ void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor
   void* scratch = WorkspacePlan::at(base, at_scratch);
 
   if (db.defined())
-    SYSTOLIC_CUDA_CHECK(dnn::launch_bias_grad(dy.raw_data(), t, db.raw_data(), element_of(db.dtype()), rows, g.F,
-                                              WorkspacePlan::at(base, at_partial), c.stream));
+    SYSTOLIC_CUDA_CHECK(dnn::launch_bias_grad(dy.raw_data(), t, db.raw_data(), element_of(db.dtype()), rows,
+                                              g.F, WorkspacePlan::at(base, at_partial), c.stream));
   if (need_data) {
     void* wt = WorkspacePlan::at(base, at_wt);
     SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(w.raw_data(), t, wt, t, g.KH * g.KW * g.C, g.F,
@@ -393,7 +381,8 @@ void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor
                                                         e.backward_filter, e.filter_algo, scratch,
                                                         e.filter_workspace, &kZero, e.w, dwt));
     // dwt is (F, KH, KW, C) = [F, KH*KW*C]; dw is [KH*KW*C, F]: transpose and add.
-    SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(dwt, t, dw.raw_data(), element_of(dw.dtype()), g.F, g.KH * g.KW * g.C,
+    SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(dwt, t, dw.raw_data(), element_of(dw.dtype()), g.F,
+                                              g.KH * g.KW * g.C,
                                               /*accumulate=*/true, c.stream));
   }
 }

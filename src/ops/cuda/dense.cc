@@ -209,8 +209,9 @@ void CudaBackend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& 
   if (K == 0) {  // an empty sum: y is the bias
     SYSTOLIC_CUDA_CHECK(cudaMemsetAsync(y.raw_data(), 0, y.nbytes(), c.stream));
     if (b.defined())
-      SYSTOLIC_CUDA_CHECK(
-          dnn::launch_add_bias(y.raw_data(), element_of(y.dtype()), b.raw_data(), element_of(b.dtype()), M, U, /*relu=*/false, c.stream));
+      SYSTOLIC_CUDA_CHECK(dnn::launch_add_bias(y.raw_data(), element_of(y.dtype()), b.raw_data(),
+                                               element_of(b.dtype()), M, U,
+                                               /*relu=*/false, c.stream));
     return;
   }
   const bool fused = b.defined() && b.dtype() == y.dtype() && pointer_alignment(b.raw_data()) >= 16;
@@ -232,28 +233,16 @@ void CudaBackend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& 
   MatmulPlan& e = matmul_plan(c, s);
   run(c, e, s, 0.0f, c.workspace(e.workspace));
   if (b.defined() && !fused)
-    SYSTOLIC_CUDA_CHECK(
-        dnn::launch_add_bias(y.raw_data(), element_of(y.dtype()), b.raw_data(), element_of(b.dtype()), M, U, /*relu=*/false, c.stream));
+    SYSTOLIC_CUDA_CHECK(dnn::launch_add_bias(y.raw_data(), element_of(y.dtype()), b.raw_data(),
+                                             element_of(b.dtype()), M, U,
+                                             /*relu=*/false, c.stream));
 }
 
 void CudaBackend::dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                                  Tensor& db) {
   const char* op = "dense_backward";
   const std::int64_t M = check_dense(op, x, w, dy, "dy"), K = w.dim(0), U = w.dim(1);
-  if (dx.defined()) {
-    check_same_dtype(op, "dx", dx, x.dtype());
-    SYSTOLIC_CHECK(dx.shape() == x.shape(), "{}: dx {} must have x's shape {}", op, dx.shape().str(),
-                   x.shape().str());
-  }
-  if (dw.defined()) {
-    check_param_dtype(op, "dw", dw, x.dtype());
-    SYSTOLIC_CHECK(dw.shape() == w.shape(), "{}: dw {} must have the kernel's shape {}", op, dw.shape().str(),
-                   w.shape().str());
-  }
-  if (db.defined()) {
-    check_param_dtype(op, "db", db, x.dtype());
-    SYSTOLIC_CHECK(db.numel() == U, "{}: db {} does not match {} units", op, db.shape().str(), U);
-  }
+  check_backward_gradients(op, x, w, dx, dw, db, U, "units");
   if (!dx.defined() && !dw.defined() && !db.defined()) return;
   Context& c = context(dy);
 
@@ -306,7 +295,8 @@ void CudaBackend::dense_backward(const Tensor& x, const Tensor& w, const Tensor&
   if (pd) run(c, *pd, sd, 0.0f, WorkspacePlan::at(base, at_scratch));
   if (pw) run(c, *pw, sw, 1.0f, WorkspacePlan::at(base, at_scratch));
   if (bias)
-    SYSTOLIC_CUDA_CHECK(dnn::launch_bias_grad(dy.raw_data(), element_of(dy.dtype()), db.raw_data(), element_of(db.dtype()), M, U,
+    SYSTOLIC_CUDA_CHECK(dnn::launch_bias_grad(dy.raw_data(), element_of(dy.dtype()), db.raw_data(),
+                                              element_of(db.dtype()), M, U,
                                               WorkspacePlan::at(base, at_partial), c.stream));
 }
 

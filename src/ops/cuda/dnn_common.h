@@ -30,6 +30,28 @@ inline void check_param_dtype(const char* op, const char* name, const Tensor& t,
                  name, dtype_name(t.dtype()), dtype_name(data));
 }
 
+// The gradients a convolution or dense backward writes, where defined: dx with x's dtype and shape, dw with
+// the kernel's shape, db with one value per output (`outputs` filters or units); dw and db may be float32.
+inline void check_backward_gradients(const char* op, const Tensor& x, const Tensor& w, const Tensor& dx,
+                                     const Tensor& dw, const Tensor& db, std::int64_t outputs,
+                                     const char* output_name) {
+  if (dx.defined()) {
+    check_same_dtype(op, "dx", dx, x.dtype());
+    SYSTOLIC_CHECK(dx.shape() == x.shape(), "{}: dx {} must have x's shape {}", op, dx.shape().str(),
+                   x.shape().str());
+  }
+  if (dw.defined()) {
+    check_param_dtype(op, "dw", dw, x.dtype());
+    SYSTOLIC_CHECK(dw.shape() == w.shape(), "{}: dw {} must have the kernel's shape {}", op, dw.shape().str(),
+                   w.shape().str());
+  }
+  if (db.defined()) {
+    check_param_dtype(op, "db", db, x.dtype());
+    SYSTOLIC_CHECK(db.numel() == outputs, "{}: db {} does not match {} {}", op, db.shape().str(), outputs,
+                   output_name);
+  }
+}
+
 // cuDNN's legacy descriptors take int dimensions and int strides: tensors must have fewer than 2^31 elements.
 inline void check_int_sized(const char* op, const char* name, std::int64_t numel) {
   SYSTOLIC_CHECK(numel <= INT_MAX, "{}: {} has {} elements; cuDNN takes at most {}", op, name, numel,

@@ -142,9 +142,9 @@ cudaError_t launch_transpose(const void* in, Element in_type, void* out, Element
   });
 }
 
-cudaError_t launch_pad_nhwc(const void* x, void* y, Element type, std::int64_t N, std::int64_t H, std::int64_t W,
-                            std::int64_t C, std::int64_t PH, std::int64_t PW, std::int64_t top,
-                            std::int64_t left, float value, cudaStream_t stream) {
+cudaError_t launch_pad_nhwc(const void* x, void* y, Element type, std::int64_t N, std::int64_t H,
+                            std::int64_t W, std::int64_t C, std::int64_t PH, std::int64_t PW,
+                            std::int64_t top, std::int64_t left, float value, cudaStream_t stream) {
   std::int64_t n = N * PH * PW * C;
   if (n <= 0) return cudaSuccess;
   return with_float_type(type, [&](auto tag) {
@@ -168,10 +168,10 @@ cudaError_t launch_crop_nhwc(const void* y, void* x, Element type, std::int64_t 
   });
 }
 
-cudaError_t launch_pool_count_rescale(const void* in, void* out, Element type, std::int64_t N, std::int64_t OH,
-                                      std::int64_t OW, std::int64_t C, std::int64_t H, std::int64_t W,
-                                      int window_h, int window_w, int stride_h, int stride_w, int pad_top,
-                                      int pad_left, cudaStream_t stream) {
+cudaError_t launch_pool_count_rescale(const void* in, void* out, Element type, std::int64_t N,
+                                      std::int64_t OH, std::int64_t OW, std::int64_t C, std::int64_t H,
+                                      std::int64_t W, int window_h, int window_w, int stride_h, int stride_w,
+                                      int pad_top, int pad_left, cudaStream_t stream) {
   std::int64_t n = N * OH * OW * C;
   if (n <= 0) return cudaSuccess;
   return with_float_type(type, [&](auto tag) {
@@ -191,8 +191,8 @@ cudaError_t launch_add_bias(void* y, Element y_type, const void* b, Element b_ty
     using Ty = decltype(ty);
     return with_float_type(b_type, [&](auto tb) {
       using Tb = decltype(tb);
-      add_bias_kernel<Ty, Tb><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<Ty*>(y),
-                                                                      static_cast<const Tb*>(b), rows, cols, relu);
+      add_bias_kernel<Ty, Tb><<<blocks_for(n), kThreads, 0, stream>>>(
+          static_cast<Ty*>(y), static_cast<const Tb*>(b), rows, cols, relu);
       return cudaGetLastError();
     });
   });

@@ -5,12 +5,12 @@
 // callers).
 #pragma once
 
-#include "ops/cuda/element.h"
-
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+
+#include "ops/cuda/element.h"
 
 namespace systolic::ops::cuda::dnn {
 
@@ -23,9 +23,9 @@ cudaError_t launch_transpose(const void* in, Element in_type, void* out, Element
                              std::int64_t cols, bool accumulate, cudaStream_t stream);
 
 // y[n, h, w, c] (N, PH, PW, C) = x[n, h - top, w - left, c] (N, H, W, C) inside x, else `value`.
-cudaError_t launch_pad_nhwc(const void* x, void* y, Element type, std::int64_t N, std::int64_t H, std::int64_t W,
-                            std::int64_t C, std::int64_t PH, std::int64_t PW, std::int64_t top,
-                            std::int64_t left, float value, cudaStream_t stream);
+cudaError_t launch_pad_nhwc(const void* x, void* y, Element type, std::int64_t N, std::int64_t H,
+                            std::int64_t W, std::int64_t C, std::int64_t PH, std::int64_t PW,
+                            std::int64_t top, std::int64_t left, float value, cudaStream_t stream);
 
 // x[n, h, w, c] (N, H, W, C) = y[n, h + top, w + left, c] (N, PH, PW, C): the inverse of the padding above.
 cudaError_t launch_crop_nhwc(const void* y, void* x, Element type, std::int64_t N, std::int64_t H,
@@ -36,10 +36,10 @@ cudaError_t launch_crop_nhwc(const void* y, void* x, Element type, std::int64_t 
 // valid (unpadded) cells: out[n, oh, ow, c] = in[...] * (window_h * window_w) / count(oh, ow), the count
 // taken in the unpadded input (H, W) with the window at (oh*stride_h - pad_top, ow*stride_w - pad_left). in
 // may equal out.
-cudaError_t launch_pool_count_rescale(const void* in, void* out, Element type, std::int64_t N, std::int64_t OH,
-                                      std::int64_t OW, std::int64_t C, std::int64_t H, std::int64_t W,
-                                      int window_h, int window_w, int stride_h, int stride_w, int pad_top,
-                                      int pad_left, cudaStream_t stream);
+cudaError_t launch_pool_count_rescale(const void* in, void* out, Element type, std::int64_t N,
+                                      std::int64_t OH, std::int64_t OW, std::int64_t C, std::int64_t H,
+                                      std::int64_t W, int window_h, int window_w, int stride_h, int stride_w,
+                                      int pad_top, int pad_left, cudaStream_t stream);
 
 // y[r, c] += b[c] for y [rows, cols] (b may be null: nothing added), then y = max(y, 0) with relu: the
 // convolution's epilogue, one pass over y.

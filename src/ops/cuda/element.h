@@ -1,6 +1,6 @@
-// The element types of systolic's CUDA kernels: the storage of a tensor's dtype (bfloat16 computes in float). One
-// enum for every family's launchers; the host maps a DType to it with element_of (context.h). No systolic header
-// here: nvcc compiles it.
+// The element types of systolic's CUDA kernels: the storage of a tensor's dtype (bfloat16 computes in float).
+// One enum for every family's launchers; the host maps a DType to it with element_of (context.h). No systolic
+// header here: nvcc compiles it.
 #pragma once
 
 #include <cstddef>

@@ -2,18 +2,17 @@
 // elementwise_ops.cc). Grid-stride loops over 64-bit indices; bfloat16 computes in float, float64 in double.
 // Row kernels (softmax) give each row to one warp, whose lanes stride over the columns and combine by
 // shuffles.
-#include "ops/cuda/elementwise.h"
-
-#include "core/philox.h"
-#include "ops/augment_math.h"
-#include "ops/cuda/kernels.cuh"
-#include "ops/cuda/rounding.cuh"
-
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <type_traits>
+
+#include "core/philox.h"
+#include "ops/augment_math.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/kernels.cuh"
+#include "ops/cuda/rounding.cuh"
 
 namespace systolic::ops::cuda {
 
@@ -283,13 +282,17 @@ __global__ void gather_rows_kernel(const S* src, std::int64_t src_rows, std::int
 // ---- casts between float types (through double: exact for float32 and bfloat16 sources)
 
 template <class S>
-__device__ __forceinline__ double load_value(S v) { return static_cast<double>(v); }
+__device__ __forceinline__ double load_value(S v) {
+  return static_cast<double>(v);
+}
 template <>
 __device__ __forceinline__ double load_value<__nv_bfloat16>(__nv_bfloat16 v) {
   return static_cast<double>(__bfloat162float(v));
 }
 template <class D>
-__device__ __forceinline__ D store_value(double v) { return static_cast<D>(v); }
+__device__ __forceinline__ D store_value(double v) {
+  return static_cast<D>(v);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 store_value<__nv_bfloat16>(double v) {
   return __float2bfloat16_rn(static_cast<float>(v));
@@ -297,7 +300,9 @@ __device__ __forceinline__ __nv_bfloat16 store_value<__nv_bfloat16>(double v) {
 
 template <class S, class D>
 __global__ void cast_kernel(const S* src, D* dst, std::int64_t n) {
-  SYSTOLIC_GRID_STRIDE(i, n) { dst[i] = store_value<D>(load_value(src[i])); }
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    dst[i] = store_value<D>(load_value(src[i]));
+  }
 }
 
 // ---- augmentation: one thread per output pixel (all its channels)
@@ -362,7 +367,6 @@ cudaError_t launch_moving_average(void* moving, const void* value, std::int64_t 
     return cudaGetLastError();
   });
 }
-
 
 cudaError_t launch_activation_forward(ActivationKind a, const void* x, void* y, std::int64_t rows,
                                       std::int64_t cols, Element t, cudaStream_t stream) {
@@ -564,7 +568,6 @@ cudaError_t launch_augment_images(const float* x, float* y, std::int64_t N, std:
   return cudaGetLastError();
 }
 
-
 cudaError_t launch_cast(const void* src, Element src_type, void* dst, Element dst_type, std::int64_t n,
                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
@@ -572,7 +575,8 @@ cudaError_t launch_cast(const void* src, Element src_type, void* dst, Element ds
     using S = typename decltype(s)::type;
     return by_float_type(dst_type, [&](auto d) {
       using D = typename decltype(d)::type;
-      cast_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
+      cast_kernel<S, D>
+          <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
       return cudaGetLastError();
     });
   });

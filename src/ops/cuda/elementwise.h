@@ -5,11 +5,11 @@
 // compiles it.
 #pragma once
 
-#include "ops/cuda/element.h"
-
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "ops/cuda/element.h"
 
 namespace systolic::ops::augment {
 struct Config;  // ops/augment_math.h
@@ -17,11 +17,11 @@ struct Config;  // ops/augment_math.h
 
 namespace systolic::ops::cuda {
 
-
 // The same values as systolic::Activation.
 enum class ActivationKind : int { linear, relu, sigmoid, tanh, softmax };
 
-// dst[i] = src[i] converted (float32, float64, bfloat16; to bfloat16 rounding to nearest even, as the CPU does).
+// dst[i] = src[i] converted (float32, float64, bfloat16; to bfloat16 rounding to nearest even, as the CPU
+// does).
 cudaError_t launch_cast(const void* src, Element src_type, void* dst, Element dst_type, std::int64_t n,
                         cudaStream_t stream);
 

@@ -3,15 +3,15 @@
 // naming the op), then launches on the device's stream (elementwise.h); none synchronises or allocates,
 // except gather_rows with host indices, which uploads them (not a path of captured training steps).
 // Contracts: include/systolic/ops.h.
+#include <cmath>
+#include <cstring>
+
 #include "core/cuda/runtime.h"
 #include "ops/augment.h"
 #include "ops/concat_layout.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/elementwise.h"
-
-#include <cmath>
-#include <cstring>
 
 namespace systolic::ops::cuda {
 
@@ -111,8 +111,8 @@ void CudaBackend::cast(const Tensor& src, Tensor& dst) {
   check_dtype("cast", dst, {DType::float32, DType::bfloat16, DType::float64});
   SYSTOLIC_CHECK(src.numel() == dst.numel(), "cast: {} values into {}", src.numel(), dst.numel());
   Context& c = context(dst);
-  SYSTOLIC_CUDA_CHECK(launch_cast(src.raw_data(), element_of(src.dtype()), dst.raw_data(), element_of(dst.dtype()),
-                                  dst.numel(), c.stream));
+  SYSTOLIC_CUDA_CHECK(launch_cast(src.raw_data(), element_of(src.dtype()), dst.raw_data(),
+                                  element_of(dst.dtype()), dst.numel(), c.stream));
 }
 
 void CudaBackend::add_n(const std::vector<Tensor>& xs, Tensor& y) {

@@ -2,18 +2,18 @@
 //
 // How CUDA code is laid out: a family's .cu file holds kernels and their launchers only (raw device pointers,
 // sizes and a stream in, the launch status out: `cudaError_t launch_...(..., cudaStream_t)`), declared in the
-// family's header (e.g. ops/cuda/elementwise.h, which includes nothing of systolic's). The checking entry points,
-// CudaBackend's methods, live in the family's _ops.cc file, compiled by the host compiler: they check dtypes,
-// shapes and devices with SYSTOLIC_CHECK and wrap each launch in SYSTOLIC_CUDA_CHECK. nvcc never compiles fmt
-// (which it cannot), and only kernels pay nvcc's compile time.
+// family's header (e.g. ops/cuda/elementwise.h, which includes nothing of systolic's). The checking entry
+// points, CudaBackend's methods, live in the family's _ops.cc file, compiled by the host compiler: they check
+// dtypes, shapes and devices with SYSTOLIC_CHECK and wrap each launch in SYSTOLIC_CUDA_CHECK. nvcc never
+// compiles fmt (which it cannot), and only kernels pay nvcc's compile time.
 #pragma once
-
-#include "ops/cuda/element.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "ops/cuda/element.h"
 
 namespace systolic::ops::cuda {
 
@@ -29,16 +29,24 @@ inline unsigned blocks_for(std::int64_t n, int per_thread = 1) {
 
 // float <-> storage type conversions usable in templated kernels.
 template <class T>
-__device__ __forceinline__ float to_float(T v) { return static_cast<float>(v); }
+__device__ __forceinline__ float to_float(T v) {
+  return static_cast<float>(v);
+}
 template <>
-__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 template <class T>
-__device__ __forceinline__ T from_float(float v) { return static_cast<T>(v); }
+__device__ __forceinline__ T from_float(float v) {
+  return static_cast<T>(v);
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v);
+}
 
-// Calls f with a value of the storage type of a float32 or bfloat16 element (float, __nv_bfloat16); other element
-// types are an invalid value (the host side admits only these two where it is used).
+// Calls f with a value of the storage type of a float32 or bfloat16 element (float, __nv_bfloat16); other
+// element types are an invalid value (the host side admits only these two where it is used).
 template <class F>
 cudaError_t with_float_type(Element e, F&& f) {
   if (e == Element::float32) return f(float{});
@@ -46,7 +54,8 @@ cudaError_t with_float_type(Element e, F&& f) {
   return cudaErrorInvalidValue;
 }
 
-#define SYSTOLIC_GRID_STRIDE(i, n) \
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); i += std::int64_t(blockDim.x) * gridDim.x)
+#define SYSTOLIC_GRID_STRIDE(i, n)                                                    \
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += std::int64_t(blockDim.x) * gridDim.x)
 
 }  // namespace systolic::ops::cuda

@@ -3,16 +3,15 @@
 // precision: element values in float, exponentials, logarithms and sums in double. Row kernels give each row
 // to one warp (lanes stride over the classes and combine by shuffles); every kernel sums its contributions
 // over the block and adds them to the total with one atomicAdd(double) per block.
-#include "ops/cuda/losses.h"
-
-#include "ops/cuda/kernels.cuh"
-
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+
+#include "ops/cuda/kernels.cuh"
+#include "ops/cuda/losses.h"
 
 namespace systolic::ops::cuda {
 

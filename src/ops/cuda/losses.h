@@ -6,11 +6,11 @@
 // and gets a zero gradient row. No systolic header here: nvcc compiles it.
 #pragma once
 
-#include "ops/cuda/elementwise.h"  // Element
-
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "ops/cuda/elementwise.h"  // Element
 
 namespace systolic::ops::cuda {
 

@@ -2,14 +2,13 @@
 // optimizers_ops.cc). Each is one elementwise pass over the flat parameter buffer; the per-step values
 // (Adam's step) are read on the device, so a captured CUDA graph replays the right update. Formulas rounded
 // as the CPU loops'.
-#include "ops/cuda/optimizers.h"
-
-#include "ops/cuda/kernels.cuh"
-#include "ops/cuda/rounding.cuh"
-
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "ops/cuda/kernels.cuh"
+#include "ops/cuda/optimizers.h"
+#include "ops/cuda/rounding.cuh"
 
 namespace systolic::ops::cuda {
 
