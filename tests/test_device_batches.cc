@@ -75,6 +75,19 @@ TEST(DeviceBatches, SameWeightsAsTheHostPipeline) {
   EXPECT_NE(host.history["loss"][0], host.history["loss"][2]);
 }
 
+TEST(DeviceBatches, SameWeightsAsTheHostPipelineWithAugmentation) {
+  // Shifts (bilinear, fill nearest) and flips: the device path augments gathered batches with the augment_images
+  // op, the pipeline each image on its threads; both draw sample k's numbers from Philox at (epoch seed, k).
+  Augmentation a{.width_shift_range = 0.2, .height_shift_range = 2.0, .horizontal_flip = true};
+  TrainingRun host = train(FitOptions::Batches::host_pipeline, a);
+  TrainingRun device = train(FitOptions::Batches::on_device, a);
+  ASSERT_EQ(host.weights.size(), device.weights.size());
+  EXPECT_EQ(host.weights, device.weights);
+  EXPECT_EQ(host.history["loss"], device.history["loss"]);
+  TrainingRun plain = train(FitOptions::Batches::on_device);
+  EXPECT_NE(plain.weights, device.weights);  // the augmentation changed the batches
+}
+
 TEST(DeviceBatches, ModelToAnAbsentDeviceIsAClearError) {
   clear_session();
   Model m = small_cnn();
