@@ -58,6 +58,7 @@ struct LayerCall {
   Tensor output;  // [N, node shape]; forward writes it (or rebinds it to a view of an input)
   bool training = false;
   Tensor step;                  // the model's training-step counter, float64 [1] on the device (dropout's masks)
+  int replica = 0;              // the replica's index under a strategy: each replica draws its own masks
   std::vector<Tensor> saved;    // whatever backward needs, kept by forward
   Tensor workspace;             // backend-private state for backward (pooling indices)
   Tensor logits;                // pre-softmax values, kept when the layer's activation is softmax

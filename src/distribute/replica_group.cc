@@ -52,6 +52,7 @@ ReplicaGroup::ReplicaGroup(const Strategy& strategy, ModelState* first,
   for (int l = 0; l < local_size(); ++l) {
     ModelState& s = replica(l);
     s.chief = chief() && l == 0;
+    s.replica_index = global_index(l);
     if (strategy_.options().sync_batch_norm) {
       cross_replica_sums_[l] = [this, l](std::vector<double>& v) { comm_->all_reduce_sum(v, l); };
       s.cross_replica_sum = &cross_replica_sums_[l];

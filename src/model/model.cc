@@ -204,6 +204,7 @@ void ModelState::forward(std::int64_t n, bool training) {
     c.output = e.out_buf.slice(0, n);
     c.training = training;
     c.step = step;
+    c.replica = replica_index;
     c.cross_replica_sum = cross_replica_sum;
     e.node->layer->call_forward(c);
   }

@@ -76,6 +76,8 @@ class ModelState {
   // it through LayerCall::cross_replica_sum).
   const std::function<void(std::vector<double>&)>* cross_replica_sum = nullptr;
 
+  int replica_index = 0;  // under a strategy, across every worker (dropout masks differ per replica)
+
   Device device() const { return params.device(); }
   void to(Device device);
 
