@@ -9,7 +9,7 @@ using namespace systolic;
 namespace {
 
 // Runs one layer call (inference unless training) on float32 inputs.
-Tensor run(LayerRef layer, const std::vector<Tensor>& xs, bool training = false, double step = 0) {
+Tensor run(LayerRef layer, const std::vector<Tensor>& xs, bool training = false, double step = 0, int replica = 0) {
   std::vector<SymbolicTensor> sym;
   for (auto& x : xs) sym.push_back(layers::Input(x.shape().without_batch()));
   SymbolicTensor out = sym.size() == 1 ? layer(sym[0]) : layer(sym);
@@ -19,6 +19,7 @@ Tensor run(LayerRef layer, const std::vector<Tensor>& xs, bool training = false,
   systolic::testing::poison(c.output);
   c.training = training;
   c.step = Tensor::full({1}, step, DType::float64);
+  c.replica = replica;
   layer->call_forward(c);
   return c.output;
 }
@@ -194,6 +195,8 @@ TEST(Dropout, IdentityAtInferenceInvertedWhenTraining) {
   EXPECT_EQ(y.to_doubles(), run(drop, {x}, true).to_doubles());  // the mask is a function of (seed, step)
   Tensor y2 = run(drop, {x}, true, 1.0);                            // a fresh mask at the next step
   EXPECT_NE(y.to_doubles(), y2.to_doubles());
+  Tensor other = run(drop, {x}, true, 0.0, 1);  // another replica at the same step: its own mask
+  EXPECT_NE(y.to_doubles(), other.to_doubles());
   EXPECT_THROW(layers::Dropout(1.0), Error);
 }
 
