@@ -118,5 +118,7 @@ TEST(ToAccelerator, CopiesTheModelWhichThenTrainsIndependently) {
   EXPECT_NE(accel.trainable_parameters().to_doubles(), before);  // the copy trained
   // Two replicas (issue 6 lifted the one-replica limit): each starts as a copy of the CPU model.
   Model mirrored = to_accelerator(cpu, distribute::MirroredStrategy::cpu(2));
-  EXPECT_EQ(mirrored.predict(d.x).to_doubles(), cpu.predict(d.x).to_doubles());
+  // Within float rounding: each replica runs half the batch on its own threads, and oneDNN's blocking
+  // depends on the batch and the thread count.
+  EXPECT_LT(systolic::testing::normalised_max_error(mirrored.predict(d.x), cpu.predict(d.x)), 1e-6);
 }

@@ -168,7 +168,10 @@ TEST(Replicas, SavedWeightsAreTheTrainedOnes) {
   // load_weights on the replicated model reaches every replica: predictions (which use all of them) match.
   Model fresh = to_accelerator(replica_test_model(false, 42), distribute::MirroredStrategy::cpu(2));
   fresh.load_weights(dir.file("w.weights.h5"));
-  EXPECT_EQ(fresh.predict(d.x).to_doubles(), back.predict(d.x).to_doubles());
+  // Within float rounding, not bit for bit: a replica predicts its half of the batch on its own threads,
+  // and oneDNN's blocking (AVX2 more than AVX-512) depends on the batch and the thread count. A replica
+  // that missed the weights would be off by far more.
+  EXPECT_LT(normalised_max_error(fresh.predict(d.x), back.predict(d.x)), 1e-6);
 }
 
 TEST(ReplicaTimeout, AReplicaThatNeverArrivesEndsTheAllReduceWithAnError) {
