@@ -42,6 +42,9 @@ set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
 set(CMAKE_CUDA_STANDARD 20)
 set(CMAKE_CUDA_EXTENSIONS OFF)
 string(APPEND CMAKE_CUDA_FLAGS " --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra,-Wno-missing-field-initializers")
+# fmt 9 turns its constexpr off when it sees __NVCC__, then calls its non-constexpr helpers from constexpr functions,
+# which the host compiler rejects: .cu files that include systolic's headers (fmt through error.h) need it on.
+string(APPEND CMAKE_CUDA_FLAGS " -DFMT_USE_CONSTEXPR=1")
 find_package(CUDAToolkit REQUIRED)
 
 # Python wheels: site-packages/nvidia/<lib>/{include,lib}.

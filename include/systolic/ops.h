@@ -1,27 +1,102 @@
-// The op interface: one signature per op, the same on every device. Each call dispatches once, through the
-// backend of the device its tensors live on (src/ops/backend.h); all tensors of a call must share a device.
-// A backend that lacks an op raises Error naming the op and the device; nothing falls back to another device.
+// The op interface: the one list of systolic's ops (SYSTOLIC_OPS below) and their contract. From the list come
+// the entry points ops::<name>(...) declared here, the op tags (ops::Op), every backend's table and the
+// dispatch (src/ops/backend.h, src/ops/ops.cc).
+//
+// A call of ops::<name> checks its arguments once, for every backend (src/ops/ops.cc: shapes, dtypes, that its
+// tensors share one device; every Tensor is contiguous by construction), then asks the backend of that device
+// whether it runs the op on the call's dtype (ops::supports) and calls it. An unsupported op or dtype raises
+// Error naming the op, the dtype and the device; nothing falls back to another device.
 //
 // Conventions (every op):
 // - Layout NHWC; kernels (KH, KW, C, F) as Keras stores them; dense weights (K, U).
-// - Tensors are contiguous. Outputs are preallocated by the caller with the shapes stated below.
+// - Outputs are preallocated by the caller with the shapes stated below.
 // - Backward ops write input gradients (=) and ACCUMULATE parameter gradients (+=), so a shared layer or a
 //   replica can sum into one buffer. An undefined (default-constructed) gradient argument is skipped.
-// - float32 is the working type; the CPU backend also runs float64 (through reference loops) so gradients can
-//   be checked by finite differences in double precision.
+// - The data dtype is float32 or bfloat16 (mixed precision: parameters and their gradients may then stay
+//   float32); the CPU backend also runs float64 (its loops), so gradients can be checked by finite differences
+//   in double precision and every backend is tested against float64 (tests/test_ops.cc).
+//
+// Adding an op: one entry in SYSTOLIC_OPS, its checks in src/ops/ops.cc, its CPU implementation (src/ops/cpu/)
+// and its CUDA implementation (src/ops/cuda/), one case in tests/test_ops.cc. docs/architecture.md says more.
 #pragma once
 
 #include <systolic/tensor.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace systolic {
 
-enum class Activation { linear, relu, sigmoid, tanh, softmax };
-Activation activation_from_name(const std::string& name);  // Keras names; throws Error naming an unknown one
-std::string activation_name(Activation a);
+// Every Keras activation systolic runs (keras.activations, Keras 3's formulas):
+//   X(kind, the name systolic writes, another name it reads or "")
+// silu is written "swish", which tf.keras and Keras 3 both read (Keras 3 itself writes "silu").
+// An activation is elementwise unless it is `softmax` or `log_softmax` (over the last axis).
+// clang-format off
+#define SYSTOLIC_ACTIVATIONS(X)         \
+  X(linear,         "linear",       "") \
+  X(relu,           "relu",         "") \
+  X(relu6,          "relu6",        "") \
+  X(leaky_relu,     "leaky_relu",   "") \
+  X(sigmoid,        "sigmoid",      "") \
+  X(tanh,           "tanh",         "") \
+  X(softmax,        "softmax",      "") \
+  X(log_softmax,    "log_softmax",  "") \
+  X(elu,            "elu",          "") \
+  X(selu,           "selu",         "") \
+  X(celu,           "celu",         "") \
+  X(gelu,           "gelu",         "") \
+  X(silu,           "swish",        "silu") \
+  X(mish,           "mish",         "") \
+  X(softplus,       "softplus",     "") \
+  X(softsign,       "softsign",     "") \
+  X(exponential,    "exponential",  "") \
+  X(hard_sigmoid,   "hard_sigmoid", "") \
+  X(hard_silu,      "hard_silu",    "hard_swish") \
+  X(hard_tanh,      "hard_tanh",    "") \
+  X(log_sigmoid,    "log_sigmoid",  "") \
+  X(tanh_shrink,    "tanh_shrink",  "") \
+  X(soft_shrink,    "soft_shrink",  "") \
+  X(hard_shrink,    "hard_shrink",  "") \
+  X(squareplus,     "squareplus",   "") \
+  X(sparse_plus,    "sparse_plus",  "") \
+  X(sparse_sigmoid, "sparse_sigmoid", "")
+// clang-format on
+
+// An activation and its parameters (Keras's defaults for its kind unless set). Activation::relu and the other
+// kinds convert to an Activation with the defaults, so `Activation a = Activation::gelu;` works and
+// `a == Activation::relu` holds only for plain relu. Formulas: src/ops/activation_math.h.
+struct Activation {
+  enum Kind : int {
+#define SYSTOLIC_ACTIVATION_KIND(kind, name, alias) kind,
+    SYSTOLIC_ACTIVATIONS(SYSTOLIC_ACTIVATION_KIND)
+#undef SYSTOLIC_ACTIVATION_KIND
+  };
+  Kind kind = linear;
+  // relu, leaky_relu: negative_slope (leaky_relu: 0.2); elu, celu: alpha (1); soft_shrink, hard_shrink:
+  // threshold (0.5); squareplus: b (4).
+  double alpha = 0;
+  double max_value = INFINITY;  // relu only (+inf: no maximum)
+  double threshold = 0;         // relu only
+  bool approximate = false;     // gelu: the tanh approximation instead of erf
+
+  Activation(Kind k = linear);  // NOLINT: implicit, as the kinds are used as values
+  bool operator==(const Activation&) const = default;
+  // Whether backward reads the forward input x (else only the output y): src/ops/activation_math.h.
+  bool backward_needs_input() const;
+  // softmax and log_softmax: over the last axis; every other activation is elementwise.
+  bool over_last_axis() const {
+    return kind == softmax || kind == log_softmax;
+  }
+};
+
+// Keras names (and aliases: swish, hard_swish) to activations with default parameters; throws Error naming an
+// unknown name and listing the known ones.
+Activation activation_from_name(const std::string& name);
+// The Keras name of the kind ("relu" also for relu with parameters).
+std::string activation_name(const Activation& a);
 
 namespace ops {
 
@@ -40,119 +115,162 @@ struct Pool2DParams {
   PoolKind kind = PoolKind::max;
   int window_h = 2, window_w = 2;
   int stride_h = 2, stride_w = 2;
-  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;  // padded cells are ignored (max) / not counted (avg)
+  // Padded cells are ignored (max) or not counted (average).
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
 };
 
 struct Pad2D {
   int top = 0, bottom = 0, left = 0, right = 0;
 };
 
-// ---- Convolution: y[N,OH,OW,F] = act(sum_{i,j,c} xpad[n, oh*sh + i*dh, ow*sw + j*dw, c] * w[i,j,c,f] + b[f])
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p);
-// dx = (=) gradient w.r.t. x; dw, db (+=). Any of dx, dw, db may be undefined.
-void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
-                     const Conv2DParams& p);
-
-// ---- Pooling over windows of H and W. `workspace` is backend-private state that forward fills in training
-// (e.g. argmax indices) for backward; pass an undefined tensor at inference.
-void pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p);
-void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,
-                     const Pool2DParams& p);
-
-// ---- Batch normalisation over all axes but the last (C).
-// Training: mean, var (C) receive the batch mean and BIASED variance; y = gamma*(x-mean)/sqrt(var+eps) + beta.
-void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
-                                 Tensor& var, double eps);
-void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
-                                  const Tensor& var, Tensor& y, double eps);
-// Gradients of the training-mode forward, given the batch statistics it produced.
-void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
-                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps);
-
-// ---- Dense: x[M,K] (any leading dims flattened into M), w[K,U], b[U] -> y[M,U] = x @ w + b.
-void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
-void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db);
-
-// ---- Activations (softmax over the last axis). y may alias x. Backward takes the forward OUTPUT y (every
-// supported activation's derivative is a function of y); dx may alias dy.
-void activation_forward(Activation a, const Tensor& x, Tensor& y);
-void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);
-
-// ---- Inverted dropout: y = x * keep / (1 - rate), keep = philox(key, element index) >= rate, where
-// key = dropout_key(seed, step) (src/core/philox.h) and `step` is the model's training-step counter (float64 [1] on
-// the tensors' device, read by the op, so a captured CUDA graph gets a fresh mask every replay; undefined: step 0).
-// Backward recomputes the same mask from (seed, step), so no mask is stored.
-void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step);
-void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step);
-
-// ---- Zero padding of H and W: y[N, H+top+bottom, W+left+right, C].
-void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p);
-void pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p);
-
-// ---- Concatenation along `axis` (of the full tensor shape, batch included).
-void concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis);
-void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis);
-
-// ---- Elementwise helpers.
-void fill(Tensor& x, double value);
-void copy(const Tensor& src, Tensor& dst);               // same numel and dtype
-// dst = src converted to dst's dtype (float32, float64, bfloat16; rounding to nearest even), same numel.
-void cast(const Tensor& src, Tensor& dst);
-void add_n(const std::vector<Tensor>& xs, Tensor& y);    // y = sum xs (same shapes)
-void accumulate(const Tensor& src, Tensor& dst);         // dst += src
-void scale_shift(const Tensor& x, Tensor& y, double scale, double shift);  // y = x*scale + shift
-// moving = moving*momentum + value*(1-momentum)
-void moving_average(Tensor& moving, const Tensor& value, double momentum);
-// Converts a batch of any dtype to dst's dtype (uint8 images -> float32, labels -> int32), gathering rows `indices` of
-// src's first dimension: dst[i] = src[indices[i]]. The indices come from the host, or as an int32 tensor on the
-// tensors' device (so a training step on a GPU reads its batch from a data set resident there).
-void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst);
-void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst);
-
-// ---- Image augmentation (Keras's ImageDataGenerator subset; contract and formulas in pipeline.h's Augmentation):
-// random shifts with bilinear interpolation, fill "nearest" or "constant", then a random horizontal flip.
-// x, y: float32 [n, H, W, C] (y must not alias x). Sample i draws its numbers from Philox at (seed, first + i).
+// Image augmentation (Keras's ImageDataGenerator subset; contract and formulas in pipeline.h's Augmentation).
 struct AugmentParams {
   double width_shift_range = 0.0, height_shift_range = 0.0;
   bool horizontal_flip = false;
   bool fill_constant = false;  // fill_mode "constant" (else "nearest")
   double cval = 0.0;
 };
-void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first);
 
-// ---- Losses. Each ADDS the sum over the batch of the per-sample losses to `total` (a float64 scalar, so an
-// epoch's mean is exact), and writes the gradient of (grad_scale * that sum) w.r.t. its prediction input to
-// `dpred` when defined. The caller picks grad_scale = 1/global batch for Keras's per-batch mean.
-// Cross entropy from logits[N,C]; labels int32 [N] (sparse) or float [N,C] (categorical, one-hot or soft).
-void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
-                           double grad_scale);
-// Cross entropy from probabilities, clipped to [eps, 1-eps] before the log (Keras, eps = 1e-7).
-void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs,
-                                     double grad_scale, double eps);
-// Mean squared error per sample (mean over the non-batch axes); target has pred's shape.
-void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred, double grad_scale);
-
-// ---- Metrics: ADDS the count of rows whose argmax(pred) equals the label (int32 [N]) or argmax(labels[N,C])
-// to `total` (float64 scalar).
-void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total);
-
-// ---- Optimizer updates over flat parameter buffers (all of a model's trainable weights, one allocation).
-// `iterations` (float64 [1] on w's device) counts the updates done before this one, as Keras's
-// optimizer.iterations does; the op reads it, so a captured CUDA graph replays with the right step. It does not
-// increment it (the model does, once per step, after every update).
 struct AdamStep {
   double lr, beta_1, beta_2, epsilon;
 };
-// t = iterations + 1; lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t);
-// m += (g-m)(1-b1); v += (g*g-v)(1-b2); w -= lr_t * m / (sqrt(v) + eps)
-void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& iterations);
-// Keras SGD: velocity = momentum*velocity - lr*g; w += velocity (nesterov: w += momentum*velocity - lr*g).
-// momentum 0: w -= lr*g (velocity unused, may be undefined).
-void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov);
-// Keras RMSprop: ms = rho*ms + (1-rho)*g^2; step = lr*g/(sqrt(ms)+eps);
-// momentum > 0: mom = momentum*mom + step, w -= mom; else w -= step.
-void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho, double momentum,
-                    double epsilon);
+
+// ---- The ops' contracts, in the list's order.
+//
+// conv2d_forward    y[N,OH,OW,F] = act(sum_{i,j,c} xpad[n, oh*sh + i*dh, ow*sw + j*dw, c] * w[i,j,c,f] + b[f]);
+//                   x (N,H,W,C), w (KH,KW,C,F), b (F) or undefined; act linear or relu.
+// conv2d_backward   dx (=), dw, db (+=) of the linear convolution; any of them may be undefined.
+// pool2d_forward    max or average over windows of H and W. `workspace` is backend-private state forward fills in
+//                   training (argmax indices) for backward; undefined at inference.
+// pool2d_backward   dx (=) from dy (and x, y, and the workspace when forward filled one).
+// batch_norm_forward_training   over all axes but the last (C): mean, var (C) receive the batch mean and BIASED
+//                   variance; y = gamma*(x-mean)/sqrt(var+eps) + beta.
+// batch_norm_forward_inference  the same y with the given mean and var.
+// batch_norm_backward  gradients of the training forward given the statistics it produced: dx (=), dgamma,
+//                   dbeta (+=); any of them may be undefined.
+// dense_forward     x[M,K] (leading dims flattened into M), w[K,U], b[U] -> y[M,U] = x @ w + b.
+// dense_backward    dx (=), dw, db (+=).
+// activation_forward   y = act(x) (softmax and log_softmax over the last axis); y may alias x.
+// activation_backward  dx = dy * act'(x), from the forward input x and output y; x may be undefined when the
+//                   activation's gradient is a function of y alone (!a.backward_needs_input()); dx may alias dy.
+// dropout_forward   inverted dropout: y = x * keep / (1 - rate), keep = philox(key, element index) >= rate, where
+//                   key = dropout_key(seed, step) (src/core/philox.h) and `step` is the model's training-step
+//                   counter (float64 [1] on the tensors' device, read by the op, so a captured CUDA graph gets a
+//                   fresh mask every replay; undefined: step 0).
+// dropout_backward  the same mask recomputed from (seed, step), applied to dy; no mask is stored.
+// pad2d_forward     zero padding of H and W: y[N, H+top+bottom, W+left+right, C].
+// pad2d_backward    dx = the window of dy that forward filled from x.
+// concat_forward    concatenation along `axis` (of the full shape, batch included).
+// concat_backward   each defined dxs[k] (=) gets its part of dy; an undefined one is skipped.
+// fill              x[:] = value (any dtype, rounded as Tensor::fill rounds).
+// copy              dst = src (same numel and dtype).
+// cast              dst = src converted to dst's dtype (float32, float64, bfloat16; to nearest even), same numel.
+// add_n             y = sum xs (same shapes, at least one; y may alias xs[0]).
+// accumulate        dst += src.
+// scale_shift       y = x*scale + shift.
+// moving_average    moving = moving*momentum + value*(1-momentum).
+// gather_rows       dst[i] = src[indices[i]] over src's first dimension, converted to dst's dtype (uint8 images
+//                   -> float32, labels -> int32); indices int32 on the tensors' device (a training step on a GPU
+//                   reads its batch from a data set resident there). A host overload follows the list.
+// augment_images    random shifts with bilinear interpolation, fill "nearest" or "constant", then a random
+//                   horizontal flip. x, y: float32 [n, H, W, C] (y must not overlap x). Sample i draws its numbers
+//                   from Philox at (seed, first + i).
+// Losses ADD the sum over the batch of the per-sample losses to `total` (a float64 scalar, so an epoch's mean is
+// exact) and write the gradient of (grad_scale * that sum) w.r.t. their prediction input to the gradient
+// argument when it is defined (the caller picks grad_scale = 1/global batch for Keras's per-batch mean):
+// softmax_cross_entropy  cross entropy from logits[N,C]; labels int32 [N] (sparse) or float [N,C] (categorical).
+// crossentropy_from_probabilities  from probabilities, clipped to [eps, 1-eps] before the log (Keras: 1e-7).
+// mean_squared_error  per sample, the mean over the non-batch axes; target has pred's shape.
+// accuracy_count    ADDS the count of rows whose argmax(pred) equals the label (int32 [N]) or argmax(labels[N,C])
+//                   to `total` (float64 scalar).
+// Optimizer updates over flat parameter buffers (a model's trainable weights, one allocation). `iterations`
+// (float64 [1] on w's device) counts the updates done before this one, as Keras's optimizer.iterations does; the
+// op reads it (a captured CUDA graph replays with the right step) and does not increment it:
+// adam_update       t = iterations + 1; lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t);
+//                   m += (g-m)(1-b1); v += (g*g-v)(1-b2); w -= lr_t * m / (sqrt(v) + eps)
+// sgd_update        Keras SGD: velocity = momentum*velocity - lr*g; w += velocity (nesterov: w += momentum*velocity
+//                   - lr*g). momentum 0: w -= lr*g (velocity unused, may be undefined).
+// rmsprop_update    Keras RMSprop: ms = rho*ms + (1-rho)*g^2; step = lr*g/(sqrt(ms)+eps);
+//                   momentum > 0: mom = momentum*mom + step, w -= mom; else w -= step.
+
+// The list: X(name, (parameters), (arguments)).
+// clang-format off
+#define SYSTOLIC_OPS(X)                                                                                          \
+  X(conv2d_forward, (const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p),      \
+    (x, w, b, y, p))                                                                                             \
+  X(conv2d_backward, (const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,   \
+                      const Conv2DParams& p), (x, w, dy, dx, dw, db, p))                                         \
+  X(pool2d_forward, (const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p), (x, y, workspace, p)) \
+  X(pool2d_backward, (const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,    \
+                      const Pool2DParams& p), (x, y, dy, workspace, dx, p))                                      \
+  X(batch_norm_forward_training, (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,          \
+                                  Tensor& mean, Tensor& var, double eps), (x, gamma, beta, y, mean, var, eps))   \
+  X(batch_norm_forward_inference, (const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean, \
+                                   const Tensor& var, Tensor& y, double eps), (x, gamma, beta, mean, var, y, eps)) \
+  X(batch_norm_backward, (const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,          \
+                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps),              \
+    (x, gamma, mean, var, dy, dx, dgamma, dbeta, eps))                                                           \
+  X(dense_forward, (const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y), (x, w, b, y))                \
+  X(dense_backward, (const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db),   \
+    (x, w, dy, dx, dw, db))                                                                                      \
+  X(activation_forward, (const Activation& a, const Tensor& x, Tensor& y), (a, x, y))                           \
+  X(activation_backward, (const Activation& a, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx), \
+    (a, x, y, dy, dx))                                                                                           \
+  X(dropout_forward, (const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step),         \
+    (x, y, rate, seed, step))                                                                                    \
+  X(dropout_backward, (const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step),      \
+    (dy, dx, rate, seed, step))                                                                                  \
+  X(pad2d_forward, (const Tensor& x, Tensor& y, const Pad2D& p), (x, y, p))                                     \
+  X(pad2d_backward, (const Tensor& dy, Tensor& dx, const Pad2D& p), (dy, dx, p))                                \
+  X(concat_forward, (const std::vector<Tensor>& xs, Tensor& y, int axis), (xs, y, axis))                        \
+  X(concat_backward, (const Tensor& dy, std::vector<Tensor>& dxs, int axis), (dy, dxs, axis))                   \
+  X(fill, (Tensor& x, double value), (x, value))                                                                \
+  X(copy, (const Tensor& src, Tensor& dst), (src, dst))                                                         \
+  X(cast, (const Tensor& src, Tensor& dst), (src, dst))                                                         \
+  X(add_n, (const std::vector<Tensor>& xs, Tensor& y), (xs, y))                                                 \
+  X(accumulate, (const Tensor& src, Tensor& dst), (src, dst))                                                   \
+  X(scale_shift, (const Tensor& x, Tensor& y, double scale, double shift), (x, y, scale, shift))                \
+  X(moving_average, (Tensor& moving, const Tensor& value, double momentum), (moving, value, momentum))          \
+  X(gather_rows, (const Tensor& src, const Tensor& indices, Tensor& dst), (src, indices, dst))                  \
+  X(augment_images, (const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first), \
+    (x, y, p, seed, first))                                                                                      \
+  X(softmax_cross_entropy, (const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,         \
+                            double grad_scale), (logits, labels, total, dlogits, grad_scale))                    \
+  X(crossentropy_from_probabilities, (const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs, \
+                                      double grad_scale, double eps), (probs, labels, total, dprobs, grad_scale, eps)) \
+  X(mean_squared_error, (const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,               \
+                         double grad_scale), (pred, target, total, dpred, grad_scale))                           \
+  X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total), (pred, labels, total))           \
+  X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& iterations), \
+    (w, g, m, v, s, iterations))                                                                                 \
+  X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov),      \
+    (w, g, velocity, lr, momentum, nesterov))                                                                    \
+  X(rmsprop_update, (Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,                \
+                     double momentum, double epsilon), (w, g, ms, mom, lr, rho, momentum, epsilon))
+// clang-format on
+
+// The op tags, in the list's order.
+enum class Op : int {
+#define SYSTOLIC_OP_TAG(name, params, args) name,
+  SYSTOLIC_OPS(SYSTOLIC_OP_TAG)
+#undef SYSTOLIC_OP_TAG
+};
+#define SYSTOLIC_OP_COUNT(name, params, args) +1
+inline constexpr int kOpCount = 0 SYSTOLIC_OPS(SYSTOLIC_OP_COUNT);
+#undef SYSTOLIC_OP_COUNT
+
+std::string_view op_name(Op op);
+
+// The entry points.
+#define SYSTOLIC_OP_DECLARE(name, params, args) void name params;
+SYSTOLIC_OPS(SYSTOLIC_OP_DECLARE)
+#undef SYSTOLIC_OP_DECLARE
+
+// Whether the backend of `device` runs `op` on data of `dtype` (false for a device this build cannot use).
+bool supports(Op op, DType dtype, Device device);
+
+// gather_rows with row indices from the host (copied to the tensors' device first: not for captured steps).
+void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst);
 
 }  // namespace ops
 }  // namespace systolic

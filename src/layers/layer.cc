@@ -24,17 +24,19 @@ Session& session() {
 }  // namespace
 
 void set_floatx(DType dtype) {
-  SYSTOLIC_CHECK(dtype == DType::float32 || dtype == DType::float64, "set_floatx: {} is not a float type for layers",
-                 dtype_name(dtype));
+  SYSTOLIC_CHECK(dtype == DType::float32 || dtype == DType::float64,
+                 "set_floatx: {} is not a float type for layers", dtype_name(dtype));
   session().floatx = dtype;
 }
-DType floatx() { return session().floatx; }
+DType floatx() {
+  return session().floatx;
+}
 
 namespace mixed_precision {
 void set_global_policy(const std::string& name) {
   if (name == "mixed_bfloat16") {
-    SYSTOLIC_CHECK(floatx() == DType::float32, "set_global_policy('mixed_bfloat16') needs floatx float32, not {}",
-                   dtype_name(floatx()));
+    SYSTOLIC_CHECK(floatx() == DType::float32,
+                   "set_global_policy('mixed_bfloat16') needs floatx float32, not {}", dtype_name(floatx()));
     session().mixed_bfloat16 = true;
   } else if (name == "float32" || name == dtype_name(floatx())) {
     session().mixed_bfloat16 = false;
@@ -45,8 +47,12 @@ void set_global_policy(const std::string& name) {
 std::string global_policy() {
   return session().mixed_bfloat16 ? "mixed_bfloat16" : std::string(dtype_name(floatx()));
 }
-PolicyScope::PolicyScope(const std::string& name) : previous_(global_policy()) { set_global_policy(name); }
-PolicyScope::~PolicyScope() { set_global_policy(previous_); }
+PolicyScope::PolicyScope(const std::string& name) : previous_(global_policy()) {
+  set_global_policy(name);
+}
+PolicyScope::~PolicyScope() {
+  set_global_policy(previous_);
+}
 }  // namespace mixed_precision
 
 std::string unique_layer_name(const std::string& prefix, bool zero_based) {
@@ -86,16 +92,19 @@ Layer::Layer(std::string class_name, const std::string& name, Activation activat
       compute_dtype_(session().mixed_bfloat16 ? DType::bfloat16 : floatx()) {}
 
 std::string Layer::dtype_policy() const {
-  return compute_dtype_ == dtype_ ? std::string(dtype_name(dtype_)) : "mixed_" + std::string(dtype_name(compute_dtype_));
+  return compute_dtype_ == dtype_ ? std::string(dtype_name(dtype_))
+                                  : "mixed_" + std::string(dtype_name(compute_dtype_));
 }
 
-SymbolicTensor Layer::operator()(const SymbolicTensor& input) { return (*this)(std::vector<SymbolicTensor>{input}); }
+SymbolicTensor Layer::operator()(const SymbolicTensor& input) {
+  return (*this)(std::vector<SymbolicTensor>{input});
+}
 
 SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) {
   int want = input_count();
   if (want >= 0)
-    SYSTOLIC_CHECK(static_cast<int>(inputs.size()) == want, "layer '{}' ({}) takes {} input(s), got {}", name_,
-                   class_name_, want, inputs.size());
+    SYSTOLIC_CHECK(static_cast<int>(inputs.size()) == want, "layer '{}' ({}) takes {} input(s), got {}",
+                   name_, class_name_, want, inputs.size());
   else
     SYSTOLIC_CHECK(inputs.size() >= 2, "layer '{}' ({}) takes at least 2 inputs, got {}", name_, class_name_,
                    inputs.size());
@@ -129,7 +138,8 @@ void Layer::fail_shape(const std::string& why) const {
   fail("layer '{}' ({}): {}", name_, class_name_, why);
 }
 
-Weight& Layer::add_weight(const std::string& name, Shape shape, const std::string& initializer, bool trainable) {
+Weight& Layer::add_weight(const std::string& name, Shape shape, const std::string& initializer,
+                          bool trainable) {
   Weight w;
   w.name = name;
   w.trainable = trainable;
@@ -160,22 +170,25 @@ std::int64_t Layer::count_trainable_params() const {
 void Layer::call_forward(LayerCall& call) {
   forward(call);
   if (activation_ == Activation::linear || fuses_activation()) return;
-  if (activation_ == Activation::softmax) {
-    // A view of a buffer that only grows: a smaller last batch must not move it (a captured step graph holds
-    // its address).
-    Tensor& buf = call.logits_buffer;
-    if (!buf.defined() || buf.numel() < call.output.numel() || buf.device() != call.output.device() ||
-        buf.dtype() != call.output.dtype())
-      buf = Tensor({call.output.numel()}, call.output.dtype(), call.output.device());
-    call.logits = buf.view(0, call.output.shape());
-    ops::copy(call.output, call.logits);
+  if (activation_.kind != Activation::softmax && !activation_.backward_needs_input()) {
+    ops::activation_forward(activation_, call.output, call.output);
+    return;
   }
-  ops::activation_forward(activation_, call.output, call.output);
+  // The pre-activation values stay (the loss's logits; the input of the activation's gradient): the activation
+  // writes a second buffer, which becomes the output. The buffer only grows, so a smaller last batch does not
+  // move it (a captured step graph holds its address).
+  Tensor& buf = call.logits_buffer;
+  if (!buf.defined() || buf.numel() < call.output.numel() || buf.device() != call.output.device() ||
+      buf.dtype() != call.output.dtype())
+    buf = Tensor({call.output.numel()}, call.output.dtype(), call.output.device());
+  call.logits = call.output;
+  call.output = buf.view(0, call.logits.shape());
+  ops::activation_forward(activation_, call.logits, call.output);
 }
 
 void Layer::call_backward(LayerCall& call, bool grad_is_preactivation) {
   if (activation_ != Activation::linear && !grad_is_preactivation)
-    ops::activation_backward(activation_, call.output, call.doutput, call.doutput);
+    ops::activation_backward(activation_, call.logits, call.output, call.doutput, call.doutput);
   backward(call);
 }
 

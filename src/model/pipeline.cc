@@ -4,8 +4,6 @@
 #include <systolic/pipeline.h>
 #include <systolic/random.h>
 
-#include "ops/cpu/loops.h"
-
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -13,6 +11,8 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+
+#include "ops/cpu/augment_image.h"
 
 namespace systolic {
 
@@ -44,29 +44,45 @@ void convert(const S* in, T* out, std::int64_t n) {
 template <class F>
 void with_source_type(DType d, F&& f) {
   switch (d) {
-    case DType::uint8: f(std::uint8_t{}); break;
-    case DType::int32: f(std::int32_t{}); break;
-    case DType::float32: f(float{}); break;
-    case DType::float64: f(double{}); break;
-    default: fail("input pipeline: data of dtype {} is not supported", dtype_name(d));
+    case DType::uint8:
+      f(std::uint8_t{});
+      break;
+    case DType::int32:
+      f(std::int32_t{});
+      break;
+    case DType::float32:
+      f(float{});
+      break;
+    case DType::float64:
+      f(double{});
+      break;
+    default:
+      fail("input pipeline: data of dtype {} is not supported", dtype_name(d));
   }
 }
 
 template <class F>
 void with_target_type(DType d, F&& f) {
   switch (d) {
-    case DType::int32: f(std::int32_t{}); break;
-    case DType::float32: f(float{}); break;
-    case DType::float64: f(double{}); break;
-    default: fail("input pipeline: batches of dtype {} are not supported", dtype_name(d));
+    case DType::int32:
+      f(std::int32_t{});
+      break;
+    case DType::float32:
+      f(float{});
+      break;
+    case DType::float64:
+      f(double{});
+      break;
+    default:
+      fail("input pipeline: batches of dtype {} are not supported", dtype_name(d));
   }
 }
 
 }  // namespace
 
-void augment_image(const float* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C, const Augmentation& a,
-                   std::uint64_t seed, std::uint64_t index) {
-  ops::loops::augment_image(in, out, H, W, C, augment_params(a), seed, index);
+void augment_image(const float* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C,
+                   const Augmentation& a, std::uint64_t seed, std::uint64_t index) {
+  ops::cpu::augment_image(in, out, H, W, C, augment_params(a), seed, index);
 }
 
 struct BatchPipeline::Impl {
@@ -90,14 +106,18 @@ struct BatchPipeline::Impl {
   std::exception_ptr error;
   std::vector<std::thread> threads;
 
-  std::int64_t rows_of(std::int64_t b) const { return std::min<std::int64_t>(o.batch_size, std::int64_t(order.size()) - b * o.batch_size); }
+  std::int64_t rows_of(std::int64_t b) const {
+    return std::min<std::int64_t>(o.batch_size, std::int64_t(order.size()) - b * o.batch_size);
+  }
 
   void build(std::int64_t b, Slot& s) {
     std::int64_t n = rows_of(b), first = b * o.batch_size;
     Shape xs = x.shape().without_batch().with_batch(n);
     const ops::AugmentParams augment = augment_params(o.augmentation);
-    if (!s.x.defined() || s.x.numel() != xs.numel()) s.x = Tensor(xs, o.x_dtype);
-    else s.x = s.x.reshape(xs);
+    if (!s.x.defined() || s.x.numel() != xs.numel())
+      s.x = Tensor(xs, o.x_dtype);
+    else
+      s.x = s.x.reshape(xs);
     with_source_type(x.dtype(), [&](auto stag) {
       using S = decltype(stag);
       const S* src = static_cast<const S*>(x.raw_data());
@@ -108,7 +128,8 @@ struct BatchPipeline::Impl {
           const S* row = src + order[first + i] * row_x;
           if constexpr (std::is_same_v<T, float>) {
             if (o.augmentation.enabled()) {
-              ops::loops::augment_image(row, dst + i * row_x, H, W, C, augment, o.seed, std::uint64_t(first + i));
+              ops::cpu::augment_image(row, dst + i * row_x, H, W, C, augment, o.seed,
+                                      std::uint64_t(first + i));
               continue;
             }
           }
@@ -118,8 +139,10 @@ struct BatchPipeline::Impl {
     });
     if (!y.defined()) return;
     Shape ys = row_y == 1 ? Shape({n}) : y.shape().without_batch().with_batch(n);
-    if (!s.y.defined() || s.y.numel() != ys.numel()) s.y = Tensor(ys, o.y_dtype);
-    else s.y = s.y.reshape(ys);
+    if (!s.y.defined() || s.y.numel() != ys.numel())
+      s.y = Tensor(ys, o.y_dtype);
+    else
+      s.y = s.y.reshape(ys);
     with_source_type(y.dtype(), [&](auto stag) {
       using S = decltype(stag);
       const S* src = static_cast<const S*>(y.raw_data());
@@ -166,12 +189,15 @@ BatchPipeline::BatchPipeline(const Tensor& x, const Tensor& y, std::vector<std::
   Impl& p = *impl_;
   SYSTOLIC_CHECK(x.defined() && x.rank() >= 1, "input pipeline: x is empty");
   SYSTOLIC_CHECK(o.batch_size > 0, "input pipeline: batch_size must be positive, got {}", o.batch_size);
-  SYSTOLIC_CHECK(o.workers >= 0 && o.workers <= 64, "input pipeline: workers must be 0 to 64, got {}", o.workers);
-  SYSTOLIC_CHECK(o.max_queue_size >= 1, "input pipeline: max_queue_size must be >= 1, got {}", o.max_queue_size);
+  SYSTOLIC_CHECK(o.workers >= 0 && o.workers <= 64, "input pipeline: workers must be 0 to 64, got {}",
+                 o.workers);
+  SYSTOLIC_CHECK(o.max_queue_size >= 1, "input pipeline: max_queue_size must be >= 1, got {}",
+                 o.max_queue_size);
   o.augmentation.check();
   std::int64_t N = x.dim(0);
-  SYSTOLIC_CHECK(!y.defined() || (y.rank() >= 1 && y.dim(0) == N), "input pipeline: {} samples in x but {} labels in y",
-                 N, y.defined() && y.rank() ? y.dim(0) : 0);
+  SYSTOLIC_CHECK(!y.defined() || (y.rank() >= 1 && y.dim(0) == N),
+                 "input pipeline: {} samples in x but {} labels in y", N,
+                 y.defined() && y.rank() ? y.dim(0) : 0);
   for (auto r : order) SYSTOLIC_CHECK(r >= 0 && r < N, "input pipeline: row {} out of range [0, {})", r, N);
   p.x = x, p.y = y, p.order = std::move(order), p.o = o;
   p.row_x = N ? x.numel() / N : 0;
@@ -179,7 +205,8 @@ BatchPipeline::BatchPipeline(const Tensor& x, const Tensor& y, std::vector<std::
   if (o.augmentation.enabled()) {
     SYSTOLIC_CHECK(x.rank() == 3 || x.rank() == 4,
                    "augmentation needs images (N, H, W, C) or (N, H, W); x has shape {}", x.shape().str());
-    SYSTOLIC_CHECK(o.x_dtype == DType::float32, "augmentation builds float32 batches, not {}", dtype_name(o.x_dtype));
+    SYSTOLIC_CHECK(o.x_dtype == DType::float32, "augmentation builds float32 batches, not {}",
+                   dtype_name(o.x_dtype));
     p.H = x.dim(1), p.W = x.dim(2), p.C = x.rank() == 4 ? x.dim(3) : 1;
   }
   p.steps = (std::int64_t(p.order.size()) + o.batch_size - 1) / o.batch_size;
@@ -196,7 +223,9 @@ BatchPipeline::~BatchPipeline() {
   for (auto& t : impl_->threads) t.join();
 }
 
-std::int64_t BatchPipeline::steps() const { return impl_->steps; }
+std::int64_t BatchPipeline::steps() const {
+  return impl_->steps;
+}
 
 bool BatchPipeline::next(Tensor& x, Tensor& y) {
   Impl& p = *impl_;

@@ -1,395 +1,695 @@
-// ops::* entry points: check that every tensor of the call is on one device, then dispatch once to that
-// device's backend.
-#include "ops/backend.h"
+// The entry points ops::<name> of every op in SYSTOLIC_OPS: check the call once (the checks below, one function
+// per op, for every backend), find the tensors' device, ask its backend whether it runs the op on the call's
+// data dtype, and call it. The checks name the op and the offending tensor, so every device rejects the same bad
+// calls with the same message. Checks of values (a label out of range) stay with the backends, which see the
+// data.
+#include <systolic/ops.h>
 
+#include "ops/backend.h"
+#include "ops/concat_layout.h"
 #include "ops/cpu/cpu_backend.h"
 #if SYSTOLIC_HAS_CUDA
 #include "ops/cuda/cuda_backend.h"
 #endif
 
+#include <cmath>
+
 namespace systolic::ops {
 
 namespace {
-struct DeviceOf {
-  explicit DeviceOf(const char* name) : op(name) {}
-  const char* op;
-  bool found = false;
-  Device device;
+
+// What every check needs: the op's name in the message, and short ways to state facts about tensors.
+class Check {
+ public:
+  explicit Check(const char* op) : op_(op) {}
+
+  template <class... Args>
+  void that(bool ok, fmt::format_string<Args...> format, Args&&... args) const {
+    if (!ok) fail("{}: {}", op_, fmt::format(format, std::forward<Args>(args)...));
+  }
+  const Tensor& defined(const char* name, const Tensor& t) const {
+    that(t.defined(), "{} is undefined", name);
+    return t;
+  }
+  void floating(const char* name, const Tensor& t) const {
+    defined(name, t);
+    that(is_floating(t.dtype()), "{} is {}; it takes float32, bfloat16 or float64", name,
+         dtype_name(t.dtype()));
+  }
+  void rank(const char* name, const Tensor& t, int rank, const char* layout) const {
+    defined(name, t);
+    that(t.rank() == rank, "{} has shape {}; it takes rank {} {}", name, t.shape().str(), rank, layout);
+  }
+  void dtype(const char* name, const Tensor& t, DType want, const char* like) const {
+    defined(name, t);
+    that(t.dtype() == want, "{} is {}, expected {} ({})", name, dtype_name(t.dtype()), dtype_name(want),
+         like);
+  }
+  void shape(const char* name, const Tensor& t, const Shape& want) const {
+    defined(name, t);
+    that(t.shape() == want, "{} has shape {}, expected {}", name, t.shape().str(), want.str());
+  }
+  // `name` is `like`'s companion: the same dtype and number of elements.
+  void like(const char* name, const Tensor& t, const char* like_name, const Tensor& like) const {
+    dtype(name, t, like.dtype(), fmt::format("{}'s dtype", like_name).c_str());
+    that(t.numel() == like.numel(), "{} has shape {} but {} has {}", name, t.shape().str(), like_name,
+         like.shape().str());
+  }
+  // A parameter of data `x` (a bias, a kernel's gradient): x's dtype, or float32 when x is bfloat16 (mixed
+  // precision keeps float32 master weights).
+  void parameter(const char* name, const Tensor& t, DType x) const {
+    defined(name, t);
+    that(t.dtype() == x || (x == DType::bfloat16 && t.dtype() == DType::float32), "{} is {}, expected {}{}",
+         name, dtype_name(t.dtype()), dtype_name(x), x == DType::bfloat16 ? " or float32" : "");
+  }
+  // A per-channel statistic or parameter of batch normalisation: float32 (float64 with float64 data).
+  void statistic(const char* name, const Tensor& t, DType x, std::int64_t channels) const {
+    DType want = x == DType::float64 ? DType::float64 : DType::float32;
+    dtype(name, t, want, x == DType::float64 ? "float64 data" : "batch statistics are float32");
+    that(t.numel() == channels, "{} has shape {}; it takes one value per channel ({})", name, t.shape().str(),
+         channels);
+  }
+  void step_counter(const char* name, const Tensor& t) const {
+    if (!t.defined()) return;
+    that(t.dtype() == DType::float64 && t.numel() == 1, "{} must be a float64 [1] counter, not {} {}", name,
+         dtype_name(t.dtype()), t.shape().str());
+  }
+  void total(const Tensor& t) const {
+    defined("total", t);
+    that(t.dtype() == DType::float64 && t.numel() == 1, "total must be a float64 scalar, not {} {}",
+         dtype_name(t.dtype()), t.shape().str());
+  }
+  const char* op() const { return op_; }
+
+ private:
+  const char* op_;
+};
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0) return false;
+  auto ap = static_cast<const char*>(a.raw_data()), bp = static_cast<const char*>(b.raw_data());
+  return ap < bp + b.nbytes() && bp < ap + a.nbytes();
+}
+
+// The output extent of a window sliding over `in` cells (TensorFlow's rule; see KERAS.md).
+std::int64_t window_out(std::int64_t in, int pad_before, int pad_after, int window, int dilation,
+                        int stride) {
+  std::int64_t span = std::int64_t(window - 1) * dilation + 1;
+  return (in + pad_before + pad_after - span) / stride + 1;
+}
+
+// ---- The checks, one per op, in the list's order. Each returns the call's data dtype (ops::supports).
+namespace checks {
+
+// x (N,H,W,C), w (KH,KW,C,F) and p fit; returns the output shape (N,OH,OW,F).
+Shape conv_output(const Check& c, const Tensor& x, const Tensor& w, const Conv2DParams& p) {
+  c.floating("x", x);
+  c.rank("x", x, 4, "(N, H, W, C)");
+  c.rank("w", w, 4, "(KH, KW, C, F)");
+  c.dtype("w", w, x.dtype(), "x's dtype");
+  c.that(w.dim(2) == x.dim(3), "kernel w {} takes {} channels, x {} has {}", w.shape().str(), w.dim(2),
+         x.shape().str(), x.dim(3));
+  c.that(w.numel() > 0 && x.dim(3) > 0, "empty kernel {} or input {}", w.shape().str(), x.shape().str());
+  c.that(p.stride_h > 0 && p.stride_w > 0 && p.dilation_h > 0 && p.dilation_w > 0,
+         "strides ({}, {}) and dilation ({}, {}) must be positive", p.stride_h, p.stride_w, p.dilation_h,
+         p.dilation_w);
+  c.that(p.pad_top >= 0 && p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0,
+         "padding must not be negative (top {}, bottom {}, left {}, right {})", p.pad_top, p.pad_bottom,
+         p.pad_left, p.pad_right);
+  std::int64_t oh = window_out(x.dim(1), p.pad_top, p.pad_bottom, int(w.dim(0)), p.dilation_h, p.stride_h);
+  std::int64_t ow = window_out(x.dim(2), p.pad_left, p.pad_right, int(w.dim(1)), p.dilation_w, p.stride_w);
+  c.that(oh > 0 && ow > 0, "kernel {} does not fit x {} with this padding", w.shape().str(), x.shape().str());
+  return {x.dim(0), oh, ow, w.dim(3)};
+}
+
+DType conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
+  Check c("conv2d_forward");
+  Shape ys = conv_output(c, x, w, p);
+  c.dtype("y", y, x.dtype(), "x's dtype");
+  c.shape("y", y, ys);
+  if (b.defined()) {
+    c.parameter("b", b, x.dtype());
+    c.that(b.numel() == w.dim(3), "bias b {} does not match {} filters", b.shape().str(), w.dim(3));
+  }
+  c.that(p.activation == Activation::linear || p.activation == Activation::relu,
+         "fuses linear or relu, not {}", activation_name(p.activation));
+  return x.dtype();
+}
+
+// Gradients a convolution or dense backward writes, where defined: dx like x, dw with w's shape and db with
+// `outputs` values (parameters: see Check::parameter).
+void check_gradients(const Check& c, const Tensor& x, const Tensor& w, const Tensor& dx, const Tensor& dw,
+                     const Tensor& db, std::int64_t outputs) {
+  if (dx.defined()) {
+    c.dtype("dx", dx, x.dtype(), "x's dtype");
+    c.shape("dx", dx, x.shape());
+  }
+  if (dw.defined()) {
+    c.parameter("dw", dw, x.dtype());
+    c.shape("dw", dw, w.shape());
+  }
+  if (db.defined()) {
+    c.parameter("db", db, x.dtype());
+    c.that(db.numel() == outputs, "db {} does not match {} outputs", db.shape().str(), outputs);
+  }
+}
+
+DType conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
+                      const Conv2DParams& p) {
+  Check c("conv2d_backward");
+  Shape ys = conv_output(c, x, w, p);
+  c.dtype("dy", dy, x.dtype(), "x's dtype");
+  c.shape("dy", dy, ys);
+  check_gradients(c, x, w, dx, dw, db, w.dim(3));
+  return x.dtype();
+}
+
+Shape pool_output(const Check& c, const Tensor& x, const Pool2DParams& p) {
+  c.floating("x", x);
+  c.rank("x", x, 4, "(N, H, W, C)");
+  c.that(p.window_h > 0 && p.window_w > 0 && p.stride_h > 0 && p.stride_w > 0,
+         "window ({}, {}) and strides ({}, {}) must be positive", p.window_h, p.window_w, p.stride_h,
+         p.stride_w);
+  c.that(
+      p.pad_top >= 0 && p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0 && p.pad_top < p.window_h &&
+          p.pad_bottom < p.window_h && p.pad_left < p.window_w && p.pad_right < p.window_w,
+      "padding (top {}, bottom {}, left {}, right {}) must be at least 0 and less than the window ({}, {})",
+      p.pad_top, p.pad_bottom, p.pad_left, p.pad_right, p.window_h, p.window_w);
+  std::int64_t oh = window_out(x.dim(1), p.pad_top, p.pad_bottom, p.window_h, 1, p.stride_h);
+  std::int64_t ow = window_out(x.dim(2), p.pad_left, p.pad_right, p.window_w, 1, p.stride_w);
+  c.that(oh > 0 && ow > 0, "window ({}, {}) does not fit x {}", p.window_h, p.window_w, x.shape().str());
+  return {x.dim(0), oh, ow, x.dim(3)};
+}
+
+DType pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p) {
+  (void)workspace;  // the backend's
+  Check c("pool2d_forward");
+  Shape ys = pool_output(c, x, p);
+  c.dtype("y", y, x.dtype(), "x's dtype");
+  c.shape("y", y, ys);
+  return x.dtype();
+}
+
+DType pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,
+                      const Pool2DParams& p) {
+  (void)workspace;
+  Check c("pool2d_backward");
+  Shape ys = pool_output(c, x, p);
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"y", &y}, {"dy", &dy}}) {
+    c.dtype(name, *t, x.dtype(), "x's dtype");
+    c.shape(name, *t, ys);
+  }
+  c.dtype("dx", dx, x.dtype(), "x's dtype");
+  c.shape("dx", dx, x.shape());
+  return x.dtype();
+}
+
+// x with channels last, and its channel count.
+std::int64_t channels(const Check& c, const Tensor& x) {
+  c.floating("x", x);
+  c.that(x.rank() >= 1, "x has shape {}; it needs a channel axis (the last)", x.shape().str());
+  return x.dim(-1);
+}
+
+DType batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                  Tensor& mean, Tensor& var, double eps) {
+  Check c("batch_norm_forward_training");
+  std::int64_t C = channels(c, x);
+  c.dtype("y", y, x.dtype(), "x's dtype");
+  c.shape("y", y, x.shape());
+  c.statistic("gamma", gamma, x.dtype(), C);
+  c.statistic("beta", beta, x.dtype(), C);
+  c.statistic("mean", mean, x.dtype(), C);
+  c.statistic("var", var, x.dtype(), C);
+  c.that(eps > 0, "epsilon must be positive, got {}", eps);
+  return x.dtype();
+}
+
+DType batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                   const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
+  Check c("batch_norm_forward_inference");
+  std::int64_t C = channels(c, x);
+  c.dtype("y", y, x.dtype(), "x's dtype");
+  c.shape("y", y, x.shape());
+  c.statistic("gamma", gamma, x.dtype(), C);
+  c.statistic("beta", beta, x.dtype(), C);
+  c.statistic("mean", mean, x.dtype(), C);
+  c.statistic("var", var, x.dtype(), C);
+  c.that(eps > 0, "epsilon must be positive, got {}", eps);
+  return x.dtype();
+}
+
+DType batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
+                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
+  Check c("batch_norm_backward");
+  std::int64_t C = channels(c, x);
+  c.dtype("dy", dy, x.dtype(), "x's dtype");
+  c.shape("dy", dy, x.shape());
+  if (dx.defined()) {
+    c.dtype("dx", dx, x.dtype(), "x's dtype");
+    c.shape("dx", dx, x.shape());
+  }
+  c.statistic("gamma", gamma, x.dtype(), C);
+  c.statistic("mean", mean, x.dtype(), C);
+  c.statistic("var", var, x.dtype(), C);
+  if (dgamma.defined()) c.statistic("dgamma", dgamma, x.dtype(), C);
+  if (dbeta.defined()) c.statistic("dbeta", dbeta, x.dtype(), C);
+  c.that(eps > 0, "epsilon must be positive, got {}", eps);
+  return x.dtype();
+}
+
+// x (..., K), w (K, U), and y or dy (..., U) with as many rows as x.
+void dense_shapes(const Check& c, const Tensor& x, const Tensor& w, const char* y_name, const Tensor& y) {
+  c.floating("x", x);
+  c.rank("w", w, 2, "(K, U)");
+  c.dtype("w", w, x.dtype(), "x's dtype");
+  c.dtype(y_name, y, x.dtype(), "x's dtype");
+  c.that(x.rank() >= 1 && y.rank() >= 1 && x.dim(-1) == w.dim(0) && y.dim(-1) == w.dim(1) && w.dim(0) > 0 &&
+             w.dim(1) > 0 && x.numel() / w.dim(0) == y.numel() / w.dim(1),
+         "x {}, kernel w {} and {} {} do not fit (x (..., K), w (K, U), {} (..., U))", x.shape().str(),
+         w.shape().str(), y_name, y.shape().str(), y_name);
+}
+
+DType dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  Check c("dense_forward");
+  dense_shapes(c, x, w, "y", y);
+  if (b.defined()) {
+    c.parameter("b", b, x.dtype());
+    c.that(b.numel() == w.dim(1), "bias b {} does not match {} units", b.shape().str(), w.dim(1));
+  }
+  return x.dtype();
+}
+
+DType dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
+  Check c("dense_backward");
+  dense_shapes(c, x, w, "dy", dy);
+  check_gradients(c, x, w, dx, dw, db, w.dim(1));
+  return x.dtype();
+}
+
+void activation_parameters(const Check& c, const Activation& a) {
+  c.that(std::isfinite(a.alpha) && !std::isnan(a.max_value) && a.max_value >= 0 && std::isfinite(a.threshold),
+         "{} has parameters alpha {}, max_value {}, threshold {}: they must be finite (max_value >= 0)",
+         activation_name(a), a.alpha, a.max_value, a.threshold);
+  c.that(!a.approximate || a.kind == Activation::gelu, "approximate applies to gelu only, not {}",
+         activation_name(a));
+  c.that(a.kind != Activation::squareplus || a.alpha >= 0, "squareplus needs b >= 0, got {}", a.alpha);
+  c.that((a.kind != Activation::soft_shrink && a.kind != Activation::hard_shrink) || a.alpha >= 0,
+         "{} needs threshold >= 0, got {}", activation_name(a), a.alpha);
+}
+
+// A row-wise activation (softmax, log_softmax) needs a last axis and tensors of one shape; the others only one
+// number of elements.
+void activation_operand(const Check& c, const Activation& a, const char* name, const Tensor& t,
+                        const Tensor& x) {
+  c.like(name, t, "the input", x);
+  if (a.over_last_axis()) c.shape(name, t, x.shape());
+}
+
+DType activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
+  Check c("activation_forward");
+  activation_parameters(c, a);
+  c.floating("x", x);
+  if (a.over_last_axis())
+    c.that(x.rank() >= 1 && x.dim(-1) > 0, "{} runs over the last axis; x has shape {}", activation_name(a),
+           x.shape().str());
+  activation_operand(c, a, "y", y, x);
+  return x.dtype();
+}
+
+DType activation_backward(const Activation& a, const Tensor& x, const Tensor& y, const Tensor& dy,
+                          Tensor& dx) {
+  Check c("activation_backward");
+  activation_parameters(c, a);
+  c.floating("y", y);
+  if (a.over_last_axis())
+    c.that(y.rank() >= 1 && y.dim(-1) > 0, "{} runs over the last axis; y has shape {}", activation_name(a),
+           y.shape().str());
+  c.that(x.defined() || !a.backward_needs_input(), "the gradient of {} needs the forward input x",
+         activation_name(a));
+  if (x.defined()) activation_operand(c, a, "x", x, y);
+  activation_operand(c, a, "dy", dy, y);
+  activation_operand(c, a, "dx", dx, y);
+  return y.dtype();
+}
+
+DType dropout(const char* op, const char* in, const Tensor& x, const char* out, const Tensor& y, double rate,
+              const Tensor& step) {
+  Check c(op);
+  c.floating(in, x);
+  c.like(out, y, in, x);
+  c.that(rate >= 0 && rate < 1, "rate must be in [0, 1), got {}", rate);
+  c.step_counter("step", step);
+  return x.dtype();
+}
+
+DType dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t, const Tensor& step) {
+  return dropout("dropout_forward", "x", x, "y", y, rate, step);
+}
+
+DType dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t, const Tensor& step) {
+  return dropout("dropout_backward", "dy", dy, "dx", dx, rate, step);
+}
+
+// x (N,H,W,C) padded by p is y (N, H+top+bottom, W+left+right, C).
+DType pad(const char* op, const char* x_name, const Tensor& x, const char* y_name, const Tensor& y,
+          const Pad2D& p) {
+  Check c(op);
+  c.rank(x_name, x, 4, "(N, H, W, C)");
+  c.that(p.top >= 0 && p.bottom >= 0 && p.left >= 0 && p.right >= 0,
+         "padding must not be negative (top {}, bottom {}, left {}, right {})", p.top, p.bottom, p.left,
+         p.right);
+  c.dtype(y_name, y, x.dtype(), fmt::format("{}'s dtype", x_name).c_str());
+  c.shape(y_name, y, {x.dim(0), x.dim(1) + p.top + p.bottom, x.dim(2) + p.left + p.right, x.dim(3)});
+  return x.dtype();
+}
+
+DType pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) {
+  return pad("pad2d_forward", "x", x, "y", y, p);
+}
+DType pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) {
+  return pad("pad2d_backward", "dx", dx, "dy", dy, p);
+}
+
+// The parts fit y off `axis`, and their sizes along it add up (an undefined part takes what is left, when
+// the layout says where: no defined part after two undefined ones).
+void concat_parts(const Check& c, const char* y_name, const Tensor& y, const std::vector<Tensor>& parts,
+                  int axis) {
+  c.defined(y_name, y);
+  c.that(axis >= 0 && axis < y.rank(), "axis {} is not an axis of {}", axis, y.shape().str());
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    const Tensor& x = parts[k];
+    if (!x.defined()) continue;
+    bool fits = x.rank() == y.rank() && x.dtype() == y.dtype();
+    for (int i = 0; fits && i < y.rank(); ++i) fits = i == axis || x.dim(i) == y.dim(i);
+    c.that(fits, "part {} ({} {}) does not fit the output ({} {}) off axis {}", k, dtype_name(x.dtype()),
+           x.shape().str(), dtype_name(y.dtype()), y.shape().str(), axis);
+  }
+  ConcatLayout l = concat_layout(y, parts, axis);
+  c.that(l.undefined > 0 ? l.known <= l.row : l.known == l.row,
+         "the parts' sizes along axis {} do not add up to the output's {}", axis, y.shape().str());
+  int undefined_before = 0;
+  for (std::size_t k = 0; k < parts.size(); ++k) {
+    if (!parts[k].defined()) {
+      ++undefined_before;
+      continue;
+    }
+    c.that(undefined_before < 2, "part {} follows {} undefined parts, whose sizes along axis {} are unknown",
+           k, undefined_before, axis);
+  }
+}
+
+DType concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis) {
+  Check c("concat_forward");
+  for (std::size_t k = 0; k < xs.size(); ++k) c.that(xs[k].defined(), "input {} is undefined", k);
+  concat_parts(c, "y", y, xs, axis);
+  return y.dtype();
+}
+
+DType concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) {
+  Check c("concat_backward");
+  concat_parts(c, "dy", dy, dxs, axis);
+  return dy.dtype();
+}
+
+DType fill(Tensor& x, double) {
+  Check("fill").defined("x", x);
+  return x.dtype();
+}
+
+DType copy(const Tensor& src, Tensor& dst) {
+  Check c("copy");
+  c.defined("src", src);
+  c.like("dst", dst, "src", src);
+  return src.dtype();
+}
+
+DType cast(const Tensor& src, Tensor& dst) {
+  Check c("cast");
+  c.floating("src", src);
+  c.floating("dst", dst);
+  c.that(src.numel() == dst.numel(), "{} values into {}", src.numel(), dst.numel());
+  return dst.dtype();
+}
+
+DType add_n(const std::vector<Tensor>& xs, Tensor& y) {
+  Check c("add_n");
+  c.floating("y", y);
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    std::string name = fmt::format("input {}", k);
+    c.like(name.c_str(), xs[k], "y", y);
+    c.that(k == 0 || !overlap(xs[k], y), "y may be input 0, but not overlap input {}", k);
+  }
+  return y.dtype();
+}
+
+DType accumulate(const Tensor& src, Tensor& dst) {
+  Check c("accumulate");
+  c.floating("dst", dst);
+  c.like("src", src, "dst", dst);
+  return dst.dtype();
+}
+
+DType scale_shift(const Tensor& x, Tensor& y, double, double) {
+  Check c("scale_shift");
+  c.floating("x", x);
+  c.like("y", y, "x", x);
+  return x.dtype();
+}
+
+DType moving_average(Tensor& moving, const Tensor& value, double momentum) {
+  Check c("moving_average");
+  c.floating("moving", moving);
+  c.like("value", value, "moving", moving);
+  c.that(momentum >= 0 && momentum <= 1, "momentum must be in [0, 1], got {}", momentum);
+  return moving.dtype();
+}
+
+DType gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
+  Check c("gather_rows");
+  c.defined("src", src);
+  c.that(src.rank() >= 1, "src has no rows (shape {})", src.shape().str());
+  c.that(src.dtype() != DType::bfloat16,
+         "src is bfloat16; rows come from uint8, int32, float32 or float64 data");
+  c.dtype("indices", indices, DType::int32, "row indices");
+  c.defined("dst", dst);
+  c.that(dst.dtype() != DType::uint8, "dst is uint8; it converts to float32, bfloat16, float64 or int32");
+  std::int64_t rows = src.dim(0), row = rows ? src.numel() / rows : 0;
+  c.that(indices.numel() * row == dst.numel(), "{} rows of {} values do not fill dst {}", indices.numel(),
+         row, dst.shape().str());
+  return dst.dtype();
+}
+
+DType augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t, std::uint64_t) {
+  Check c("augment_images");
+  c.dtype("x", x, DType::float32, "images are float32");
+  c.dtype("y", y, DType::float32, "images are float32");
+  c.that((x.rank() == 4 || x.rank() == 3) && x.shape() == y.shape(),
+         "x {} and y {} must be the same images (N, H, W, C)", x.shape().str(), y.shape().str());
+  c.that(std::isfinite(p.width_shift_range) && p.width_shift_range >= 0 &&
+             std::isfinite(p.height_shift_range) && p.height_shift_range >= 0,
+         "shift ranges must be finite and >= 0, got width {} and height {}", p.width_shift_range,
+         p.height_shift_range);
+  c.that(!overlap(x, y), "y must not overlap x");
+  return x.dtype();
+}
+
+// Predictions [..., C]: returns the rows.
+std::int64_t predictions(const Check& c, const char* name, const Tensor& pred) {
+  c.floating(name, pred);
+  c.that(pred.rank() >= 1 && pred.dim(-1) > 0, "{} of shape {} have no classes", name, pred.shape().str());
+  return pred.numel() / pred.dim(-1);
+}
+
+// int32 labels [rows] (sparse), or labels like the predictions (dense: their dtype, or float32).
+void labels(const Check& c, const Tensor& labels, const Tensor& pred, std::int64_t rows) {
+  c.defined("labels", labels);
+  if (labels.dtype() == DType::int32) {
+    c.that(labels.numel() == rows, "{} integer labels for {} predictions", labels.numel(), rows);
+    return;
+  }
+  c.parameter("labels", labels, pred.dtype());
+  c.that(labels.numel() == pred.numel(), "labels of shape {} do not match predictions of shape {}",
+         labels.shape().str(), pred.shape().str());
+}
+
+void gradient(const Check& c, const char* name, const Tensor& grad, const char* of, const Tensor& pred) {
+  if (grad.defined()) c.like(name, grad, of, pred);
+}
+
+DType softmax_cross_entropy(const Tensor& logits, const Tensor& l, Tensor& total, Tensor& dlogits, double) {
+  Check c("softmax_cross_entropy");
+  labels(c, l, logits, predictions(c, "logits", logits));
+  c.total(total);
+  gradient(c, "dlogits", dlogits, "logits", logits);
+  return logits.dtype();
+}
+
+DType crossentropy_from_probabilities(const Tensor& probs, const Tensor& l, Tensor& total, Tensor& dprobs,
+                                      double, double eps) {
+  Check c("crossentropy_from_probabilities");
+  labels(c, l, probs, predictions(c, "probabilities", probs));
+  c.total(total);
+  gradient(c, "dprobs", dprobs, "probabilities", probs);
+  c.that(eps > 0 && eps < 0.5, "epsilon must be in (0, 0.5), got {}", eps);
+  return probs.dtype();
+}
+
+DType mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred, double) {
+  Check c("mean_squared_error");
+  c.floating("predictions", pred);
+  c.that(pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
+  c.parameter("targets", target, pred.dtype());
+  c.that(target.numel() == pred.numel(), "targets of shape {} for predictions of shape {}",
+         target.shape().str(), pred.shape().str());
+  c.total(total);
+  gradient(c, "dpred", dpred, "predictions", pred);
+  return pred.dtype();
+}
+
+DType accuracy_count(const Tensor& pred, const Tensor& l, Tensor& total) {
+  Check c("accuracy_count");
+  labels(c, l, pred, predictions(c, "predictions", pred));
+  c.total(total);
+  return pred.dtype();
+}
+
+void weights(const Check& c, const Tensor& w, const Tensor& g) {
+  c.floating("w", w);
+  c.like("the gradient g", g, "w", w);
+}
+
+DType adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s,
+                  const Tensor& iterations) {
+  Check c("adam_update");
+  weights(c, w, g);
+  c.like("m", m, "w", w);
+  c.like("v", v, "w", w);
+  c.step_counter("iterations", iterations);
+  c.that(
+      std::isfinite(s.lr) && s.beta_1 >= 0 && s.beta_1 < 1 && s.beta_2 >= 0 && s.beta_2 < 1 && s.epsilon >= 0,
+      "lr {}, beta_1 {}, beta_2 {}, epsilon {}: beta_1 and beta_2 must be in [0, 1), epsilon >= 0", s.lr,
+      s.beta_1, s.beta_2, s.epsilon);
+  return w.dtype();
+}
+
+DType sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool) {
+  Check c("sgd_update");
+  weights(c, w, g);
+  if (momentum != 0.0) c.like("the velocity", velocity, "w", w);
+  c.that(std::isfinite(lr) && std::isfinite(momentum), "lr {} and momentum {} must be finite", lr, momentum);
+  return w.dtype();
+}
+
+DType rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,
+                     double momentum, double epsilon) {
+  Check c("rmsprop_update");
+  weights(c, w, g);
+  c.like("the mean square", ms, "w", w);
+  if (momentum > 0) c.like("the momentum", mom, "w", w);
+  c.that(std::isfinite(lr) && rho >= 0 && rho <= 1 && momentum >= 0 && epsilon >= 0,
+         "lr {}, rho {}, momentum {}, epsilon {}: rho must be in [0, 1], momentum and epsilon >= 0", lr, rho,
+         momentum, epsilon);
+  return w.dtype();
+}
+
+}  // namespace checks
+
+// The one device of a call's tensors (the CPU when none is defined).
+class DeviceOf {
+ public:
+  explicit DeviceOf(std::string_view op) : op_(op) {}
   void add(const Tensor& t) {
     if (!t.defined()) return;
-    if (!found) { device = t.device(); found = true; return; }
-    SYSTOLIC_CHECK(t.device() == device, "{}: tensors on different devices ({} and {})", op, device.str(),
+    if (!found_) {
+      device_ = t.device();
+      found_ = true;
+      return;
+    }
+    SYSTOLIC_CHECK(t.device() == device_, "{}: tensors on different devices ({} and {})", op_, device_.str(),
                    t.device().str());
   }
-  void add(const std::vector<Tensor>& ts) { for (auto& t : ts) add(t); }
-  template <class T> void add(const T&) {}
+  void add(const std::vector<Tensor>& ts) {
+    for (auto& t : ts) add(t);
+  }
+  template <class T>
+  void add(const T&) {}
+  Device device() const { return found_ ? device_ : Device::cpu(); }
+
+ private:
+  std::string_view op_;
+  bool found_ = false;
+  Device device_;
 };
+
+template <class... Args>
+const Backend& backend_of(Op op, DType dtype, const Args&... args) {
+  DeviceOf d(op_name(op));
+  (d.add(args), ...);
+  const Backend& b = backend_for(d.device());
+  SYSTOLIC_CHECK(b.dtypes(op).contains(dtype), "op {} does not run on {} data on the {} backend", op_name(op),
+                 dtype_name(dtype), b.name);
+  return b;
+}
+
 }  // namespace
 
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
-  DeviceOf d("conv2d_forward");
-  d.add(x);
-  d.add(w);
-  d.add(b);
-  d.add(y);
-  d.add(p);
-  backend_for(d.found ? d.device : Device::cpu()).conv2d_forward(x, w, b, y, p);
+#define SYSTOLIC_UNPAREN(...) __VA_ARGS__
+#define SYSTOLIC_OP_ENTRY(name, params, args)                         \
+  void name params {                                                  \
+    const DType op_dtype_ = checks::name args;                        \
+    backend_of(Op::name, op_dtype_, SYSTOLIC_UNPAREN args).name args; \
+  }
+SYSTOLIC_OPS(SYSTOLIC_OP_ENTRY)
+#undef SYSTOLIC_OP_ENTRY
+
+std::string_view op_name(Op op) {
+  switch (op) {
+#define SYSTOLIC_OP_NAME(name, params, args) \
+  case Op::name:                             \
+    return #name;
+    SYSTOLIC_OPS(SYSTOLIC_OP_NAME)
+#undef SYSTOLIC_OP_NAME
+  }
+  return "?";
 }
 
-void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db, const Conv2DParams& p) {
-  DeviceOf d("conv2d_backward");
-  d.add(x);
-  d.add(w);
-  d.add(dy);
-  d.add(dx);
-  d.add(dw);
-  d.add(db);
-  d.add(p);
-  backend_for(d.found ? d.device : Device::cpu()).conv2d_backward(x, w, dy, dx, dw, db, p);
+DTypes Backend::dtypes(Op op) const {
+  switch (op) {
+#define SYSTOLIC_OP_DTYPES(name, params, args) \
+  case Op::name:                               \
+    return name##_dtypes;
+    SYSTOLIC_OPS(SYSTOLIC_OP_DTYPES)
+#undef SYSTOLIC_OP_DTYPES
+  }
+  return {};
 }
 
-void pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p) {
-  DeviceOf d("pool2d_forward");
-  d.add(x);
-  d.add(y);
-  d.add(workspace);
-  d.add(p);
-  backend_for(d.found ? d.device : Device::cpu()).pool2d_forward(x, y, workspace, p);
-}
-
-void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx, const Pool2DParams& p) {
-  DeviceOf d("pool2d_backward");
-  d.add(x);
-  d.add(y);
-  d.add(dy);
-  d.add(workspace);
-  d.add(dx);
-  d.add(p);
-  backend_for(d.found ? d.device : Device::cpu()).pool2d_backward(x, y, dy, workspace, dx, p);
-}
-
-void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean, Tensor& var, double eps) {
-  DeviceOf d("batch_norm_forward_training");
-  d.add(x);
-  d.add(gamma);
-  d.add(beta);
-  d.add(y);
-  d.add(mean);
-  d.add(var);
-  d.add(eps);
-  backend_for(d.found ? d.device : Device::cpu()).batch_norm_forward_training(x, gamma, beta, y, mean, var, eps);
-}
-
-void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
-  DeviceOf d("batch_norm_forward_inference");
-  d.add(x);
-  d.add(gamma);
-  d.add(beta);
-  d.add(mean);
-  d.add(var);
-  d.add(y);
-  d.add(eps);
-  backend_for(d.found ? d.device : Device::cpu()).batch_norm_forward_inference(x, gamma, beta, mean, var, y, eps);
-}
-
-void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var, const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
-  DeviceOf d("batch_norm_backward");
-  d.add(x);
-  d.add(gamma);
-  d.add(mean);
-  d.add(var);
-  d.add(dy);
-  d.add(dx);
-  d.add(dgamma);
-  d.add(dbeta);
-  d.add(eps);
-  backend_for(d.found ? d.device : Device::cpu()).batch_norm_backward(x, gamma, mean, var, dy, dx, dgamma, dbeta, eps);
-}
-
-void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  DeviceOf d("dense_forward");
-  d.add(x);
-  d.add(w);
-  d.add(b);
-  d.add(y);
-  backend_for(d.found ? d.device : Device::cpu()).dense_forward(x, w, b, y);
-}
-
-void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
-  DeviceOf d("dense_backward");
-  d.add(x);
-  d.add(w);
-  d.add(dy);
-  d.add(dx);
-  d.add(dw);
-  d.add(db);
-  backend_for(d.found ? d.device : Device::cpu()).dense_backward(x, w, dy, dx, dw, db);
-}
-
-void activation_forward(Activation a, const Tensor& x, Tensor& y) {
-  DeviceOf d("activation_forward");
-  d.add(a);
-  d.add(x);
-  d.add(y);
-  backend_for(d.found ? d.device : Device::cpu()).activation_forward(a, x, y);
-}
-
-void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx) {
-  DeviceOf d("activation_backward");
-  d.add(a);
-  d.add(y);
-  d.add(dy);
-  d.add(dx);
-  backend_for(d.found ? d.device : Device::cpu()).activation_backward(a, y, dy, dx);
-}
-
-void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
-  DeviceOf d("dropout_forward");
-  d.add(x);
-  d.add(y);
-  d.add(step);
-  backend_for(d.found ? d.device : Device::cpu()).dropout_forward(x, y, rate, seed, step);
-}
-
-void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) {
-  DeviceOf d("dropout_backward");
-  d.add(dy);
-  d.add(dx);
-  d.add(step);
-  backend_for(d.found ? d.device : Device::cpu()).dropout_backward(dy, dx, rate, seed, step);
-}
-
-void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) {
-  DeviceOf d("pad2d_forward");
-  d.add(x);
-  d.add(y);
-  d.add(p);
-  backend_for(d.found ? d.device : Device::cpu()).pad2d_forward(x, y, p);
-}
-
-void pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) {
-  DeviceOf d("pad2d_backward");
-  d.add(dy);
-  d.add(dx);
-  d.add(p);
-  backend_for(d.found ? d.device : Device::cpu()).pad2d_backward(dy, dx, p);
-}
-
-void concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis) {
-  DeviceOf d("concat_forward");
-  d.add(xs);
-  d.add(y);
-  d.add(axis);
-  backend_for(d.found ? d.device : Device::cpu()).concat_forward(xs, y, axis);
-}
-
-void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) {
-  DeviceOf d("concat_backward");
-  d.add(dy);
-  d.add(dxs);
-  d.add(axis);
-  backend_for(d.found ? d.device : Device::cpu()).concat_backward(dy, dxs, axis);
-}
-
-void fill(Tensor& x, double value) {
-  DeviceOf d("fill");
-  d.add(x);
-  d.add(value);
-  backend_for(d.found ? d.device : Device::cpu()).fill(x, value);
-}
-
-void cast(const Tensor& src, Tensor& dst) {
-  DeviceOf d("cast");
-  d.add(src);
-  d.add(dst);
-  backend_for(d.found ? d.device : Device::cpu()).cast(src, dst);
-}
-
-void copy(const Tensor& src, Tensor& dst) {
-  DeviceOf d("copy");
-  d.add(src);
-  d.add(dst);
-  backend_for(d.found ? d.device : Device::cpu()).copy(src, dst);
-}
-
-void add_n(const std::vector<Tensor>& xs, Tensor& y) {
-  DeviceOf d("add_n");
-  d.add(xs);
-  d.add(y);
-  backend_for(d.found ? d.device : Device::cpu()).add_n(xs, y);
-}
-
-void accumulate(const Tensor& src, Tensor& dst) {
-  DeviceOf d("accumulate");
-  d.add(src);
-  d.add(dst);
-  backend_for(d.found ? d.device : Device::cpu()).accumulate(src, dst);
-}
-
-void scale_shift(const Tensor& x, Tensor& y, double scale, double shift) {
-  DeviceOf d("scale_shift");
-  d.add(x);
-  d.add(y);
-  d.add(scale);
-  d.add(shift);
-  backend_for(d.found ? d.device : Device::cpu()).scale_shift(x, y, scale, shift);
-}
-
-void moving_average(Tensor& moving, const Tensor& value, double momentum) {
-  DeviceOf d("moving_average");
-  d.add(moving);
-  d.add(value);
-  d.add(momentum);
-  backend_for(d.found ? d.device : Device::cpu()).moving_average(moving, value, momentum);
-}
-
-void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst) {
-  DeviceOf d("gather_rows");
-  d.add(src);
-  d.add(indices);
-  d.add(dst);
-  backend_for(d.found ? d.device : Device::cpu()).gather_rows(src, indices, dst);
-}
-
-void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
-  DeviceOf d("gather_rows");
-  d.add(src);
-  d.add(indices);
-  d.add(dst);
-  backend_for(d.found ? d.device : Device::cpu()).gather_rows(src, indices, dst);
-}
-
-void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first) {
-  DeviceOf d("augment_images");
-  d.add(x);
-  d.add(y);
-  backend_for(d.found ? d.device : Device::cpu()).augment_images(x, y, p, seed, first);
-}
-
-void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits, double grad_scale) {
-  DeviceOf d("softmax_cross_entropy");
-  d.add(logits);
-  d.add(labels);
-  d.add(total);
-  d.add(dlogits);
-  d.add(grad_scale);
-  backend_for(d.found ? d.device : Device::cpu()).softmax_cross_entropy(logits, labels, total, dlogits, grad_scale);
-}
-
-void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs, double grad_scale, double eps) {
-  DeviceOf d("crossentropy_from_probabilities");
-  d.add(probs);
-  d.add(labels);
-  d.add(total);
-  d.add(dprobs);
-  d.add(grad_scale);
-  d.add(eps);
-  backend_for(d.found ? d.device : Device::cpu()).crossentropy_from_probabilities(probs, labels, total, dprobs, grad_scale, eps);
-}
-
-void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred, double grad_scale) {
-  DeviceOf d("mean_squared_error");
-  d.add(pred);
-  d.add(target);
-  d.add(total);
-  d.add(dpred);
-  d.add(grad_scale);
-  backend_for(d.found ? d.device : Device::cpu()).mean_squared_error(pred, target, total, dpred, grad_scale);
-}
-
-void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
-  DeviceOf d("accuracy_count");
-  d.add(pred);
-  d.add(labels);
-  d.add(total);
-  backend_for(d.found ? d.device : Device::cpu()).accuracy_count(pred, labels, total);
-}
-
-void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& iterations) {
-  DeviceOf d("adam_update");
-  d.add(w);
-  d.add(g);
-  d.add(m);
-  d.add(v);
-  d.add(iterations);
-  backend_for(d.found ? d.device : Device::cpu()).adam_update(w, g, m, v, s, iterations);
-}
-
-void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov) {
-  DeviceOf d("sgd_update");
-  d.add(w);
-  d.add(g);
-  d.add(velocity);
-  d.add(lr);
-  d.add(momentum);
-  d.add(nesterov);
-  backend_for(d.found ? d.device : Device::cpu()).sgd_update(w, g, velocity, lr, momentum, nesterov);
-}
-
-void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho, double momentum, double epsilon) {
-  DeviceOf d("rmsprop_update");
-  d.add(w);
-  d.add(g);
-  d.add(ms);
-  d.add(mom);
-  d.add(lr);
-  d.add(rho);
-  d.add(momentum);
-  d.add(epsilon);
-  backend_for(d.found ? d.device : Device::cpu()).rmsprop_update(w, g, ms, mom, lr, rho, momentum, epsilon);
-}
-
-void Backend::unsupported(const char* op) const {
-  fail("op {} is not implemented on the {} backend", op, name());
-}
-
-// The defaults: a backend that does not override an op refuses it by name.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-void Backend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) { unsupported("conv2d_forward"); }
-void Backend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db, const Conv2DParams& p) { unsupported("conv2d_backward"); }
-void Backend::pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p) { unsupported("pool2d_forward"); }
-void Backend::pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx, const Pool2DParams& p) { unsupported("pool2d_backward"); }
-void Backend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean, Tensor& var, double eps) { unsupported("batch_norm_forward_training"); }
-void Backend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean, const Tensor& var, Tensor& y, double eps) { unsupported("batch_norm_forward_inference"); }
-void Backend::batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var, const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) { unsupported("batch_norm_backward"); }
-void Backend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) { unsupported("dense_forward"); }
-void Backend::dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) { unsupported("dense_backward"); }
-void Backend::activation_forward(Activation a, const Tensor& x, Tensor& y) { unsupported("activation_forward"); }
-void Backend::activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx) { unsupported("activation_backward"); }
-void Backend::dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) { unsupported("dropout_forward"); }
-void Backend::dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) { unsupported("dropout_backward"); }
-void Backend::pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) { unsupported("pad2d_forward"); }
-void Backend::pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) { unsupported("pad2d_backward"); }
-void Backend::concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis) { unsupported("concat_forward"); }
-void Backend::concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) { unsupported("concat_backward"); }
-void Backend::fill(Tensor& x, double value) { unsupported("fill"); }
-void Backend::copy(const Tensor& src, Tensor& dst) { unsupported("copy"); }
-void Backend::add_n(const std::vector<Tensor>& xs, Tensor& y) { unsupported("add_n"); }
-void Backend::accumulate(const Tensor& src, Tensor& dst) { unsupported("accumulate"); }
-void Backend::scale_shift(const Tensor& x, Tensor& y, double scale, double shift) { unsupported("scale_shift"); }
-void Backend::moving_average(Tensor& moving, const Tensor& value, double momentum) { unsupported("moving_average"); }
-void Backend::gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst) { unsupported("gather_rows"); }
-void Backend::gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) { unsupported("gather_rows"); }
-void Backend::cast(const Tensor& src, Tensor& dst) { unsupported("cast"); }
-void Backend::augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first) { unsupported("augment_images"); }
-void Backend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits, double grad_scale) { unsupported("softmax_cross_entropy"); }
-void Backend::crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs, double grad_scale, double eps) { unsupported("crossentropy_from_probabilities"); }
-void Backend::mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred, double grad_scale) { unsupported("mean_squared_error"); }
-void Backend::accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) { unsupported("accuracy_count"); }
-void Backend::adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& iterations) { unsupported("adam_update"); }
-void Backend::sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov) { unsupported("sgd_update"); }
-void Backend::rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho, double momentum, double epsilon) { unsupported("rmsprop_update"); }
-
-#pragma GCC diagnostic pop
-
-Backend& backend_for(Device device) {
-  if (device.is_cpu()) return cpu::cpu_backend();
+const Backend& backend_for(Device device) {
+  if (device.is_cpu()) return cpu::backend();
 #if SYSTOLIC_HAS_CUDA
-  return cuda::cuda_backend();
+  return cuda::backend();
 #else
   fail("device {} is not available: this build of systolic has no CUDA support", device.str());
 #endif
+}
+
+bool supports(Op op, DType dtype, Device device) {
+#if !SYSTOLIC_HAS_CUDA
+  if (!device.is_cpu()) return false;
+#endif
+  return backend_for(device).dtypes(op).contains(dtype);
+}
+
+void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst) {
+  Tensor rows({static_cast<std::int64_t>(indices.size())}, DType::int32);
+  auto* p = rows.data<std::int32_t>();
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    SYSTOLIC_CHECK(indices[i] >= 0 && indices[i] <= INT32_MAX && (src.rank() == 0 || indices[i] < src.dim(0)),
+                   "gather_rows: row {} out of range [0, {})", indices[i], src.rank() ? src.dim(0) : 0);
+    p[i] = static_cast<std::int32_t>(indices[i]);
+  }
+  gather_rows(src, rows.to(dst.defined() ? dst.device() : Device::cpu()), dst);
 }
 
 }  // namespace systolic::ops

@@ -2,11 +2,11 @@
 // Convolution and pooling are in onednn_conv.cc, dense and batch normalisation in onednn_dense_norm.cc.
 #include "ops/cpu/onednn.h"
 
-#include "ops/cpu/onednn_common.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
+
+#include "ops/cpu/onednn_common.h"
 
 namespace systolic::ops::onednn {
 
@@ -73,8 +73,8 @@ dnnl::memory::desc rows_md(const Tensor& t) {
 
 // Forward algorithms; the backward ones take the forward OUTPUT (the _use_dst_for_bwd variants), which is
 // what the contract hands to activation_backward.
-dnnl::algorithm forward_algorithm(Activation a) {
-  switch (a) {
+dnnl::algorithm forward_algorithm(const Activation& a) {
+  switch (a.kind) {
     case Activation::relu:
       return dnnl::algorithm::eltwise_relu;
     case Activation::sigmoid:
@@ -86,8 +86,8 @@ dnnl::algorithm forward_algorithm(Activation a) {
   }
   fail("oneDNN activation: no eltwise algorithm for {}", activation_name(a));
 }
-dnnl::algorithm backward_algorithm(Activation a) {
-  switch (a) {
+dnnl::algorithm backward_algorithm(const Activation& a) {
+  switch (a.kind) {
     case Activation::relu:
       return dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
     case Activation::sigmoid:
@@ -106,7 +106,7 @@ struct Prim {
 
 }  // namespace
 
-void activation_forward(Activation a, const Tensor& x, Tensor& y) {
+void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
   if (x.numel() == 0) return;
   if (a == Activation::linear) {
     if (y.raw_data() != x.raw_data()) std::copy_n(x.data<float>(), x.numel(), y.data<float>());
@@ -116,7 +116,7 @@ void activation_forward(Activation a, const Tensor& x, Tensor& y) {
     thread_local PrimitiveCache<Prim> cache;
     if (a == Activation::softmax) {
       auto md = rows_md(x);
-      auto& e = cache.get({0, static_cast<int>(a), md.dims()[0], md.dims()[1]}, [&] {
+      auto& e = cache.get({0, static_cast<int>(a.kind), md.dims()[0], md.dims()[1]}, [&] {
         dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, 1);
         return Prim{dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(d, engine()))};
       });
@@ -124,7 +124,7 @@ void activation_forward(Activation a, const Tensor& x, Tensor& y) {
       return;
     }
     auto md = flat_md(x);
-    auto& e = cache.get({1, static_cast<int>(a), x.numel()}, [&] {
+    auto& e = cache.get({1, static_cast<int>(a.kind), x.numel()}, [&] {
       dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, forward_algorithm(a), md, 0.f, 0.f);
       return Prim{dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()))};
     });
@@ -132,7 +132,7 @@ void activation_forward(Activation a, const Tensor& x, Tensor& y) {
   });
 }
 
-void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx) {
+void activation_backward(const Activation& a, const Tensor& y, const Tensor& dy, Tensor& dx) {
   if (y.numel() == 0) return;
   if (a == Activation::linear) {
     if (dx.raw_data() != dy.raw_data()) std::copy_n(dy.data<float>(), dy.numel(), dx.data<float>());
@@ -142,7 +142,7 @@ void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor
     thread_local PrimitiveCache<Prim> cache;
     if (a == Activation::softmax) {
       auto md = rows_md(y);
-      auto& e = cache.get({0, static_cast<int>(a), md.dims()[0], md.dims()[1]}, [&] {
+      auto& e = cache.get({0, static_cast<int>(a.kind), md.dims()[0], md.dims()[1]}, [&] {
         // The backward primitive descriptor needs a forward one as a hint (layouts, algorithm).
         dnnl::softmax_forward::primitive_desc hint(
             dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), engine());
@@ -155,7 +155,7 @@ void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor
       return;
     }
     auto md = flat_md(y);
-    auto& e = cache.get({1, static_cast<int>(a), y.numel()}, [&] {
+    auto& e = cache.get({1, static_cast<int>(a.kind), y.numel()}, [&] {
       auto alg = backward_algorithm(a);
       dnnl::eltwise_forward::primitive_desc hint(
           dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f), engine());

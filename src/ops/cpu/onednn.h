@@ -13,16 +13,16 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
 void pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p);
 void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,
                      const Pool2DParams& p);
-void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
-                                 Tensor& var, double eps);
-void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
-                                  const Tensor& var, Tensor& y, double eps);
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                 Tensor& mean, Tensor& var, double eps);
+void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& mean, const Tensor& var, Tensor& y, double eps);
 void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps);
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db);
-void activation_forward(Activation a, const Tensor& x, Tensor& y);
-void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx);
+void activation_forward(const Activation& a, const Tensor& x, Tensor& y);
+void activation_backward(const Activation& a, const Tensor& y, const Tensor& dy, Tensor& dx);
 
 // oneDNN's version and the instruction set its kernels use here ("avx512_core", ...), for `systolic info`.
 std::string version();

@@ -2,7 +2,6 @@
 // (oneDNN's `hwio`). Where a primitive prefers a blocked layout, the entry reorders into and out of
 // buffers it owns; the layouts asked for are the fastest measured on the seed CNN's shapes (see want_act).
 #include "ops/cpu/onednn.h"
-
 #include "ops/cpu/onednn_common.h"
 
 namespace systolic::ops::onednn {
@@ -164,7 +163,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     auto s = conv_shape(x, w, y, p);
     Key key = s.key;
     key.push_back(b.defined());
-    key.push_back(static_cast<int>(p.activation));
+    key.push_back(static_cast<int>(p.activation.kind));
     auto& e = cache.get(key, [&] {
       dnnl::primitive_attr attr;
       if (p.activation == Activation::relu) {  // fused into the convolution's output stage

@@ -1,7 +1,11 @@
-// Batch normalisation kernels over [R, C] (C contiguous). Statistics: two deterministic column reductions
-// (reduce.cuh) for the mean, then for the centred squares; backward: one reduction of (dy, dy*(x - mean)),
-// then an elementwise pass for dx. Contracts: batch_norm.h.
-#include "ops/cuda/batch_norm.h"
+// Batch normalisation on CUDA over [R, C] (C contiguous; NHWC has R = N*H*W), kernel -> launcher -> entry (the
+// arguments were checked at ops::<name>, src/ops/ops.cc). x, y, dy, dx are float32 or bfloat16; gamma, beta, mean,
+// var and the parameter gradients float32. Statistics: two deterministic column reductions (reduce.cuh: fixed
+// partitions, no atomics) for the mean, then for the centred squares, so inputs far from zero do not cancel;
+// backward: one reduction of (dy, dy*(x - mean)), then an elementwise pass for dx. Partial sums live in the
+// device's workspace (Context::workspace).
+#include "ops/cuda/context.h"
+#include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/reduce.cuh"
 
@@ -132,8 +136,6 @@ __global__ void backward_data_kernel(const T* __restrict__ x, const T* __restric
   }
 }
 
-}  // namespace
-
 std::size_t batch_norm_workspace_bytes(std::int64_t R, std::int64_t C) {
   return coefficient_bytes(C) + reduce::partials_floats(R, C, 2) * sizeof(float);
 }
@@ -193,4 +195,58 @@ cudaError_t launch_batch_norm_backward(const void* x, const void* dy, Element ty
   });
 }
 
+}  // namespace
+
 }  // namespace systolic::ops::cuda::dnn
+
+namespace systolic::ops::cuda {
+
+namespace {
+constexpr DTypes kFloat32Or16{DType::float32, DType::bfloat16};
+struct Rows {
+  std::int64_t R, C;
+};
+Rows rows_of(const Tensor& x) {
+  return {x.dim(-1) ? x.numel() / x.dim(-1) : 0, x.dim(-1)};
+}
+}  // namespace
+
+const DTypes batch_norm_forward_training_dtypes = kFloat32Or16;
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                 Tensor& mean, Tensor& var, double eps) {
+  if (x.numel() == 0) return;
+  Rows s = rows_of(x);
+  Context& c = context(x);
+  void* workspace = c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C));
+  SYSTOLIC_CUDA_CHECK(dnn::launch_batch_norm_forward_training(
+      x.raw_data(), element_of(x.dtype()), gamma.data<float>(), beta.data<float>(), y.raw_data(),
+      mean.data<float>(), var.data<float>(), s.R, s.C, static_cast<float>(eps), workspace, c.stream));
+}
+
+const DTypes batch_norm_forward_inference_dtypes = kFloat32Or16;
+void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
+  if (x.numel() == 0) return;
+  Rows s = rows_of(x);
+  Context& c = context(x);
+  SYSTOLIC_CUDA_CHECK(dnn::launch_batch_norm_forward_inference(
+      x.raw_data(), element_of(x.dtype()), gamma.data<float>(), beta.data<float>(), mean.data<float>(),
+      var.data<float>(), y.raw_data(), s.R, s.C, static_cast<float>(eps), c.stream));
+}
+
+const DTypes batch_norm_backward_dtypes = kFloat32Or16;
+void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
+  if (!dx.defined() && !dgamma.defined() && !dbeta.defined()) return;
+  if (x.numel() == 0) return;
+  Rows s = rows_of(x);
+  Context& c = context(x);
+  void* workspace = c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C));
+  SYSTOLIC_CUDA_CHECK(dnn::launch_batch_norm_backward(
+      x.raw_data(), dy.raw_data(), element_of(x.dtype()), gamma.data<float>(), mean.data<float>(),
+      var.data<float>(), dx.defined() ? dx.raw_data() : nullptr,
+      dgamma.defined() ? dgamma.data<float>() : nullptr, dbeta.defined() ? dbeta.data<float>() : nullptr, s.R,
+      s.C, eps, workspace, c.stream));
+}
+
+}  // namespace systolic::ops::cuda

@@ -80,15 +80,6 @@ Tensor scratch(std::size_t bytes, int device) {
   return Tensor({static_cast<std::int64_t>(bytes)}, DType::uint8, Device::cuda(device));
 }
 
-void check_dtype(const char* op, const Tensor& t, std::initializer_list<DType> allowed) {
-  SYSTOLIC_CHECK(t.defined(), "{}: a required tensor is undefined", op);
-  for (DType d : allowed)
-    if (t.dtype() == d) return;
-  std::string names;
-  for (DType d : allowed) names += (names.empty() ? "" : ", ") + std::string(dtype_name(d));
-  fail("op {} on the cuda backend takes {} tensors, not {}", op, names, dtype_name(t.dtype()));
-}
-
 const char* cublas_status_name(cublasStatus_t s) {
   switch (s) {
     case CUBLAS_STATUS_NOT_INITIALIZED:
@@ -121,11 +112,6 @@ void fill_build_info(BuildInfo& b) {
   b.cudnn_version = fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
   std::size_t c = cublasLtGetVersion();  // 130000 for 13.0.0
   b.cublas_version = fmt::format("{}.{}.{}", c / 10000, (c % 10000) / 100, c % 100);
-}
-
-Backend& cuda_backend() {
-  static CudaBackend backend;
-  return backend;
 }
 
 }  // namespace systolic::ops::cuda

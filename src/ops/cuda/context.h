@@ -1,5 +1,5 @@
 // What every CUDA op needs: the device of its tensors made current, that device's stream, cuDNN and cuBLASLt
-// handles bound to it, scratch memory from the caching allocator, and checks of dtype, shape and device.
+// handles bound to it, scratch memory from the caching allocator.
 #pragma once
 
 #include <cublasLt.h>
@@ -71,9 +71,6 @@ Element element_of(DType dtype);
 // Scratch device memory (workspaces): a uint8 tensor from the caching allocator, freed when it goes out of
 // scope.
 Tensor scratch(std::size_t bytes, int device);
-
-// Checks, raising Error naming the op: the dtype is one of those given; the tensor is defined.
-void check_dtype(const char* op, const Tensor& t, std::initializer_list<DType> allowed);
 
 // The largest power of two (at most 256) that divides the address: cuBLASLt's algorithms are chosen for the
 // alignment of the pointers they will see, so plans cached by shape include it in their keys.

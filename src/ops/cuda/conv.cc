@@ -59,38 +59,14 @@ struct ConvGeometry {
   }
 };
 
-// Checks the shapes and dtypes every conv entry shares (x, w, and y or dy) and derives the geometry.
+// The geometry of a checked call (ops.cc checked shapes and dtypes) in cuDNN's terms; cuDNN's own limits (int
+// sizes) are checked here.
 ConvGeometry conv_geometry(const char* op, const Tensor& x, const Tensor& w, const Tensor& y,
                            const char* y_name, const Conv2DParams& p) {
-  check_dtype(op, x, {DType::float32, DType::bfloat16});
-  check_same_dtype(op, "the kernel", w, x.dtype());
-  check_same_dtype(op, y_name, y, x.dtype());
-  SYSTOLIC_CHECK(x.rank() == 4 && w.rank() == 4 && y.rank() == 4 && x.dim(3) == w.dim(2) &&
-                     y.dim(3) == w.dim(3) && y.dim(0) == x.dim(0),
-                 "{}: x {} and kernel {} and {} {} do not fit (NHWC, (KH,KW,C,F))", op, x.shape().str(),
-                 w.shape().str(), y_name, y.shape().str());
-  SYSTOLIC_CHECK(
-      p.stride_h > 0 && p.stride_w > 0 && p.dilation_h > 0 && p.dilation_w > 0 && p.pad_top >= 0 &&
-          p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0,
-      "{}: strides and dilation must be positive and padding non-negative (strides ({}, {}), dilation "
-      "({}, {}), padding ({}, {}, {}, {}))",
-      op, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.pad_top, p.pad_bottom, p.pad_left,
-      p.pad_right);
   ConvGeometry g;
   g.N = x.dim(0), g.H = x.dim(1), g.W = x.dim(2), g.C = x.dim(3);
   g.KH = w.dim(0), g.KW = w.dim(1), g.F = w.dim(3), g.OH = y.dim(1), g.OW = y.dim(2);
   g.p = p;
-  SYSTOLIC_CHECK(g.KH > 0 && g.KW > 0 && g.C > 0 && g.F > 0, "{}: empty kernel {} or input {}", op,
-                 w.shape().str(), x.shape().str());
-  // The output size the padding and strides give (floor, as Keras and TensorFlow compute it).
-  auto out = [](std::int64_t in, std::int64_t k, int stride, int dilation, int before, int after) {
-    std::int64_t span = in + before + after - (std::int64_t(dilation) * (k - 1) + 1);
-    return span < 0 ? std::int64_t(0) : span / stride + 1;
-  };
-  std::int64_t oh = out(g.H, g.KH, p.stride_h, p.dilation_h, p.pad_top, p.pad_bottom);
-  std::int64_t ow = out(g.W, g.KW, p.stride_w, p.dilation_w, p.pad_left, p.pad_right);
-  SYSTOLIC_CHECK(oh == g.OH && ow == g.OW, "{}: {} should be ({}, {}, {}, {}) for {}", op, y_name, g.N, oh,
-                 ow, g.F, g.str());
   g.pad_h = std::min(p.pad_top, p.pad_bottom);
   g.pad_w = std::min(p.pad_left, p.pad_right);
   g.extra_top = p.pad_top - g.pad_h, g.extra_bottom = p.pad_bottom - g.pad_h;
@@ -281,14 +257,9 @@ const float kOne = 1.0f, kZero = 0.0f;  // cuDNN's scaling factors are float for
 
 }  // namespace
 
-void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                                 const Conv2DParams& p) {
-  const char* op = "conv2d_forward";
-  ConvGeometry g = conv_geometry(op, x, w, y, "y", p);
-  if (b.defined()) {
-    check_param_dtype(op, "the bias", b, x.dtype());
-    SYSTOLIC_CHECK(b.numel() == g.F, "{}: bias {} does not match {} filters", op, b.shape().str(), g.F);
-  }
+const DTypes conv2d_forward_dtypes{DType::float32, DType::bfloat16};
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
+  ConvGeometry g = conv_geometry("conv2d_forward", x, w, y, "y", p);
   if (y.numel() == 0) return;
   Context& c = context(x);
   ConvPlan& e = conv_plan(c, g, x.dtype(), kForward);
@@ -322,11 +293,10 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
         b.defined() ? element_of(b.dtype()) : element_of(y.dtype()), g.N * g.OH * g.OW, g.F, relu, c.stream));
 }
 
-void CudaBackend::conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                                  Tensor& db, const Conv2DParams& p) {
-  const char* op = "conv2d_backward";
-  ConvGeometry g = conv_geometry(op, x, w, dy, "dy", p);
-  check_backward_gradients(op, x, w, dx, dw, db, g.F, "filters");
+const DTypes conv2d_backward_dtypes{DType::float32, DType::bfloat16};
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
+                     const Conv2DParams& p) {
+  ConvGeometry g = conv_geometry("conv2d_backward", x, w, dy, "dy", p);
   const bool need_data = dx.defined() && dx.numel() > 0, need_filter = dw.defined();
   if (!need_data && !need_filter && !db.defined()) return;
   Context& c = context(dy);

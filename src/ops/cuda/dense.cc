@@ -182,28 +182,11 @@ std::int64_t leading(const Tensor& t) {
   return n;
 }
 
-// x and w dtypes and shapes, and y (or dy) against them; returns M.
-std::int64_t check_dense(const char* op, const Tensor& x, const Tensor& w, const Tensor& y,
-                         const char* y_name) {
-  check_dtype(op, x, {DType::float32, DType::bfloat16});
-  check_same_dtype(op, "the kernel", w, x.dtype());
-  check_same_dtype(op, y_name, y, x.dtype());
-  SYSTOLIC_CHECK(w.rank() == 2 && x.rank() >= 1 && y.rank() >= 1 && x.dim(-1) == w.dim(0) &&
-                     y.dim(-1) == w.dim(1) && leading(x) == leading(y),
-                 "{}: x {} and kernel {} and {} {} do not fit", op, x.shape().str(), w.shape().str(), y_name,
-                 y.shape().str());
-  return leading(x);
-}
-
 }  // namespace
 
-void CudaBackend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  const char* op = "dense_forward";
-  const std::int64_t M = check_dense(op, x, w, y, "y"), K = w.dim(0), U = w.dim(1);
-  if (b.defined()) {
-    check_param_dtype(op, "the bias", b, x.dtype());
-    SYSTOLIC_CHECK(b.numel() == U, "{}: bias {} does not match {} units", op, b.shape().str(), U);
-  }
+const DTypes dense_forward_dtypes{DType::float32, DType::bfloat16};
+void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  const std::int64_t M = leading(x), K = w.dim(0), U = w.dim(1);
   if (M == 0 || U == 0) return;
   Context& c = context(x);
   if (K == 0) {  // an empty sum: y is the bias
@@ -238,11 +221,9 @@ void CudaBackend::dense_forward(const Tensor& x, const Tensor& w, const Tensor& 
                                              /*relu=*/false, c.stream));
 }
 
-void CudaBackend::dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                                 Tensor& db) {
-  const char* op = "dense_backward";
-  const std::int64_t M = check_dense(op, x, w, dy, "dy"), K = w.dim(0), U = w.dim(1);
-  check_backward_gradients(op, x, w, dx, dw, db, U, "units");
+const DTypes dense_backward_dtypes{DType::float32, DType::bfloat16};
+void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
+  const std::int64_t M = leading(x), K = w.dim(0), U = w.dim(1);
   if (!dx.defined() && !dw.defined() && !db.defined()) return;
   Context& c = context(dy);
 

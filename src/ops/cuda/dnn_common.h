@@ -1,5 +1,5 @@
-// Host-side pieces shared by the cuDNN and cuBLASLt ops (conv.cc, pool.cc, dense.cc, batch_norm_ops.cc):
-// element types, owned cuDNN descriptors, and the checks every entry point makes. Compiled by g++ only.
+// Host-side pieces shared by the cuDNN and cuBLASLt ops (conv.cc, pool.cc, dense.cc): element types, owned cuDNN
+// descriptors, cuDNN's size limit. Compiled by g++ only.
 #pragma once
 
 #include <systolic/tensor.h>
@@ -15,41 +15,6 @@ namespace systolic::ops::cuda {
 
 inline cudnnDataType_t cudnn_type(DType t) {
   return t == DType::bfloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-}
-
-// Raises Error naming the op unless t is defined and has dtype `want`.
-inline void check_same_dtype(const char* op, const char* name, const Tensor& t, DType want) {
-  SYSTOLIC_CHECK(t.defined(), "{}: {} is undefined", op, name);
-  SYSTOLIC_CHECK(t.dtype() == want, "{}: {} is {}, expected {} like the input", op, name,
-                 dtype_name(t.dtype()), dtype_name(want));
-}
-
-// Parameters and their gradients may be float32 when the data are bfloat16 (float32 master weights).
-inline void check_param_dtype(const char* op, const char* name, const Tensor& t, DType data) {
-  SYSTOLIC_CHECK(t.dtype() == data || t.dtype() == DType::float32, "{}: {} is {}, expected {} or float32", op,
-                 name, dtype_name(t.dtype()), dtype_name(data));
-}
-
-// The gradients a convolution or dense backward writes, where defined: dx with x's dtype and shape, dw with
-// the kernel's shape, db with one value per output (`outputs` filters or units); dw and db may be float32.
-inline void check_backward_gradients(const char* op, const Tensor& x, const Tensor& w, const Tensor& dx,
-                                     const Tensor& dw, const Tensor& db, std::int64_t outputs,
-                                     const char* output_name) {
-  if (dx.defined()) {
-    check_same_dtype(op, "dx", dx, x.dtype());
-    SYSTOLIC_CHECK(dx.shape() == x.shape(), "{}: dx {} must have x's shape {}", op, dx.shape().str(),
-                   x.shape().str());
-  }
-  if (dw.defined()) {
-    check_param_dtype(op, "dw", dw, x.dtype());
-    SYSTOLIC_CHECK(dw.shape() == w.shape(), "{}: dw {} must have the kernel's shape {}", op, dw.shape().str(),
-                   w.shape().str());
-  }
-  if (db.defined()) {
-    check_param_dtype(op, "db", db, x.dtype());
-    SYSTOLIC_CHECK(db.numel() == outputs, "{}: db {} does not match {} {}", op, db.shape().str(), outputs,
-                   output_name);
-  }
 }
 
 // cuDNN's legacy descriptors take int dimensions and int strides: tensors must have fewer than 2^31 elements.

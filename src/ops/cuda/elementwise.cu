@@ -1,16 +1,24 @@
-// Elementwise kernels and their launchers (declared in elementwise.h; the checking entry points are in
-// elementwise_ops.cc). Grid-stride loops over 64-bit indices; bfloat16 computes in float, float64 in double.
-// Row kernels (softmax) give each row to one warp, whose lanes stride over the columns and combine by
-// shuffles.
+// Elementwise and data-movement ops on CUDA, each as kernel -> launcher -> entry (the entry unpacks the checked
+// tensors: the checks ran at ops::<name>, src/ops/ops.cc): fill, copy, cast, add_n, accumulate, scale_shift,
+// moving_average, the activations (activation_math.h's formulas; softmax and log_softmax over rows), dropout,
+// padding, concatenation (strided copies), gathering rows, image augmentation. Grid-stride loops over 64-bit
+// indices; bfloat16 computes in float, float64 in double. Row kernels give each row to one warp, whose lanes
+// stride over the columns and combine by shuffles. No entry synchronises or allocates, except gather_rows'
+// host-index path in ops.cc, which uploads the indices (not a path of captured training steps).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "core/philox.h"
-#include "ops/augment_math.h"
-#include "ops/cuda/elementwise.h"
+#include "ops/activation_math.h"
+#include "ops/augment.h"
+#include "ops/concat_layout.h"
+#include "ops/cuda/context.h"
+#include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/rounding.cuh"
 
@@ -103,6 +111,7 @@ __global__ void fill_kernel(U* x, std::int64_t n, U value) {
 
 // ---- add_n, accumulate
 
+constexpr int kAddNMax = 8;  // inputs per add_n launch
 struct Inputs {
   const void* p[kAddNMax];
 };
@@ -130,34 +139,20 @@ __global__ void moving_average_kernel(T* m, const T* v, std::int64_t n, acc_t<T>
   SYSTOLIC_GRID_STRIDE(i, n) store(m, i, add_rn(mul_rn(load(m, i), momentum), mul_rn(load(v, i), rest)));
 }
 
-// ---- activations
+// ---- activations: elementwise kinds through activation_math.h, one kernel per kind (K is a constant, so the
+// formula's switch folds away); softmax and log_softmax over rows.
 
-template <class T, ActivationKind K>
-__global__ void activation_forward_kernel(const T* x, T* y, std::int64_t n) {
-  SYSTOLIC_GRID_STRIDE(i, n) {
-    float v = load(x, i), r;
-    if constexpr (K == ActivationKind::relu)
-      r = v > 0.0f ? v : 0.0f;
-    else if constexpr (K == ActivationKind::sigmoid)
-      r = 1.0f / (1.0f + expf(-v));
-    else
-      r = tanhf(v);
-    store(y, i, r);
-  }
+template <class T, Activation::Kind K>
+__global__ void activation_forward_kernel(const T* x, T* y, std::int64_t n, activation::Params<acc_t<T>> p) {
+  SYSTOLIC_GRID_STRIDE(i, n) store(y, i, activation::forward<acc_t<T>>(K, load(x, i), p));
 }
 
-template <class T, ActivationKind K>
-__global__ void activation_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t n) {
-  SYSTOLIC_GRID_STRIDE(i, n) {
-    float out = load(y, i), g = load(dy, i), r;
-    if constexpr (K == ActivationKind::relu)
-      r = out > 0.0f ? g : 0.0f;
-    else if constexpr (K == ActivationKind::sigmoid)
-      r = g * out * (1.0f - out);
-    else
-      r = g * (1.0f - out * out);
-    store(dx, i, r);
-  }
+// x may be y (then unread: the kind's gradient is a function of y).
+template <class T, Activation::Kind K>
+__global__ void activation_backward_kernel(const T* x, const T* y, const T* dy, T* dx, std::int64_t n,
+                                           activation::Params<acc_t<T>> p) {
+  SYSTOLIC_GRID_STRIDE(i, n)
+  store(dx, i, activation::backward<acc_t<T>>(K, load(x, i), load(y, i), load(dy, i), p));
 }
 
 // y = exp(x - max) / sum exp(x - max) per row. y may alias x: the last pass reads x[c] and writes y[c] in the
@@ -194,6 +189,42 @@ __global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, std::int
     for (std::int64_t c = lane; c < cols; c += 32) dot += load(gr, c) * load(yr, c);
     dot = warp_sum(dot);
     for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(yr, c) * (load(gr, c) - dot));
+  }
+}
+
+// y = x - max - log(sum exp(x - max)) per row; y may alias x (as softmax's).
+template <class T>
+__global__ void log_softmax_forward_kernel(const T* x, T* y, std::int64_t rows, std::int64_t cols) {
+  const int lane = threadIdx.x & 31;
+  SYSTOLIC_WARP_ROWS(r, rows) {
+    const T* in = x + r * cols;
+    T* out = y + r * cols;
+    float mx = -INFINITY;
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      float v = load(in, c);
+      mx = v > mx ? v : mx;
+    }
+    mx = warp_max(mx);
+    float s = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) s += expf(load(in, c) - mx);
+    const float lse = mx + logf(warp_sum(s));
+    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(in, c) - lse);
+  }
+}
+
+// dx = dy - exp(y) * sum(dy) per row; dx may alias dy.
+template <class T>
+__global__ void log_softmax_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t rows,
+                                            std::int64_t cols) {
+  const int lane = threadIdx.x & 31;
+  SYSTOLIC_WARP_ROWS(r, rows) {
+    const T* yr = y + r * cols;
+    const T* gr = dy + r * cols;
+    T* out = dx + r * cols;
+    float s = 0.0f;
+    for (std::int64_t c = lane; c < cols; c += 32) s += load(gr, c);
+    s = warp_sum(s);
+    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(gr, c) - expf(load(yr, c)) * s);
   }
 }
 
@@ -320,7 +351,7 @@ __global__ void augment_kernel(const float* x, float* y, std::int64_t N, std::in
   }
 }
 
-}  // namespace
+// ---- launchers
 
 cudaError_t launch_fill(void* x, std::int64_t n, int element_bytes, std::uint64_t bits, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
@@ -368,87 +399,56 @@ cudaError_t launch_moving_average(void* moving, const void* value, std::int64_t 
   });
 }
 
-cudaError_t launch_activation_forward(ActivationKind a, const void* x, void* y, std::int64_t rows,
-                                      std::int64_t cols, Element t, cudaStream_t stream) {
-  std::int64_t n = rows * cols;
+// The kernel of an activation's kind.
+template <class T>
+cudaError_t launch_activation_forward(const Activation& a, const T* x, T* y, std::int64_t rows,
+                                      std::int64_t cols, cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
   if (n == 0) return cudaSuccess;
-  if (t != Element::float32 && t != Element::bfloat16) return cudaErrorInvalidValue;
-  if (a == ActivationKind::linear) {
-    if (x == y) return cudaSuccess;
-    return cudaMemcpyAsync(y, x, static_cast<std::size_t>(n) * element_size(t), cudaMemcpyDeviceToDevice,
-                           stream);
+  if (a.kind == Activation::softmax) {
+    softmax_forward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(x, y, rows, cols);
+    return cudaGetLastError();
   }
-  return by_float_type(t, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, double>) {
-      return cudaErrorInvalidValue;
-    } else {
-      auto xp = static_cast<const T*>(x);
-      auto yp = static_cast<T*>(y);
-      switch (a) {
-        case ActivationKind::relu:
-          activation_forward_kernel<T, ActivationKind::relu>
-              <<<blocks_for(n), kThreads, 0, stream>>>(xp, yp, n);
-          break;
-        case ActivationKind::sigmoid:
-          activation_forward_kernel<T, ActivationKind::sigmoid>
-              <<<blocks_for(n), kThreads, 0, stream>>>(xp, yp, n);
-          break;
-        case ActivationKind::tanh:
-          activation_forward_kernel<T, ActivationKind::tanh>
-              <<<blocks_for(n), kThreads, 0, stream>>>(xp, yp, n);
-          break;
-        case ActivationKind::softmax:
-          softmax_forward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(xp, yp, rows, cols);
-          break;
-        default:
-          return cudaErrorInvalidValue;
-      }
-      return cudaGetLastError();
-    }
-  });
+  if (a.kind == Activation::log_softmax) {
+    log_softmax_forward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(x, y, rows, cols);
+    return cudaGetLastError();
+  }
+  const auto p = activation::params_of<acc_t<T>>(a);
+  switch (a.kind) {
+#define SYSTOLIC_FORWARD_KIND(kind, name, alias)                                                        \
+  case Activation::kind:                                                                                \
+    activation_forward_kernel<T, Activation::kind><<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, p); \
+    break;
+    SYSTOLIC_ACTIVATIONS(SYSTOLIC_FORWARD_KIND)
+#undef SYSTOLIC_FORWARD_KIND
+  }
+  return cudaGetLastError();
 }
 
-cudaError_t launch_activation_backward(ActivationKind a, const void* y, const void* dy, void* dx,
-                                       std::int64_t rows, std::int64_t cols, Element t, cudaStream_t stream) {
-  std::int64_t n = rows * cols;
+template <class T>
+cudaError_t launch_activation_backward(const Activation& a, const T* x, const T* y, const T* dy, T* dx,
+                                       std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  const std::int64_t n = rows * cols;
   if (n == 0) return cudaSuccess;
-  if (t != Element::float32 && t != Element::bfloat16) return cudaErrorInvalidValue;
-  if (a == ActivationKind::linear) {
-    if (dy == dx) return cudaSuccess;
-    return cudaMemcpyAsync(dx, dy, static_cast<std::size_t>(n) * element_size(t), cudaMemcpyDeviceToDevice,
-                           stream);
+  if (a.kind == Activation::softmax) {
+    softmax_backward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(y, dy, dx, rows, cols);
+    return cudaGetLastError();
   }
-  return by_float_type(t, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, double>) {
-      return cudaErrorInvalidValue;
-    } else {
-      auto yp = static_cast<const T*>(y);
-      auto gp = static_cast<const T*>(dy);
-      auto dxp = static_cast<T*>(dx);
-      switch (a) {
-        case ActivationKind::relu:
-          activation_backward_kernel<T, ActivationKind::relu>
-              <<<blocks_for(n), kThreads, 0, stream>>>(yp, gp, dxp, n);
-          break;
-        case ActivationKind::sigmoid:
-          activation_backward_kernel<T, ActivationKind::sigmoid>
-              <<<blocks_for(n), kThreads, 0, stream>>>(yp, gp, dxp, n);
-          break;
-        case ActivationKind::tanh:
-          activation_backward_kernel<T, ActivationKind::tanh>
-              <<<blocks_for(n), kThreads, 0, stream>>>(yp, gp, dxp, n);
-          break;
-        case ActivationKind::softmax:
-          softmax_backward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(yp, gp, dxp, rows, cols);
-          break;
-        default:
-          return cudaErrorInvalidValue;
-      }
-      return cudaGetLastError();
-    }
-  });
+  if (a.kind == Activation::log_softmax) {
+    log_softmax_backward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(y, dy, dx, rows, cols);
+    return cudaGetLastError();
+  }
+  const auto p = activation::params_of<acc_t<T>>(a);
+  switch (a.kind) {
+#define SYSTOLIC_BACKWARD_KIND(kind, name, alias)                     \
+  case Activation::kind:                                              \
+    activation_backward_kernel<T, Activation::kind>                   \
+        <<<blocks_for(n), kThreads, 0, stream>>>(x, y, dy, dx, n, p); \
+    break;
+    SYSTOLIC_ACTIVATIONS(SYSTOLIC_BACKWARD_KIND)
+#undef SYSTOLIC_BACKWARD_KIND
+  }
+  return cudaGetLastError();
 }
 
 cudaError_t launch_dropout(const void* in, void* out, std::int64_t n, float threshold, float scale,
@@ -504,7 +504,6 @@ cudaError_t launch_copy_rows(const void* src, std::int64_t src_pitch, void* dst,
   });
 }
 
-namespace {
 template <class F>
 cudaError_t by_gather_source(Element t, F&& f) {
   switch (t) {
@@ -535,7 +534,6 @@ cudaError_t by_gather_target(Element t, F&& f) {
       return cudaErrorInvalidValue;
   }
 }
-}  // namespace
 
 cudaError_t launch_gather_rows(const void* src, Element src_type, std::int64_t src_rows, std::int64_t row,
                                const void* indices, bool indices_64, std::int64_t count, void* dst,
@@ -582,4 +580,219 @@ cudaError_t launch_cast(const void* src, Element src_type, void* dst, Element ds
   });
 }
 
+}  // namespace
+
+namespace {
+
+// The bits of `value` in a tensor of dtype t, rounded as Tensor::fill rounds on the host.
+std::uint64_t fill_bits(DType t, double value) {
+  switch (t) {
+    case DType::float32: {
+      float f = static_cast<float>(value);
+      std::uint32_t u;
+      std::memcpy(&u, &f, 4);
+      return u;
+    }
+    case DType::float64: {
+      std::uint64_t u;
+      std::memcpy(&u, &value, 8);
+      return u;
+    }
+    case DType::bfloat16:
+      return bfloat16(static_cast<float>(value)).bits;
+    case DType::int32:
+      return static_cast<std::uint32_t>(static_cast<std::int32_t>(std::nearbyint(value)));
+    case DType::uint8:
+      return static_cast<std::uint8_t>(std::nearbyint(value));
+  }
+  return 0;
+}
+
+// Calls f(T*) with a null pointer of the storage type of a float32 or bfloat16 tensor.
+template <class F>
+cudaError_t with_storage(DType t, F&& f) {
+  if (t == DType::bfloat16) return f(static_cast<__nv_bfloat16*>(nullptr));
+  return f(static_cast<float*>(nullptr));
+}
+
+// Rows and columns of an activation: softmax and log_softmax run over rows of the last axis.
+void activation_extent(const Activation& a, const Tensor& t, std::int64_t& rows, std::int64_t& cols) {
+  cols = a.over_last_axis() ? t.dim(-1) : 1;
+  rows = cols ? t.numel() / cols : 0;
+}
+
+const double* step_pointer(const Tensor& step) {
+  return step.defined() ? step.data<double>() : nullptr;
+}
+
+constexpr DTypes kFloats{DType::float32, DType::bfloat16, DType::float64};
+constexpr DTypes kFloat32Or16{DType::float32, DType::bfloat16};
+
+}  // namespace
+
+const DTypes fill_dtypes = kAllDTypes;
+void fill(Tensor& x, double value) {
+  Context& c = context(x);
+  SYSTOLIC_CUDA_CHECK(launch_fill(x.raw_data(), x.numel(), static_cast<int>(dtype_size(x.dtype())),
+                                  fill_bits(x.dtype(), value), c.stream));
+}
+
+const DTypes copy_dtypes = kAllDTypes;
+void copy(const Tensor& src, Tensor& dst) {
+  Context& c = context(dst);
+  if (src.raw_data() == dst.raw_data() || dst.nbytes() == 0) return;
+  SYSTOLIC_CUDA_CHECK(
+      cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, c.stream));
+}
+
+const DTypes cast_dtypes = kFloats;
+void cast(const Tensor& src, Tensor& dst) {
+  Context& c = context(dst);
+  SYSTOLIC_CUDA_CHECK(launch_cast(src.raw_data(), element_of(src.dtype()), dst.raw_data(),
+                                  element_of(dst.dtype()), dst.numel(), c.stream));
+}
+
+const DTypes add_n_dtypes = kFloats;
+void add_n(const std::vector<Tensor>& xs, Tensor& y) {
+  Context& c = context(y);
+  if (xs.empty()) {
+    SYSTOLIC_CUDA_CHECK(
+        launch_fill(y.raw_data(), y.numel(), static_cast<int>(dtype_size(y.dtype())), 0, c.stream));
+    return;
+  }
+  // kAddNMax inputs per launch; later launches add to y (which may alias xs[0] only: the entry's check).
+  for (std::size_t start = 0; start < xs.size(); start += kAddNMax) {
+    const void* ptrs[kAddNMax];
+    int count = static_cast<int>(std::min<std::size_t>(kAddNMax, xs.size() - start));
+    for (int k = 0; k < count; ++k) ptrs[k] = xs[start + k].raw_data();
+    SYSTOLIC_CUDA_CHECK(
+        launch_add_n(ptrs, count, y.raw_data(), start > 0, y.numel(), element_of(y.dtype()), c.stream));
+  }
+}
+
+const DTypes accumulate_dtypes = kFloats;
+void accumulate(const Tensor& src, Tensor& dst) {
+  Context& c = context(dst);
+  const void* ptrs[1] = {src.raw_data()};
+  SYSTOLIC_CUDA_CHECK(
+      launch_add_n(ptrs, 1, dst.raw_data(), true, dst.numel(), element_of(dst.dtype()), c.stream));
+}
+
+const DTypes scale_shift_dtypes = kFloats;
+void scale_shift(const Tensor& x, Tensor& y, double scale, double shift) {
+  Context& c = context(y);
+  SYSTOLIC_CUDA_CHECK(launch_scale_shift(x.raw_data(), y.raw_data(), x.numel(), scale, shift,
+                                         element_of(x.dtype()), c.stream));
+}
+
+const DTypes moving_average_dtypes{DType::float32, DType::float64};
+void moving_average(Tensor& moving, const Tensor& value, double momentum) {
+  Context& c = context(moving);
+  SYSTOLIC_CUDA_CHECK(launch_moving_average(moving.raw_data(), value.raw_data(), moving.numel(), momentum,
+                                            element_of(moving.dtype()), c.stream));
+}
+
+const DTypes activation_forward_dtypes = kFloat32Or16;
+void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
+  Context& c = context(y);
+  if (a.kind == Activation::linear) return copy(x, y);
+  std::int64_t rows, cols;
+  activation_extent(a, x, rows, cols);
+  SYSTOLIC_CUDA_CHECK(with_storage(x.dtype(), [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    return launch_activation_forward<T>(a, static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
+                                        rows, cols, c.stream);
+  }));
+}
+
+const DTypes activation_backward_dtypes = kFloat32Or16;
+void activation_backward(const Activation& a, const Tensor& x, const Tensor& y, const Tensor& dy,
+                         Tensor& dx) {
+  Context& c = context(dx);
+  if (a.kind == Activation::linear) return copy(dy, dx);
+  std::int64_t rows, cols;
+  activation_extent(a, y, rows, cols);
+  SYSTOLIC_CUDA_CHECK(with_storage(y.dtype(), [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    const T* yp = static_cast<const T*>(y.raw_data());
+    const T* xp = x.defined() ? static_cast<const T*>(x.raw_data()) : yp;  // read only by kinds that need it
+    return launch_activation_backward<T>(a, xp, yp, static_cast<const T*>(dy.raw_data()),
+                                         static_cast<T*>(dx.raw_data()), rows, cols, c.stream);
+  }));
+}
+
+const DTypes dropout_forward_dtypes = kFloat32Or16;
+void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
+  Context& c = context(y);
+  SYSTOLIC_CUDA_CHECK(launch_dropout(x.raw_data(), y.raw_data(), x.numel(), static_cast<float>(rate),
+                                     static_cast<float>(1.0 / (1.0 - rate)), seed, step_pointer(step),
+                                     element_of(x.dtype()), c.stream));
+}
+
+const DTypes dropout_backward_dtypes = kFloat32Or16;
+void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) {
+  Context& c = context(dx);
+  SYSTOLIC_CUDA_CHECK(launch_dropout(dy.raw_data(), dx.raw_data(), dy.numel(), static_cast<float>(rate),
+                                     static_cast<float>(1.0 / (1.0 - rate)), seed, step_pointer(step),
+                                     element_of(dy.dtype()), c.stream));
+}
+
+const DTypes pad2d_forward_dtypes = kFloats;
+void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) {
+  Context& c = context(y);
+  SYSTOLIC_CUDA_CHECK(launch_pad2d_forward(x.raw_data(), y.raw_data(), x.dim(0), x.dim(1), x.dim(2), x.dim(3),
+                                           y.dim(1), y.dim(2), p.top, p.left,
+                                           static_cast<int>(dtype_size(x.dtype())), c.stream));
+}
+
+const DTypes pad2d_backward_dtypes = kFloats;
+void pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) {
+  Context& c = context(dx);
+  SYSTOLIC_CUDA_CHECK(launch_pad2d_backward(dy.raw_data(), dx.raw_data(), dx.dim(0), dx.dim(1), dx.dim(2),
+                                            dx.dim(3), dy.dim(1), dy.dim(2), p.top, p.left,
+                                            static_cast<int>(dtype_size(dx.dtype())), c.stream));
+}
+
+const DTypes concat_forward_dtypes = kFloats;
+void concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis) {
+  ConcatLayout l = concat_layout(y, xs, axis);
+  Context& c = context(y);
+  const int bytes = static_cast<int>(dtype_size(y.dtype()));
+  for (std::size_t k = 0; k < xs.size(); ++k)
+    SYSTOLIC_CUDA_CHECK(launch_copy_rows(xs[k].raw_data(), l.width[k],
+                                         static_cast<char*>(y.raw_data()) + l.offset[k] * bytes, l.row,
+                                         l.outer, l.width[k], bytes, c.stream));
+}
+
+const DTypes concat_backward_dtypes = kFloats;
+void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) {
+  ConcatLayout l = concat_layout(dy, dxs, axis);
+  Context& c = context(dy);
+  const int bytes = static_cast<int>(dtype_size(dy.dtype()));
+  for (std::size_t k = 0; k < dxs.size(); ++k) {
+    if (!dxs[k].defined()) continue;
+    SYSTOLIC_CUDA_CHECK(launch_copy_rows(static_cast<const char*>(dy.raw_data()) + l.offset[k] * bytes, l.row,
+                                         dxs[k].raw_data(), l.width[k], l.outer, l.width[k], bytes,
+                                         c.stream));
+  }
+}
+
+// An index out of range sets kIndexOutOfRange (raised by the next synchronize) and gives a row of zeros.
+const DTypes gather_rows_dtypes{DType::float32, DType::bfloat16, DType::float64, DType::int32};
+void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
+  Context& c = context(dst);
+  const std::int64_t rows = src.dim(0), row = rows ? src.numel() / rows : 0;
+  SYSTOLIC_CUDA_CHECK(launch_gather_rows(src.raw_data(), element_of(src.dtype()), rows, row,
+                                         indices.raw_data(), false, indices.numel(), dst.raw_data(),
+                                         element_of(dst.dtype()), c.error_flags, kIndexOutOfRange, c.stream));
+}
+
+const DTypes augment_images_dtypes{DType::float32};
+void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed,
+                    std::uint64_t first) {
+  augment::Dims d = augment::dims_of(x);
+  Context& c = context(y);
+  SYSTOLIC_CUDA_CHECK(launch_augment_images(x.data<float>(), y.data<float>(), d.N, d.H, d.W, d.C,
+                                            augment::config_of(p), seed, first, c.stream));
+}
 }  // namespace systolic::ops::cuda

@@ -1,11 +1,9 @@
 // Shared pieces of the .cu files: launch geometry, element types (float, bfloat16), grid-stride loops.
 //
-// How CUDA code is laid out: a family's .cu file holds kernels and their launchers only (raw device pointers,
-// sizes and a stream in, the launch status out: `cudaError_t launch_...(..., cudaStream_t)`), declared in the
-// family's header (e.g. ops/cuda/elementwise.h, which includes nothing of systolic's). The checking entry
-// points, CudaBackend's methods, live in the family's _ops.cc file, compiled by the host compiler: they check
-// dtypes, shapes and devices with SYSTOLIC_CHECK and wrap each launch in SYSTOLIC_CUDA_CHECK. nvcc never
-// compiles fmt (which it cannot), and only kernels pay nvcc's compile time.
+// How CUDA code is laid out (cuda_backend.h): a family's .cu file reads kernel -> launcher (raw device pointers,
+// sizes and a stream in, the launch status out) -> entry (the backend's op: unpacks the tensors the common entry
+// point ops::<name> has checked, wraps each launch in SYSTOLIC_CUDA_CHECK). Error messages are the common
+// checks', in src/ops/ops.cc.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -1,8 +1,11 @@
-// Loss and metric kernels and their launchers (declared in losses.h; the checking entry points are in
-// losses_ops.cc). The formulas are the CPU loops' (src/ops/cpu/loops_elementwise.cc), evaluated in the same
-// precision: element values in float, exponentials, logarithms and sums in double. Row kernels give each row
-// to one warp (lanes stride over the classes and combine by shuffles); every kernel sums its contributions
-// over the block and adds them to the total with one atomicAdd(double) per block.
+// Losses and metrics on CUDA, each as kernel -> launcher -> entry (the arguments were checked at ops::<name>,
+// src/ops/ops.cc). The formulas are the CPU loops' (src/ops/cpu/losses.cc), evaluated in the same precision:
+// element values in float, exponentials, logarithms and sums in double. Each ADDS its batch sum to *total
+// (float64, on the device) with one atomicAdd per block, and writes the gradient of grad_scale * that sum when
+// asked. Row kernels give each row to one warp (lanes stride over the classes and combine by shuffles). A sparse
+// label outside [0, classes) cannot be reported at once without a host synchronisation: it sets
+// kLabelOutOfRange (context.h), which the next synchronize(device) raises as an Error; its row adds nothing and
+// gets a zero gradient.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -10,12 +13,21 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/cuda/context.h"
+#include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.cuh"
-#include "ops/cuda/losses.h"
 
 namespace systolic::ops::cuda {
 
 namespace {
+
+// Labels of a batch: sparse (int32 [rows]) when `sparse` is not null, else dense ([rows, classes] of
+// dense_type).
+struct Labels {
+  const std::int32_t* sparse = nullptr;
+  const void* dense = nullptr;
+  Element dense_type = Element::float32;
+};
 
 template <class T>
 struct Tag {
@@ -226,8 +238,6 @@ cudaError_t by_types(Element t, Element l, F&& f) {
   }
 }
 
-}  // namespace
-
 cudaError_t launch_softmax_cross_entropy(const void* logits, Element type, const Labels& labels,
                                          std::int64_t rows, std::int64_t classes, double* total,
                                          void* dlogits, double grad_scale, int* error_flags, int flag,
@@ -285,6 +295,73 @@ cudaError_t launch_accuracy_count(const void* pred, Element type, const Labels& 
         error_flags, flag);
     return cudaGetLastError();
   });
+}
+
+}  // namespace
+
+namespace {
+
+constexpr DTypes kFloat32Or16{DType::float32, DType::bfloat16};
+
+// [rows, classes] predictions and their labels (int32 sparse, or dense like the predictions).
+struct Batch {
+  std::int64_t rows, classes;
+  Labels labels;
+};
+Batch batch_of(const Tensor& pred, const Tensor& labels) {
+  Batch b{pred.numel() / pred.dim(-1), pred.dim(-1), {}};
+  if (labels.dtype() == DType::int32) {
+    b.labels.sparse = labels.data<std::int32_t>();
+  } else {
+    b.labels.dense = labels.raw_data();
+    b.labels.dense_type = element_of(labels.dtype());
+  }
+  return b;
+}
+
+void* gradient_of(Tensor& grad) {
+  return grad.defined() ? grad.raw_data() : nullptr;
+}
+
+}  // namespace
+
+const DTypes softmax_cross_entropy_dtypes = kFloat32Or16;
+void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
+                           double grad_scale) {
+  Batch b = batch_of(logits, labels);
+  Context& c = context(logits);
+  SYSTOLIC_CUDA_CHECK(launch_softmax_cross_entropy(
+      logits.raw_data(), element_of(logits.dtype()), b.labels, b.rows, b.classes, total.data<double>(),
+      gradient_of(dlogits), grad_scale, c.error_flags, kLabelOutOfRange, c.stream));
+}
+
+const DTypes crossentropy_from_probabilities_dtypes = kFloat32Or16;
+void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs,
+                                     double grad_scale, double eps) {
+  Batch b = batch_of(probs, labels);
+  Context& c = context(probs);
+  SYSTOLIC_CUDA_CHECK(launch_crossentropy_from_probabilities(
+      probs.raw_data(), element_of(probs.dtype()), b.labels, b.rows, b.classes, total.data<double>(),
+      gradient_of(dprobs), grad_scale, eps, c.error_flags, kLabelOutOfRange, c.stream));
+}
+
+const DTypes mean_squared_error_dtypes = kFloat32Or16;
+void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
+                        double grad_scale) {
+  const std::int64_t rows = pred.dim(0), per_row = rows ? pred.numel() / rows : 0;
+  Context& c = context(pred);
+  SYSTOLIC_CUDA_CHECK(launch_mean_squared_error(
+      pred.raw_data(), element_of(pred.dtype()), target.raw_data(), element_of(target.dtype()), rows, per_row,
+      total.data<double>(), gradient_of(dpred), grad_scale, c.stream));
+}
+
+const DTypes accuracy_count_dtypes = kFloat32Or16;
+void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
+  Batch b = batch_of(pred, labels);
+  Context& c = context(pred);
+  SYSTOLIC_CUDA_CHECK(launch_accuracy_count(pred.raw_data(), element_of(pred.dtype()), b.labels, b.rows,
+                                            b.classes, total.data<double>(), c.error_flags, kLabelOutOfRange,
+                                            c.stream));
 }
 
 }  // namespace systolic::ops::cuda

@@ -1,13 +1,14 @@
-// Optimizer kernels and their launchers (declared in optimizers.h; the checking entry points are in
-// optimizers_ops.cc). Each is one elementwise pass over the flat parameter buffer; the per-step values
-// (Adam's step) are read on the device, so a captured CUDA graph replays the right update. Formulas rounded
-// as the CPU loops'.
+// Optimizer updates on CUDA, each one fused elementwise kernel over the flat float32 parameter buffer (kernel ->
+// launcher -> entry; the arguments were checked at ops::<name>). The formulas are the CPU loops', rounded the same
+// way (rounding.cuh), so a GPU step equals the CPU's. Adam reads the iteration count on the device, so a captured
+// CUDA graph replays with the right step.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "ops/cuda/context.h"
+#include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.cuh"
-#include "ops/cuda/optimizers.h"
 #include "ops/cuda/rounding.cuh"
 
 namespace systolic::ops::cuda {
@@ -67,8 +68,6 @@ __global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, 
   }
 }
 
-}  // namespace
-
 cudaError_t launch_adam_update(float* w, const float* g, float* m, float* v, std::int64_t n, double lr,
                                double beta_1, double beta_2, double epsilon, const double* iterations,
                                cudaStream_t stream) {
@@ -94,6 +93,34 @@ cudaError_t launch_rmsprop_update(float* w, const float* g, float* ms, float* mo
       w, g, ms, mom, n, static_cast<float>(lr), static_cast<float>(rho), static_cast<float>(momentum),
       static_cast<float>(epsilon));
   return cudaGetLastError();
+}
+
+}  // namespace
+
+const DTypes adam_update_dtypes{DType::float32};
+void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s,
+                 const Tensor& iterations) {
+  Context& c = context(w);
+  SYSTOLIC_CUDA_CHECK(launch_adam_update(
+      w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), w.numel(), s.lr, s.beta_1, s.beta_2,
+      s.epsilon, iterations.defined() ? iterations.data<double>() : nullptr, c.stream));
+}
+
+const DTypes sgd_update_dtypes{DType::float32};
+void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov) {
+  Context& c = context(w);
+  SYSTOLIC_CUDA_CHECK(launch_sgd_update(w.data<float>(), g.data<float>(),
+                                        momentum != 0.0 ? velocity.data<float>() : nullptr, w.numel(), lr,
+                                        momentum, nesterov, c.stream));
+}
+
+const DTypes rmsprop_update_dtypes{DType::float32};
+void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,
+                    double momentum, double epsilon) {
+  Context& c = context(w);
+  SYSTOLIC_CUDA_CHECK(launch_rmsprop_update(w.data<float>(), g.data<float>(), ms.data<float>(),
+                                            momentum > 0 ? mom.data<float>() : nullptr, w.numel(), lr, rho,
+                                            momentum, epsilon, c.stream));
 }
 
 }  // namespace systolic::ops::cuda

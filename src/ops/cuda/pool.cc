@@ -40,31 +40,13 @@ struct PoolGeometry {
   std::int64_t PH, PW;  // x as cuDNN sees it
 };
 
+// The geometry of a checked call (ops.cc checked shapes and dtypes) in cuDNN's terms; cuDNN's own limits (int
+// sizes) are checked here.
 PoolGeometry pool_geometry(const char* op, const Tensor& x, const Tensor& y, const char* y_name,
                            const Pool2DParams& p) {
-  check_dtype(op, x, {DType::float32, DType::bfloat16});
-  check_same_dtype(op, y_name, y, x.dtype());
-  SYSTOLIC_CHECK(x.rank() == 4 && y.rank() == 4 && y.dim(0) == x.dim(0) && y.dim(3) == x.dim(3),
-                 "{}: x {} and {} {} do not fit (NHWC)", op, x.shape().str(), y_name, y.shape().str());
-  SYSTOLIC_CHECK(
-      p.window_h > 0 && p.window_w > 0 && p.stride_h > 0 && p.stride_w > 0 && p.pad_top >= 0 &&
-          p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0,
-      "{}: window ({}, {}) and strides ({}, {}) must be positive and padding ({}, {}, {}, {}) non-negative",
-      op, p.window_h, p.window_w, p.stride_h, p.stride_w, p.pad_top, p.pad_bottom, p.pad_left, p.pad_right);
   PoolGeometry g;
   g.N = x.dim(0), g.H = x.dim(1), g.W = x.dim(2), g.C = x.dim(3), g.OH = y.dim(1), g.OW = y.dim(2);
   g.p = p;
-  auto out = [](std::int64_t in, int window, int stride, int before, int after) {
-    std::int64_t span = in + before + after - window;
-    return span < 0 ? std::int64_t(0) : span / stride + 1;
-  };
-  std::int64_t oh = out(g.H, p.window_h, p.stride_h, p.pad_top, p.pad_bottom);
-  std::int64_t ow = out(g.W, p.window_w, p.stride_w, p.pad_left, p.pad_right);
-  SYSTOLIC_CHECK(oh == g.OH && ow == g.OW,
-                 "{}: {} should be ({}, {}, {}, {}) for x {}, window ({}, {}), strides ({}, {}), padding "
-                 "({}, {}, {}, {})",
-                 op, y_name, g.N, oh, ow, g.C, x.shape().str(), p.window_h, p.window_w, p.stride_h,
-                 p.stride_w, p.pad_top, p.pad_bottom, p.pad_left, p.pad_right);
   g.explicit_pad = p.pad_top != p.pad_bottom || p.pad_left != p.pad_right || p.pad_top >= p.window_h ||
                    p.pad_left >= p.window_w;
   g.PH = g.explicit_pad ? g.H + p.pad_top + p.pad_bottom : g.H;
@@ -131,10 +113,10 @@ const float kOne = 1.0f, kZero = 0.0f;
 
 }  // namespace
 
-void CudaBackend::pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p) {
+const DTypes pool2d_forward_dtypes{DType::float32, DType::bfloat16};
+void pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p) {
   (void)workspace;  // cuDNN's backward recomputes what it needs from x and y
-  const char* op = "pool2d_forward";
-  PoolGeometry g = pool_geometry(op, x, y, "y", p);
+  PoolGeometry g = pool_geometry("pool2d_forward", x, y, "y", p);
   if (y.numel() == 0) return;
   Context& c = context(x);
   PoolPlan& e = pool_plan(c.device, g, x.dtype());
@@ -154,17 +136,11 @@ void CudaBackend::pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, 
                                                        p.stride_w, p.pad_top, p.pad_left, c.stream));
 }
 
-void CudaBackend::pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace,
-                                  Tensor& dx, const Pool2DParams& p) {
+const DTypes pool2d_backward_dtypes{DType::float32, DType::bfloat16};
+void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,
+                     const Pool2DParams& p) {
   (void)workspace;
-  const char* op = "pool2d_backward";
-  PoolGeometry g = pool_geometry(op, x, dy, "dy", p);
-  check_same_dtype(op, "y", y, x.dtype());
-  SYSTOLIC_CHECK(y.shape() == dy.shape(), "{}: y {} and dy {} differ in shape", op, y.shape().str(),
-                 dy.shape().str());
-  check_same_dtype(op, "dx", dx, x.dtype());
-  SYSTOLIC_CHECK(dx.shape() == x.shape(), "{}: dx {} must have x's shape {}", op, dx.shape().str(),
-                 x.shape().str());
+  PoolGeometry g = pool_geometry("pool2d_backward", x, dy, "dy", p);
   if (dx.numel() == 0) return;
   Context& c = context(x);
   if (dy.numel() == 0) {

@@ -1,22 +1,25 @@
-// Convolution, pooling and padding as direct loops (NHWC). Reference for the oneDNN path; float64 path.
-#include "ops/cpu/loops.h"
-
+// Convolution and pooling on the CPU: oneDNN primitives for float32 (onednn_conv.cc), direct NHWC loops for
+// float64, the reference every backend is tested against (tests/test_ops.cc). Contracts: include/systolic/ops.h.
 #include <algorithm>
 #include <limits>
 
-namespace systolic::ops::loops {
+#include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/onednn.h"
+
+namespace systolic::ops::cpu {
 
 namespace {
+
 struct ConvDims {
   std::int64_t N, H, W, C, KH, KW, F, OH, OW;
 };
 ConvDims conv_dims(const Tensor& x, const Tensor& w, const Tensor& y) {
   return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(1), w.dim(3), y.dim(1), y.dim(2)};
 }
-}  // namespace
 
 template <class T>
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
+void conv2d_forward_loop(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                         const Conv2DParams& p) {
   auto d = conv_dims(x, w, y);
   const T* xp = x.data<T>();
   const T* wp = w.data<T>();
@@ -46,8 +49,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 }
 
 template <class T>
-void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
-                     const Conv2DParams& p) {
+void conv2d_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                          Tensor& db, const Conv2DParams& p) {
   auto d = conv_dims(x, w, dy);
   const T* xp = x.data<T>();
   const T* wp = w.data<T>();
@@ -104,10 +107,10 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
   }
 }
 
-namespace {
 // Visits the valid (unpadded) input cells of one pooling window.
 template <class F>
-void for_window(const Pool2DParams& p, std::int64_t H, std::int64_t W, std::int64_t oh, std::int64_t ow, F&& f) {
+void for_window(const Pool2DParams& p, std::int64_t H, std::int64_t W, std::int64_t oh, std::int64_t ow,
+                F&& f) {
   for (int i = 0; i < p.window_h; ++i) {
     std::int64_t ih = oh * p.stride_h + i - p.pad_top;
     if (ih < 0 || ih >= H) continue;
@@ -118,10 +121,9 @@ void for_window(const Pool2DParams& p, std::int64_t H, std::int64_t W, std::int6
     }
   }
 }
-}  // namespace
 
 template <class T>
-void pool2d_forward(const Tensor& x, Tensor& y, const Pool2DParams& p) {
+void pool2d_forward_loop(const Tensor& x, Tensor& y, const Pool2DParams& p) {
   std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = y.dim(1), OW = y.dim(2);
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
@@ -134,8 +136,10 @@ void pool2d_forward(const Tensor& x, Tensor& y, const Pool2DParams& p) {
           std::int64_t count = 0;
           for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
             T v = xp[((n * H + ih) * W + iw) * C + c];
-            if (p.kind == PoolKind::max) acc = v > acc ? v : acc;
-            else acc += v;
+            if (p.kind == PoolKind::max)
+              acc = v > acc ? v : acc;
+            else
+              acc += v;
             ++count;
           });
           if (p.kind == PoolKind::average) acc = count ? acc / T(count) : T(0);
@@ -144,7 +148,7 @@ void pool2d_forward(const Tensor& x, Tensor& y, const Pool2DParams& p) {
 }
 
 template <class T>
-void pool2d_backward(const Tensor& x, const Tensor& dy, Tensor& dx, const Pool2DParams& p) {
+void pool2d_backward_loop(const Tensor& x, const Tensor& dy, Tensor& dx, const Pool2DParams& p) {
   std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = dy.dim(1), OW = dy.dim(2);
   const T* xp = x.data<T>();
   const T* gp = dy.data<T>();
@@ -176,46 +180,32 @@ void pool2d_backward(const Tensor& x, const Tensor& dy, Tensor& dx, const Pool2D
         }
 }
 
-template <class T>
-void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) {
-  std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = y.dim(1), OW = y.dim(2);
-  const T* xp = x.data<T>();
-  T* yp = y.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t oh = 0; oh < OH; ++oh) {
-      T* row = yp + (n * OH + oh) * OW * C;
-      std::int64_t ih = oh - p.top;
-      if (ih < 0 || ih >= H) {
-        std::fill_n(row, OW * C, T(0));
-        continue;
-      }
-      std::fill_n(row, p.left * C, T(0));
-      std::copy_n(xp + (n * H + ih) * W * C, W * C, row + p.left * C);
-      std::fill_n(row + (p.left + W) * C, p.right * C, T(0));
-    }
+}  // namespace
+
+const DTypes conv2d_forward_dtypes = kFloats;
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
+  if (x.dtype() == DType::float32) return onednn::conv2d_forward(x, w, b, y, p);
+  conv2d_forward_loop<double>(x, w, b, y, p);
 }
 
-template <class T>
-void pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) {
-  std::int64_t N = dx.dim(0), H = dx.dim(1), W = dx.dim(2), C = dx.dim(3), OH = dy.dim(1), OW = dy.dim(2);
-  const T* gp = dy.data<T>();
-  T* dxp = dx.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t h = 0; h < H; ++h)
-      std::copy_n(gp + ((n * OH + h + p.top) * OW + p.left) * C, W * C, dxp + (n * H + h) * W * C);
+const DTypes conv2d_backward_dtypes = kFloats;
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
+                     const Conv2DParams& p) {
+  if (x.dtype() == DType::float32) return onednn::conv2d_backward(x, w, dy, dx, dw, db, p);
+  conv2d_backward_loop<double>(x, w, dy, dx, dw, db, p);
 }
 
-#define SYSTOLIC_INSTANTIATE(T)                                                                            \
-  template void conv2d_forward<T>(const Tensor&, const Tensor&, const Tensor&, Tensor&, const Conv2DParams&); \
-  template void conv2d_backward<T>(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&,  \
-                                   const Conv2DParams&);                                                   \
-  template void pool2d_forward<T>(const Tensor&, Tensor&, const Pool2DParams&);                            \
-  template void pool2d_backward<T>(const Tensor&, const Tensor&, Tensor&, const Pool2DParams&);            \
-  template void pad2d_forward<T>(const Tensor&, Tensor&, const Pad2D&);                                    \
-  template void pad2d_backward<T>(const Tensor&, Tensor&, const Pad2D&);
-SYSTOLIC_INSTANTIATE(float)
-SYSTOLIC_INSTANTIATE(double)
+const DTypes pool2d_forward_dtypes = kFloats;
+void pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p) {
+  if (x.dtype() == DType::float32) return onednn::pool2d_forward(x, y, workspace, p);
+  pool2d_forward_loop<double>(x, y, p);
+}
 
-}  // namespace systolic::ops::loops
+const DTypes pool2d_backward_dtypes = kFloats;
+void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,
+                     const Pool2DParams& p) {
+  if (x.dtype() == DType::float32) return onednn::pool2d_backward(x, y, dy, workspace, dx, p);
+  pool2d_backward_loop<double>(x, dy, dx, p);
+}
+
+}  // namespace systolic::ops::cpu

@@ -1,12 +1,14 @@
 // Image augmentation on the CPU: the math is ops/augment_math.h's, shared with the CUDA kernel. augment_image
 // does one image serially (the input pipeline calls it from its own threads, converting uint8 rows on the
-// fly); augment_images runs a batch over OpenMP threads, one sample per iteration.
+// fly); the op augment_images runs a batch over OpenMP threads, one sample per iteration.
+#include "ops/augment.h"
+
 #include <vector>
 
-#include "ops/augment.h"
-#include "ops/cpu/loops.h"
+#include "ops/cpu/augment_image.h"
+#include "ops/cpu/cpu_backend.h"
 
-namespace systolic::ops::loops {
+namespace systolic::ops::cpu {
 
 template <class S>
 void augment_image(const S* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C,
@@ -21,9 +23,10 @@ void augment_image(const S* in, float* out, std::int64_t H, std::int64_t W, std:
   }
 }
 
+const DTypes augment_images_dtypes{DType::float32};
 void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed,
                     std::uint64_t first) {
-  augment::Dims d = augment::check(x, y, p);
+  augment::Dims d = augment::dims_of(x);
   const std::int64_t N = d.N, H = d.H, W = d.W, C = d.C;
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -42,4 +45,4 @@ template void augment_image<float>(const float*, float*, std::int64_t, std::int6
 template void augment_image<double>(const double*, float*, std::int64_t, std::int64_t, std::int64_t,
                                     const AugmentParams&, std::uint64_t, std::uint64_t);
 
-}  // namespace systolic::ops::loops
+}  // namespace systolic::ops::cpu

@@ -1,0 +1,101 @@
+// Activations on the CPU: oneDNN's eltwise and softmax primitives for float32 linear, plain relu, sigmoid, tanh
+// and softmax (onednn.cc); loops over activation_math.h's formulas for every other activation and for float64.
+// Contracts: include/systolic/ops.h.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/activation_math.h"
+#include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/onednn.h"
+
+namespace systolic::ops::cpu {
+
+namespace {
+
+// The activations oneDNN runs for us in float32 (its backward from the output y).
+bool onednn_runs(const Activation& a, DType t) {
+  return t == DType::float32 &&
+         (a == Activation::linear || a == Activation::relu || a == Activation::sigmoid ||
+          a == Activation::tanh || a == Activation::softmax);
+}
+
+template <class T>
+void forward_loop(const Activation& a, const Tensor& x, Tensor& y) {
+  const std::int64_t n = x.numel();
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
+  if (a.over_last_axis()) {
+    const std::int64_t C = x.dim(-1), R = n / C;
+    const bool log = a.kind == Activation::log_softmax;
+#pragma omp parallel for
+    for (std::int64_t r = 0; r < R; ++r) {
+      const T* in = xp + r * C;
+      T* out = yp + r * C;
+      T mx = in[0];
+      for (std::int64_t c = 1; c < C; ++c) mx = in[c] > mx ? in[c] : mx;
+      T s = 0;
+      for (std::int64_t c = 0; c < C; ++c) s += std::exp(in[c] - mx);
+      if (log) {
+        const T lse = mx + std::log(s);
+        for (std::int64_t c = 0; c < C; ++c) out[c] = in[c] - lse;
+      } else {
+        for (std::int64_t c = 0; c < C; ++c) out[c] = std::exp(in[c] - mx) / s;
+      }
+    }
+    return;
+  }
+  const auto p = activation::params_of<T>(a);
+  const auto k = a.kind;
+#pragma omp parallel for
+  for (std::int64_t i = 0; i < n; ++i) yp[i] = activation::forward<T>(k, xp[i], p);
+}
+
+template <class T>
+void backward_loop(const Activation& a, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dx) {
+  const std::int64_t n = y.numel();
+  const T* yp = y.data<T>();
+  const T* gp = dy.data<T>();
+  T* dxp = dx.data<T>();
+  if (a.over_last_axis()) {
+    const std::int64_t C = y.dim(-1), R = n / C;
+    const bool log = a.kind == Activation::log_softmax;
+#pragma omp parallel for
+    for (std::int64_t r = 0; r < R; ++r) {
+      const T* yr = yp + r * C;
+      const T* gr = gp + r * C;
+      T* out = dxp + r * C;
+      if (log) {  // dx = dy - softmax * sum(dy), softmax = exp(y)
+        T s = 0;
+        for (std::int64_t c = 0; c < C; ++c) s += gr[c];
+        for (std::int64_t c = 0; c < C; ++c) out[c] = gr[c] - std::exp(yr[c]) * s;
+      } else {  // dx = y * (dy - sum(dy * y))
+        T dot = 0;
+        for (std::int64_t c = 0; c < C; ++c) dot += gr[c] * yr[c];
+        for (std::int64_t c = 0; c < C; ++c) out[c] = yr[c] * (gr[c] - dot);
+      }
+    }
+    return;
+  }
+  const T* xp = x.defined() ? x.data<T>() : yp;  // read only by kinds that need it (x is then defined)
+  const auto p = activation::params_of<T>(a);
+  const auto k = a.kind;
+#pragma omp parallel for
+  for (std::int64_t i = 0; i < n; ++i) dxp[i] = activation::backward<T>(k, xp[i], yp[i], gp[i], p);
+}
+
+}  // namespace
+
+const DTypes activation_forward_dtypes = kFloats;
+void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
+  if (onednn_runs(a, x.dtype())) return onednn::activation_forward(a, x, y);
+  by_float(x.dtype(), [&](auto t) { forward_loop<decltype(t)>(a, x, y); });
+}
+
+const DTypes activation_backward_dtypes = kFloats;
+void activation_backward(const Activation& a, const Tensor& x, const Tensor& y, const Tensor& dy,
+                         Tensor& dx) {
+  if (onednn_runs(a, y.dtype())) return onednn::activation_backward(a, y, dy, dx);
+  by_float(y.dtype(), [&](auto t) { backward_loop<decltype(t)>(a, x, y, dy, dx); });
+}
+
+}  // namespace systolic::ops::cpu

@@ -1,0 +1,180 @@
+// Dense layers and batch normalisation on the CPU: oneDNN primitives for float32 (onednn_dense_norm.cc), loops
+// for float64, the reference every backend is tested against (tests/test_ops.cc). Contracts:
+// include/systolic/ops.h.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/onednn.h"
+
+namespace systolic::ops::cpu {
+
+namespace {
+
+template <class T>
+void dense_forward_loop(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  std::int64_t K = w.dim(0), U = w.dim(1), M = x.numel() / K;
+  const T* xp = x.data<T>();
+  const T* wp = w.data<T>();
+  const T* bp = b.defined() ? b.data<T>() : nullptr;
+  T* yp = y.data<T>();
+#pragma omp parallel for
+  for (std::int64_t m = 0; m < M; ++m) {
+    T* out = yp + m * U;
+    for (std::int64_t u = 0; u < U; ++u) out[u] = bp ? bp[u] : T(0);
+    for (std::int64_t k = 0; k < K; ++k) {
+      T xv = xp[m * K + k];
+      const T* wr = wp + k * U;
+      for (std::int64_t u = 0; u < U; ++u) out[u] += xv * wr[u];
+    }
+  }
+}
+
+template <class T>
+void dense_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
+                         Tensor& db) {
+  std::int64_t K = w.dim(0), U = w.dim(1), M = x.numel() / K;
+  const T* xp = x.data<T>();
+  const T* wp = w.data<T>();
+  const T* gp = dy.data<T>();
+  if (dx.defined()) {
+    T* dxp = dx.data<T>();
+#pragma omp parallel for
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t k = 0; k < K; ++k) {
+        T s = 0;
+        for (std::int64_t u = 0; u < U; ++u) s += gp[m * U + u] * wp[k * U + u];
+        dxp[m * K + k] = s;
+      }
+  }
+  if (dw.defined()) {
+    T* dwp = dw.data<T>();
+#pragma omp parallel for
+    for (std::int64_t k = 0; k < K; ++k)
+      for (std::int64_t m = 0; m < M; ++m) {
+        T xv = xp[m * K + k];
+        for (std::int64_t u = 0; u < U; ++u) dwp[k * U + u] += xv * gp[m * U + u];
+      }
+  }
+  if (db.defined()) {
+    T* dbp = db.data<T>();
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t u = 0; u < U; ++u) dbp[u] += gp[m * U + u];
+  }
+}
+
+template <class T>
+void batch_norm_forward_inference_loop(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       const Tensor& mean, const Tensor& var, Tensor& y, double eps);
+
+template <class T>
+void batch_norm_forward_training_loop(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                      Tensor& mean, Tensor& var, double eps) {
+  std::int64_t C = x.dim(-1), R = x.numel() / C;
+  const T* xp = x.data<T>();
+  T* mp = mean.data<T>();
+  T* vp = var.data<T>();
+  // Two passes in double: exact enough for the reference and immune to cancellation.
+  std::vector<double> s(C, 0.0), ss(C, 0.0);
+  for (std::int64_t r = 0; r < R; ++r)
+    for (std::int64_t c = 0; c < C; ++c) s[c] += xp[r * C + c];
+  for (std::int64_t c = 0; c < C; ++c) s[c] /= double(R);
+  for (std::int64_t r = 0; r < R; ++r)
+    for (std::int64_t c = 0; c < C; ++c) {
+      double d = xp[r * C + c] - s[c];
+      ss[c] += d * d;
+    }
+  for (std::int64_t c = 0; c < C; ++c) {
+    mp[c] = T(s[c]);
+    vp[c] = T(ss[c] / double(R));
+  }
+  batch_norm_forward_inference_loop<T>(x, gamma, beta, mean, var, y, eps);
+}
+
+template <class T>
+void batch_norm_forward_inference_loop(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
+  std::int64_t C = x.dim(-1), R = x.numel() / C;
+  const T *xp = x.data<T>(), *gp = gamma.data<T>(), *bp = beta.data<T>(), *mp = mean.data<T>(),
+          *vp = var.data<T>();
+  T* yp = y.data<T>();
+  std::vector<T> scale(C), shift(C);
+  for (std::int64_t c = 0; c < C; ++c) {
+    scale[c] = gp[c] / std::sqrt(vp[c] + T(eps));
+    shift[c] = bp[c] - mp[c] * scale[c];
+  }
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < R; ++r)
+    for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = xp[r * C + c] * scale[c] + shift[c];
+}
+
+template <class T>
+void batch_norm_backward_loop(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
+                              const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
+  std::int64_t C = x.dim(-1), R = x.numel() / C;
+  const T *xp = x.data<T>(), *gp = gamma.data<T>(), *mp = mean.data<T>(), *vp = var.data<T>(),
+          *dyp = dy.data<T>();
+  std::vector<double> sum_dy(C, 0.0), sum_dy_xhat(C, 0.0), inv_std(C);
+  for (std::int64_t c = 0; c < C; ++c) inv_std[c] = 1.0 / std::sqrt(double(vp[c]) + eps);
+  for (std::int64_t r = 0; r < R; ++r)
+    for (std::int64_t c = 0; c < C; ++c) {
+      double g = dyp[r * C + c];
+      sum_dy[c] += g;
+      sum_dy_xhat[c] += g * (xp[r * C + c] - mp[c]) * inv_std[c];
+    }
+  if (dgamma.defined())
+    for (std::int64_t c = 0; c < C; ++c) dgamma.data<T>()[c] += T(sum_dy_xhat[c]);
+  if (dbeta.defined())
+    for (std::int64_t c = 0; c < C; ++c) dbeta.data<T>()[c] += T(sum_dy[c]);
+  if (dx.defined()) {
+    T* dxp = dx.data<T>();
+#pragma omp parallel for
+    for (std::int64_t r = 0; r < R; ++r)
+      for (std::int64_t c = 0; c < C; ++c) {
+        double xhat = (xp[r * C + c] - mp[c]) * inv_std[c];
+        dxp[r * C + c] = T(gp[c] * inv_std[c] *
+                           (dyp[r * C + c] - sum_dy[c] / double(R) - xhat * sum_dy_xhat[c] / double(R)));
+      }
+  }
+}
+
+}  // namespace
+
+const DTypes dense_forward_dtypes = kFloats;
+void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  if (x.dtype() == DType::float32) return onednn::dense_forward(x, w, b, y);
+  dense_forward_loop<double>(x, w, b, y);
+}
+
+const DTypes dense_backward_dtypes = kFloats;
+void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
+  if (x.dtype() == DType::float32) return onednn::dense_backward(x, w, dy, dx, dw, db);
+  dense_backward_loop<double>(x, w, dy, dx, dw, db);
+}
+
+const DTypes batch_norm_forward_training_dtypes = kFloats;
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                 Tensor& mean, Tensor& var, double eps) {
+  if (x.dtype() == DType::float32)
+    return onednn::batch_norm_forward_training(x, gamma, beta, y, mean, var, eps);
+  batch_norm_forward_training_loop<double>(x, gamma, beta, y, mean, var, eps);
+}
+
+const DTypes batch_norm_forward_inference_dtypes = kFloats;
+void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
+  if (x.dtype() == DType::float32)
+    return onednn::batch_norm_forward_inference(x, gamma, beta, mean, var, y, eps);
+  batch_norm_forward_inference_loop<double>(x, gamma, beta, mean, var, y, eps);
+}
+
+const DTypes batch_norm_backward_dtypes = kFloats;
+void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
+  if (x.dtype() == DType::float32)
+    return onednn::batch_norm_backward(x, gamma, mean, var, dy, dx, dgamma, dbeta, eps);
+  batch_norm_backward_loop<double>(x, gamma, mean, var, dy, dx, dgamma, dbeta, eps);
+}
+
+}  // namespace systolic::ops::cpu

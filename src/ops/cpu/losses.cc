@@ -1,0 +1,162 @@
+// Losses and metrics on the CPU, as OpenMP loops that sum in double: softmax cross entropy, cross entropy from
+// probabilities, mean squared error, accuracy. Sparse labels are checked against the class count here (the
+// values are the backend's to see). Contracts: include/systolic/ops.h.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/cpu/cpu_backend.h"
+
+namespace systolic::ops::cpu {
+
+namespace {
+
+// Sparse labels: int32 with one label per row. Checked before any parallel loop (errors cannot leave OpenMP).
+bool sparse_labels(const Tensor& labels, std::int64_t rows, std::int64_t classes) {
+  if (labels.dtype() != DType::int32) {
+    SYSTOLIC_CHECK(labels.numel() == rows * classes,
+                   "labels of shape {} do not match predictions with {} rows of {}", labels.shape().str(),
+                   rows, classes);
+    return false;
+  }
+  SYSTOLIC_CHECK(labels.numel() == rows, "{} integer labels for {} predictions", labels.numel(), rows);
+  const std::int32_t* lp = labels.data<std::int32_t>();
+  for (std::int64_t r = 0; r < rows; ++r)
+    SYSTOLIC_CHECK(lp[r] >= 0 && lp[r] < classes,
+                   "label {} (sample {} of the batch) is out of range for {} classes", lp[r], r, classes);
+  return true;
+}
+
+void add_to_total(Tensor& total, double value) {
+  total.data<double>()[0] += value;
+}
+
+template <class T>
+void softmax_cross_entropy_loop(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
+                                double grad_scale) {
+  std::int64_t C = logits.dim(-1), R = logits.numel() / C;
+  bool sparse = sparse_labels(labels, R, C);
+  const T* zp = logits.data<T>();
+  T* gp = dlogits.defined() ? dlogits.data<T>() : nullptr;
+  double sum = 0;
+#pragma omp parallel for reduction(+ : sum)
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* z = zp + r * C;
+    T mx = z[0];
+    for (std::int64_t c = 1; c < C; ++c) mx = z[c] > mx ? z[c] : mx;
+    double se = 0;
+    for (std::int64_t c = 0; c < C; ++c) se += std::exp(double(z[c] - mx));
+    double lse = double(mx) + std::log(se);
+    if (sparse) {
+      std::int32_t label = labels.data<std::int32_t>()[r];
+      sum += lse - double(z[label]);
+      if (gp)
+        for (std::int64_t c = 0; c < C; ++c)
+          gp[r * C + c] = T((std::exp(double(z[c]) - lse) - (c == label ? 1.0 : 0.0)) * grad_scale);
+    } else {
+      const T* y = labels.data<T>() + r * C;
+      double ysum = 0;
+      for (std::int64_t c = 0; c < C; ++c) {
+        sum += double(y[c]) * (lse - double(z[c]));
+        ysum += double(y[c]);
+      }
+      // d/dz of -sum_c y_c log softmax_c = softmax * sum(y) - y
+      if (gp)
+        for (std::int64_t c = 0; c < C; ++c)
+          gp[r * C + c] = T((std::exp(double(z[c]) - lse) * ysum - double(y[c])) * grad_scale);
+    }
+  }
+  add_to_total(total, sum);
+}
+
+template <class T>
+void crossentropy_from_probabilities_loop(const Tensor& probs, const Tensor& labels, Tensor& total,
+                                          Tensor& dprobs, double grad_scale, double eps) {
+  std::int64_t C = probs.dim(-1), R = probs.numel() / C;
+  bool sparse = sparse_labels(labels, R, C);
+  const T* pp = probs.data<T>();
+  T* gp = dprobs.defined() ? dprobs.data<T>() : nullptr;
+  double sum = 0;
+  // The clip's derivative is 0 outside [eps, 1-eps]: clipped probabilities get no gradient.
+  auto term = [&](double y, double p, T* g) {
+    double clipped = std::clamp(p, eps, 1.0 - eps);
+    if (g) *g = T((p > eps && p < 1.0 - eps) ? -y / p * grad_scale : 0.0);
+    return -y * std::log(clipped);
+  };
+#pragma omp parallel for reduction(+ : sum)
+  for (std::int64_t r = 0; r < R; ++r)
+    for (std::int64_t c = 0; c < C; ++c) {
+      double y =
+          sparse ? (labels.data<std::int32_t>()[r] == c ? 1.0 : 0.0) : double(labels.data<T>()[r * C + c]);
+      sum += term(y, double(pp[r * C + c]), gp ? gp + r * C + c : nullptr);
+    }
+  add_to_total(total, sum);
+}
+
+template <class T>
+void mean_squared_error_loop(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
+                             double grad_scale) {
+  std::int64_t R = pred.dim(0), D = R ? pred.numel() / R : 0;
+  const T* pp = pred.data<T>();
+  const T* tp = target.data<T>();
+  T* gp = dpred.defined() ? dpred.data<T>() : nullptr;
+  double sum = 0;
+#pragma omp parallel for reduction(+ : sum)
+  for (std::int64_t i = 0; i < R * D; ++i) {
+    double d = double(pp[i]) - double(tp[i]);
+    sum += d * d / double(D);
+    if (gp) gp[i] = T(2.0 * d / double(D) * grad_scale);
+  }
+  add_to_total(total, sum);
+}
+
+template <class T>
+void accuracy_count_loop(const Tensor& pred, const Tensor& labels, Tensor& total) {
+  std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+  bool sparse = sparse_labels(labels, R, C);
+  const T* pp = pred.data<T>();
+  auto argmax = [C](const auto* row) {
+    std::int64_t best = 0;
+    for (std::int64_t c = 1; c < C; ++c)
+      if (row[c] > row[best]) best = c;
+    return best;
+  };
+  double correct = 0;
+#pragma omp parallel for reduction(+ : correct)
+  for (std::int64_t r = 0; r < R; ++r) {
+    std::int64_t truth = sparse ? labels.data<std::int32_t>()[r] : argmax(labels.data<T>() + r * C);
+    correct += argmax(pp + r * C) == truth ? 1.0 : 0.0;
+  }
+  add_to_total(total, correct);
+}
+
+}  // namespace
+
+const DTypes softmax_cross_entropy_dtypes = kFloats;
+void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
+                           double grad_scale) {
+  by_float(logits.dtype(), [&](auto t) {
+    softmax_cross_entropy_loop<decltype(t)>(logits, labels, total, dlogits, grad_scale);
+  });
+}
+
+const DTypes crossentropy_from_probabilities_dtypes = kFloats;
+void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs,
+                                     double grad_scale, double eps) {
+  by_float(probs.dtype(), [&](auto t) {
+    crossentropy_from_probabilities_loop<decltype(t)>(probs, labels, total, dprobs, grad_scale, eps);
+  });
+}
+
+const DTypes mean_squared_error_dtypes = kFloats;
+void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
+                        double grad_scale) {
+  by_float(pred.dtype(),
+           [&](auto t) { mean_squared_error_loop<decltype(t)>(pred, target, total, dpred, grad_scale); });
+}
+
+const DTypes accuracy_count_dtypes = kFloats;
+void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
+  by_float(pred.dtype(), [&](auto t) { accuracy_count_loop<decltype(t)>(pred, labels, total); });
+}
+
+}  // namespace systolic::ops::cpu

@@ -1,0 +1,91 @@
+// Optimizer updates on the CPU over flat parameter buffers, one OpenMP loop each (Keras's formulas; contracts:
+// include/systolic/ops.h).
+#include <cmath>
+
+#include "ops/cpu/cpu_backend.h"
+
+namespace systolic::ops::cpu {
+
+namespace {
+
+template <class T>
+void adam_update_loop(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, double lr_t) {
+  std::int64_t n = w.numel();
+  T *wp = w.data<T>(), *mp = m.data<T>(), *vp = v.data<T>();
+  const T* gp = g.data<T>();
+  const T lr = T(lr_t), b1 = T(1.0 - s.beta_1), b2 = T(1.0 - s.beta_2), eps = T(s.epsilon);
+#pragma omp parallel for simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    T gi = gp[i];
+    mp[i] += (gi - mp[i]) * b1;
+    vp[i] += (gi * gi - vp[i]) * b2;
+    wp[i] -= lr * mp[i] / (std::sqrt(vp[i]) + eps);
+  }
+}
+
+template <class T>
+void sgd_update_loop(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum,
+                     bool nesterov) {
+  std::int64_t n = w.numel();
+  T* wp = w.data<T>();
+  const T* gp = g.data<T>();
+  const T a = T(lr), mu = T(momentum);
+  if (momentum == 0.0) {
+#pragma omp parallel for simd
+    for (std::int64_t i = 0; i < n; ++i) wp[i] -= a * gp[i];
+    return;
+  }
+  T* vp = velocity.data<T>();
+#pragma omp parallel for simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    vp[i] = mu * vp[i] - a * gp[i];
+    wp[i] += nesterov ? mu * vp[i] - a * gp[i] : vp[i];
+  }
+}
+
+template <class T>
+void rmsprop_update_loop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,
+                         double momentum, double epsilon) {
+  std::int64_t n = w.numel();
+  T *wp = w.data<T>(), *sp = ms.data<T>();
+  T* mp = momentum > 0 ? mom.data<T>() : nullptr;
+  const T* gp = g.data<T>();
+  const T a = T(lr), r = T(rho), mu = T(momentum), eps = T(epsilon);
+#pragma omp parallel for
+  for (std::int64_t i = 0; i < n; ++i) {
+    sp[i] = r * sp[i] + (T(1) - r) * gp[i] * gp[i];
+    T step = a * gp[i] / (std::sqrt(sp[i]) + eps);
+    if (mp) {
+      mp[i] = mu * mp[i] + step;
+      wp[i] -= mp[i];
+    } else {
+      wp[i] -= step;
+    }
+  }
+}
+
+#define SYSTOLIC_INSTANTIATE(T)
+
+}  // namespace
+
+const DTypes adam_update_dtypes = kFloats;
+void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s,
+                 const Tensor& iterations) {
+  double t = (iterations.defined() ? iterations.data<double>()[0] : 0.0) + 1.0;
+  double lr_t = s.lr * std::sqrt(1.0 - std::pow(s.beta_2, t)) / (1.0 - std::pow(s.beta_1, t));
+  by_float(w.dtype(), [&](auto type) { adam_update_loop<decltype(type)>(w, g, m, v, s, lr_t); });
+}
+
+const DTypes sgd_update_dtypes = kFloats;
+void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov) {
+  by_float(w.dtype(), [&](auto t) { sgd_update_loop<decltype(t)>(w, g, velocity, lr, momentum, nesterov); });
+}
+
+const DTypes rmsprop_update_dtypes = kFloats;
+void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,
+                    double momentum, double epsilon) {
+  by_float(w.dtype(),
+           [&](auto t) { rmsprop_update_loop<decltype(t)>(w, g, ms, mom, lr, rho, momentum, epsilon); });
+}
+
+}  // namespace systolic::ops::cpu

@@ -1,0 +1,984 @@
+// The one backend-parity harness: every op of the list (SYSTOLIC_OPS, include/systolic/ops.h), on every backend
+// present, in every dtype the backend takes (ops::supports), against the CPU's float64 loops on the same values.
+//
+// A case names its tensor arguments (shape, role, how their values are drawn) and how to call the op. For each
+// backend and dtype the harness draws fresh values (twice, with two seeds: a backend that caches plans must read
+// each call's data), rounds them to the dtype so the reference sees exactly what the backend sees, runs the
+// reference on the CPU in float64 (float32 for ops that take nothing else; the same dtype for integer data),
+// runs the backend with its outputs poisoned (NaN; a pattern for integers) and its accumulators holding random
+// values (they must add to them), and compares every output and accumulator: the max error normalised by the
+// reference's scale, within the tolerance of the op's family and the dtype. A case may also ask for a result
+// equal bit for bit to the CPU's in the same dtype (dropout, the optimizer updates).
+//
+// Adding an op: add its cases to `cases()` below (one entry with a name, the arguments and a call). An op of the
+// list without cases fails OpHarness.EveryOpOfTheListHasCases. GPU cases (CudaOps.*) carry the CTest label gpu and
+// skip visibly without a GPU or without the CUDA build.
+#include <gmock/gmock.h>
+#include <systolic/ops.h>
+#include <systolic/system.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "ops/cpu/onednn.h"
+#include "test_util.h"
+
+namespace systolic::ops {
+namespace {
+
+using systolic::testing::error_of;
+using systolic::testing::normalised_max_error;
+using ::testing::HasSubstr;
+
+// ------------------------------------------------------------------------------------------------ a case
+
+enum class Role {
+  input,        // drawn values, read by the op
+  output,       // poisoned, written by the op, compared
+  accumulator,  // drawn values, added to by the op, compared
+  inout,        // drawn values, overwritten in place by the op, compared
+  absent,       // an undefined tensor
+};
+// The dtype of an argument: the case's (data), the case's but float32 under bfloat16 (parameters, statistics),
+// or a fixed one (labels, indices, counters, data-set sources).
+enum class Kind { data, param, fixed };
+enum class Values {
+  uniform,        // in [lo, hi]
+  integers,       // whole numbers in [lo, hi]
+  constant,       // lo
+  tie_free,       // images (N, H, W, C) whose values differ within every pooling window, exact in bfloat16
+  probabilities,  // in [lo, hi], the first three set to 0, 1 and 1e-9 (clipped by the loss)
+};
+
+struct Arg {
+  std::string name;
+  Shape shape;
+  Role role = Role::input;
+  Kind kind = Kind::data;
+  DType fixed = DType::float32;
+  Values values = Values::uniform;
+  double lo = -1, hi = 1;
+  std::int64_t offset =
+      0;  // > 0: a view this many elements into a larger buffer, whose head must stay untouched
+};
+
+Arg in(std::string name, Shape s, double lo = -1, double hi = 1) {
+  return {.name = std::move(name), .shape = std::move(s), .lo = lo, .hi = hi};
+}
+Arg out(std::string name, Shape s) {
+  return {.name = std::move(name), .shape = std::move(s), .role = Role::output};
+}
+Arg acc(std::string name, Shape s, double lo = -1, double hi = 1) {
+  return {.name = std::move(name), .shape = std::move(s), .role = Role::accumulator, .lo = lo, .hi = hi};
+}
+Arg inout(std::string name, Shape s, double lo = -1, double hi = 1) {
+  return {.name = std::move(name), .shape = std::move(s), .role = Role::inout, .lo = lo, .hi = hi};
+}
+Arg none(std::string name) {
+  return {.name = std::move(name), .shape = {}, .role = Role::absent};
+}
+Arg param(Arg a) {
+  a.kind = Kind::param;
+  return a;
+}
+Arg fixed(Arg a, DType t) {
+  a.kind = Kind::fixed;
+  a.fixed = t;
+  return a;
+}
+Arg at_offset(Arg a, std::int64_t offset) {
+  a.offset = offset;
+  return a;
+}
+Arg labels(std::int64_t n, std::int64_t classes) {
+  return fixed(
+      {.name = "labels", .shape = {n}, .values = Values::integers, .lo = 0, .hi = double(classes - 1)},
+      DType::int32);
+}
+Arg counter(std::string name, double value) {
+  return fixed({.name = std::move(name), .shape = {1}, .values = Values::constant, .lo = value},
+               DType::float64);
+}
+Arg total() {
+  return fixed({.name = "total", .shape = {1}, .role = Role::accumulator, .lo = 0, .hi = 3}, DType::float64);
+}
+
+// Tolerance families: elementwise arithmetic, reductions (sums over rows or channels, softmax, losses), matrix
+// products (TF32 on GPUs, as TensorFlow allows).
+enum class Family { elementwise, reduction, matmul };
+
+struct Case {
+  std::string name;
+  std::vector<Arg> args;
+  std::function<void(std::vector<Tensor>&)> call;
+  Family family = Family::elementwise;
+  bool equal_to_cpu = false;  // also bit for bit equal to the CPU in the same (float32) dtype
+};
+
+double tolerance(Family f, DType t, Device d) {
+  if (t == DType::float64) return 1e-12;
+  if (t == DType::int32 || t == DType::uint8) return 0;
+  if (t == DType::bfloat16) return f == Family::elementwise ? 1e-2 : 3e-2;
+  switch (f) {
+    case Family::elementwise:
+      return 1e-5;
+    case Family::reduction:
+      return 1e-4;
+    case Family::matmul:
+      return d.is_cpu() ? 1e-4 : 5e-3;  // TF32
+  }
+  return 0;
+}
+
+DType arg_dtype(const Arg& a, DType t) {
+  if (a.kind == Kind::fixed) return a.fixed;
+  if (a.kind == Kind::param && t == DType::bfloat16) return DType::float32;
+  return t;
+}
+
+bool is_integer(DType t) {
+  return t == DType::int32 || t == DType::uint8;
+}
+
+// The arguments' values as float64 on the host, drawn for `seed` and rounded to what `t` holds.
+std::vector<Tensor> draw(const Case& c, DType t, std::uint64_t seed) {
+  std::vector<Tensor> values;
+  for (std::size_t k = 0; k < c.args.size(); ++k) {
+    const Arg& a = c.args[k];
+    if (a.role == Role::absent || a.role == Role::output) {
+      values.emplace_back();
+      continue;
+    }
+    DType dt = arg_dtype(a, t);
+    Generator g(seed * 1000 + k);
+    Tensor v(a.shape, DType::float64);
+    double* p = v.data<double>();
+    const std::int64_t n = v.numel();
+    for (std::int64_t i = 0; i < n; ++i) {
+      double u = g.uniform();
+      switch (a.values) {
+        case Values::uniform:
+        case Values::probabilities:
+          p[i] = is_integer(dt) && a.kind != Kind::fixed ? std::round(100 * u) : a.lo + (a.hi - a.lo) * u;
+          break;
+        case Values::integers:
+          p[i] = std::floor(a.lo + (a.hi - a.lo + 1) * u);
+          if (p[i] > a.hi) p[i] = a.hi;
+          break;
+        case Values::constant:
+          p[i] = a.lo;
+          break;
+        case Values::tie_free:
+          p[i] = 0;
+          break;
+      }
+    }
+    if (a.values == Values::probabilities)
+      for (std::int64_t i = 0; i < std::min<std::int64_t>(3, n); ++i)
+        p[i] = i == 0 ? 0.0 : i == 1 ? 1.0 : 1e-9;
+    if (a.values == Values::tie_free) {
+      const std::int64_t N = a.shape[0], H = a.shape[1], W = a.shape[2], C = a.shape[3];
+      const std::int64_t shift = std::int64_t(seed % 97);
+      for (std::int64_t b = 0; b < N; ++b)
+        for (std::int64_t h = 0; h < H; ++h)
+          for (std::int64_t w = 0; w < W; ++w)
+            for (std::int64_t ch = 0; ch < C; ++ch)
+              p[((b * H + h) * W + w) * C + ch] =
+                  double(((h * W + w) * 37 + ch * 11 + b * 5 + shift) % 251 - 125) / 128.0;
+    }
+    values.push_back(v.to(dt).to(DType::float64));  // what dt holds
+  }
+  return values;
+}
+
+// The tensors of one run on `device` in dtype `t`: drawn values, poisoned outputs, undefined absent ones. Views at
+// an offset get their buffer's head filled with 7s (checked afterwards by untouched_heads).
+struct Run {
+  std::vector<Tensor> args, buffers;
+};
+Run make_run(const Case& c, const std::vector<Tensor>& values, DType t, Device device) {
+  Run r;
+  for (std::size_t k = 0; k < c.args.size(); ++k) {
+    const Arg& a = c.args[k];
+    if (a.role == Role::absent) {
+      r.args.emplace_back();
+      r.buffers.emplace_back();
+      continue;
+    }
+    DType dt = arg_dtype(a, t);
+    Tensor host({a.offset + a.shape.numel()}, dt);
+    host.fill(7);
+    Tensor body = host.view(a.offset, a.shape);
+    if (a.role == Role::output) {
+      if (is_integer(dt)) {
+        std::memset(body.raw_data(), 0x5A, body.nbytes());
+      } else {
+        body.fill(std::nan(""));
+      }
+    } else {
+      body.copy_from(values[k].to(dt));
+    }
+    Tensor buffer = host.to(device);
+    r.buffers.push_back(buffer);
+    r.args.push_back(buffer.view(a.offset, a.shape));
+  }
+  return r;
+}
+
+// Which arguments are compared: what the op writes.
+bool written(const Arg& a) {
+  return a.role == Role::output || a.role == Role::accumulator || a.role == Role::inout;
+}
+
+void expect_untouched_heads(const Case& c, const Run& r) {
+  for (std::size_t k = 0; k < c.args.size(); ++k) {
+    if (c.args[k].offset == 0 || !r.buffers[k].defined()) continue;
+    auto head = r.buffers[k].view(0, {c.args[k].offset}).to_doubles();
+    for (double v : head) EXPECT_EQ(v, 7.0) << c.args[k].name << ": the op wrote before its view";
+  }
+}
+
+void expect_bitwise_equal(const Tensor& got, const Tensor& want, const std::string& what) {
+  Tensor g = got.to(Device::cpu()), w = want.to(Device::cpu());
+  ASSERT_EQ(g.nbytes(), w.nbytes()) << what;
+  EXPECT_EQ(std::memcmp(g.raw_data(), w.raw_data(), g.nbytes()), 0) << what << ": not bit for bit the CPU's";
+}
+
+// The dtypes a backend may run an op on; the CPU's reference dtype for `t`.
+constexpr DType kDTypes[] = {DType::float32, DType::bfloat16, DType::float64, DType::int32, DType::uint8};
+
+DType reference_dtype(Op op, DType t) {
+  if (is_integer(t)) return t;
+  return supports(op, DType::float64, Device::cpu()) ? DType::float64 : DType::float32;
+}
+
+// Runs every case of `op` on `device` in every dtype it supports there. Returns how many (case, dtype) runs
+// compared something.
+int check_op(Op op, const std::vector<Case>& cases, Device device) {
+  int runs = 0;
+  for (DType t : kDTypes) {
+    if (!supports(op, t, device)) continue;
+    DType ref_t = reference_dtype(op, t);
+    if (device.is_cpu() && ref_t == t) continue;  // the reference itself
+    for (const Case& c : cases) {
+      for (std::uint64_t seed : {1, 2}) {
+        SCOPED_TRACE(fmt::format("{} on {} in {}, seed {}", c.name, device.str(), dtype_name(t), seed));
+        std::vector<Tensor> values = draw(c, t, seed);
+        Run ref = make_run(c, values, ref_t, Device::cpu());
+        Run got = make_run(c, values, t, device);
+        c.call(ref.args);
+        c.call(got.args);
+        synchronize(device);
+        const double tol = tolerance(c.family, t, device);
+        for (std::size_t k = 0; k < c.args.size(); ++k) {
+          if (!written(c.args[k])) continue;
+          const double arg_tol = tolerance(c.family, arg_dtype(c.args[k], t), device);
+          EXPECT_LE(normalised_max_error(got.args[k].to(Device::cpu()), ref.args[k]), std::max(tol, arg_tol))
+              << c.args[k].name;
+        }
+        expect_untouched_heads(c, got);
+        if (c.equal_to_cpu && !device.is_cpu() && t == DType::float32) {
+          Run cpu = make_run(c, values, t, Device::cpu());
+          c.call(cpu.args);
+          for (std::size_t k = 0; k < c.args.size(); ++k)
+            if (written(c.args[k])) expect_bitwise_equal(got.args[k], cpu.args[k], c.args[k].name);
+        }
+        ++runs;
+      }
+    }
+  }
+  return runs;
+}
+
+// ---------------------------------------------------------------------------------------------- the cases
+
+Conv2DParams conv_params(int sh, int sw, int dh, int dw, int pt, int pb, int pl, int pr,
+                         Activation act = Activation::linear) {
+  Conv2DParams p;
+  p.stride_h = sh, p.stride_w = sw, p.dilation_h = dh, p.dilation_w = dw;
+  p.pad_top = pt, p.pad_bottom = pb, p.pad_left = pl, p.pad_right = pr;
+  p.activation = act;
+  return p;
+}
+
+struct ConvShape {
+  std::string name;
+  std::int64_t N, H, W, C, KH, KW, F;
+  Conv2DParams p;
+  bool bias = true;
+  Shape x() const { return {N, H, W, C}; }
+  Shape w() const { return {KH, KW, C, F}; }
+  Shape y() const {
+    return {N, (H + p.pad_top + p.pad_bottom - ((KH - 1) * p.dilation_h + 1)) / p.stride_h + 1,
+            (W + p.pad_left + p.pad_right - ((KW - 1) * p.dilation_w + 1)) / p.stride_w + 1, F};
+  }
+};
+
+std::vector<ConvShape> conv_shapes() {
+  return {
+      // The seed CNN (batch 4): 32x32x3 -> same 32 -> valid 32 -> pool -> same 64 -> valid 64.
+      {"seed conv1 same", 4, 32, 32, 3, 3, 3, 32, conv_params(1, 1, 1, 1, 1, 1, 1, 1)},
+      {"seed conv2 valid", 2, 32, 32, 32, 3, 3, 32, conv_params(1, 1, 1, 1, 0, 0, 0, 0)},
+      {"seed conv4 valid, no bias", 2, 15, 15, 64, 3, 3, 64, conv_params(1, 1, 1, 1, 0, 0, 0, 0), false},
+      {"1 sample, 5x7, 3x3 same", 1, 5, 7, 3, 3, 3, 4, conv_params(1, 1, 1, 1, 1, 1, 1, 1)},
+      // Keras 'same' with stride 2 on an even input: the padding goes after (bottom/right).
+      {"stride 2 same asymmetric", 3, 8, 8, 5, 3, 3, 6, conv_params(2, 2, 1, 1, 0, 1, 0, 1)},
+      {"stride 2 even kernel same", 2, 9, 9, 8, 4, 4, 16, conv_params(2, 2, 1, 1, 1, 2, 1, 2)},
+      {"even kernel same, no bias", 2, 10, 10, 6, 2, 2, 8, conv_params(1, 1, 1, 1, 0, 1, 0, 1), false},
+      {"dilation 2, no bias", 2, 9, 11, 7, 3, 3, 9, conv_params(1, 1, 2, 2, 2, 2, 2, 2), false},
+      {"dilation 3 asymmetric", 2, 12, 10, 4, 2, 2, 5, conv_params(1, 1, 3, 3, 1, 2, 1, 2)},
+      {"mixed strides, asymmetric in W", 3, 7, 7, 17, 2, 3, 33, conv_params(1, 2, 1, 2, 0, 1, 2, 1)},
+      {"1x1", 3, 6, 5, 16, 1, 1, 10, conv_params(1, 1, 1, 1, 0, 0, 0, 0)},
+      {"5x5 stride 2", 1, 10, 10, 3, 5, 5, 32, conv_params(2, 2, 1, 1, 1, 2, 1, 2)},
+      {"fused relu", 2, 9, 9, 8, 3, 3, 12, conv_params(1, 1, 1, 1, 1, 1, 1, 1, Activation::relu)},
+  };
+}
+
+void conv_cases(std::map<Op, std::vector<Case>>& m) {
+  for (const ConvShape& s : conv_shapes()) {
+    Conv2DParams p = s.p;
+    m[Op::conv2d_forward].push_back({s.name,
+                                     {in("x", s.x()), in("w", s.w(), -0.5, 0.5),
+                                      s.bias ? param(in("b", {s.F})) : none("b"), out("y", s.y())},
+                                     [p](auto& t) { conv2d_forward(t[0], t[1], t[2], t[3], p); },
+                                     Family::matmul});
+    if (p.activation != Activation::linear) continue;
+    m[Op::conv2d_backward].push_back(
+        {s.name,
+         {in("x", s.x()), in("w", s.w(), -0.5, 0.5), in("dy", s.y()), out("dx", s.x()),
+          param(acc("dw", s.w())), param(acc("db", {s.F}))},
+         [p](auto& t) { conv2d_backward(t[0], t[1], t[2], t[3], t[4], t[5], p); },
+         Family::matmul});
+  }
+  // Any subset of dx, dw, db; the others are left alone.
+  ConvShape s{"subsets", 3, 8, 9, 5, 3, 3, 6, conv_params(2, 2, 1, 1, 0, 1, 1, 1)};
+  for (int mask = 1; mask < 8; ++mask) {
+    Conv2DParams p = s.p;
+    m[Op::conv2d_backward].push_back(
+        {fmt::format("subset dx {} dw {} db {}", mask & 1, (mask >> 1) & 1, (mask >> 2) & 1),
+         {in("x", s.x()), in("w", s.w()), in("dy", s.y()), mask & 1 ? out("dx", s.x()) : none("dx"),
+          mask & 2 ? param(acc("dw", s.w())) : none("dw"), mask & 4 ? param(acc("db", {s.F})) : none("db")},
+         [p](auto& t) { conv2d_backward(t[0], t[1], t[2], t[3], t[4], t[5], p); },
+         Family::matmul});
+  }
+}
+
+Pool2DParams pool_params(PoolKind kind, int wh, int ww, int sh, int sw, int pt, int pb, int pl, int pr) {
+  Pool2DParams p;
+  p.kind = kind, p.window_h = wh, p.window_w = ww, p.stride_h = sh, p.stride_w = sw;
+  p.pad_top = pt, p.pad_bottom = pb, p.pad_left = pl, p.pad_right = pr;
+  return p;
+}
+
+void pool_cases(std::map<Op, std::vector<Case>>& m) {
+  const PoolKind mx = PoolKind::max, avg = PoolKind::average;
+  struct PoolShape {
+    std::string name;
+    std::int64_t N, H, W, C;
+    Pool2DParams p;
+  };
+  std::vector<PoolShape> shapes = {
+      {"seed max 2x2", 4, 30, 30, 32, pool_params(mx, 2, 2, 2, 2, 0, 0, 0, 0)},
+      {"max 2x2 valid, odd input (last row and column get no gradient)", 2, 13, 13, 9,
+       pool_params(mx, 2, 2, 2, 2, 0, 0, 0, 0)},
+      {"max 3x3 stride 2 same (asymmetric)", 3, 8, 8, 5, pool_params(mx, 3, 3, 2, 2, 0, 1, 0, 1)},
+      {"max 3x3 stride 1 same (overlapping)", 2, 7, 9, 4, pool_params(mx, 3, 3, 1, 1, 1, 1, 1, 1)},
+      {"max 2x3 mixed", 1, 8, 7, 33, pool_params(mx, 2, 3, 2, 1, 0, 1, 1, 1)},
+      {"avg 3x3 stride 1 same", 2, 7, 9, 4, pool_params(avg, 3, 3, 1, 1, 1, 1, 1, 1)},
+      {"avg 2x2 stride 2 same (asymmetric)", 2, 15, 15, 8, pool_params(avg, 2, 2, 2, 2, 0, 1, 0, 1)},
+      {"avg 3x3 stride 2 same (asymmetric)", 3, 8, 8, 5, pool_params(avg, 3, 3, 2, 2, 0, 1, 0, 1)},
+      {"avg 2x3 mixed padding", 2, 9, 10, 6, pool_params(avg, 2, 3, 1, 2, 0, 1, 1, 1)},
+      {"avg 2x2 valid", 4, 10, 10, 3, pool_params(avg, 2, 2, 2, 2, 0, 0, 0, 0)},
+  };
+  for (const PoolShape& s : shapes) {
+    Pool2DParams p = s.p;
+    Shape xs{s.N, s.H, s.W, s.C};
+    Shape ys{s.N, (s.H + p.pad_top + p.pad_bottom - p.window_h) / p.stride_h + 1,
+             (s.W + p.pad_left + p.pad_right - p.window_w) / p.stride_w + 1, s.C};
+    Arg x = in("x", xs);
+    x.values = Values::tie_free;  // no ties: on ties a backend may route the gradient to another tied cell
+    // Inference (no workspace) and training (a workspace for backward).
+    m[Op::pool2d_forward].push_back({s.name + ", inference",
+                                     {x, out("y", ys)},
+                                     [p](auto& t) {
+                                       Tensor none;
+                                       pool2d_forward(t[0], t[1], none, p);
+                                     },
+                                     Family::reduction});
+    m[Op::pool2d_forward].push_back({s.name + ", training",
+                                     {x, out("y", ys)},
+                                     [p](auto& t) {
+                                       Tensor workspace(Shape{0}, DType::uint8, t[0].device());
+                                       pool2d_forward(t[0], t[1], workspace, p);
+                                     },
+                                     Family::reduction});
+    // Backward after a training forward (its workspace), and without one (forward ran as inference).
+    for (bool with_workspace : {true, false})
+      m[Op::pool2d_backward].push_back(
+          {s.name + (with_workspace ? ", workspace" : ", no workspace"),
+           {x, in("dy", ys), out("dx", xs)},
+           [p, with_workspace, ys](auto& t) {
+             Tensor y(ys, t[0].dtype(), t[0].device());
+             Tensor workspace = with_workspace ? Tensor(Shape{0}, DType::uint8, t[0].device()) : Tensor();
+             pool2d_forward(t[0], y, workspace, p);
+             pool2d_backward(t[0], y, t[1], workspace, t[2], p);
+           },
+           Family::reduction});
+  }
+}
+
+void batch_norm_cases(std::map<Op, std::vector<Case>>& m) {
+  const double eps = 1e-3;
+  struct NormShape {
+    Shape x;
+    double lo, hi;
+  };
+  // Offset data (a non-zero mean; counts small enough that biased and unbiased variance differ), rows, rank 3, a
+  // large mean over a small spread (the variance must not cancel).
+  std::vector<NormShape> shapes = {{{3, 5, 7, 6}, 1, 4}, {{1, 4, 4, 17}, -1, 3}, {{64, 10}, -2, 3},
+                                   {{2, 3, 9}, -1, 3},   {{4, 8, 8, 32}, 1, 4},  {{8, 16, 16, 8}, 999, 1001}};
+  for (const NormShape& s : shapes) {
+    const std::int64_t C = s.x[-1];
+    std::string name = fmt::format("{} in [{}, {}]", s.x.str(), s.lo, s.hi);
+    m[Op::batch_norm_forward_training].push_back(
+        {name,
+         {in("x", s.x, s.lo, s.hi), param(in("gamma", {C}, 0.5, 1.5)), param(in("beta", {C})), out("y", s.x),
+          param(out("mean", {C})), param(out("var", {C}))},
+         [eps](auto& t) { batch_norm_forward_training(t[0], t[1], t[2], t[3], t[4], t[5], eps); },
+         Family::reduction});
+    m[Op::batch_norm_forward_inference].push_back(
+        {name,
+         {in("x", s.x, s.lo, s.hi), param(in("gamma", {C}, 0.5, 1.5)), param(in("beta", {C})),
+          param(in("mean", {C}, s.lo, s.hi)), param(in("var", {C}, 0.2, 2.0)), out("y", s.x)},
+         [eps](auto& t) { batch_norm_forward_inference(t[0], t[1], t[2], t[3], t[4], t[5], eps); },
+         Family::reduction});
+    if (s.lo > 100) continue;
+    for (int mask : {7, 1, 6}) {  // everything, dx alone, the parameter gradients alone
+      m[Op::batch_norm_backward].push_back(
+          {fmt::format("{}, dx {} dgamma/dbeta {}", name, mask & 1, mask >> 1),
+           {in("x", s.x, s.lo, s.hi), param(in("gamma", {C}, 0.5, 1.5)), param(in("mean", {C}, s.lo, s.hi)),
+            param(in("var", {C}, 0.2, 2.0)), in("dy", s.x), mask & 1 ? out("dx", s.x) : none("dx"),
+            mask & 2 ? param(acc("dgamma", {C})) : none("dgamma"),
+            mask & 4 ? param(acc("dbeta", {C})) : none("dbeta")},
+           [eps](auto& t) { batch_norm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], eps); },
+           Family::reduction});
+    }
+  }
+}
+
+void dense_cases(std::map<Op, std::vector<Case>>& m) {
+  struct DenseShape {
+    std::string name;
+    Shape x;
+    std::int64_t U;
+    bool bias = true;
+  };
+  std::vector<DenseShape> shapes = {
+      {"seed 2304 -> 512", {4, 2304}, 512},  {"seed 512 -> 10", {8, 512}, 10},
+      {"M 13, odd sizes", {13, 70}, 33},     {"rank 3 input", {2, 5, 16}, 7},
+      {"no bias", {9, 40}, 24, false},       {"one row, one unit", {1, 1}, 1},
+      {"wide output", {33, 257}, 65, false},
+  };
+  for (const DenseShape& s : shapes) {
+    Shape ys = s.x;
+    ys[-1] = s.U;
+    const std::int64_t K = s.x[-1];
+    m[Op::dense_forward].push_back(
+        {s.name,
+         {in("x", s.x), in("w", {K, s.U}), s.bias ? param(in("b", {s.U})) : none("b"), out("y", ys)},
+         [](auto& t) { dense_forward(t[0], t[1], t[2], t[3]); },
+         Family::matmul});
+    m[Op::dense_backward].push_back({s.name,
+                                     {in("x", s.x), in("w", {K, s.U}), in("dy", ys), out("dx", s.x),
+                                      param(acc("dw", {K, s.U})), param(acc("db", {s.U}))},
+                                     [](auto& t) { dense_backward(t[0], t[1], t[2], t[3], t[4], t[5]); },
+                                     Family::matmul});
+  }
+  // Parameters as views into one flat buffer at offsets that are not 16-byte aligned (as weights inside a model's
+  // flat parameter buffer are).
+  const std::int64_t M = 13, K = 70, U = 33;
+  m[Op::dense_forward].push_back({"unaligned parameter views",
+                                  {in("x", {M, K}), at_offset(in("w", {K, U}), 1),
+                                   at_offset(param(in("b", {U})), 1 + K * U), out("y", {M, U})},
+                                  [](auto& t) { dense_forward(t[0], t[1], t[2], t[3]); },
+                                  Family::matmul});
+  m[Op::dense_backward].push_back(
+      {"unaligned parameter views",
+       {in("x", {M, K}), at_offset(in("w", {K, U}), 1), in("dy", {M, U}), out("dx", {M, K}),
+        at_offset(param(acc("dw", {K, U})), 1), at_offset(param(acc("db", {U})), 3)},
+       [](auto& t) { dense_backward(t[0], t[1], t[2], t[3], t[4], t[5]); },
+       Family::matmul});
+  for (int mask = 1; mask < 8; ++mask)
+    m[Op::dense_backward].push_back(
+        {fmt::format("subset dx {} dw {} db {}", mask & 1, (mask >> 1) & 1, (mask >> 2) & 1),
+         {in("x", {M, K}), in("w", {K, U}), in("dy", {M, U}), mask & 1 ? out("dx", {M, K}) : none("dx"),
+          mask & 2 ? param(acc("dw", {K, U})) : none("dw"), mask & 4 ? param(acc("db", {U})) : none("db")},
+         [](auto& t) { dense_backward(t[0], t[1], t[2], t[3], t[4], t[5]); },
+         Family::matmul});
+}
+
+// Every activation of the list, with default and other parameters; elementwise ones on a large odd size too.
+std::vector<Activation> activations() {
+  std::vector<Activation> all;
+#define SYSTOLIC_TEST_ACTIVATION(kind, name, alias) all.push_back(Activation::kind);
+  SYSTOLIC_ACTIVATIONS(SYSTOLIC_TEST_ACTIVATION)
+#undef SYSTOLIC_TEST_ACTIVATION
+  Activation a = Activation::relu;
+  a.max_value = 6;  // ReLU(max_value=6): relu6's path
+  all.push_back(a);
+  a.max_value = 2.5, a.alpha = 0.1, a.threshold = 0.3;  // every ReLU parameter
+  all.push_back(a);
+  a = Activation::relu;
+  a.alpha = 0.2;  // leaky through relu's negative_slope
+  all.push_back(a);
+  a = Activation::leaky_relu;
+  a.alpha = 0.01;
+  all.push_back(a);
+  a = Activation::elu;
+  a.alpha = 0.5;
+  all.push_back(a);
+  a = Activation::gelu;
+  a.approximate = true;
+  all.push_back(a);
+  return all;
+}
+
+std::string describe(const Activation& a) {
+  std::string s = activation_name(a);
+  if (!(a == Activation(a.kind)))
+    s += fmt::format(" (alpha {}, max_value {}, threshold {}, approximate {})", a.alpha, a.max_value,
+                     a.threshold, a.approximate);
+  return s;
+}
+
+void activation_cases(std::map<Op, std::vector<Case>>& m) {
+  for (const Activation& a : activations()) {
+    const Family f = a.over_last_axis() ? Family::reduction : Family::elementwise;
+    std::vector<Shape> shapes = {{5, 3, 37}, {3, 1000}, {1}};
+    if (!a.over_last_axis()) shapes.push_back({1000003});
+    for (const Shape& s : shapes) {
+      std::string name = describe(a) + " " + s.str();
+      m[Op::activation_forward].push_back(
+          {name, {in("x", s, -4, 4), out("y", s)}, [a](auto& t) { activation_forward(a, t[0], t[1]); }, f});
+      // Backward from the forward's own output (relu's zeros included).
+      m[Op::activation_backward].push_back({name,
+                                            {in("x", s, -4, 4), in("dy", s), out("dx", s)},
+                                            [a, s](auto& t) {
+                                              Tensor y(s, t[0].dtype(), t[0].device());
+                                              activation_forward(a, t[0], y);
+                                              activation_backward(a, t[0], y, t[1], t[2]);
+                                            },
+                                            f});
+    }
+    // In place: y aliases x; dx aliases dy, without x when the gradient needs only y.
+    Shape s{4, 3, 3, 10};
+    m[Op::activation_forward].push_back({describe(a) + " in place",
+                                         {inout("x", s, -4, 4)},
+                                         [a](auto& t) { activation_forward(a, t[0], t[0]); },
+                                         f});
+    m[Op::activation_backward].push_back({describe(a) + " in place",
+                                          {in("x", s, -4, 4), inout("dy", s)},
+                                          [a, s](auto& t) {
+                                            Tensor y(s, t[0].dtype(), t[0].device());
+                                            activation_forward(a, t[0], y);
+                                            Tensor x = a.backward_needs_input() ? t[0] : Tensor();
+                                            activation_backward(a, x, y, t[1], t[1]);
+                                          },
+                                          f});
+  }
+}
+
+void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
+  const Shape big{1000003}, image{3, 5, 7, 6};
+  for (const Shape& s : {big, Shape{37, 27}}) {
+    m[Op::fill].push_back({"fill " + s.str(), {out("x", s)}, [](auto& t) { fill(t[0], 2.7); }});
+    m[Op::fill].push_back({"fill 200 " + s.str(), {out("x", s)}, [](auto& t) { fill(t[0], 200); }});
+    m[Op::copy].push_back(
+        {"copy " + s.str(), {in("src", s), out("dst", s)}, [](auto& t) { copy(t[0], t[1]); }});
+    m[Op::accumulate].push_back(
+        {"accumulate " + s.str(), {in("src", s), acc("dst", s)}, [](auto& t) { accumulate(t[0], t[1]); }});
+    m[Op::scale_shift].push_back({"scale_shift " + s.str(), {in("x", s), out("y", s)}, [](auto& t) {
+                                    scale_shift(t[0], t[1], -0.37, 1.25);
+                                  }});
+    m[Op::moving_average].push_back({"moving_average " + s.str(),
+                                     {param(acc("moving", s)), param(in("value", s))},
+                                     [](auto& t) { moving_average(t[0], t[1], 0.99); }});
+  }
+  m[Op::copy].push_back({"copy to another shape, same count",
+                         {in("src", {37, 27}), out("dst", {999})},
+                         [](auto& t) { copy(t[0], t[1]); }});
+  m[Op::fill].push_back(
+      {"fill a step counter", {fixed(out("step", {1}), DType::float64)}, [](auto& t) { fill(t[0], 41); }});
+  m[Op::scale_shift].push_back(
+      {"scale_shift in place", {inout("x", big)}, [](auto& t) { scale_shift(t[0], t[0], 3.0, -0.5); }});
+  m[Op::scale_shift].push_back({"the step counter advances three times",
+                                {fixed(inout("step", {1}, 0, 5), DType::float64)},
+                                [](auto& t) {
+                                  for (int i = 0; i < 3; ++i) scale_shift(t[0], t[0], 1.0, 1.0);
+                                }});
+
+  // cast: from each float type (fixed) into the case's.
+  for (DType from : {DType::float32, DType::bfloat16, DType::float64})
+    m[Op::cast].push_back({fmt::format("cast from {}", dtype_name(from)),
+                           {fixed(in("src", {1000003}, -300, 300), from), out("dst", {1000003})},
+                           [](auto& t) { cast(t[0], t[1]); }});
+
+  // add_n: 3 inputs; 11 (more than one CUDA launch takes) into its first input; none (zeros).
+  {
+    Case three{"add_n of 3", {in("x0", big), in("x1", big), in("x2", big), out("y", big)}, [](auto& t) {
+                 add_n({t[0], t[1], t[2]}, t[3]);
+               }};
+    m[Op::add_n].push_back(three);
+    Case eleven{"add_n of 11 into its first input", {}, [](auto& t) { add_n(t, t[0]); }};
+    eleven.args.push_back(inout("x0", {1001}));
+    for (int k = 1; k < 11; ++k) eleven.args.push_back(in(fmt::format("x{}", k), {1001}));
+    m[Op::add_n].push_back(eleven);
+    m[Op::add_n].push_back({"add_n of none", {out("y", {17})}, [](auto& t) { add_n({}, t[0]); }});
+  }
+
+  // dropout: masks for several steps and rates, an undefined step (step 0), in place backward. Values without
+  // zeros, so a dropped element shows.
+  for (double step : {0.0, 5.0, 123456.0})
+    for (double rate : {0.1, 0.5}) {
+      std::string name = fmt::format("step {} rate {}", step, rate);
+      m[Op::dropout_forward].push_back({name,
+                                        {in("x", big, 0.5, 1.5), out("y", big), counter("step", step)},
+                                        [rate](auto& t) { dropout_forward(t[0], t[1], rate, 99, t[2]); },
+                                        Family::elementwise,
+                                        true});
+      m[Op::dropout_backward].push_back({name + ", in place",
+                                         {inout("dy", big, 0.5, 1.5), counter("step", step)},
+                                         [rate](auto& t) { dropout_backward(t[0], t[0], rate, 99, t[1]); },
+                                         Family::elementwise,
+                                         true});
+    }
+  m[Op::dropout_forward].push_back({"undefined step",
+                                    {in("x", {4099}, 0.5, 1.5), out("y", {4099}), none("step")},
+                                    [](auto& t) { dropout_forward(t[0], t[1], 0.3, 7, t[2]); },
+                                    Family::elementwise,
+                                    true});
+  m[Op::dropout_backward].push_back({"undefined step",
+                                     {in("dy", {4099}, 0.5, 1.5), out("dx", {4099}), none("step")},
+                                     [](auto& t) { dropout_backward(t[0], t[1], 0.3, 7, t[2]); },
+                                     Family::elementwise,
+                                     true});
+
+  // Padding, asymmetric.
+  for (Pad2D p : {Pad2D{1, 2, 0, 3}, Pad2D{0, 0, 0, 0}, Pad2D{2, 2, 2, 2}}) {
+    Shape ys{3, 5 + p.top + p.bottom, 7 + p.left + p.right, 6};
+    std::string name = fmt::format("pad top {} bottom {} left {} right {}", p.top, p.bottom, p.left, p.right);
+    m[Op::pad2d_forward].push_back(
+        {name, {in("x", image), out("y", ys)}, [p](auto& t) { pad2d_forward(t[0], t[1], p); }});
+    m[Op::pad2d_backward].push_back(
+        {name, {in("dy", ys), out("dx", image)}, [p](auto& t) { pad2d_backward(t[0], t[1], p); }});
+  }
+
+  // Concatenation on axes 0, 1 and 3; backward with the middle gradient undefined.
+  for (int axis : {0, 1, 3}) {
+    std::vector<Shape> parts = {{2, 3, 4, 5}, {2, 3, 4, 5}, {2, 3, 4, 5}};
+    parts[1][axis] = 1;
+    parts[2][axis] = 7;
+    Shape ys = parts[0];
+    ys[axis] += 1 + 7;
+    std::string name = fmt::format("axis {}", axis);
+    m[Op::concat_forward].push_back(
+        {name, {in("x0", parts[0]), in("x1", parts[1]), in("x2", parts[2]), out("y", ys)}, [axis](auto& t) {
+           concat_forward({t[0], t[1], t[2]}, t[3], axis);
+         }});
+    m[Op::concat_backward].push_back(
+        {name,
+         {in("dy", ys), out("dx0", parts[0]), out("dx1", parts[1]), out("dx2", parts[2])},
+         [axis](auto& t) {
+           std::vector<Tensor> dxs = {t[1], t[2], t[3]};
+           concat_backward(t[0], dxs, axis);
+         }});
+    m[Op::concat_backward].push_back({name + ", middle gradient undefined",
+                                      {in("dy", ys), out("dx0", parts[0]), none("dx1"), out("dx2", parts[2])},
+                                      [axis](auto& t) {
+                                        std::vector<Tensor> dxs = {t[1], t[2], t[3]};
+                                        concat_backward(t[0], dxs, axis);
+                                      }});
+  }
+
+  // Gathering rows: uint8 images, float64 rows, int32 labels; repeated and reversed indices.
+  Arg idx =
+      fixed({.name = "indices", .shape = {7}, .values = Values::integers, .lo = 0, .hi = 49}, DType::int32);
+  m[Op::gather_rows].push_back(
+      {"uint8 images",
+       {fixed(in("src", {50, 4, 5, 3}, 0, 255), DType::uint8), idx, out("dst", {7, 4, 5, 3})},
+       [](auto& t) { gather_rows(t[0], t[1], t[2]); }});
+  m[Op::gather_rows].push_back({"float64 rows",
+                                {fixed(in("src", {50, 6}), DType::float64), idx, out("dst", {7, 6})},
+                                [](auto& t) { gather_rows(t[0], t[1], t[2]); }});
+  m[Op::gather_rows].push_back({"int32 labels",
+                                {fixed(labels(50, 10), DType::int32), idx, out("dst", {7})},
+                                [](auto& t) { gather_rows(t[0], t[1], t[2]); }});
+
+  // Augmentation: fill nearest and constant, small and large shifts, flips; one channel as (N, H, W).
+  for (bool constant : {false, true})
+    for (double range : {0.2, 3.5}) {
+      AugmentParams p{.width_shift_range = range,
+                      .height_shift_range = range * 0.7,
+                      .horizontal_flip = true,
+                      .fill_constant = constant,
+                      .cval = -2};
+      m[Op::augment_images].push_back({fmt::format("constant {} range {}", constant, range),
+                                       {in("x", {9, 13, 11, 3}, 0, 255), out("y", {9, 13, 11, 3})},
+                                       [p](auto& t) { augment_images(t[0], t[1], p, 5, 17); }});
+    }
+  m[Op::augment_images].push_back(
+      {"one channel (N, H, W)", {in("x", {4, 6, 6}, 0, 1), out("y", {4, 6, 6})}, [](auto& t) {
+         augment_images(t[0], t[1], {.width_shift_range = 0.3, .horizontal_flip = true}, 8, 0);
+       }});
+}
+
+void loss_cases(std::map<Op, std::vector<Case>>& m) {
+  for (std::int64_t C : {10, 37, 1000}) {
+    const std::int64_t N = C == 1000 ? 64 : 300;
+    Shape ps{N, C};
+    for (bool sparse : {true, false}) {
+      std::string name = fmt::format("{} C {}", sparse ? "sparse" : "dense", C);
+      Arg y = sparse ? labels(N, C) : param(in("labels", ps, 0, 1));
+      m[Op::softmax_cross_entropy].push_back(
+          {name,
+           {in("logits", ps, -5, 5), y, total(), out("dlogits", ps)},
+           [N](auto& t) { softmax_cross_entropy(t[0], t[1], t[2], t[3], 1.0 / N); },
+           Family::reduction});
+      m[Op::softmax_cross_entropy].push_back(
+          {name + ", no gradient",
+           {in("logits", ps, -5, 5), y, total(), none("dlogits")},
+           [](auto& t) { softmax_cross_entropy(t[0], t[1], t[2], t[3], 1.0); },
+           Family::reduction});
+      Arg probs = in("probabilities", ps, 0.01, 0.99);
+      probs.values = Values::probabilities;
+      m[Op::crossentropy_from_probabilities].push_back(
+          {name + ", clipped values",
+           {probs, y, total(), out("dprobs", ps)},
+           [](auto& t) { crossentropy_from_probabilities(t[0], t[1], t[2], t[3], 0.5, 1e-7); },
+           Family::reduction});
+      // Whole numbers: many tied maxima (predictions and dense labels), where the first one counts on every backend.
+      Arg pred = in("predictions", ps, 0, 2), tied = param(in("labels", ps, 0, 2));
+      pred.values = tied.values = Values::integers;
+      m[Op::accuracy_count].push_back({name + ", ties",
+                                       {pred, sparse ? labels(N, C) : tied, total()},
+                                       [](auto& t) { accuracy_count(t[0], t[1], t[2]); },
+                                       Family::reduction});
+      m[Op::accuracy_count].push_back({name,
+                                       {in("predictions", ps), y, total()},
+                                       [](auto& t) { accuracy_count(t[0], t[1], t[2]); },
+                                       Family::reduction});
+    }
+  }
+  for (Shape s : {Shape{37, 5, 3}, Shape{1000003, 1}}) {
+    m[Op::mean_squared_error].push_back(
+        {"mse " + s.str(),
+         {in("predictions", s), param(in("targets", s)), total(), out("dpred", s)},
+         [s](auto& t) { mean_squared_error(t[0], t[1], t[2], t[3], 1.0 / s[0]); },
+         Family::reduction});
+  }
+}
+
+void optimizer_cases(std::map<Op, std::vector<Case>>& m) {
+  const Shape s{100003};
+  AdamStep step{.lr = 1e-3, .beta_1 = 0.9, .beta_2 = 0.999, .epsilon = 1e-7};
+  // Three steps with the counter advanced on the tensors' device, as a training step does.
+  m[Op::adam_update].push_back(
+      {"three steps, the counter on the device",
+       {acc("w", s), in("g", s), acc("m", s), acc("v", s, 0, 1), counter("iterations", 0)},
+       [step](auto& t) {
+         Tensor it = t[4].clone();
+         for (int k = 0; k < 3; ++k) {
+           adam_update(t[0], t[1], t[2], t[3], step, it);
+           scale_shift(it, it, 1.0, 1.0);
+         }
+       }});
+  m[Op::adam_update].push_back(
+      {"undefined counter (step 1)",
+       {acc("w", {4099}), in("g", {4099}), acc("m", {4099}), acc("v", {4099}, 0, 1), none("iterations")},
+       [step](auto& t) { adam_update(t[0], t[1], t[2], t[3], step, t[4]); }});
+  for (double momentum : {0.0, 0.9})
+    for (bool nesterov : {false, true}) {
+      m[Op::sgd_update].push_back(
+          {fmt::format("momentum {} nesterov {}, two steps", momentum, nesterov),
+           {acc("w", {4099}), in("g", {4099}), momentum ? acc("velocity", {4099}) : none("velocity")},
+           [momentum, nesterov](auto& t) {
+             for (int k = 0; k < 2; ++k) sgd_update(t[0], t[1], t[2], 0.01, momentum, nesterov);
+           }});
+    }
+  for (double momentum : {0.0, 0.9})
+    m[Op::rmsprop_update].push_back({fmt::format("momentum {}, two steps", momentum),
+                                     {acc("w", {4099}), in("g", {4099}), acc("ms", {4099}, 0, 1),
+                                      momentum ? acc("mom", {4099}) : none("mom")},
+                                     [momentum](auto& t) {
+                                       for (int k = 0; k < 2; ++k)
+                                         rmsprop_update(t[0], t[1], t[2], t[3], 0.001, 0.9, momentum, 1e-7);
+                                     }});
+}
+
+const std::map<Op, std::vector<Case>>& cases() {
+  static const std::map<Op, std::vector<Case>> m = [] {
+    std::map<Op, std::vector<Case>> all;
+    conv_cases(all);
+    pool_cases(all);
+    batch_norm_cases(all);
+    dense_cases(all);
+    activation_cases(all);
+    elementwise_cases(all);
+    loss_cases(all);
+    optimizer_cases(all);
+    return all;
+  }();
+  return m;
+}
+
+std::vector<Op> every_op() {
+  std::vector<Op> ops;
+  for (int i = 0; i < kOpCount; ++i) ops.push_back(static_cast<Op>(i));
+  return ops;
+}
+
+// ----------------------------------------------------------------------------------------------- the tests
+
+TEST(OpHarness, EveryOpOfTheListHasCases) {
+  for (Op op : every_op()) {
+    auto it = cases().find(op);
+    EXPECT_TRUE(it != cases().end() && !it->second.empty())
+        << op_name(op) << " has no case in tests/test_ops.cc";
+  }
+}
+
+class CpuOps : public ::testing::TestWithParam<Op> {};
+class CudaOps : public ::testing::TestWithParam<Op> {};
+
+// The CPU's float32 (oneDNN and loops) against its float64 loops.
+TEST_P(CpuOps, MatchFloat64) {
+  Op op = GetParam();
+  int runs = check_op(op, cases().at(op), Device::cpu());
+  // Ops that take only float32 (augment_images) are their own reference on the CPU; every other op ran.
+  if (reference_dtype(op, DType::float32) == DType::float64) {
+    EXPECT_GT(runs, 0) << op_name(op) << " ran no case";
+  }
+}
+
+TEST_P(CudaOps, MatchTheCpu) {
+  SYSTOLIC_REQUIRE_GPU();
+  Op op = GetParam();
+  EXPECT_GT(check_op(op, cases().at(op), Device::cuda(0)), 0) << op_name(op) << " ran no case on the GPU";
+}
+
+std::string param_name(const ::testing::TestParamInfo<Op>& info) {
+  return std::string(op_name(info.param));
+}
+INSTANTIATE_TEST_SUITE_P(EveryOp, CpuOps, ::testing::ValuesIn(every_op()), param_name);
+INSTANTIATE_TEST_SUITE_P(EveryOp, CudaOps, ::testing::ValuesIn(every_op()), param_name);
+
+// ------------------------------------------------------------------------ checks at the entry, on every device
+
+std::vector<Device> devices() {
+  std::vector<Device> d{Device::cpu()};
+  if (build_info().cuda && device_available(Device::cuda(0))) d.push_back(Device::cuda(0));
+  return d;
+}
+
+// The same bad calls fail on every device with the same message, naming the op and the tensor.
+TEST(OpChecks, BadCallsNameTheOpAndTheTensorOnEveryDevice) {
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    std::deque<Tensor> keep;  // the ops take their outputs by reference
+    auto t = [&](Shape s, DType dt = DType::float32) -> Tensor& {
+      return keep.emplace_back(Tensor::zeros(std::move(s), dt, d));
+    };
+    Tensor none;
+    Conv2DParams same = conv_params(1, 1, 1, 1, 1, 1, 1, 1);
+    std::string e = error_of([&] {
+      conv2d_forward(t({2, 8, 8, 3}), t({3, 3, 3, 4}), none, t({2, 7, 8, 4}), same);
+    });
+    EXPECT_THAT(e, HasSubstr("conv2d_forward: y has shape (2, 7, 8, 4), expected (2, 8, 8, 4)"));
+    e = error_of([&] {
+      conv2d_forward(t({2, 8, 8, 3}), t({3, 3, 3, 4}, DType::float64), none, t({2, 8, 8, 4}), same);
+    });
+    EXPECT_THAT(e, HasSubstr("conv2d_forward: w is float64, expected float32"));
+    e = error_of([&] { conv2d_forward(t({2, 8, 8, 3}), t({3, 3, 2, 4}), none, t({2, 8, 8, 4}), same); });
+    EXPECT_THAT(e, HasSubstr("takes 2 channels"));
+    e = error_of([&] { dense_forward(t({8, 4}), t({3, 5}), none, t({8, 5})); });
+    EXPECT_THAT(e, HasSubstr("dense_forward: x (8, 4), kernel w (3, 5)"));
+    e = error_of([&] {
+      pool2d_forward(t({1, 4, 4, 2}), t({1, 3, 3, 2}), none,
+                     pool_params(PoolKind::max, 2, 2, 2, 2, 0, 0, 0, 0));
+    });
+    EXPECT_THAT(e, HasSubstr("pool2d_forward: y has shape (1, 3, 3, 2), expected (1, 2, 2, 2)"));
+    e = error_of([&] {
+      batch_norm_forward_inference(t({4, 3}), t({4}), t({3}), t({3}), t({3}), t({4, 3}), 1e-3);
+    });
+    EXPECT_THAT(
+        e,
+        HasSubstr("batch_norm_forward_inference: gamma has shape (4,); it takes one value per channel (3)"));
+    e = error_of([&] { activation_forward(Activation::relu, t({4}, DType::int32), t({4}, DType::int32)); });
+    EXPECT_THAT(e, HasSubstr("activation_forward: x is int32"));
+    e = error_of([&] { activation_backward(Activation::gelu, none, t({4}), t({4}), t({4})); });
+    EXPECT_THAT(e, HasSubstr("the gradient of gelu needs the forward input x"));
+    e = error_of([&] { pad2d_forward(t({1, 2, 2, 1}), t({1, 4, 4, 2}), Pad2D{1, 1, 1, 1}); });
+    EXPECT_THAT(e, HasSubstr("pad2d_forward: y has shape (1, 4, 4, 2), expected (1, 4, 4, 1)"));
+    e = error_of([&] { copy(t({4}), t({5})); });
+    EXPECT_THAT(e, HasSubstr("copy: dst has shape (5,) but src has (4,)"));
+    Tensor sum = t({1}, DType::float64);
+    e = error_of([&] { softmax_cross_entropy(t({4, 3}), t({5}, DType::int32), sum, none, 1); });
+    EXPECT_THAT(e, HasSubstr("softmax_cross_entropy: 5 integer labels for 4 predictions"));
+    e = error_of([&] { dropout_forward(t({4}), t({4}), 1.0, 0, none); });
+    EXPECT_THAT(e, HasSubstr("dropout_forward: rate must be in [0, 1)"));
+    e = error_of([&] { concat_forward({t({2, 3}), t({3, 3})}, t({2, 6}), 1); });
+    EXPECT_THAT(e, HasSubstr("concat_forward: part 1"));
+  }
+}
+
+TEST(CudaOpChecks, TensorsOnDifferentDevicesAreRefused) {
+  SYSTOLIC_REQUIRE_GPU();
+  Tensor x = Tensor::zeros({4}), y = Tensor::zeros({4}, DType::float32, Device::cuda(0));
+  EXPECT_THAT(error_of([&] { copy(x, y); }), HasSubstr("copy: tensors on different devices"));
+}
+
+// An op a backend does not take in a dtype is refused by name, never run elsewhere.
+TEST(OpChecks, UnsupportedDtypesAreRefusedByName) {
+  EXPECT_FALSE(supports(Op::conv2d_forward, DType::bfloat16, Device::cpu()));
+  Tensor x = Tensor::zeros({1, 4, 4, 2}, DType::bfloat16), w = Tensor::zeros({1, 1, 2, 3}, DType::bfloat16);
+  Tensor y = Tensor::zeros({1, 4, 4, 3}, DType::bfloat16), none;
+  EXPECT_THAT(error_of([&] { conv2d_forward(x, w, none, y, Conv2DParams{}); }),
+              HasSubstr("op conv2d_forward does not run on bfloat16 data on the cpu backend"));
+  EXPECT_TRUE(supports(Op::fill, DType::uint8, Device::cpu()));
+  if (!build_info().cuda) {
+    EXPECT_FALSE(supports(Op::fill, DType::float32, Device::cuda(0)));
+  }
+}
+
+// The host-index overload of gather_rows (not an op of the list: it uploads, then calls the op).
+TEST(OpChecks, GatherRowsWithHostIndices) {
+  for (Device d : devices()) {
+    Tensor images = systolic::testing::random_tensor({50, 3}, 1, DType::uint8, 0, 255).to(d);
+    Tensor got = Tensor::zeros({3, 3}, DType::float32, d);
+    gather_rows(images, std::vector<std::int64_t>{49, 0, 7}, got);
+    auto g = got.to_doubles(), src = images.to_doubles();
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_EQ(g[j], src[49 * 3 + j]);
+      EXPECT_EQ(g[3 + j], src[j]);
+      EXPECT_EQ(g[6 + j], src[21 + j]);
+    }
+    EXPECT_THAT(error_of([&] { gather_rows(images, std::vector<std::int64_t>{50}, got); }),
+                HasSubstr("range"));
+  }
+}
+
+TEST(CpuBackend, OneDnnVersionAndIsa) {
+  EXPECT_EQ(onednn::version().rfind("2.", 0), 0u) << onednn::version();
+  EXPECT_NE(onednn::cpu_isa(), "unknown");
+  EXPECT_FALSE(onednn::cpu_isa().empty());
+}
+
+}  // namespace
+}  // namespace systolic::ops
