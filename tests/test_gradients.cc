@@ -2,9 +2,9 @@
 // layer, every loss, and whole models (a chain and a DAG with Add and Concatenate).
 #include <systolic/systolic.h>
 
-#include "test_util.h"
-
 #include <functional>
+
+#include "test_util.h"
 
 using namespace systolic;
 using systolic::testing::random_tensor;
@@ -47,7 +47,8 @@ void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t
   for (auto& s : shapes) sym.push_back(layers::Input(s.without_batch(), {.dtype = DType::float64}));
   SymbolicTensor out = sym.size() == 1 ? layer(sym[0]) : layer(sym);
   std::vector<Tensor> xs;
-  for (std::size_t i = 0; i < shapes.size(); ++i) xs.push_back(random_tensor(shapes[i], seed + i, DType::float64, lo, hi));
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    xs.push_back(random_tensor(shapes[i], seed + i, DType::float64, lo, hi));
   std::int64_t n = shapes[0][0];
   Tensor r = random_tensor(out.shape().with_batch(n), seed + 100, DType::float64);
   auto run = [&](LayerCall& c) {
@@ -70,9 +71,11 @@ void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t
   for (auto& w : layer->weights())
     if (w.trainable) w.grad.fill(0.0);
   c.doutput = r.clone();
-  for (auto& x : xs) c.dinputs.push_back(Tensor::full(x.shape(), 7.0, DType::float64));  // must be overwritten
+  for (auto& x : xs)
+    c.dinputs.push_back(Tensor::full(x.shape(), 7.0, DType::float64));  // must be overwritten
   layer->call_backward(c, false);
-  for (std::size_t i = 0; i < xs.size(); ++i) check_all(xs[i], c.dinputs[i], loss, layer->name() + " dx" + std::to_string(i));
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    check_all(xs[i], c.dinputs[i], loss, layer->name() + " dx" + std::to_string(i));
   for (auto& w : layer->weights())
     if (w.trainable) check_all(w.value, w.grad, loss, layer->name() + " d" + w.name);
 }
@@ -85,11 +88,13 @@ TEST(GradientCheck, Conv2DValid) {
 }
 TEST(GradientCheck, Conv2DSameStride2OddSizeRelu) {
   Float64Scope f64;
-  check_layer(layers::Conv2D(3, {3, 3}, {.strides = {2, 2}, .padding = "same", .activation = "relu"}), {{2, 5, 7, 2}});
+  check_layer(layers::Conv2D(3, {3, 3}, {.strides = {2, 2}, .padding = "same", .activation = "relu"}),
+              {{2, 5, 7, 2}});
 }
 TEST(GradientCheck, Conv2DDilatedNoBias) {
   Float64Scope f64;
-  check_layer(layers::Conv2D(2, {2, 3}, {.padding = "same", .dilation_rate = {2, 2}, .use_bias = false}), {{1, 6, 5, 2}});
+  check_layer(layers::Conv2D(2, {2, 3}, {.padding = "same", .dilation_rate = {2, 2}, .use_bias = false}),
+              {{1, 6, 5, 2}});
 }
 TEST(GradientCheck, DenseWithTanhAndRank3Input) {
   Float64Scope f64;
@@ -110,22 +115,41 @@ TEST(GradientCheck, BatchNormalizationWithoutScaleAndCenter) {
 TEST(GradientCheck, MaxPooling2DValidAndSame) {
   Float64Scope f64;
   check_layer(layers::MaxPooling2D({2, 2}), {{2, 4, 5, 2}});
-  check_layer(layers::MaxPooling2D({3, 3}, {.strides = std::array<int, 2>{2, 2}, .padding = "same"}), {{1, 5, 6, 2}});
+  check_layer(layers::MaxPooling2D({3, 3}, {.strides = std::array<int, 2>{2, 2}, .padding = "same"}),
+              {{1, 5, 6, 2}});
 }
 TEST(GradientCheck, AveragePooling2DValidAndSame) {
   Float64Scope f64;
   check_layer(layers::AveragePooling2D({2, 2}), {{2, 4, 4, 2}});
-  check_layer(layers::AveragePooling2D({3, 3}, {.strides = std::array<int, 2>{2, 2}, .padding = "same"}), {{1, 5, 6, 2}});
+  check_layer(layers::AveragePooling2D({3, 3}, {.strides = std::array<int, 2>{2, 2}, .padding = "same"}),
+              {{1, 5, 6, 2}});
 }
 TEST(GradientCheck, GlobalAveragePooling2D) {
   Float64Scope f64;
   check_layer(layers::GlobalAveragePooling2D(), {{2, 3, 4, 3}});
 }
+// Every activation of the list (over [-4, 4], past hard_sigmoid's and the shrinks' kinks), the parametrised
+// layers, and activations whose gradient needs the pre-activation values fused into a Dense layer.
 TEST(GradientCheck, Activations) {
   Float64Scope f64;
-  for (auto a : {"relu", "sigmoid", "tanh", "softmax", "linear"}) check_layer(layers::Activation(a), {{2, 3, 4}});
-  check_layer(layers::ReLU(), {{2, 6}});
+  std::uint64_t seed = 1;
+#define SYSTOLIC_CHECK_ACTIVATION(kind, name, alias) \
+  check_layer(layers::Activation(name), {{2, 3, 4}}, ++seed, -4, 4);
+  SYSTOLIC_ACTIVATIONS(SYSTOLIC_CHECK_ACTIVATION)
+#undef SYSTOLIC_CHECK_ACTIVATION
+  Activation gelu_tanh = Activation::gelu;
+  gelu_tanh.approximate = true;
+  check_layer(layers::Activation(gelu_tanh), {{2, 3, 4}}, ++seed, -4, 4);
+  check_layer(layers::ReLU(), {{2, 6}}, ++seed, -4, 4);
+  check_layer(layers::ReLU({.max_value = 6}), {{2, 6}}, ++seed, -8, 8);
+  check_layer(layers::ReLU({.max_value = 2.5, .negative_slope = 0.1, .threshold = 0.3}), {{3, 6}}, ++seed, -4,
+              4);
+  check_layer(layers::ReLU({.negative_slope = 0.2}), {{2, 6}}, ++seed, -4, 4);
+  check_layer(layers::LeakyReLU(0.1), {{2, 6}}, ++seed, -4, 4);
+  check_layer(layers::ELU(0.5), {{2, 6}}, ++seed, -4, 4);
   check_layer(layers::Softmax(), {{2, 6}});
+  for (auto a : {"gelu", "silu", "mish", "log_softmax", "elu"})
+    check_layer(layers::Dense(4, {.activation = a}), {{3, 5}}, ++seed);
 }
 TEST(GradientCheck, FlattenZeroPaddingRescaling) {
   Float64Scope f64;
@@ -185,12 +209,12 @@ TEST(GradientCheck, CrossEntropyFromProbabilities) {
   Tensor sparse = Tensor::from_vector<std::int32_t>({1, 0}, {2});
   Tensor onehot = Tensor::from_vector<double>({0, 1, 0, 1, 0, 0}, {2, 3});
   Tensor probs = random_tensor({2, 3}, 13, DType::float64, 0.05, 0.9);
-  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) {
-    ops::crossentropy_from_probabilities(p, sparse, t, g, 1.0, 1e-7);
-  }, probs.clone());
-  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) {
-    ops::crossentropy_from_probabilities(p, onehot, t, g, 1.0, 1e-7);
-  }, probs.clone());
+  check_loss([&](const Tensor& p, Tensor& t,
+                 Tensor& g) { ops::crossentropy_from_probabilities(p, sparse, t, g, 1.0, 1e-7); },
+             probs.clone());
+  check_loss([&](const Tensor& p, Tensor& t,
+                 Tensor& g) { ops::crossentropy_from_probabilities(p, onehot, t, g, 1.0, 1e-7); },
+             probs.clone());
 }
 TEST(GradientCheck, MeanSquaredError) {
   Tensor target = random_tensor({3, 4}, 14, DType::float64);
@@ -204,8 +228,9 @@ void check_model(Model model, const Tensor& x, const Tensor& y) {
   model.compile(optimizers::SGD(0.0), "sparse_categorical_crossentropy");  // lr 0: a step leaves the weights
   model.train_on_batch(x, y);
   Tensor analytic = model.gradients().clone();
-  check_all(model.trainable_parameters(), analytic, [&]() { return model.train_on_batch(x, y)[0]; },
-            "model parameter");
+  check_all(
+      model.trainable_parameters(), analytic, [&]() { return model.train_on_batch(x, y)[0]; },
+      "model parameter");
 }
 }  // namespace
 

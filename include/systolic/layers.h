@@ -75,15 +75,28 @@ struct DropoutOptions {
 };
 LayerRef Dropout(double rate, const DropoutOptions& options = {});
 LayerRef Flatten(const NameOptions& options = {});
+// Activation("gelu"), or one with parameters (systolic::Activation a = systolic::Activation::gelu;
+// a.approximate = true; Activation(a)).
 LayerRef Activation(const std::string& activation, const NameOptions& options = {});
-LayerRef ReLU(const NameOptions& options = {});
+LayerRef Activation(const systolic::Activation& activation, const NameOptions& options = {});
+// Keras's ReLU layer: max_value (none: no maximum), negative_slope, threshold, each >= 0.
+struct ReLUOptions {
+  std::optional<double> max_value;
+  double negative_slope = 0.0;
+  double threshold = 0.0;
+  std::string name;
+};
+LayerRef ReLU(const ReLUOptions& options = {});
+LayerRef LeakyReLU(double negative_slope = 0.3, const NameOptions& options = {});
+LayerRef ELU(double alpha = 1.0, const NameOptions& options = {});
 LayerRef Softmax(const NameOptions& options = {});
 
 // ZeroPadding2D(1), ZeroPadding2D({1, 2}) (symmetric rows, columns), or ZeroPadding2D({{top, bottom}, {left, right}}).
 struct Padding2D {
   int top, bottom, left, right;
   Padding2D(int p) : top(p), bottom(p), left(p), right(p) {}  // NOLINT: implicit like Keras's int
-  Padding2D(Pair rows_cols) : top(rows_cols[0]), bottom(rows_cols[0]), left(rows_cols[1]), right(rows_cols[1]) {}  // NOLINT
+  Padding2D(Pair rows_cols)
+      : top(rows_cols[0]), bottom(rows_cols[0]), left(rows_cols[1]), right(rows_cols[1]) {}  // NOLINT
   Padding2D(Pair rows, Pair cols) : top(rows[0]), bottom(rows[1]), left(cols[0]), right(cols[1]) {}
 };
 LayerRef ZeroPadding2D(Padding2D padding = 1, const NameOptions& options = {});

@@ -48,14 +48,16 @@ ConfigReader::ConfigReader(const json& config, std::string class_name)
     auto d = dtype_from_config(at("dtype"));
     // layer_from_config made the layer under the policy its config names (a mixed one included).
     if (d != dtype_name(floatx()) && d != "mixed_bfloat16")
-      fail_option("dtype", "'" + d + "' is not supported (layers compute in " + std::string(dtype_name(floatx())) +
-                               " or under the mixed_bfloat16 policy)");
+      fail_option("dtype", "'" + d + "' is not supported (layers compute in " +
+                               std::string(dtype_name(floatx())) + " or under the mixed_bfloat16 policy)");
   } else {
     used_.insert("dtype");
   }
 }
 
-bool ConfigReader::has(const std::string& key) const { return config_.contains(key); }
+bool ConfigReader::has(const std::string& key) const {
+  return config_.contains(key);
+}
 
 const json& ConfigReader::at(const std::string& key) {
   used_.insert(key);
@@ -75,7 +77,8 @@ int ConfigReader::get_int(const std::string& key, int fallback) {
   if (!has(key)) return fallback;
   auto& v = at(key);
   if (v.is_number_integer()) return v.get<int>();
-  if (v.is_number_float() && v.get<double>() == static_cast<int>(v.get<double>())) return static_cast<int>(v.get<double>());
+  if (v.is_number_float() && v.get<double>() == static_cast<int>(v.get<double>()))
+    return static_cast<int>(v.get<double>());
   fail_option(key, "expected an integer, got " + v.dump());
 }
 
@@ -149,13 +152,15 @@ std::string ConfigReader::get_initializer(const std::string& key, const std::str
   if (v.contains("config") && v["config"].is_object()) {
     for (auto& [k, value] : v["config"].items()) {
       if (k == "seed") {
-        if (!value.is_null()) fail_option(key, "a seeded initializer (seed " + value.dump() + ") is not supported");
+        if (!value.is_null())
+          fail_option(key, "a seeded initializer (seed " + value.dump() + ") is not supported");
         continue;
       }
       if ((k == "input_axes" || k == "output_axes") && value.is_null()) continue;  // Keras 3.x: default fans
       if (!defaults.contains(k)) fail_option(key, cls + " argument '" + k + "' is not supported");
       if (!value.is_number() || value.get<double>() != defaults[k].get<double>())
-        fail_option(key, cls + " with " + k + "=" + value.dump() + " is not supported (only " + defaults[k].dump() + ")");
+        fail_option(key, cls + " with " + k + "=" + value.dump() + " is not supported (only " +
+                             defaults[k].dump() + ")");
     }
   }
   return it->second;
@@ -172,25 +177,31 @@ std::string ConfigReader::variance_scaling(const std::string& key, const json& c
       fail_option(key, "VarianceScaling argument '" + k + "' is not supported");
   bool uniform = dist == "uniform";
   bool normal = dist == "normal" || dist == "truncated_normal";
-  if (scale == 1.0 && mode == "fan_avg" && (uniform || normal)) return uniform ? "glorot_uniform" : "glorot_normal";
+  if (scale == 1.0 && mode == "fan_avg" && (uniform || normal))
+    return uniform ? "glorot_uniform" : "glorot_normal";
   if (scale == 2.0 && mode == "fan_in" && (uniform || normal)) return uniform ? "he_uniform" : "he_normal";
-  if (scale == 1.0 && mode == "fan_in" && (uniform || normal)) return uniform ? "lecun_uniform" : "lecun_normal";
-  fail_option(key, "VarianceScaling(scale=" + std::to_string(scale) + ", mode=" + mode + ", distribution=" + dist +
-                       ") is not supported");
+  if (scale == 1.0 && mode == "fan_in" && (uniform || normal))
+    return uniform ? "lecun_uniform" : "lecun_normal";
+  fail_option(key, "VarianceScaling(scale=" + std::to_string(scale) + ", mode=" + mode +
+                       ", distribution=" + dist + ") is not supported");
 }
 
 std::string ConfigReader::get_activation(const std::string& key, const std::string& fallback) {
   if (!has(key)) return fallback;
   auto& v = at(key);
   std::string s;
-  if (v.is_string()) s = v.get<std::string>();
-  else if (v.is_null()) s = "linear";
-  else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) s = v["class_name"].get<std::string>();
-  else fail_option(key, "expected an activation name, got " + v.dump());
+  if (v.is_string())
+    s = v.get<std::string>();
+  else if (v.is_null())
+    s = "linear";
+  else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string())
+    s = v["class_name"].get<std::string>();
+  else
+    fail_option(key, "expected an activation name, got " + v.dump());
   try {
     activation_from_name(s);
-  } catch (const Error&) {
-    fail_option(key, "activation '" + s + "' is not supported (supported: linear, relu, sigmoid, tanh, softmax)");
+  } catch (const Error& e) {
+    fail_option(key, e.what());
   }
   return s;
 }
@@ -213,17 +224,24 @@ void ConfigReader::ignore(const std::string& key) {
 
 void ConfigReader::finish() const {
   for (auto& [k, v] : config_.items())
-    if (!used_.count(k)) fail("layer '{}' ({}): unsupported option '{}' (value {})", name_, class_name_, k, v.dump());
+    if (!used_.count(k))
+      fail("layer '{}' ({}): unsupported option '{}' (value {})", name_, class_name_, k, v.dump());
 }
 
 json initializer_config(const std::string& name) {
   for (auto& [cls, snake] : initializer_classes()) {
     if (snake != name) continue;
     json config = json::object();
-    if (cls == "RandomUniform") config = {{"minval", -0.05}, {"maxval", 0.05}, {"seed", nullptr}};
-    else if (cls == "RandomNormal") config = {{"mean", 0.0}, {"stddev", 0.05}, {"seed", nullptr}};
-    else if (cls != "Zeros" && cls != "Ones") config = {{"seed", nullptr}};
-    return {{"module", "keras.initializers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+    if (cls == "RandomUniform")
+      config = {{"minval", -0.05}, {"maxval", 0.05}, {"seed", nullptr}};
+    else if (cls == "RandomNormal")
+      config = {{"mean", 0.0}, {"stddev", 0.05}, {"seed", nullptr}};
+    else if (cls != "Zeros" && cls != "Ones")
+      config = {{"seed", nullptr}};
+    return {{"module", "keras.initializers"},
+            {"class_name", cls},
+            {"config", config},
+            {"registered_name", nullptr}};
   }
   fail("initializer '{}' has no Keras class", name);
 }
@@ -261,7 +279,9 @@ json base_config(const Layer& layer) {
 }  // namespace systolic::layers
 
 namespace systolic {
-void Layer::get_config(nlohmann::ordered_json& config) const { config = layers::base_config(*this); }
+void Layer::get_config(nlohmann::ordered_json& config) const {
+  config = layers::base_config(*this);
+}
 }  // namespace systolic
 
 namespace systolic::layers {
@@ -285,6 +305,8 @@ const std::map<std::string, FromConfig>& registry() {
       {"Flatten", flatten_from_config},
       {"Activation", activation_from_config},
       {"ReLU", relu_from_config},
+      {"LeakyReLU", leaky_relu_from_config},
+      {"ELU", elu_from_config},
       {"Softmax", softmax_from_config},
       {"ZeroPadding2D", zero_padding2d_from_config},
       {"Rescaling", rescaling_from_config},
@@ -316,7 +338,9 @@ std::shared_ptr<Layer> layer_from_config(const std::string& class_name, const js
   bool mixed = config.is_object() && config.contains("dtype") && !config["dtype"].is_null() &&
                dtype_from_config(config["dtype"]) == "mixed_bfloat16";
   bool named = config.is_object() && config.contains("dtype") && !config["dtype"].is_null();
-  mixed_precision::PolicyScope policy(mixed ? "mixed_bfloat16" : named ? "float32" : mixed_precision::global_policy());
+  mixed_precision::PolicyScope policy(mixed   ? "mixed_bfloat16"
+                                      : named ? "float32"
+                                              : mixed_precision::global_policy());
   auto layer = it->second(reader);
   reader.finish();
   return layer;

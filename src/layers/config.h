@@ -9,7 +9,6 @@
 #include <systolic/layers.h>
 
 #include <nlohmann/json.hpp>
-
 #include <set>
 #include <string>
 
@@ -87,6 +86,8 @@ std::shared_ptr<Layer> dropout_from_config(ConfigReader& r);
 std::shared_ptr<Layer> flatten_from_config(ConfigReader& r);
 std::shared_ptr<Layer> activation_from_config(ConfigReader& r);
 std::shared_ptr<Layer> relu_from_config(ConfigReader& r);
+std::shared_ptr<Layer> leaky_relu_from_config(ConfigReader& r);
+std::shared_ptr<Layer> elu_from_config(ConfigReader& r);
 std::shared_ptr<Layer> softmax_from_config(ConfigReader& r);
 std::shared_ptr<Layer> zero_padding2d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> rescaling_from_config(ConfigReader& r);
