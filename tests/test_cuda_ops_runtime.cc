@@ -105,8 +105,8 @@ TEST(CudaOpsRuntime, SteadyStateCallsAllocateNothing) {
     }
     ops::pool2d_forward(px, py, none, avg);
     ops::pool2d_backward(px, py, pdy, none, pdx, avg);
-    ops::batch_norm_forward_training(nx, ng, nb, ny, nm, nv, 1e-3);
-    ops::batch_norm_backward(nx, ng, nm, nv, ny, ndx, ndg, ndb, 1e-3);
+    ops::batch_norm_forward_training(nx, ng, nb, ny, nm, nv, 1e-3, nullptr);
+    ops::batch_norm_backward(nx, ng, nm, nv, ny, ndx, ndg, ndb, 1e-3, nullptr);
     ops::dense_forward(dx, dw, db, dy);
     ops::dense_backward(dx, dw, ddy, ddx, ddw, ddb);
   };

@@ -451,7 +451,7 @@ void batch_norm_cases(std::map<Op, std::vector<Case>>& m) {
         {name,
          {in("x", s.x, s.lo, s.hi), param(in("gamma", {C}, 0.5, 1.5)), param(in("beta", {C})), out("y", s.x),
           param(out("mean", {C})), param(out("var", {C}))},
-         [eps](auto& t) { batch_norm_forward_training(t[0], t[1], t[2], t[3], t[4], t[5], eps); },
+         [eps](auto& t) { batch_norm_forward_training(t[0], t[1], t[2], t[3], t[4], t[5], eps, nullptr); },
          Family::reduction});
     m[Op::batch_norm_forward_inference].push_back(
         {name,
@@ -467,10 +467,52 @@ void batch_norm_cases(std::map<Op, std::vector<Case>>& m) {
             param(in("var", {C}, 0.2, 2.0)), in("dy", s.x), mask & 1 ? out("dx", s.x) : none("dx"),
             mask & 2 ? param(acc("dgamma", {C})) : none("dgamma"),
             mask & 4 ? param(acc("dbeta", {C})) : none("dbeta")},
-           [eps](auto& t) { batch_norm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], eps); },
+           [eps](auto& t) {
+             batch_norm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], eps, nullptr);
+           },
            Family::reduction});
     }
   }
+  // Keras's scale=False and center=False: no gamma (1) and no beta (0).
+  Shape xs{3, 5, 7, 6};
+  m[Op::batch_norm_forward_training].push_back(
+      {"no gamma, no beta",
+       {in("x", xs), none("gamma"), none("beta"), out("y", xs), param(out("mean", {6})),
+        param(out("var", {6}))},
+       [eps](auto& t) { batch_norm_forward_training(t[0], t[1], t[2], t[3], t[4], t[5], eps, nullptr); },
+       Family::reduction});
+  m[Op::batch_norm_forward_inference].push_back(
+      {"no gamma, no beta",
+       {in("x", xs), none("gamma"), none("beta"), param(in("mean", {6})), param(in("var", {6}, 0.2, 2)),
+        out("y", xs)},
+       [eps](auto& t) { batch_norm_forward_inference(t[0], t[1], t[2], t[3], t[4], t[5], eps); },
+       Family::reduction});
+  m[Op::batch_norm_backward].push_back(
+      {"no gamma",
+       {in("x", xs), none("gamma"), param(in("mean", {6})), param(in("var", {6}, 0.2, 2)), in("dy", xs),
+        out("dx", xs), param(acc("dgamma", {6})), param(acc("dbeta", {6}))},
+       [eps](auto& t) { batch_norm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], eps, nullptr); },
+       Family::reduction});
+  // Synchronised over replicas (here two identical ones: every sum doubles, the statistics stay).
+  m[Op::batch_norm_forward_training].push_back(
+      {"synchronised",
+       {in("x", xs, 1, 4), param(in("gamma", {6}, 0.5, 1.5)), param(in("beta", {6})), out("y", xs),
+        param(out("mean", {6})), param(out("var", {6}))},
+       [eps](auto& t) {
+         CrossReplica twins{[](Tensor& sums) { scale_shift(sums, sums, 2.0, 0.0); }};
+         batch_norm_forward_training(t[0], t[1], t[2], t[3], t[4], t[5], eps, &twins);
+       },
+       Family::reduction});
+  m[Op::batch_norm_backward].push_back(
+      {"synchronised",
+       {in("x", xs, 1, 4), param(in("gamma", {6}, 0.5, 1.5)), param(in("mean", {6}, 1, 4)),
+        param(in("var", {6}, 0.2, 2)), in("dy", xs), out("dx", xs), param(acc("dgamma", {6})),
+        param(acc("dbeta", {6}))},
+       [eps](auto& t) {
+         CrossReplica twins{[](Tensor& sums) { scale_shift(sums, sums, 2.0, 0.0); }};
+         batch_norm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], eps, &twins);
+       },
+       Family::reduction});
 }
 
 void dense_cases(std::map<Op, std::vector<Case>>& m) {
@@ -954,6 +996,45 @@ TEST(OpChecks, UnsupportedDtypesAreRefusedByName) {
   EXPECT_TRUE(supports(Op::fill, DType::uint8, Device::cpu()));
   if (!build_info().cuda) {
     EXPECT_FALSE(supports(Op::fill, DType::float32, Device::cuda(0)));
+  }
+}
+
+// Batch norm synchronised over two identical replicas (every sum doubles) computes what one replica computes
+// alone: the statistics, y, dx; dgamma and dbeta get this replica's sums. Every replica calls the all-reduces, also
+// one whose dx is undefined.
+TEST(OpChecks, SynchronisedBatchNormOverIdenticalReplicasEqualsOneReplica) {
+  for (Device d : devices()) {
+    SCOPED_TRACE(d.str());
+    Shape xs{4, 3, 5, 8};
+    auto r = [d](Shape s, std::uint64_t seed, double lo = -1, double hi = 1) {
+      return systolic::testing::random_tensor(std::move(s), seed, DType::float32, lo, hi).to(d);
+    };
+    Tensor x = r(xs, 1, 1, 4), gamma = r({8}, 2, 0.5, 1.5), beta = r({8}, 3), dy = r(xs, 4);
+    int calls = 0;
+    CrossReplica twins{[&calls](Tensor& sums) {
+      ++calls;
+      scale_shift(sums, sums, 2.0, 0.0);
+    }};
+    Tensor y1 = Tensor::zeros(xs, DType::float32, d), y2 = y1.clone();
+    Tensor m1 = Tensor::zeros({8}, DType::float32, d), v1 = m1.clone(), m2 = m1.clone(), v2 = m1.clone();
+    batch_norm_forward_training(x, gamma, beta, y1, m1, v1, 1e-3, nullptr);
+    batch_norm_forward_training(x, gamma, beta, y2, m2, v2, 1e-3, &twins);
+    EXPECT_EQ(calls, 2);
+    EXPECT_LE(normalised_max_error(m2, m1), 1e-6);
+    EXPECT_LE(normalised_max_error(v2, v1), 1e-5);
+    EXPECT_LE(normalised_max_error(y2, y1), 1e-5);
+    Tensor dx1 = Tensor::zeros(xs, DType::float32, d), dx2 = dx1.clone();
+    Tensor dg1 = Tensor::zeros({8}, DType::float32, d), db1 = dg1.clone(), dg2 = dg1.clone(),
+           db2 = dg1.clone();
+    batch_norm_backward(x, gamma, m1, v1, dy, dx1, dg1, db1, 1e-3, nullptr);
+    batch_norm_backward(x, gamma, m1, v1, dy, dx2, dg2, db2, 1e-3, &twins);
+    EXPECT_EQ(calls, 3);
+    EXPECT_LE(normalised_max_error(dx2, dx1), 1e-5);
+    EXPECT_LE(normalised_max_error(dg2, dg1), 1e-5);
+    EXPECT_LE(normalised_max_error(db2, db1), 1e-5);
+    Tensor none;
+    batch_norm_backward(x, gamma, m1, v1, dy, none, none, none, 1e-3, &twins);
+    EXPECT_EQ(calls, 4) << "a replica with nothing to compute still takes part in the all-reduce";
   }
 }
 

@@ -7,10 +7,9 @@
 #include <systolic/random.h>
 #include <systolic/tensor.h>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -57,17 +56,17 @@ struct LayerCall {
   std::vector<Tensor> inputs;
   Tensor output;  // [N, node shape]; forward writes it (or rebinds it to a view of an input)
   bool training = false;
-  Tensor step;                  // the model's training-step counter, float64 [1] on the device (dropout's masks)
-  int replica = 0;              // the replica's index under a strategy: each replica draws its own masks
+  Tensor step;      // the model's training-step counter, float64 [1] on the device (dropout's masks)
+  int replica = 0;  // the replica's index under a strategy: each replica draws its own masks
   std::vector<Tensor> saved;    // whatever backward needs, kept by forward
   Tensor workspace;             // backend-private state for backward (pooling indices)
   Tensor logits;                // pre-softmax values, kept when the layer's activation is softmax
   Tensor logits_buffer;         // the storage logits views
   Tensor doutput;               // backward input: gradient w.r.t. the output
   std::vector<Tensor> dinputs;  // backward output (=); an undefined entry needs no gradient
-  // Under a strategy with synchronised batch norm: sums a small host vector over every replica of the step (every
-  // replica calls it in the same order); null otherwise.
-  const std::function<void(std::vector<double>&)>* cross_replica_sum = nullptr;
+  // Under a strategy with synchronised batch norm: the replicas of the step (the batch-norm ops sum their statistics
+  // over them); null otherwise.
+  const ops::CrossReplica* replicas = nullptr;
 };
 
 class Layer : public std::enable_shared_from_this<Layer> {
@@ -123,7 +122,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // Expected number of inputs (-1: two or more, as Add and Concatenate take).
   virtual int input_count() const { return 1; }
 
-  Weight& add_weight(const std::string& name, Shape shape, const std::string& initializer, bool trainable = true);
+  Weight& add_weight(const std::string& name, Shape shape, const std::string& initializer,
+                     bool trainable = true);
   [[noreturn]] void fail_shape(const std::string& why) const;
 
   Activation activation_;

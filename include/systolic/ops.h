@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,6 +136,14 @@ struct AdamStep {
   double lr, beta_1, beta_2, epsilon;
 };
 
+// The replicas of a synchronised training step (a strategy's sync_batch_norm; Keras's BatchNormalization(
+// synchronized=True), whose ops.moments(synchronized=True) sums over replicas): all_reduce sums a float64 tensor
+// on the tensors' device over every replica of the step, in place. Every replica calls the same ops in the same
+// order. Ops take a null pointer when the batch is this replica's alone.
+struct CrossReplica {
+  std::function<void(Tensor&)> all_reduce;
+};
+
 // ---- The ops' contracts, in the list's order.
 //
 // conv2d_forward    y[N,OH,OW,F] = act(sum_{i,j,c} xpad[n, oh*sh + i*dh, ow*sw + j*dw, c] * w[i,j,c,f] + b[f]);
@@ -144,10 +153,15 @@ struct AdamStep {
 //                   training (argmax indices) for backward; undefined at inference.
 // pool2d_backward   dx (=) from dy (and x, y, and the workspace when forward filled one).
 // batch_norm_forward_training   over all axes but the last (C): mean, var (C) receive the batch mean and BIASED
-//                   variance; y = gamma*(x-mean)/sqrt(var+eps) + beta.
-// batch_norm_forward_inference  the same y with the given mean and var.
+//                   variance; y = gamma*(x-mean)/sqrt(var+eps) + beta. With replicas, the batch is every
+//                   replica's rows: two all-reduces (the sums of x and the count, then the centred squares).
+// batch_norm_forward_inference  the same y with the given mean and var. In the three batch-norm ops an undefined
+//                   gamma is 1 and an undefined beta 0 (Keras's scale=False, center=False).
 // batch_norm_backward  gradients of the training forward given the statistics it produced: dx (=), dgamma,
-//                   dbeta (+=); any of them may be undefined.
+//                   dbeta (+=); any of them may be undefined. With replicas, dx is that of the whole batch's loss:
+//                   dx = gamma*inv*(dy - B/N - xhat*A/N) with A = sum dy*xhat, B = sum dy and N over every
+//                   replica (one all-reduce), while dgamma, dbeta get this replica's sums (the strategy sums
+//                   gradients over replicas). Every replica calls it, also one whose dx is undefined.
 // dense_forward     x[M,K] (leading dims flattened into M), w[K,U], b[U] -> y[M,U] = x @ w + b.
 // dense_backward    dx (=), dw, db (+=).
 // activation_forward   y = act(x) (softmax and log_softmax over the last axis); y may alias x.
@@ -204,12 +218,13 @@ struct AdamStep {
   X(pool2d_backward, (const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,    \
                       const Pool2DParams& p), (x, y, dy, workspace, dx, p))                                      \
   X(batch_norm_forward_training, (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,          \
-                                  Tensor& mean, Tensor& var, double eps), (x, gamma, beta, y, mean, var, eps))   \
+                                  Tensor& mean, Tensor& var, double eps, const CrossReplica* replicas),          \
+    (x, gamma, beta, y, mean, var, eps, replicas))                                                               \
   X(batch_norm_forward_inference, (const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean, \
                                    const Tensor& var, Tensor& y, double eps), (x, gamma, beta, mean, var, y, eps)) \
   X(batch_norm_backward, (const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,          \
-                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps),              \
-    (x, gamma, mean, var, dy, dx, dgamma, dbeta, eps))                                                           \
+                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps,               \
+                          const CrossReplica* replicas), (x, gamma, mean, var, dy, dx, dgamma, dbeta, eps, replicas)) \
   X(dense_forward, (const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y), (x, w, b, y))                \
   X(dense_backward, (const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db),   \
     (x, w, dy, dx, dw, db))                                                                                      \

@@ -48,14 +48,14 @@ ReplicaGroup::ReplicaGroup(const Strategy& strategy, ModelState* first,
   SYSTOLIC_CHECK(comm_->local_size() == local_size(),
                  "replicas: the {} communicator drives {} local replicas, not {}", comm_->name(),
                  comm_->local_size(), local_size());
-  cross_replica_sums_.resize(states_.size());
+  cross_replicas_.resize(states_.size());
   for (int l = 0; l < local_size(); ++l) {
     ModelState& s = replica(l);
     s.chief = chief() && l == 0;
     s.replica_index = global_index(l);
     if (strategy_.options().sync_batch_norm) {
-      cross_replica_sums_[l] = [this, l](std::vector<double>& v) { comm_->all_reduce_sum(v, l); };
-      s.cross_replica_sum = &cross_replica_sums_[l];
+      cross_replicas_[l].all_reduce = [this, l](Tensor& t) { comm_->all_reduce_sum(t, l); };
+      s.cross_replica = &cross_replicas_[l];
     }
   }
   for (int l = 1; l < local_size(); ++l) threads_.emplace_back([this, l] { worker_loop(l); });

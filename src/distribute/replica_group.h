@@ -74,7 +74,7 @@ class ReplicaGroup {
   std::vector<std::shared_ptr<ModelState>> owned_;
   std::unique_ptr<Communicator> comm_;
   int threads_per_replica_;
-  std::vector<std::function<void(std::vector<double>&)>> cross_replica_sums_;
+  std::vector<ops::CrossReplica> cross_replicas_;  // what the replicas' synchronised batch norm sums with
 
   std::vector<std::thread> threads_;
   std::mutex m_;

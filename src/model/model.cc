@@ -205,7 +205,7 @@ void ModelState::forward(std::int64_t n, bool training) {
     c.training = training;
     c.step = step;
     c.replica = replica_index;
-    c.cross_replica_sum = cross_replica_sum;
+    c.replicas = cross_replica;
     e.node->layer->call_forward(c);
   }
 }

@@ -72,9 +72,9 @@ class ModelState {
   // communicator; null for a model of one replica. Only the chief (worker 0) writes files.
   std::shared_ptr<distribute::ReplicaGroup> replicas;
   bool chief = true;
-  // Set on every replica when batch norm is synchronised: sums a small host vector over every replica (layers get
-  // it through LayerCall::cross_replica_sum).
-  const std::function<void(std::vector<double>&)>* cross_replica_sum = nullptr;
+  // Set on every replica when batch norm is synchronised: the replicas of a step (layers get it through
+  // LayerCall::replicas).
+  const ops::CrossReplica* cross_replica = nullptr;
 
   int replica_index = 0;  // under a strategy, across every worker (dropout masks differ per replica)
 

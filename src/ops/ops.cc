@@ -212,16 +212,17 @@ std::int64_t channels(const Check& c, const Tensor& x) {
 }
 
 DType batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                  Tensor& mean, Tensor& var, double eps) {
+                                  Tensor& mean, Tensor& var, double eps, const CrossReplica* replicas) {
   Check c("batch_norm_forward_training");
   std::int64_t C = channels(c, x);
   c.dtype("y", y, x.dtype(), "x's dtype");
   c.shape("y", y, x.shape());
-  c.statistic("gamma", gamma, x.dtype(), C);
-  c.statistic("beta", beta, x.dtype(), C);
+  if (gamma.defined()) c.statistic("gamma", gamma, x.dtype(), C);
+  if (beta.defined()) c.statistic("beta", beta, x.dtype(), C);
   c.statistic("mean", mean, x.dtype(), C);
   c.statistic("var", var, x.dtype(), C);
   c.that(eps > 0, "epsilon must be positive, got {}", eps);
+  c.that(!replicas || replicas->all_reduce, "replicas without an all_reduce");
   return x.dtype();
 }
 
@@ -231,8 +232,8 @@ DType batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const T
   std::int64_t C = channels(c, x);
   c.dtype("y", y, x.dtype(), "x's dtype");
   c.shape("y", y, x.shape());
-  c.statistic("gamma", gamma, x.dtype(), C);
-  c.statistic("beta", beta, x.dtype(), C);
+  if (gamma.defined()) c.statistic("gamma", gamma, x.dtype(), C);
+  if (beta.defined()) c.statistic("beta", beta, x.dtype(), C);
   c.statistic("mean", mean, x.dtype(), C);
   c.statistic("var", var, x.dtype(), C);
   c.that(eps > 0, "epsilon must be positive, got {}", eps);
@@ -240,7 +241,8 @@ DType batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const T
 }
 
 DType batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
-                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
+                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps,
+                          const CrossReplica* replicas) {
   Check c("batch_norm_backward");
   std::int64_t C = channels(c, x);
   c.dtype("dy", dy, x.dtype(), "x's dtype");
@@ -249,12 +251,13 @@ DType batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& me
     c.dtype("dx", dx, x.dtype(), "x's dtype");
     c.shape("dx", dx, x.shape());
   }
-  c.statistic("gamma", gamma, x.dtype(), C);
+  if (gamma.defined()) c.statistic("gamma", gamma, x.dtype(), C);
   c.statistic("mean", mean, x.dtype(), C);
   c.statistic("var", var, x.dtype(), C);
   if (dgamma.defined()) c.statistic("dgamma", dgamma, x.dtype(), C);
   if (dbeta.defined()) c.statistic("dbeta", dbeta, x.dtype(), C);
   c.that(eps > 0, "epsilon must be positive, got {}", eps);
+  c.that(!replicas || replicas->all_reduce, "replicas without an all_reduce");
   return x.dtype();
 }
 

@@ -64,32 +64,33 @@ void dense_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Ten
   }
 }
 
+// The batch's statistics in double, in two passes (the sums, then the centred squares around the mean), each
+// summed over the replicas when there are several (the count travels with the sums); mean and var in T.
 template <class T>
-void batch_norm_forward_inference_loop(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                       const Tensor& mean, const Tensor& var, Tensor& y, double eps);
-
-template <class T>
-void batch_norm_forward_training_loop(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                      Tensor& mean, Tensor& var, double eps) {
-  std::int64_t C = x.dim(-1), R = x.numel() / C;
+void moments_loop(const Tensor& x, Tensor& mean, Tensor& var, const CrossReplica* replicas) {
+  const std::int64_t C = x.dim(-1), R = x.numel() / C;
   const T* xp = x.data<T>();
-  T* mp = mean.data<T>();
-  T* vp = var.data<T>();
-  // Two passes in double: exact enough for the reference and immune to cancellation.
-  std::vector<double> s(C, 0.0), ss(C, 0.0);
+  Tensor sums = Tensor::zeros({C + 1}, DType::float64), squares = Tensor::zeros({C}, DType::float64);
+  double* s = sums.data<double>();
   for (std::int64_t r = 0; r < R; ++r)
     for (std::int64_t c = 0; c < C; ++c) s[c] += xp[r * C + c];
-  for (std::int64_t c = 0; c < C; ++c) s[c] /= double(R);
+  s[C] = double(R);
+  if (replicas) replicas->all_reduce(sums);
+  const double n = s[C];
+  for (std::int64_t c = 0; c < C; ++c) s[c] /= n;
+  double* q = squares.data<double>();
   for (std::int64_t r = 0; r < R; ++r)
     for (std::int64_t c = 0; c < C; ++c) {
       double d = xp[r * C + c] - s[c];
-      ss[c] += d * d;
+      q[c] += d * d;
     }
+  if (replicas) replicas->all_reduce(squares);
+  T* mp = mean.data<T>();
+  T* vp = var.data<T>();
   for (std::int64_t c = 0; c < C; ++c) {
     mp[c] = T(s[c]);
-    vp[c] = T(ss[c] / double(R));
+    vp[c] = T(q[c] / n);
   }
-  batch_norm_forward_inference_loop<T>(x, gamma, beta, mean, var, y, eps);
 }
 
 template <class T>
@@ -109,13 +110,17 @@ void batch_norm_forward_inference_loop(const Tensor& x, const Tensor& gamma, con
     for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = xp[r * C + c] * scale[c] + shift[c];
 }
 
+// Local sums of dy and dy*xhat (added to dgamma and dbeta), then summed over the replicas with the count for dx.
 template <class T>
 void batch_norm_backward_loop(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
-                              const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
+                              const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps,
+                              const CrossReplica* replicas) {
   std::int64_t C = x.dim(-1), R = x.numel() / C;
   const T *xp = x.data<T>(), *gp = gamma.data<T>(), *mp = mean.data<T>(), *vp = var.data<T>(),
           *dyp = dy.data<T>();
-  std::vector<double> sum_dy(C, 0.0), sum_dy_xhat(C, 0.0), inv_std(C);
+  Tensor sums = Tensor::zeros({2 * C + 1}, DType::float64);  // sum dy, sum dy*xhat, count
+  double *sum_dy = sums.data<double>(), *sum_dy_xhat = sum_dy + C;
+  std::vector<double> inv_std(C);
   for (std::int64_t c = 0; c < C; ++c) inv_std[c] = 1.0 / std::sqrt(double(vp[c]) + eps);
   for (std::int64_t r = 0; r < R; ++r)
     for (std::int64_t c = 0; c < C; ++c) {
@@ -123,20 +128,27 @@ void batch_norm_backward_loop(const Tensor& x, const Tensor& gamma, const Tensor
       sum_dy[c] += g;
       sum_dy_xhat[c] += g * (xp[r * C + c] - mp[c]) * inv_std[c];
     }
+  sum_dy[2 * C] = double(R);
   if (dgamma.defined())
     for (std::int64_t c = 0; c < C; ++c) dgamma.data<T>()[c] += T(sum_dy_xhat[c]);
   if (dbeta.defined())
     for (std::int64_t c = 0; c < C; ++c) dbeta.data<T>()[c] += T(sum_dy[c]);
+  if (replicas) replicas->all_reduce(sums);
+  const double n = sum_dy[2 * C];
   if (dx.defined()) {
     T* dxp = dx.data<T>();
 #pragma omp parallel for
     for (std::int64_t r = 0; r < R; ++r)
       for (std::int64_t c = 0; c < C; ++c) {
         double xhat = (xp[r * C + c] - mp[c]) * inv_std[c];
-        dxp[r * C + c] = T(gp[c] * inv_std[c] *
-                           (dyp[r * C + c] - sum_dy[c] / double(R) - xhat * sum_dy_xhat[c] / double(R)));
+        dxp[r * C + c] = T(gp[c] * inv_std[c] * (dyp[r * C + c] - sum_dy[c] / n - xhat * sum_dy_xhat[c] / n));
       }
   }
+}
+
+// gamma and beta, or Keras's scale=False (1) and center=False (0).
+Tensor or_constant(const Tensor& t, const Tensor& x, double value) {
+  return t.defined() ? t : Tensor::full({x.dim(-1)}, value, x.dtype());
 }
 
 }  // namespace
@@ -155,26 +167,32 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& 
 
 const DTypes batch_norm_forward_training_dtypes = kFloats;
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                 Tensor& mean, Tensor& var, double eps) {
-  if (x.dtype() == DType::float32)
-    return onednn::batch_norm_forward_training(x, gamma, beta, y, mean, var, eps);
-  batch_norm_forward_training_loop<double>(x, gamma, beta, y, mean, var, eps);
+                                 Tensor& mean, Tensor& var, double eps, const CrossReplica* replicas) {
+  Tensor g = or_constant(gamma, x, 1.0), b = or_constant(beta, x, 0.0);
+  if (x.dtype() == DType::float32 && !replicas)
+    return onednn::batch_norm_forward_training(x, g, b, y, mean, var, eps);
+  by_float(x.dtype(), [&](auto t) { moments_loop<decltype(t)>(x, mean, var, replicas); });
+  batch_norm_forward_inference(x, g, b, mean, var, y, eps);
 }
 
 const DTypes batch_norm_forward_inference_dtypes = kFloats;
 void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
-  if (x.dtype() == DType::float32)
-    return onednn::batch_norm_forward_inference(x, gamma, beta, mean, var, y, eps);
-  batch_norm_forward_inference_loop<double>(x, gamma, beta, mean, var, y, eps);
+  Tensor g = or_constant(gamma, x, 1.0), b = or_constant(beta, x, 0.0);
+  if (x.dtype() == DType::float32) return onednn::batch_norm_forward_inference(x, g, b, mean, var, y, eps);
+  batch_norm_forward_inference_loop<double>(x, g, b, mean, var, y, eps);
 }
 
 const DTypes batch_norm_backward_dtypes = kFloats;
 void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
-                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
-  if (x.dtype() == DType::float32)
-    return onednn::batch_norm_backward(x, gamma, mean, var, dy, dx, dgamma, dbeta, eps);
-  batch_norm_backward_loop<double>(x, gamma, mean, var, dy, dx, dgamma, dbeta, eps);
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps,
+                         const CrossReplica* replicas) {
+  Tensor g = or_constant(gamma, x, 1.0);
+  if (x.dtype() == DType::float32 && !replicas)
+    return onednn::batch_norm_backward(x, g, mean, var, dy, dx, dgamma, dbeta, eps);
+  by_float(x.dtype(), [&](auto t) {
+    batch_norm_backward_loop<decltype(t)>(x, g, mean, var, dy, dx, dgamma, dbeta, eps, replicas);
+  });
 }
 
 }  // namespace systolic::ops::cpu

@@ -28,11 +28,14 @@ struct SumX {
   }
 };
 
+// The finishing functors divide by the count: R, or *count where the sums were summed over replicas with the
+// count (sums[K * C]).
 struct WriteMean {
   float* mean;
   std::int64_t R;
+  const double* count = nullptr;
   __device__ void operator()(std::int64_t c, const double* s) const {
-    mean[c] = static_cast<float>(s[0] / double(R));
+    mean[c] = static_cast<float>(s[0] / (count ? *count : double(R)));
   }
 };
 
@@ -56,10 +59,11 @@ struct WriteVar {
   float* coef;
   std::int64_t R;
   float eps;
+  const double* count = nullptr;
   __device__ void operator()(std::int64_t c, const double* s) const {
-    float v = static_cast<float>(s[0] / double(R));
+    float v = static_cast<float>(s[0] / (count ? *count : double(R)));
     var[c] = v;
-    coef[c] = gamma[c] / sqrtf(v + eps);
+    coef[c] = (gamma ? gamma[c] : 1.0f) / sqrtf(v + eps);
   }
 };
 
@@ -72,7 +76,7 @@ __global__ void normalize_kernel(const T* __restrict__ x, T* __restrict__ y, con
                                  std::int64_t R, std::int64_t C) {
   SYSTOLIC_GRID_STRIDE(i, R * C) {
     std::int64_t c = i % C;
-    y[i] = from_float<T>((to_float(x[i]) - mean[c]) * scale[c] + beta[c]);
+    y[i] = from_float<T>((to_float(x[i]) - mean[c]) * scale[c] + (beta ? beta[c] : 0.0f));
   }
 }
 
@@ -83,8 +87,8 @@ __global__ void normalize_inference_kernel(const T* __restrict__ x, T* __restric
                                            std::int64_t R, std::int64_t C, float eps) {
   SYSTOLIC_GRID_STRIDE(i, R * C) {
     std::int64_t c = i % C;
-    float scale = gamma[c] / sqrtf(var[c] + eps);
-    y[i] = from_float<T>((to_float(x[i]) - mean[c]) * scale + beta[c]);
+    float scale = (gamma ? gamma[c] : 1.0f) / sqrtf(var[c] + eps);
+    y[i] = from_float<T>((to_float(x[i]) - mean[c]) * scale + (beta ? beta[c] : 0.0f));
   }
 }
 
@@ -114,16 +118,39 @@ struct BackwardFinish {
   float* coef;
   std::int64_t R, C;
   double eps;
+  const double* count = nullptr;
   __device__ void operator()(std::int64_t c, const double* s) const {
     double inv_std = 1.0 / sqrt(double(var[c]) + eps);
-    double sum_dy = s[0], sum_dy_xhat = s[1] * inv_std;
+    double sum_dy = s[0], sum_dy_xhat = s[1] * inv_std, n = count ? *count : double(R);
     if (dgamma) dgamma[c] += static_cast<float>(sum_dy_xhat);
     if (dbeta) dbeta[c] += static_cast<float>(sum_dy);
-    coef[c] = static_cast<float>(double(gamma[c]) * inv_std);
-    coef[C + c] = static_cast<float>(sum_dy / double(R));
-    coef[2 * C + c] = static_cast<float>(inv_std * sum_dy_xhat / double(R));
+    coef[c] = static_cast<float>((gamma ? double(gamma[c]) : 1.0) * inv_std);
+    coef[C + c] = static_cast<float>(sum_dy / n);
+    coef[2 * C + c] = static_cast<float>(inv_std * sum_dy_xhat / n);
   }
 };
+
+// Synchronised batch norm: a reduction's finish that keeps channel c's K sums at sums[k * C + c] and the rows at
+// sums[K * C], so the replicas can sum them; then finish_from_sums hands the summed values to a finishing
+// functor.
+template <int K>
+struct KeepSums {
+  double* sums;
+  std::int64_t R, C;
+  __device__ void operator()(std::int64_t c, const double* s) const {
+    for (int k = 0; k < K; ++k) sums[k * C + c] = s[k];
+    if (c == 0) sums[K * C] = double(R);
+  }
+};
+
+template <int K, class W>
+__global__ void finish_from_sums(const double* __restrict__ sums, std::int64_t C, W w) {
+  SYSTOLIC_GRID_STRIDE(c, C) {
+    double s[K];
+    for (int k = 0; k < K; ++k) s[k] = sums[k * C + c];
+    w(c, s);
+  }
+}
 
 template <class T>
 __global__ void backward_data_kernel(const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx,
@@ -206,20 +233,70 @@ constexpr DTypes kFloat32Or16{DType::float32, DType::bfloat16};
 struct Rows {
   std::int64_t R, C;
 };
+// gamma or beta, or null for Keras's scale=False (1) and center=False (0).
+const float* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<float>() : nullptr;
+}
 Rows rows_of(const Tensor& x) {
   return {x.dim(-1) ? x.numel() / x.dim(-1) : 0, x.dim(-1)};
 }
 }  // namespace
 
+namespace {
+
+// Synchronised: the sums of x and the rows, summed over the replicas, give the mean; the centred squares around
+// it, summed again, the variance (two passes over x, as the local statistics, so no cancellation).
+void synchronised_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                          Tensor& var, double eps, const CrossReplica& replicas) {
+  Rows s = rows_of(x);
+  Context& c = context(x);
+  Tensor sums({s.C + 1}, DType::float64, x.device()), squares({s.C + 1}, DType::float64, x.device());
+  float* coef = static_cast<float*>(c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C)));
+  float* partial = reinterpret_cast<float*>(reinterpret_cast<char*>(coef) + dnn::coefficient_bytes(s.C));
+  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
+    using T = decltype(tag);
+    return reduce::column_sums<1>(dnn::SumX<T>{static_cast<const T*>(x.raw_data()), s.C},
+                                  dnn::KeepSums<1>{sums.data<double>(), s.R, s.C}, s.R, s.C, partial,
+                                  c.stream);
+  }));
+  replicas.all_reduce(sums);
+  const double* count = sums.data<double>() + s.C;
+  dnn::finish_from_sums<1><<<blocks_for(s.C), kThreads, 0, c.stream>>>(
+      sums.data<double>(), s.C, dnn::WriteMean{mean.data<float>(), s.R, count});
+  SYSTOLIC_CUDA_CHECK(cudaGetLastError());
+  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
+    using T = decltype(tag);
+    return reduce::column_sums<1>(
+        dnn::CentredSquares<T>{static_cast<const T*>(x.raw_data()), mean.data<float>(), s.C, 0.0f},
+        dnn::KeepSums<1>{squares.data<double>(), s.R, s.C}, s.R, s.C, partial, c.stream);
+  }));
+  replicas.all_reduce(squares);
+  dnn::finish_from_sums<1><<<blocks_for(s.C), kThreads, 0, c.stream>>>(
+      squares.data<double>(), s.C,
+      dnn::WriteVar{var.data<float>(), data_or_null(gamma), coef, s.R, static_cast<float>(eps), count});
+  SYSTOLIC_CUDA_CHECK(cudaGetLastError());
+  if (x.numel() == 0) return;
+  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
+    using T = decltype(tag);
+    dnn::normalize_kernel<T><<<blocks_for(s.R * s.C), kThreads, 0, c.stream>>>(
+        static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), mean.data<float>(), coef,
+        data_or_null(beta), s.R, s.C);
+    return cudaGetLastError();
+  }));
+}
+
+}  // namespace
+
 const DTypes batch_norm_forward_training_dtypes = kFloat32Or16;
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                 Tensor& mean, Tensor& var, double eps) {
+                                 Tensor& mean, Tensor& var, double eps, const CrossReplica* replicas) {
+  if (replicas) return synchronised_forward(x, gamma, beta, y, mean, var, eps, *replicas);
   if (x.numel() == 0) return;
   Rows s = rows_of(x);
   Context& c = context(x);
   void* workspace = c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C));
   SYSTOLIC_CUDA_CHECK(dnn::launch_batch_norm_forward_training(
-      x.raw_data(), element_of(x.dtype()), gamma.data<float>(), beta.data<float>(), y.raw_data(),
+      x.raw_data(), element_of(x.dtype()), data_or_null(gamma), data_or_null(beta), y.raw_data(),
       mean.data<float>(), var.data<float>(), s.R, s.C, static_cast<float>(eps), workspace, c.stream));
 }
 
@@ -230,20 +307,67 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
   Rows s = rows_of(x);
   Context& c = context(x);
   SYSTOLIC_CUDA_CHECK(dnn::launch_batch_norm_forward_inference(
-      x.raw_data(), element_of(x.dtype()), gamma.data<float>(), beta.data<float>(), mean.data<float>(),
+      x.raw_data(), element_of(x.dtype()), data_or_null(gamma), data_or_null(beta), mean.data<float>(),
       var.data<float>(), y.raw_data(), s.R, s.C, static_cast<float>(eps), c.stream));
 }
 
+namespace {
+
+// Synchronised: this replica's sums of dy and dy*(x - mean) go into dgamma and dbeta; summed over the replicas
+// with the rows, they give dx's coefficients.
+void synchronised_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
+                           const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps,
+                           const CrossReplica& replicas) {
+  Rows s = rows_of(x);
+  Context& c = context(x);
+  Tensor sums({2 * s.C + 1}, DType::float64, x.device());
+  float* coef = static_cast<float*>(c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C)));
+  float* partial = reinterpret_cast<float*>(reinterpret_cast<char*>(coef) + dnn::coefficient_bytes(s.C));
+  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
+    using T = decltype(tag);
+    return reduce::column_sums<2>(
+        dnn::BackwardSums<T>{static_cast<const T*>(x.raw_data()), static_cast<const T*>(dy.raw_data()),
+                             mean.data<float>(), s.C, 0.0f},
+        dnn::KeepSums<2>{sums.data<double>(), s.R, s.C}, s.R, s.C, partial, c.stream);
+  }));
+  float* dg = dgamma.defined() ? dgamma.data<float>() : nullptr;
+  float* db = dbeta.defined() ? dbeta.data<float>() : nullptr;
+  if (dg || db) {
+    dnn::finish_from_sums<2><<<blocks_for(s.C), kThreads, 0, c.stream>>>(
+        sums.data<double>(), s.C,
+        dnn::BackwardFinish{data_or_null(gamma), var.data<float>(), dg, db, coef, s.R, s.C, eps});
+    SYSTOLIC_CUDA_CHECK(cudaGetLastError());
+  }
+  replicas.all_reduce(sums);
+  if (!dx.defined() || x.numel() == 0) return;
+  dnn::finish_from_sums<2><<<blocks_for(s.C), kThreads, 0, c.stream>>>(
+      sums.data<double>(), s.C,
+      dnn::BackwardFinish{data_or_null(gamma), var.data<float>(), nullptr, nullptr, coef, s.R, s.C, eps,
+                          sums.data<double>() + 2 * s.C});
+  SYSTOLIC_CUDA_CHECK(cudaGetLastError());
+  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
+    using T = decltype(tag);
+    dnn::backward_data_kernel<T><<<blocks_for(s.R * s.C), kThreads, 0, c.stream>>>(
+        static_cast<const T*>(x.raw_data()), static_cast<const T*>(dy.raw_data()),
+        static_cast<T*>(dx.raw_data()), mean.data<float>(), coef, s.R, s.C);
+    return cudaGetLastError();
+  }));
+}
+
+}  // namespace
+
 const DTypes batch_norm_backward_dtypes = kFloat32Or16;
 void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
-                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps,
+                         const CrossReplica* replicas) {
+  if (replicas) return synchronised_backward(x, gamma, mean, var, dy, dx, dgamma, dbeta, eps, *replicas);
   if (!dx.defined() && !dgamma.defined() && !dbeta.defined()) return;
   if (x.numel() == 0) return;
   Rows s = rows_of(x);
   Context& c = context(x);
   void* workspace = c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C));
   SYSTOLIC_CUDA_CHECK(dnn::launch_batch_norm_backward(
-      x.raw_data(), dy.raw_data(), element_of(x.dtype()), gamma.data<float>(), mean.data<float>(),
+      x.raw_data(), dy.raw_data(), element_of(x.dtype()), data_or_null(gamma), mean.data<float>(),
       var.data<float>(), dx.defined() ? dx.raw_data() : nullptr,
       dgamma.defined() ? dgamma.data<float>() : nullptr, dbeta.defined() ? dbeta.data<float>() : nullptr, s.R,
       s.C, eps, workspace, c.stream));
