@@ -328,7 +328,7 @@ struct CliRun {
   std::string out, err;
 };
 CliRun run_cli(const std::string& args, const fs::path& dir) {
-  std::string cmd = std::string("'") + SYSTOLIC_CLI + "' " + args + " </dev/null >'" + (dir / "out").string() + "' 2>'" +
+  std::string cmd = "'" + systolic::testing::cli_path() + "' " + args + " </dev/null >'" + (dir / "out").string() + "' 2>'" +
                     (dir / "err").string() + "'";
   int status = std::system(cmd.c_str());
   auto slurp = [](const fs::path& p) {

@@ -43,15 +43,15 @@ struct CliResult {
 
 // Runs `systolic <args>` with stdin from /dev/null and stdout and stderr captured separately.
 CliResult run_cli(const std::string& args) {
-  if (!fs::exists(SYSTOLIC_CLI))
-    ADD_FAILURE() << SYSTOLIC_CLI << " does not exist: build the systolic_cli target (make systolic_cli) first";
+  if (!fs::exists(systolic::testing::cli_path()))
+    ADD_FAILURE() << systolic::testing::cli_path() << " does not exist: build the systolic_cli target (make systolic_cli) first";
   static std::atomic<int> counter{0};
   fs::path dir = fs::temp_directory_path() /
                  ("systolic_test_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::path out = dir / "stdout", err = dir / "stderr";
-  std::string command = std::string("'") + SYSTOLIC_CLI + "' " + args + " </dev/null >'" + out.string() + "' 2>'" +
+  std::string command = "'" + systolic::testing::cli_path() + "' " + args + " </dev/null >'" + out.string() + "' 2>'" +
                         err.string() + "'";
   int status = std::system(command.c_str());
   CliResult r;

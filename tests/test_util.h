@@ -2,11 +2,11 @@
 // error messages, whole-file reads.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <systolic/datasets.h>
 #include <systolic/error.h>
 #include <systolic/random.h>
 #include <systolic/tensor.h>
-
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,7 +31,9 @@ inline Tensor random_tensor(Shape shape, std::uint64_t seed, DType dtype = DType
 }
 
 // Fills a tensor with NaN so a test notices outputs an op forgot to write.
-inline void poison(Tensor& t) { t.fill(std::nan("")); }
+inline void poison(Tensor& t) {
+  t.fill(std::nan(""));
+}
 
 // max |a - b| / max(1, max |b|): the error normalised by the reference's scale.
 inline double normalised_max_error(const Tensor& a, const Tensor& b) {
@@ -56,26 +58,59 @@ inline double relative_l2_error(const std::vector<double>& a, const std::vector<
   return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
-inline std::string source_dir() { return SYSTOLIC_SOURCE_DIR; }
+// The paths compiled in (the checkout, the built command) can be overridden from the environment, so that the
+// test programs also run away from the build, as they do in the GPU bundle (scripts/gpu-bundle).
+inline std::string env_or_compiled(const char* name, const char* compiled) {
+  const char* env = std::getenv(name);
+  return env && *env ? env : compiled;
+}
+
+// The checkout (tests/fixtures, scripts): $SYSTOLIC_SOURCE_DIR, else the one the tests were built from.
+inline std::string source_dir() {
+  return env_or_compiled("SYSTOLIC_SOURCE_DIR", SYSTOLIC_SOURCE_DIR);
+}
+
+// The `systolic` command: $SYSTOLIC_CLI, else the one built with the tests.
+inline std::string cli_path() {
+  return env_or_compiled("SYSTOLIC_CLI", SYSTOLIC_CLI);
+}
 
 // ../shared/data beside the checkout, or "" (tests that need it skip visibly).
 inline std::string shared_data_dir() {
   if (const char* env = std::getenv("SYSTOLIC_SHARED_DATA")) return env;
-  auto p = std::filesystem::path(SYSTOLIC_SOURCE_DIR).parent_path() / "shared" / "data";
+  auto p = std::filesystem::path(source_dir()).parent_path() / "shared" / "data";
   return std::filesystem::exists(p) ? p.string() : "";
 }
 
-// Whether Debian's dataset-fashion-mnist is installed (tests that need it skip visibly otherwise).
-inline const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+// Where fashion_mnist::load_data() finds Fashion-MNIST without downloading it: the cache
+// ($SYSTOLIC_HOME/datasets/fashion-mnist), else Debian's dataset-fashion-mnist
+// (/usr/share/datasets/fashion-mnist); Debian's folder when neither has it (tests that need it skip visibly
+// then).
+inline const std::string& fashion_mnist_dir() {
+  static const std::string dir = [] {
+    namespace fs = std::filesystem;
+    for (const fs::path& d :
+         {fs::path(datasets::cache_dir()) / "fashion-mnist", fs::path("/usr/share/datasets/fashion-mnist")}) {
+      bool all = true;
+      for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                            "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+        all = all && fs::exists(d / f);
+      if (all) return d.string();
+    }
+    return std::string("/usr/share/datasets/fashion-mnist");
+  }();
+  return dir;
+}
+inline const char* kFashionMnistDir = fashion_mnist_dir().c_str();
 inline bool fashion_mnist_installed() {
-  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-                        "t10k-labels-idx1-ubyte.gz"})
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
     if (!std::filesystem::exists(std::filesystem::path(kFashionMnistDir) / f)) return false;
   return true;
 }
 
-// A fresh folder under the system's temp folder, named after the test, removed with everything in it at the end
-// of the scope.
+// A fresh folder under the system's temp folder, named after the test, removed with everything in it at the
+// end of the scope.
 class TempDir {
  public:
   TempDir() {

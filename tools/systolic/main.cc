@@ -540,6 +540,10 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
     auto t0 = clock::now();
     model.fit(x, y, fit);
     epoch_s.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+    // As it goes, on stderr: a run cut short (a time limit) still leaves the epochs it finished.
+    if (g_chief)
+      std::fprintf(stderr, "benchmark: epoch %d/%d: %.3f s, %.0f images/s\n", e + 1, a.epochs, epoch_s.back(),
+                   double(n) / epoch_s.back());
   }
   double train_s = 0;
   for (double t : epoch_s) train_s += t;
