@@ -1,5 +1,5 @@
 // The `systolic` command, run as a separate process (the built binary, SYSTOLIC_CLI): exit codes, what goes to
-// stdout and stderr, and the spellings that /work/shared/docs/CLI.md promises.
+// stdout and stderr, and the spellings that docs/cli.md promises.
 #include <gtest/gtest.h>
 
 #include "test_util.h"

@@ -1,5 +1,8 @@
 // Keras HDF5 files: weights (legacy tf.keras layout and Keras 3's .weights.h5) and full models (legacy .h5).
-// Layouts: ../shared/docs/KERAS.md. Every file is written to a temporary name and renamed into place.
+// Layouts: the legacy one has root attributes layer_names, backend, keras_version and a group per layer (its
+// weight_names attribute, then the datasets, names with "/" making subgroups); Keras 3's has layers/<key>/vars/<i>
+// (key: the snake_case class name with a counter). Every file is written to a temporary name and renamed into
+// place.
 #include "io/files.h"
 #include "io/hdf5.h"
 #include "io/keras_io.h"

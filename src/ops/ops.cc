@@ -91,7 +91,8 @@ bool overlap(const Tensor& a, const Tensor& b) {
   return ap < bp + b.nbytes() && bp < ap + a.nbytes();
 }
 
-// The output extent of a window sliding over `in` cells (TensorFlow's rule; see KERAS.md).
+// The output extent of a window sliding over `in` cells, as TensorFlow computes it: floor((in + pads - span) /
+// stride) + 1, span = (window - 1) * dilation + 1.
 std::int64_t window_out(std::int64_t in, int pad_before, int pad_after, int window, int dilation,
                         int stride) {
   std::int64_t span = std::int64_t(window - 1) * dilation + 1;

@@ -2,9 +2,10 @@
 """Writes tests/fixtures/activations/activations.json: Keras's activations, their gradients and the configs of
 its activation layers, computed by real Keras, for tests/test_activations.cc.
 
-    /work/venv/bin/python tests/reference/activations.py [--out DIR]
+    python3 tests/reference/activations.py [--out DIR]
 
-Needs keras (3.x), tensorflow-cpu and tf_keras from pip (a virtual environment outside the repository).
+Needs keras (3.x), tensorflow-cpu and tf_keras from pip: run it with the python3 of a virtual environment that
+has them (outside the repository).
 
 What it records:
 - `inputs`: float64 values (around every kink: 0, +-0.5, +-1, +-3, 6 and just beside them, and spread over
