@@ -1,13 +1,12 @@
 // The program test_mpi_replicas.cc starts under mpirun (not a test itself).
 //
-//   mpi_replica_program train OUTDIR    trains the replica test model (replica_test_model.h) for 2 epochs;
-//   under an
-//                                       MPI launcher with MultiWorkerMirroredStrategy. The chief writes
-//                                       OUTDIR/weights.txt (every weight, one per line) and
+//   mpi_replica_program train OUTDIR    trains the replica test model (replica_test_model.h) for 2 epochs
+//                                       under an MPI launcher with MultiWorkerMirroredStrategy. The chief
+//                                       writes OUTDIR/weights.txt (every weight, one per line) and
 //                                       OUTDIR/scores.txt.
 //   mpi_replica_program forever OUTDIR  writes OUTDIR/pid.RANK, then trains step after step until killed,
-//   writing
-//                                       OUTDIR/started.RANK after its first step (for the fault tests).
+//                                       writing OUTDIR/started.RANK after its first step (for the fault
+//                                       tests).
 #include <systolic/systolic.h>
 #include <unistd.h>
 

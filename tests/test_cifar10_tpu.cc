@@ -1,12 +1,10 @@
 // examples/cifar10_tpu (the seed workflow, what scripts/demo runs), run as a program:
 // - its CIFAR-10 path against the local HTTP server (tests/local_http.h) serving a generated archive in the
-// real
-//   binary format: downloaded, md5 checked, installed; one epoch on 300 samples; `Test accuracy: NN.NN%`; the
+//   real binary format: downloaded, md5 checked, installed; one epoch on 300 samples; `Test accuracy: NN.NN%`; the
 //   weights file loads into models::seed_cnn and gives the probabilities the program printed; a CIFAR-10
 //   class name; the PNG holds test image 111;
 // - the offline fallback (nothing listens at the CIFAR-10 address, no cache): one line says so, then
-// Fashion-MNIST
-//   in every heading and file name (skips visibly without Debian's dataset-fashion-mnist);
+//   Fashion-MNIST in every heading and file name (skips visibly without Debian's dataset-fashion-mnist);
 // - bad --replicas, --device, --policy and --dataset fail at once with one clear line;
 // - scripts/demo --help lists its options.
 // No network is needed: the server is on 127.0.0.1 and the "unreachable" address is a closed local port.

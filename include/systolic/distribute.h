@@ -15,10 +15,9 @@
 //
 // Data-parallel replicas (tf.distribute.MirroredStrategy / MultiWorkerMirroredStrategy semantics):
 //
-//   distribute::MirroredStrategy strategy;                 // every GPU, else one CPU replica
-//   distribute::MirroredStrategy strategy = distribute::MirroredStrategy::cpu(2);  // 2 CPU replicas, cores
-//   split distribute::MultiWorkerMirroredStrategy strategy;      // one replica per MPI process (mpirun -np K
-//   ...)
+//   distribute::MirroredStrategy strategy;         // every GPU, else one CPU replica
+//   auto strategy = distribute::MirroredStrategy::cpu(2);   // 2 CPU replicas, sharing the cores
+//   distribute::MultiWorkerMirroredStrategy strategy;       // one replica per MPI process (mpirun -np K ...)
 //
 // The model under a strategy holds one copy per replica, all starting from replica 0's weights. fit splits
 // every global batch of B samples into equal shards of B / replicas (B must divide; the last, partial batch

@@ -2,8 +2,7 @@
 // same order; a call returns once every replica has contributed, with the sum in every replica's buffer.
 //
 // - threads (CPU replicas in one process): a shared-memory reduction; replica r sums slice r of every
-// replica's
-//   buffer in replica order 0..N-1, so every replica gets bit-identical sums.
+//   replica's buffer in replica order 0..N-1, so every replica gets bit-identical sums.
 // - MPI (one replica per process): MPI_Iallreduce, polled with MPI_Test against a deadline.
 // - NCCL (GPU replicas in one process; CUDA builds with NCCL): ncclAllReduce on each device's stream.
 //

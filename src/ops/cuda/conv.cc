@@ -10,14 +10,12 @@
 //   transpose, 1.2M elements for the seed CNN's largest kernel), and the filter gradient, which cuDNN writes
 //   in its layout, is transposed back and added into dw (dw +=).
 // - Padding: cuDNN pads symmetrically. The symmetric part (min(top, bottom), min(left, right)) goes to cuDNN;
-// any
-//   extra rows or columns ('same' padding with an even kernel or a stride of 2 pads one more at the
+//   any extra rows or columns ('same' padding with an even kernel or a stride of 2 pads one more at the
 //   bottom/right) are padded explicitly into workspace memory, and backward crops the padded input gradient
 //   back into dx.
 // - db: a deterministic column sum of dy (dnn_kernels.cu), added into db.
 // - Algorithms: chosen once per (device, dtype, shapes, params) with cudnnFind*Algorithm (which times them,
-// on
-//   buffers it allocates itself, and waits for the GPU: it runs at the first call, the warm-up step), within
+//   on buffers it allocates itself, and waits for the GPU: it runs at the first call, the warm-up step), within
 //   kWorkspaceLimit of workspace; under CUDA graph capture, or if Find fails, cuDNN's heuristics
 //   (cudnnGet*Algorithm_v7) choose instead. The choice, with the math type it was timed with, is cached; so
 //   are the descriptors. Steady-state calls allocate nothing: all scratch is Context::workspace.

@@ -1,15 +1,15 @@
 // Dense layers on CUDA through cuBLASLt. Contract (ops.h): x[M,K] (leading dims flattened into M), w[K,U],
-// b[U]:
-//   y[M,U] = x @ w + b; backward: dx = dy @ w^T (=), dw += x^T @ dy, db += column sums of dy.
+// b[U]: y[M,U] = x @ w + b; backward: dx = dy @ w^T (=), dw += x^T @ dy, db += column sums of dy.
 // x, w, y, dy, dx share one dtype: float32 (CUBLAS_COMPUTE_32F_FAST_TF32: TF32 tensor cores, TensorFlow's
 // default) or bfloat16 (float accumulation); b, dw, db may also be float32 when the data are bfloat16.
 //
 // cuBLASLt is column-major; a row-major [R, C] matrix is the column-major C x R matrix with leading dimension
 // C, so with primes for those views (no copies, no transposed storage):
 //   forward   y'(U x M)  = w'(U x K, ld U) * x'(K x M, ld K), bias per row of y' (= per unit) by the BIAS
-//   epilogue data      dx'(K x M) = w'^T * dy'(U x M, ld U) weights   dw'(U x K) = dy' * x'^T + dw' (beta =
-//   1: the accumulation happens in the GEMM) bias      db += column sums of dy (deterministic reduction
-//   kernel, dnn_kernels.cu)
+//             epilogue
+//   data      dx'(K x M) = w'^T * dy'(U x M, ld U)
+//   weights   dw'(U x K) = dy' * x'^T + dw' (beta = 1: the accumulation happens in the GEMM)
+//   bias      db += column sums of dy (deterministic reduction kernel, dnn_kernels.cu)
 // Each GEMM's descriptors and the algorithm cuBLASLt's heuristic picks (within kWorkspaceLimit) are cached
 // per (device, GEMM, dtypes, sizes, pointer alignments): algorithms are chosen for the alignment of the
 // buffers they will see, and weights inside one flat parameter buffer need not be 256-byte aligned. The bias

@@ -3,12 +3,10 @@
 // the count of valid (unpadded) cells. The `workspace` argument is unused here: cuDNN's backward takes x, y
 // and dy.
 //
-// - Symmetric padding smaller than the window goes to cuDNN directly: CUDNN_POOLING_MAX_DETERMINISTIC (padded
-// cells
-//   never win) or CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING (Keras's average).
+// - Symmetric padding smaller than the window goes to cuDNN directly: CUDNN_POOLING_MAX_DETERMINISTIC
+//   (padded cells never win) or CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING (Keras's average).
 // - Otherwise (asymmetric 'same' padding: an even window, or a stride that leaves one more cell at the
-// bottom/right)
-//   x is padded explicitly into workspace memory and cuDNN pools it unpadded: max pads with -inf, so padded
+//   bottom/right) x is padded explicitly into workspace memory and cuDNN pools it unpadded: max pads with -inf, so padded
 //   cells never win; average pads with zeros, pools with CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING (the
 //   window area) and rescales each output by area / (valid cells) (dnn_kernels.cu); backward rescales dy the
 //   same way first, then crops the padded input gradient back into dx.
