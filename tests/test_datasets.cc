@@ -1,10 +1,7 @@
-// Data sets: the real Fashion-MNIST (when Debian's dataset-fashion-mnist is installed), the IDX reader on good
-// and bad files (plain and gzip), and fashion_mnist::load_data on directories holding wrong files.
-#include <systolic/systolic.h>
-
-#include "test_util.h"
-
+// Data sets: the real Fashion-MNIST (when Debian's dataset-fashion-mnist is installed), the IDX reader on
+// good and bad files (plain and gzip), and fashion_mnist::load_data on directories holding wrong files.
 #include <gmock/gmock.h>
+#include <systolic/systolic.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -16,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 using namespace systolic;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -26,7 +25,6 @@ const char* kFashionDir = systolic::testing::kFashionMnistDir;
 using systolic::testing::error_of;
 using systolic::testing::fashion_mnist_installed;
 using systolic::testing::TempDir;
-
 
 using Bytes = std::vector<std::uint8_t>;
 
@@ -72,7 +70,6 @@ Bytes read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
-
 
 std::string idx_error(const std::string& path) {
   return error_of([&] { datasets::read_idx(path); });
@@ -270,7 +267,8 @@ TEST(ReadIdx, ExtraTrailingBytes) {
 TEST(ReadIdx, CorruptGzipStream) {
   TempDir dir;
   std::string path = dir.file("corrupt-idx3-ubyte.gz");
-  // Pseudo-random payload so the deflate stream is long (incompressible) and the corruption lands in its middle.
+  // Pseudo-random payload so the deflate stream is long (incompressible) and the corruption lands in its
+  // middle.
   Bytes payload(64 * 28 * 28);
   std::uint32_t s = 12345;
   for (auto& v : payload) s = s * 1664525u + 1013904223u, v = static_cast<std::uint8_t>(s >> 24);
@@ -341,9 +339,12 @@ void write_fashion_dir(const TempDir& dir, std::uint32_t n_train, std::uint32_t 
     if (bad >= 0 && bad < n) b[bad] = 10;
     return b;
   };
-  write_gzip(dir.file("train-images-idx3-ubyte.gz"), idx_bytes(0x08, {n_train, h, w}, Bytes(std::size_t(n_train) * h * w, 0)));
-  write_gzip(dir.file("train-labels-idx1-ubyte.gz"), idx_bytes(0x08, {n_train_labels}, labels(n_train_labels, bad_label_at)));
-  write_gzip(dir.file("t10k-images-idx3-ubyte.gz"), idx_bytes(0x08, {10000, 28, 28}, Bytes(10000 * 28 * 28, 0)));
+  write_gzip(dir.file("train-images-idx3-ubyte.gz"),
+             idx_bytes(0x08, {n_train, h, w}, Bytes(std::size_t(n_train) * h * w, 0)));
+  write_gzip(dir.file("train-labels-idx1-ubyte.gz"),
+             idx_bytes(0x08, {n_train_labels}, labels(n_train_labels, bad_label_at)));
+  write_gzip(dir.file("t10k-images-idx3-ubyte.gz"),
+             idx_bytes(0x08, {10000, 28, 28}, Bytes(10000 * 28 * 28, 0)));
   write_gzip(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes(0x08, {10000}, labels(10000, -1)));
 }
 
@@ -498,9 +499,11 @@ TEST(Mnist, NpyErrors) {
   std::string good = npy({2, 3}, "abcdef");
   EXPECT_EQ(datasets::read_npy(good.data(), good.size(), "g").shape(), Shape({2, 3}));
   std::string bad_magic = "NUMPY" + good;
-  EXPECT_THAT(error_of([&] { datasets::read_npy(bad_magic.data(), bad_magic.size(), "f.npy"); }), HasSubstr("f.npy"));
+  EXPECT_THAT(error_of([&] { datasets::read_npy(bad_magic.data(), bad_magic.size(), "f.npy"); }),
+              HasSubstr("f.npy"));
   std::string shortd = good.substr(0, good.size() - 2);
-  EXPECT_THAT(error_of([&] { datasets::read_npy(shortd.data(), shortd.size(), "f.npy"); }), HasSubstr("truncated"));
+  EXPECT_THAT(error_of([&] { datasets::read_npy(shortd.data(), shortd.size(), "f.npy"); }),
+              HasSubstr("truncated"));
   std::string f4 = good;
   f4.replace(f4.find("|u1"), 3, "<f4");
   EXPECT_THAT(error_of([&] { datasets::read_npy(f4.data(), f4.size(), "f.npy"); }), HasSubstr("not uint8"));

@@ -1,11 +1,12 @@
-// Models: graph building and layer order, summary() tables, fit/evaluate/predict behaviour (History, validation,
-// shuffling, repeatability), optimizer update formulas, console output format, and errors for bad input.
+// Models: graph building and layer order, summary() tables, fit/evaluate/predict behaviour (History,
+// validation, shuffling, repeatability), optimizer update formulas, console output format, and errors for bad
+// input.
 #include <systolic/systolic.h>
+
+#include <regex>
 
 #include "model/progbar.h"
 #include "test_util.h"
-
-#include <regex>
 
 using namespace systolic;
 
@@ -21,7 +22,8 @@ std::pair<Tensor, Tensor> quadrants(std::int64_t n, std::uint64_t seed) {
     for (int r = 0; r < 4; ++r)
       for (int c = 0; c < 4; ++c) {
         bool in = (r / 2) * 2 + (c / 2) == q;
-        x.data<std::uint8_t>()[(i * 4 + r) * 4 + c] = std::uint8_t(in ? 150 + g.next_u32() % 100 : g.next_u32() % 100);
+        x.data<std::uint8_t>()[(i * 4 + r) * 4 + c] =
+            std::uint8_t(in ? 150 + g.next_u32() % 100 : g.next_u32() % 100);
       }
   }
   return {x, y};
@@ -51,13 +53,15 @@ TEST(Summary, SeedCnnMatchesKeras) {
   EXPECT_NE(s.find("conv2d_3 (Conv2D)            (None, 14, 14, 64)        36928"), std::string::npos) << s;
   EXPECT_NE(s.find("dense (Dense)                (None, 512)               1606144"), std::string::npos) << s;
   EXPECT_NE(s.find("Total params: 1,676,982\nTrainable params: 1,676,912\nNon-trainable params: 70\n"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   // Every table line is 65 columns wide.
   std::istringstream lines(s);
   std::string line;
   std::getline(lines, line);  // Model: "model"
   while (std::getline(lines, line)) {
-    bool totals = line.rfind("Total", 0) == 0 || line.rfind("Trainable", 0) == 0 || line.rfind("Non-trainable", 0) == 0;
+    bool totals =
+        line.rfind("Total", 0) == 0 || line.rfind("Trainable", 0) == 0 || line.rfind("Non-trainable", 0) == 0;
     if (!totals) {
       EXPECT_EQ(line.size(), 65u) << line;
     }
@@ -112,15 +116,18 @@ TEST(Fit, HistoryValidationSplitAndLearning) {
   EXPECT_NEAR(ev[0], h["val_loss"].back(), 1e-6);
   EXPECT_NEAR(ev[1], h["val_accuracy"].back(), 1e-9);
   // validation_data and initial_epoch
-  auto h2 = m.fit(x, y, {.epochs = 3, .verbose = 0, .validation_data = ValidationData{x.slice(0, 100), y.slice(0, 100)},
-                         .initial_epoch = 1});
+  auto h2 = m.fit(x, y,
+                  {.epochs = 3,
+                   .verbose = 0,
+                   .validation_data = ValidationData{x.slice(0, 100), y.slice(0, 100)},
+                   .initial_epoch = 1});
   EXPECT_EQ(h2.epoch, (std::vector<int>{1, 2}));
   EXPECT_EQ(h2["val_loss"].size(), 2u);
 }
 
 TEST(Fit, EpochLossIsTheSampleWeightedMeanOfBatches) {
-  // With lr 0 the weights stay, so the epoch loss must equal evaluate's loss in training mode... which for this
-  // model (no BN, no dropout) is evaluate's loss. 10 samples, batch 4: batches of 4, 4, 2.
+  // With lr 0 the weights stay, so the epoch loss must equal evaluate's loss in training mode... which for
+  // this model (no BN, no dropout) is evaluate's loss. 10 samples, batch 4: batches of 4, 4, 2.
   auto [x, y] = quadrants(10, 4);
   Model m = small_model();
   m.compile(optimizers::SGD(0.0), "sparse_categorical_crossentropy", {"accuracy"});
@@ -180,7 +187,8 @@ TEST(Losses, CategoricalAndMseTrain) {
   auto in = layers::Input({4, 4, 1});
   auto out = layers::Dense(4)(layers::Flatten()(layers::Rescaling(1.0 / 255)(in)));
   Model m(in, out);
-  m.compile(optimizers::Adam(0.01), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  m.compile(optimizers::Adam(0.01), losses::SparseCategoricalCrossentropy({.from_logits = true}),
+            {"accuracy"});
   EXPECT_GT(m.fit(x, y, {.batch_size = 20, .epochs = 10, .verbose = 0})["accuracy"].back(), 0.85);
 }
 
@@ -230,7 +238,8 @@ TEST(Errors, BadInputIsAClearError) {
   expect_error([&] { m.fit(x, y, {.validation_split = 1.5}); }, "validation_split");
   expect_error([&] { m.compile("adam", "hinge"); }, "hinge");
   expect_error([&] { m.compile("adam", "sparse_categorical_crossentropy", {"auc"}); }, "auc");
-  expect_error([&] { m.compile("adam", "sparse_categorical_crossentropy", {"categorical_accuracy"}); }, "labels");
+  expect_error([&] { m.compile("adam", "sparse_categorical_crossentropy", {"categorical_accuracy"}); },
+               "labels");
   auto in = layers::Input({3});
   Model uncompiled(in, layers::Dense(2)(in));
   expect_error([&] { uncompiled.fit(Tensor::zeros({2, 3}), Tensor::zeros({2})); }, "compile");

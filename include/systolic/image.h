@@ -1,14 +1,16 @@
 // Images: decode PNG/JPEG/BMP (and GIF, first frame) files, resize, write PNG. Built on Debian's stb
-// (stb_image, stb_image_write); every image is a uint8 Tensor (H, W, C), channels_last, C = 1 (grey) or 3 (RGB).
+// (stb_image, stb_image_write); every image is a uint8 Tensor (H, W, C), channels_last, C = 1 (grey) or
+// 3 (RGB).
 //
-//   Tensor img = image::read("frog.png", 3);           // uint8 (H, W, 3); 1 for grey; errors name the file
-//   Tensor small = image::resize(img, 32, 32);          // bilinear, no antialias (Keras's image_dataset_from_directory)
-//   image::write_png("big.png", image::upscale_nearest(small, 8));   // atomic: temp file + rename
+//   Tensor img = image::read("frog.png", 3);  // uint8 (H, W, 3); 1 for grey; errors name the file
+//   Tensor small = image::resize(img, 32, 32);  // bilinear, no antialias (image_dataset_from_directory's)
+//   image::write_png("big.png", image::upscale_nearest(small, 8));  // atomic: temp file + rename
 //
-// resize follows tf.image.resize(method="bilinear", antialias=False): half-pixel centres, edge pixels clamped,
-// the same for up- and down-scaling (stb_image_resize filters when downscaling, which Keras does not, so it is
-// not used). With dtype float32 the values are TensorFlow's; with uint8 (the default) they are rounded to
-// nearest. JPEG decoding is stb's: pixel values may differ by a few levels from libjpeg's (TensorFlow's).
+// resize follows tf.image.resize(method="bilinear", antialias=False): half-pixel centres, edge pixels
+// clamped, the same for up- and down-scaling (stb_image_resize filters when downscaling, which Keras does
+// not, so it is not used). With dtype float32 the values are TensorFlow's; with uint8 (the default) they are
+// rounded to nearest. JPEG decoding is stb's: pixel values may differ by a few levels from libjpeg's
+// (TensorFlow's).
 #pragma once
 
 #include <systolic/tensor.h>
@@ -37,8 +39,8 @@ Tensor upscale_nearest(const Tensor& image, int factor);
 void write_png(const std::string& path, const Tensor& image);
 
 // A colour preview of uint8 (H, W, C) (or (H, W)) for a terminal: two pixel rows per text row (the upper half
-// block, foreground = upper pixel, background = lower), 24-bit ANSI colours, one line per row pair, each ending
-// in a colour reset. Callers print it only when the stream is a terminal (isatty).
+// block, foreground = upper pixel, background = lower), 24-bit ANSI colours, one line per row pair, each
+// ending in a colour reset. Callers print it only when the stream is a terminal (isatty).
 std::string terminal_preview(const Tensor& image);
 
 // Extensions image folders accept (lower case, with the dot), as Keras's image_dataset_from_directory.

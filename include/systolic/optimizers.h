@@ -26,8 +26,8 @@ class Optimizer {
   // One update step: params -= f(grads); iterations += 1.
   void apply(Tensor& params, const Tensor& grads);
   // The same, reading the step count from `iterations` (float64 [1] on the parameters' device, Keras's
-  // optimizer.iterations) instead of the host counter, so a captured CUDA graph replays with the right step. The
-  // caller increments that tensor after the update; the host counter (iterations()) is incremented here.
+  // optimizer.iterations) instead of the host counter, so a captured CUDA graph replays with the right step.
+  // The caller increments that tensor after the update; the host counter (iterations()) is incremented here.
   void apply(Tensor& params, const Tensor& grads, const Tensor& iterations);
   // Moves the slots to `device` (the model moves its optimizer with its weights).
   void to(Device device);
@@ -51,7 +51,8 @@ class Optimizer {
 class Adam : public Optimizer {
  public:
   // Keras defaults. The seed's tf.train.AdamOptimizer is the same with epsilon 1e-8.
-  explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999, double epsilon = 1e-7)
+  explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
+                double epsilon = 1e-7)
       : Optimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
   std::string name() const override { return "Adam"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adam>(*this); }
@@ -89,7 +90,8 @@ class SGD : public Optimizer {
 
 class RMSprop : public Optimizer {
  public:
-  explicit RMSprop(double learning_rate = 0.001, double rho = 0.9, double momentum = 0.0, double epsilon = 1e-7)
+  explicit RMSprop(double learning_rate = 0.001, double rho = 0.9, double momentum = 0.0,
+                   double epsilon = 1e-7)
       : Optimizer(learning_rate), rho_(rho), momentum_(momentum), epsilon_(epsilon) {}
   std::string name() const override { return "RMSprop"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<RMSprop>(*this); }

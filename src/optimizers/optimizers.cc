@@ -10,7 +10,8 @@ void Optimizer::build(const Tensor& params) {
   auto names = slot_names();
   if (slots_.size() == names.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;
   slots_.clear();
-  for (auto& n : names) slots_.emplace_back(n, Tensor::zeros(params.shape(), params.dtype(), params.device()));
+  for (auto& n : names)
+    slots_.emplace_back(n, Tensor::zeros(params.shape(), params.dtype(), params.device()));
 }
 
 void Optimizer::to(Device device) {
@@ -36,7 +37,8 @@ void Optimizer::apply(Tensor& params, const Tensor& grads, const Tensor& iterati
 }
 
 void Adam::update(Tensor& params, const Tensor& grads, const Tensor& iterations) {
-  ops::adam_update(params, grads, slot(0), slot(1), {learning_rate(), beta_1_, beta_2_, epsilon_}, iterations);
+  ops::adam_update(params, grads, slot(0), slot(1), {learning_rate(), beta_1_, beta_2_, epsilon_},
+                   iterations);
 }
 
 void SGD::update(Tensor& params, const Tensor& grads, const Tensor&) {
@@ -46,8 +48,8 @@ void SGD::update(Tensor& params, const Tensor& grads, const Tensor&) {
 
 void RMSprop::update(Tensor& params, const Tensor& grads, const Tensor&) {
   Tensor none;
-  ops::rmsprop_update(params, grads, slot(0), momentum_ > 0 ? slot(1) : none, learning_rate(), rho_, momentum_,
-                      epsilon_);
+  ops::rmsprop_update(params, grads, slot(0), momentum_ > 0 ? slot(1) : none, learning_rate(), rho_,
+                      momentum_, epsilon_);
 }
 
 std::unique_ptr<Optimizer> get(const std::string& name) {
