@@ -1,5 +1,5 @@
-// Model construction (graph walk, layer order, weight packing), compile, and the execution of one step:
-// forward through the nodes in topological order, loss and metrics, backward in reverse order (summing the
+// Model construction (graph walk, layer order, weight packing), compile, and the calls one step is made of:
+// forward through the nodes in topological order, loss, metrics, backward in reverse order (summing the
 // gradients of tensors used twice), optimizer update over the flat parameter buffer.
 #include <algorithm>
 #include <map>
@@ -144,7 +144,7 @@ void ModelState::check_single_io(const char* what) const {
 
 void ModelState::ensure_capacity(std::int64_t n) {
   if (n <= capacity) return;
-  drop_graph();
+  train_function.invalidate();
   Device d = device();
   for (auto& e : nodes) {
     e.out_buf = Tensor(e.node->shape.with_batch(n), dtype, d);
@@ -212,28 +212,35 @@ void ModelState::forward(std::int64_t n, bool training) {
     for (int j : e.inputs) c.inputs.push_back(nodes[j].call.output);
     c.output = e.out_buf.slice(0, n);
     c.training = training;
-    c.step = step;
+    c.step = training && optimizer ? step_counter().on(device()) : Tensor();  // dropout's masks
     c.replica = replica_index;
     c.cross_replica_sum = cross_replica_sum;
     e.node->layer->call_forward(c);
   }
 }
 
-void ModelState::loss_and_metrics(std::int64_t n, bool backward, double grad_scale) {
+bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
   NodeExec& out = nodes[output_node()];
   Tensor labels = y_buf.slice(0, n);
   Tensor total = totals.view(0, {1});
-  Tensor grad = backward ? out.grad_buf.slice(0, n) : Tensor();
+  Tensor grad = grad_scale > 0 ? out.grad_buf.slice(0, n) : Tensor();
   Tensor logits = out.node->layer->activation() == Activation::softmax ? out.call.logits : Tensor();
   losses::LossArgs args{
       out.call.output, logits, labels, total, grad, grad, grad_scale > 0 ? grad_scale : 1.0 / double(n)};
-  bool grad_is_logits = loss->compute(args);
+  return loss->compute(args);  // true: the gradient it wrote is w.r.t. the logits, the pre-softmax values
+}
+
+void ModelState::compute_metrics(std::int64_t n) {
+  const NodeExec& out = nodes[output_node()];
+  Tensor labels = y_buf.slice(0, n);
   for (std::size_t m = 0; m < metrics.size(); ++m) {
     Tensor t = totals.view(static_cast<std::int64_t>(m) + 1, {1});
     metrics[m]->update(out.call.output, labels, t);
   }
-  if (!backward) return;
+}
 
+void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
+  ops::fill(grads, 0.0);  // the layers accumulate their weights' gradients
   std::vector<char> written(nodes.size(), 0);
   int o = output_node();
   written[o] = 1;
@@ -257,7 +264,7 @@ void ModelState::loss_and_metrics(std::int64_t n, bool backward, double grad_sca
         pending.push_back(static_cast<int>(k));
       }
     }
-    e.node->layer->call_backward(c, grad_is_logits && i == o);
+    e.node->layer->call_backward(c, grad_is_preactivation && i == o);
     for (int k : pending) {
       Tensor dst = nodes[e.inputs[k]].grad_buf.slice(0, n);
       ops::accumulate(c.dinputs[k], dst);
@@ -265,33 +272,8 @@ void ModelState::loss_and_metrics(std::int64_t n, bool backward, double grad_sca
   }
 }
 
-void ModelState::sync_step_counter() {
-  if (!step.defined() || step.device() != params.device()) {
-    step = Tensor({1}, DType::float64, params.device());
-    step_on_device = -1;
-  }
-  if (step_on_device != optimizer->iterations()) {
-    ops::fill(step, double(optimizer->iterations()));
-    step_on_device = optimizer->iterations();
-  }
-}
-
-void ModelState::compute_gradients(std::int64_t n, double grad_scale) {
-  sync_step_counter();
-  ops::fill(grads, 0.0);
-  forward(n, true);
-  loss_and_metrics(n, true, grad_scale);
-}
-
 void ModelState::apply_gradients() {
-  optimizer->apply(params, grads, step);
-  ops::scale_shift(step, step, 1.0, 1.0);
-  ++step_on_device;
-}
-
-void ModelState::train_step(std::int64_t n) {
-  compute_gradients(n, 1.0 / double(n));
-  apply_gradients();
+  optimizer->apply_update(params, grads);
 }
 
 const std::string& Model::name() const {
@@ -344,14 +326,12 @@ void ModelState::to(Device d) {
     }
   if (optimizer) optimizer->to(d);
   if (totals.defined()) totals = totals.to(d);
-  step = Tensor();
-  step_on_device = -1;
   for (auto& e : nodes) {  // buffers and what layers kept for backward are remade on the device
     e.call = LayerCall();
     e.call.dinputs.resize(e.inputs.size());
   }
   capacity = 0;
-  drop_graph();
+  train_function.invalidate();
 }
 
 Device Model::device() const {
@@ -388,7 +368,7 @@ void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& 
       Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64, state_->device());
   state_->optimizer->build(state_->params);
   state_->capacity = 0;  // the label buffer's type follows the loss
-  state_->drop_graph();
+  state_->train_function.invalidate();
 }
 
 void Model::compile(const optimizers::Optimizer& optimizer, const std::string& loss,
