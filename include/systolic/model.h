@@ -19,6 +19,10 @@
 
 namespace systolic {
 
+namespace callbacks {
+class Callback;  // callbacks.h
+}
+
 struct ValidationData {
   Tensor x, y;
 };
@@ -44,6 +48,8 @@ struct FitOptions {
   Batches batches = Batches::automatic;
   // Replay the training step from a CUDA graph where possible (GPU, on_device batches).
   bool step_graph = true;
+  // Called at Keras's points of training (callbacks.h), after fit's progress bar and before its History.
+  std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
 };
 
 struct EvaluateOptions {
@@ -111,6 +117,10 @@ class Model {
   // step_mode_reason), or "host" (the CPU, or host-built batches).
   std::string step_mode() const;
   std::string step_mode_reason() const;
+  // Keras's model.stop_training: a callback sets it to end fit after the current batch (fit clears it when
+  // it starts).
+  bool stop_training() const;
+  void set_stop_training(bool stop);
   // Names of what evaluate returns: loss, then the metrics.
   std::vector<std::string> metrics_names() const;
 

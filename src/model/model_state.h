@@ -55,6 +55,8 @@ class ModelState {
   // fit's steps ran). The buffers a recorded step points at move in ensure_capacity, to() and compile(),
   // which invalidate it.
   TrainFunction train_function{*this};
+  // Keras's model.stop_training: a callback sets it, fit stops after the current batch.
+  bool stop_training = false;
 
   // Under a data-parallel strategy (to_accelerator with several replicas or workers): the other replicas and
   // the communicator; null for a model of one replica. Only the chief (worker 0) writes files.

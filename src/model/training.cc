@@ -1,11 +1,13 @@
-// fit / evaluate / predict / train_on_batch. fit is named pieces and a loop, as Keras's trainer is: the
-// EpochIterator yields the batches of each epoch (built on the host by the BatchPipeline, or on the model's
-// device), and the model's TrainFunction runs a step on each (recorded once as a CUDA graph and replayed,
-// where it can be). Metrics accumulate on the device and are read at the end of an epoch or when the
-// progress bar redraws. evaluate/predict gather rows (converted per batch) into the model's input buffer
+// fit / evaluate / predict / train_on_batch. fit is three named pieces and a loop, as Keras's trainer is:
+// the EpochIterator yields the batches of each epoch (built on the host by the BatchPipeline, or on the
+// model's device), the model's TrainFunction runs a step on each (recorded once as a CUDA graph and replayed,
+// where it can be), and the CallbackList calls the hooks at Keras's points (the progress bar and History are
+// callbacks too). Metrics accumulate on the device and are read at the end of an epoch or when a callback
+// looks at a batch's logs. evaluate/predict gather rows (converted per batch) into the model's input buffer
 // on the model's device. Under a strategy of several replicas (s.replicas), training steps and inference run
 // on every replica (distribute/replica_group.h): each takes its shard of every batch, or its share of the
 // samples.
+#include <systolic/callbacks.h>
 #include <systolic/log.h>
 #include <systolic/system.h>
 
@@ -14,6 +16,7 @@
 #include <optional>
 
 #include "distribute/replica_group.h"
+#include "model/callback_list.h"
 #include "model/epoch_iterator.h"
 #include "model/model_state.h"
 #include "model/progbar.h"
@@ -110,7 +113,8 @@ LogValues infer(ModelState& s, const Tensor& x, const Tensor* y, std::int64_t ba
 
 }  // namespace
 
-// fit: its batches come from the EpochIterator, its steps from the model's TrainFunction.
+// fit: its batches come from the EpochIterator, its steps from the model's TrainFunction, and what happens
+// around them (progress bar, History, the callbacks given) from the CallbackList, at Keras's points.
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   ModelState& s = *state_;
   SYSTOLIC_CHECK(s.loss, "fit: compile model '{}' first", s.name);
@@ -165,42 +169,46 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   TrainFunction& train_function = s.train_function;
   train_function.begin_fit(epochs.on_device(), o.step_graph, epochs.full_batch());
 
-  History history;
-  history.keys = metrics_names();
+  std::vector<std::string> history_keys = metrics_names();
   if (val)
-    for (auto& k : metrics_names()) history.keys.push_back("val_" + k);
+    for (auto& k : metrics_names()) history_keys.push_back("val_" + k);
   // Progress and logs from the chief only (every worker computes the same values).
-  const int verbose = s.chief ? o.verbose : 0;
+  callbacks::Params params{.verbose = s.chief ? o.verbose : 0, .epochs = o.epochs, .steps = epochs.steps()};
+  CallbackList callbacks(o.callbacks, *this, params, std::move(history_keys));
 
-  for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
-    if (verbose) log_line(fmt::format("Epoch {}/{}", epoch + 1, o.epochs));
+  s.stop_training = false;
+  callbacks.on_train_begin();
+  LogValues logs;  // the last epoch's
+  for (int epoch = o.initial_epoch; epoch < o.epochs && !s.stop_training; ++epoch) {
+    callbacks.on_epoch_begin(epoch);
     epochs.begin_epoch();
     reset_totals(s);
-    Progbar bar(epochs.steps(), verbose);
     std::int64_t seen = 0;
     for (Batch batch; epochs.next(batch);) {
+      callbacks.on_train_batch_begin(batch.index);
       train_function(batch);
       seen += batch.size;
       if (group) {
         // Summed on every step: across workers it is a collective, which every worker must call alike.
-        auto totals = group->sum_totals();
-        if (bar.wants_update(batch.index + 1)) bar.update(batch.index + 1, log_values(s, totals, seen));
-      } else if (bar.wants_update(batch.index + 1)) {
-        bar.update(batch.index + 1, read_totals(s, seen));
+        callbacks.on_train_batch_end(batch.index, log_values(s, group->sum_totals(), seen));
+      } else {
+        // Read from the device only when a callback looks (the progress bar, when it redraws).
+        callbacks.on_train_batch_end(batch.index,
+                                     callbacks::Logs::deferred([&s, seen] { return read_totals(s, seen); }));
       }
+      if (s.stop_training) break;
     }
     synchronize(s.device());  // raises what the steps' kernels flagged on a GPU (a label out of range)
-    LogValues logs = group ? log_values(s, group->sum_totals(), seen) : read_totals(s, seen);
+    logs = group ? log_values(s, group->sum_totals(), seen) : read_totals(s, seen);
     // Per-replica batch norm: the replicas' moving statistics are averaged, so every replica evaluates alike.
     if (group) group->average_non_trainable_weights();
     if (val)
       for (auto& [k, value] : infer(s, val->x, &val->y, o.batch_size, 0, nullptr))
         logs.emplace_back("val_" + k, value);
-    bar.finish(logs);
-    history.epoch.push_back(epoch);
-    for (auto& [k, value] : logs) history.history[k].push_back(value);
+    callbacks.on_epoch_end(epoch, logs);
   }
-  return history;
+  callbacks.on_train_end(logs);
+  return callbacks.history();
 }
 
 std::string Model::step_mode() const {
@@ -208,6 +216,12 @@ std::string Model::step_mode() const {
 }
 std::string Model::step_mode_reason() const {
   return state_->train_function.step_mode_reason();
+}
+bool Model::stop_training() const {
+  return state_->stop_training;
+}
+void Model::set_stop_training(bool stop) {
+  state_->stop_training = stop;
 }
 
 std::vector<double> Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& o) {
