@@ -218,6 +218,47 @@ TEST(Optimizers, UpdateFormulas) {
   EXPECT_THROW(optimizers::get("adamw"), Error);
 }
 
+TEST(Optimizers, OneStepCounterOwnsTheHostCountAndItsDeviceCopy) {
+  optimizers::StepCounter c;
+  Tensor t = c.on(Device::cpu());  // made on first use, with the count
+  EXPECT_EQ(t.item(), 0);
+  c.advance();
+  c.set(41);
+  c.advance();
+  EXPECT_EQ(c.value(), 42);
+  EXPECT_EQ(t.item(), 42);  // written in place: a recorded step reads its address
+  EXPECT_TRUE(c.on(Device::cpu()).shares_storage_with(t));
+  optimizers::StepCounter copy = c;  // a cloned optimizer's: the count, not the device tensor
+  EXPECT_EQ(copy.value(), 42);
+  EXPECT_FALSE(copy.on(Device::cpu()).shares_storage_with(t));
+  copy.advance();
+  EXPECT_EQ(t.item(), 42);
+
+  // The optimizer's iterations are that counter; apply() counts, apply_update() leaves it to the caller.
+  optimizers::Adam adam(0.1);
+  adam.set_iterations(5);
+  EXPECT_EQ(adam.iterations_counter().on(Device::cpu()).item(), 5);
+  Tensor w = Tensor::full({1}, 1.0), g = Tensor::full({1}, 0.5);
+  adam.apply(w, g);
+  EXPECT_EQ(adam.iterations(), 6);
+  EXPECT_EQ(adam.iterations_counter().on(Device::cpu()).item(), 6);
+  adam.apply_update(w, g);
+  EXPECT_EQ(adam.iterations(), 6);
+
+  // A model's fit advances it once per step, whichever way the batches come.
+  for (auto batches : {FitOptions::Batches::host_pipeline, FitOptions::Batches::on_device}) {
+    Model m = small_model();
+    auto [x, y] = quadrants(50, 3);
+    FitOptions o{.batch_size = 16, .epochs = 2, .verbose = 0};
+    o.batches = batches;
+    m.fit(x, y, o);
+    EXPECT_EQ(m.optimizer().iterations(), 8);
+    EXPECT_EQ(m.optimizer().iterations_counter().on(Device::cpu()).item(), 8);
+    m.train_on_batch(x.slice(0, 4), y.slice(0, 4));
+    EXPECT_EQ(m.optimizer().iterations(), 9);
+  }
+}
+
 TEST(Errors, BadInputIsAClearError) {
   Model m = small_model();
   auto [x, y] = quadrants(10, 8);
