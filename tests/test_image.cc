@@ -1,5 +1,6 @@
-// The image module (PNG/JPEG/BMP decoding, TensorFlow's bilinear resize, upscaling, atomic PNG writes) and
-// image folders (Keras's image_dataset_from_directory): known values, round trips, bad files.
+// The image module (PNG/JPEG/BMP decoding, TensorFlow's bilinear resize, upscaling, atomic PNG writes, model
+// inputs from files and float batches) and image folders (Keras's image_dataset_from_directory): known
+// values, round trips, bad files.
 #include <gmock/gmock.h>
 #include <stb_image_write.h>
 #include <systolic/systolic.h>
@@ -237,4 +238,33 @@ TEST(ImageFolder, RealCifarSampleAsClassFolders) {
   std::vector<int> counts(names.size(), 0);
   for (std::int64_t i = 0; i < 200; ++i) ++counts[s.y.data<std::uint8_t>()[i]];
   for (std::size_t c = 0; c < names.size(); ++c) EXPECT_EQ(counts[c], per_class[names[c]]) << names[c];
+}
+
+TEST(Image, ReadResizedToAModelsInput) {
+  TempDir dir;
+  image::write_png(dir.file("big.png"), pattern(20, 16, 3, 5));
+  image::write_png(dir.file("fits.png"), pattern(8, 8, 3, 6));
+  EXPECT_EQ(bytes(image::read_resized(dir.file("big.png"), 8, 8, 3)),
+            bytes(image::resize(pattern(20, 16, 3, 5), 8, 8)));
+  EXPECT_EQ(bytes(image::read_resized(dir.file("fits.png"), 8, 8, 3)), bytes(pattern(8, 8, 3, 6)));
+  Tensor grey = image::read_resized(dir.file("big.png"), 10, 4, 1);
+  EXPECT_EQ(grey.shape(), Shape({10, 4, 1}));
+  EXPECT_EQ(bytes(grey), bytes(image::resize(image::read(dir.file("big.png"), 1), 10, 4)));
+  EXPECT_THAT(error_of([&] { image::read_resized(dir.file("nope.png"), 8, 8, 3); }), HasSubstr("nope.png"));
+}
+
+TEST(Image, ToFloatBatchScalesEveryPixel) {
+  Tensor a = pattern(3, 2, 1, 1), b = pattern(3, 2, 1, 2);
+  Tensor raw = image::to_float_batch({a, b});
+  ASSERT_EQ(raw.shape(), Shape({2, 3, 2, 1}));
+  ASSERT_EQ(raw.dtype(), DType::float32);
+  std::vector<double> want;
+  for (const Tensor& t : {a, b})
+    for (int v : bytes(t)) want.push_back(v);
+  EXPECT_EQ(raw.to_doubles(), want);
+  Tensor scaled = image::to_float_batch({b}, 1.0 / 255);
+  for (std::size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(scaled.data<float>()[i], static_cast<float>(b.data<std::uint8_t>()[i] * (1.0 / 255)));
+  EXPECT_THAT(error_of([&] { image::to_float_batch({a, pattern(2, 3, 1)}); }), HasSubstr("image 1"));
+  EXPECT_THAT(error_of([&] { image::to_float_batch({}); }), HasSubstr("no images"));
 }

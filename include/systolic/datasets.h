@@ -12,11 +12,14 @@
 //   mnist:         cache/mnist (the four IDX files, placed by hand), cache/mnist.npz, else Keras's mnist.npz
 //                  downloaded from $SYSTOLIC_DATASETS_URL (sha256 checked as Keras does).
 //   image folders: image_dataset_from_directory(path, ...).
+// load(name) picks one by the name the command's --dataset takes.
 #pragma once
 
 #include <systolic/error.h>
+#include <systolic/shape.h>
 #include <systolic/tensor.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +85,30 @@ struct ImageFolderOptions {
 };
 Split image_dataset_from_directory(const std::string& directory, const ImageFolderOptions& options,
                                    std::vector<std::string>* class_names = nullptr);
+
+// A data set by name: "cifar10", "fashion_mnist", "mnist", or "dir:PATH", image folders: PATH/train and
+// PATH/test with one subfolder per class each, or PATH with one subfolder per class, which is then both
+// splits (image_dataset_from_directory). The images of both splits get a channel axis: x uint8 (N, H, W, C).
+struct LoadOptions {
+  std::int64_t limit = 0;  // > 0: the first `limit` samples of each split
+  // dir:PATH: the images resized to (H, W) and decoded to C channels (1 or 3); by default the first image's
+  // size, 3 channels.
+  std::optional<Shape> image_shape;
+};
+Dataset load(const std::string& name, const LoadOptions& options = {});
+// The names load() takes, for help texts: "cifar10, fashion_mnist, mnist, dir:PATH".
+std::string names();
+// The class names of a data set known by name ("cifar10", "fashion_mnist", "mnist"); empty for any other
+// name (image folders name their classes when loaded).
+std::vector<std::string> class_names(const std::string& name);
+
+// Raised by load() when the name denotes no data set: an unknown name, dir: without a PATH, a PATH that is
+// not a folder, or train/ and test/ folders with different classes. The message starts with the name, so a
+// command can put the flag that gave it in front ("--dataset nosuch: unknown data set ...").
+class InvalidName : public Error {
+ public:
+  using Error::Error;
+};
 
 // What `systolic datasets` lists: each known data set, where its copy is (or would be cached), and whether a
 // load works without the network.

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace systolic::image {
 
@@ -30,6 +31,14 @@ Tensor decode(const void* data, std::size_t size, int channels, const std::strin
 // Bilinear resize of (H, W, C) (or (H, W)) uint8 or float32 to (height, width, C); result in `dtype`
 // (uint8: rounded to nearest and clamped to 0-255; float32: TensorFlow's values).
 Tensor resize(const Tensor& image, std::int64_t height, std::int64_t width, DType dtype = DType::uint8);
+
+// An image file as a model's input of (height, width, channels): decoded to `channels` (read) and, when its
+// size differs, resized bilinearly (resize). uint8.
+Tensor read_resized(const std::string& path, std::int64_t height, std::int64_t width, int channels);
+
+// uint8 images of one shape (H, W, C) as one float32 batch (N, H, W, C) of pixel * scale (1: the raw 0-255
+// values, as the seed feeds them; 1/255: values in [0, 1]). Errors name the image that does not fit.
+Tensor to_float_batch(const std::vector<Tensor>& images, double scale = 1.0);
 
 // Nearest-neighbour upscaling by an integer factor >= 1: (H, W, C) -> (H*factor, W*factor, C).
 Tensor upscale_nearest(const Tensor& image, int factor);

@@ -65,6 +65,28 @@ Tensor read(const std::string& path, int channels) {
   return decode(bytes.data(), bytes.size(), channels, path);
 }
 
+Tensor read_resized(const std::string& path, std::int64_t height, std::int64_t width, int channels) {
+  Tensor image = read(path, channels);
+  if (image.dim(0) != height || image.dim(1) != width) image = resize(image, height, width);
+  return image;
+}
+
+Tensor to_float_batch(const std::vector<Tensor>& images, double scale) {
+  SYSTOLIC_CHECK(!images.empty(), "image::to_float_batch: no images");
+  const Shape& shape = images[0].shape();
+  Tensor batch(shape.with_batch(static_cast<std::int64_t>(images.size())), DType::float32);
+  float* out = batch.data<float>();
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const Tensor& image = images[i];
+    SYSTOLIC_CHECK(image.dtype() == DType::uint8 && image.shape() == shape,
+                   "image::to_float_batch: image {} is {} {}, not uint8 {} as the first", i,
+                   dtype_name(image.dtype()), image.shape().str(), shape.str());
+    const std::uint8_t* p = image.data<std::uint8_t>();
+    for (std::int64_t k = 0; k < image.numel(); ++k) *out++ = static_cast<float>(p[k] * scale);
+  }
+  return batch;
+}
+
 Tensor resize(const Tensor& image_in, std::int64_t height, std::int64_t width, DType dtype) {
   Tensor image = as_hwc(image_in, "image::resize");
   SYSTOLIC_CHECK(height > 0 && width > 0, "image::resize: target size {}x{} must be positive", height, width);
