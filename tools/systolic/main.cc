@@ -137,6 +137,7 @@ void check_model_fits(const sy::Model& model, const sy::Shape& data_shape, int c
     sy::fail("--model: the model has {} outputs but {} has {} classes", out[-1], what, classes);
 }
 
+// A data set as the commands use it: its splits, the input shape of its images and its classes.
 struct Data {
   sy::Tensor x_train, y_train, x_test, y_test;
   sy::Shape input_shape;
@@ -144,65 +145,22 @@ struct Data {
   std::vector<std::string> class_names;
 };
 
-sy::Tensor first(const sy::Tensor& t, std::int64_t limit) {
-  return limit > 0 && limit < t.dim(0) ? t.slice(0, limit) : t;
-}
-
-const char* kDatasetNames = "cifar10, fashion_mnist, mnist, dir:PATH";
-
-// dir:PATH: one subfolder per class; or PATH/train and PATH/test, each with one subfolder per class. Images
-// are resized to `shape` (H, W, C) when given, else kept at the first image's size (3 channels).
-Data load_image_folders(const std::string& path, std::int64_t limit, const std::optional<sy::Shape>& shape) {
-  namespace fs = std::filesystem;
-  sy::datasets::ImageFolderOptions o;
-  if (shape) o.height = (*shape)[0], o.width = (*shape)[1], o.channels = static_cast<int>((*shape)[2]);
-  o.limit = limit;
-  SYSTOLIC_CHECK(fs::is_directory(path), "--dataset dir:{}: no such folder", path);
-  Data d;
-  std::vector<std::string> names, test_names;
-  if (fs::is_directory(fs::path(path) / "train") && fs::is_directory(fs::path(path) / "test")) {
-    auto train = sy::datasets::image_dataset_from_directory((fs::path(path) / "train").string(), o, &names);
-    o.height = train.x.dim(1), o.width = train.x.dim(2);
-    auto test =
-        sy::datasets::image_dataset_from_directory((fs::path(path) / "test").string(), o, &test_names);
-    SYSTOLIC_CHECK(names == test_names, "--dataset dir:{}: train/ and test/ have different class subfolders",
-                   path);
-    d.x_train = train.x, d.y_train = train.y, d.x_test = test.x, d.y_test = test.y;
-  } else {
-    auto all = sy::datasets::image_dataset_from_directory(path, o, &names);
-    d.x_train = d.x_test = all.x, d.y_train = d.y_test = all.y;  // one folder: it is both splits
-  }
-  d.input_shape = d.x_train.shape().without_batch();
-  d.classes = static_cast<int>(names.size());
-  d.class_names = names;
-  return d;
-}
-
-// A data set by its --dataset name, both splits, each cut to its first `limit` samples (0: all). Images keep
-// their dtype (uint8) and get a channel axis; `shape` (from --input-shape) sizes image folders.
+// --dataset NAME (datasets::load), both splits cut to their first `limit` samples (0: all); `shape` (the
+// model's input, or --input-shape) sizes image folders. An error about the name names the flag.
 Data load_dataset(const std::string& name, std::int64_t limit, const std::optional<sy::Shape>& shape = {}) {
-  auto with_channel = [](const sy::Tensor& x) {
-    return x.rank() == 3 ? x.reshape({x.dim(0), x.dim(1), x.dim(2), 1}) : x;
-  };
-  auto from = [&](const sy::datasets::Dataset& d) {
-    Data out{first(with_channel(d.train.x), limit),
-             first(d.train.y, limit),
-             first(with_channel(d.test.x), limit),
-             first(d.test.y, limit),
-             with_channel(d.train.x).shape().without_batch(),
-             10,
-             d.class_names};
-    out.classes = static_cast<int>(d.class_names.size());
-    return out;
-  };
-  if (name == "fashion_mnist") return from(sy::datasets::fashion_mnist::load_data());
-  if (name == "mnist") return from(sy::datasets::mnist::load_data());
-  if (name == "cifar10") return from(sy::datasets::cifar10::load_data());
-  if (name.rfind("dir:", 0) == 0) {
-    SYSTOLIC_CHECK(name.size() > 4, "--dataset dir:PATH: the PATH is missing");
-    return load_image_folders(name.substr(4), limit, shape);
+  sy::datasets::Dataset d;
+  try {
+    d = sy::datasets::load(name, {.limit = limit, .image_shape = shape});
+  } catch (const sy::datasets::InvalidName& e) {
+    sy::fail("--dataset {}", e.what());
   }
-  sy::fail("--dataset {}: unknown data set (known: {})", name, kDatasetNames);
+  return {d.train.x,
+          d.train.y,
+          d.test.x,
+          d.test.y,
+          d.train.x.shape().without_batch(),
+          static_cast<int>(d.class_names.size()),
+          d.class_names};
 }
 
 // One split by name ("train" or "test") of a data set: what `show` (and `predict --dataset`) need.
@@ -373,13 +331,8 @@ std::vector<std::string> class_names_for(const std::string& spec, int outputs) {
     for (int i = 0; i < outputs; ++i) names.push_back(std::to_string(i));
     return names;
   }
-  if (spec == "cifar10")
-    names = sy::datasets::cifar10::class_names();
-  else if (spec == "fashion_mnist")
-    names = sy::datasets::fashion_mnist::class_names();
-  else if (spec == "mnist")
-    names = sy::datasets::mnist::class_names();
-  else {
+  names = sy::datasets::class_names(spec);
+  if (names.empty()) {
     std::ifstream in(spec);
     if (!in)
       sy::fail("--classes {}: not cifar10, fashion_mnist, mnist or a readable file (one name per line)",
@@ -428,27 +381,18 @@ int cmd_predict(const Common& c, const PredictArgs& a) {
     std::int64_t n = d->x.dim(0);
     SYSTOLIC_CHECK(a.index < n, "--index {}: the {} split of {} has {} images (0 to {})", a.index, a.split,
                    a.dataset, n, n - 1);
-    sy::Tensor img = d->x.slice(a.index, a.index + 1).clone();
-    img = img.reshape(d->x.shape().without_batch().rank() == 2 ? sy::Shape{d->x.dim(1), d->x.dim(2), 1}
-                                                               : d->x.shape().without_batch());
+    sy::Tensor img = d->x.slice(a.index, a.index + 1).reshape(d->x.shape().without_batch());
     SYSTOLIC_CHECK(img.shape() == in, "--dataset {}: images are {}, the model takes {}", a.dataset,
                    img.shape().keras_str(), in.keras_str());
     images.push_back(img);
     labels.push_back(fmt::format("{}:{}:{}", a.dataset, a.split, a.index));
   } else {
     for (auto& path : a.images) {
-      auto img = sy::image::read(path, static_cast<int>(in[2]));
-      if (img.dim(0) != in[0] || img.dim(1) != in[1]) img = sy::image::resize(img, in[0], in[1]);
-      images.push_back(img);
+      images.push_back(sy::image::read_resized(path, in[0], in[1], static_cast<int>(in[2])));
       labels.push_back(path);
     }
   }
-  sy::Tensor x(in.with_batch(static_cast<std::int64_t>(images.size())));
-  float* px = x.data<float>();
-  for (auto& img : images) {
-    const std::uint8_t* p = img.data<std::uint8_t>();
-    for (std::int64_t i = 0; i < img.numel(); ++i) *px++ = static_cast<float>(p[i] * a.rescale);
-  }
+  sy::Tensor x = sy::image::to_float_batch(images, a.rescale);
   sy::Tensor probs = model.predict(x).to(sy::DType::float32);
   for (std::size_t i = 0; i < images.size(); ++i) {
     const float* p = probs.data<float>() + i * outputs;
@@ -553,10 +497,7 @@ struct BenchArgs {
 
 // Replicas across every process: --replicas, or the MPI job's size.
 int replicas_of(const Common& c) {
-  if (!sy::distribute::launched_by_mpi()) return c.replicas;
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const char* n = std::getenv(v)) return std::atoi(n);
-  return 1;
+  return sy::distribute::launched_by_mpi() ? sy::distribute::launched_world_size() : c.replicas;
 }
 
 int cmd_benchmark(const Common& c, const BenchArgs& a) {
@@ -634,7 +575,7 @@ int main(int argc, char** argv) {
   auto* train = app.add_subcommand("train", "train a model (Keras fit), then evaluate on the test split");
   add_common(train, common);
   add_replicas(train, common);
-  train->add_option("--dataset", train_args.dataset, kDatasetNames)->required();
+  train->add_option("--dataset", train_args.dataset, sy::datasets::names())->required();
   train->add_option("--epochs", train_args.epochs, "epochs")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -674,7 +615,7 @@ int main(int argc, char** argv) {
   add_replicas(evaluate, common);
   evaluate->add_option("--weights", eval_args.weights,
                        "Keras weights file (not needed for a full-model .h5)");
-  evaluate->add_option("--dataset", eval_args.dataset, kDatasetNames)->required();
+  evaluate->add_option("--dataset", eval_args.dataset, sy::datasets::names())->required();
   evaluate->add_option("--split", eval_args.split, "train or test")
       ->capture_default_str()
       ->check(CLI::IsMember({"train", "test"}));
@@ -696,7 +637,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   predict->add_flag("--json", predict_args.json, "one JSON line per input");
-  predict->add_option("--dataset", predict_args.dataset, kDatasetNames);
+  predict->add_option("--dataset", predict_args.dataset, sy::datasets::names());
   predict->add_option("--split", predict_args.split, "train or test")
       ->capture_default_str()
       ->check(CLI::IsMember({"train", "test"}));
@@ -708,7 +649,7 @@ int main(int argc, char** argv) {
   ShowArgs show_args;
   auto* show =
       app.add_subcommand("show", "write one image of a data set as PNG (scaled up) and print its label");
-  show->add_option("--dataset", show_args.dataset, kDatasetNames)->required();
+  show->add_option("--dataset", show_args.dataset, sy::datasets::names())->required();
   show->add_option("--split", show_args.split, "train or test")
       ->capture_default_str()
       ->check(CLI::IsMember({"train", "test"}));
