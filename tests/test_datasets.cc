@@ -83,7 +83,7 @@ Bytes tensor_bytes(const Tensor& t) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // The real Fashion-MNIST.
 
 TEST(FashionMnist, RealDataShapesClassesAndPixels) {
@@ -146,7 +146,7 @@ TEST(FashionMnist, ExplicitDirectoryMatchesDefault) {
   EXPECT_EQ(tensor_bytes(d.test.y), tensor_bytes(y));
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // The IDX reader: valid files.
 
 TEST(ReadIdx, PlainRoundTrip) {
@@ -191,7 +191,7 @@ TEST(ReadIdx, RankOneAndRankFour) {
   EXPECT_EQ(tensor_bytes(x), images);
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // The IDX reader: bad files. Each error is a systolic::Error naming the file and what is wrong with it.
 
 TEST(ReadIdx, WrongMagicIsNotIdx) {
@@ -325,7 +325,7 @@ TEST(ReadIdx, RankZero) {
   EXPECT_THAT(msg, HasSubstr("rank 0"));
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // fashion_mnist::load_data on directories with wrong contents.
 
 namespace {
@@ -410,7 +410,7 @@ TEST(FashionMnistDir, MissingLabelFileOnly) {
   EXPECT_THAT(msg, HasSubstr("no such file"));
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // MNIST: Keras's mnist.npz (npy arrays in a zip), from the cache or downloaded (sha256 checked); npy errors.
 
 #include "local_http.h"

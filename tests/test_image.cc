@@ -144,7 +144,7 @@ TEST(Image, UpscaleNearest) {
   EXPECT_THAT(error_of([&] { image::upscale_nearest(img, 0); }), HasSubstr("factor 0"));
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // Image folders.
 
 TEST(Image, TerminalPreviewHalfBlocks) {
