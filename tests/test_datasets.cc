@@ -1,10 +1,8 @@
-// Data sets: the real Fashion-MNIST (when Debian's dataset-fashion-mnist is installed), the IDX reader on good
-// and bad files (plain and gzip), and fashion_mnist::load_data on directories holding wrong files.
-#include <systolic/systolic.h>
-
-#include "test_util.h"
-
+// Data sets: the real Fashion-MNIST (when Debian's dataset-fashion-mnist is installed), the IDX reader on
+// good and bad files (plain and gzip), fashion_mnist::load_data on directories holding wrong files, and
+// load() by name (image folders, the channel axis, limits, names that are no data set).
 #include <gmock/gmock.h>
+#include <systolic/systolic.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -16,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 using namespace systolic;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -26,7 +26,6 @@ const char* kFashionDir = systolic::testing::kFashionMnistDir;
 using systolic::testing::error_of;
 using systolic::testing::fashion_mnist_installed;
 using systolic::testing::TempDir;
-
 
 using Bytes = std::vector<std::uint8_t>;
 
@@ -73,7 +72,6 @@ Bytes read_file_bytes(const std::string& path) {
   return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-
 std::string idx_error(const std::string& path) {
   return error_of([&] { datasets::read_idx(path); });
 }
@@ -85,7 +83,7 @@ Bytes tensor_bytes(const Tensor& t) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // The real Fashion-MNIST.
 
 TEST(FashionMnist, RealDataShapesClassesAndPixels) {
@@ -148,7 +146,7 @@ TEST(FashionMnist, ExplicitDirectoryMatchesDefault) {
   EXPECT_EQ(tensor_bytes(d.test.y), tensor_bytes(y));
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // The IDX reader: valid files.
 
 TEST(ReadIdx, PlainRoundTrip) {
@@ -193,7 +191,7 @@ TEST(ReadIdx, RankOneAndRankFour) {
   EXPECT_EQ(tensor_bytes(x), images);
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // The IDX reader: bad files. Each error is a systolic::Error naming the file and what is wrong with it.
 
 TEST(ReadIdx, WrongMagicIsNotIdx) {
@@ -270,7 +268,8 @@ TEST(ReadIdx, ExtraTrailingBytes) {
 TEST(ReadIdx, CorruptGzipStream) {
   TempDir dir;
   std::string path = dir.file("corrupt-idx3-ubyte.gz");
-  // Pseudo-random payload so the deflate stream is long (incompressible) and the corruption lands in its middle.
+  // Pseudo-random payload so the deflate stream is long (incompressible) and the corruption lands in its
+  // middle.
   Bytes payload(64 * 28 * 28);
   std::uint32_t s = 12345;
   for (auto& v : payload) s = s * 1664525u + 1013904223u, v = static_cast<std::uint8_t>(s >> 24);
@@ -326,7 +325,7 @@ TEST(ReadIdx, RankZero) {
   EXPECT_THAT(msg, HasSubstr("rank 0"));
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // fashion_mnist::load_data on directories with wrong contents.
 
 namespace {
@@ -341,9 +340,12 @@ void write_fashion_dir(const TempDir& dir, std::uint32_t n_train, std::uint32_t 
     if (bad >= 0 && bad < n) b[bad] = 10;
     return b;
   };
-  write_gzip(dir.file("train-images-idx3-ubyte.gz"), idx_bytes(0x08, {n_train, h, w}, Bytes(std::size_t(n_train) * h * w, 0)));
-  write_gzip(dir.file("train-labels-idx1-ubyte.gz"), idx_bytes(0x08, {n_train_labels}, labels(n_train_labels, bad_label_at)));
-  write_gzip(dir.file("t10k-images-idx3-ubyte.gz"), idx_bytes(0x08, {10000, 28, 28}, Bytes(10000 * 28 * 28, 0)));
+  write_gzip(dir.file("train-images-idx3-ubyte.gz"),
+             idx_bytes(0x08, {n_train, h, w}, Bytes(std::size_t(n_train) * h * w, 0)));
+  write_gzip(dir.file("train-labels-idx1-ubyte.gz"),
+             idx_bytes(0x08, {n_train_labels}, labels(n_train_labels, bad_label_at)));
+  write_gzip(dir.file("t10k-images-idx3-ubyte.gz"),
+             idx_bytes(0x08, {10000, 28, 28}, Bytes(10000 * 28 * 28, 0)));
   write_gzip(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes(0x08, {10000}, labels(10000, -1)));
 }
 
@@ -408,7 +410,7 @@ TEST(FashionMnistDir, MissingLabelFileOnly) {
   EXPECT_THAT(msg, HasSubstr("no such file"));
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // MNIST: Keras's mnist.npz (npy arrays in a zip), from the cache or downloaded (sha256 checked); npy errors.
 
 #include "local_http.h"
@@ -498,10 +500,88 @@ TEST(Mnist, NpyErrors) {
   std::string good = npy({2, 3}, "abcdef");
   EXPECT_EQ(datasets::read_npy(good.data(), good.size(), "g").shape(), Shape({2, 3}));
   std::string bad_magic = "NUMPY" + good;
-  EXPECT_THAT(error_of([&] { datasets::read_npy(bad_magic.data(), bad_magic.size(), "f.npy"); }), HasSubstr("f.npy"));
+  EXPECT_THAT(error_of([&] { datasets::read_npy(bad_magic.data(), bad_magic.size(), "f.npy"); }),
+              HasSubstr("f.npy"));
   std::string shortd = good.substr(0, good.size() - 2);
-  EXPECT_THAT(error_of([&] { datasets::read_npy(shortd.data(), shortd.size(), "f.npy"); }), HasSubstr("truncated"));
+  EXPECT_THAT(error_of([&] { datasets::read_npy(shortd.data(), shortd.size(), "f.npy"); }),
+              HasSubstr("truncated"));
   std::string f4 = good;
   f4.replace(f4.find("|u1"), 3, "<f4");
   EXPECT_THAT(error_of([&] { datasets::read_npy(f4.data(), f4.size(), "f.npy"); }), HasSubstr("not uint8"));
+}
+
+namespace {
+
+// root/<class>/<i>.png: `per_class` images of h x w for every class.
+void write_image_folder(const fs::path& root, const std::vector<std::string>& classes, int per_class,
+                        std::int64_t h, std::int64_t w) {
+  int k = 0;
+  for (auto& c : classes) {
+    fs::create_directories(root / c);
+    for (int i = 0; i < per_class; ++i, ++k) {
+      Tensor img({h, w, 3}, DType::uint8);
+      for (std::int64_t p = 0; p < img.numel(); ++p)
+        img.data<std::uint8_t>()[p] = std::uint8_t((p * 7 + k * 31) % 256);
+      image::write_png((root / c / (std::to_string(i) + ".png")).string(), img);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(LoadByName, NamesThatAreNoDataSetAreInvalidNames) {
+  TempDir dir;
+  auto invalid = [](const std::string& name) {
+    try {
+      datasets::load(name);
+    } catch (const datasets::InvalidName& e) {
+      return std::string(e.what());
+    }
+    return std::string("no InvalidName");
+  };
+  EXPECT_EQ(invalid("nosuch"), "nosuch: unknown data set (known: cifar10, fashion_mnist, mnist, dir:PATH)");
+  EXPECT_EQ(invalid("dir:"), "dir:PATH: the PATH is missing");
+  EXPECT_EQ(invalid("dir:" + dir.file("nope")), "dir:" + dir.file("nope") + ": no such folder");
+  write_image_folder(dir.path() / "train", {"a", "b"}, 1, 4, 4);
+  write_image_folder(dir.path() / "test", {"a", "c"}, 1, 4, 4);
+  EXPECT_EQ(invalid("dir:" + dir.str()),
+            "dir:" + dir.str() + ": train/ and test/ have different class subfolders");
+  EXPECT_EQ(datasets::names(), "cifar10, fashion_mnist, mnist, dir:PATH");
+  EXPECT_EQ(datasets::class_names("cifar10")[6], "frog");
+  EXPECT_EQ(datasets::class_names("mnist").size(), 10u);
+  EXPECT_TRUE(datasets::class_names("dir:x").empty());
+}
+
+TEST(LoadByName, ImageFolders) {
+  TempDir dir;
+  // One folder: both splits, the first image's size, 3 channels; a limit; a shape resizes and converts.
+  write_image_folder(dir.path() / "one", {"cat", "dog"}, 3, 6, 5);
+  auto d = datasets::load("dir:" + (dir.path() / "one").string());
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ(d.train.x.shape(), Shape({6, 6, 5, 3}));
+  EXPECT_EQ(d.train.y.to_doubles(), (std::vector<double>{0, 0, 0, 1, 1, 1}));
+  EXPECT_TRUE(d.test.x.shares_storage_with(d.train.x));
+  auto small =
+      datasets::load("dir:" + (dir.path() / "one").string(), {.limit = 4, .image_shape = Shape{4, 4, 1}});
+  EXPECT_EQ(small.train.x.shape(), Shape({4, 4, 4, 1}));
+  EXPECT_EQ(small.test.y.shape(), Shape({4}));
+  // train/ and test/: the test images take the training images' size.
+  write_image_folder(dir.path() / "two" / "train", {"x", "y"}, 2, 8, 8);
+  write_image_folder(dir.path() / "two" / "test", {"x", "y"}, 1, 5, 7);
+  auto t = datasets::load("dir:" + (dir.path() / "two").string());
+  EXPECT_EQ(t.train.x.shape(), Shape({4, 8, 8, 3}));
+  EXPECT_EQ(t.test.x.shape(), Shape({2, 8, 8, 3}));
+  EXPECT_EQ(t.class_names, (std::vector<std::string>{"x", "y"}));
+}
+
+TEST(LoadByName, FashionMnistGetsAChannelAxisAndALimit) {
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
+  auto full = datasets::fashion_mnist::load_data();
+  auto d = datasets::load("fashion_mnist", {.limit = 100});
+  EXPECT_EQ(d.train.x.shape(), Shape({100, 28, 28, 1}));
+  EXPECT_EQ(d.train.y.shape(), Shape({100}));
+  EXPECT_EQ(d.test.x.shape(), Shape({100, 28, 28, 1}));
+  EXPECT_EQ(d.class_names, datasets::fashion_mnist::class_names());
+  EXPECT_EQ(d.test.x.slice(99, 100).to_doubles(), full.test.x.slice(99, 100).to_doubles());
+  EXPECT_EQ(datasets::load("fashion_mnist").train.x.dim(0), 60000);
 }

@@ -1,17 +1,17 @@
-// The image module (PNG/JPEG/BMP decoding, TensorFlow's bilinear resize, upscaling, atomic PNG writes) and
-// image folders (Keras's image_dataset_from_directory): known values, round trips, bad files.
-#include <systolic/systolic.h>
-
-#include "test_util.h"
-
+// The image module (PNG/JPEG/BMP decoding, TensorFlow's bilinear resize, upscaling, atomic PNG writes, model
+// inputs from files and float batches) and image folders (Keras's image_dataset_from_directory): known
+// values, round trips, bad files.
 #include <gmock/gmock.h>
 #include <stb_image_write.h>
+#include <systolic/systolic.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+
+#include "test_util.h"
 
 using namespace systolic;
 using ::testing::HasSubstr;
@@ -23,14 +23,14 @@ using systolic::testing::TempDir;
 
 namespace {
 
-
 // A deterministic (h, w, c) uint8 image: smooth, so JPEG keeps it close.
 Tensor pattern(std::int64_t h, std::int64_t w, std::int64_t c, int seed = 0) {
   Tensor t({h, w, c}, DType::uint8);
   for (std::int64_t y = 0; y < h; ++y)
     for (std::int64_t x = 0; x < w; ++x)
       for (std::int64_t k = 0; k < c; ++k)
-        t.data<std::uint8_t>()[(y * w + x) * c + k] = std::uint8_t((y * 6 + x * 3 + k * 60 + seed * 17) % 256);
+        t.data<std::uint8_t>()[(y * w + x) * c + k] =
+            std::uint8_t((y * 6 + x * 3 + k * 60 + seed * 17) % 256);
   return t;
 }
 
@@ -39,11 +39,9 @@ std::vector<int> bytes(const Tensor& t) {
   return std::vector<int>(p, p + t.numel());
 }
 
-
 void write_bytes(const std::string& path, const std::string& data) {
   std::ofstream(path, std::ios::binary).write(data.data(), std::streamsize(data.size()));
 }
-
 
 }  // namespace
 
@@ -110,14 +108,18 @@ TEST(Image, BadFilesNameTheFile) {
   // Writing into a folder that does not exist names the path.
   EXPECT_THAT(error_of([&] { image::write_png(dir.file("no/such/dir/x.png"), pattern(2, 2, 3)); }),
               HasSubstr("no/such/dir/x.png"));
-  EXPECT_THAT(error_of([&] { image::write_png(dir.file("f.png"), Tensor::zeros({2, 2, 3})); }), HasSubstr("uint8"));
+  EXPECT_THAT(error_of([&] {
+                image::write_png(dir.file("f.png"), Tensor::zeros({2, 2, 3}));
+              }),
+              HasSubstr("uint8"));
 }
 
 TEST(Image, ResizeMatchesTensorFlowBilinear) {
   // tf.image.resize([[0, 100]], (1, 4), "bilinear") = [0, 25, 75, 100] (half-pixel centres, edges clamped).
   Tensor row = Tensor::from_vector<std::uint8_t>({0, 100}, {1, 2, 1});
   EXPECT_EQ(image::resize(row, 1, 4, DType::float32).to_doubles(), (std::vector<double>{0, 25, 75, 100}));
-  // Downscaling 4 -> 2 without antialias averages the two middle-sampled neighbours: [10, 30, 50, 70] -> [20, 60].
+  // Downscaling 4 -> 2 without antialias averages the two middle-sampled neighbours:
+  // [10, 30, 50, 70] -> [20, 60].
   Tensor four = Tensor::from_vector<std::uint8_t>({10, 30, 50, 70}, {1, 4, 1});
   EXPECT_EQ(image::resize(four, 1, 2, DType::float32).to_doubles(), (std::vector<double>{20, 60}));
   // 2x2 -> 3x3: the centre is the mean of the four; uint8 results round to nearest.
@@ -142,22 +144,26 @@ TEST(Image, UpscaleNearest) {
   EXPECT_THAT(error_of([&] { image::upscale_nearest(img, 0); }), HasSubstr("factor 0"));
 }
 
-// ---------------------------------------------------------------------------------------------------------------
+// -----------------------------------------------------------------------------------------------------------
 // Image folders.
 
 TEST(Image, TerminalPreviewHalfBlocks) {
-  // 3 rows x 2 columns, RGB: rows 0 and 1 share a text line (upper pixel = foreground, lower = background); the
-  // odd last row has no lower pixel, so its background is the terminal's default (49).
+  // 3 rows x 2 columns, RGB: rows 0 and 1 share a text line (upper pixel = foreground, lower = background);
+  // the odd last row has no lower pixel, so its background is the terminal's default (49).
   Tensor rgb({3, 2, 3}, DType::uint8);
   for (int i = 0; i < 18; ++i) rgb.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(10 * i);
-  EXPECT_EQ(image::terminal_preview(rgb),
-            "\x1b[38;2;0;10;20m\x1b[48;2;60;70;80m\u2580\x1b[38;2;30;40;50m\x1b[48;2;90;100;110m\u2580\x1b[0m\n"
-            "\x1b[38;2;120;130;140m\x1b[49m\u2580\x1b[38;2;150;160;170m\x1b[49m\u2580\x1b[0m\n");
+  EXPECT_EQ(
+      image::terminal_preview(rgb),
+      "\x1b[38;2;0;10;20m\x1b[48;2;60;70;80m\u2580\x1b[38;2;30;40;50m\x1b[48;2;90;100;110m\u2580\x1b[0m\n"
+      "\x1b[38;2;120;130;140m\x1b[49m\u2580\x1b[38;2;150;160;170m\x1b[49m\u2580\x1b[0m\n");
   // Grey (H, W) images show as grey.
   Tensor grey({2, 1}, DType::uint8);
   grey.data<std::uint8_t>()[0] = 7, grey.data<std::uint8_t>()[1] = 200;
   EXPECT_EQ(image::terminal_preview(grey), "\x1b[38;2;7;7;7m\x1b[48;2;200;200;200m\u2580\x1b[0m\n");
-  EXPECT_THAT(error_of([] { image::terminal_preview(Tensor({2, 2, 3}, DType::float32)); }), HasSubstr("uint8"));
+  EXPECT_THAT(error_of([] {
+                image::terminal_preview(Tensor({2, 2, 3}, DType::float32));
+              }),
+              HasSubstr("uint8"));
 }
 
 TEST(ImageFolder, PngJpegBmpClassesSortedAndResized) {
@@ -171,7 +177,8 @@ TEST(ImageFolder, PngJpegBmpClassesSortedAndResized) {
   ASSERT_TRUE(stbi_write_jpg((dir.path() / "ant" / "nested" / "x.jpeg").string().c_str(), 16, 20, 3,
                              jpg.data<std::uint8_t>(), 95));
   Tensor bmp = pattern(8, 8, 3, 4);
-  ASSERT_TRUE(stbi_write_bmp((dir.path() / "cat" / "c.bmp").string().c_str(), 8, 8, 3, bmp.data<std::uint8_t>()));
+  ASSERT_TRUE(
+      stbi_write_bmp((dir.path() / "cat" / "c.bmp").string().c_str(), 8, 8, 3, bmp.data<std::uint8_t>()));
   write_bytes((dir.path() / "cat" / "notes.txt").string(), "ignored: not an image extension");
 
   std::vector<std::string> names;
@@ -192,11 +199,13 @@ TEST(ImageFolder, PngJpegBmpClassesSortedAndResized) {
 
 TEST(ImageFolder, Errors) {
   TempDir dir;
-  EXPECT_THAT(error_of([&] { datasets::image_dataset_from_directory(dir.file("nope"), {}); }), HasSubstr("no such folder"));
+  EXPECT_THAT(error_of([&] { datasets::image_dataset_from_directory(dir.file("nope"), {}); }),
+              HasSubstr("no such folder"));
   EXPECT_THAT(error_of([&] { datasets::image_dataset_from_directory(dir.path().string(), {}); }),
               HasSubstr("no class subfolders"));
   fs::create_directories(dir.path() / "a");
-  EXPECT_THAT(error_of([&] { datasets::image_dataset_from_directory(dir.path().string(), {}); }), HasSubstr("no images"));
+  EXPECT_THAT(error_of([&] { datasets::image_dataset_from_directory(dir.path().string(), {}); }),
+              HasSubstr("no images"));
   write_bytes((dir.path() / "a" / "broken.png").string(), "\x89PNG\r\n\x1a\n garbage");
   std::string msg = error_of([&] { datasets::image_dataset_from_directory(dir.path().string(), {}); });
   EXPECT_THAT(msg, HasSubstr("broken.png"));
@@ -229,4 +238,33 @@ TEST(ImageFolder, RealCifarSampleAsClassFolders) {
   std::vector<int> counts(names.size(), 0);
   for (std::int64_t i = 0; i < 200; ++i) ++counts[s.y.data<std::uint8_t>()[i]];
   for (std::size_t c = 0; c < names.size(); ++c) EXPECT_EQ(counts[c], per_class[names[c]]) << names[c];
+}
+
+TEST(Image, ReadResizedToAModelsInput) {
+  TempDir dir;
+  image::write_png(dir.file("big.png"), pattern(20, 16, 3, 5));
+  image::write_png(dir.file("fits.png"), pattern(8, 8, 3, 6));
+  EXPECT_EQ(bytes(image::read_resized(dir.file("big.png"), 8, 8, 3)),
+            bytes(image::resize(pattern(20, 16, 3, 5), 8, 8)));
+  EXPECT_EQ(bytes(image::read_resized(dir.file("fits.png"), 8, 8, 3)), bytes(pattern(8, 8, 3, 6)));
+  Tensor grey = image::read_resized(dir.file("big.png"), 10, 4, 1);
+  EXPECT_EQ(grey.shape(), Shape({10, 4, 1}));
+  EXPECT_EQ(bytes(grey), bytes(image::resize(image::read(dir.file("big.png"), 1), 10, 4)));
+  EXPECT_THAT(error_of([&] { image::read_resized(dir.file("nope.png"), 8, 8, 3); }), HasSubstr("nope.png"));
+}
+
+TEST(Image, ToFloatBatchScalesEveryPixel) {
+  Tensor a = pattern(3, 2, 1, 1), b = pattern(3, 2, 1, 2);
+  Tensor raw = image::to_float_batch({a, b});
+  ASSERT_EQ(raw.shape(), Shape({2, 3, 2, 1}));
+  ASSERT_EQ(raw.dtype(), DType::float32);
+  std::vector<double> want;
+  for (const Tensor& t : {a, b})
+    for (int v : bytes(t)) want.push_back(v);
+  EXPECT_EQ(raw.to_doubles(), want);
+  Tensor scaled = image::to_float_batch({b}, 1.0 / 255);
+  for (std::size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(scaled.data<float>()[i], static_cast<float>(b.data<std::uint8_t>()[i] * (1.0 / 255)));
+  EXPECT_THAT(error_of([&] { image::to_float_batch({a, pattern(2, 3, 1)}); }), HasSubstr("image 1"));
+  EXPECT_THAT(error_of([&] { image::to_float_batch({}); }), HasSubstr("no images"));
 }

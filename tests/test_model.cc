@@ -1,11 +1,12 @@
-// Models: graph building and layer order, summary() tables, fit/evaluate/predict behaviour (History, validation,
-// shuffling, repeatability), optimizer update formulas, console output format, and errors for bad input.
+// Models: graph building and layer order, summary() tables, fit/evaluate/predict behaviour (History,
+// validation, shuffling, repeatability), optimizer update formulas, console output format, and errors for bad
+// input.
 #include <systolic/systolic.h>
+
+#include <regex>
 
 #include "model/progbar.h"
 #include "test_util.h"
-
-#include <regex>
 
 using namespace systolic;
 
@@ -21,7 +22,8 @@ std::pair<Tensor, Tensor> quadrants(std::int64_t n, std::uint64_t seed) {
     for (int r = 0; r < 4; ++r)
       for (int c = 0; c < 4; ++c) {
         bool in = (r / 2) * 2 + (c / 2) == q;
-        x.data<std::uint8_t>()[(i * 4 + r) * 4 + c] = std::uint8_t(in ? 150 + g.next_u32() % 100 : g.next_u32() % 100);
+        x.data<std::uint8_t>()[(i * 4 + r) * 4 + c] =
+            std::uint8_t(in ? 150 + g.next_u32() % 100 : g.next_u32() % 100);
       }
   }
   return {x, y};
@@ -51,13 +53,15 @@ TEST(Summary, SeedCnnMatchesKeras) {
   EXPECT_NE(s.find("conv2d_3 (Conv2D)            (None, 14, 14, 64)        36928"), std::string::npos) << s;
   EXPECT_NE(s.find("dense (Dense)                (None, 512)               1606144"), std::string::npos) << s;
   EXPECT_NE(s.find("Total params: 1,676,982\nTrainable params: 1,676,912\nNon-trainable params: 70\n"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   // Every table line is 65 columns wide.
   std::istringstream lines(s);
   std::string line;
   std::getline(lines, line);  // Model: "model"
   while (std::getline(lines, line)) {
-    bool totals = line.rfind("Total", 0) == 0 || line.rfind("Trainable", 0) == 0 || line.rfind("Non-trainable", 0) == 0;
+    bool totals =
+        line.rfind("Total", 0) == 0 || line.rfind("Trainable", 0) == 0 || line.rfind("Non-trainable", 0) == 0;
     if (!totals) {
       EXPECT_EQ(line.size(), 65u) << line;
     }
@@ -112,15 +116,18 @@ TEST(Fit, HistoryValidationSplitAndLearning) {
   EXPECT_NEAR(ev[0], h["val_loss"].back(), 1e-6);
   EXPECT_NEAR(ev[1], h["val_accuracy"].back(), 1e-9);
   // validation_data and initial_epoch
-  auto h2 = m.fit(x, y, {.epochs = 3, .verbose = 0, .validation_data = ValidationData{x.slice(0, 100), y.slice(0, 100)},
-                         .initial_epoch = 1});
+  auto h2 = m.fit(x, y,
+                  {.epochs = 3,
+                   .verbose = 0,
+                   .validation_data = ValidationData{x.slice(0, 100), y.slice(0, 100)},
+                   .initial_epoch = 1});
   EXPECT_EQ(h2.epoch, (std::vector<int>{1, 2}));
   EXPECT_EQ(h2["val_loss"].size(), 2u);
 }
 
 TEST(Fit, EpochLossIsTheSampleWeightedMeanOfBatches) {
-  // With lr 0 the weights stay, so the epoch loss must equal evaluate's loss in training mode... which for this
-  // model (no BN, no dropout) is evaluate's loss. 10 samples, batch 4: batches of 4, 4, 2.
+  // With lr 0 the weights stay, so the epoch loss must equal evaluate's loss in training mode... which for
+  // this model (no BN, no dropout) is evaluate's loss. 10 samples, batch 4: batches of 4, 4, 2.
   auto [x, y] = quadrants(10, 4);
   Model m = small_model();
   m.compile(optimizers::SGD(0.0), "sparse_categorical_crossentropy", {"accuracy"});
@@ -180,7 +187,8 @@ TEST(Losses, CategoricalAndMseTrain) {
   auto in = layers::Input({4, 4, 1});
   auto out = layers::Dense(4)(layers::Flatten()(layers::Rescaling(1.0 / 255)(in)));
   Model m(in, out);
-  m.compile(optimizers::Adam(0.01), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  m.compile(optimizers::Adam(0.01), losses::SparseCategoricalCrossentropy({.from_logits = true}),
+            {"accuracy"});
   EXPECT_GT(m.fit(x, y, {.batch_size = 20, .epochs = 10, .verbose = 0})["accuracy"].back(), 0.85);
 }
 
@@ -210,6 +218,47 @@ TEST(Optimizers, UpdateFormulas) {
   EXPECT_THROW(optimizers::get("adamw"), Error);
 }
 
+TEST(Optimizers, OneStepCounterOwnsTheHostCountAndItsDeviceCopy) {
+  optimizers::StepCounter c;
+  Tensor t = c.on(Device::cpu());  // made on first use, with the count
+  EXPECT_EQ(t.item(), 0);
+  c.advance();
+  c.set(41);
+  c.advance();
+  EXPECT_EQ(c.value(), 42);
+  EXPECT_EQ(t.item(), 42);  // written in place: a recorded step reads its address
+  EXPECT_TRUE(c.on(Device::cpu()).shares_storage_with(t));
+  optimizers::StepCounter copy = c;  // a cloned optimizer's: the count, not the device tensor
+  EXPECT_EQ(copy.value(), 42);
+  EXPECT_FALSE(copy.on(Device::cpu()).shares_storage_with(t));
+  copy.advance();
+  EXPECT_EQ(t.item(), 42);
+
+  // The optimizer's iterations are that counter; apply() counts, apply_update() leaves it to the caller.
+  optimizers::Adam adam(0.1);
+  adam.set_iterations(5);
+  EXPECT_EQ(adam.iterations_counter().on(Device::cpu()).item(), 5);
+  Tensor w = Tensor::full({1}, 1.0), g = Tensor::full({1}, 0.5);
+  adam.apply(w, g);
+  EXPECT_EQ(adam.iterations(), 6);
+  EXPECT_EQ(adam.iterations_counter().on(Device::cpu()).item(), 6);
+  adam.apply_update(w, g);
+  EXPECT_EQ(adam.iterations(), 6);
+
+  // A model's fit advances it once per step, whichever way the batches come.
+  for (auto batches : {FitOptions::Batches::host_pipeline, FitOptions::Batches::on_device}) {
+    Model m = small_model();
+    auto [x, y] = quadrants(50, 3);
+    FitOptions o{.batch_size = 16, .epochs = 2, .verbose = 0};
+    o.batches = batches;
+    m.fit(x, y, o);
+    EXPECT_EQ(m.optimizer().iterations(), 8);
+    EXPECT_EQ(m.optimizer().iterations_counter().on(Device::cpu()).item(), 8);
+    m.train_on_batch(x.slice(0, 4), y.slice(0, 4));
+    EXPECT_EQ(m.optimizer().iterations(), 9);
+  }
+}
+
 TEST(Errors, BadInputIsAClearError) {
   Model m = small_model();
   auto [x, y] = quadrants(10, 8);
@@ -230,7 +279,8 @@ TEST(Errors, BadInputIsAClearError) {
   expect_error([&] { m.fit(x, y, {.validation_split = 1.5}); }, "validation_split");
   expect_error([&] { m.compile("adam", "hinge"); }, "hinge");
   expect_error([&] { m.compile("adam", "sparse_categorical_crossentropy", {"auc"}); }, "auc");
-  expect_error([&] { m.compile("adam", "sparse_categorical_crossentropy", {"categorical_accuracy"}); }, "labels");
+  expect_error([&] { m.compile("adam", "sparse_categorical_crossentropy", {"categorical_accuracy"}); },
+               "labels");
   auto in = layers::Input({3});
   Model uncompiled(in, layers::Dense(2)(in));
   expect_error([&] { uncompiled.fit(Tensor::zeros({2, 3}), Tensor::zeros({2})); }, "compile");

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "distribute/communicator.h"
@@ -209,6 +210,36 @@ TEST(ReplicaTimeout, TheEnvironmentVariableIsChecked) {
   EXPECT_NE(e.find("SYSTOLIC_REPLICA_TIMEOUT=soon"), std::string::npos) << e;
   EXPECT_EQ(t, 2.5);
   EXPECT_EQ(distribute::replica_timeout_seconds(), 60.0);
+}
+
+TEST(MpiLaunch, TheJobSizeComesFromTheLaunchersEnvironment) {
+  const char* vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
+  std::vector<std::optional<std::string>> saved;
+  for (const char* v : vars) {
+    const char* value = std::getenv(v);
+    saved.push_back(value ? std::optional<std::string>(value) : std::nullopt);
+    ::unsetenv(v);
+  }
+  EXPECT_FALSE(distribute::launched_by_mpi());
+  EXPECT_EQ(distribute::launched_world_size(), 1);
+  ::setenv("PMI_SIZE", "3", 1);  // MPICH/Hydra, Slurm
+  EXPECT_TRUE(distribute::launched_by_mpi());
+  EXPECT_EQ(distribute::launched_world_size(), 3);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);  // Open MPI's mpirun is asked first
+  EXPECT_EQ(distribute::launched_world_size(), 4);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "many", 1);  // not a number: the next one that says
+  EXPECT_EQ(distribute::launched_world_size(), 3);
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  ::unsetenv("PMI_SIZE");
+  ::setenv("PMIX_RANK", "0", 1);  // PMIx alone does not say
+  EXPECT_TRUE(distribute::launched_by_mpi());
+  EXPECT_EQ(distribute::launched_world_size(), 1);
+  for (std::size_t i = 0; i < saved.size(); ++i) {
+    if (saved[i])
+      ::setenv(vars[i], saved[i]->c_str(), 1);
+    else
+      ::unsetenv(vars[i]);
+  }
 }
 
 TEST(ReplicaAllReduce, SumsAreIdenticalOnEveryReplica) {

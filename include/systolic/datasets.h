@@ -1,20 +1,25 @@
-// Data sets, returned as Keras returns them: x uint8 (N, H, W) or (N, H, W, C), y uint8 (N,) (CIFAR-10: (N, 1)).
+// Data sets, returned as Keras returns them: x uint8 (N, H, W) or (N, H, W, C), y uint8 (N,)
+// (CIFAR-10: (N, 1)).
 //
 // Where they come from (no network is touched when a copy is found):
 //   cache:  $SYSTOLIC_HOME/datasets (default ~/.systolic/datasets), see cache_dir()
-//   cifar10:       cache/cifar-10-batches-bin, else cache/cifar-10-binary.tar.gz placed by hand, else downloaded
-//                  from $SYSTOLIC_CIFAR10_URL (default the CIFAR page), md5 checked ($SYSTOLIC_CIFAR10_MD5)
-//                  before extraction; extracted and verified in a temporary folder, then renamed into the cache.
+//   cifar10:       cache/cifar-10-batches-bin, else cache/cifar-10-binary.tar.gz placed by hand, else
+//                  downloaded from $SYSTOLIC_CIFAR10_URL (default the CIFAR page), md5 checked
+//                  ($SYSTOLIC_CIFAR10_MD5) before extraction; extracted and verified in a temporary folder,
+//                  then renamed into the cache.
 //   fashion_mnist: cache/fashion-mnist, /usr/share/datasets/fashion-mnist (Debian), else the four IDX files
 //                  downloaded from $SYSTOLIC_DATASETS_URL (default Keras's base address).
 //   mnist:         cache/mnist (the four IDX files, placed by hand), cache/mnist.npz, else Keras's mnist.npz
 //                  downloaded from $SYSTOLIC_DATASETS_URL (sha256 checked as Keras does).
 //   image folders: image_dataset_from_directory(path, ...).
+// load(name) picks one by the name the command's --dataset takes.
 #pragma once
 
 #include <systolic/error.h>
+#include <systolic/shape.h>
 #include <systolic/tensor.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,10 +37,10 @@ struct Dataset {
 // $SYSTOLIC_HOME/datasets, or ~/.systolic/datasets.
 std::string cache_dir();
 
-// Raised by load_data() when no copy of the data set is found and the download fails (no network, a mirror that
-// does not answer, an HTTP error): the one failure a program may answer by using another data set, as the
-// cifar10_tpu example falls back to Fashion-MNIST. A copy that is found but corrupt, or a download whose checksum
-// does not match, is a plain Error: that needs a person, not a fallback.
+// Raised by load_data() when no copy of the data set is found and the download fails (no network, a mirror
+// that does not answer, an HTTP error): the one failure a program may answer by using another data set, as
+// the cifar10_tpu example falls back to Fashion-MNIST. A copy that is found but corrupt, or a download whose
+// checksum does not match, is a plain Error: that needs a person, not a fallback.
 class Unavailable : public Error {
  public:
   using Error::Error;
@@ -55,8 +60,9 @@ Split read_batch(const std::string& path, std::int64_t records, const std::strin
 
 namespace fashion_mnist {
 // Reads the four IDX gzip files from `directory`, or when it is empty from the first of
-// $SYSTOLIC_HOME/datasets/fashion-mnist and /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)
-// that holds them, else downloads them into the cache. x uint8 (60000, 28, 28), y uint8 (60000,); test 10000.
+// $SYSTOLIC_HOME/datasets/fashion-mnist and /usr/share/datasets/fashion-mnist (Debian's
+// dataset-fashion-mnist) that holds them, else downloads them into the cache. x uint8 (60000, 28, 28), y
+// uint8 (60000,); test 10000.
 Dataset load_data(const std::string& directory = "");
 std::vector<std::string> class_names();
 }  // namespace fashion_mnist
@@ -70,8 +76,8 @@ std::vector<std::string> class_names();  // "0" .. "9"
 // Keras's image_dataset_from_directory (labels "inferred", label_mode "int"): one subfolder per class, class
 // names sorted; images (.png .jpg .jpeg .bmp .gif) decoded to `channels` (3 rgb, 1 grayscale) and resized
 // bilinearly to image_size (height, width); {0, 0} keeps the size of the first image found (Keras's default
-// is 256x256). Samples come class by class, files in sorted order (fit shuffles). x uint8 (N, H, W, C), y uint8
-// (N,). Errors name the folder or the file at fault.
+// is 256x256). Samples come class by class, files in sorted order (fit shuffles). x uint8 (N, H, W, C), y
+// uint8 (N,). Errors name the folder or the file at fault.
 struct ImageFolderOptions {
   std::int64_t height = 0, width = 0;
   int channels = 3;
@@ -79,6 +85,30 @@ struct ImageFolderOptions {
 };
 Split image_dataset_from_directory(const std::string& directory, const ImageFolderOptions& options,
                                    std::vector<std::string>* class_names = nullptr);
+
+// A data set by name: "cifar10", "fashion_mnist", "mnist", or "dir:PATH", image folders: PATH/train and
+// PATH/test with one subfolder per class each, or PATH with one subfolder per class, which is then both
+// splits (image_dataset_from_directory). The images of both splits get a channel axis: x uint8 (N, H, W, C).
+struct LoadOptions {
+  std::int64_t limit = 0;  // > 0: the first `limit` samples of each split
+  // dir:PATH: the images resized to (H, W) and decoded to C channels (1 or 3); by default the first image's
+  // size, 3 channels.
+  std::optional<Shape> image_shape;
+};
+Dataset load(const std::string& name, const LoadOptions& options = {});
+// The names load() takes, for help texts: "cifar10, fashion_mnist, mnist, dir:PATH".
+std::string names();
+// The class names of a data set known by name ("cifar10", "fashion_mnist", "mnist"); empty for any other
+// name (image folders name their classes when loaded).
+std::vector<std::string> class_names(const std::string& name);
+
+// Raised by load() when the name denotes no data set: an unknown name, dir: without a PATH, a PATH that is
+// not a folder, or train/ and test/ folders with different classes. The message starts with the name, so a
+// command can put the flag that gave it in front ("--dataset nosuch: unknown data set ...").
+class InvalidName : public Error {
+ public:
+  using Error::Error;
+};
 
 // What `systolic datasets` lists: each known data set, where its copy is (or would be cached), and whether a
 // load works without the network.

@@ -94,6 +94,10 @@ class MultiWorkerMirroredStrategy : public Strategy {
 // such as srun; read from the environment, before MPI is initialised). The command then trains with
 // MultiWorkerMirroredStrategy.
 bool launched_by_mpi();
+// The processes of the MPI job that started this one, from the environment (OMPI_COMM_WORLD_SIZE, else
+// PMI_SIZE; MPI is not initialised): what the job's replicas will number. 1 when not started by an MPI
+// launcher, or when the launcher does not say (PMIx alone) or says something that is not a positive number.
+int launched_world_size();
 // Ends every process of the MPI job (MPI_Abort) when MPI is initialised and the job has several processes;
 // returns otherwise. For a worker that cannot go on (an error on this rank), so the others do not wait for
 // it.

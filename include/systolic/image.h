@@ -1,20 +1,23 @@
 // Images: decode PNG/JPEG/BMP (and GIF, first frame) files, resize, write PNG. Built on Debian's stb
-// (stb_image, stb_image_write); every image is a uint8 Tensor (H, W, C), channels_last, C = 1 (grey) or 3 (RGB).
+// (stb_image, stb_image_write); every image is a uint8 Tensor (H, W, C), channels_last, C = 1 (grey) or
+// 3 (RGB).
 //
-//   Tensor img = image::read("frog.png", 3);           // uint8 (H, W, 3); 1 for grey; errors name the file
-//   Tensor small = image::resize(img, 32, 32);          // bilinear, no antialias (Keras's image_dataset_from_directory)
-//   image::write_png("big.png", image::upscale_nearest(small, 8));   // atomic: temp file + rename
+//   Tensor img = image::read("frog.png", 3);  // uint8 (H, W, 3); 1 for grey; errors name the file
+//   Tensor small = image::resize(img, 32, 32);  // bilinear, no antialias (image_dataset_from_directory's)
+//   image::write_png("big.png", image::upscale_nearest(small, 8));  // atomic: temp file + rename
 //
-// resize follows tf.image.resize(method="bilinear", antialias=False): half-pixel centres, edge pixels clamped,
-// the same for up- and down-scaling (stb_image_resize filters when downscaling, which Keras does not, so it is
-// not used). With dtype float32 the values are TensorFlow's; with uint8 (the default) they are rounded to
-// nearest. JPEG decoding is stb's: pixel values may differ by a few levels from libjpeg's (TensorFlow's).
+// resize follows tf.image.resize(method="bilinear", antialias=False): half-pixel centres, edge pixels
+// clamped, the same for up- and down-scaling (stb_image_resize filters when downscaling, which Keras does
+// not, so it is not used). With dtype float32 the values are TensorFlow's; with uint8 (the default) they are
+// rounded to nearest. JPEG decoding is stb's: pixel values may differ by a few levels from libjpeg's
+// (TensorFlow's).
 #pragma once
 
 #include <systolic/tensor.h>
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace systolic::image {
 
@@ -29,6 +32,14 @@ Tensor decode(const void* data, std::size_t size, int channels, const std::strin
 // (uint8: rounded to nearest and clamped to 0-255; float32: TensorFlow's values).
 Tensor resize(const Tensor& image, std::int64_t height, std::int64_t width, DType dtype = DType::uint8);
 
+// An image file as a model's input of (height, width, channels): decoded to `channels` (read) and, when its
+// size differs, resized bilinearly (resize). uint8.
+Tensor read_resized(const std::string& path, std::int64_t height, std::int64_t width, int channels);
+
+// uint8 images of one shape (H, W, C) as one float32 batch (N, H, W, C) of pixel * scale (1: the raw 0-255
+// values, as the seed feeds them; 1/255: values in [0, 1]). Errors name the image that does not fit.
+Tensor to_float_batch(const std::vector<Tensor>& images, double scale = 1.0);
+
 // Nearest-neighbour upscaling by an integer factor >= 1: (H, W, C) -> (H*factor, W*factor, C).
 Tensor upscale_nearest(const Tensor& image, int factor);
 
@@ -37,8 +48,8 @@ Tensor upscale_nearest(const Tensor& image, int factor);
 void write_png(const std::string& path, const Tensor& image);
 
 // A colour preview of uint8 (H, W, C) (or (H, W)) for a terminal: two pixel rows per text row (the upper half
-// block, foreground = upper pixel, background = lower), 24-bit ANSI colours, one line per row pair, each ending
-// in a colour reset. Callers print it only when the stream is a terminal (isatty).
+// block, foreground = upper pixel, background = lower), 24-bit ANSI colours, one line per row pair, each
+// ending in a colour reset. Callers print it only when the stream is a terminal (isatty).
 std::string terminal_preview(const Tensor& image);
 
 // Extensions image folders accept (lower case, with the dot), as Keras's image_dataset_from_directory.

@@ -1,5 +1,6 @@
 // Model: a functional graph of layer calls (a DAG, so residual and multi-branch nets work) and Sequential.
-// compile / fit / evaluate / predict / summary behave as in Keras. A Model is a handle: copies share the model.
+// compile / fit / evaluate / predict / summary behave as in Keras. A Model is a handle: copies share the
+// model.
 #pragma once
 
 #include <systolic/layer.h>
@@ -17,6 +18,10 @@
 #include <vector>
 
 namespace systolic {
+
+namespace callbacks {
+class Callback;  // callbacks.h
+}
 
 struct ValidationData {
   Tensor x, y;
@@ -37,12 +42,14 @@ struct FitOptions {
   int max_queue_size = 10;
   // Where training batches are built. automatic: on a GPU the data set is copied to the device once and every
   // batch is gathered, converted (uint8 -> float) and augmented there, and the step itself is replayed from a
-  // captured CUDA graph; on the CPU the threaded BatchPipeline builds them. host_pipeline / on_device force one way
-  // (on_device on the CPU runs the GPU path's logic with CPU ops: the two give the same weights).
+  // captured CUDA graph; on the CPU the threaded BatchPipeline builds them. host_pipeline / on_device force
+  // one way (on_device on the CPU runs the GPU path's logic with CPU ops: the two give the same weights).
   enum class Batches { automatic, host_pipeline, on_device };
   Batches batches = Batches::automatic;
   // Replay the training step from a CUDA graph where possible (GPU, on_device batches).
   bool step_graph = true;
+  // Called at Keras's points of training (callbacks.h), after fit's progress bar and before its History.
+  std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
 };
 
 struct EvaluateOptions {
@@ -65,8 +72,9 @@ struct History {
 
 // model.load_weights(path, {.by_name = true, .skip_mismatch = true}), as in Keras (legacy .h5 files only).
 struct LoadWeightsOptions {
-  bool by_name = false;        // match layers by name instead of by order
-  bool skip_mismatch = false;  // skip layers whose weight count or shapes differ (by_name only), with a warning
+  bool by_name = false;  // match layers by name instead of by order
+  bool skip_mismatch =
+      false;  // skip layers whose weight count or shapes differ (by_name only), with a warning
 };
 
 class ModelState;
@@ -93,7 +101,8 @@ class Model {
                const std::vector<std::string>& metrics = {});
   void compile(const optimizers::Optimizer& optimizer, const std::string& loss,
                const std::vector<std::string>& metrics = {});
-  void compile(const std::string& optimizer, const std::string& loss, const std::vector<std::string>& metrics = {});
+  void compile(const std::string& optimizer, const std::string& loss,
+               const std::vector<std::string>& metrics = {});
   bool compiled() const;
   optimizers::Optimizer& optimizer();
   const losses::Loss& loss() const;
@@ -108,6 +117,10 @@ class Model {
   // step_mode_reason), or "host" (the CPU, or host-built batches).
   std::string step_mode() const;
   std::string step_mode_reason() const;
+  // Keras's model.stop_training: a callback sets it to end fit after the current batch (fit clears it when
+  // it starts).
+  bool stop_training() const;
+  void set_stop_training(bool stop);
   // Names of what evaluate returns: loss, then the metrics.
   std::vector<std::string> metrics_names() const;
 
@@ -118,15 +131,16 @@ class Model {
   std::string summary_string() const;
   void summary() const;
 
-  // Keras files (src/io). save_weights: a path ending ".weights.h5" writes Keras 3's layout, any other (".h5",
-  // ".hdf5") the legacy tf.keras layout; weights on a device are copied to the host first; the file is written
-  // to a temporary name and renamed, so a failure never leaves a broken file behind. load_weights reads both
-  // layouts and full-model files. save writes a full model (legacy .h5: config, training config, weights and
-  // optimizer state), which systolic::load_model (saving.h) and Keras's load_model read back.
+  // Keras files (src/io). save_weights: a path ending ".weights.h5" writes Keras 3's layout, any other
+  // (".h5", ".hdf5") the legacy tf.keras layout; weights on a device are copied to the host first; the file
+  // is written to a temporary name and renamed, so a failure never leaves a broken file behind. load_weights
+  // reads both layouts and full-model files. save writes a full model (legacy .h5: config, training config,
+  // weights and optimizer state), which systolic::load_model (saving.h) and Keras's load_model read back.
   void save_weights(const std::string& path) const;
   void load_weights(const std::string& path, const LoadWeightsOptions& options = {});
   void save(const std::string& path) const;
-  // Keras's model.to_json(): {"class_name": "Functional" or "Sequential", "config": ..., "keras_version", ...}.
+  // Keras's model.to_json():
+  // {"class_name": "Functional" or "Sequential", "config": ..., "keras_version", ...}.
   std::string to_json(int indent = -1) const;
   bool is_sequential() const;
 

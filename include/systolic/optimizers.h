@@ -11,6 +11,34 @@
 
 namespace systolic::optimizers {
 
+// The training step count (Keras's optimizer.iterations) and its one owner. It has two copies: the count on
+// the host, and a float64 [1] tensor on the device the steps run on, which the ops of a step read there
+// (Adam's t, dropout's masks) so that a step recorded as a CUDA graph replays with the right count. set() and
+// advance() change both at once; nothing else writes either, so they cannot drift apart.
+class StepCounter {
+ public:
+  StepCounter() = default;
+  // A copy (a cloned optimizer) takes the count, never the device tensor: two counters do not share one.
+  StepCounter(const StepCounter& other) : count_(other.count_) {}
+  StepCounter& operator=(const StepCounter& other);
+
+  std::int64_t value() const { return count_; }
+  void set(std::int64_t count);
+  // count += 1, on the host and on the device. Called once a step is over, never while a step is being
+  // recorded as a CUDA graph (the host count would not move on replays): the caller advances after each
+  // replay.
+  void advance() { set(count_ + 1); }
+  // The count as a float64 [1] tensor on `device`, made there on first use (before any recording: a recorded
+  // step reads it at its address).
+  const Tensor& on(Device device);
+  // Drops the device copy (the model moves to another device; on() makes it there).
+  void release() { device_ = Tensor(); }
+
+ private:
+  std::int64_t count_ = 0;
+  Tensor device_;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -18,17 +46,20 @@ class Optimizer {
   virtual std::unique_ptr<Optimizer> clone() const = 0;
   double learning_rate() const { return learning_rate_; }
   void set_learning_rate(double lr) { learning_rate_ = lr; }
-  std::int64_t iterations() const { return iterations_; }
-  void set_iterations(std::int64_t n) { iterations_ = n; }
+  // Keras's optimizer.iterations: the updates applied so far (saved in Keras files with the slots).
+  std::int64_t iterations() const { return iterations_.value(); }
+  void set_iterations(std::int64_t n) { iterations_.set(n); }
+  // The counter itself: a model's training step reads its device copy and advances it once per step.
+  StepCounter& iterations_counter() { return iterations_; }
 
   // Allocates the slots for a flat parameter buffer (idempotent for the same size).
   void build(const Tensor& params);
   // One update step: params -= f(grads); iterations += 1.
   void apply(Tensor& params, const Tensor& grads);
-  // The same, reading the step count from `iterations` (float64 [1] on the parameters' device, Keras's
-  // optimizer.iterations) instead of the host counter, so a captured CUDA graph replays with the right step. The
-  // caller increments that tensor after the update; the host counter (iterations()) is incremented here.
-  void apply(Tensor& params, const Tensor& grads, const Tensor& iterations);
+  // The update alone, reading the step count from the counter's copy on the parameters' device; the caller
+  // advances the counter once the step is over (a model's train function, which may record the step as a
+  // CUDA graph and replay it).
+  void apply_update(Tensor& params, const Tensor& grads);
   // Moves the slots to `device` (the model moves its optimizer with its weights).
   void to(Device device);
   // The slot buffers, named as Keras names them ("m", "v", "momentum", ...).
@@ -44,14 +75,15 @@ class Optimizer {
 
  private:
   double learning_rate_;
-  std::int64_t iterations_ = 0;
+  StepCounter iterations_;
   std::vector<std::pair<std::string, Tensor>> slots_;
 };
 
 class Adam : public Optimizer {
  public:
   // Keras defaults. The seed's tf.train.AdamOptimizer is the same with epsilon 1e-8.
-  explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999, double epsilon = 1e-7)
+  explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
+                double epsilon = 1e-7)
       : Optimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
   std::string name() const override { return "Adam"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adam>(*this); }
@@ -89,7 +121,8 @@ class SGD : public Optimizer {
 
 class RMSprop : public Optimizer {
  public:
-  explicit RMSprop(double learning_rate = 0.001, double rho = 0.9, double momentum = 0.0, double epsilon = 1e-7)
+  explicit RMSprop(double learning_rate = 0.001, double rho = 0.9, double momentum = 0.0,
+                   double epsilon = 1e-7)
       : Optimizer(learning_rate), rho_(rho), momentum_(momentum), epsilon_(epsilon) {}
   std::string name() const override { return "RMSprop"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<RMSprop>(*this); }

@@ -1,6 +1,7 @@
 // systolic: Keras-style neural networks in C++. One include for the whole public API.
 #pragma once
 
+#include <systolic/callbacks.h>
 #include <systolic/datasets.h>
 #include <systolic/device.h>
 #include <systolic/distribute.h>

@@ -28,6 +28,16 @@ bool launched_by_mpi() {
   return false;
 }
 
+int launched_world_size() {
+  if (!launched_by_mpi()) return 1;
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* text = std::getenv(v)) {
+      int n = std::atoi(text);
+      if (n > 0) return n;
+    }
+  return 1;
+}
+
 #if SYSTOLIC_HAS_MPI
 
 bool mpi_compiled() {

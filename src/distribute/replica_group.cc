@@ -146,14 +146,17 @@ void ReplicaGroup::train_step(const Tensor& x, const Tensor& y) {
         s.load_batch(xs, &ys, rows);
       }
       // Scaled by the global batch: the summed gradients are those of the global batch's mean loss.
-      s.compute_gradients(m, 1.0 / double(n));
+      s.forward(m, /*training=*/true);
+      bool grad_is_preactivation = s.compute_loss(m, 1.0 / double(n));
+      s.compute_metrics(m);
+      s.backward(m, grad_is_preactivation);
     } else {
       // A last batch smaller than the replicas leaves some without samples: they add zero gradients.
-      s.sync_step_counter();
       ops::fill(s.grads, 0.0);
     }
     comm_->all_reduce_sum(s.grads, local);
     s.apply_gradients();
+    s.step_counter().advance();
   });
 }
 

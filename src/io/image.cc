@@ -25,8 +25,8 @@ namespace systolic::image {
 namespace {
 
 void check_channels(int channels, const std::string& name) {
-  SYSTOLIC_CHECK(channels == 1 || channels == 3, "{}: {} channels requested; images decode to 1 (grey) or 3 (RGB)",
-                 name, channels);
+  SYSTOLIC_CHECK(channels == 1 || channels == 3,
+                 "{}: {} channels requested; images decode to 1 (grey) or 3 (RGB)", name, channels);
 }
 
 // (H, W) -> (H, W, 1); checks rank.
@@ -45,11 +45,14 @@ Tensor decode(const void* data, std::size_t size, int channels, const std::strin
   SYSTOLIC_CHECK(size < (std::size_t(1) << 31), "{}: {} bytes is too large for an image file", name, size);
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(static_cast<const stbi_uc*>(data), static_cast<int>(size), &w, &h, &c))
-    fail("{}: not a PNG, JPEG, BMP or GIF image ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown");
+    fail("{}: not a PNG, JPEG, BMP or GIF image ({})", name,
+         stbi_failure_reason() ? stbi_failure_reason() : "unknown");
   SYSTOLIC_CHECK(std::int64_t(w) * h <= (std::int64_t(1) << 28), "{}: {}x{} pixels is too large", name, w, h);
-  stbi_uc* pixels = stbi_load_from_memory(static_cast<const stbi_uc*>(data), static_cast<int>(size), &w, &h, &c, channels);
+  stbi_uc* pixels =
+      stbi_load_from_memory(static_cast<const stbi_uc*>(data), static_cast<int>(size), &w, &h, &c, channels);
   if (!pixels)
-    fail("{}: corrupt or truncated image ({})", name, stbi_failure_reason() ? stbi_failure_reason() : "unknown");
+    fail("{}: corrupt or truncated image ({})", name,
+         stbi_failure_reason() ? stbi_failure_reason() : "unknown");
   Tensor t({h, w, channels}, DType::uint8);
   std::memcpy(t.data<std::uint8_t>(), pixels, t.nbytes());
   stbi_image_free(pixels);
@@ -62,18 +65,40 @@ Tensor read(const std::string& path, int channels) {
   return decode(bytes.data(), bytes.size(), channels, path);
 }
 
+Tensor read_resized(const std::string& path, std::int64_t height, std::int64_t width, int channels) {
+  Tensor image = read(path, channels);
+  if (image.dim(0) != height || image.dim(1) != width) image = resize(image, height, width);
+  return image;
+}
+
+Tensor to_float_batch(const std::vector<Tensor>& images, double scale) {
+  SYSTOLIC_CHECK(!images.empty(), "image::to_float_batch: no images");
+  const Shape& shape = images[0].shape();
+  Tensor batch(shape.with_batch(static_cast<std::int64_t>(images.size())), DType::float32);
+  float* out = batch.data<float>();
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const Tensor& image = images[i];
+    SYSTOLIC_CHECK(image.dtype() == DType::uint8 && image.shape() == shape,
+                   "image::to_float_batch: image {} is {} {}, not uint8 {} as the first", i,
+                   dtype_name(image.dtype()), image.shape().str(), shape.str());
+    const std::uint8_t* p = image.data<std::uint8_t>();
+    for (std::int64_t k = 0; k < image.numel(); ++k) *out++ = static_cast<float>(p[k] * scale);
+  }
+  return batch;
+}
+
 Tensor resize(const Tensor& image_in, std::int64_t height, std::int64_t width, DType dtype) {
   Tensor image = as_hwc(image_in, "image::resize");
   SYSTOLIC_CHECK(height > 0 && width > 0, "image::resize: target size {}x{} must be positive", height, width);
-  SYSTOLIC_CHECK(dtype == DType::uint8 || dtype == DType::float32, "image::resize: result dtype {} is not uint8 or float32",
-                 dtype_name(dtype));
+  SYSTOLIC_CHECK(dtype == DType::uint8 || dtype == DType::float32,
+                 "image::resize: result dtype {} is not uint8 or float32", dtype_name(dtype));
   std::int64_t H = image.dim(0), W = image.dim(1), C = image.dim(2);
   SYSTOLIC_CHECK(H > 0 && W > 0 && C > 0, "image::resize: empty image {}", image.shape().str());
   Tensor src = image.dtype() == DType::float32 ? image : image.to(DType::float32);
   const float* in = src.data<float>();
 
-  // TensorFlow's ResizeBilinear with half_pixel_centers: in = (out + 0.5) * scale - 0.5, lower = max(floor, 0),
-  // upper = min(ceil, size - 1), lerp = in - floor(in).
+  // TensorFlow's ResizeBilinear with half_pixel_centers: in = (out + 0.5) * scale - 0.5,
+  // lower = max(floor, 0), upper = min(ceil, size - 1), lerp = in - floor(in).
   struct Tap {
     std::int64_t lo, hi;
     float t;
@@ -84,7 +109,8 @@ Tensor resize(const Tensor& image_in, std::int64_t height, std::int64_t width, D
     for (std::int64_t i = 0; i < out; ++i) {
       float p = (float(i) + 0.5f) * scale - 0.5f;
       float f = std::floor(p);
-      v[i] = {std::max<std::int64_t>(std::int64_t(f), 0), std::min<std::int64_t>(std::int64_t(std::ceil(p)), in_size - 1), p - f};
+      v[i] = {std::max<std::int64_t>(std::int64_t(f), 0),
+              std::min<std::int64_t>(std::int64_t(std::ceil(p)), in_size - 1), p - f};
     }
     return v;
   };
@@ -101,8 +127,10 @@ Tensor resize(const Tensor& image_in, std::int64_t height, std::int64_t width, D
         float b = bl + (br - bl) * tx[x].t;
         float v = t + (b - t) * ty[y].t;
         std::int64_t o = (y * width + x) * C + c;
-        if (dtype == DType::float32) out.data<float>()[o] = v;
-        else out.data<std::uint8_t>()[o] = static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+        if (dtype == DType::float32)
+          out.data<float>()[o] = v;
+        else
+          out.data<std::uint8_t>()[o] = static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L));
       }
     }
   }
@@ -112,24 +140,28 @@ Tensor resize(const Tensor& image_in, std::int64_t height, std::int64_t width, D
 Tensor upscale_nearest(const Tensor& image_in, int factor) {
   Tensor image = as_hwc(image_in, "image::upscale_nearest");
   SYSTOLIC_CHECK(factor >= 1 && factor <= 256, "image::upscale_nearest: factor {} is not 1 to 256", factor);
-  SYSTOLIC_CHECK(image.dtype() == DType::uint8, "image::upscale_nearest: expected uint8, got {}", dtype_name(image.dtype()));
+  SYSTOLIC_CHECK(image.dtype() == DType::uint8, "image::upscale_nearest: expected uint8, got {}",
+                 dtype_name(image.dtype()));
   std::int64_t H = image.dim(0), W = image.dim(1), C = image.dim(2);
   Tensor out({H * factor, W * factor, C}, DType::uint8);
   const std::uint8_t* in = image.data<std::uint8_t>();
   std::uint8_t* o = out.data<std::uint8_t>();
   for (std::int64_t y = 0; y < H * factor; ++y)
     for (std::int64_t x = 0; x < W * factor; ++x)
-      std::memcpy(o + (y * W * factor + x) * C, in + ((y / factor) * W + x / factor) * C, static_cast<std::size_t>(C));
+      std::memcpy(o + (y * W * factor + x) * C, in + ((y / factor) * W + x / factor) * C,
+                  static_cast<std::size_t>(C));
   return out;
 }
 
 void write_png(const std::string& path, const Tensor& image_in) {
   Tensor image = as_hwc(image_in, path.c_str());
-  SYSTOLIC_CHECK(image.dtype() == DType::uint8, "{}: PNG needs uint8 pixels, got {}", path, dtype_name(image.dtype()));
+  SYSTOLIC_CHECK(image.dtype() == DType::uint8, "{}: PNG needs uint8 pixels, got {}", path,
+                 dtype_name(image.dtype()));
   std::int64_t H = image.dim(0), W = image.dim(1), C = image.dim(2);
-  SYSTOLIC_CHECK(C == 1 || C == 3 || C == 4, "{}: PNG needs 1, 3 or 4 channels, got shape {}", path, image.shape().str());
-  SYSTOLIC_CHECK(H > 0 && W > 0 && H < (1 << 24) && W < (1 << 24), "{}: cannot write an image of shape {}", path,
+  SYSTOLIC_CHECK(C == 1 || C == 3 || C == 4, "{}: PNG needs 1, 3 or 4 channels, got shape {}", path,
                  image.shape().str());
+  SYSTOLIC_CHECK(H > 0 && W > 0 && H < (1 << 24) && W < (1 << 24), "{}: cannot write an image of shape {}",
+                 path, image.shape().str());
   std::vector<char> png;
   auto sink = [](void* context, void* data, int size) {
     auto* v = static_cast<std::vector<char>*>(context);
@@ -156,9 +188,11 @@ std::string terminal_preview(const Tensor& image_in) {
       auto t = rgb(y, x);
       if (y + 1 < H) {
         auto b = rgb(y + 1, x);
-        out += fmt::format("\x1b[38;2;{};{};{}m\x1b[48;2;{};{};{}m\u2580", t[0], t[1], t[2], b[0], b[1], b[2]);
+        out +=
+            fmt::format("\x1b[38;2;{};{};{}m\x1b[48;2;{};{};{}m\u2580", t[0], t[1], t[2], b[0], b[1], b[2]);
       } else {
-        out += fmt::format("\x1b[38;2;{};{};{}m\x1b[49m\u2580", t[0], t[1], t[2]);  // odd height: no lower pixel
+        out +=
+            fmt::format("\x1b[38;2;{};{};{}m\x1b[49m\u2580", t[0], t[1], t[2]);  // odd height: no lower pixel
       }
     }
     out += "\x1b[0m\n";

@@ -1,11 +1,11 @@
-// Model construction (graph walk, layer order, weight packing), compile, and the execution of one step:
-// forward through the nodes in topological order, loss and metrics, backward in reverse order (summing the
+// Model construction (graph walk, layer order, weight packing), compile, and the calls one step is made of:
+// forward through the nodes in topological order, loss, metrics, backward in reverse order (summing the
 // gradients of tensors used twice), optimizer update over the flat parameter buffer.
-#include "model/model_state.h"
-
 #include <algorithm>
 #include <map>
 #include <set>
+
+#include "model/model_state.h"
 
 namespace systolic {
 
@@ -59,8 +59,10 @@ void ModelState::finalize() {
     e.node = n;
     e.is_input = n->layer->is_input_layer();
     if (e.is_input)
-      SYSTOLIC_CHECK(declared.count(n.get()), "model '{}': graph disconnected: it needs input '{}' ({}), which is not "
-                     "among the model's inputs", name, n->layer->name(), n->shape.keras_str());
+      SYSTOLIC_CHECK(declared.count(n.get()),
+                     "model '{}': graph disconnected: it needs input '{}' ({}), which is not "
+                     "among the model's inputs",
+                     name, n->layer->name(), n->shape.keras_str());
     for (auto& in : n->inputs) e.inputs.push_back(index.at(in.node().get()));
     bool upstream = false;
     for (int j : e.inputs) upstream = upstream || nodes[j].needs_grad;
@@ -75,7 +77,8 @@ void ModelState::finalize() {
   for (auto& in : inputs)
     SYSTOLIC_CHECK(index.count(in.node().get()), "model '{}': input '{}' is not used by the outputs", name,
                    in.node()->layer->name());
-  // One compute dtype for the whole graph (the input node holds the batch in it); variables in their own dtype.
+  // One compute dtype for the whole graph (the input node holds the batch in it); variables in their
+  // own dtype.
   dtype = floatx();
   const Layer* first = nullptr;
   for (auto& l : layers) {
@@ -84,9 +87,11 @@ void ModelState::finalize() {
       first = l.get();
       dtype = l->compute_dtype();
     }
-    SYSTOLIC_CHECK(l->compute_dtype() == dtype && l->dtype() == first->dtype(),
-                   "model '{}': layer '{}' has dtype policy {} but layer '{}' has {}; one policy per model is "
-                   "supported", name, l->name(), l->dtype_policy(), first->name(), first->dtype_policy());
+    SYSTOLIC_CHECK(
+        l->compute_dtype() == dtype && l->dtype() == first->dtype(),
+        "model '{}': layer '{}' has dtype policy {} but layer '{}' has {}; one policy per model is "
+        "supported",
+        name, l->name(), l->dtype_policy(), first->name(), first->dtype_policy());
   }
   capacity = 0;
   pack_weights();
@@ -133,13 +138,13 @@ int ModelState::output_node() const {
 
 void ModelState::check_single_io(const char* what) const {
   SYSTOLIC_CHECK(inputs.size() == 1 && outputs.size() == 1,
-                 "model '{}': {} supports models with one input and one output (this one has {} and {})", name, what,
-                 inputs.size(), outputs.size());
+                 "model '{}': {} supports models with one input and one output (this one has {} and {})",
+                 name, what, inputs.size(), outputs.size());
 }
 
 void ModelState::ensure_capacity(std::int64_t n) {
   if (n <= capacity) return;
-  drop_graph();
+  train_function.invalidate();
   Device d = device();
   for (auto& e : nodes) {
     e.out_buf = Tensor(e.node->shape.with_batch(n), dtype, d);
@@ -153,22 +158,26 @@ void ModelState::ensure_capacity(std::int64_t n) {
 }
 
 void ModelState::check_xy(const Tensor& x, const Tensor* y, const char* what) const {
-  SYSTOLIC_CHECK(!(dtype == DType::bfloat16 && device().is_cpu()),
-                 "{}: model '{}' computes in bfloat16 (policy mixed_bfloat16), which needs a GPU; the CPU backend "
-                 "computes in float32 (build the model under the float32 policy, or move it to a GPU)", what, name);
+  SYSTOLIC_CHECK(
+      !(dtype == DType::bfloat16 && device().is_cpu()),
+      "{}: model '{}' computes in bfloat16 (policy mixed_bfloat16), which needs a GPU; the CPU backend "
+      "computes in float32 (build the model under the float32 policy, or move it to a GPU)",
+      what, name);
   SYSTOLIC_CHECK(x.defined() && x.rank() >= 1, "{}: x is empty", what);
   Shape want = inputs[0].shape();
-  SYSTOLIC_CHECK(x.shape().without_batch() == want, "{}: x has samples of shape {}; model '{}' takes {}", what,
-                 x.shape().without_batch().str(), name, want.str());
+  SYSTOLIC_CHECK(x.shape().without_batch() == want, "{}: x has samples of shape {}; model '{}' takes {}",
+                 what, x.shape().without_batch().str(), name, want.str());
   if (!y) return;
-  SYSTOLIC_CHECK(y->defined() && y->rank() >= 1 && y->dim(0) == x.dim(0), "{}: {} samples in x but {} labels in y",
-                 what, x.dim(0), y->defined() && y->rank() ? y->dim(0) : 0);
+  SYSTOLIC_CHECK(y->defined() && y->rank() >= 1 && y->dim(0) == x.dim(0),
+                 "{}: {} samples in x but {} labels in y", what, x.dim(0),
+                 y->defined() && y->rank() ? y->dim(0) : 0);
   Shape out = outputs[0].shape();
   if (loss->sparse_labels())
-    SYSTOLIC_CHECK(y->numel() == y->dim(0), "{}: loss {} takes one integer label per sample, y has shape {}", what,
-                   loss->name(), y->shape().str());
+    SYSTOLIC_CHECK(y->numel() == y->dim(0), "{}: loss {} takes one integer label per sample, y has shape {}",
+                   what, loss->name(), y->shape().str());
   else
-    SYSTOLIC_CHECK(y->shape().without_batch() == out, "{}: y has samples of shape {}; the model's output is {}", what,
+    SYSTOLIC_CHECK(y->shape().without_batch() == out,
+                   "{}: y has samples of shape {}; the model's output is {}", what,
                    y->shape().without_batch().str(), out.str());
 }
 
@@ -203,27 +212,35 @@ void ModelState::forward(std::int64_t n, bool training) {
     for (int j : e.inputs) c.inputs.push_back(nodes[j].call.output);
     c.output = e.out_buf.slice(0, n);
     c.training = training;
-    c.step = step;
+    c.step = training && optimizer ? step_counter().on(device()) : Tensor();  // dropout's masks
     c.replica = replica_index;
     c.replicas = cross_replica;
     e.node->layer->call_forward(c);
   }
 }
 
-void ModelState::loss_and_metrics(std::int64_t n, bool backward, double grad_scale) {
+bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
   NodeExec& out = nodes[output_node()];
   Tensor labels = y_buf.slice(0, n);
   Tensor total = totals.view(0, {1});
-  Tensor grad = backward ? out.grad_buf.slice(0, n) : Tensor();
+  Tensor grad = grad_scale > 0 ? out.grad_buf.slice(0, n) : Tensor();
   Tensor logits = out.node->layer->activation() == Activation::softmax ? out.call.logits : Tensor();
-  losses::LossArgs args{out.call.output, logits, labels, total, grad, grad, grad_scale > 0 ? grad_scale : 1.0 / double(n)};
-  bool grad_is_logits = loss->compute(args);
+  losses::LossArgs args{
+      out.call.output, logits, labels, total, grad, grad, grad_scale > 0 ? grad_scale : 1.0 / double(n)};
+  return loss->compute(args);  // true: the gradient it wrote is w.r.t. the logits, the pre-softmax values
+}
+
+void ModelState::compute_metrics(std::int64_t n) {
+  const NodeExec& out = nodes[output_node()];
+  Tensor labels = y_buf.slice(0, n);
   for (std::size_t m = 0; m < metrics.size(); ++m) {
     Tensor t = totals.view(static_cast<std::int64_t>(m) + 1, {1});
     metrics[m]->update(out.call.output, labels, t);
   }
-  if (!backward) return;
+}
 
+void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
+  ops::fill(grads, 0.0);  // the layers accumulate their weights' gradients
   std::vector<char> written(nodes.size(), 0);
   int o = output_node();
   written[o] = 1;
@@ -241,12 +258,13 @@ void ModelState::loss_and_metrics(std::int64_t n, bool backward, double grad_sca
         c.dinputs[k] = p.grad_buf.slice(0, n);
         written[e.inputs[k]] = 1;
       } else {
-        if (!e.scratch[k].defined()) e.scratch[k] = Tensor(p.node->shape.with_batch(capacity), dtype, device());
+        if (!e.scratch[k].defined())
+          e.scratch[k] = Tensor(p.node->shape.with_batch(capacity), dtype, device());
         c.dinputs[k] = e.scratch[k].slice(0, n);
         pending.push_back(static_cast<int>(k));
       }
     }
-    e.node->layer->call_backward(c, grad_is_logits && i == o);
+    e.node->layer->call_backward(c, grad_is_preactivation && i == o);
     for (int k : pending) {
       Tensor dst = nodes[e.inputs[k]].grad_buf.slice(0, n);
       ops::accumulate(c.dinputs[k], dst);
@@ -254,36 +272,13 @@ void ModelState::loss_and_metrics(std::int64_t n, bool backward, double grad_sca
   }
 }
 
-void ModelState::sync_step_counter() {
-  if (!step.defined() || step.device() != params.device()) {
-    step = Tensor({1}, DType::float64, params.device());
-    step_on_device = -1;
-  }
-  if (step_on_device != optimizer->iterations()) {
-    ops::fill(step, double(optimizer->iterations()));
-    step_on_device = optimizer->iterations();
-  }
-}
-
-void ModelState::compute_gradients(std::int64_t n, double grad_scale) {
-  sync_step_counter();
-  ops::fill(grads, 0.0);
-  forward(n, true);
-  loss_and_metrics(n, true, grad_scale);
-}
-
 void ModelState::apply_gradients() {
-  optimizer->apply(params, grads, step);
-  ops::scale_shift(step, step, 1.0, 1.0);
-  ++step_on_device;
+  optimizer->apply_update(params, grads);
 }
 
-void ModelState::train_step(std::int64_t n) {
-  compute_gradients(n, 1.0 / double(n));
-  apply_gradients();
+const std::string& Model::name() const {
+  return state_->name;
 }
-
-const std::string& Model::name() const { return state_->name; }
 
 std::vector<LayerRef> Model::layers() const {
   std::vector<LayerRef> out;
@@ -297,8 +292,12 @@ LayerRef Model::get_layer(const std::string& name) const {
   fail("model '{}' has no layer named '{}'", state_->name, name);
 }
 
-std::vector<SymbolicTensor> Model::inputs() const { return state_->inputs; }
-std::vector<SymbolicTensor> Model::outputs() const { return state_->outputs; }
+std::vector<SymbolicTensor> Model::inputs() const {
+  return state_->inputs;
+}
+std::vector<SymbolicTensor> Model::outputs() const {
+  return state_->outputs;
+}
 
 std::int64_t Model::count_params() const {
   std::int64_t n = 0;
@@ -327,40 +326,49 @@ void ModelState::to(Device d) {
     }
   if (optimizer) optimizer->to(d);
   if (totals.defined()) totals = totals.to(d);
-  step = Tensor();
-  step_on_device = -1;
   for (auto& e : nodes) {  // buffers and what layers kept for backward are remade on the device
     e.call = LayerCall();
     e.call.dinputs.resize(e.inputs.size());
   }
   capacity = 0;
-  drop_graph();
+  train_function.invalidate();
 }
 
-Device Model::device() const { return state_->device(); }
+Device Model::device() const {
+  return state_->device();
+}
 void Model::to(Device device) {
-  SYSTOLIC_CHECK(!state_->replicas || device == state_->device(),
-                 "model '{}' has replicas on its strategy's devices; it cannot move to {} (call to_accelerator on the "
-                 "CPU model with another strategy instead)", state_->name, device.str());
+  SYSTOLIC_CHECK(
+      !state_->replicas || device == state_->device(),
+      "model '{}' has replicas on its strategy's devices; it cannot move to {} (call to_accelerator on the "
+      "CPU model with another strategy instead)",
+      state_->name, device.str());
   state_->to(device);
 }
 
-Tensor& Model::trainable_parameters() { return state_->params; }
-Tensor& Model::gradients() { return state_->grads; }
+Tensor& Model::trainable_parameters() {
+  return state_->params;
+}
+Tensor& Model::gradients() {
+  return state_->grads;
+}
 
 void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
                     const std::vector<std::string>& metrics) {
   SYSTOLIC_CHECK(!state_->nodes.empty(), "compile: model '{}' has no layers yet", state_->name);
-  SYSTOLIC_CHECK(!state_->replicas, "compile: model '{}' has replicas already; compile the CPU model before "
-                 "to_accelerator, which copies its compile settings to every replica", state_->name);
+  SYSTOLIC_CHECK(!state_->replicas,
+                 "compile: model '{}' has replicas already; compile the CPU model before "
+                 "to_accelerator, which copies its compile settings to every replica",
+                 state_->name);
   state_->optimizer = optimizer.clone();
   state_->loss = loss.clone();
   state_->metrics.clear();
   for (auto& m : metrics) state_->metrics.push_back(metrics::get(m, loss.sparse_labels()));
-  state_->totals = Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64, state_->device());
+  state_->totals =
+      Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64, state_->device());
   state_->optimizer->build(state_->params);
   state_->capacity = 0;  // the label buffer's type follows the loss
-  state_->drop_graph();
+  state_->train_function.invalidate();
 }
 
 void Model::compile(const optimizers::Optimizer& optimizer, const std::string& loss,
@@ -368,12 +376,17 @@ void Model::compile(const optimizers::Optimizer& optimizer, const std::string& l
   compile(optimizer, *losses::get(loss), metrics);
 }
 
-void Model::compile(const std::string& optimizer, const std::string& loss, const std::vector<std::string>& metrics) {
+void Model::compile(const std::string& optimizer, const std::string& loss,
+                    const std::vector<std::string>& metrics) {
   compile(*optimizers::get(optimizer), *losses::get(loss), metrics);
 }
 
-bool Model::compiled() const { return state_->loss != nullptr; }
-bool Model::is_sequential() const { return state_->sequential; }
+bool Model::compiled() const {
+  return state_->loss != nullptr;
+}
+bool Model::is_sequential() const {
+  return state_->sequential;
+}
 
 optimizers::Optimizer& Model::optimizer() {
   SYSTOLIC_CHECK(state_->optimizer, "model '{}' is not compiled", state_->name);
@@ -405,9 +418,10 @@ void Sequential::add(const Item& item) {
     return;
   }
   const LayerRef& layer = std::get<LayerRef>(item);
-  SYSTOLIC_CHECK(!state_->inputs.empty(),
-                 "Sequential '{}': start with layers::Input(shape) so the model knows its input shape before '{}'",
-                 state_->name, layer->name());
+  SYSTOLIC_CHECK(
+      !state_->inputs.empty(),
+      "Sequential '{}': start with layers::Input(shape) so the model knows its input shape before '{}'",
+      state_->name, layer->name());
   state_->outputs = {layer(state_->outputs[0])};
   state_->finalize();
 }

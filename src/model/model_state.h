@@ -1,12 +1,15 @@
 // What a Model holds: the graph in topological order, the compiled loss/optimizer/metrics, the flat weight
-// buffers, and the execution buffers (sized for the largest batch seen, so a step allocates nothing).
+// buffers, the execution buffers (sized for the largest batch seen, so a step allocates nothing), and the
+// train function that runs fit's steps. The calls a training step is made of (forward, compute_loss,
+// compute_metrics, backward, apply_gradients) are separate, as in llm.c: train_function.cc and the replicas
+// (distribute/replica_group.cc) call them in that order.
 #pragma once
 
 #include <systolic/model.h>
 
-#include "core/step_graph.h"
-
 #include <functional>
+
+#include "model/train_function.h"
 
 namespace systolic {
 
@@ -20,7 +23,7 @@ struct NodeExec {
   bool is_input = false;
   bool needs_grad = false;  // some trainable weight lies at or before this node
   LayerCall call;
-  Tensor out_buf, grad_buf;  // [capacity, shape]
+  Tensor out_buf, grad_buf;     // [capacity, shape]
   std::vector<Tensor> scratch;  // per input: a second gradient into an already written buffer goes here first
 };
 
@@ -37,7 +40,7 @@ class ModelState {
   std::unique_ptr<losses::Loss> loss;
   std::vector<std::unique_ptr<metrics::Metric>> metrics;
 
-  Tensor params, grads;  // every trainable weight, flat; weights are views into these
+  Tensor params, grads;   // every trainable weight, flat; weights are views into these
   Tensor params_compute;  // mixed precision: params in the compute dtype (Weight::compute views it)
   DType variable_dtype() const {
     for (auto& l : layers)
@@ -48,28 +51,15 @@ class ModelState {
   std::int64_t capacity = 0;
   Tensor x_buf, y_buf;
   Tensor totals;  // float64 [1 + metrics]: loss sum, metric counts
-  // The training-step counter on the model's device (float64 [1]): Adam's t and dropout's masks read it there, so
-  // a step captured as a CUDA graph replays correctly. step_on_device mirrors its value on the host.
-  Tensor step;
-  std::int64_t step_on_device = -1;
-  void sync_step_counter();  // makes `step` equal the optimizer's iterations
+  // Runs fit's training steps; keeps what outlives one fit (the step recorded as a CUDA graph, how the last
+  // fit's steps ran). The buffers a recorded step points at move in ensure_capacity, to() and compile(),
+  // which invalidate it.
+  TrainFunction train_function{*this};
+  // Keras's model.stop_training: a callback sets it, fit stops after the current batch.
+  bool stop_training = false;
 
-  std::string step_mode = "host", step_mode_reason;
-  // The captured training step (GPU). It holds the addresses of the buffers, so it is dropped whenever they move
-  // (ensure_capacity growing, to(), compile()); graph_warm counts the eager full steps since then.
-  std::shared_ptr<StepGraph> graph;
-  std::int64_t graph_batch = 0;
-  double graph_lr = 0;
-  bool graph_refused = false;
-  int graph_warm = 0;
-  void drop_graph() {
-    graph.reset();
-    graph_warm = 0;
-    graph_refused = false;
-  }
-
-  // Under a data-parallel strategy (to_accelerator with several replicas or workers): the other replicas and the
-  // communicator; null for a model of one replica. Only the chief (worker 0) writes files.
+  // Under a data-parallel strategy (to_accelerator with several replicas or workers): the other replicas and
+  // the communicator; null for a model of one replica. Only the chief (worker 0) writes files.
   std::shared_ptr<distribute::ReplicaGroup> replicas;
   bool chief = true;
   // Set on every replica when batch norm is synchronised: the replicas of a step (layers get it through
@@ -88,20 +78,37 @@ class ModelState {
   int input_node() const;
   int output_node() const;
   void check_single_io(const char* what) const;
+  // Grows the buffers to n samples (invalidating the train function's recorded step when they move).
   void ensure_capacity(std::int64_t n);
   void load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows);
   // A batch already built in the buffers' dtypes (BatchPipeline): copied into x_buf / y_buf.
   void set_batch(const Tensor& x, const Tensor& y);
+
+  // One training step on the n samples in the buffers is five calls (then the step counter advances, outside
+  // anything recorded as a CUDA graph):
+  //   forward(n, true); bool pre = compute_loss(n, 1.0 / n); compute_metrics(n); backward(n, pre);
+  //   apply_gradients();
+  // Under replicas each computes its shard's gradients scaled by 1 / the global batch, and the gradients are
+  // summed between backward and apply_gradients.
+  //
+  // Runs the layers in topological order; in training mode they read the step counter's device copy.
   void forward(std::int64_t n, bool training);
-  // Loss and metrics of the last forward added to totals; with backward, the gradients too, of grad_scale * the
-  // summed loss (0: 1/n, the batch mean).
-  void loss_and_metrics(std::int64_t n, bool backward, double grad_scale = 0);
-  // A training step in two phases, so replicas can sum their gradients in between: compute_gradients sets grads to
-  // the gradient of grad_scale * (sum of the losses of the n samples in the buffers); apply_gradients runs the
-  // optimizer on them and advances the step counter. train_step(n) is both with grad_scale 1/n.
-  void compute_gradients(std::int64_t n, double grad_scale);
+  // Adds the summed loss of the last forward's n samples to totals[0]. With grad_scale > 0 it also writes the
+  // gradient of grad_scale * that sum into the output node's gradient buffer, and returns whether it is the
+  // gradient w.r.t. the output layer's pre-activation values (a crossentropy after softmax is computed from
+  // the logits), which is what backward needs to know.
+  bool compute_loss(std::int64_t n, double grad_scale = 0);
+  // Adds the metrics of the last forward's n samples to totals[1...].
+  void compute_metrics(std::int64_t n);
+  // Sets grads to the gradient of the loss whose output gradient compute_loss wrote: the layers in reverse
+  // order, gradients of tensors used twice summed.
+  void backward(std::int64_t n, bool grad_is_preactivation);
+  // The optimizer's update of params from grads; it reads the step count on the device, and does not
+  // advance it.
   void apply_gradients();
-  void train_step(std::int64_t n);
+  // The training step count: the optimizer's (Keras's optimizer.iterations); compiled models only.
+  optimizers::StepCounter& step_counter() { return optimizer->iterations_counter(); }
+
   void check_xy(const Tensor& x, const Tensor* y, const char* what) const;
 };
 

@@ -6,15 +6,36 @@
 
 namespace systolic::optimizers {
 
+StepCounter& StepCounter::operator=(const StepCounter& other) {
+  if (this != &other) {
+    count_ = other.count_;
+    device_ = Tensor();
+  }
+  return *this;
+}
+
+void StepCounter::set(std::int64_t count) {
+  count_ = count;
+  if (device_.defined()) ops::fill(device_, double(count_));  // in place: a recorded step reads this address
+}
+
+const Tensor& StepCounter::on(Device device) {
+  if (!device_.defined() || device_.device() != device)
+    device_ = Tensor::full({1}, double(count_), DType::float64, device);
+  return device_;
+}
+
 void Optimizer::build(const Tensor& params) {
   auto names = slot_names();
   if (slots_.size() == names.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;
   slots_.clear();
-  for (auto& n : names) slots_.emplace_back(n, Tensor::zeros(params.shape(), params.dtype(), params.device()));
+  for (auto& n : names)
+    slots_.emplace_back(n, Tensor::zeros(params.shape(), params.dtype(), params.device()));
 }
 
 void Optimizer::to(Device device) {
   for (auto& [n, t] : slots_) t = t.to(device);
+  iterations_.release();
 }
 
 Tensor& Optimizer::slot(const std::string& name) {
@@ -24,19 +45,18 @@ Tensor& Optimizer::slot(const std::string& name) {
 }
 
 void Optimizer::apply(Tensor& params, const Tensor& grads) {
-  Tensor iterations = Tensor::full({1}, double(iterations_), DType::float64, params.device());
-  apply(params, grads, iterations);
-  ops::scale_shift(iterations, iterations, 1.0, 1.0);
+  apply_update(params, grads);
+  iterations_.advance();
 }
 
-void Optimizer::apply(Tensor& params, const Tensor& grads, const Tensor& iterations) {
+void Optimizer::apply_update(Tensor& params, const Tensor& grads) {
   build(params);
-  update(params, grads, iterations);
-  ++iterations_;
+  update(params, grads, iterations_.on(params.device()));
 }
 
 void Adam::update(Tensor& params, const Tensor& grads, const Tensor& iterations) {
-  ops::adam_update(params, grads, slot(0), slot(1), {learning_rate(), beta_1_, beta_2_, epsilon_}, iterations);
+  ops::adam_update(params, grads, slot(0), slot(1), {learning_rate(), beta_1_, beta_2_, epsilon_},
+                   iterations);
 }
 
 void SGD::update(Tensor& params, const Tensor& grads, const Tensor&) {
@@ -46,8 +66,8 @@ void SGD::update(Tensor& params, const Tensor& grads, const Tensor&) {
 
 void RMSprop::update(Tensor& params, const Tensor& grads, const Tensor&) {
   Tensor none;
-  ops::rmsprop_update(params, grads, slot(0), momentum_ > 0 ? slot(1) : none, learning_rate(), rho_, momentum_,
-                      epsilon_);
+  ops::rmsprop_update(params, grads, slot(0), momentum_ > 0 ? slot(1) : none, learning_rate(), rho_,
+                      momentum_, epsilon_);
 }
 
 std::unique_ptr<Optimizer> get(const std::string& name) {

@@ -1,20 +1,18 @@
-// The `systolic` command (docs/CLI.md is the contract): summary, train, evaluate, predict, show, datasets, info,
-// benchmark.
-// Progress and logs go to stderr, results to stdout. Errors: one line "systolic: error: ...", exit 1 (2: usage).
-#include <systolic/systolic.h>
-
-#include <CLI/CLI.hpp>
+// The `systolic` command (docs/CLI.md is the contract): summary, train, evaluate, predict, show, datasets,
+// info, benchmark. Progress and logs go to stderr, results to stdout. Errors: one line
+// "systolic: error: ...", exit 1 (2: usage).
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
+#include <systolic/systolic.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 namespace sy = systolic;
@@ -47,7 +45,8 @@ sy::Shape parse_shape(const std::string& text) {
     } catch (...) {
       used = 0;
     }
-    SYSTOLIC_CHECK(used == part.size() && !part.empty() && v > 0, "--input-shape '{}': expected H,W,C with positive integers", text);
+    SYSTOLIC_CHECK(used == part.size() && !part.empty() && v > 0,
+                   "--input-shape '{}': expected H,W,C with positive integers", text);
     dims.push_back(v);
   }
   SYSTOLIC_CHECK(dims.size() == 3, "--input-shape '{}': expected three numbers H,W,C", text);
@@ -61,17 +60,21 @@ sy::Device resolve_device(const std::string& text) {
   return d;
 }
 
-// On a GPU, the model the command built becomes the accelerator model (the seed's keras_to_tpu_model), which logs
-// what it found; on the CPU it stays as it is. With --replicas N, or when started by an MPI launcher (mpirun), it
-// becomes a model of data-parallel replicas (distribute.h).
+// On a GPU, the model the command built becomes the accelerator model (the seed's keras_to_tpu_model), which
+// logs what it found; on the CPU it stays as it is. With --replicas N, or when started by an MPI launcher
+// (mpirun), it becomes a model of data-parallel replicas (distribute.h).
 sy::Model place(const sy::Model& model, sy::Device device, const Common& c) {
   namespace dist = sy::distribute;
   dist::StrategyOptions options{.sync_batch_norm = c.sync_batch_norm};
   if (dist::launched_by_mpi()) {
-    SYSTOLIC_CHECK(c.replicas == 1, "--replicas {}: under an MPI launcher every process drives one replica; set the "
-                   "number of replicas with mpirun -np N", c.replicas);
-    SYSTOLIC_CHECK(device.is_cpu(), "--device {}: replicas across MPI processes run on the CPU (GPU replicas across "
-                   "processes are not supported yet); use --device cpu", device.str());
+    SYSTOLIC_CHECK(c.replicas == 1,
+                   "--replicas {}: under an MPI launcher every process drives one replica; set the "
+                   "number of replicas with mpirun -np N",
+                   c.replicas);
+    SYSTOLIC_CHECK(device.is_cpu(),
+                   "--device {}: replicas across MPI processes run on the CPU (GPU replicas across "
+                   "processes are not supported yet); use --device cpu",
+                   device.str());
     dist::MultiWorkerMirroredStrategy strategy(options);
     g_chief = strategy.is_chief();
     if (!g_chief) sy::set_log_stream(std::fopen("/dev/null", "w"));
@@ -79,10 +82,11 @@ sy::Model place(const sy::Model& model, sy::Device device, const Common& c) {
   }
   if (c.replicas > 1) {
     std::vector<sy::Device> devices;
-    for (int i = 0; i < c.replicas; ++i) devices.push_back(device.is_cpu() ? sy::Device::cpu() : sy::Device::cuda(i));
+    for (int i = 0; i < c.replicas; ++i)
+      devices.push_back(device.is_cpu() ? sy::Device::cpu() : sy::Device::cuda(i));
     for (auto& d : devices)
-      SYSTOLIC_CHECK(sy::device_available(d), "--replicas {}: GPU {} is not available ({} GPUs found)", c.replicas,
-                     d.str(), sy::gpu_info().size());
+      SYSTOLIC_CHECK(sy::device_available(d), "--replicas {}: GPU {} is not available ({} GPUs found)",
+                     c.replicas, d.str(), sy::gpu_info().size());
     return sy::to_accelerator(model, dist::MirroredStrategy(devices, options));
   }
   SYSTOLIC_CHECK(!c.sync_batch_norm, "--sync-batch-norm needs replicas (--replicas N, or mpirun)");
@@ -109,25 +113,31 @@ sy::Model make_model(const Common& c, sy::Shape default_shape, int default_class
     return sy::models::builtin(c.model, shape, classes);
   }
   if (!std::filesystem::exists(c.model))
-    sy::fail("--model {}: neither a built-in model (seed-cnn) nor an existing file (Keras JSON or full-model .h5)",
-             c.model);
+    sy::fail(
+        "--model {}: neither a built-in model (seed-cnn) nor an existing file (Keras JSON or full-model .h5)",
+        c.model);
   if (!c.input_shape.empty() || c.classes > 0)
-    sy::fail("--model {}: --input-shape and --classes-count apply to built-in models only; a model file fixes them",
-             c.model);
+    sy::fail(
+        "--model {}: --input-shape and --classes-count apply to built-in models only; a model file fixes "
+        "them",
+        c.model);
   if (is_full_model_file(c.model)) return sy::load_model(c.model);
   return sy::model_from_json_file(c.model);
 }
 
 // The model's input (H, W, C) and class count, to check data against.
-void check_model_fits(const sy::Model& model, const sy::Shape& data_shape, int classes, const std::string& what) {
+void check_model_fits(const sy::Model& model, const sy::Shape& data_shape, int classes,
+                      const std::string& what) {
   const auto& in = model.inputs()[0].shape();
   if (in != data_shape)
-    sy::fail("--model: the model takes inputs {} but {} has {}", in.keras_str(), what, data_shape.keras_str());
+    sy::fail("--model: the model takes inputs {} but {} has {}", in.keras_str(), what,
+             data_shape.keras_str());
   auto out = model.outputs()[0].shape();
   if (classes > 0 && out[-1] < classes)
     sy::fail("--model: the model has {} outputs but {} has {} classes", out[-1], what, classes);
 }
 
+// A data set as the commands use it: its splits, the input shape of its images and its classes.
 struct Data {
   sy::Tensor x_train, y_train, x_test, y_test;
   sy::Shape input_shape;
@@ -135,56 +145,22 @@ struct Data {
   std::vector<std::string> class_names;
 };
 
-sy::Tensor first(const sy::Tensor& t, std::int64_t limit) {
-  return limit > 0 && limit < t.dim(0) ? t.slice(0, limit) : t;
-}
-
-const char* kDatasetNames = "cifar10, fashion_mnist, mnist, dir:PATH";
-
-// dir:PATH: one subfolder per class; or PATH/train and PATH/test, each with one subfolder per class. Images are
-// resized to `shape` (H, W, C) when given, else kept at the first image's size (3 channels).
-Data load_image_folders(const std::string& path, std::int64_t limit, const std::optional<sy::Shape>& shape) {
-  namespace fs = std::filesystem;
-  sy::datasets::ImageFolderOptions o;
-  if (shape) o.height = (*shape)[0], o.width = (*shape)[1], o.channels = static_cast<int>((*shape)[2]);
-  o.limit = limit;
-  SYSTOLIC_CHECK(fs::is_directory(path), "--dataset dir:{}: no such folder", path);
-  Data d;
-  std::vector<std::string> names, test_names;
-  if (fs::is_directory(fs::path(path) / "train") && fs::is_directory(fs::path(path) / "test")) {
-    auto train = sy::datasets::image_dataset_from_directory((fs::path(path) / "train").string(), o, &names);
-    o.height = train.x.dim(1), o.width = train.x.dim(2);
-    auto test = sy::datasets::image_dataset_from_directory((fs::path(path) / "test").string(), o, &test_names);
-    SYSTOLIC_CHECK(names == test_names, "--dataset dir:{}: train/ and test/ have different class subfolders", path);
-    d.x_train = train.x, d.y_train = train.y, d.x_test = test.x, d.y_test = test.y;
-  } else {
-    auto all = sy::datasets::image_dataset_from_directory(path, o, &names);
-    d.x_train = d.x_test = all.x, d.y_train = d.y_test = all.y;  // one folder: it is both splits
-  }
-  d.input_shape = d.x_train.shape().without_batch();
-  d.classes = static_cast<int>(names.size());
-  d.class_names = names;
-  return d;
-}
-
-// A data set by its --dataset name, both splits, each cut to its first `limit` samples (0: all). Images keep
-// their dtype (uint8) and get a channel axis; `shape` (from --input-shape) sizes image folders.
+// --dataset NAME (datasets::load), both splits cut to their first `limit` samples (0: all); `shape` (the
+// model's input, or --input-shape) sizes image folders. An error about the name names the flag.
 Data load_dataset(const std::string& name, std::int64_t limit, const std::optional<sy::Shape>& shape = {}) {
-  auto with_channel = [](const sy::Tensor& x) { return x.rank() == 3 ? x.reshape({x.dim(0), x.dim(1), x.dim(2), 1}) : x; };
-  auto from = [&](const sy::datasets::Dataset& d) {
-    Data out{first(with_channel(d.train.x), limit), first(d.train.y, limit), first(with_channel(d.test.x), limit),
-             first(d.test.y, limit), with_channel(d.train.x).shape().without_batch(), 10, d.class_names};
-    out.classes = static_cast<int>(d.class_names.size());
-    return out;
-  };
-  if (name == "fashion_mnist") return from(sy::datasets::fashion_mnist::load_data());
-  if (name == "mnist") return from(sy::datasets::mnist::load_data());
-  if (name == "cifar10") return from(sy::datasets::cifar10::load_data());
-  if (name.rfind("dir:", 0) == 0) {
-    SYSTOLIC_CHECK(name.size() > 4, "--dataset dir:PATH: the PATH is missing");
-    return load_image_folders(name.substr(4), limit, shape);
+  sy::datasets::Dataset d;
+  try {
+    d = sy::datasets::load(name, {.limit = limit, .image_shape = shape});
+  } catch (const sy::datasets::InvalidName& e) {
+    sy::fail("--dataset {}", e.what());
   }
-  sy::fail("--dataset {}: unknown data set (known: {})", name, kDatasetNames);
+  return {d.train.x,
+          d.train.y,
+          d.test.x,
+          d.test.y,
+          d.train.x.shape().without_batch(),
+          static_cast<int>(d.class_names.size()),
+          d.class_names};
 }
 
 // One split by name ("train" or "test") of a data set: what `show` (and `predict --dataset`) need.
@@ -204,23 +180,27 @@ SplitData load_split(const std::string& name, const std::string& split, std::int
 
 void add_common(CLI::App* app, Common& c, bool with_model = true) {
   if (with_model)
-    app->add_option("--model", c.model, "built-in model (seed-cnn), Keras model JSON file, or Keras full-model .h5")
+    app->add_option("--model", c.model,
+                    "built-in model (seed-cnn), Keras model JSON file, or Keras full-model .h5")
         ->capture_default_str();
   app->add_option("--input-shape", c.input_shape, "input shape H,W,C for built-in models");
-  app->add_option("--classes-count", c.classes, "number of classes for built-in models")->check(CLI::PositiveNumber);
+  app->add_option("--classes-count", c.classes, "number of classes for built-in models")
+      ->check(CLI::PositiveNumber);
   app->add_option("--device", c.device, "auto, cpu, cuda or cuda:I")->capture_default_str();
   app->add_option("--policy", c.policy, "dtype policy of built-in models: float32, or mixed_bfloat16 (GPU)")
       ->capture_default_str();
-  app->add_option_function<std::uint64_t>("--seed", [&c](std::uint64_t s) { c.seed = s, c.seed_given = true; },
-                                          "random seed (repeatable runs)");
+  app->add_option_function<std::uint64_t>(
+      "--seed", [&c](std::uint64_t s) { c.seed = s, c.seed_given = true; }, "random seed (repeatable runs)");
 }
 
 // --replicas and --sync-batch-norm (train, evaluate, benchmark).
 void add_replicas(CLI::App* app, Common& c) {
-  app->add_option("--replicas", c.replicas,
-                  "data-parallel replicas: CPU replicas sharing the cores (--device cpu) or GPUs cuda:0..N-1; under "
-                  "mpirun, one per process")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option(
+         "--replicas", c.replicas,
+         "data-parallel replicas: CPU replicas sharing the cores (--device cpu) or GPUs cuda:0..N-1; under "
+         "mpirun, one per process")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app->add_flag("--sync-batch-norm", c.sync_batch_norm,
                 "replicas: batch norm with the global batch's statistics (default: each replica's own)");
 }
@@ -234,8 +214,10 @@ void apply_seed(const Common& c) {
 int cmd_summary(const Common& c, bool to_json) {
   sy::mixed_precision::set_global_policy(c.policy);
   auto model = make_model(c, {32, 32, 3}, 10);
-  if (to_json) std::printf("%s\n", model.to_json(2).c_str());
-  else std::fputs(model.summary_string().c_str(), stdout);
+  if (to_json)
+    std::printf("%s\n", model.to_json(2).c_str());
+  else
+    std::fputs(model.summary_string().c_str(), stdout);
   return 0;
 }
 
@@ -285,10 +267,14 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   check_model_fits(model, data.input_shape, data.classes, "--dataset " + a.dataset);
   if (!a.weights.empty()) model.load_weights(a.weights);
   // A full-model file resumes with its own optimizer and state unless --optimizer or --lr says otherwise.
-  if (!is_full_model_file(c.model) || a.optimizer_given || a.lr > 0) compile_for_data(model, a.optimizer, a.lr);
-  sy::FitOptions fit{.batch_size = a.batch_size, .epochs = a.epochs, .verbose = a.verbose,
+  if (!is_full_model_file(c.model) || a.optimizer_given || a.lr > 0)
+    compile_for_data(model, a.optimizer, a.lr);
+  sy::FitOptions fit{.batch_size = a.batch_size,
+                     .epochs = a.epochs,
+                     .verbose = a.verbose,
                      .validation_split = a.validation_split};
-  fit.augmentation = {.width_shift_range = a.width_shift_range, .height_shift_range = a.height_shift_range,
+  fit.augmentation = {.width_shift_range = a.width_shift_range,
+                      .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
   model = place(model, device, c);
   model.fit(data.x_train, data.y_train, fit);
@@ -319,7 +305,8 @@ int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
   SplitData d = load_split(a.dataset, a.split, a.limit, shape);
   auto model = from_file ? *from_file : make_model(c, d.input_shape, static_cast<int>(d.class_names.size()));
   check_model_fits(model, d.input_shape, static_cast<int>(d.class_names.size()), "--dataset " + a.dataset);
-  if (!a.weights.empty()) model.load_weights(a.weights);
+  if (!a.weights.empty())
+    model.load_weights(a.weights);
   else if (!is_full_model_file(c.model))
     sy::fail("--weights is required: --model {} has no weights of its own", c.model);
   if (!model.compiled()) compile_for_data(model, "adam", -1);
@@ -344,12 +331,12 @@ std::vector<std::string> class_names_for(const std::string& spec, int outputs) {
     for (int i = 0; i < outputs; ++i) names.push_back(std::to_string(i));
     return names;
   }
-  if (spec == "cifar10") names = sy::datasets::cifar10::class_names();
-  else if (spec == "fashion_mnist") names = sy::datasets::fashion_mnist::class_names();
-  else if (spec == "mnist") names = sy::datasets::mnist::class_names();
-  else {
+  names = sy::datasets::class_names(spec);
+  if (names.empty()) {
     std::ifstream in(spec);
-    if (!in) sy::fail("--classes {}: not cifar10, fashion_mnist, mnist or a readable file (one name per line)", spec);
+    if (!in)
+      sy::fail("--classes {}: not cifar10, fashion_mnist, mnist or a readable file (one name per line)",
+               spec);
     for (std::string line; std::getline(in, line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (!line.empty()) names.push_back(line);
@@ -374,7 +361,8 @@ int cmd_predict(const Common& c, const PredictArgs& a) {
   auto model = from_file ? *from_file
                          : make_model(c, d ? d->input_shape : shape.value_or(sy::Shape{32, 32, 3}),
                                       d ? static_cast<int>(d->class_names.size()) : 10);
-  if (!a.weights.empty()) model.load_weights(a.weights);
+  if (!a.weights.empty())
+    model.load_weights(a.weights);
   else if (!is_full_model_file(c.model))
     sy::fail("--weights is required: --model {} has no weights of its own", c.model);
   if (!device.is_cpu()) model.to(device);
@@ -391,29 +379,20 @@ int cmd_predict(const Common& c, const PredictArgs& a) {
   std::vector<std::string> labels;
   if (from_dataset) {
     std::int64_t n = d->x.dim(0);
-    SYSTOLIC_CHECK(a.index < n, "--index {}: the {} split of {} has {} images (0 to {})", a.index, a.split, a.dataset, n,
-                   n - 1);
-    sy::Tensor img = d->x.slice(a.index, a.index + 1).clone();
-    img = img.reshape(d->x.shape().without_batch().rank() == 2 ? sy::Shape{d->x.dim(1), d->x.dim(2), 1}
-                                                               : d->x.shape().without_batch());
-    SYSTOLIC_CHECK(img.shape() == in, "--dataset {}: images are {}, the model takes {}", a.dataset, img.shape().keras_str(),
-                   in.keras_str());
+    SYSTOLIC_CHECK(a.index < n, "--index {}: the {} split of {} has {} images (0 to {})", a.index, a.split,
+                   a.dataset, n, n - 1);
+    sy::Tensor img = d->x.slice(a.index, a.index + 1).reshape(d->x.shape().without_batch());
+    SYSTOLIC_CHECK(img.shape() == in, "--dataset {}: images are {}, the model takes {}", a.dataset,
+                   img.shape().keras_str(), in.keras_str());
     images.push_back(img);
     labels.push_back(fmt::format("{}:{}:{}", a.dataset, a.split, a.index));
   } else {
     for (auto& path : a.images) {
-      auto img = sy::image::read(path, static_cast<int>(in[2]));
-      if (img.dim(0) != in[0] || img.dim(1) != in[1]) img = sy::image::resize(img, in[0], in[1]);
-      images.push_back(img);
+      images.push_back(sy::image::read_resized(path, in[0], in[1], static_cast<int>(in[2])));
       labels.push_back(path);
     }
   }
-  sy::Tensor x(in.with_batch(static_cast<std::int64_t>(images.size())));
-  float* px = x.data<float>();
-  for (auto& img : images) {
-    const std::uint8_t* p = img.data<std::uint8_t>();
-    for (std::int64_t i = 0; i < img.numel(); ++i) *px++ = static_cast<float>(p[i] * a.rescale);
-  }
+  sy::Tensor x = sy::image::to_float_batch(images, a.rescale);
   sy::Tensor probs = model.predict(x).to(sy::DType::float32);
   for (std::size_t i = 0; i < images.size(); ++i) {
     const float* p = probs.data<float>() + i * outputs;
@@ -454,31 +433,35 @@ int cmd_show(const Common& c, const ShowArgs& a) {
   if (!c.input_shape.empty()) shape = parse_shape(c.input_shape);
   SplitData d = load_split(a.dataset, a.split, a.limit, shape);
   std::int64_t n = d.x.dim(0);
-  SYSTOLIC_CHECK(a.index >= 0 && a.index < n, "--index {}: the {} split of {} has {} images (0 to {})", a.index, a.split,
-                 a.dataset, n, n - 1);
+  SYSTOLIC_CHECK(a.index >= 0 && a.index < n, "--index {}: the {} split of {} has {} images (0 to {})",
+                 a.index, a.split, a.dataset, n, n - 1);
   sy::Tensor img = d.x.slice(a.index, a.index + 1).reshape(d.x.shape().without_batch()).clone();
   int label = static_cast<int>(d.y.slice(a.index, a.index + 1).to_doubles()[0]);
-  std::string name = label >= 0 && label < static_cast<int>(d.class_names.size()) ? d.class_names[label] : "?";
+  std::string name =
+      label >= 0 && label < static_cast<int>(d.class_names.size()) ? d.class_names[label] : "?";
   sy::image::write_png(a.output, sy::image::upscale_nearest(img, a.scale));
   if (::isatty(::fileno(stdout))) std::fputs(sy::image::terminal_preview(img).c_str(), stdout);
-  std::printf("%s %s[%lld]: label %d (%s), %lldx%lldx%lld, written to %s scaled %dx\n", a.dataset.c_str(), a.split.c_str(),
-              static_cast<long long>(a.index), label, name.c_str(), static_cast<long long>(img.dim(0)),
-              static_cast<long long>(img.dim(1)), static_cast<long long>(img.dim(2)), a.output.c_str(), a.scale);
+  std::printf("%s %s[%lld]: label %d (%s), %lldx%lldx%lld, written to %s scaled %dx\n", a.dataset.c_str(),
+              a.split.c_str(), static_cast<long long>(a.index), label, name.c_str(),
+              static_cast<long long>(img.dim(0)), static_cast<long long>(img.dim(1)),
+              static_cast<long long>(img.dim(2)), a.output.c_str(), a.scale);
   return 0;
 }
 
 int cmd_datasets() {
   std::printf("%-14s %-10s %-50s %s\n", "NAME", "AVAILABLE", "LOCATION", "SOURCE");
   for (auto& d : sy::datasets::known())
-    std::printf("%-14s %-10s %-50s %s\n", d.name.c_str(), d.available ? "yes" : "download", d.location.c_str(),
-                d.source.c_str());
+    std::printf("%-14s %-10s %-50s %s\n", d.name.c_str(), d.available ? "yes" : "download",
+                d.location.c_str(), d.source.c_str());
   std::printf("%-14s %-10s %-50s %s\n", "dir:PATH", "-", "PATH", "image folders: one subfolder per class");
   std::printf("Cache: %s (SYSTOLIC_HOME=%s)\n", sy::datasets::cache_dir().c_str(),
               std::getenv("SYSTOLIC_HOME") ? std::getenv("SYSTOLIC_HOME") : "unset, default ~/.systolic");
   return 0;
 }
 
-std::string gib(std::int64_t bytes) { return fmt::format("{:.1f} GiB", double(bytes) / (1024.0 * 1024 * 1024)); }
+std::string gib(std::int64_t bytes) {
+  return fmt::format("{:.1f} GiB", double(bytes) / (1024.0 * 1024 * 1024));
+}
 
 int cmd_info() {
   auto cpu = sy::cpu_info();
@@ -487,13 +470,17 @@ int cmd_info() {
   std::printf("CPU: %s, %d cores, ISA %s, %d OpenMP threads, %s memory\n", cpu.model.c_str(), cpu.cores,
               cpu.isa.c_str(), cpu.threads, gib(cpu.memory_bytes).c_str());
   auto gpus = sy::gpu_info();
-  if (!build.cuda) std::printf("GPUs: none (this build has no CUDA support)\n");
-  else if (gpus.empty()) std::printf("GPUs: none found\n");
-  else std::printf("GPUs: %zu\n", gpus.size());
+  if (!build.cuda)
+    std::printf("GPUs: none (this build has no CUDA support)\n");
+  else if (gpus.empty())
+    std::printf("GPUs: none found\n");
+  else
+    std::printf("GPUs: %zu\n", gpus.size());
   for (auto& g : gpus) std::printf("  %s\n", sy::describe_device(sy::Device::cuda(g.index)).c_str());
   std::printf("Build: oneDNN %s, OpenMP, CUDA %s, MPI %s\n", build.onednn_version.c_str(),
               build.cuda ? fmt::format("on (runtime {}, cuDNN {}, cuBLASLt {})", build.cuda_runtime,
-                                       build.cudnn_version, build.cublas_version).c_str()
+                                       build.cudnn_version, build.cublas_version)
+                               .c_str()
                          : "off",
               build.mpi ? "on" : "off");
   std::printf("Default device: %s\n", sy::default_device().str().c_str());
@@ -510,10 +497,7 @@ struct BenchArgs {
 
 // Replicas across every process: --replicas, or the MPI job's size.
 int replicas_of(const Common& c) {
-  if (!sy::distribute::launched_by_mpi()) return c.replicas;
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const char* n = std::getenv(v)) return std::atoi(n);
-  return 1;
+  return sy::distribute::launched_by_mpi() ? sy::distribute::launched_world_size() : c.replicas;
 }
 
 int cmd_benchmark(const Common& c, const BenchArgs& a) {
@@ -522,15 +506,17 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
   auto model = make_model(c, {32, 32, 3}, 10);
   sy::Shape shape = model.inputs()[0].shape();
   int classes = static_cast<int>(model.outputs()[0].shape()[-1]);
-  // Random uint8 images and labels, `steps` batches of them: the speed of a step does not depend on the values.
-  // Training runs as fit runs it (on a GPU: data on the device, the step replayed from a CUDA graph): a first
-  // epoch warms up (buffers, algorithm choice, graph capture), the second is timed; fit returns after the device
-  // has finished.
+  // Random uint8 images and labels, `steps` batches of them: the speed of a step does not depend on the
+  // values. Training runs as fit runs it (on a GPU: data on the device, the step replayed from a CUDA graph):
+  // a first epoch warms up (buffers, algorithm choice, graph capture), the second is timed; fit returns after
+  // the device has finished.
   sy::Generator g(7);
   std::int64_t n = a.samples > 0 ? a.samples : a.batch_size * a.steps;
   sy::Tensor x(shape.with_batch(n), sy::DType::uint8), y({n}, sy::DType::uint8);
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32());
-  for (std::int64_t i = 0; i < n; ++i) y.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32() % classes);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32());
+  for (std::int64_t i = 0; i < n; ++i)
+    y.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(g.next_u32() % classes);
   model = place(model, device, c);
   using clock = std::chrono::steady_clock;
   sy::FitOptions fit{.batch_size = a.batch_size, .epochs = 1, .verbose = 0};
@@ -586,27 +572,39 @@ int main(int argc, char** argv) {
   auto* summary = app.add_subcommand("summary", "print Keras's model.summary() table");
   add_common(summary, common);
   bool to_json = false;
-  summary->add_flag("--to-json", to_json, "print the model's Keras JSON (model.to_json()) instead of the table");
+  summary->add_flag("--to-json", to_json,
+                    "print the model's Keras JSON (model.to_json()) instead of the table");
 
   TrainArgs train_args;
   auto* train = app.add_subcommand("train", "train a model (Keras fit), then evaluate on the test split");
   add_common(train, common);
   add_replicas(train, common);
-  train->add_option("--dataset", train_args.dataset, kDatasetNames)->required();
-  train->add_option("--epochs", train_args.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
-  train->add_option("--batch-size", train_args.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  train->add_option("--dataset", train_args.dataset, sy::datasets::names())->required();
+  train->add_option("--epochs", train_args.epochs, "epochs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  train->add_option("--batch-size", train_args.batch_size, "batch size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   train->add_option("--optimizer", train_args.optimizer, "adam, sgd or rmsprop")->capture_default_str();
-  train->add_option("--lr", train_args.lr, "learning rate (default: the optimizer's Keras default)")->check(CLI::PositiveNumber);
-  train->add_option("--validation-split", train_args.validation_split, "fraction of training samples held out")
+  train->add_option("--lr", train_args.lr, "learning rate (default: the optimizer's Keras default)")
+      ->check(CLI::PositiveNumber);
+  train
+      ->add_option("--validation-split", train_args.validation_split, "fraction of training samples held out")
       ->check(CLI::Range(0.0, 0.999));
-  train->add_option("--limit", train_args.limit, "use the first N samples of each split")->check(CLI::PositiveNumber);
-  train->add_option("--verbose", train_args.verbose, "0, 1 or 2 as in Keras")->capture_default_str()->check(CLI::Range(0, 2));
+  train->add_option("--limit", train_args.limit, "use the first N samples of each split")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--verbose", train_args.verbose, "0, 1 or 2 as in Keras")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 2));
 
-  train->add_option("--width-shift-range", train_args.width_shift_range,
-                    "augmentation: random horizontal shifts (< 1: fraction of the width, else pixels)")
+  train
+      ->add_option("--width-shift-range", train_args.width_shift_range,
+                   "augmentation: random horizontal shifts (< 1: fraction of the width, else pixels)")
       ->check(CLI::NonNegativeNumber);
-  train->add_option("--height-shift-range", train_args.height_shift_range,
-                    "augmentation: random vertical shifts (< 1: fraction of the height, else pixels)")
+  train
+      ->add_option("--height-shift-range", train_args.height_shift_range,
+                   "augmentation: random vertical shifts (< 1: fraction of the height, else pixels)")
       ->check(CLI::NonNegativeNumber);
   train->add_flag("--horizontal-flip", train_args.horizontal_flip, "augmentation: random horizontal flips");
   train->add_option("--weights", train_args.weights, "initial weights (Keras .h5 or .weights.h5)");
@@ -615,54 +613,85 @@ int main(int argc, char** argv) {
   train->add_option("--save", train_args.save, "write the whole trained model (Keras full-model .h5)");
 
   EvaluateArgs eval_args;
-  auto* evaluate = app.add_subcommand("evaluate", "evaluate a model on a data set split; prints Test loss/accuracy");
+  auto* evaluate =
+      app.add_subcommand("evaluate", "evaluate a model on a data set split; prints Test loss/accuracy");
   add_common(evaluate, common);
   add_replicas(evaluate, common);
-  evaluate->add_option("--weights", eval_args.weights, "Keras weights file (not needed for a full-model .h5)");
-  evaluate->add_option("--dataset", eval_args.dataset, kDatasetNames)->required();
-  evaluate->add_option("--split", eval_args.split, "train or test")->capture_default_str()->check(CLI::IsMember({"train", "test"}));
-  evaluate->add_option("--batch-size", eval_args.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  evaluate->add_option("--weights", eval_args.weights,
+                       "Keras weights file (not needed for a full-model .h5)");
+  evaluate->add_option("--dataset", eval_args.dataset, sy::datasets::names())->required();
+  evaluate->add_option("--split", eval_args.split, "train or test")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"train", "test"}));
+  evaluate->add_option("--batch-size", eval_args.batch_size, "batch size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   evaluate->add_option("--limit", eval_args.limit, "use the first N samples")->check(CLI::PositiveNumber);
 
   PredictArgs predict_args;
   auto* predict = app.add_subcommand("predict", "class probabilities for image files or one data set sample");
   add_common(predict, common);
-  predict->add_option("--weights", predict_args.weights, "Keras weights file (not needed for a full-model .h5)");
+  predict->add_option("--weights", predict_args.weights,
+                      "Keras weights file (not needed for a full-model .h5)");
   predict->add_option("--rescale", predict_args.rescale, "multiply pixel values by F (default 1: raw 0-255)")
       ->capture_default_str();
-  predict->add_option("--classes", predict_args.classes, "class names: cifar10, fashion_mnist, mnist or a FILE (one per line)");
-  predict->add_option("--top", predict_args.top, "classes listed per input (table output)")->capture_default_str()
+  predict->add_option("--classes", predict_args.classes,
+                      "class names: cifar10, fashion_mnist, mnist or a FILE (one per line)");
+  predict->add_option("--top", predict_args.top, "classes listed per input (table output)")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   predict->add_flag("--json", predict_args.json, "one JSON line per input");
-  predict->add_option("--dataset", predict_args.dataset, kDatasetNames);
-  predict->add_option("--split", predict_args.split, "train or test")->capture_default_str()->check(CLI::IsMember({"train", "test"}));
-  predict->add_option("--index", predict_args.index, "sample index in the split")->check(CLI::NonNegativeNumber);
-  predict->add_option("images", predict_args.images, "image files (PNG, JPEG, BMP), resized to the model's input");
+  predict->add_option("--dataset", predict_args.dataset, sy::datasets::names());
+  predict->add_option("--split", predict_args.split, "train or test")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"train", "test"}));
+  predict->add_option("--index", predict_args.index, "sample index in the split")
+      ->check(CLI::NonNegativeNumber);
+  predict->add_option("images", predict_args.images,
+                      "image files (PNG, JPEG, BMP), resized to the model's input");
 
   ShowArgs show_args;
-  auto* show = app.add_subcommand("show", "write one image of a data set as PNG (scaled up) and print its label");
-  show->add_option("--dataset", show_args.dataset, kDatasetNames)->required();
-  show->add_option("--split", show_args.split, "train or test")->capture_default_str()->check(CLI::IsMember({"train", "test"}));
-  show->add_option("--index", show_args.index, "sample index in the split")->required()->check(CLI::NonNegativeNumber);
+  auto* show =
+      app.add_subcommand("show", "write one image of a data set as PNG (scaled up) and print its label");
+  show->add_option("--dataset", show_args.dataset, sy::datasets::names())->required();
+  show->add_option("--split", show_args.split, "train or test")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"train", "test"}));
+  show->add_option("--index", show_args.index, "sample index in the split")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
   show->add_option("-o,--output", show_args.output, "PNG file to write")->required();
-  show->add_option("--scale", show_args.scale, "nearest-neighbour scale factor")->capture_default_str()->check(CLI::Range(1, 64));
+  show->add_option("--scale", show_args.scale, "nearest-neighbour scale factor")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   show->add_option("--input-shape", common.input_shape, "H,W,C to resize image folders (dir:PATH) to");
-  show->add_option("--limit", show_args.limit, "use the first N samples of each split")->check(CLI::PositiveNumber);
+  show->add_option("--limit", show_args.limit, "use the first N samples of each split")
+      ->check(CLI::PositiveNumber);
 
-  auto* datasets = app.add_subcommand("datasets", "the known data sets, where they are cached, whether they are available");
+  auto* datasets = app.add_subcommand(
+      "datasets", "the known data sets, where they are cached, whether they are available");
 
   auto* info = app.add_subcommand("info", "devices found and build features");
 
   BenchArgs bench_args;
-  auto* bench = app.add_subcommand("benchmark", "training images/s and single-image predict latency, one JSON line");
+  auto* bench =
+      app.add_subcommand("benchmark", "training images/s and single-image predict latency, one JSON line");
   add_common(bench, common);
   add_replicas(bench, common);
-  bench->add_option("--batch-size", bench_args.batch_size, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  bench->add_option("--steps", bench_args.steps, "batches per epoch when --samples is not given")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("--batch-size", bench_args.batch_size, "batch size")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bench->add_option("--steps", bench_args.steps, "batches per epoch when --samples is not given")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   bench->add_option("--samples", bench_args.samples, "images per epoch (default: batch size x steps)")
       ->check(CLI::PositiveNumber);
-  bench->add_option("--epochs", bench_args.epochs, "timed epochs")->capture_default_str()->check(CLI::PositiveNumber);
-  bench->add_option("--warmup", bench_args.warmup, "untimed epochs of N steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  bench->add_option("--epochs", bench_args.epochs, "timed epochs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bench->add_option("--warmup", bench_args.warmup, "untimed epochs of N steps first")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,154 @@
+// EpochIterator (epoch_iterator.h): the epoch's order and seed, then batches from the BatchPipeline or from
+// DeviceBatches.
+#include "model/epoch_iterator.h"
+
+#include <systolic/ops.h>
+#include <systolic/random.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "distribute/replica_group.h"
+#include "model/model_state.h"
+
+namespace systolic {
+
+// The training samples on the model's device and the epoch's order as an int32 device tensor; each batch is
+// gathered (and converted) by ops through a fixed index buffer, then augmented.
+struct EpochIterator::DeviceBatches {
+  Tensor x, y, order, idx;
+  Tensor raw, augmented;  // float32 batches before and after augmentation
+
+  DeviceBatches(ModelState& s, const Tensor& xt, const Tensor& yt, std::int64_t batch, bool augment) {
+    Device d = s.device();
+    SYSTOLIC_CHECK(xt.dim(0) < (std::int64_t(1) << 31), "fit: {} samples are too many for int32 row indices",
+                   xt.dim(0));
+    x = xt.to(d);
+    y = yt.to(d);
+    s.ensure_capacity(batch);
+    idx = Tensor({batch}, DType::int32, d);
+    // Augmentation works on float32 images; under mixed precision its result is cast to the compute dtype.
+    raw = augment ? Tensor(s.x_buf.shape(), DType::float32, d) : Tensor();
+    augmented =
+        augment && s.x_buf.dtype() != DType::float32 ? Tensor(s.x_buf.shape(), DType::float32, d) : Tensor();
+  }
+
+  void set_order(const std::vector<std::int64_t>& rows) {
+    Tensor host({static_cast<std::int64_t>(rows.size())}, DType::int32);
+    auto* p = host.data<std::int32_t>();
+    for (std::size_t i = 0; i < rows.size(); ++i) p[i] = static_cast<std::int32_t>(rows[i]);
+    order = host.to(x.device());  // one copy per epoch
+  }
+
+  // Rows [begin, begin + n) of the epoch's order into the model's input buffers.
+  void load(ModelState& s, std::int64_t begin, std::int64_t n, const Augmentation& a, std::uint64_t seed) {
+    Tensor rows = idx.slice(0, n), src = order.slice(begin, begin + n);
+    ops::copy(src, rows);
+    Tensor xb = s.x_buf.slice(0, n), yb = s.y_buf.slice(0, n);
+    if (a.enabled()) {
+      Tensor r = raw.slice(0, n);
+      ops::gather_rows(x, rows, r);
+      auto images = [](const Tensor& t) {
+        return t.rank() == 3 ? t.reshape({t.dim(0), t.dim(1), t.dim(2), 1}) : t;
+      };
+      Tensor out = augmented.defined() ? images(augmented.slice(0, n)) : images(xb);
+      ops::augment_images(images(r), out, augment_params(a), seed, static_cast<std::uint64_t>(begin));
+      if (augmented.defined()) ops::cast(out, xb);
+    } else {
+      ops::gather_rows(x, rows, xb);
+    }
+    ops::gather_rows(y, rows, yb);
+  }
+
+  static ops::AugmentParams augment_params(const Augmentation& a) {
+    return {.width_shift_range = a.width_shift_range,
+            .height_shift_range = a.height_shift_range,
+            .horizontal_flip = a.horizontal_flip,
+            .fill_constant = a.fill_mode == "constant",
+            .cval = a.cval};
+  }
+};
+
+EpochIterator::EpochIterator(ModelState& s, const Tensor& x, const Tensor& y, const FitOptions& o)
+    : s_(s),
+      x_(x),
+      y_(y),
+      batch_size_(o.batch_size),
+      samples_(x.dim(0)),
+      steps_((x.dim(0) + o.batch_size - 1) / o.batch_size),
+      full_batch_(std::min(o.batch_size, x.dim(0))),
+      shuffle_(o.shuffle),
+      augmentation_(o.augmentation),
+      workers_(o.workers),
+      max_queue_size_(o.max_queue_size) {
+  distribute::ReplicaGroup* group = s.replicas.get();
+  // Fixes the batch dtypes (y_buf: int32 or float); a replica holds only its shard.
+  s.ensure_capacity(group ? std::max<std::int64_t>(1, full_batch_ / group->size()) : full_batch_);
+  // GPUs build batches on the device; replicas split host batches.
+  bool on_device = !group && (o.batches == FitOptions::Batches::on_device ||
+                              (o.batches == FitOptions::Batches::automatic && !s.device().is_cpu()));
+  if (on_device) device_ = std::make_unique<DeviceBatches>(s, x, y, full_batch_, augmentation_.enabled());
+}
+
+EpochIterator::~EpochIterator() = default;
+
+void EpochIterator::begin_epoch() {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(samples_));
+  if (shuffle_)
+    order = global_generator().permutation(samples_);
+  else
+    std::iota(order.begin(), order.end(), std::int64_t(0));
+  // Drawn only when augmenting, so runs without augmentation see the same random stream as before.
+  augmentation_seed_ = augmentation_.enabled() ? global_generator().split() : 0;
+  distribute::ReplicaGroup* group = s_.replicas.get();
+  if (group && group->strategy().num_workers() > 1) {
+    // Every worker builds the same global batches: the chief's order and seed (32-bit halves: exact in
+    // doubles).
+    std::vector<double> shared(order.begin(), order.end());
+    shared.push_back(double(augmentation_seed_ >> 32));
+    shared.push_back(double(augmentation_seed_ & 0xffffffffu));
+    group->broadcast_from_chief(shared);
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(shared[i]);
+    augmentation_seed_ = (static_cast<std::uint64_t>(shared[order.size()]) << 32) |
+                         static_cast<std::uint64_t>(shared[order.size() + 1]);
+  }
+  step_ = 0;
+  if (device_) {
+    device_->set_order(order);
+    return;
+  }
+  pipeline_.reset();  // an epoch that stopped early (stop_training) may have left one
+  pipeline_ = std::make_unique<BatchPipeline>(x_, y_, std::move(order),
+                                              BatchPipelineOptions{.batch_size = batch_size_,
+                                                                   .augmentation = augmentation_,
+                                                                   .seed = augmentation_seed_,
+                                                                   .workers = workers_,
+                                                                   .max_queue_size = max_queue_size_,
+                                                                   .x_dtype = s_.dtype,
+                                                                   .y_dtype = s_.y_buf.dtype()});
+}
+
+bool EpochIterator::next(Batch& batch) {
+  if (step_ >= steps_) {
+    pipeline_.reset();  // its threads end with the epoch
+    return false;
+  }
+  batch = Batch{.index = step_};
+  if (device_) {
+    std::int64_t begin = step_ * batch_size_;
+    batch.size = std::min(batch_size_, samples_ - begin);
+    device_->load(s_, begin, batch.size, augmentation_, augmentation_seed_);
+  } else {
+    if (!pipeline_->next(batch.x, batch.y)) return false;
+    batch.size = batch.x.dim(0);
+  }
+  ++step_;
+  return true;
+}
+
+ValidationData EpochIterator::place(const ValidationData& data) const {
+  if (!device_) return data;
+  return {data.x.to(s_.device()), data.y.to(s_.device())};
+}
+
+}  // namespace systolic

@@ -1,0 +1,69 @@
+// fit's batches, epoch by epoch (Keras's EpochIterator). They come from one of two sources:
+//  - the host: the BatchPipeline gathers each batch, converts it to the model's dtypes and augments it on
+//    background threads, a few batches ahead; the train function copies it into the model's buffers (or,
+//    under replicas, splits it among them).
+//  - the device (DeviceBatches): the training samples are copied to the model's device once per fit, in their
+//    own dtype; each batch is gathered and converted by ops straight into the model's input buffers, from a
+//    device tensor that holds the epoch's order, then augmented there. GPUs take this way, so that the step
+//    can be replayed from a CUDA graph; FitOptions::Batches::on_device runs the same logic with CPU ops on
+//    the CPU, where it gives the host pipeline's weights bit for bit.
+// Every epoch draws its order (a fresh permutation when shuffling) and its augmentation seed from the global
+// generator; across workers every worker takes the chief's, so they all build the same global batches.
+#pragma once
+
+#include <systolic/model.h>
+#include <systolic/tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace systolic {
+
+class ModelState;
+
+// One batch of an epoch.
+struct Batch {
+  std::int64_t index = 0;  // in the epoch: 0 .. steps - 1
+  std::int64_t size = 0;   // samples
+  // Built on the host in the model's dtypes; both undefined when the batch is already in the model's input
+  // buffers (device batches).
+  Tensor x, y;
+};
+
+class EpochIterator {
+ public:
+  // x, y: the training samples (validation data already split off). Sizes the model's buffers for the
+  // batches; on the device, copies the samples there.
+  EpochIterator(ModelState& model, const Tensor& x, const Tensor& y, const FitOptions& options);
+  ~EpochIterator();
+  EpochIterator(const EpochIterator&) = delete;
+  EpochIterator& operator=(const EpochIterator&) = delete;
+
+  // Whether the batches are built on the model's device (into its input buffers).
+  bool on_device() const { return device_ != nullptr; }
+  std::int64_t steps() const { return steps_; }            // batches per epoch
+  std::int64_t full_batch() const { return full_batch_; }  // samples in every batch but maybe the last
+  // Starts an epoch: draws its order and augmentation seed.
+  void begin_epoch();
+  // The epoch's next batch; false after its last.
+  bool next(Batch& batch);
+  // Validation data where this fit's batches live: copied to the model's device once (for every epoch's
+  // validation) when they are built there.
+  ValidationData place(const ValidationData& data) const;
+
+ private:
+  struct DeviceBatches;
+  ModelState& s_;
+  Tensor x_, y_;
+  std::int64_t batch_size_, samples_, steps_, full_batch_;
+  bool shuffle_;
+  Augmentation augmentation_;
+  int workers_, max_queue_size_;
+  std::int64_t step_ = 0;
+  std::uint64_t augmentation_seed_ = 0;
+  std::unique_ptr<DeviceBatches> device_;
+  std::unique_ptr<BatchPipeline> pipeline_;
+};
+
+}  // namespace systolic

@@ -1,0 +1,88 @@
+// TrainFunction (train_function.h): a training step as five plain calls, and its CUDA graph.
+#include "model/train_function.h"
+
+#include <systolic/log.h>
+
+#include "distribute/replica_group.h"
+#include "model/model_state.h"
+
+namespace systolic {
+
+TrainFunction::TrainFunction(ModelState& model) : s_(model) {}
+TrainFunction::~TrainFunction() = default;
+
+void TrainFunction::step(std::int64_t n) {
+  s_.forward(n, /*training=*/true);
+  bool grad_is_preactivation = s_.compute_loss(n, 1.0 / double(n));
+  s_.compute_metrics(n);
+  s_.backward(n, grad_is_preactivation);
+  s_.apply_gradients();
+}
+
+void TrainFunction::invalidate() {
+  if (graph_) graph_->reset();
+  graph_batch_ = -1;  // begin_fit makes a new graph, for the model's device
+  warm_ = 0;
+  refused_ = false;
+}
+
+void TrainFunction::begin_fit(bool device_batches, bool graphs, std::int64_t full_batch) {
+  if (!graph_ || graph_batch_ != full_batch) {
+    invalidate();
+    graph_ = std::make_unique<StepGraph>(s_.device());
+    graph_batch_ = full_batch;
+  }
+  device_batches_ = device_batches;
+  full_batch_ = full_batch;
+  use_graph_ = device_batches && graphs && graph_->supported() && !refused_;
+  mode_ = device_batches && !s_.device().is_cpu() ? (graph_->captured() && use_graph_ ? "graph" : "eager")
+                                                  : "host";
+  reason_ = s_.replicas            ? "replicas: batches built on the host and split"
+            : !device_batches      ? "batches built on the host"
+            : !graphs              ? "step graphs turned off (FitOptions::step_graph)"
+            : !graph_->supported() ? "CUDA graphs need a GPU"
+            : refused_             ? reason_
+                                   : "";
+}
+
+void TrainFunction::record(std::int64_t n) {
+  s_.step_counter().on(s_.device());  // made by the warm-up step already; recorded steps read it there
+  std::string why;
+  if (graph_->capture([&] { step(n); }, why)) {
+    graph_lr_ = s_.optimizer->learning_rate();
+    mode_ = "graph";
+    reason_.clear();
+  } else {
+    use_graph_ = false;
+    refused_ = true;
+    reason_ = why;
+    log_line("systolic: training steps run without a CUDA graph: " + why);
+  }
+}
+
+void TrainFunction::operator()(const Batch& batch) {
+  if (s_.replicas) {
+    s_.replicas->train_step(batch.x, batch.y);
+    return;
+  }
+  if (batch.x.defined()) s_.set_batch(batch.x, batch.y);
+  std::int64_t n = batch.size;
+  bool replayable = use_graph_ && n == full_batch_;
+  // The learning rate is a constant in the recorded kernels: another one (a schedule) records again.
+  if (replayable && graph_->captured() && s_.optimizer->learning_rate() != graph_lr_) graph_->reset();
+  if (replayable && !graph_->captured() && warm_ >= 1) record(n);  // recording runs nothing: replayed below
+  if (replayable && graph_->captured()) {
+    graph_->replay();
+  } else {
+    step(n);
+    if (device_batches_ && n == full_batch_) ++warm_;
+  }
+  s_.step_counter().advance();
+}
+
+void TrainFunction::run_eagerly(std::int64_t n) {
+  step(n);
+  s_.step_counter().advance();
+}
+
+}  // namespace systolic
