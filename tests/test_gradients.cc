@@ -51,10 +51,11 @@ void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t
     xs.push_back(random_tensor(shapes[i], seed + i, DType::float64, lo, hi));
   std::int64_t n = shapes[0][0];
   Tensor r = random_tensor(out.shape().with_batch(n), seed + 100, DType::float64);
+  TrainingStep training;
   auto run = [&](LayerCall& c) {
     c.inputs = xs;
     c.output = Tensor(out.shape().with_batch(n), DType::float64);
-    c.training = true;
+    c.training = &training;
     layer->call_forward(c);
   };
   auto loss = [&]() {

@@ -17,9 +17,8 @@ Tensor run(LayerRef layer, const std::vector<Tensor>& xs, bool training = false,
   c.inputs = xs;
   c.output = Tensor(out.shape().with_batch(xs[0].dim(0)));
   systolic::testing::poison(c.output);
-  c.training = training;
-  c.step = Tensor::full({1}, step, DType::float64);
-  c.replica = replica;
+  TrainingStep t{.counter = Tensor::full({1}, step, DType::float64), .replica = replica};
+  c.training = training ? &t : nullptr;
   layer->call_forward(c);
   return c.output;
 }

@@ -51,22 +51,26 @@ struct Weight {
   bool trainable = true;
 };
 
+// What a model's training step hands every layer it calls (the same for the whole step).
+struct TrainingStep {
+  Tensor counter;   // the training-step counter, float64 [1] on the device (dropout's masks)
+  int replica = 0;  // the replica's index under a strategy: each replica draws its own masks
+  // The replicas of the step when batch norm is synchronised (the batch-norm ops sum their statistics over
+  // them); null otherwise.
+  const ops::CrossReplica* replicas = nullptr;
+};
+
 // One call of a layer during execution: inputs, the preallocated output, what backward needs.
 struct LayerCall {
   std::vector<Tensor> inputs;
   Tensor output;  // [N, node shape]; forward writes it (or rebinds it to a view of an input)
-  bool training = false;
-  Tensor step;      // the model's training-step counter, float64 [1] on the device (dropout's masks)
-  int replica = 0;  // the replica's index under a strategy: each replica draws its own masks
-  std::vector<Tensor> saved;    // whatever backward needs, kept by forward
-  Tensor workspace;             // backend-private state for backward (pooling indices)
-  Tensor logits;                // pre-softmax values, kept when the layer's activation is softmax
-  Tensor logits_buffer;         // the storage logits views
+  const TrainingStep* training = nullptr;  // set in training (dropout, batch norm); null at inference
+  std::vector<Tensor> saved;               // what the layer's backward needs, kept by its forward
+  // The values before the fused activation, kept when the loss or the activation's gradient needs them (the
+  // Layer base's; the output then lives in activated).
+  Tensor preactivation, activated;
   Tensor doutput;               // backward input: gradient w.r.t. the output
   std::vector<Tensor> dinputs;  // backward output (=); an undefined entry needs no gradient
-  // Under a strategy with synchronised batch norm: the replicas of the step (the batch-norm ops sum their statistics
-  // over them); null otherwise.
-  const ops::CrossReplica* replicas = nullptr;
 };
 
 class Layer : public std::enable_shared_from_this<Layer> {

@@ -52,10 +52,10 @@ ReplicaGroup::ReplicaGroup(const Strategy& strategy, ModelState* first,
   for (int l = 0; l < local_size(); ++l) {
     ModelState& s = replica(l);
     s.chief = chief() && l == 0;
-    s.replica_index = global_index(l);
+    s.training_step.replica = global_index(l);
     if (strategy_.options().sync_batch_norm) {
       cross_replicas_[l].all_reduce = [this, l](Tensor& t) { comm_->all_reduce_sum(t, l); };
-      s.cross_replica = &cross_replicas_[l];
+      s.training_step.replicas = &cross_replicas_[l];
     }
   }
   for (int l = 1; l < local_size(); ++l) threads_.emplace_back([this, l] { worker_loop(l); });

@@ -57,7 +57,7 @@ class ActivationLayer final : public Layer {
   // pre-activation values).
   bool fuses_activation() const override { return true; }
   void forward(LayerCall& c) override {
-    c.logits = c.inputs[0];
+    c.preactivation = c.inputs[0];
     ops::activation_forward(activation_, c.inputs[0], c.output);
   }
   void backward(LayerCall& c) override {

@@ -69,7 +69,7 @@ class BatchNormalizationLayer final : public Layer {
     if (c.saved.size() != 2 || c.saved[0].numel() != ch)
       c.saved = {Tensor({ch}, dtype(), c.inputs[0].device()), Tensor({ch}, dtype(), c.inputs[0].device())};
     ops::batch_norm_forward_training(c.inputs[0], g, b, c.output, c.saved[0], c.saved[1], o_.epsilon,
-                                     c.replicas);
+                                     c.training->replicas);
     ops::moving_average(moving(0), c.saved[0], o_.momentum);
     ops::moving_average(moving(1), c.saved[1], o_.momentum);
   }
@@ -78,7 +78,7 @@ class BatchNormalizationLayer final : public Layer {
     SYSTOLIC_CHECK(c.saved.size() == 2, "layer '{}': backward without a training forward", name());
     Tensor dgamma = grad(gamma()), dbeta = grad(beta());
     ops::batch_norm_backward(c.inputs[0], value(gamma()), c.saved[0], c.saved[1], c.doutput, c.dinputs[0],
-                             dgamma, dbeta, o_.epsilon, c.replicas);
+                             dgamma, dbeta, o_.epsilon, c.training ? c.training->replicas : nullptr);
   }
 
  private:

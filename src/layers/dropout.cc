@@ -31,19 +31,19 @@ class DropoutLayer final : public Layer {
     }
     // A fresh mask per training step: the op mixes the layer's seed with the model's step counter, which it reads
     // on the device (so a captured CUDA graph draws a new mask on every replay).
-    ops::dropout_forward(c.inputs[0], c.output, rate_, seed_for(c), c.step);
+    ops::dropout_forward(c.inputs[0], c.output, rate_, seed_for(c), c.training->counter);
   }
   void backward(LayerCall& c) override {
     if (!c.dinputs[0].defined()) return;
     if (!c.training || rate_ == 0) ops::copy(c.doutput, c.dinputs[0]);
-    else ops::dropout_backward(c.doutput, c.dinputs[0], rate_, seed_for(c), c.step);
+    else ops::dropout_backward(c.doutput, c.dinputs[0], rate_, seed_for(c), c.training->counter);
   }
 
  private:
   // Replica 0 (and a model without a strategy) uses the layer's seed; replica r a seed of its own, as each replica of
   // a tf.distribute strategy draws its own random numbers.
   std::uint64_t seed_for(const LayerCall& c) const {
-    return seed_ + 0xD1B54A32D192ED03ull * static_cast<std::uint64_t>(c.replica);
+    return seed_ + 0xD1B54A32D192ED03ull * static_cast<std::uint64_t>(c.training ? c.training->replica : 0);
   }
   double rate_;
   std::uint64_t seed_;

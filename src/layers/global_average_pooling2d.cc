@@ -36,7 +36,7 @@ class GlobalAveragePooling2DLayer final : public Layer {
     if (!c.dinputs[0].defined()) return;
     const Tensor& x = c.inputs[0];
     Shape s{x.dim(0), 1, 1, x.dim(3)};
-    ops::pool2d_backward(x, c.output.reshape(s), c.doutput.reshape(s), c.workspace, c.dinputs[0], params(x));
+    ops::pool2d_backward(x, c.output.reshape(s), c.doutput.reshape(s), Tensor(), c.dinputs[0], params(x));
   }
 };
 }  // namespace

@@ -177,18 +177,18 @@ void Layer::call_forward(LayerCall& call) {
   // The pre-activation values stay (the loss's logits; the input of the activation's gradient): the activation
   // writes a second buffer, which becomes the output. The buffer only grows, so a smaller last batch does not
   // move it (a captured step graph holds its address).
-  Tensor& buf = call.logits_buffer;
+  Tensor& buf = call.activated;
   if (!buf.defined() || buf.numel() < call.output.numel() || buf.device() != call.output.device() ||
       buf.dtype() != call.output.dtype())
     buf = Tensor({call.output.numel()}, call.output.dtype(), call.output.device());
-  call.logits = call.output;
-  call.output = buf.view(0, call.logits.shape());
-  ops::activation_forward(activation_, call.logits, call.output);
+  call.preactivation = call.output;
+  call.output = buf.view(0, call.preactivation.shape());
+  ops::activation_forward(activation_, call.preactivation, call.output);
 }
 
 void Layer::call_backward(LayerCall& call, bool grad_is_preactivation) {
   if (activation_ != Activation::linear && !grad_is_preactivation)
-    ops::activation_backward(activation_, call.logits, call.output, call.doutput, call.doutput);
+    ops::activation_backward(activation_, call.preactivation, call.output, call.doutput, call.doutput);
   backward(call);
 }
 

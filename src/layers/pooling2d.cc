@@ -39,15 +39,16 @@ class Pooling2DLayer final : public Layer {
     auto w = tf_padding(x[2], pool_[1], strides_[1], 1, padding_);
     return {kind_, pool_[0], pool_[1], strides_[0], strides_[1], h.before, h.after, w.before, w.after};
   }
+  // saved[0]: the backend's workspace, which a training forward fills for backward (oneDNN's argmax indices).
   void forward(LayerCall& c) override {
     Tensor none;
-    // A defined workspace asks the backend to keep what backward needs (oneDNN's argmax indices).
-    if (c.training && !c.workspace.defined()) c.workspace = Tensor(Shape{0}, DType::uint8, c.inputs[0].device());
-    ops::pool2d_forward(c.inputs[0], c.output, c.training ? c.workspace : none, params(c.inputs[0].shape()));
+    if (c.training && c.saved.empty()) c.saved = {Tensor(Shape{0}, DType::uint8, c.inputs[0].device())};
+    ops::pool2d_forward(c.inputs[0], c.output, c.training ? c.saved[0] : none, params(c.inputs[0].shape()));
   }
   void backward(LayerCall& c) override {
     if (!c.dinputs[0].defined()) return;
-    ops::pool2d_backward(c.inputs[0], c.output, c.doutput, c.workspace, c.dinputs[0], params(c.inputs[0].shape()));
+    Tensor workspace = c.saved.empty() ? Tensor() : c.saved[0];
+    ops::pool2d_backward(c.inputs[0], c.output, c.doutput, workspace, c.dinputs[0], params(c.inputs[0].shape()));
   }
 
  private:

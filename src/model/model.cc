@@ -202,6 +202,7 @@ void ModelState::set_batch(const Tensor& x, const Tensor& y) {
 
 void ModelState::forward(std::int64_t n, bool training) {
   if (params_compute.defined()) ops::cast(params, params_compute);  // the weights the layers compute with
+  if (training) training_step.counter = optimizer ? step_counter().on(device()) : Tensor();  // dropout's masks
   for (auto& e : nodes) {
     LayerCall& c = e.call;
     if (e.is_input) {
@@ -211,10 +212,7 @@ void ModelState::forward(std::int64_t n, bool training) {
     c.inputs.clear();
     for (int j : e.inputs) c.inputs.push_back(nodes[j].call.output);
     c.output = e.out_buf.slice(0, n);
-    c.training = training;
-    c.step = training && optimizer ? step_counter().on(device()) : Tensor();  // dropout's masks
-    c.replica = replica_index;
-    c.replicas = cross_replica;
+    c.training = training ? &training_step : nullptr;
     e.node->layer->call_forward(c);
   }
 }
@@ -224,7 +222,7 @@ bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
   Tensor labels = y_buf.slice(0, n);
   Tensor total = totals.view(0, {1});
   Tensor grad = grad_scale > 0 ? out.grad_buf.slice(0, n) : Tensor();
-  Tensor logits = out.node->layer->activation() == Activation::softmax ? out.call.logits : Tensor();
+  Tensor logits = out.node->layer->activation() == Activation::softmax ? out.call.preactivation : Tensor();
   losses::LossArgs args{
       out.call.output, logits, labels, total, grad, grad, grad_scale > 0 ? grad_scale : 1.0 / double(n)};
   return loss->compute(args);  // true: the gradient it wrote is w.r.t. the logits, the pre-softmax values

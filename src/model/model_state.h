@@ -62,11 +62,10 @@ class ModelState {
   // the communicator; null for a model of one replica. Only the chief (worker 0) writes files.
   std::shared_ptr<distribute::ReplicaGroup> replicas;
   bool chief = true;
-  // Set on every replica when batch norm is synchronised: the replicas of a step (layers get it through
-  // LayerCall::replicas).
-  const ops::CrossReplica* cross_replica = nullptr;
-
-  int replica_index = 0;  // under a strategy, across every worker (dropout masks differ per replica)
+  // What a training forward hands the layers (LayerCall::training): the step counter's device copy, and under
+  // a strategy the replica's index across every worker (dropout masks differ per replica) and, when batch norm
+  // is synchronised, the replicas it sums over (set by the ReplicaGroup).
+  TrainingStep training_step;
 
   Device device() const { return params.device(); }
   void to(Device device);
