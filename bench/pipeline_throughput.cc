@@ -25,12 +25,16 @@ int main(int argc, char** argv) {
                     Setting{"shift+flip", aug, 2}}) {
     auto order = sy::Generator(2).permutation(n);
     auto t0 = std::chrono::steady_clock::now();
-    sy::BatchPipeline p(x, y, order, {.batch_size = 128, .augmentation = s.a, .seed = 3, .workers = s.workers});
+    sy::BatchPipeline p(x, y, order,
+                        {.batch_size = 128, .augmentation = s.a, .seed = 3, .workers = s.workers});
     double checksum = 0;
     for (sy::Tensor xb, yb; p.next(xb, yb);) checksum += xb.data<float>()[0];
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("{\"pipeline\": \"%s\", \"workers\": %d, \"batch_size\": 128, \"images\": %lld, \"images_per_sec\": %.0f, "
-                "\"checksum\": %.0f}\n", s.name, s.workers, static_cast<long long>(n), double(n) / sec, checksum);
+    std::printf(
+        "{\"pipeline\": \"%s\", \"workers\": %d, \"batch_size\": 128, \"images\": %lld, \"images_per_sec\": "
+        "%.0f, "
+        "\"checksum\": %.0f}\n",
+        s.name, s.workers, static_cast<long long>(n), double(n) / sec, checksum);
   }
   return 0;
 }

@@ -24,7 +24,8 @@ sy::Model create_model() {
   x = sy::layers::Dropout(0.5)(x);
   auto output = sy::layers::Dense(10, {.activation = "softmax"})(x);
   sy::Model model(input, output);
-  model.compile(sy::optimizers::Adam(0.001), "sparse_categorical_crossentropy", {"sparse_categorical_accuracy"});
+  model.compile(sy::optimizers::Adam(0.001), "sparse_categorical_crossentropy",
+                {"sparse_categorical_accuracy"});
   return model;
 }
 

@@ -52,7 +52,9 @@ class LocalHttpServer {
     std::lock_guard lock(mutex_);
     routes_[path] = {std::move(body), send_only};
   }
-  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
   int requests() const { return requests_; }
 
  private:
@@ -129,7 +131,9 @@ inline int closed_port() {
 }
 
 // Synthetic CIFAR-10 content: file k (0-4: data_batch_1..5, 5: test_batch), record r.
-inline std::uint8_t cifar_label(int k, std::int64_t r) { return static_cast<std::uint8_t>((r * 7 + k) % 10); }
+inline std::uint8_t cifar_label(int k, std::int64_t r) {
+  return static_cast<std::uint8_t>((r * 7 + k) % 10);
+}
 inline std::uint8_t cifar_pixel(int k, std::int64_t r, int c, int y, int x) {
   return static_cast<std::uint8_t>((r + 3 * k + c * 85 + y * 32 + x) & 255);
 }
@@ -188,7 +192,8 @@ inline std::string make_cifar_archive(std::size_t truncate_test = 0) {
   e.push_back({"cifar-10-batches-bin/batches.meta.txt",
                "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n\n", 0100000, ""});
   for (int k = 0; k < 5; ++k)
-    e.push_back({"cifar-10-batches-bin/data_batch_" + std::to_string(k + 1) + ".bin", cifar_batch(k, 10000), 0100000, ""});
+    e.push_back({"cifar-10-batches-bin/data_batch_" + std::to_string(k + 1) + ".bin", cifar_batch(k, 10000),
+                 0100000, ""});
   std::string test = cifar_batch(5, 10000);
   test.resize(test.size() - truncate_test);
   e.push_back({"cifar-10-batches-bin/test_batch.bin", test, 0100000, ""});
@@ -208,8 +213,10 @@ class ScopedEnv {
   }
   ~ScopedEnv() {
     for (auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
   }
 

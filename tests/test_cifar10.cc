@@ -2,19 +2,18 @@
 // archives generated here in the exact binary format (no network needed): the happy path and a second load
 // without requests, a wrong md5, refused entries (../, absolute paths, links), a truncated test_batch.bin, an
 // interrupted download, no server at all, HTTP errors, a hand-placed archive; and `systolic show` on it.
-#include <systolic/systolic.h>
-
-#include "io/fetch.h"
-#include "local_http.h"
-#include "test_util.h"
-
 #include <gmock/gmock.h>
 #include <sys/wait.h>
+#include <systolic/systolic.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
+
+#include "io/fetch.h"
+#include "local_http.h"
+#include "test_util.h"
 
 using namespace systolic;
 using systolic::testing::LocalHttpServer;
@@ -198,7 +197,8 @@ TEST_F(Cifar10Download, AbsolutePathsLinksAndDevicesAreRefused) {
   };
   for (auto& c : cases) {
     SCOPED_TRACE(c.entry.path);
-    std::string archive = systolic::testing::make_tar_gz({{"cifar-10-batches-bin/", "", 0040000, ""}, c.entry});
+    std::string archive =
+        systolic::testing::make_tar_gz({{"cifar-10-batches-bin/", "", 0040000, ""}, c.entry});
     LocalHttpServer server;
     server.serve("/c.tar.gz", archive);
     point_at(server.url("/c.tar.gz"), md5_of(archive));
@@ -224,8 +224,8 @@ TEST_F(Cifar10Download, TruncatedTestBatchIsRefusedByName) {
 }
 
 TEST_F(Cifar10Download, CorruptArchiveIsRefused) {
-  std::string archive = systolic::testing::make_tar_gz({{"cifar-10-batches-bin/data_batch_1.bin",
-                                                         systolic::testing::cifar_batch(0, 300), 0100000, ""}});
+  std::string archive = systolic::testing::make_tar_gz(
+      {{"cifar-10-batches-bin/data_batch_1.bin", systolic::testing::cifar_batch(0, 300), 0100000, ""}});
   archive.resize(archive.size() / 2);  // cut in the middle of the gzip stream
   LocalHttpServer server;
   server.serve("/c.tar.gz", archive);
@@ -250,7 +250,8 @@ TEST_F(Cifar10Download, InterruptedDownloadLeavesNoUsableFile) {
 }
 
 TEST_F(Cifar10Download, NoServerExplainsItself) {
-  std::string url = "http://127.0.0.1:" + std::to_string(systolic::testing::closed_port()) + "/cifar-10-binary.tar.gz";
+  std::string url =
+      "http://127.0.0.1:" + std::to_string(systolic::testing::closed_port()) + "/cifar-10-binary.tar.gz";
   point_at(url, good_md5());
   std::string msg = load_error();
   EXPECT_THAT(msg, HasSubstr("cannot download " + url));
@@ -328,8 +329,8 @@ struct CliRun {
   std::string out, err;
 };
 CliRun run_cli(const std::string& args, const fs::path& dir) {
-  std::string cmd = "'" + systolic::testing::cli_path() + "' " + args + " </dev/null >'" + (dir / "out").string() + "' 2>'" +
-                    (dir / "err").string() + "'";
+  std::string cmd = "'" + systolic::testing::cli_path() + "' " + args + " </dev/null >'" +
+                    (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
   int status = std::system(cmd.c_str());
   auto slurp = [](const fs::path& p) {
     std::ifstream in(p);
@@ -357,10 +358,12 @@ TEST_F(Cifar10Download, ShowCommandAgainstServerAndWithout) {
 
   // Without a cache and without a server: exit 1, the last line one clear error.
   fs::remove_all(cache());
-  point_at("http://127.0.0.1:" + std::to_string(systolic::testing::closed_port()) + "/cifar-10-binary.tar.gz", good_md5());
+  point_at("http://127.0.0.1:" + std::to_string(systolic::testing::closed_port()) + "/cifar-10-binary.tar.gz",
+           good_md5());
   CliRun e = run_cli("show --dataset cifar10 --split test --index 111 -o '" + png.string() + "'", parent_);
   EXPECT_EQ(e.code, 1) << e.err;
-  std::string last = e.err.substr(e.err.rfind("systolic: error:") == std::string::npos ? 0 : e.err.rfind("systolic: error:"));
+  std::string last = e.err.substr(
+      e.err.rfind("systolic: error:") == std::string::npos ? 0 : e.err.rfind("systolic: error:"));
   EXPECT_THAT(last, HasSubstr("systolic: error: CIFAR-10 is not in"));
   EXPECT_THAT(last, HasSubstr("Fashion-MNIST works offline"));
   EXPECT_EQ(std::count(last.begin(), last.end(), '\n'), 1) << last;

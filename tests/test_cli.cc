@@ -1,21 +1,21 @@
 // The `systolic` command, run as a separate process (the built binary, SYSTOLIC_CLI): exit codes, what goes to
 // stdout and stderr, and the spellings that docs/cli.md promises.
 #include <gtest/gtest.h>
-
-#include "test_util.h"
-#include <systolic/systolic.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <systolic/systolic.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -24,7 +24,6 @@ namespace {
 const char* kFashionDir = systolic::testing::kFashionMnistDir;
 using systolic::testing::fashion_mnist_installed;
 using systolic::testing::read_text;
-
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
@@ -38,25 +37,30 @@ struct CliResult {
   std::string out, err;
   std::vector<std::string> out_lines() const { return lines_of(out); }
   std::vector<std::string> err_lines() const { return lines_of(err); }
-  std::string describe() const { return "exit " + std::to_string(code) + "\n--- stdout:\n" + out + "--- stderr:\n" + err; }
+  std::string describe() const {
+    return "exit " + std::to_string(code) + "\n--- stdout:\n" + out + "--- stderr:\n" + err;
+  }
 };
 
 // Runs `systolic <args>` with stdin from /dev/null and stdout and stderr captured separately.
 CliResult run_cli(const std::string& args) {
   if (!fs::exists(systolic::testing::cli_path()))
-    ADD_FAILURE() << systolic::testing::cli_path() << " does not exist: build the systolic_cli target (make systolic_cli) first";
+    ADD_FAILURE() << systolic::testing::cli_path()
+                  << " does not exist: build the systolic_cli target (make systolic_cli) first";
   static std::atomic<int> counter{0};
   fs::path dir = fs::temp_directory_path() /
                  ("systolic_test_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::path out = dir / "stdout", err = dir / "stderr";
-  std::string command = "'" + systolic::testing::cli_path() + "' " + args + " </dev/null >'" + out.string() + "' 2>'" +
-                        err.string() + "'";
+  std::string command = "'" + systolic::testing::cli_path() + "' " + args + " </dev/null >'" + out.string() +
+                        "' 2>'" + err.string() + "'";
   int status = std::system(command.c_str());
   CliResult r;
-  if (status != -1 && WIFEXITED(status)) r.code = WEXITSTATUS(status);
-  else r.code = -1000 - (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (status != -1 && WIFEXITED(status))
+    r.code = WEXITSTATUS(status);
+  else
+    r.code = -1000 - (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   r.out = read_text(out);
   r.err = read_text(err);
   std::error_code ec;
@@ -64,7 +68,9 @@ CliResult run_cli(const std::string& args) {
   return r;
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 // Usage errors: exit 2, and a line on stderr starting "systolic: error:".
 void expect_usage_error(const std::string& args) {
@@ -85,8 +91,9 @@ void expect_runtime_error(const std::string& args, const std::string& mention) {
   auto lines = r.err_lines();
   ASSERT_EQ(lines.size(), 1u) << r.describe();
   EXPECT_TRUE(starts_with(lines[0], "systolic: error:")) << r.describe();
-  EXPECT_NE(lines[0].find(mention), std::string::npos) << "expected the message to mention '" << mention << "'\n"
-                                                        << r.describe();
+  EXPECT_NE(lines[0].find(mention), std::string::npos)
+      << "expected the message to mention '" << mention << "'\n"
+      << r.describe();
   EXPECT_TRUE(r.out.empty()) << r.describe();
 }
 
@@ -118,7 +125,8 @@ TEST(Cli, Help) {
   CliResult t = run_cli("train --help");
   EXPECT_EQ(t.code, 0) << t.describe();
   for (const char* opt : {"--dataset", "--epochs", "--batch-size", "--seed", "--verbose"})
-    EXPECT_NE(t.out.find(opt), std::string::npos) << "train --help does not list " << opt << "\n" << t.describe();
+    EXPECT_NE(t.out.find(opt), std::string::npos) << "train --help does not list " << opt << "\n"
+                                                  << t.describe();
 }
 
 TEST(Cli, UsageErrorsExitTwo) {
@@ -133,10 +141,13 @@ TEST(Cli, RuntimeErrorsExitOne) {
   expect_runtime_error("summary --model seed-cnn --input-shape 32,32", "32,32");
   expect_runtime_error("train --model seed-cnn --dataset nosuch", "nosuch");
   expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device gpu", "gpu");
-  expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device cuda:7", "cuda:7");
+  expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device cuda:7",
+                       "cuda:7");
   if (!systolic::device_available(systolic::Device::cuda(0))) {  // without a GPU, asking for one is an error
-    expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device cuda", "cuda");
-    expect_runtime_error("train --model seed-cnn --dataset fashion_mnist --device cuda --epochs 1 --limit 8", "cuda");
+    expect_runtime_error("benchmark --model seed-cnn --batch-size 2 --steps 1 --warmup 0 --device cuda",
+                         "cuda");
+    expect_runtime_error("train --model seed-cnn --dataset fashion_mnist --device cuda --epochs 1 --limit 8",
+                         "cuda");
   }
 }
 
@@ -150,7 +161,8 @@ TEST(Cli, Info) {
   for (auto& g : gpus) EXPECT_NE(r.out.find(g.name), std::string::npos) << r.out;
   std::string want = "Default device: " + systolic::default_device().str();
   EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(systolic::build_info().cuda ? "CUDA on (runtime" : "CUDA off"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(systolic::build_info().cuda ? "CUDA on (runtime" : "CUDA off"), std::string::npos)
+      << r.out;
 }
 
 TEST(Cli, ShortTrainingRunIsRepeatable) {
@@ -158,7 +170,8 @@ TEST(Cli, ShortTrainingRunIsRepeatable) {
     GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir
                  << " (Debian package dataset-fashion-mnist); skipping the real training run";
   const std::string args =
-      "train --model seed-cnn --dataset fashion_mnist --epochs 1 --batch-size 64 --limit 512 --verbose 2 --seed 1";
+      "train --model seed-cnn --dataset fashion_mnist --epochs 1 --batch-size 64 --limit 512 --verbose 2 "
+      "--seed 1";
   CliResult a = run_cli(args);
   ASSERT_EQ(a.code, 0) << a.describe();
 
@@ -169,7 +182,8 @@ TEST(Cli, ShortTrainingRunIsRepeatable) {
   std::string progress_a;
   for (auto& line : err) {
     if (line == "Epoch 1/1") saw_epoch = true;
-    if (std::regex_match(line, epoch_line)) saw_progress = true, progress_a = line.substr(line.find(" - loss:"));
+    if (std::regex_match(line, epoch_line))
+      saw_progress = true, progress_a = line.substr(line.find(" - loss:"));
   }
   EXPECT_TRUE(saw_epoch) << "no 'Epoch 1/1' line\n" << a.describe();
   EXPECT_TRUE(saw_progress) << "no line like '8/8 - 0s - loss: 2.3151 - accuracy: 0.2305'\n" << a.describe();
@@ -191,15 +205,16 @@ TEST(Cli, ShortTrainingRunIsRepeatable) {
 }
 
 TEST(Cli, BenchmarkJson) {
-  CliResult r = run_cli("benchmark --model seed-cnn --batch-size 8 --steps 1 --warmup 0 --device cpu --input-shape 16,16,3");
+  CliResult r = run_cli(
+      "benchmark --model seed-cnn --batch-size 8 --steps 1 --warmup 0 --device cpu --input-shape 16,16,3");
   ASSERT_EQ(r.code, 0) << r.describe();
   auto lines = r.out_lines();
   ASSERT_EQ(lines.size(), 1u) << r.describe();
   nlohmann::json j;
   ASSERT_NO_THROW(j = nlohmann::json::parse(lines[0])) << lines[0];
   ASSERT_TRUE(j.is_object()) << lines[0];
-  for (const char* key : {"model", "device", "batch_size", "train_images_per_sec", "predict_ms", "sec_per_epoch",
-                          "samples", "step_mode"})
+  for (const char* key : {"model", "device", "batch_size", "train_images_per_sec", "predict_ms",
+                          "sec_per_epoch", "samples", "step_mode"})
     ASSERT_TRUE(j.contains(key)) << "missing key " << key << ": " << lines[0];
   EXPECT_EQ(j["model"], "seed-cnn");
   EXPECT_EQ(j["device"], "cpu");
@@ -239,14 +254,17 @@ TEST(Cli, DatasetsListsWhatIsKnown) {
   std::regex cifar_line("cifar10 +download +" + (home.dir / "datasets" / "cifar-10-batches-bin").string());
   EXPECT_TRUE(std::regex_search(r.out, cifar_line)) << r.out;
   if (fashion_mnist_installed()) {
-    EXPECT_TRUE(std::regex_search(r.out, std::regex("fashion_mnist +yes +/usr/share/datasets/fashion-mnist"))) << r.out;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex("fashion_mnist +yes +/usr/share/datasets/fashion-mnist")))
+        << r.out;
   }
 }
 
 TEST(Cli, ShowFashionMnistWritesTheScaledImage) {
   if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
-  fs::path png = fs::temp_directory_path() / ("systolic_test_cli_show_" + std::to_string(::getpid()) + ".png");
-  CliResult r = run_cli("show --dataset fashion_mnist --split test --index 0 --scale 3 -o '" + png.string() + "'");
+  fs::path png =
+      fs::temp_directory_path() / ("systolic_test_cli_show_" + std::to_string(::getpid()) + ".png");
+  CliResult r =
+      run_cli("show --dataset fashion_mnist --split test --index 0 --scale 3 -o '" + png.string() + "'");
   ASSERT_EQ(r.code, 0) << r.describe();
   EXPECT_NE(r.out.find("label 9 (Ankle boot)"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\x1b["), std::string::npos) << "no colour codes when stdout is not a terminal";
@@ -256,7 +274,8 @@ TEST(Cli, ShowFashionMnistWritesTheScaledImage) {
   auto expected = systolic::image::upscale_nearest(d.test.x.slice(0, 1).reshape({28, 28, 1}).clone(), 3);
   EXPECT_EQ(img.to_doubles(), expected.to_doubles());
   fs::remove(png);
-  expect_runtime_error("show --dataset fashion_mnist --split test --index 10000 -o '" + png.string() + "'", "--index 10000");
+  expect_runtime_error("show --dataset fashion_mnist --split test --index 10000 -o '" + png.string() + "'",
+                       "--index 10000");
   EXPECT_FALSE(fs::exists(png));
 }
 
@@ -297,15 +316,15 @@ TEST(Cli, ShowAndTrainOnImageFolders) {
   ASSERT_EQ(s.code, 0) << s.describe();
   EXPECT_NE(s.out.find("label 0 (airplane)"), std::string::npos) << s.out;
   EXPECT_EQ(systolic::image::read(png.string()).shape(), systolic::Shape({256, 256, 3}));
-  CliResult t = run_cli("train --model seed-cnn --dataset dir:" + dir.string() +
-                        " --epochs 1 --batch-size 50 --verbose 2 --seed 3 --width-shift-range 0.1 --horizontal-flip");
+  CliResult t =
+      run_cli("train --model seed-cnn --dataset dir:" + dir.string() +
+              " --epochs 1 --batch-size 50 --verbose 2 --seed 3 --width-shift-range 0.1 --horizontal-flip");
   ASSERT_EQ(t.code, 0) << t.describe();
   EXPECT_NE(t.err.find("4/4 - "), std::string::npos) << t.describe();
   EXPECT_NE(t.out.find("Test accuracy: "), std::string::npos) << t.describe();
   expect_runtime_error("train --model seed-cnn --dataset dir:" + (dir / "nope").string(), "nope");
   fs::remove_all(root);
 }
-
 
 // The done-when: train, save, then evaluate and predict from the files with the seed's JSON.
 TEST(Cli, TrainSaveEvaluatePredictWithKerasFiles) {
@@ -315,8 +334,9 @@ TEST(Cli, TrainSaveEvaluatePredictWithKerasFiles) {
   std::string weights = (dir / "cifar10_model.h5").string(), full = (dir / "model.h5").string();
   std::string json = (dir / "seed.json").string();
 
-  CliResult t = run_cli("train --model seed-cnn --dataset " + images + " --epochs 1 --batch-size 50 --verbose 2 --seed 5" +
-                        " --save-weights " + weights + " --save " + full);
+  CliResult t = run_cli("train --model seed-cnn --dataset " + images +
+                        " --epochs 1 --batch-size 50 --verbose 2 --seed 5" + " --save-weights " + weights +
+                        " --save " + full);
   ASSERT_EQ(t.code, 0) << t.describe();
   auto trained = test_lines(t.out);
   ASSERT_EQ(trained.size(), 2u) << t.describe();
@@ -335,7 +355,8 @@ TEST(Cli, TrainSaveEvaluatePredictWithKerasFiles) {
 
   std::string data = systolic::testing::shared_data_dir();
   std::string a = data + "/cifar10-sample/1.png", b = data + "/cifar10-sample/2.png";
-  CliResult p = run_cli("predict --model " + json + " --weights " + weights + " --classes cifar10 --json " + a + " " + b);
+  CliResult p = run_cli("predict --model " + json + " --weights " + weights + " --classes cifar10 --json " +
+                        a + " " + b);
   ASSERT_EQ(p.code, 0) << p.describe();
   auto lines = p.out_lines();
   ASSERT_EQ(lines.size(), 2u) << p.describe();
@@ -378,16 +399,20 @@ TEST(Cli, TrainSaveEvaluatePredictWithKerasFiles) {
   EXPECT_EQ(table.out.find("  3. "), std::string::npos) << table.out;
 
   // Resuming training from the full model (its optimizer state) works from the command too.
-  CliResult r = run_cli("train --model " + full + " --dataset " + images + " --epochs 1 --batch-size 50 --verbose 0");
+  CliResult r =
+      run_cli("train --model " + full + " --dataset " + images + " --epochs 1 --batch-size 50 --verbose 0");
   ASSERT_EQ(r.code, 0) << r.describe();
 
   // Errors name what is wrong.
   expect_runtime_error("evaluate --model " + json + " --dataset " + images, "--weights is required");
-  expect_runtime_error("predict --model " + json + " --weights " + (dir / "none.h5").string() + " " + a, "none.h5");
+  expect_runtime_error("predict --model " + json + " --weights " + (dir / "none.h5").string() + " " + a,
+                       "none.h5");
   expect_runtime_error("predict --model " + json + " --weights " + weights, "give image files");
-  expect_runtime_error("predict --model " + json + " --weights " + weights + " --classes mnist-ish " + a, "mnist-ish");
-  expect_runtime_error("predict --model " + json + " --weights " + weights + " " + (dir / "missing.png").string(),
-                       "missing.png");
+  expect_runtime_error("predict --model " + json + " --weights " + weights + " --classes mnist-ish " + a,
+                       "mnist-ish");
+  expect_runtime_error(
+      "predict --model " + json + " --weights " + weights + " " + (dir / "missing.png").string(),
+      "missing.png");
   expect_runtime_error("summary --model " + json + " --input-shape 8,8,3", "--input-shape");
   fs::remove_all(dir);
 }

@@ -9,7 +9,8 @@ using namespace systolic;
 namespace {
 
 // Runs one layer call (inference unless training) on float32 inputs.
-Tensor run(LayerRef layer, const std::vector<Tensor>& xs, bool training = false, double step = 0, int replica = 0) {
+Tensor run(LayerRef layer, const std::vector<Tensor>& xs, bool training = false, double step = 0,
+           int replica = 0) {
   std::vector<SymbolicTensor> sym;
   for (auto& x : xs) sym.push_back(layers::Input(x.shape().without_batch()));
   SymbolicTensor out = sym.size() == 1 ? layer(sym[0]) : layer(sym);
@@ -32,7 +33,8 @@ Tensor iota(Shape shape, float start = 1) {
 void set_weights(LayerRef layer, const std::vector<std::vector<float>>& values) {
   auto& w = layer->weights();
   ASSERT_EQ(w.size(), values.size());
-  for (std::size_t i = 0; i < w.size(); ++i) w[i].value.copy_from(Tensor::from_vector(values[i], w[i].value.shape()));
+  for (std::size_t i = 0; i < w.size(); ++i)
+    w[i].value.copy_from(Tensor::from_vector(values[i], w[i].value.shape()));
 }
 
 void expect_values(const Tensor& t, const std::vector<double>& want, double tol = 1e-5) {
@@ -162,15 +164,18 @@ TEST(Pooling, MaxAndAverageValid) {
 TEST(Pooling, SamePaddingIsIgnoredByMaxAndNotCountedByAverage) {
   // 2x2 pool, stride 1, SAME on 2x2: the pad goes after (bottom/right).
   Tensor neg = Tensor::from_vector<float>({-1, -2, -3, -4}, {1, 2, 2, 1});
-  expect_values(run(layers::MaxPooling2D({2, 2}, {.strides = std::array<int, 2>{1, 1}, .padding = "same"}), {neg}),
-                {-1, -2, -3, -4});
+  expect_values(
+      run(layers::MaxPooling2D({2, 2}, {.strides = std::array<int, 2>{1, 1}, .padding = "same"}), {neg}),
+      {-1, -2, -3, -4});
   Tensor pos = Tensor::from_vector<float>({1, 2, 3, 4}, {1, 2, 2, 1});
-  expect_values(run(layers::AveragePooling2D({2, 2}, {.strides = std::array<int, 2>{1, 1}, .padding = "same"}), {pos}),
-                {2.5, 3, 3.5, 4});
+  expect_values(
+      run(layers::AveragePooling2D({2, 2}, {.strides = std::array<int, 2>{1, 1}, .padding = "same"}), {pos}),
+      {2.5, 3, 3.5, 4});
   // 3x3 stride 2 SAME on 5x5: out 3x3, one padded row/column on each side.
   Tensor x = iota({1, 5, 5, 1});
-  expect_values(run(layers::MaxPooling2D({3, 3}, {.strides = std::array<int, 2>{2, 2}, .padding = "same"}), {x}),
-                {7, 9, 10, 17, 19, 20, 22, 24, 25});
+  expect_values(
+      run(layers::MaxPooling2D({3, 3}, {.strides = std::array<int, 2>{2, 2}, .padding = "same"}), {x}),
+      {7, 9, 10, 17, 19, 20, 22, 24, 25});
 }
 
 TEST(GlobalAveragePooling2D, MeanPerChannel) {
@@ -187,12 +192,14 @@ TEST(Dropout, IdentityAtInferenceInvertedWhenTraining) {
   Tensor y = run(drop, {x}, true);
   std::int64_t zeros = 0;
   for (double v : y.to_doubles()) {
-    if (v == 0) ++zeros;
-    else EXPECT_NEAR(v, 2.0 / 0.6, 1e-5);
+    if (v == 0)
+      ++zeros;
+    else
+      EXPECT_NEAR(v, 2.0 / 0.6, 1e-5);
   }
   EXPECT_NEAR(double(zeros) / 100000, 0.4, 0.01);
   EXPECT_EQ(y.to_doubles(), run(drop, {x}, true).to_doubles());  // the mask is a function of (seed, step)
-  Tensor y2 = run(drop, {x}, true, 1.0);                            // a fresh mask at the next step
+  Tensor y2 = run(drop, {x}, true, 1.0);                         // a fresh mask at the next step
   EXPECT_NE(y.to_doubles(), y2.to_doubles());
   Tensor other = run(drop, {x}, true, 0.0, 1);  // another replica at the same step: its own mask
   EXPECT_NE(y.to_doubles(), other.to_doubles());
@@ -233,11 +240,13 @@ TEST(Rescaling, ScaleAndOffset) {
 }
 
 TEST(Merge, AddAndConcatenate) {
-  Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}), b = Tensor::from_vector<float>({10, 20, 30, 40}, {2, 2});
+  Tensor a = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}),
+         b = Tensor::from_vector<float>({10, 20, 30, 40}, {2, 2});
   expect_values(run(layers::Add(), {a, b, a}), {12, 24, 36, 48});
   Tensor c = Tensor::from_vector<float>({7, 8}, {2, 1});
   expect_values(run(layers::Concatenate(), {a, c}), {1, 2, 7, 3, 4, 8});
-  expect_values(run(layers::Concatenate({.axis = 1}), {a.reshape({2, 2, 1}), c.reshape({2, 1, 1})}), {1, 2, 7, 3, 4, 8});
+  expect_values(run(layers::Concatenate({.axis = 1}), {a.reshape({2, 2, 1}), c.reshape({2, 1, 1})}),
+                {1, 2, 7, 3, 4, 8});
   EXPECT_THROW(layers::Add()({layers::Input({2}), layers::Input({3})}), Error);
   EXPECT_THROW(layers::Concatenate()({layers::Input({2, 2}), layers::Input({3, 2})}), Error);
   EXPECT_THROW(layers::Concatenate({.axis = 0})({layers::Input({2}), layers::Input({2})}), Error);

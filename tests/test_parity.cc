@@ -4,11 +4,10 @@
 // inference-mode loss afterwards.
 #include <systolic/systolic.h>
 
-#include "test_util.h"
-
+#include <fstream>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
+#include "test_util.h"
 
 using namespace systolic;
 using systolic::testing::relative_l2_error;
@@ -35,11 +34,16 @@ std::vector<double> set_fixture_weights(Model& model) {
       double sum = 0;
       for (std::int64_t i = 0; i < host.numel(); ++i) {
         double v = 2 * formula_u(std::uint64_t(i), k + 1) - 1;
-        if (w.name == "kernel") v *= std::sqrt(6.0 / (fan_in + fan_out));
-        else if (w.name == "bias" || w.name == "beta") v *= 0.1;
-        else if (w.name == "gamma") v = 1 + 0.1 * v;
-        else if (w.name == "moving_mean") v = 0;
-        else if (w.name == "moving_variance") v = 1;
+        if (w.name == "kernel")
+          v *= std::sqrt(6.0 / (fan_in + fan_out));
+        else if (w.name == "bias" || w.name == "beta")
+          v *= 0.1;
+        else if (w.name == "gamma")
+          v = 1 + 0.1 * v;
+        else if (w.name == "moving_mean")
+          v = 0;
+        else if (w.name == "moving_variance")
+          v = 1;
         p[i] = float(v);
         sum += double(p[i]);
       }
@@ -69,7 +73,8 @@ TEST(PyTorchParity, SeedCnnLossGradientsAdamAndBatchNorm) {
 
   Tensor x({8, 32, 32, 3}, DType::float32);
   double input_sum = 0;
-  for (std::int64_t i = 0; i < x.numel(); ++i) input_sum += x.data<float>()[i] = float(std::floor(256 * formula_u(i, 1001)));
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    input_sum += x.data<float>()[i] = float(std::floor(256 * formula_u(i, 1001)));
   EXPECT_EQ(input_sum, m["input_sum"].get<double>());
   std::vector<std::int32_t> labels;
   for (auto& l : m["labels"]) labels.push_back(l.get<std::int32_t>());
@@ -87,7 +92,8 @@ TEST(PyTorchParity, SeedCnnLossGradientsAdamAndBatchNorm) {
   double worst = 0;
   for (auto& g : m["grads"]) {
     auto off = g["offset"].get<std::size_t>(), count = g["count"].get<std::size_t>();
-    std::vector<double> a(ours.begin() + off, ours.begin() + off + count), b(ref.begin() + off, ref.begin() + off + count);
+    std::vector<double> a(ours.begin() + off, ours.begin() + off + count),
+        b(ref.begin() + off, ref.begin() + off + count);
     double err = relative_l2_error(a, b);
     worst = std::max(worst, err);
     EXPECT_LE(err, 1e-4) << g["name"].get<std::string>() << " gradient";
@@ -99,7 +105,8 @@ TEST(PyTorchParity, SeedCnnLossGradientsAdamAndBatchNorm) {
   // drifts (the fixture's own float32 and float64 runs differ by 2.5e-3); the exact check of the trajectory is
   // the float64 test below. Here: within 0.01 absolute.
   for (int t = 1; t < 10; ++t) losses.push_back(model.train_on_batch(x, y)[0]);
-  for (int t = 0; t < 10; ++t) EXPECT_NEAR(losses[t], m["adam_losses"][t].get<double>(), 1e-2) << "Adam step " << t + 1;
+  for (int t = 0; t < 10; ++t)
+    EXPECT_NEAR(losses[t], m["adam_losses"][t].get<double>(), 1e-2) << "Adam step " << t + 1;
   EXPECT_LT(losses[9], losses[0] / 10);
 
   // BN moving statistics after 10 training forwards.
@@ -131,7 +138,8 @@ TEST(PyTorchParity, SeedCnnFloat64AdamTrajectory) {
   model.compile(optimizers::Adam(0.001, 0.9, 0.999, 1e-7), "sparse_categorical_crossentropy");
   set_fixture_weights(model);
   Tensor x({8, 32, 32, 3}, DType::float32);
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(std::floor(256 * formula_u(i, 1001)));
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = float(std::floor(256 * formula_u(i, 1001)));
   Tensor y = Tensor::from_vector<std::int32_t>({0, 3, 6, 9, 2, 5, 8, 1}, {8});
   for (int t = 0; t < 10; ++t) {
     double want = m["adam_losses"][t].get<double>();

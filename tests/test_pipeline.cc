@@ -2,14 +2,13 @@
 // labels flattened; augmentation (shifts with nearest/constant fill, horizontal flip) keeps shapes and labels, is
 // deterministic per seed and independent of the thread count, and shifts as Keras's ImageDataGenerator does;
 // fit with augmentation is repeatable; errors.
-#include <systolic/systolic.h>
-
-#include "test_util.h"
-
 #include <gmock/gmock.h>
+#include <systolic/systolic.h>
 
 #include <cmath>
 #include <numeric>
+
+#include "test_util.h"
 
 using namespace systolic;
 using ::testing::HasSubstr;
@@ -20,7 +19,8 @@ namespace {
 
 Tensor images(std::int64_t n, std::int64_t h, std::int64_t w, std::int64_t c) {
   Tensor x({n, h, w, c}, DType::uint8);
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<std::uint8_t>()[i] = std::uint8_t((i * 37 + i / 7) % 256);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<std::uint8_t>()[i] = std::uint8_t((i * 37 + i / 7) % 256);
   return x;
 }
 Tensor labels(std::int64_t n) {
@@ -44,7 +44,6 @@ Batches collect(const Tensor& x, const Tensor& y, std::vector<std::int64_t> orde
   return b;
 }
 
-
 }  // namespace
 
 TEST(Pipeline, BatchesAreGatheredRowsInOrderForAnyThreadCount) {
@@ -64,7 +63,8 @@ TEST(Pipeline, BatchesAreGatheredRowsInOrderForAnyThreadCount) {
       for (std::size_t i = 0; i < b.y[k].size(); ++i) {
         std::int64_t row = order[k * 8 + i];
         EXPECT_EQ(b.y[k][i], yv[row]);
-        for (int j = 0; j < 60; ++j) ASSERT_EQ(b.x[k][i * 60 + j], xv[row * 60 + j]) << "batch " << k << " sample " << i;
+        for (int j = 0; j < 60; ++j)
+          ASSERT_EQ(b.x[k][i * 60 + j], xv[row * 60 + j]) << "batch " << k << " sample " << i;
       }
   }
 }
@@ -84,7 +84,8 @@ TEST(Pipeline, AugmentationKeepsShapesAndLabelsAndIsDeterministicPerSeed) {
   EXPECT_NE(b1.x, b3.x) << "another seed gives other shifts and flips";
   EXPECT_NE(b1.x, plain.x);
   for (auto& batch : b1.x)
-    for (double v : batch) ASSERT_TRUE(v >= 0 && v <= 255) << v;  // interpolation of uint8 values stays in range
+    for (double v : batch)
+      ASSERT_TRUE(v >= 0 && v <= 255) << v;  // interpolation of uint8 values stays in range
 }
 
 TEST(Pipeline, WidthShiftOfARampIsATranslationWithNearestFill) {
@@ -94,7 +95,8 @@ TEST(Pipeline, WidthShiftOfARampIsATranslationWithNearestFill) {
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data<std::uint8_t>()[i] = std::uint8_t((i % W) * 10);
   std::vector<std::int64_t> order(N);
   std::iota(order.begin(), order.end(), 0);
-  Batches b = collect(x, Tensor(), order, {.batch_size = N, .augmentation = {.width_shift_range = 3.0}, .seed = 1});
+  Batches b =
+      collect(x, Tensor(), order, {.batch_size = N, .augmentation = {.width_shift_range = 3.0}, .seed = 1});
   int shifted = 0;
   for (std::int64_t i = 0; i < N; ++i) {
     const double* img = b.x[0].data() + i * 2 * W;
@@ -108,7 +110,8 @@ TEST(Pipeline, WidthShiftOfARampIsATranslationWithNearestFill) {
     shifted += std::abs(t) > 0.01;
     for (std::int64_t r = 0; r < 2; ++r)
       for (std::int64_t c = 0; c < W; ++c)
-        EXPECT_NEAR(img[r * W + c], std::clamp(double(c) + t, 0.0, double(W - 1)) * 10, 1e-3) << i << " " << c;
+        EXPECT_NEAR(img[r * W + c], std::clamp(double(c) + t, 0.0, double(W - 1)) * 10, 1e-3)
+            << i << " " << c;
   }
   EXPECT_GT(shifted, N / 2);
 }
@@ -118,7 +121,8 @@ TEST(Pipeline, FlipOnlyGivesTheImageOrItsMirrorAndConstantFill) {
   Tensor x = images(N, 3, 4, 2);
   std::vector<std::int64_t> order(N);
   std::iota(order.begin(), order.end(), 0);
-  Batches b = collect(x, Tensor(), order, {.batch_size = N, .augmentation = {.horizontal_flip = true}, .seed = 9});
+  Batches b =
+      collect(x, Tensor(), order, {.batch_size = N, .augmentation = {.horizontal_flip = true}, .seed = 9});
   auto xv = x.to_doubles();
   int flipped = 0;
   for (std::int64_t i = 0; i < N; ++i) {
@@ -138,7 +142,9 @@ TEST(Pipeline, FlipOnlyGivesTheImageOrItsMirrorAndConstantFill) {
 
   // fill_mode constant: a shift of more than the whole height leaves only cval.
   Batches c = collect(x, Tensor(), order,
-                      {.batch_size = N, .augmentation = {.height_shift_range = 100.0, .fill_mode = "constant", .cval = 7}, .seed = 2});
+                      {.batch_size = N,
+                       .augmentation = {.height_shift_range = 100.0, .fill_mode = "constant", .cval = 7},
+                       .seed = 2});
   int all_cval = 0;
   for (std::int64_t i = 0; i < N; ++i) {
     bool every = true;
@@ -152,7 +158,8 @@ TEST(Pipeline, Errors) {
   Tensor x = images(4, 2, 2, 1), y = labels(4);
   EXPECT_THAT(error_of([&] { BatchPipeline(x, y, {0, 9}, {}); }), HasSubstr("row 9 out of range"));
   EXPECT_THAT(error_of([&] { BatchPipeline(x, labels(3), {0}, {}); }), HasSubstr("3 labels"));
-  EXPECT_THAT(error_of([&] { BatchPipeline(x, y, {0}, {.augmentation = {.fill_mode = "wrap"}}); }), HasSubstr("wrap"));
+  EXPECT_THAT(error_of([&] { BatchPipeline(x, y, {0}, {.augmentation = {.fill_mode = "wrap"}}); }),
+              HasSubstr("wrap"));
   EXPECT_THAT(error_of([&] { BatchPipeline(x, y, {0}, {.augmentation = {.width_shift_range = -1}}); }),
               HasSubstr("width_shift_range"));
   Tensor flat({4, 3}, DType::uint8);
@@ -196,20 +203,28 @@ TEST(Pipeline, AugmentImagesOpEqualsAugmentImagePerSample) {
   Tensor x = systolic::testing::random_tensor({N, H, W, C}, 3, DType::float32, 0.0, 255.0);
   for (bool constant : {false, true}) {
     SCOPED_TRACE(constant ? "constant" : "nearest");
-    Augmentation a{.width_shift_range = 0.3, .height_shift_range = 2.5, .horizontal_flip = true,
-                   .fill_mode = constant ? "constant" : "nearest", .cval = 11};
-    ops::AugmentParams p{.width_shift_range = 0.3, .height_shift_range = 2.5, .horizontal_flip = true,
-                         .fill_constant = constant, .cval = 11};
+    Augmentation a{.width_shift_range = 0.3,
+                   .height_shift_range = 2.5,
+                   .horizontal_flip = true,
+                   .fill_mode = constant ? "constant" : "nearest",
+                   .cval = 11};
+    ops::AugmentParams p{.width_shift_range = 0.3,
+                         .height_shift_range = 2.5,
+                         .horizontal_flip = true,
+                         .fill_constant = constant,
+                         .cval = 11};
     Tensor y({N, H, W, C});
     systolic::testing::poison(y);
     ops::augment_images(x, y, p, 77, 1000);
     std::vector<float> want(static_cast<std::size_t>(image));
     for (std::int64_t k = 0; k < N; ++k) {
       augment_image(x.data<float>() + k * image, want.data(), H, W, C, a, 77, 1000 + std::uint64_t(k));
-      for (std::int64_t j = 0; j < image; ++j) ASSERT_EQ(y.data<float>()[k * image + j], want[j]) << k << " " << j;
+      for (std::int64_t j = 0; j < image; ++j)
+        ASSERT_EQ(y.data<float>()[k * image + j], want[j]) << k << " " << j;
     }
   }
   Tensor flat({N, H * W * C});
-  EXPECT_THAT(error_of([&] { ops::augment_images(x, x, {.horizontal_flip = true}, 1, 0); }), HasSubstr("overlap"));
+  EXPECT_THAT(error_of([&] { ops::augment_images(x, x, {.horizontal_flip = true}, 1, 0); }),
+              HasSubstr("overlap"));
   EXPECT_THAT(error_of([&] { ops::augment_images(x, flat, {}, 1, 0); }), HasSubstr("images"));
 }

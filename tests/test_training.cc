@@ -4,7 +4,6 @@
 
 #include "test_util.h"
 
-
 using namespace systolic;
 
 TEST(Training, SeedCnnLearnsFashionMnist) {

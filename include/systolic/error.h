@@ -22,7 +22,7 @@ template <class... Args>
 }  // namespace systolic
 
 // SYSTOLIC_CHECK(cond, "format {}", args...): throws systolic::Error with the formatted message.
-#define SYSTOLIC_CHECK(cond, ...)          \
-  do {                                     \
+#define SYSTOLIC_CHECK(cond, ...)               \
+  do {                                          \
     if (!(cond)) ::systolic::fail(__VA_ARGS__); \
   } while (0)

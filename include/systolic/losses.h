@@ -12,13 +12,13 @@
 namespace systolic::losses {
 
 struct LossArgs {
-  const Tensor& output;   // the model's output
-  const Tensor& logits;   // the output layer's pre-softmax values, or undefined
-  const Tensor& labels;   // int32 [N] for sparse losses, else the output's shape
-  Tensor& total;          // float64 scalar accumulator
-  Tensor& doutput;        // gradient w.r.t. output (undefined: no gradient wanted)
-  Tensor& dlogits;        // gradient w.r.t. logits, used when computing from logits
-  double grad_scale;      // 1 / global batch size
+  const Tensor& output;  // the model's output
+  const Tensor& logits;  // the output layer's pre-softmax values, or undefined
+  const Tensor& labels;  // int32 [N] for sparse losses, else the output's shape
+  Tensor& total;         // float64 scalar accumulator
+  Tensor& doutput;       // gradient w.r.t. output (undefined: no gradient wanted)
+  Tensor& dlogits;       // gradient w.r.t. logits, used when computing from logits
+  double grad_scale;     // 1 / global batch size
 };
 
 class Loss {
@@ -41,7 +41,9 @@ class SparseCategoricalCrossentropy : public Loss {
  public:
   explicit SparseCategoricalCrossentropy(const CrossentropyOptions& options = {}) : options_(options) {}
   std::string name() const override { return "sparse_categorical_crossentropy"; }
-  std::unique_ptr<Loss> clone() const override { return std::make_unique<SparseCategoricalCrossentropy>(*this); }
+  std::unique_ptr<Loss> clone() const override {
+    return std::make_unique<SparseCategoricalCrossentropy>(*this);
+  }
   bool sparse_labels() const override { return true; }
   bool from_logits() const override { return options_.from_logits; }
   bool compute(LossArgs& args) const override;

@@ -35,8 +35,8 @@ struct Augmentation {
 
 // Augments one image (H, W, C) of float values in place of `out` (same shape) from `in`; `index` is the sample's
 // position in the epoch.
-void augment_image(const float* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C, const Augmentation& a,
-                   std::uint64_t seed, std::uint64_t index);
+void augment_image(const float* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C,
+                   const Augmentation& a, std::uint64_t seed, std::uint64_t index);
 
 struct BatchPipelineOptions {
   std::int64_t batch_size = 32;
@@ -51,7 +51,8 @@ struct BatchPipelineOptions {
 class BatchPipeline {
  public:
   // x: (N, ...) samples; y: (N, ...) labels (or undefined); order: the rows of this epoch in order (any subset).
-  BatchPipeline(const Tensor& x, const Tensor& y, std::vector<std::int64_t> order, const BatchPipelineOptions& options);
+  BatchPipeline(const Tensor& x, const Tensor& y, std::vector<std::int64_t> order,
+                const BatchPipelineOptions& options);
   ~BatchPipeline();
   BatchPipeline(const BatchPipeline&) = delete;
   BatchPipeline& operator=(const BatchPipeline&) = delete;

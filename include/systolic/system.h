@@ -10,10 +10,10 @@
 namespace systolic {
 
 struct CpuInfo {
-  std::string model;           // /proc/cpuinfo's model name
-  int cores = 0;               // logical CPUs available to this process
-  int threads = 0;             // OpenMP threads ops use
-  std::string isa;             // the instruction set oneDNN's kernels use here, e.g. "avx512_core"
+  std::string model;  // /proc/cpuinfo's model name
+  int cores = 0;      // logical CPUs available to this process
+  int threads = 0;    // OpenMP threads ops use
+  std::string isa;    // the instruction set oneDNN's kernels use here, e.g. "avx512_core"
   std::int64_t memory_bytes = 0;
 };
 CpuInfo cpu_info();
@@ -32,7 +32,7 @@ BuildInfo build_info();
 // The GPUs this process can use (empty in a build without CUDA or on a machine without a GPU).
 struct GpuInfo {
   int index = 0;
-  std::string name;               // "NVIDIA H100 80GB HBM3"
+  std::string name;  // "NVIDIA H100 80GB HBM3"
   std::int64_t memory_bytes = 0;
   int multiprocessors = 0;
   std::string compute_capability;  // "9.0"

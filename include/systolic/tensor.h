@@ -56,13 +56,13 @@ class Tensor {
 
   // Views (no copy).
   Tensor reshape(Shape shape) const;
-  Tensor slice(std::int64_t begin, std::int64_t end) const;  // rows [begin, end) of dimension 0
+  Tensor slice(std::int64_t begin, std::int64_t end) const;     // rows [begin, end) of dimension 0
   Tensor view(std::int64_t element_offset, Shape shape) const;  // any contiguous window of the storage
 
   // Copies.
   Tensor clone() const;
-  Tensor to(DType dtype) const;    // CPU conversion, rounding to nearest
-  Tensor to(Device device) const;  // a copy on the device (a view of this when already there)
+  Tensor to(DType dtype) const;         // CPU conversion, rounding to nearest
+  Tensor to(Device device) const;       // a copy on the device (a view of this when already there)
   void copy_from(const Tensor& other);  // same shape (or numel) and dtype; may cross devices
   void fill(double value);
   // CPU values as doubles (for tests, logs, small reads); copies from a device first.

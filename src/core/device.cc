@@ -35,7 +35,9 @@ bool device_available(Device device) {
 #endif
 }
 
-Device default_device() { return device_available(Device::cuda(0)) ? Device::cuda(0) : Device::cpu(); }
+Device default_device() {
+  return device_available(Device::cuda(0)) ? Device::cuda(0) : Device::cpu();
+}
 
 std::vector<GpuInfo> gpu_info() {
 #if SYSTOLIC_HAS_CUDA

@@ -5,22 +5,32 @@ namespace systolic {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::float32: return 4;
-    case DType::float64: return 8;
-    case DType::bfloat16: return 2;
-    case DType::uint8: return 1;
-    case DType::int32: return 4;
+    case DType::float32:
+      return 4;
+    case DType::float64:
+      return 8;
+    case DType::bfloat16:
+      return 2;
+    case DType::uint8:
+      return 1;
+    case DType::int32:
+      return 4;
   }
   return 0;
 }
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::float32: return "float32";
-    case DType::float64: return "float64";
-    case DType::bfloat16: return "bfloat16";
-    case DType::uint8: return "uint8";
-    case DType::int32: return "int32";
+    case DType::float32:
+      return "float32";
+    case DType::float64:
+      return "float64";
+    case DType::bfloat16:
+      return "bfloat16";
+    case DType::uint8:
+      return "uint8";
+    case DType::int32:
+      return "int32";
   }
   return "?";
 }

@@ -1,5 +1,4 @@
 #include <systolic/log.h>
-
 #include <unistd.h>
 
 namespace systolic {
@@ -11,16 +10,24 @@ std::FILE*& stream() {
 }
 }  // namespace
 
-void set_log_stream(std::FILE* s) { stream() = s; }
-std::FILE* log_stream() { return stream(); }
+void set_log_stream(std::FILE* s) {
+  stream() = s;
+}
+std::FILE* log_stream() {
+  return stream();
+}
 
 void log_write(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stream());
   std::fflush(stream());
 }
 
-void log_line(const std::string& text) { log_write(text + "\n"); }
+void log_line(const std::string& text) {
+  log_write(text + "\n");
+}
 
-bool log_is_terminal() { return isatty(fileno(stream())) != 0; }
+bool log_is_terminal() {
+  return isatty(fileno(stream())) != 0;
+}
 
 }  // namespace systolic

@@ -1,9 +1,9 @@
 #include <systolic/random.h>
 
-#include "core/philox.h"
-
 #include <cmath>
 #include <numbers>
+
+#include "core/philox.h"
 
 namespace systolic {
 
@@ -14,8 +14,9 @@ std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> c, std::arr
 
 std::uint32_t Generator::next_u32() {
   if (used_ == 4) {
-    block_ = philox4x32({static_cast<std::uint32_t>(counter_), static_cast<std::uint32_t>(counter_ >> 32), 0, 0},
-                        {static_cast<std::uint32_t>(seed_), static_cast<std::uint32_t>(seed_ >> 32)});
+    block_ =
+        philox4x32({static_cast<std::uint32_t>(counter_), static_cast<std::uint32_t>(counter_ >> 32), 0, 0},
+                   {static_cast<std::uint32_t>(seed_), static_cast<std::uint32_t>(seed_ >> 32)});
     ++counter_;
     used_ = 0;
   }
@@ -27,7 +28,9 @@ std::uint64_t Generator::next_u64() {
   return (hi << 32) | next_u32();
 }
 
-double Generator::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double Generator::uniform() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
 double Generator::normal() {
   double u1 = uniform(), u2 = uniform();
@@ -55,6 +58,8 @@ Generator& global_generator() {
   return generator;
 }
 
-void set_random_seed(std::uint64_t seed) { global_generator() = Generator(seed); }
+void set_random_seed(std::uint64_t seed) {
+  global_generator() = Generator(seed);
+}
 
 }  // namespace systolic

@@ -1,9 +1,9 @@
 #include <systolic/tensor.h>
 
-#include "core/storage.h"
-
 #include <algorithm>
 #include <cmath>
+
+#include "core/storage.h"
 
 namespace systolic {
 
@@ -11,11 +11,21 @@ namespace {
 template <class F>
 void visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::float32: f(float{}); break;
-    case DType::float64: f(double{}); break;
-    case DType::bfloat16: f(bfloat16{}); break;
-    case DType::uint8: f(std::uint8_t{}); break;
-    case DType::int32: f(std::int32_t{}); break;
+    case DType::float32:
+      f(float{});
+      break;
+    case DType::float64:
+      f(double{});
+      break;
+    case DType::bfloat16:
+      f(bfloat16{});
+      break;
+    case DType::uint8:
+      f(std::uint8_t{});
+      break;
+    case DType::int32:
+      f(std::int32_t{});
+      break;
   }
 }
 template <class T>
@@ -30,8 +40,10 @@ T from_double(double v) {
 }
 template <class T>
 double to_double(T v) {
-  if constexpr (std::is_same_v<T, bfloat16>) return static_cast<double>(static_cast<float>(v));
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return static_cast<double>(static_cast<float>(v));
+  else
+    return static_cast<double>(v);
 }
 }  // namespace
 
@@ -40,7 +52,9 @@ Tensor::Tensor(Shape shape, DType dtype, Device device) : shape_(std::move(shape
   storage_ = std::make_shared<Storage>(nbytes(), device);
 }
 
-Tensor Tensor::zeros(Shape shape, DType dtype, Device device) { return full(std::move(shape), 0.0, dtype, device); }
+Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
+  return full(std::move(shape), 0.0, dtype, device);
+}
 
 Tensor Tensor::full(Shape shape, double value, DType dtype, Device device) {
   Tensor t(std::move(shape), dtype);
@@ -48,7 +62,9 @@ Tensor Tensor::full(Shape shape, double value, DType dtype, Device device) {
   return t.to(device);  // filled on the host, copied once (core code does not call device kernels)
 }
 
-Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
+Device Tensor::device() const {
+  return storage_ ? storage_->device() : Device::cpu();
+}
 
 void* Tensor::raw_data() {
   SYSTOLIC_CHECK(storage_, "access to the data of an undefined tensor");
@@ -64,7 +80,8 @@ void Tensor::check_type(DType t) const {
 }
 
 Tensor Tensor::reshape(Shape shape) const {
-  SYSTOLIC_CHECK(shape.numel() == numel(), "cannot reshape a tensor of shape {} to {}", shape_.str(), shape.str());
+  SYSTOLIC_CHECK(shape.numel() == numel(), "cannot reshape a tensor of shape {} to {}", shape_.str(),
+                 shape.str());
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;

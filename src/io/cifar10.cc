@@ -8,13 +8,13 @@
 #include <systolic/datasets.h>
 #include <systolic/log.h>
 
-#include "io/dataset_cache.h"
-#include "io/fetch.h"
-#include "io/files.h"
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include "io/dataset_cache.h"
+#include "io/fetch.h"
+#include "io/files.h"
 
 namespace systolic::datasets::cifar10 {
 
@@ -55,7 +55,9 @@ Split concat(const std::vector<Split>& parts) {
 
 // Reads the six batches from dir; `origin` (how the folder came to be) goes into error messages.
 Dataset read_folder(const fs::path& dir, const std::string& origin) {
-  auto name = [&](const char* f) { return origin.empty() ? (dir / f).string() : fmt::format("{} ({})", f, origin); };
+  auto name = [&](const char* f) {
+    return origin.empty() ? (dir / f).string() : fmt::format("{} ({})", f, origin);
+  };
   std::vector<Split> train;
   for (auto* f : kTrainFiles) train.push_back(read_batch((dir / f).string(), kPerBatch, name(f)));
   Dataset d;
@@ -67,7 +69,8 @@ Dataset read_folder(const fs::path& dir, const std::string& origin) {
 
 std::string hand_install_hint(const fs::path& cache) {
   return fmt::format(
-      "to install it by hand, place {} (md5 {}, from https://www.cs.toronto.edu/~kriz/cifar.html) or its extracted "
+      "to install it by hand, place {} (md5 {}, from https://www.cs.toronto.edu/~kriz/cifar.html) or its "
+      "extracted "
       "folder {} in {}, or set SYSTOLIC_CIFAR10_URL to a mirror; Fashion-MNIST works offline (--dataset "
       "fashion_mnist)",
       kArchive, md5(), kFolder, cache.string());
@@ -86,11 +89,13 @@ Dataset install_from_archive(const fs::path& archive, const fs::path& cache, con
   fs::create_directories(extract);
   io::extract_archive(archive, extract);
   fs::path batches = extract / kFolder;
-  SYSTOLIC_CHECK(fs::is_directory(batches), "{}: the archive has no folder {}; nothing was installed", origin, kFolder);
+  SYSTOLIC_CHECK(fs::is_directory(batches), "{}: the archive has no folder {}; nothing was installed", origin,
+                 kFolder);
   for (auto* f : kTrainFiles)
-    SYSTOLIC_CHECK(fs::is_regular_file(batches / f), "{}: the archive has no {}/{}; nothing was installed", origin, kFolder, f);
-  SYSTOLIC_CHECK(fs::is_regular_file(batches / kTestFile), "{}: the archive has no {}/{}; nothing was installed", origin,
-                 kFolder, kTestFile);
+    SYSTOLIC_CHECK(fs::is_regular_file(batches / f), "{}: the archive has no {}/{}; nothing was installed",
+                   origin, kFolder, f);
+  SYSTOLIC_CHECK(fs::is_regular_file(batches / kTestFile),
+                 "{}: the archive has no {}/{}; nothing was installed", origin, kFolder, kTestFile);
   Dataset d = read_folder(batches, "from " + origin + "; nothing was installed");
   detail::install_folder(batches, cache / kFolder);
   log_line(fmt::format("CIFAR-10 installed in {}", (cache / kFolder).string()));
@@ -103,7 +108,9 @@ std::vector<std::string> class_names() {
   return {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
 }
 
-std::string url() { return detail::env_or("SYSTOLIC_CIFAR10_URL", kUrl); }
+std::string url() {
+  return detail::env_or("SYSTOLIC_CIFAR10_URL", kUrl);
+}
 
 std::string md5() {
   std::string m = detail::env_or("SYSTOLIC_CIFAR10_MD5", kMd5);
@@ -117,9 +124,10 @@ Split read_batch(const std::string& path, std::int64_t records, const std::strin
   SYSTOLIC_CHECK(fs::is_regular_file(path, ec), "{}: no such file", name);
   auto size = static_cast<std::int64_t>(fs::file_size(path, ec));
   SYSTOLIC_CHECK(!ec, "{}: cannot read its size ({})", name, ec.message());
-  SYSTOLIC_CHECK(size == records * kRecord,
-                 "{}: {} bytes, expected {} ({} records of 1 label byte + 3072 pixel bytes): truncated or corrupt",
-                 name, size, records * kRecord, records);
+  SYSTOLIC_CHECK(
+      size == records * kRecord,
+      "{}: {} bytes, expected {} ({} records of 1 label byte + 3072 pixel bytes): truncated or corrupt", name,
+      size, records * kRecord, records);
   std::vector<char> bytes = io::read_file(path);
   SYSTOLIC_CHECK(std::int64_t(bytes.size()) == size, "{}: read {} bytes of {}", name, bytes.size(), size);
   Split s{Tensor({records, 32, 32, 3}, DType::uint8), Tensor({records, 1}, DType::uint8)};
@@ -127,7 +135,8 @@ Split read_batch(const std::string& path, std::int64_t records, const std::strin
   std::uint8_t* y = s.y.data<std::uint8_t>();
   for (std::int64_t r = 0; r < records; ++r) {
     const auto* rec = reinterpret_cast<const std::uint8_t*>(bytes.data()) + r * kRecord;
-    SYSTOLIC_CHECK(rec[0] < 10, "{}: record {} has label {}, CIFAR-10 labels are 0-9: corrupt", name, r, int(rec[0]));
+    SYSTOLIC_CHECK(rec[0] < 10, "{}: record {} has label {}, CIFAR-10 labels are 0-9: corrupt", name, r,
+                   int(rec[0]));
     y[r] = rec[0];
     std::uint8_t* img = x + r * 3072;
     for (int c = 0; c < 3; ++c)
@@ -138,8 +147,10 @@ Split read_batch(const std::string& path, std::int64_t records, const std::strin
 
 Dataset load_data(const std::string& directory) {
   if (!directory.empty()) {
-    SYSTOLIC_CHECK(has_all(directory), "{}: expected the CIFAR-10 batch files data_batch_1.bin .. data_batch_5.bin and "
-                   "test_batch.bin there", directory);
+    SYSTOLIC_CHECK(has_all(directory),
+                   "{}: expected the CIFAR-10 batch files data_batch_1.bin .. data_batch_5.bin and "
+                   "test_batch.bin there",
+                   directory);
     return read_folder(directory, "");
   }
   fs::path cache = cache_dir();
@@ -158,8 +169,8 @@ Dataset load_data(const std::string& directory) {
   try {
     io::download(address, archive);
   } catch (const Error& e) {
-    throw Unavailable(
-        fmt::format("CIFAR-10 is not in {} and {}; {}", (cache / kFolder).string(), e.what(), hand_install_hint(cache)));
+    throw Unavailable(fmt::format("CIFAR-10 is not in {} and {}; {}", (cache / kFolder).string(), e.what(),
+                                  hand_install_hint(cache)));
   }
   return install_from_archive(archive, cache, tmp, fmt::format("{} downloaded from {}", kArchive, address));
 }

@@ -38,7 +38,8 @@ void install_folder(const fs::path& from, const fs::path& to) {
 }
 
 std::string datasets_base_url() {
-  std::string base = env_or("SYSTOLIC_DATASETS_URL", "https://storage.googleapis.com/tensorflow/tf-keras-datasets/");
+  std::string base =
+      env_or("SYSTOLIC_DATASETS_URL", "https://storage.googleapis.com/tensorflow/tf-keras-datasets/");
   if (base.back() != '/') base += '/';
   return base;
 }
@@ -60,10 +61,11 @@ std::vector<DatasetInfo> known() {
                                   "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
   std::vector<DatasetInfo> out;
 
-  DatasetInfo c{"cifar10", "CIFAR-10: 50000 + 10000 colour images 32x32, 10 classes", "", cifar10::url(), false};
+  DatasetInfo c{"cifar10", "CIFAR-10: 50000 + 10000 colour images 32x32, 10 classes", "", cifar10::url(),
+                false};
   fs::path folder = cache / "cifar-10-batches-bin";
-  if (all(folder, {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin",
-                   "test_batch.bin"}))
+  if (all(folder, {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin",
+                   "data_batch_5.bin", "test_batch.bin"}))
     c.location = folder.string(), c.available = true;
   else if (fs::is_regular_file(cache / "cifar-10-binary.tar.gz"))
     c.location = (cache / "cifar-10-binary.tar.gz").string(), c.available = true;
@@ -80,9 +82,12 @@ std::vector<DatasetInfo> known() {
 
   DatasetInfo m{"mnist", "MNIST: 60000 + 10000 grey images 28x28 of digits, 10 classes", "",
                 detail::datasets_base_url() + "mnist.npz", false};
-  if (all(cache / "mnist", idx)) m.location = (cache / "mnist").string(), m.available = true;
-  else if (fs::is_regular_file(cache / "mnist.npz")) m.location = (cache / "mnist.npz").string(), m.available = true;
-  else m.location = (cache / "mnist.npz").string();
+  if (all(cache / "mnist", idx))
+    m.location = (cache / "mnist").string(), m.available = true;
+  else if (fs::is_regular_file(cache / "mnist.npz"))
+    m.location = (cache / "mnist.npz").string(), m.available = true;
+  else
+    m.location = (cache / "mnist.npz").string();
   out.push_back(m);
   return out;
 }

@@ -1,16 +1,10 @@
 // IDX files (the MNIST family's format: big-endian magic 0x0000 08 <rank>, dims, then unsigned bytes), gzip
 // or plain, through zlib; Fashion-MNIST from the cache, Debian's dataset-fashion-mnist or Keras's address; MNIST
 // from IDX files in the cache or Keras's mnist.npz (npy arrays in a zip, read with libarchive).
-#include <systolic/datasets.h>
-
-#include <systolic/log.h>
-
-#include "io/dataset_cache.h"
-#include "io/fetch.h"
-#include "io/files.h"
-
 #include <archive.h>
 #include <archive_entry.h>
+#include <systolic/datasets.h>
+#include <systolic/log.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -19,6 +13,10 @@
 #include <map>
 #include <memory>
 #include <sstream>
+
+#include "io/dataset_cache.h"
+#include "io/fetch.h"
+#include "io/files.h"
 
 namespace systolic::datasets {
 
@@ -53,8 +51,10 @@ Tensor read_idx(const std::string& path) {
   SYSTOLIC_CHECK(file.f, "{}: cannot open", path);
   unsigned char magic[4];
   read_exact(file.f, magic, 4, path, "IDX header");
-  SYSTOLIC_CHECK(magic[0] == 0 && magic[1] == 0, "{}: not an IDX file (bad magic {:02x}{:02x})", path, magic[0], magic[1]);
-  SYSTOLIC_CHECK(magic[2] == 0x08, "{}: IDX element type 0x{:02x} is not unsigned byte (0x08)", path, magic[2]);
+  SYSTOLIC_CHECK(magic[0] == 0 && magic[1] == 0, "{}: not an IDX file (bad magic {:02x}{:02x})", path,
+                 magic[0], magic[1]);
+  SYSTOLIC_CHECK(magic[2] == 0x08, "{}: IDX element type 0x{:02x} is not unsigned byte (0x08)", path,
+                 magic[2]);
   int rank = magic[3];
   SYSTOLIC_CHECK(rank >= 1 && rank <= 4, "{}: IDX rank {} is not 1 to 4", path, rank);
   std::vector<std::int64_t> dims;
@@ -71,16 +71,18 @@ Tensor read_idx(const std::string& path) {
   Tensor t(Shape(dims), DType::uint8);
   read_exact(file.f, t.data<std::uint8_t>(), static_cast<std::size_t>(count), path, "IDX data");
   unsigned char extra;
-  SYSTOLIC_CHECK(gzread(file.f, &extra, 1) == 0, "{}: {} bytes of data expected, the file has more", path, count);
+  SYSTOLIC_CHECK(gzread(file.f, &extra, 1) == 0, "{}: {} bytes of data expected, the file has more", path,
+                 count);
   return t;
 }
 
 namespace {
 
-const char* kFiles[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
-                        "t10k-labels-idx1-ubyte.gz"};
+const char* kFiles[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
 const char* kFileList =
-    "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz";
+    "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, "
+    "t10k-labels-idx1-ubyte.gz";
 
 bool has_all(const std::string& dir) {
   for (auto* f : kFiles)
@@ -92,11 +94,12 @@ Split read_split(const std::string& dir, const char* images, const char* labels,
                  const char* dataset) {
   Tensor x = read_idx((std::filesystem::path(dir) / images).string());
   Tensor y = read_idx((std::filesystem::path(dir) / labels).string());
-  SYSTOLIC_CHECK(x.rank() == 3 && x.dim(1) == 28 && x.dim(2) == 28, "{}/{}: images of shape {}, expected (N, 28, 28)",
-                 dir, images, x.shape().str());
-  SYSTOLIC_CHECK(y.rank() == 1 && y.dim(0) == x.dim(0), "{}/{}: {} labels for {} images", dir, labels, y.numel(),
-                 x.dim(0));
-  SYSTOLIC_CHECK(x.dim(0) == expected, "{}/{}: {} images, {} has {}", dir, images, x.dim(0), dataset, expected);
+  SYSTOLIC_CHECK(x.rank() == 3 && x.dim(1) == 28 && x.dim(2) == 28,
+                 "{}/{}: images of shape {}, expected (N, 28, 28)", dir, images, x.shape().str());
+  SYSTOLIC_CHECK(y.rank() == 1 && y.dim(0) == x.dim(0), "{}/{}: {} labels for {} images", dir, labels,
+                 y.numel(), x.dim(0));
+  SYSTOLIC_CHECK(x.dim(0) == expected, "{}/{}: {} images, {} has {}", dir, images, x.dim(0), dataset,
+                 expected);
   const std::uint8_t* yp = y.data<std::uint8_t>();
   for (std::int64_t i = 0; i < y.numel(); ++i)
     SYSTOLIC_CHECK(yp[i] < 10, "{}/{}: label {} of sample {} is not a class 0-9", dir, labels, int(yp[i]), i);
@@ -116,12 +119,14 @@ Dataset read_idx_folder(const std::string& dir, const char* dataset, std::vector
 namespace fashion_mnist {
 
 std::vector<std::string> class_names() {
-  return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+  return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+          "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
 }
 
 namespace {
 std::vector<std::string> search_dirs() {
-  return {(std::filesystem::path(cache_dir()) / "fashion-mnist").string(), "/usr/share/datasets/fashion-mnist"};
+  return {(std::filesystem::path(cache_dir()) / "fashion-mnist").string(),
+          "/usr/share/datasets/fashion-mnist"};
 }
 
 // Downloads the four files into a temporary folder in the cache, checks them, then renames it into place.
@@ -134,9 +139,11 @@ Dataset download(const std::filesystem::path& target) {
     } catch (const Error& e) {
       std::string where;
       for (auto& d : search_dirs()) where += (where.empty() ? "" : ", ") + d;
-      throw Unavailable(fmt::format(
-          "Fashion-MNIST is not in {} and {}; install Debian's dataset-fashion-mnist, or place {} in {}, or set "
-          "SYSTOLIC_DATASETS_URL to a mirror", where, e.what(), kFileList, target.string()));
+      throw Unavailable(
+          fmt::format("Fashion-MNIST is not in {} and {}; install Debian's dataset-fashion-mnist, or place "
+                      "{} in {}, or set "
+                      "SYSTOLIC_DATASETS_URL to a mirror",
+                      where, e.what(), kFileList, target.string()));
     }
   }
   Dataset d = read_idx_folder(tmp.path().string(), "Fashion-MNIST", class_names());
@@ -172,15 +179,18 @@ Dataset read_npz(const std::filesystem::path& path, const std::string& origin) {
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_format_zip(a.get());
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
-    fail("{}: cannot open as a zip (npz) file ({})", origin, archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
+    fail("{}: cannot open as a zip (npz) file ({})", origin,
+         archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
   for (;;) {
     archive_entry* e = nullptr;
     int r = archive_read_next_header(a.get(), &e);
     if (r == ARCHIVE_EOF) break;
     if (r < ARCHIVE_WARN)
-      fail("{}: truncated or corrupt npz ({})", origin, archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
+      fail("{}: truncated or corrupt npz ({})", origin,
+           archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
     std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
-    if (name != "x_train.npy" && name != "y_train.npy" && name != "x_test.npy" && name != "y_test.npy") continue;
+    if (name != "x_train.npy" && name != "y_train.npy" && name != "x_test.npy" && name != "y_test.npy")
+      continue;
     std::vector<char> bytes;
     char buf[1 << 16];
     for (la_ssize_t n; (n = archive_read_data(a.get(), buf, sizeof buf)) != 0;) {
@@ -198,7 +208,8 @@ Dataset read_npz(const std::filesystem::path& path, const std::string& origin) {
     Tensor x = arrays[xs], y = arrays[ys];
     SYSTOLIC_CHECK(x.shape() == Shape({n, 28, 28}), "{}: {} has shape {}, expected ({}, 28, 28)", origin, xs,
                    x.shape().str(), n);
-    SYSTOLIC_CHECK(y.shape() == Shape({n}), "{}: {} has shape {}, expected ({},)", origin, ys, y.shape().str(), n);
+    SYSTOLIC_CHECK(y.shape() == Shape({n}), "{}: {} has shape {}, expected ({},)", origin, ys,
+                   y.shape().str(), n);
     for (std::int64_t i = 0; i < n; ++i)
       SYSTOLIC_CHECK(y.data<std::uint8_t>()[i] < 10, "{}: {}[{}] is not a class 0-9", origin, ys, i);
     return Split{x, y};
@@ -211,12 +222,15 @@ Dataset read_npz(const std::filesystem::path& path, const std::string& origin) {
 }
 }  // namespace
 
-std::vector<std::string> class_names() { return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}; }
+std::vector<std::string> class_names() {
+  return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+}
 
 Dataset load_data(const std::string& directory) {
   if (!directory.empty()) return read_idx_folder(directory, "MNIST", class_names());
   std::filesystem::path cache = cache_dir();
-  if (has_all((cache / "mnist").string())) return read_idx_folder((cache / "mnist").string(), "MNIST", class_names());
+  if (has_all((cache / "mnist").string()))
+    return read_idx_folder((cache / "mnist").string(), "MNIST", class_names());
   std::filesystem::path npz = cache / "mnist.npz";
   if (std::filesystem::is_regular_file(npz)) return read_npz(npz, npz.string());
 
@@ -227,13 +241,16 @@ Dataset load_data(const std::string& directory) {
     io::download(address, file);
   } catch (const Error& e) {
     throw Unavailable(fmt::format(
-        "MNIST is not in {} and {}; place Keras's mnist.npz (sha256 {}) or the four IDX files ({}) in {} by hand, "
+        "MNIST is not in {} and {}; place Keras's mnist.npz (sha256 {}) or the four IDX files ({}) in {} by "
+        "hand, "
         "or set SYSTOLIC_DATASETS_URL to a mirror; Fashion-MNIST works offline (--dataset fashion_mnist)",
         cache.string(), e.what(), kSha256, kFileList, (cache / "mnist").string()));
   }
   std::string got = io::file_digest(file, "sha256");
-  SYSTOLIC_CHECK(got == kSha256, "mnist.npz downloaded from {}: sha256 {} does not match the expected {}; the file was "
-                 "deleted and not used", address, got, kSha256);
+  SYSTOLIC_CHECK(got == kSha256,
+                 "mnist.npz downloaded from {}: sha256 {} does not match the expected {}; the file was "
+                 "deleted and not used",
+                 address, got, kSha256);
   Dataset d = read_npz(file, "mnist.npz downloaded from " + address);
   detail::install_folder(file, npz);  // a rename within the cache
   return d;
@@ -247,10 +264,12 @@ Tensor read_npy(const void* data, std::size_t size, const std::string& name) {
   int major = static_cast<unsigned char>(p[6]);
   std::size_t header_len = 0, start = 0;
   if (major == 1) {
-    header_len = std::size_t(static_cast<unsigned char>(p[8])) | std::size_t(static_cast<unsigned char>(p[9])) << 8;
+    header_len = std::size_t(static_cast<unsigned char>(p[8])) | std::size_t(static_cast<unsigned char>(p[9]))
+                                                                     << 8;
     start = 10;
   } else {
-    SYSTOLIC_CHECK((major == 2 || major == 3) && size >= 12, "{}: npy version {} is not supported", name, major);
+    SYSTOLIC_CHECK((major == 2 || major == 3) && size >= 12, "{}: npy version {} is not supported", name,
+                   major);
     for (int i = 0; i < 4; ++i) header_len |= std::size_t(static_cast<unsigned char>(p[8 + i])) << (8 * i);
     start = 12;
   }
@@ -289,8 +308,9 @@ Tensor read_npy(const void* data, std::size_t size, const std::string& name) {
   }
   SYSTOLIC_CHECK(!dims.empty(), "{}: npy scalars are not supported", name);
   std::size_t offset = start + header_len;
-  SYSTOLIC_CHECK(size - offset == std::size_t(count), "{}: npy data of {} bytes, its shape needs {}: truncated or corrupt",
-                 name, size - offset, count);
+  SYSTOLIC_CHECK(size - offset == std::size_t(count),
+                 "{}: npy data of {} bytes, its shape needs {}: truncated or corrupt", name, size - offset,
+                 count);
   Tensor t(Shape(dims), DType::uint8);
   std::memcpy(t.data<std::uint8_t>(), p + offset, std::size_t(count));
   return t;

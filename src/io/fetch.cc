@@ -2,14 +2,13 @@
 // every file is written by this code, so an entry can never place anything outside the destination).
 #include "io/fetch.h"
 
-#include <systolic/error.h>
-#include <systolic/log.h>
-
 #include <archive.h>
 #include <archive_entry.h>
 #include <curl/curl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>
+#include <systolic/error.h>
+#include <systolic/log.h>
 
 #include <chrono>
 #include <cstdio>
@@ -25,7 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0)); }
+std::string mib(double bytes) {
+  return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
+}
 
 struct Transfer {
   std::FILE* file = nullptr;
@@ -60,7 +61,8 @@ int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_o
     int width = 30, done = int(double(width) * double(now) / double(total));
     std::string bar(std::size_t(std::max(0, done)), '=');
     if (done < width) bar += '>', bar += std::string(std::size_t(width - done - 1), '.');
-    line = fmt::format("\r{} [{}] {} / {} - {}/s   ", t->name, bar, mib(double(now)), mib(double(total)), mib(rate));
+    line = fmt::format("\r{} [{}] {} / {} - {}/s   ", t->name, bar, mib(double(now)), mib(double(total)),
+                       mib(rate));
   } else {
     line = fmt::format("\r{} {} - {}/s   ", t->name, mib(double(now)), mib(rate));
   }
@@ -106,7 +108,8 @@ void download(const std::string& url, const fs::path& dest) {
   if (rc != CURLE_OK || !closed || t.write_failed) {
     std::error_code ec;
     fs::remove(dest, ec);  // a partial file is never left where it could be used
-    if (t.write_failed || !closed) fail("cannot download {}: writing {} failed (disk full?)", url, dest.string());
+    if (t.write_failed || !closed)
+      fail("cannot download {}: writing {} failed (disk full?)", url, dest.string());
     std::string reason = errbuf[0] ? errbuf : curl_easy_strerror(rc);
     while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
     fail("cannot download {}: {}", url, reason);
@@ -119,8 +122,8 @@ std::string file_digest(const fs::path& path, const std::string& algorithm) {
   std::ifstream in(path, std::ios::binary);
   SYSTOLIC_CHECK(in.good(), "{}: cannot open", path.string());
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  SYSTOLIC_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), md, nullptr) == 1, "{}: cannot start the {} digest", path.string(),
-                 algorithm);
+  SYSTOLIC_CHECK(ctx && EVP_DigestInit_ex(ctx.get(), md, nullptr) == 1, "{}: cannot start the {} digest",
+                 path.string(), algorithm);
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), std::streamsize(buf.size()));
@@ -157,14 +160,22 @@ std::string check_entry_path(const char* raw, fs::path& rel) {
 const char* refused_type(archive_entry* e) {
   if (archive_entry_hardlink(e)) return "a hard link";
   switch (archive_entry_filetype(e)) {
-    case AE_IFREG: return nullptr;
-    case AE_IFDIR: return nullptr;
-    case AE_IFLNK: return "a symbolic link";
-    case AE_IFCHR: return "a character device";
-    case AE_IFBLK: return "a block device";
-    case AE_IFIFO: return "a FIFO";
-    case AE_IFSOCK: return "a socket";
-    default: return "not a regular file or folder";
+    case AE_IFREG:
+      return nullptr;
+    case AE_IFDIR:
+      return nullptr;
+    case AE_IFLNK:
+      return "a symbolic link";
+    case AE_IFCHR:
+      return "a character device";
+    case AE_IFBLK:
+      return "a block device";
+    case AE_IFIFO:
+      return "a FIFO";
+    case AE_IFSOCK:
+      return "a socket";
+    default:
+      return "not a regular file or folder";
   }
 }
 
@@ -176,7 +187,8 @@ void extract_archive(const fs::path& archive_path, const fs::path& dest, std::ui
   archive_read_support_filter_all(a.get());
   archive_read_support_format_tar(a.get());
   if (archive_read_open_filename(a.get(), archive_path.c_str(), 1 << 16) != ARCHIVE_OK)
-    fail("{}: cannot open the archive ({})", name, archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
+    fail("{}: cannot open the archive ({})", name,
+         archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
   std::uint64_t total = 0;
   std::vector<char> buf(1 << 16);
   for (int count = 0;; ++count) {
@@ -187,7 +199,8 @@ void extract_archive(const fs::path& archive_path, const fs::path& dest, std::ui
       break;
     }
     if (r < ARCHIVE_WARN)
-      fail("{}: truncated or corrupt archive ({})", name, archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
+      fail("{}: truncated or corrupt archive ({})", name,
+           archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
     const char* raw = archive_entry_pathname(e);
     std::string shown = raw ? raw : "";
     fs::path rel;
@@ -204,7 +217,8 @@ void extract_archive(const fs::path& archive_path, const fs::path& dest, std::ui
     fs::create_directories(out.parent_path(), ec);
     SYSTOLIC_CHECK(!ec, "{}: cannot create {} ({})", name, out.parent_path().string(), ec.message());
     // A regular file: refuse to write through anything already there (two entries of one name, say).
-    SYSTOLIC_CHECK(!fs::exists(fs::symlink_status(out)), "{}: refused archive entry '{}' (a duplicate path)", name, shown);
+    SYSTOLIC_CHECK(!fs::exists(fs::symlink_status(out)), "{}: refused archive entry '{}' (a duplicate path)",
+                   name, shown);
     std::ofstream f(out, std::ios::binary);
     SYSTOLIC_CHECK(f.good(), "{}: cannot write {}", name, out.string());
     for (;;) {

@@ -1,10 +1,9 @@
 #include "io/files.h"
 
-#include <systolic/error.h>
-
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <systolic/error.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,8 +43,8 @@ void write_atomically(const std::string& path, const std::function<void(const st
     bool synced = sync_fd >= 0 && ::fsync(sync_fd) == 0;
     if (sync_fd >= 0) ::close(sync_fd);
     SYSTOLIC_CHECK(synced, "{}: cannot write ({})", path, std::strerror(errno));
-    SYSTOLIC_CHECK(::rename(tmpl.c_str(), path.c_str()) == 0, "{}: cannot move the written file into place ({})", path,
-                   std::strerror(errno));
+    SYSTOLIC_CHECK(::rename(tmpl.c_str(), path.c_str()) == 0,
+                   "{}: cannot move the written file into place ({})", path, std::strerror(errno));
   } catch (...) {
     ::unlink(tmpl.c_str());
     throw;
@@ -68,8 +67,8 @@ TempFolder::TempFolder(const fs::path& parent, const std::string& prefix) {
   std::string name = ".";
   name.append(prefix).append("-XXXXXX");
   std::string tmpl = (parent / name).string();
-  SYSTOLIC_CHECK(::mkdtemp(tmpl.data()) != nullptr, "{}: cannot create a temporary folder ({})", parent.string(),
-                 std::strerror(errno));
+  SYSTOLIC_CHECK(::mkdtemp(tmpl.data()) != nullptr, "{}: cannot create a temporary folder ({})",
+                 parent.string(), std::strerror(errno));
   path_ = tmpl;
 }
 

@@ -14,7 +14,8 @@ namespace systolic::io {
 std::vector<char> read_file(const std::string& path);
 // Writes `path` atomically: write(temporary) fills a fresh file beside it (mkstemp), which is then synced to disk
 // and renamed over `path`. On any failure the temporary file is removed and `path` is left as it was.
-void write_atomically(const std::string& path, const std::function<void(const std::string& temporary)>& write);
+void write_atomically(const std::string& path,
+                      const std::function<void(const std::string& temporary)>& write);
 // write_atomically with `size` bytes as the content.
 void write_file_atomic(const std::string& path, const void* data, std::size_t size);
 

@@ -73,7 +73,9 @@ Handle string_type(std::size_t size, bool variable) {
 }
 }  // namespace
 
-Lock::Lock() : lock_(mutex()) { silence(); }
+Lock::Lock() : lock_(mutex()) {
+  silence();
+}
 
 Handle& Handle::operator=(Handle&& o) noexcept {
   if (this != &o) {
@@ -95,9 +97,13 @@ std::string last_error() {
   return s.empty() ? "" : " (" + s + ")";
 }
 
-std::string Group::where(const std::string& child) const { return file_ + ": " + join(path_, child); }
+std::string Group::where(const std::string& child) const {
+  return file_ + ": " + join(path_, child);
+}
 
-bool Group::has(const std::string& name) const { return link_exists(id(), name); }
+bool Group::has(const std::string& name) const {
+  return link_exists(id(), name);
+}
 bool Group::has_group(const std::string& name) const {
   return has(name) && object_type(id(), name) == H5I_GROUP;
 }
@@ -137,7 +143,9 @@ std::vector<std::string> Group::children() const {
   return names;
 }
 
-bool Group::has_attribute(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }
+bool Group::has_attribute(const std::string& name) const {
+  return H5Aexists(id(), name.c_str()) > 0;
+}
 
 std::optional<std::vector<std::string>> Group::read_strings(hid_t attr, const std::string& name) const {
   Handle type(H5Aget_type(attr), H5Tclose);
@@ -211,7 +219,8 @@ void Group::set_string_list_attribute(const std::string& name, const std::vector
   Handle attr(H5Acreate2(id(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!attr.valid()) fail("{}: cannot create attribute '{}'{}", where(), name, last_error());
   std::vector<char> buf(size * values.size() + 1, '\0');
-  for (std::size_t i = 0; i < values.size(); ++i) std::memcpy(buf.data() + i * size, values[i].data(), values[i].size());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    std::memcpy(buf.data() + i * size, values[i].data(), values[i].size());
   if (H5Awrite(attr.get(), type.get(), buf.data()) < 0)
     fail("{}: cannot write attribute '{}'{}", where(), name, last_error());
 }
@@ -223,13 +232,15 @@ void Group::set_string_attribute(const std::string& name, const std::string& val
   Handle attr(H5Acreate2(id(), name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!attr.valid()) fail("{}: cannot create attribute '{}'{}", where(), name, last_error());
   const char* p = value.c_str();
-  if (H5Awrite(attr.get(), type.get(), &p) < 0) fail("{}: cannot write attribute '{}'{}", where(), name, last_error());
+  if (H5Awrite(attr.get(), type.get(), &p) < 0)
+    fail("{}: cannot write attribute '{}'{}", where(), name, last_error());
 }
 
 void Group::set_empty_list_attribute(const std::string& name) const {
   hsize_t dims[1] = {0};
   Handle space(H5Screate_simple(1, dims, nullptr), H5Sclose);
-  Handle attr(H5Acreate2(id(), name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  Handle attr(H5Acreate2(id(), name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
+              H5Aclose);
   if (!attr.valid()) fail("{}: cannot create attribute '{}'{}", where(), name, last_error());
 }
 
@@ -252,7 +263,8 @@ Tensor Group::read_float32(const std::string& name) const {
   auto cls = H5Tget_class(type.get());
   if (cls != H5T_FLOAT && cls != H5T_INTEGER) fail("{}: dataset is not numeric", where(name));
   Tensor t(Shape(shape), DType::float32);
-  if (t.numel() > 0 && H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data<float>()) < 0)
+  if (t.numel() > 0 &&
+      H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data<float>()) < 0)
     fail("{}: cannot read dataset (truncated or corrupt file?){}", where(name), last_error());
   return t;
 }
@@ -272,8 +284,9 @@ double Group::read_scalar(const std::string& name) const {
 namespace {
 void write_dataset(const Group& g, const std::string& name, hid_t file_type, hid_t mem_type,
                    const std::vector<hsize_t>& dims, bool scalar, const void* data) {
-  Handle space(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-               H5Sclose);
+  Handle space(
+      scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+      H5Sclose);
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
   H5Pset_char_encoding(lcpl.get(), H5T_CSET_UTF8);

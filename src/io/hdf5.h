@@ -6,9 +6,8 @@
 // The serial HDF5 library is not thread-safe: callers hold hdf5::Lock for the whole of a file operation.
 #pragma once
 
-#include <systolic/tensor.h>
-
 #include <hdf5.h>
+#include <systolic/tensor.h>
 
 #include <mutex>
 #include <optional>
@@ -57,7 +56,7 @@ class Group {
   bool has_dataset(const std::string& name) const;
   Group group(const std::string& name) const;         // throws naming the path when absent
   Group create_group(const std::string& name) const;  // creates intermediate groups
-  std::vector<std::string> children() const;           // names of the direct children, in name order
+  std::vector<std::string> children() const;          // names of the direct children, in name order
 
   // Attributes.
   bool has_attribute(const std::string& name) const;
@@ -73,7 +72,7 @@ class Group {
   std::vector<std::int64_t> dataset_shape(const std::string& name) const;
   // Reads any integer or float dataset, converted to float32 (HDF5 converts), into a tensor of its shape.
   Tensor read_float32(const std::string& name) const;
-  double read_scalar(const std::string& name) const;  // a one-element numeric dataset
+  double read_scalar(const std::string& name) const;                       // a one-element numeric dataset
   void write_float32(const std::string& name, const Tensor& value) const;  // value: float32 on the CPU
   void write_int64_scalar(const std::string& name, std::int64_t value) const;
   void write_float32_scalar(const std::string& name, float value) const;

@@ -3,18 +3,17 @@
 // weight_names attribute, then the datasets, names with "/" making subgroups); Keras 3's has layers/<key>/vars/<i>
 // (key: the snake_case class name with a counter). Every file is written to a temporary name and renamed into
 // place.
-#include "io/files.h"
-#include "io/hdf5.h"
-#include "io/keras_io.h"
-#include "distribute/replica_group.h"
-#include "model/model_state.h"
-
+#include <fmt/format.h>
 #include <systolic/log.h>
 #include <systolic/saving.h>
 
-#include <fmt/format.h>
-
 #include <map>
+
+#include "distribute/replica_group.h"
+#include "io/files.h"
+#include "io/hdf5.h"
+#include "io/keras_io.h"
+#include "model/model_state.h"
 
 namespace systolic {
 
@@ -32,7 +31,8 @@ void log_device_copy(const Model& model) {
   for (auto& l : model.layers())
     for (auto& w : l->weights())
       if (!w.value.device().is_cpu()) {
-        log_line(fmt::format("Copying the weights of model '{}' from {} to the host", model.name(), w.value.device().str()));
+        log_line(fmt::format("Copying the weights of model '{}' from {} to the host", model.name(),
+                             w.value.device().str()));
         return;
       }
 }
@@ -52,7 +52,9 @@ std::vector<Layer*> layers_with_weights(const Model& model) {
 
 // ---- legacy layout ---------------------------------------------------------------------------------------
 
-std::string legacy_weight_name(const Layer& l, const Weight& w) { return l.name() + "/" + w.name + ":0"; }
+std::string legacy_weight_name(const Layer& l, const Weight& w) {
+  return l.name() + "/" + w.name + ":0";
+}
 
 void write_legacy_weights(const hdf5::Group& g, const Model& model) {
   std::vector<std::string> names;
@@ -64,8 +66,10 @@ void write_legacy_weights(const hdf5::Group& g, const Model& model) {
     auto lg = g.create_group(l->name());
     std::vector<std::string> weight_names;
     for (auto& w : l->weights()) weight_names.push_back(legacy_weight_name(*l, w));
-    if (weight_names.empty()) lg.set_empty_list_attribute("weight_names");
-    else lg.set_string_list_attribute("weight_names", weight_names);
+    if (weight_names.empty())
+      lg.set_empty_list_attribute("weight_names");
+    else
+      lg.set_string_list_attribute("weight_names", weight_names);
     for (auto& w : l->weights()) lg.write_float32(legacy_weight_name(*l, w), host_float32(w.value));
   }
 }
@@ -78,14 +82,17 @@ struct FileLayer {
 std::vector<FileLayer> legacy_file_layers(const hdf5::Group& g) {
   std::vector<FileLayer> out;
   for (auto& name : g.string_list_attribute("layer_names")) {
-    if (!g.has_group(name)) fail("{}: layer_names lists '{}' but the file has no such group", g.where(), name);
+    if (!g.has_group(name))
+      fail("{}: layer_names lists '{}' but the file has no such group", g.where(), name);
     auto lg = g.group(name);
     out.push_back({name, lg.string_list_attribute("weight_names")});
   }
   return out;
 }
 
-std::string shape_of(const Weight& w) { return w.value.shape().str(); }
+std::string shape_of(const Weight& w) {
+  return w.value.shape().str();
+}
 
 void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOptions& o) {
   auto file_layers = legacy_file_layers(g);
@@ -100,15 +107,17 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
     auto lg = g.group(f.name);
     auto& ws = l.weights();
     if (ws.size() != f.weight_names.size())
-      return fmt::format("layer #{} '{}' ({}) of the model has {} weights, but layer #{} '{}' of the file has {}",
-                         model_index, l.name(), l.class_name(), ws.size(), file_index, f.name, f.weight_names.size());
+      return fmt::format(
+          "layer #{} '{}' ({}) of the model has {} weights, but layer #{} '{}' of the file has {}",
+          model_index, l.name(), l.class_name(), ws.size(), file_index, f.name, f.weight_names.size());
     for (std::size_t i = 0; i < ws.size(); ++i) {
       const auto& wn = f.weight_names[i];
       if (!lg.has_dataset(wn)) fail("{}: missing dataset '{}' (listed in weight_names)", lg.where(), wn);
       auto dims = lg.dataset_shape(wn);
       if (Shape(dims) != ws[i].value.shape())
         return fmt::format(
-            "layer #{} '{}' ({}) of the model expects weight '{}' of shape {}, but layer #{} '{}' of the file "
+            "layer #{} '{}' ({}) of the model expects weight '{}' of shape {}, but layer #{} '{}' of the "
+            "file "
             "holds '{}' of shape {}",
             model_index, l.name(), l.class_name(), ws[i].name, shape_of(ws[i]), file_index, f.name, wn,
             Shape(dims).str());
@@ -196,7 +205,8 @@ void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
   vars.write_float32_scalar("1", static_cast<float>(opt.learning_rate()));
   int index = 2;
   for (auto& t : trainable_slices(model))
-    for (auto& [name, slot] : opt.slots()) vars.write_float32(std::to_string(index++), host_float32(t.of(slot)));
+    for (auto& [name, slot] : opt.slots())
+      vars.write_float32(std::to_string(index++), host_float32(t.of(slot)));
 }
 
 void write_keras3_weights(const hdf5::Group& root, Model& model) {
@@ -206,7 +216,8 @@ void write_keras3_weights(const hdf5::Group& root, Model& model) {
   for (std::size_t i = 0; i < layers.size(); ++i) {
     auto vars = lg.create_group(keys[i] + "/vars");
     auto& ws = layers[i]->weights();
-    for (std::size_t j = 0; j < ws.size(); ++j) vars.write_float32(std::to_string(j), host_float32(ws[j].value));
+    for (std::size_t j = 0; j < ws.size(); ++j)
+      vars.write_float32(std::to_string(j), host_float32(ws[j].value));
   }
   if (model.is_sequential()) root.create_group("vars");
   if (model.compiled() && model.optimizer().iterations() > 0 && !model.optimizer().slots().empty())
@@ -214,7 +225,8 @@ void write_keras3_weights(const hdf5::Group& root, Model& model) {
 }
 
 void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeightsOptions& o) {
-  if (o.by_name) fail("{}: by_name applies to legacy .h5 files, not Keras 3 .weights.h5 (as in Keras)", root.file());
+  if (o.by_name)
+    fail("{}: by_name applies to legacy .h5 files, not Keras 3 .weights.h5 (as in Keras)", root.file());
   auto layers = model.layers();
   auto keys = keras3_layer_keys(model);
   auto lg = root.group("layers");
@@ -230,17 +242,18 @@ void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeight
     auto vars = lg.group(path);
     auto children = vars.children();
     if (children.size() != ws.size())
-      fail("{}: layer #{} '{}' ({}) has {} weights, the file's layers/{} holds {}", root.file(), i, layers[i]->name(),
-           layers[i]->class_name(), ws.size(), path, children.size());
+      fail("{}: layer #{} '{}' ({}) has {} weights, the file's layers/{} holds {}", root.file(), i,
+           layers[i]->name(), layers[i]->class_name(), ws.size(), path, children.size());
     std::vector<Tensor> values;
     for (std::size_t j = 0; j < ws.size(); ++j) {
       auto name = std::to_string(j);
       if (!vars.has_dataset(name)) fail("{}: missing dataset", vars.where(name));
       auto dims = vars.dataset_shape(name);
       if (Shape(dims) != ws[j].value.shape()) {
-        auto msg = fmt::format("layer #{} '{}' ({}) expects weight '{}' of shape {}, the file's {} has shape {}", i,
-                               layers[i]->name(), layers[i]->class_name(), ws[j].name, shape_of(ws[j]),
-                               vars.where(name), Shape(dims).str());
+        auto msg =
+            fmt::format("layer #{} '{}' ({}) expects weight '{}' of shape {}, the file's {} has shape {}", i,
+                        layers[i]->name(), layers[i]->class_name(), ws[j].name, shape_of(ws[j]),
+                        vars.where(name), Shape(dims).str());
         if (!o.skip_mismatch) fail("{}: {}", root.file(), msg);
         log_line("WARNING: load_weights: skipping " + msg);
         values.clear();
@@ -330,7 +343,8 @@ std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
     auto it = per_slot.find(slot_name);
     if (it == per_slot.end()) return "no '" + slot_name + "' slot";
     if (it->second.size() != trainable.size())
-      return fmt::format("{} '{}' values for {} trainable weights", it->second.size(), slot_name, trainable.size());
+      return fmt::format("{} '{}' values for {} trainable weights", it->second.size(), slot_name,
+                         trainable.size());
     Tensor& buf = opt.slot(slot_name);
     for (std::size_t i = 0; i < trainable.size(); ++i) {
       const Shape& shape = trainable[i].weight->value.shape();
@@ -341,7 +355,8 @@ std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
     }
   }
   if (per_slot.size() != opt.slots().size()) return "the file's optimizer has other slots than " + opt.name();
-  for (auto& [dst, value] : copies) dst.copy_from(dst.dtype() == DType::float32 ? value : value.to(dst.dtype()));
+  for (auto& [dst, value] : copies)
+    dst.copy_from(dst.dtype() == DType::float32 ? value : value.to(dst.dtype()));
   opt.set_iterations(static_cast<std::int64_t>(*iterations));
   return "";
 }
@@ -354,15 +369,19 @@ void Model::save_weights(const std::string& path) const {
   if (!state_->chief) return;  // replicas: the chief (worker 0) writes; every replica holds the same weights
   bool keras3 = path.ends_with(".weights.h5");
   if (!keras3 && !path.ends_with(".h5") && !path.ends_with(".hdf5") && !path.ends_with(".keras"))
-    fail("save_weights: {}: use a name ending in .h5 / .hdf5 (tf.keras layout) or .weights.h5 (Keras 3)", path);
-  if (path.ends_with(".keras")) fail("save_weights: {}: the .keras zip format is not supported; use .weights.h5", path);
+    fail("save_weights: {}: use a name ending in .h5 / .hdf5 (tf.keras layout) or .weights.h5 (Keras 3)",
+         path);
+  if (path.ends_with(".keras"))
+    fail("save_weights: {}: the .keras zip format is not supported; use .weights.h5", path);
   log_device_copy(*this);
   Model self = *this;
   hdf5::Lock lock;
   io::write_atomically(path, [&](const std::string& tmp) {
     auto root = hdf5::create(tmp);
-    if (keras3) write_keras3_weights(root, self);
-    else write_legacy_weights(root, self);
+    if (keras3)
+      write_keras3_weights(root, self);
+    else
+      write_legacy_weights(root, self);
   });
 }
 
@@ -370,11 +389,15 @@ void Model::load_weights(const std::string& path, const LoadWeightsOptions& opti
   {
     hdf5::Lock lock;
     auto root = hdf5::open_read(path);
-    if (root.has_group("model_weights")) load_legacy_weights(root.group("model_weights"), *this, options);
+    if (root.has_group("model_weights"))
+      load_legacy_weights(root.group("model_weights"), *this, options);
     else if (root.has_attribute("layer_names") || root.has_attribute("layer_names0"))
       load_legacy_weights(root, *this, options);
-    else if (root.has_group("layers")) load_keras3_weights(root, *this, options);
-    else fail("{}: not a Keras weights file (no layer_names attribute, model_weights group or layers group)", path);
+    else if (root.has_group("layers"))
+      load_keras3_weights(root, *this, options);
+    else
+      fail("{}: not a Keras weights file (no layer_names attribute, model_weights group or layers group)",
+           path);
   }
   // Replicas: the weights read into replica 0 go to every replica (across workers: the chief's file wins).
   if (state_->replicas) state_->replicas->broadcast_weights();
@@ -398,7 +421,8 @@ void Model::save(const std::string& path) const {
     write_legacy_weights(root.create_group("model_weights"), self);
     if (self.compiled()) {
       root.set_string_attribute("training_config", keras_io::training_config(self).dump());
-      if (!self.optimizer().slots().empty() || self.optimizer().iterations() > 0) write_optimizer_weights(root, self);
+      if (!self.optimizer().slots().empty() || self.optimizer().iterations() > 0)
+        write_optimizer_weights(root, self);
     }
   });
 }
@@ -408,8 +432,10 @@ Model load_model(const std::string& path, const LoadModelOptions& options) {
   auto root = hdf5::open_read(path);
   if (!root.has_attribute("model_config")) {
     if (root.has_attribute("layer_names") || root.has_group("layers"))
-      fail("{}: holds weights only (no model_config); build the model (e.g. from its JSON) and call load_weights",
-           path);
+      fail(
+          "{}: holds weights only (no model_config); build the model (e.g. from its JSON) and call "
+          "load_weights",
+          path);
     fail("{}: not a Keras full-model file (no model_config attribute)", path);
   }
   json config;
@@ -432,8 +458,10 @@ Model load_model(const std::string& path, const LoadModelOptions& options) {
     if (root.has_group("optimizer_weights")) {
       auto why = load_optimizer_weights(root, model);
       if (!why.empty())
-        log_line(fmt::format("WARNING: {}: the optimizer state was not restored ({}); training starts with a fresh "
-                             "optimizer", path, why));
+        log_line(fmt::format(
+            "WARNING: {}: the optimizer state was not restored ({}); training starts with a fresh "
+            "optimizer",
+            path, why));
     }
   }
   return model;

@@ -4,7 +4,6 @@
 #include <systolic/model.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 namespace systolic::keras_io {

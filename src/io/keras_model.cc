@@ -3,9 +3,6 @@
 // Written in tf.keras 2.x's form (Keras 3 reads it): layers with "inbound_nodes" as [[[layer, node, tensor, {}]]].
 // Read: that form, Keras 3's ({"args": [{"class_name": "__keras_tensor__", "config": {"keras_history": ...}}]}),
 // Sequential with or without an InputLayer, and Keras 2.0's Sequential whose config is the list of layers.
-#include "io/keras_io.h"
-#include "layers/config.h"
-
 #include <systolic/log.h>
 #include <systolic/saving.h>
 
@@ -13,6 +10,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+
+#include "io/keras_io.h"
+#include "layers/config.h"
 
 namespace systolic {
 
@@ -51,8 +51,11 @@ Graph walk(const Model& model) {
 json layer_entry(const Layer& layer) {
   json config;
   layer.get_config(config);
-  return {{"module", "keras.layers"}, {"class_name", layer.class_name()}, {"config", config},
-          {"registered_name", nullptr}, {"name", layer.name()}};
+  return {{"module", "keras.layers"},
+          {"class_name", layer.class_name()},
+          {"config", config},
+          {"registered_name", nullptr},
+          {"name", layer.name()}};
 }
 
 json tensor_ref(const Graph& g, const SymbolicTensor& t) {
@@ -66,7 +69,9 @@ json model_config(const Model& model) {
   if (model.is_sequential()) {
     layers.push_back(layer_entry(*model.inputs()[0].node()->layer));
     for (auto& l : model.layers()) layers.push_back(layer_entry(*l));
-    return {{"module", "keras"}, {"class_name", "Sequential"}, {"config", {{"name", model.name()}, {"layers", layers}}},
+    return {{"module", "keras"},
+            {"class_name", "Sequential"},
+            {"config", {{"name", model.name()}, {"layers", layers}}},
             {"registered_name", nullptr}};
   }
   Graph g = walk(model);
@@ -92,8 +97,12 @@ json model_config(const Model& model) {
   // "module" lets Keras 3 find the class (it cannot from "Functional" alone); tf.keras ignores it.
   return {{"module", "keras.src.models.functional"},
           {"class_name", "Functional"},
-          {"config", {{"name", model.name()}, {"trainable", true}, {"layers", layers}, {"input_layers", inputs},
-                      {"output_layers", outputs}}},
+          {"config",
+           {{"name", model.name()},
+            {"trainable", true},
+            {"layers", layers},
+            {"input_layers", inputs},
+            {"output_layers", outputs}}},
           {"registered_name", "Functional"}};
 }
 
@@ -101,13 +110,15 @@ namespace {
 
 // A layer entry of a model config: {"class_name", "config", ...}. Keys next to "config" that carry no
 // semantics here (module, registered_name, build_config, name) are accepted; anything else is refused.
-std::shared_ptr<Layer> layer_from_entry(const json& entry, const std::string& source, json* strip_input_shape) {
+std::shared_ptr<Layer> layer_from_entry(const json& entry, const std::string& source,
+                                        json* strip_input_shape) {
   if (!entry.is_object() || !entry.contains("class_name") || !entry["class_name"].is_string() ||
       !entry.contains("config"))
-    fail("{}: a layer entry needs \"class_name\" and \"config\", got {}", source, entry.dump().substr(0, 200));
+    fail("{}: a layer entry needs \"class_name\" and \"config\", got {}", source,
+         entry.dump().substr(0, 200));
   for (auto& [k, v] : entry.items())
-    if (k != "class_name" && k != "config" && k != "module" && k != "registered_name" && k != "build_config" &&
-        k != "name" && k != "inbound_nodes" && k != "shared_object_id")
+    if (k != "class_name" && k != "config" && k != "module" && k != "registered_name" &&
+        k != "build_config" && k != "name" && k != "inbound_nodes" && k != "shared_object_id")
       fail("{}: layer entry for '{}': unsupported key '{}'", source, entry["config"].value("name", "?"), k);
   json config = entry["config"];
   if (strip_input_shape && config.is_object()) {
@@ -126,7 +137,8 @@ std::shared_ptr<Layer> layer_from_entry(const json& entry, const std::string& so
 }
 
 Shape input_shape_from(const json& batch_shape, const std::string& source) {
-  if (!batch_shape.is_array() || batch_shape.size() < 2) fail("{}: bad input shape {}", source, batch_shape.dump());
+  if (!batch_shape.is_array() || batch_shape.size() < 2)
+    fail("{}: bad input shape {}", source, batch_shape.dump());
   std::vector<std::int64_t> dims;
   for (std::size_t i = 1; i < batch_shape.size(); ++i) {
     if (!batch_shape[i].is_number_integer() || batch_shape[i].get<std::int64_t>() <= 0)
@@ -191,7 +203,8 @@ Ref parse_ref(const json& r, const std::string& where) {
   if (!h->is_array() || h->size() < 3 || !(*h)[0].is_string() || !(*h)[1].is_number_integer() ||
       !(*h)[2].is_number_integer())
     fail("{}: bad tensor reference {}", where, h->dump().substr(0, 200));
-  if (h->size() == 4 && !(*h)[3].empty()) fail("{}: call arguments {} are not supported", where, (*h)[3].dump());
+  if (h->size() == 4 && !(*h)[3].empty())
+    fail("{}: call arguments {} are not supported", where, (*h)[3].dump());
   return {(*h)[0].get<std::string>(), (*h)[1].get<int>(), (*h)[2].get<int>()};
 }
 
@@ -221,7 +234,8 @@ std::vector<Ref> parse_call(const json& call, const std::string& where) {
 std::vector<Ref> parse_io(const json& v, const std::string& where) {
   std::vector<Ref> refs;
   if (!v.is_array() || v.empty()) fail("{}: expected a list of tensor references", where);
-  if (v[0].is_string()) refs.push_back(parse_ref(v, where));  // Keras 3 writes one reference unnested
+  if (v[0].is_string())
+    refs.push_back(parse_ref(v, where));  // Keras 3 writes one reference unnested
   else
     for (auto& r : v) refs.push_back(parse_ref(r, where));
   return refs;
@@ -264,7 +278,8 @@ Model functional_from_config(const json& config, const std::string& source) {
         for (auto& r : p.calls[p.done]) {
           auto it = outputs.find(r.layer);
           if (it == outputs.end())
-            fail("{}: layer '{}' takes its input from '{}', which is not in the model", source, p.layer->name(), r.layer);
+            fail("{}: layer '{}' takes its input from '{}', which is not in the model", source,
+                 p.layer->name(), r.layer);
           if (r.node >= static_cast<int>(it->second.size())) break;
           if (r.tensor != 0) fail("{}: layer '{}': multi-output layers are not supported", source, r.layer);
           ins.push_back(it->second[static_cast<std::size_t>(r.node)]);
@@ -278,7 +293,8 @@ Model functional_from_config(const json& config, const std::string& source) {
     }
   }
   for (auto& p : pending)
-    if (p.done < p.calls.size()) fail("{}: layer '{}': its inputs are never computed (a cycle?)", source, p.layer->name());
+    if (p.done < p.calls.size())
+      fail("{}: layer '{}': its inputs are never computed (a cycle?)", source, p.layer->name());
   auto resolve = [&](const char* key) {
     if (!config.contains(key)) fail("{}: Functional config: missing \"{}\"", source, key);
     std::vector<SymbolicTensor> ts;
@@ -296,8 +312,8 @@ Model functional_from_config(const json& config, const std::string& source) {
 }  // namespace
 
 Model model_from_config(const json& serialized, const std::string& source) {
-  if (!serialized.is_object() || !serialized.contains("class_name") || !serialized["class_name"].is_string() ||
-      !serialized.contains("config"))
+  if (!serialized.is_object() || !serialized.contains("class_name") ||
+      !serialized["class_name"].is_string() || !serialized.contains("config"))
     fail("{}: not a Keras model config (expected {{\"class_name\": ..., \"config\": ...}})", source);
   auto cls = serialized["class_name"].get<std::string>();
   if (cls == "Sequential") return sequential_from_config(serialized["config"], source);
@@ -330,7 +346,7 @@ json training_config(const Model& model) {
   json loss_json = loss.name();
   if (loss.from_logits()) {
     std::string cls = loss.name() == "sparse_categorical_crossentropy" ? "SparseCategoricalCrossentropy"
-                                                                        : "CategoricalCrossentropy";
+                                                                       : "CategoricalCrossentropy";
     loss_json = {{"class_name", cls}, {"config", {{"from_logits", true}}}};
   }
   json metrics = json::array();
@@ -376,19 +392,22 @@ std::unique_ptr<optimizers::Optimizer> optimizer_from_config(const json& oc, con
   std::unique_ptr<optimizers::Optimizer> opt;
   if (cls == "Adam") {
     off("amsgrad", false);
-    opt = std::make_unique<optimizers::Adam>(lr, num("beta_1", 0.9), num("beta_2", 0.999), num("epsilon", 1e-7));
+    opt = std::make_unique<optimizers::Adam>(lr, num("beta_1", 0.9), num("beta_2", 0.999),
+                                             num("epsilon", 1e-7));
   } else if (cls == "SGD") {
     used.insert("nesterov");
     bool nesterov = c.value("nesterov", false);
     opt = std::make_unique<optimizers::SGD>(lr, num("momentum", 0.0), nesterov);
   } else if (cls == "RMSprop") {
     off("centered", false);
-    opt = std::make_unique<optimizers::RMSprop>(lr, num("rho", 0.9), num("momentum", 0.0), num("epsilon", 1e-7));
+    opt = std::make_unique<optimizers::RMSprop>(lr, num("rho", 0.9), num("momentum", 0.0),
+                                                num("epsilon", 1e-7));
   } else {
     fail("{}: optimizer '{}' is not supported (Adam, SGD, RMSprop)", source, cls);
   }
   for (auto& [k, v] : c.items())
-    if (!used.count(k)) fail("{}: optimizer {}: unsupported option '{}' (value {})", source, cls, k, v.dump());
+    if (!used.count(k))
+      fail("{}: optimizer {}: unsupported option '{}' (value {})", source, cls, k, v.dump());
   return opt;
 }
 
@@ -408,13 +427,15 @@ std::unique_ptr<losses::Loss> loss_from_config(const json& l, const std::string&
       if (k != "from_logits" && k != "name" && k != "reduction" && k != "fn" && k != "ignore_class" &&
           k != "axis" && k != "label_smoothing" && k != "dtype")
         fail("{}: loss {}: unsupported option '{}'", source, cls, k);
-    if (c.contains("ignore_class") && !c["ignore_class"].is_null()) fail("{}: loss {}: ignore_class is not supported", source, cls);
+    if (c.contains("ignore_class") && !c["ignore_class"].is_null())
+      fail("{}: loss {}: ignore_class is not supported", source, cls);
     if (c.contains("label_smoothing") && c["label_smoothing"] != 0 && c["label_smoothing"] != 0.0)
       fail("{}: loss {}: label_smoothing is not supported", source, cls);
     if (c.contains("reduction") && c["reduction"] != "auto" && c["reduction"] != "sum_over_batch_size")
       fail("{}: loss {}: reduction {} is not supported", source, cls, c["reduction"].dump());
     if (cls == "SparseCategoricalCrossentropy")
-      return std::make_unique<losses::SparseCategoricalCrossentropy>(losses::CrossentropyOptions{from_logits});
+      return std::make_unique<losses::SparseCategoricalCrossentropy>(
+          losses::CrossentropyOptions{from_logits});
     if (cls == "CategoricalCrossentropy")
       return std::make_unique<losses::CategoricalCrossentropy>(losses::CrossentropyOptions{from_logits});
     if (cls == "MeanSquaredError") return std::make_unique<losses::MeanSquaredError>();

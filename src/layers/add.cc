@@ -12,7 +12,8 @@ class AddLayer final : public Layer {
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     for (auto& s : in)
-      if (s != in[0]) fail_shape("inputs must have one shape, got " + in[0].keras_str() + " and " + s.keras_str());
+      if (s != in[0])
+        fail_shape("inputs must have one shape, got " + in[0].keras_str() + " and " + s.keras_str());
     return in[0];
   }
 
@@ -26,8 +27,12 @@ class AddLayer final : public Layer {
 };
 }  // namespace
 
-std::shared_ptr<Layer> add_from_config(ConfigReader& r) { return std::make_shared<AddLayer>(NameOptions{r.name()}); }
+std::shared_ptr<Layer> add_from_config(ConfigReader& r) {
+  return std::make_shared<AddLayer>(NameOptions{r.name()});
+}
 
-LayerRef Add(const NameOptions& options) { return LayerRef(std::make_shared<AddLayer>(options)); }
+LayerRef Add(const NameOptions& options) {
+  return LayerRef(std::make_shared<AddLayer>(options));
+}
 
 }  // namespace systolic::layers

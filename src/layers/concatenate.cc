@@ -21,7 +21,8 @@ class ConcatenateLayer final : public Layer {
       bool fits = s.rank() == in[0].rank();
       for (int i = 0; fits && i < s.rank(); ++i) fits = i == axis - 1 || s[i] == in[0][i];
       if (!fits)
-        fail_shape("inputs " + in[0].keras_str() + " and " + s.keras_str() + " differ off the concatenation axis");
+        fail_shape("inputs " + in[0].keras_str() + " and " + s.keras_str() +
+                   " differ off the concatenation axis");
       out[axis - 1] += s[axis - 1];
     }
     return out;
@@ -44,7 +45,8 @@ class ConcatenateLayer final : public Layer {
 }  // namespace
 
 std::shared_ptr<Layer> concatenate_from_config(ConfigReader& r) {
-  return std::make_shared<ConcatenateLayer>(ConcatenateOptions{.axis = r.get_int("axis", -1), .name = r.name()});
+  return std::make_shared<ConcatenateLayer>(
+      ConcatenateOptions{.axis = r.get_int("axis", -1), .name = r.name()});
 }
 
 LayerRef Concatenate(const ConcatenateOptions& options) {

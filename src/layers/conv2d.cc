@@ -10,14 +10,18 @@ namespace {
 class Conv2DLayer final : public Layer {
  public:
   Conv2DLayer(int filters, Pair kernel, const Conv2DOptions& o)
-      : Layer("Conv2D", o.name, activation_from_name(o.activation)), filters_(filters), kernel_(kernel), o_(o) {
+      : Layer("Conv2D", o.name, activation_from_name(o.activation)),
+        filters_(filters),
+        kernel_(kernel),
+        o_(o) {
     SYSTOLIC_CHECK(filters > 0, "layer '{}': filters must be positive, got {}", name(), filters);
     SYSTOLIC_CHECK(kernel[0] > 0 && kernel[1] > 0, "layer '{}': kernel_size must be positive", name());
     SYSTOLIC_CHECK(o.strides[0] > 0 && o.strides[1] > 0, "layer '{}': strides must be positive", name());
-    SYSTOLIC_CHECK(o.dilation_rate[0] > 0 && o.dilation_rate[1] > 0, "layer '{}': dilation_rate must be positive",
-                   name());
-    SYSTOLIC_CHECK((o.strides[0] == 1 && o.strides[1] == 1) || (o.dilation_rate[0] == 1 && o.dilation_rate[1] == 1),
-                   "layer '{}': strides > 1 together with dilation_rate > 1 is not supported (as in Keras)", name());
+    SYSTOLIC_CHECK(o.dilation_rate[0] > 0 && o.dilation_rate[1] > 0,
+                   "layer '{}': dilation_rate must be positive", name());
+    SYSTOLIC_CHECK(
+        (o.strides[0] == 1 && o.strides[1] == 1) || (o.dilation_rate[0] == 1 && o.dilation_rate[1] == 1),
+        "layer '{}': strides > 1 together with dilation_rate > 1 is not supported (as in Keras)", name());
     check_padding_name(o.padding, name());
   }
 
@@ -51,14 +55,21 @@ class Conv2DLayer final : public Layer {
   ops::Conv2DParams params(const Shape& x) const {
     auto h = tf_padding(x[1], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
     auto w = tf_padding(x[2], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
-    return {o_.strides[0], o_.strides[1], o_.dilation_rate[0], o_.dilation_rate[1], h.before, h.after, w.before,
-            w.after, fuses_activation() ? Activation::relu : Activation::linear};
+    return {o_.strides[0],
+            o_.strides[1],
+            o_.dilation_rate[0],
+            o_.dilation_rate[1],
+            h.before,
+            h.after,
+            w.before,
+            w.after,
+            fuses_activation() ? Activation::relu : Activation::linear};
   }
   bool fuses_activation() const override { return activation_ == Activation::relu; }
 
   void forward(LayerCall& c) override {
-    ops::conv2d_forward(c.inputs[0], weights()[0].operand(), o_.use_bias ? weights()[1].value : Tensor(), c.output,
-                        params(c.inputs[0].shape()));
+    ops::conv2d_forward(c.inputs[0], weights()[0].operand(), o_.use_bias ? weights()[1].value : Tensor(),
+                        c.output, params(c.inputs[0].shape()));
   }
 
   void backward(LayerCall& c) override {
@@ -75,7 +86,8 @@ class Conv2DLayer final : public Layer {
 }  // namespace
 
 std::shared_ptr<Layer> conv2d_from_config(ConfigReader& r) {
-  if (!r.has("filters") || !r.has("kernel_size")) r.fail_option(r.has("filters") ? "kernel_size" : "filters", "missing");
+  if (!r.has("filters") || !r.has("kernel_size"))
+    r.fail_option(r.has("filters") ? "kernel_size" : "filters", "missing");
   int filters = r.get_int("filters", 0);
   Pair kernel = r.get_pair("kernel_size", {0, 0});
   auto k = read_kernel_options(r);

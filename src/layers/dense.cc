@@ -32,7 +32,8 @@ class DenseLayer final : public Layer {
     if (o_.use_bias) add_weight("bias", {units_}, o_.bias_initializer);
   }
   void forward(LayerCall& c) override {
-    ops::dense_forward(c.inputs[0], weights()[0].operand(), o_.use_bias ? weights()[1].value : Tensor(), c.output);
+    ops::dense_forward(c.inputs[0], weights()[0].operand(), o_.use_bias ? weights()[1].value : Tensor(),
+                       c.output);
   }
   void backward(LayerCall& c) override {
     Tensor none;

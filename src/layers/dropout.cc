@@ -10,7 +10,10 @@ namespace {
 class DropoutLayer final : public Layer {
  public:
   DropoutLayer(double rate, const DropoutOptions& o)
-      : Layer("Dropout", o.name), rate_(rate), seed_(o.seed ? *o.seed : global_generator().split()), given_seed_(o.seed) {
+      : Layer("Dropout", o.name),
+        rate_(rate),
+        seed_(o.seed ? *o.seed : global_generator().split()),
+        given_seed_(o.seed) {
     SYSTOLIC_CHECK(rate >= 0 && rate < 1, "layer '{}': rate must be in [0, 1), got {}", name(), rate);
   }
 
@@ -35,8 +38,10 @@ class DropoutLayer final : public Layer {
   }
   void backward(LayerCall& c) override {
     if (!c.dinputs[0].defined()) return;
-    if (!c.training || rate_ == 0) ops::copy(c.doutput, c.dinputs[0]);
-    else ops::dropout_backward(c.doutput, c.dinputs[0], rate_, seed_for(c), c.training->counter);
+    if (!c.training || rate_ == 0)
+      ops::copy(c.doutput, c.dinputs[0]);
+    else
+      ops::dropout_backward(c.doutput, c.dinputs[0], rate_, seed_for(c), c.training->counter);
   }
 
  private:

@@ -30,6 +30,8 @@ std::shared_ptr<Layer> flatten_from_config(ConfigReader& r) {
   return std::make_shared<FlattenLayer>(NameOptions{r.name()});
 }
 
-LayerRef Flatten(const NameOptions& options) { return LayerRef(std::make_shared<FlattenLayer>(options)); }
+LayerRef Flatten(const NameOptions& options) {
+  return LayerRef(std::make_shared<FlattenLayer>(options));
+}
 
 }  // namespace systolic::layers

@@ -57,8 +57,10 @@ void initialize(Tensor& t, const std::string& name, Generator& g) {
   } else if (name == "random_normal") {
     for (std::int64_t i = 0; i < n; ++i) p[i] = g.normal() * 0.05;
   } else {
-    fail("unknown initializer '{}' (known: zeros, ones, glorot_uniform, glorot_normal, he_uniform, he_normal, "
-         "lecun_uniform, lecun_normal, random_uniform, random_normal)", name);
+    fail(
+        "unknown initializer '{}' (known: zeros, ones, glorot_uniform, glorot_normal, he_uniform, he_normal, "
+        "lecun_uniform, lecun_normal, random_uniform, random_normal)",
+        name);
   }
   t.copy_from(host.to(t.dtype()).to(t.device()));
 }

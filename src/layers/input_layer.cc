@@ -9,7 +9,8 @@ namespace {
 class InputLayer final : public Layer {
  public:
   InputLayer(Shape shape, const InputOptions& o)
-      : Layer("InputLayer", o.name.empty() ? unique_layer_name("input", false) : o.name), shape_(std::move(shape)) {}
+      : Layer("InputLayer", o.name.empty() ? unique_layer_name("input", false) : o.name),
+        shape_(std::move(shape)) {}
   Shape compute_output_shape(const std::vector<Shape>&) const override { return shape_; }
   bool is_input_layer() const override { return true; }
   const Shape& input_shape() const { return shape_; }
@@ -18,7 +19,10 @@ class InputLayer final : public Layer {
     // tf.keras's form (Keras 3 reads it too): batch_input_shape with a null batch dimension.
     json shape = json::array({nullptr});
     for (auto d : shape_.dims()) shape.push_back(d);
-    c = {{"batch_input_shape", shape}, {"dtype", dtype_name(dtype())}, {"sparse", false}, {"ragged", false},
+    c = {{"batch_input_shape", shape},
+         {"dtype", dtype_name(dtype())},
+         {"sparse", false},
+         {"ragged", false},
          {"name", name()}};
   }
 
@@ -51,7 +55,8 @@ std::shared_ptr<Layer> input_layer_from_config(ConfigReader& r) {
 }
 
 SymbolicTensor Input(Shape shape, const InputOptions& options) {
-  for (auto d : shape.dims()) SYSTOLIC_CHECK(d > 0, "Input: shape {} must have positive dimensions", shape.str());
+  for (auto d : shape.dims())
+    SYSTOLIC_CHECK(d > 0, "Input: shape {} must have positive dimensions", shape.str());
   auto layer = std::make_shared<InputLayer>(shape, options);
   return (*layer)(std::vector<SymbolicTensor>{});
 }

@@ -27,8 +27,8 @@ inline Padded tf_padding(std::int64_t in, int k, int stride, int dilation, const
 }
 
 inline void check_padding_name(const std::string& padding, const std::string& layer) {
-  SYSTOLIC_CHECK(padding == "valid" || padding == "same", "layer '{}': padding '{}' is not 'valid' or 'same'", layer,
-                 padding);
+  SYSTOLIC_CHECK(padding == "valid" || padding == "same", "layer '{}': padding '{}' is not 'valid' or 'same'",
+                 layer, padding);
 }
 
 }  // namespace systolic

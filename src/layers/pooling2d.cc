@@ -11,7 +11,11 @@ namespace {
 class Pooling2DLayer final : public Layer {
  public:
   Pooling2DLayer(const char* class_name, ops::PoolKind kind, Pair pool, const PoolingOptions& o)
-      : Layer(class_name, o.name), kind_(kind), pool_(pool), strides_(o.strides.value_or(pool)), padding_(o.padding) {
+      : Layer(class_name, o.name),
+        kind_(kind),
+        pool_(pool),
+        strides_(o.strides.value_or(pool)),
+        padding_(o.padding) {
     SYSTOLIC_CHECK(pool[0] > 0 && pool[1] > 0 && strides_[0] > 0 && strides_[1] > 0,
                    "layer '{}': pool_size and strides must be positive", name());
     check_padding_name(padding_, name());
@@ -48,7 +52,8 @@ class Pooling2DLayer final : public Layer {
   void backward(LayerCall& c) override {
     if (!c.dinputs[0].defined()) return;
     Tensor workspace = c.saved.empty() ? Tensor() : c.saved[0];
-    ops::pool2d_backward(c.inputs[0], c.output, c.doutput, workspace, c.dinputs[0], params(c.inputs[0].shape()));
+    ops::pool2d_backward(c.inputs[0], c.output, c.doutput, workspace, c.dinputs[0],
+                         params(c.inputs[0].shape()));
   }
 
  private:
@@ -58,7 +63,8 @@ class Pooling2DLayer final : public Layer {
 };
 std::shared_ptr<Layer> pooling_from_config(ConfigReader& r, const char* class_name, ops::PoolKind kind) {
   Pair pool = r.get_pair("pool_size", {2, 2});
-  PoolingOptions o{.strides = r.get_optional_pair("strides"), .padding = r.get_string("padding", "valid"),
+  PoolingOptions o{.strides = r.get_optional_pair("strides"),
+                   .padding = r.get_string("padding", "valid"),
                    .name = r.name()};
   r.require_value("data_format", "channels_last");
   return std::make_shared<Pooling2DLayer>(class_name, kind, pool, o);
@@ -77,7 +83,8 @@ LayerRef MaxPooling2D(Pair pool_size, const PoolingOptions& options) {
 }
 
 LayerRef AveragePooling2D(Pair pool_size, const PoolingOptions& options) {
-  return LayerRef(std::make_shared<Pooling2DLayer>("AveragePooling2D", ops::PoolKind::average, pool_size, options));
+  return LayerRef(
+      std::make_shared<Pooling2DLayer>("AveragePooling2D", ops::PoolKind::average, pool_size, options));
 }
 
 }  // namespace systolic::layers

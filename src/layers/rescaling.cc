@@ -8,7 +8,8 @@ namespace systolic::layers {
 namespace {
 class RescalingLayer final : public Layer {
  public:
-  RescalingLayer(double scale, const RescalingOptions& o) : Layer("Rescaling", o.name), scale_(scale), offset_(o.offset) {}
+  RescalingLayer(double scale, const RescalingOptions& o)
+      : Layer("Rescaling", o.name), scale_(scale), offset_(o.offset) {}
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override { return in[0]; }
 
@@ -32,7 +33,8 @@ class RescalingLayer final : public Layer {
 std::shared_ptr<Layer> rescaling_from_config(ConfigReader& r) {
   if (!r.has("scale")) r.fail_option("scale", "missing");
   double scale = r.get_double("scale", 1.0);
-  return std::make_shared<RescalingLayer>(scale, RescalingOptions{.offset = r.get_double("offset", 0.0), .name = r.name()});
+  return std::make_shared<RescalingLayer>(
+      scale, RescalingOptions{.offset = r.get_double("offset", 0.0), .name = r.name()});
 }
 
 LayerRef Rescaling(double scale, const RescalingOptions& options) {

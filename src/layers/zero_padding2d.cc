@@ -8,8 +8,10 @@ namespace systolic::layers {
 namespace {
 class ZeroPadding2DLayer final : public Layer {
  public:
-  ZeroPadding2DLayer(Padding2D p, const NameOptions& o) : Layer("ZeroPadding2D", o.name), p_{p.top, p.bottom, p.left, p.right} {
-    SYSTOLIC_CHECK(p.top >= 0 && p.bottom >= 0 && p.left >= 0 && p.right >= 0, "layer '{}': negative padding", name());
+  ZeroPadding2DLayer(Padding2D p, const NameOptions& o)
+      : Layer("ZeroPadding2D", o.name), p_{p.top, p.bottom, p.left, p.right} {
+    SYSTOLIC_CHECK(p.top >= 0 && p.bottom >= 0 && p.left >= 0 && p.right >= 0, "layer '{}': negative padding",
+                   name());
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
@@ -40,12 +42,18 @@ std::shared_ptr<Layer> zero_padding2d_from_config(ConfigReader& r) {
   if (r.has("padding")) {
     // An int, (rows, cols) or ((top, bottom), (left, right)), as Keras accepts.
     auto& v = r.get_raw("padding");
-    auto is_pair = [](const json& j) { return j.is_array() && j.size() == 2 && j[0].is_number_integer() && j[1].is_number_integer(); };
-    if (v.is_number_integer()) p = Padding2D(v.get<int>());
-    else if (is_pair(v)) p = Padding2D(Pair{v[0].get<int>(), v[1].get<int>()});
+    auto is_pair = [](const json& j) {
+      return j.is_array() && j.size() == 2 && j[0].is_number_integer() && j[1].is_number_integer();
+    };
+    if (v.is_number_integer())
+      p = Padding2D(v.get<int>());
+    else if (is_pair(v))
+      p = Padding2D(Pair{v[0].get<int>(), v[1].get<int>()});
     else if (v.is_array() && v.size() == 2 && is_pair(v[0]) && is_pair(v[1]))
-      p = Padding2D(Pair{v[0][0].get<int>(), v[0][1].get<int>()}, Pair{v[1][0].get<int>(), v[1][1].get<int>()});
-    else r.fail_option("padding", "expected an int, two ints or two pairs, got " + v.dump());
+      p = Padding2D(Pair{v[0][0].get<int>(), v[0][1].get<int>()},
+                    Pair{v[1][0].get<int>(), v[1][1].get<int>()});
+    else
+      r.fail_option("padding", "expected an int, two ints or two pairs, got " + v.dump());
   }
   return std::make_shared<ZeroPadding2DLayer>(p, NameOptions{r.name()});
 }

@@ -22,8 +22,12 @@ bool crossentropy(LossArgs& a, bool from_logits) {
 }
 }  // namespace
 
-bool SparseCategoricalCrossentropy::compute(LossArgs& a) const { return crossentropy(a, options_.from_logits); }
-bool CategoricalCrossentropy::compute(LossArgs& a) const { return crossentropy(a, options_.from_logits); }
+bool SparseCategoricalCrossentropy::compute(LossArgs& a) const {
+  return crossentropy(a, options_.from_logits);
+}
+bool CategoricalCrossentropy::compute(LossArgs& a) const {
+  return crossentropy(a, options_.from_logits);
+}
 
 bool MeanSquaredError::compute(LossArgs& a) const {
   ops::mean_squared_error(a.output, a.labels, a.total, a.doutput, a.grad_scale);
@@ -34,8 +38,10 @@ std::unique_ptr<Loss> get(const std::string& name) {
   if (name == "sparse_categorical_crossentropy") return std::make_unique<SparseCategoricalCrossentropy>();
   if (name == "categorical_crossentropy") return std::make_unique<CategoricalCrossentropy>();
   if (name == "mean_squared_error" || name == "mse") return std::make_unique<MeanSquaredError>();
-  fail("unknown loss '{}' (known: sparse_categorical_crossentropy, categorical_crossentropy, mean_squared_error)",
-       name);
+  fail(
+      "unknown loss '{}' (known: sparse_categorical_crossentropy, categorical_crossentropy, "
+      "mean_squared_error)",
+      name);
 }
 
 }  // namespace systolic::losses

@@ -23,12 +23,16 @@ class Accuracy final : public Metric {
 
 std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels) {
   bool sparse;
-  if (name == "accuracy" || name == "acc") sparse = loss_has_sparse_labels;
-  else if (name == "sparse_categorical_accuracy") sparse = true;
-  else if (name == "categorical_accuracy") sparse = false;
-  else fail("unknown metric '{}' (known: accuracy, sparse_categorical_accuracy, categorical_accuracy)", name);
-  SYSTOLIC_CHECK(sparse == loss_has_sparse_labels, "metric '{}' reads {} labels but the loss takes {} labels", name,
-                 sparse ? "integer" : "one-hot", loss_has_sparse_labels ? "integer" : "one-hot");
+  if (name == "accuracy" || name == "acc")
+    sparse = loss_has_sparse_labels;
+  else if (name == "sparse_categorical_accuracy")
+    sparse = true;
+  else if (name == "categorical_accuracy")
+    sparse = false;
+  else
+    fail("unknown metric '{}' (known: accuracy, sparse_categorical_accuracy, categorical_accuracy)", name);
+  SYSTOLIC_CHECK(sparse == loss_has_sparse_labels, "metric '{}' reads {} labels but the loss takes {} labels",
+                 name, sparse ? "integer" : "one-hot", loss_has_sparse_labels ? "integer" : "one-hot");
   return std::make_unique<Accuracy>(name, sparse);
 }
 

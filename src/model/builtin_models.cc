@@ -27,7 +27,9 @@ Model seed_cnn(Shape input_shape, int classes, const SeedCnnOptions& options) {
   return model;
 }
 
-std::vector<std::string> builtin_names() { return {"seed-cnn"}; }
+std::vector<std::string> builtin_names() {
+  return {"seed-cnn"};
+}
 
 Model builtin(const std::string& name, Shape input_shape, int classes) {
   if (name == "seed-cnn") return seed_cnn(std::move(input_shape), classes);

@@ -202,7 +202,8 @@ void ModelState::set_batch(const Tensor& x, const Tensor& y) {
 
 void ModelState::forward(std::int64_t n, bool training) {
   if (params_compute.defined()) ops::cast(params, params_compute);  // the weights the layers compute with
-  if (training) training_step.counter = optimizer ? step_counter().on(device()) : Tensor();  // dropout's masks
+  if (training)
+    training_step.counter = optimizer ? step_counter().on(device()) : Tensor();  // dropout's masks
   for (auto& e : nodes) {
     LayerCall& c = e.call;
     if (e.is_input) {

@@ -1,8 +1,7 @@
 #include "model/progbar.h"
 
-#include <systolic/log.h>
-
 #include <fmt/format.h>
+#include <systolic/log.h>
 
 #include <cmath>
 
@@ -13,7 +12,10 @@ std::string format_log_value(double v) {
 }
 
 Progbar::Progbar(std::int64_t target, int verbose)
-    : target_(target), verbose_(verbose), dynamic_(log_is_terminal()), start_(std::chrono::steady_clock::now()),
+    : target_(target),
+      verbose_(verbose),
+      dynamic_(log_is_terminal()),
+      start_(std::chrono::steady_clock::now()),
       last_(start_) {}
 
 std::string Progbar::bar(std::int64_t current) const {
@@ -43,9 +45,10 @@ void Progbar::update(std::int64_t current, const LogValues& values) {
   last_ = now;
   double elapsed = std::chrono::duration<double>(now - start_).count();
   double eta = current > 0 ? elapsed / double(current) * double(target_ - current) : 0;
-  std::string eta_text = eta > 3600   ? fmt::format("{}:{:02}:{:02}", int(eta) / 3600, int(eta) % 3600 / 60, int(eta) % 60)
-                         : eta > 60 ? fmt::format("{}:{:02}", int(eta) / 60, int(eta) % 60)
-                                    : fmt::format("{}s", int(eta));
+  std::string eta_text =
+      eta > 3600 ? fmt::format("{}:{:02}:{:02}", int(eta) / 3600, int(eta) % 3600 / 60, int(eta) % 60)
+      : eta > 60 ? fmt::format("{}:{:02}", int(eta) / 60, int(eta) % 60)
+                 : fmt::format("{}s", int(eta));
   std::string line = bar(current) + " - ETA: " + eta_text + values_text(values);
   std::string pad = line.size() < width_ ? std::string(width_ - line.size(), ' ') : "";
   width_ = line.size();
@@ -59,8 +62,8 @@ std::string Progbar::final_line(const LogValues& values, double elapsed) const {
   }
   double per_step = target_ > 0 ? elapsed / double(target_) : 0;
   std::string step = per_step >= 1 || per_step == 0 ? fmt::format("{:.0f}s/step", per_step)
-                     : per_step >= 1e-3           ? fmt::format("{:.0f}ms/step", per_step * 1e3)
-                                                  : fmt::format("{:.0f}us/step", per_step * 1e6);
+                     : per_step >= 1e-3             ? fmt::format("{:.0f}ms/step", per_step * 1e3)
+                                                    : fmt::format("{:.0f}us/step", per_step * 1e6);
   return bar(target_) + fmt::format(" - {:.0f}s ", elapsed) + step + values_text(values);
 }
 

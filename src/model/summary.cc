@@ -2,9 +2,9 @@
 // Param #), other graphs in 98 with "Connected to"; fields cut at their column; totals with thousands separators.
 #include <systolic/log.h>
 
-#include "model/model_state.h"
-
 #include <map>
+
+#include "model/model_state.h"
 
 namespace systolic {
 
@@ -45,7 +45,8 @@ std::string Model::summary_string() const {
     }
   }
   int length = sequential_like ? 65 : 98;
-  std::vector<int> positions = sequential_like ? std::vector<int>{29, 55, 65} : std::vector<int>{32, 53, 65, 98};
+  std::vector<int> positions =
+      sequential_like ? std::vector<int>{29, 55, 65} : std::vector<int>{32, 53, 65, 98};
   std::vector<std::string> header{"Layer (type)", "Output Shape", "Param #"};
   if (!sequential_like) header.push_back("Connected to");
 
@@ -79,6 +80,8 @@ std::string Model::summary_string() const {
   return out;
 }
 
-void Model::summary() const { log_write(summary_string()); }
+void Model::summary() const {
+  log_write(summary_string());
+}
 
 }  // namespace systolic

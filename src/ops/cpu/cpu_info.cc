@@ -1,13 +1,12 @@
 // CPU and build facts for `systolic info` and logs.
-#include <systolic/system.h>
-
-#include "ops/cpu/onednn.h"
-
 #include <omp.h>
 #include <sys/sysinfo.h>
+#include <systolic/system.h>
 #include <unistd.h>
 
 #include <fstream>
+
+#include "ops/cpu/onednn.h"
 
 namespace systolic {
 
