@@ -18,66 +18,80 @@ namespace systolic::ops {
 
 namespace {
 
+// SYSTOLIC_OP_CHECK(check, cond, "format {}", args...): Error "<op>: ..." when cond fails; the message and its
+// arguments are only evaluated then, so a passing check costs its comparison alone.
+#define SYSTOLIC_OP_CHECK(check, cond, ...) \
+  do {                                      \
+    if (!(cond)) (check).fail(__VA_ARGS__); \
+  } while (0)
+
 // What every check needs: the op's name in the message, and short ways to state facts about tensors.
 class Check {
  public:
   explicit Check(const char* op) : op_(op) {}
 
+  // Raises Error "<op>: <message>" (SYSTOLIC_OP_CHECK formats it only when its condition fails).
   template <class... Args>
-  void that(bool ok, fmt::format_string<Args...> format, Args&&... args) const {
-    if (!ok) fail("{}: {}", op_, fmt::format(format, std::forward<Args>(args)...));
+  [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) const {
+    systolic::fail("{}: {}", op_, fmt::format(format, std::forward<Args>(args)...));
   }
   const Tensor& defined(const char* name, const Tensor& t) const {
-    that(t.defined(), "{} is undefined", name);
+    SYSTOLIC_OP_CHECK(*this, t.defined(), "{} is undefined", name);
     return t;
   }
   void floating(const char* name, const Tensor& t) const {
     defined(name, t);
-    that(is_floating(t.dtype()), "{} is {}; it takes float32, bfloat16 or float64", name,
-         dtype_name(t.dtype()));
+    SYSTOLIC_OP_CHECK(*this, is_floating(t.dtype()), "{} is {}; it takes float32, bfloat16 or float64", name,
+                      dtype_name(t.dtype()));
   }
   void rank(const char* name, const Tensor& t, int rank, const char* layout) const {
     defined(name, t);
-    that(t.rank() == rank, "{} has shape {}; it takes rank {} {}", name, t.shape().str(), rank, layout);
+    SYSTOLIC_OP_CHECK(*this, t.rank() == rank, "{} has shape {}; it takes rank {} {}", name, t.shape().str(),
+                      rank, layout);
   }
-  void dtype(const char* name, const Tensor& t, DType want, const char* like) const {
+  void dtype(const char* name, const Tensor& t, DType want, const char* why) const {
     defined(name, t);
-    that(t.dtype() == want, "{} is {}, expected {} ({})", name, dtype_name(t.dtype()), dtype_name(want),
-         like);
+    SYSTOLIC_OP_CHECK(*this, t.dtype() == want, "{} is {}, expected {} ({})", name, dtype_name(t.dtype()),
+                      dtype_name(want), why);
   }
   void shape(const char* name, const Tensor& t, const Shape& want) const {
     defined(name, t);
-    that(t.shape() == want, "{} has shape {}, expected {}", name, t.shape().str(), want.str());
+    SYSTOLIC_OP_CHECK(*this, t.shape() == want, "{} has shape {}, expected {}", name, t.shape().str(),
+                      want.str());
   }
   // `name` is `like`'s companion: the same dtype and number of elements.
   void like(const char* name, const Tensor& t, const char* like_name, const Tensor& like) const {
-    dtype(name, t, like.dtype(), fmt::format("{}'s dtype", like_name).c_str());
-    that(t.numel() == like.numel(), "{} has shape {} but {} has {}", name, t.shape().str(), like_name,
-         like.shape().str());
+    defined(name, t);
+    SYSTOLIC_OP_CHECK(*this, t.dtype() == like.dtype(), "{} is {}, expected {} ({}'s dtype)", name,
+                      dtype_name(t.dtype()), dtype_name(like.dtype()), like_name);
+    SYSTOLIC_OP_CHECK(*this, t.numel() == like.numel(), "{} has shape {} but {} has {}", name,
+                      t.shape().str(), like_name, like.shape().str());
   }
   // A parameter of data `x` (a bias, a kernel's gradient): x's dtype, or float32 when x is bfloat16 (mixed
   // precision keeps float32 master weights).
   void parameter(const char* name, const Tensor& t, DType x) const {
     defined(name, t);
-    that(t.dtype() == x || (x == DType::bfloat16 && t.dtype() == DType::float32), "{} is {}, expected {}{}",
-         name, dtype_name(t.dtype()), dtype_name(x), x == DType::bfloat16 ? " or float32" : "");
+    SYSTOLIC_OP_CHECK(*this, t.dtype() == x || (x == DType::bfloat16 && t.dtype() == DType::float32),
+                      "{} is {}, expected {}{}", name, dtype_name(t.dtype()), dtype_name(x),
+                      x == DType::bfloat16 ? " or float32" : "");
   }
   // A per-channel statistic or parameter of batch normalisation: float32 (float64 with float64 data).
   void statistic(const char* name, const Tensor& t, DType x, std::int64_t channels) const {
     DType want = x == DType::float64 ? DType::float64 : DType::float32;
     dtype(name, t, want, x == DType::float64 ? "float64 data" : "batch statistics are float32");
-    that(t.numel() == channels, "{} has shape {}; it takes one value per channel ({})", name, t.shape().str(),
-         channels);
+    SYSTOLIC_OP_CHECK(*this, t.numel() == channels, "{} has shape {}; it takes one value per channel ({})",
+                      name, t.shape().str(), channels);
   }
   void step_counter(const char* name, const Tensor& t) const {
     if (!t.defined()) return;
-    that(t.dtype() == DType::float64 && t.numel() == 1, "{} must be a float64 [1] counter, not {} {}", name,
-         dtype_name(t.dtype()), t.shape().str());
+    SYSTOLIC_OP_CHECK(*this, t.dtype() == DType::float64 && t.numel() == 1,
+                      "{} must be a float64 [1] counter, not {} {}", name, dtype_name(t.dtype()),
+                      t.shape().str());
   }
   void total(const Tensor& t) const {
     defined("total", t);
-    that(t.dtype() == DType::float64 && t.numel() == 1, "total must be a float64 scalar, not {} {}",
-         dtype_name(t.dtype()), t.shape().str());
+    SYSTOLIC_OP_CHECK(*this, t.dtype() == DType::float64 && t.numel() == 1,
+                      "total must be a float64 scalar, not {} {}", dtype_name(t.dtype()), t.shape().str());
   }
   const char* op() const { return op_; }
 
@@ -108,18 +122,20 @@ Shape conv_output(const Check& c, const Tensor& x, const Tensor& w, const Conv2D
   c.rank("x", x, 4, "(N, H, W, C)");
   c.rank("w", w, 4, "(KH, KW, C, F)");
   c.dtype("w", w, x.dtype(), "x's dtype");
-  c.that(w.dim(2) == x.dim(3), "kernel w {} takes {} channels, x {} has {}", w.shape().str(), w.dim(2),
-         x.shape().str(), x.dim(3));
-  c.that(w.numel() > 0 && x.dim(3) > 0, "empty kernel {} or input {}", w.shape().str(), x.shape().str());
-  c.that(p.stride_h > 0 && p.stride_w > 0 && p.dilation_h > 0 && p.dilation_w > 0,
-         "strides ({}, {}) and dilation ({}, {}) must be positive", p.stride_h, p.stride_w, p.dilation_h,
-         p.dilation_w);
-  c.that(p.pad_top >= 0 && p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0,
-         "padding must not be negative (top {}, bottom {}, left {}, right {})", p.pad_top, p.pad_bottom,
-         p.pad_left, p.pad_right);
+  SYSTOLIC_OP_CHECK(c, w.dim(2) == x.dim(3), "kernel w {} takes {} channels, x {} has {}", w.shape().str(),
+                    w.dim(2), x.shape().str(), x.dim(3));
+  SYSTOLIC_OP_CHECK(c, w.numel() > 0 && x.dim(3) > 0, "empty kernel {} or input {}", w.shape().str(),
+                    x.shape().str());
+  SYSTOLIC_OP_CHECK(c, p.stride_h > 0 && p.stride_w > 0 && p.dilation_h > 0 && p.dilation_w > 0,
+                    "strides ({}, {}) and dilation ({}, {}) must be positive", p.stride_h, p.stride_w,
+                    p.dilation_h, p.dilation_w);
+  SYSTOLIC_OP_CHECK(c, p.pad_top >= 0 && p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0,
+                    "padding must not be negative (top {}, bottom {}, left {}, right {})", p.pad_top,
+                    p.pad_bottom, p.pad_left, p.pad_right);
   std::int64_t oh = window_out(x.dim(1), p.pad_top, p.pad_bottom, int(w.dim(0)), p.dilation_h, p.stride_h);
   std::int64_t ow = window_out(x.dim(2), p.pad_left, p.pad_right, int(w.dim(1)), p.dilation_w, p.stride_w);
-  c.that(oh > 0 && ow > 0, "kernel {} does not fit x {} with this padding", w.shape().str(), x.shape().str());
+  SYSTOLIC_OP_CHECK(c, oh > 0 && ow > 0, "kernel {} does not fit x {} with this padding", w.shape().str(),
+                    x.shape().str());
   return {x.dim(0), oh, ow, w.dim(3)};
 }
 
@@ -130,10 +146,11 @@ DType conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& 
   c.shape("y", y, ys);
   if (b.defined()) {
     c.parameter("b", b, x.dtype());
-    c.that(b.numel() == w.dim(3), "bias b {} does not match {} filters", b.shape().str(), w.dim(3));
+    SYSTOLIC_OP_CHECK(c, b.numel() == w.dim(3), "bias b {} does not match {} filters", b.shape().str(),
+                      w.dim(3));
   }
-  c.that(p.activation == Activation::linear || p.activation == Activation::relu,
-         "fuses linear or relu, not {}", activation_name(p.activation));
+  SYSTOLIC_OP_CHECK(c, p.activation == Activation::linear || p.activation == Activation::relu,
+                    "fuses linear or relu, not {}", activation_name(p.activation));
   return x.dtype();
 }
 
@@ -151,7 +168,7 @@ void check_gradients(const Check& c, const Tensor& x, const Tensor& w, const Ten
   }
   if (db.defined()) {
     c.parameter("db", db, x.dtype());
-    c.that(db.numel() == outputs, "db {} does not match {} outputs", db.shape().str(), outputs);
+    SYSTOLIC_OP_CHECK(c, db.numel() == outputs, "db {} does not match {} outputs", db.shape().str(), outputs);
   }
 }
 
@@ -168,17 +185,19 @@ DType conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor
 Shape pool_output(const Check& c, const Tensor& x, const Pool2DParams& p) {
   c.floating("x", x);
   c.rank("x", x, 4, "(N, H, W, C)");
-  c.that(p.window_h > 0 && p.window_w > 0 && p.stride_h > 0 && p.stride_w > 0,
-         "window ({}, {}) and strides ({}, {}) must be positive", p.window_h, p.window_w, p.stride_h,
-         p.stride_w);
-  c.that(
+  SYSTOLIC_OP_CHECK(c, p.window_h > 0 && p.window_w > 0 && p.stride_h > 0 && p.stride_w > 0,
+                    "window ({}, {}) and strides ({}, {}) must be positive", p.window_h, p.window_w,
+                    p.stride_h, p.stride_w);
+  SYSTOLIC_OP_CHECK(
+      c,
       p.pad_top >= 0 && p.pad_bottom >= 0 && p.pad_left >= 0 && p.pad_right >= 0 && p.pad_top < p.window_h &&
           p.pad_bottom < p.window_h && p.pad_left < p.window_w && p.pad_right < p.window_w,
       "padding (top {}, bottom {}, left {}, right {}) must be at least 0 and less than the window ({}, {})",
       p.pad_top, p.pad_bottom, p.pad_left, p.pad_right, p.window_h, p.window_w);
   std::int64_t oh = window_out(x.dim(1), p.pad_top, p.pad_bottom, p.window_h, 1, p.stride_h);
   std::int64_t ow = window_out(x.dim(2), p.pad_left, p.pad_right, p.window_w, 1, p.stride_w);
-  c.that(oh > 0 && ow > 0, "window ({}, {}) does not fit x {}", p.window_h, p.window_w, x.shape().str());
+  SYSTOLIC_OP_CHECK(c, oh > 0 && ow > 0, "window ({}, {}) does not fit x {}", p.window_h, p.window_w,
+                    x.shape().str());
   return {x.dim(0), oh, ow, x.dim(3)};
 }
 
@@ -208,7 +227,7 @@ DType pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const 
 // x with channels last, and its channel count.
 std::int64_t channels(const Check& c, const Tensor& x) {
   c.floating("x", x);
-  c.that(x.rank() >= 1, "x has shape {}; it needs a channel axis (the last)", x.shape().str());
+  SYSTOLIC_OP_CHECK(c, x.rank() >= 1, "x has shape {}; it needs a channel axis (the last)", x.shape().str());
   return x.dim(-1);
 }
 
@@ -222,8 +241,8 @@ DType batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Te
   if (beta.defined()) c.statistic("beta", beta, x.dtype(), C);
   c.statistic("mean", mean, x.dtype(), C);
   c.statistic("var", var, x.dtype(), C);
-  c.that(eps > 0, "epsilon must be positive, got {}", eps);
-  c.that(!replicas || replicas->all_reduce, "replicas without an all_reduce");
+  SYSTOLIC_OP_CHECK(c, eps > 0, "epsilon must be positive, got {}", eps);
+  SYSTOLIC_OP_CHECK(c, !replicas || replicas->all_reduce, "replicas without an all_reduce");
   return x.dtype();
 }
 
@@ -237,7 +256,7 @@ DType batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const T
   if (beta.defined()) c.statistic("beta", beta, x.dtype(), C);
   c.statistic("mean", mean, x.dtype(), C);
   c.statistic("var", var, x.dtype(), C);
-  c.that(eps > 0, "epsilon must be positive, got {}", eps);
+  SYSTOLIC_OP_CHECK(c, eps > 0, "epsilon must be positive, got {}", eps);
   return x.dtype();
 }
 
@@ -257,8 +276,8 @@ DType batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& me
   c.statistic("var", var, x.dtype(), C);
   if (dgamma.defined()) c.statistic("dgamma", dgamma, x.dtype(), C);
   if (dbeta.defined()) c.statistic("dbeta", dbeta, x.dtype(), C);
-  c.that(eps > 0, "epsilon must be positive, got {}", eps);
-  c.that(!replicas || replicas->all_reduce, "replicas without an all_reduce");
+  SYSTOLIC_OP_CHECK(c, eps > 0, "epsilon must be positive, got {}", eps);
+  SYSTOLIC_OP_CHECK(c, !replicas || replicas->all_reduce, "replicas without an all_reduce");
   return x.dtype();
 }
 
@@ -268,10 +287,11 @@ void dense_shapes(const Check& c, const Tensor& x, const Tensor& w, const char* 
   c.rank("w", w, 2, "(K, U)");
   c.dtype("w", w, x.dtype(), "x's dtype");
   c.dtype(y_name, y, x.dtype(), "x's dtype");
-  c.that(x.rank() >= 1 && y.rank() >= 1 && x.dim(-1) == w.dim(0) && y.dim(-1) == w.dim(1) && w.dim(0) > 0 &&
-             w.dim(1) > 0 && x.numel() / w.dim(0) == y.numel() / w.dim(1),
-         "x {}, kernel w {} and {} {} do not fit (x (..., K), w (K, U), {} (..., U))", x.shape().str(),
-         w.shape().str(), y_name, y.shape().str(), y_name);
+  SYSTOLIC_OP_CHECK(c,
+                    x.rank() >= 1 && y.rank() >= 1 && x.dim(-1) == w.dim(0) && y.dim(-1) == w.dim(1) &&
+                        w.dim(0) > 0 && w.dim(1) > 0 && x.numel() / w.dim(0) == y.numel() / w.dim(1),
+                    "x {}, kernel w {} and {} {} do not fit (x (..., K), w (K, U), {} (..., U))",
+                    x.shape().str(), w.shape().str(), y_name, y.shape().str(), y_name);
 }
 
 DType dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
@@ -279,7 +299,8 @@ DType dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   dense_shapes(c, x, w, "y", y);
   if (b.defined()) {
     c.parameter("b", b, x.dtype());
-    c.that(b.numel() == w.dim(1), "bias b {} does not match {} units", b.shape().str(), w.dim(1));
+    SYSTOLIC_OP_CHECK(c, b.numel() == w.dim(1), "bias b {} does not match {} units", b.shape().str(),
+                      w.dim(1));
   }
   return x.dtype();
 }
@@ -292,14 +313,17 @@ DType dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
 }
 
 void activation_parameters(const Check& c, const Activation& a) {
-  c.that(std::isfinite(a.alpha) && !std::isnan(a.max_value) && a.max_value >= 0 && std::isfinite(a.threshold),
-         "{} has parameters alpha {}, max_value {}, threshold {}: they must be finite (max_value >= 0)",
-         activation_name(a), a.alpha, a.max_value, a.threshold);
-  c.that(!a.approximate || a.kind == Activation::gelu, "approximate applies to gelu only, not {}",
-         activation_name(a));
-  c.that(a.kind != Activation::squareplus || a.alpha >= 0, "squareplus needs b >= 0, got {}", a.alpha);
-  c.that((a.kind != Activation::soft_shrink && a.kind != Activation::hard_shrink) || a.alpha >= 0,
-         "{} needs threshold >= 0, got {}", activation_name(a), a.alpha);
+  SYSTOLIC_OP_CHECK(
+      c, std::isfinite(a.alpha) && !std::isnan(a.max_value) && a.max_value >= 0 && std::isfinite(a.threshold),
+      "{} has parameters alpha {}, max_value {}, threshold {}: they must be finite (max_value >= 0)",
+      activation_name(a), a.alpha, a.max_value, a.threshold);
+  SYSTOLIC_OP_CHECK(c, !a.approximate || a.kind == Activation::gelu,
+                    "approximate applies to gelu only, not {}", activation_name(a));
+  SYSTOLIC_OP_CHECK(c, a.kind != Activation::squareplus || a.alpha >= 0, "squareplus needs b >= 0, got {}",
+                    a.alpha);
+  SYSTOLIC_OP_CHECK(c,
+                    (a.kind != Activation::soft_shrink && a.kind != Activation::hard_shrink) || a.alpha >= 0,
+                    "{} needs threshold >= 0, got {}", activation_name(a), a.alpha);
 }
 
 // A row-wise activation (softmax, log_softmax) needs a last axis and tensors of one shape; the others only one
@@ -315,8 +339,8 @@ DType activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
   activation_parameters(c, a);
   c.floating("x", x);
   if (a.over_last_axis())
-    c.that(x.rank() >= 1 && x.dim(-1) > 0, "{} runs over the last axis; x has shape {}", activation_name(a),
-           x.shape().str());
+    SYSTOLIC_OP_CHECK(c, x.rank() >= 1 && x.dim(-1) > 0, "{} runs over the last axis; x has shape {}",
+                      activation_name(a), x.shape().str());
   activation_operand(c, a, "y", y, x);
   return x.dtype();
 }
@@ -327,10 +351,10 @@ DType activation_backward(const Activation& a, const Tensor& x, const Tensor& y,
   activation_parameters(c, a);
   c.floating("y", y);
   if (a.over_last_axis())
-    c.that(y.rank() >= 1 && y.dim(-1) > 0, "{} runs over the last axis; y has shape {}", activation_name(a),
-           y.shape().str());
-  c.that(x.defined() || !a.backward_needs_input(), "the gradient of {} needs the forward input x",
-         activation_name(a));
+    SYSTOLIC_OP_CHECK(c, y.rank() >= 1 && y.dim(-1) > 0, "{} runs over the last axis; y has shape {}",
+                      activation_name(a), y.shape().str());
+  SYSTOLIC_OP_CHECK(c, x.defined() || !a.backward_needs_input(),
+                    "the gradient of {} needs the forward input x", activation_name(a));
   if (x.defined()) activation_operand(c, a, "x", x, y);
   activation_operand(c, a, "dy", dy, y);
   activation_operand(c, a, "dx", dx, y);
@@ -342,7 +366,7 @@ DType dropout(const char* op, const char* in, const Tensor& x, const char* out, 
   Check c(op);
   c.floating(in, x);
   c.like(out, y, in, x);
-  c.that(rate >= 0 && rate < 1, "rate must be in [0, 1), got {}", rate);
+  SYSTOLIC_OP_CHECK(c, rate >= 0 && rate < 1, "rate must be in [0, 1), got {}", rate);
   c.step_counter("step", step);
   return x.dtype();
 }
@@ -360,10 +384,12 @@ DType pad(const char* op, const char* x_name, const Tensor& x, const char* y_nam
           const Pad2D& p) {
   Check c(op);
   c.rank(x_name, x, 4, "(N, H, W, C)");
-  c.that(p.top >= 0 && p.bottom >= 0 && p.left >= 0 && p.right >= 0,
-         "padding must not be negative (top {}, bottom {}, left {}, right {})", p.top, p.bottom, p.left,
-         p.right);
-  c.dtype(y_name, y, x.dtype(), fmt::format("{}'s dtype", x_name).c_str());
+  SYSTOLIC_OP_CHECK(c, p.top >= 0 && p.bottom >= 0 && p.left >= 0 && p.right >= 0,
+                    "padding must not be negative (top {}, bottom {}, left {}, right {})", p.top, p.bottom,
+                    p.left, p.right);
+  c.defined(y_name, y);
+  SYSTOLIC_OP_CHECK(c, y.dtype() == x.dtype(), "{} is {}, expected {} ({}'s dtype)", y_name,
+                    dtype_name(y.dtype()), dtype_name(x.dtype()), x_name);
   c.shape(y_name, y, {x.dim(0), x.dim(1) + p.top + p.bottom, x.dim(2) + p.left + p.right, x.dim(3)});
   return x.dtype();
 }
@@ -380,32 +406,34 @@ DType pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) {
 void concat_parts(const Check& c, const char* y_name, const Tensor& y, const std::vector<Tensor>& parts,
                   int axis) {
   c.defined(y_name, y);
-  c.that(axis >= 0 && axis < y.rank(), "axis {} is not an axis of {}", axis, y.shape().str());
+  SYSTOLIC_OP_CHECK(c, axis >= 0 && axis < y.rank(), "axis {} is not an axis of {}", axis, y.shape().str());
   for (std::size_t k = 0; k < parts.size(); ++k) {
     const Tensor& x = parts[k];
     if (!x.defined()) continue;
     bool fits = x.rank() == y.rank() && x.dtype() == y.dtype();
     for (int i = 0; fits && i < y.rank(); ++i) fits = i == axis || x.dim(i) == y.dim(i);
-    c.that(fits, "part {} ({} {}) does not fit the output ({} {}) off axis {}", k, dtype_name(x.dtype()),
-           x.shape().str(), dtype_name(y.dtype()), y.shape().str(), axis);
+    SYSTOLIC_OP_CHECK(c, fits, "part {} ({} {}) does not fit the output ({} {}) off axis {}", k,
+                      dtype_name(x.dtype()), x.shape().str(), dtype_name(y.dtype()), y.shape().str(), axis);
   }
   ConcatLayout l = concat_layout(y, parts, axis);
-  c.that(l.undefined > 0 ? l.known <= l.row : l.known == l.row,
-         "the parts' sizes along axis {} do not add up to the output's {}", axis, y.shape().str());
+  SYSTOLIC_OP_CHECK(c, l.undefined > 0 ? l.known <= l.row : l.known == l.row,
+                    "the parts' sizes along axis {} do not add up to the output's {}", axis, y.shape().str());
   int undefined_before = 0;
   for (std::size_t k = 0; k < parts.size(); ++k) {
     if (!parts[k].defined()) {
       ++undefined_before;
       continue;
     }
-    c.that(undefined_before < 2, "part {} follows {} undefined parts, whose sizes along axis {} are unknown",
-           k, undefined_before, axis);
+    SYSTOLIC_OP_CHECK(c, undefined_before < 2,
+                      "part {} follows {} undefined parts, whose sizes along axis {} are unknown", k,
+                      undefined_before, axis);
   }
 }
 
 DType concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis) {
   Check c("concat_forward");
-  for (std::size_t k = 0; k < xs.size(); ++k) c.that(xs[k].defined(), "input {} is undefined", k);
+  for (std::size_t k = 0; k < xs.size(); ++k)
+    SYSTOLIC_OP_CHECK(c, xs[k].defined(), "input {} is undefined", k);
   concat_parts(c, "y", y, xs, axis);
   return y.dtype();
 }
@@ -432,7 +460,7 @@ DType cast(const Tensor& src, Tensor& dst) {
   Check c("cast");
   c.floating("src", src);
   c.floating("dst", dst);
-  c.that(src.numel() == dst.numel(), "{} values into {}", src.numel(), dst.numel());
+  SYSTOLIC_OP_CHECK(c, src.numel() == dst.numel(), "{} values into {}", src.numel(), dst.numel());
   return dst.dtype();
 }
 
@@ -440,9 +468,11 @@ DType add_n(const std::vector<Tensor>& xs, Tensor& y) {
   Check c("add_n");
   c.floating("y", y);
   for (std::size_t k = 0; k < xs.size(); ++k) {
-    std::string name = fmt::format("input {}", k);
-    c.like(name.c_str(), xs[k], "y", y);
-    c.that(k == 0 || !overlap(xs[k], y), "y may be input 0, but not overlap input {}", k);
+    c.defined("an input", xs[k]);
+    SYSTOLIC_OP_CHECK(c, xs[k].dtype() == y.dtype() && xs[k].numel() == y.numel(),
+                      "input {} is {} {}, y {} {}: they must match", k, dtype_name(xs[k].dtype()),
+                      xs[k].shape().str(), dtype_name(y.dtype()), y.shape().str());
+    SYSTOLIC_OP_CHECK(c, k == 0 || !overlap(xs[k], y), "y may be input 0, but not overlap input {}", k);
   }
   return y.dtype();
 }
@@ -465,22 +495,23 @@ DType moving_average(Tensor& moving, const Tensor& value, double momentum) {
   Check c("moving_average");
   c.floating("moving", moving);
   c.like("value", value, "moving", moving);
-  c.that(momentum >= 0 && momentum <= 1, "momentum must be in [0, 1], got {}", momentum);
+  SYSTOLIC_OP_CHECK(c, momentum >= 0 && momentum <= 1, "momentum must be in [0, 1], got {}", momentum);
   return moving.dtype();
 }
 
 DType gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   Check c("gather_rows");
   c.defined("src", src);
-  c.that(src.rank() >= 1, "src has no rows (shape {})", src.shape().str());
-  c.that(src.dtype() != DType::bfloat16,
-         "src is bfloat16; rows come from uint8, int32, float32 or float64 data");
+  SYSTOLIC_OP_CHECK(c, src.rank() >= 1, "src has no rows (shape {})", src.shape().str());
+  SYSTOLIC_OP_CHECK(c, src.dtype() != DType::bfloat16,
+                    "src is bfloat16; rows come from uint8, int32, float32 or float64 data");
   c.dtype("indices", indices, DType::int32, "row indices");
   c.defined("dst", dst);
-  c.that(dst.dtype() != DType::uint8, "dst is uint8; it converts to float32, bfloat16, float64 or int32");
+  SYSTOLIC_OP_CHECK(c, dst.dtype() != DType::uint8,
+                    "dst is uint8; it converts to float32, bfloat16, float64 or int32");
   std::int64_t rows = src.dim(0), row = rows ? src.numel() / rows : 0;
-  c.that(indices.numel() * row == dst.numel(), "{} rows of {} values do not fill dst {}", indices.numel(),
-         row, dst.shape().str());
+  SYSTOLIC_OP_CHECK(c, indices.numel() * row == dst.numel(), "{} rows of {} values do not fill dst {}",
+                    indices.numel(), row, dst.shape().str());
   return dst.dtype();
 }
 
@@ -488,20 +519,22 @@ DType augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::ui
   Check c("augment_images");
   c.dtype("x", x, DType::float32, "images are float32");
   c.dtype("y", y, DType::float32, "images are float32");
-  c.that((x.rank() == 4 || x.rank() == 3) && x.shape() == y.shape(),
-         "x {} and y {} must be the same images (N, H, W, C)", x.shape().str(), y.shape().str());
-  c.that(std::isfinite(p.width_shift_range) && p.width_shift_range >= 0 &&
-             std::isfinite(p.height_shift_range) && p.height_shift_range >= 0,
-         "shift ranges must be finite and >= 0, got width {} and height {}", p.width_shift_range,
-         p.height_shift_range);
-  c.that(!overlap(x, y), "y must not overlap x");
+  SYSTOLIC_OP_CHECK(c, (x.rank() == 4 || x.rank() == 3) && x.shape() == y.shape(),
+                    "x {} and y {} must be the same images (N, H, W, C)", x.shape().str(), y.shape().str());
+  SYSTOLIC_OP_CHECK(c,
+                    std::isfinite(p.width_shift_range) && p.width_shift_range >= 0 &&
+                        std::isfinite(p.height_shift_range) && p.height_shift_range >= 0,
+                    "shift ranges must be finite and >= 0, got width {} and height {}", p.width_shift_range,
+                    p.height_shift_range);
+  SYSTOLIC_OP_CHECK(c, !overlap(x, y), "y must not overlap x");
   return x.dtype();
 }
 
 // Predictions [..., C]: returns the rows.
 std::int64_t predictions(const Check& c, const char* name, const Tensor& pred) {
   c.floating(name, pred);
-  c.that(pred.rank() >= 1 && pred.dim(-1) > 0, "{} of shape {} have no classes", name, pred.shape().str());
+  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1 && pred.dim(-1) > 0, "{} of shape {} have no classes", name,
+                    pred.shape().str());
   return pred.numel() / pred.dim(-1);
 }
 
@@ -509,12 +542,14 @@ std::int64_t predictions(const Check& c, const char* name, const Tensor& pred) {
 void labels(const Check& c, const Tensor& labels, const Tensor& pred, std::int64_t rows) {
   c.defined("labels", labels);
   if (labels.dtype() == DType::int32) {
-    c.that(labels.numel() == rows, "{} integer labels for {} predictions", labels.numel(), rows);
+    SYSTOLIC_OP_CHECK(c, labels.numel() == rows, "{} integer labels for {} predictions", labels.numel(),
+                      rows);
     return;
   }
   c.parameter("labels", labels, pred.dtype());
-  c.that(labels.numel() == pred.numel(), "labels of shape {} do not match predictions of shape {}",
-         labels.shape().str(), pred.shape().str());
+  SYSTOLIC_OP_CHECK(c, labels.numel() == pred.numel(),
+                    "labels of shape {} do not match predictions of shape {}", labels.shape().str(),
+                    pred.shape().str());
 }
 
 void gradient(const Check& c, const char* name, const Tensor& grad, const char* of, const Tensor& pred) {
@@ -535,17 +570,17 @@ DType crossentropy_from_probabilities(const Tensor& probs, const Tensor& l, Tens
   labels(c, l, probs, predictions(c, "probabilities", probs));
   c.total(total);
   gradient(c, "dprobs", dprobs, "probabilities", probs);
-  c.that(eps > 0 && eps < 0.5, "epsilon must be in (0, 0.5), got {}", eps);
+  SYSTOLIC_OP_CHECK(c, eps > 0 && eps < 0.5, "epsilon must be in (0, 0.5), got {}", eps);
   return probs.dtype();
 }
 
 DType mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred, double) {
   Check c("mean_squared_error");
   c.floating("predictions", pred);
-  c.that(pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
+  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
   c.parameter("targets", target, pred.dtype());
-  c.that(target.numel() == pred.numel(), "targets of shape {} for predictions of shape {}",
-         target.shape().str(), pred.shape().str());
+  SYSTOLIC_OP_CHECK(c, target.numel() == pred.numel(), "targets of shape {} for predictions of shape {}",
+                    target.shape().str(), pred.shape().str());
   c.total(total);
   gradient(c, "dpred", dpred, "predictions", pred);
   return pred.dtype();
@@ -570,7 +605,8 @@ DType adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamSt
   c.like("m", m, "w", w);
   c.like("v", v, "w", w);
   c.step_counter("iterations", iterations);
-  c.that(
+  SYSTOLIC_OP_CHECK(
+      c,
       std::isfinite(s.lr) && s.beta_1 >= 0 && s.beta_1 < 1 && s.beta_2 >= 0 && s.beta_2 < 1 && s.epsilon >= 0,
       "lr {}, beta_1 {}, beta_2 {}, epsilon {}: beta_1 and beta_2 must be in [0, 1), epsilon >= 0", s.lr,
       s.beta_1, s.beta_2, s.epsilon);
@@ -581,7 +617,8 @@ DType sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double
   Check c("sgd_update");
   weights(c, w, g);
   if (momentum != 0.0) c.like("the velocity", velocity, "w", w);
-  c.that(std::isfinite(lr) && std::isfinite(momentum), "lr {} and momentum {} must be finite", lr, momentum);
+  SYSTOLIC_OP_CHECK(c, std::isfinite(lr) && std::isfinite(momentum), "lr {} and momentum {} must be finite",
+                    lr, momentum);
   return w.dtype();
 }
 
@@ -591,9 +628,10 @@ DType rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double
   weights(c, w, g);
   c.like("the mean square", ms, "w", w);
   if (momentum > 0) c.like("the momentum", mom, "w", w);
-  c.that(std::isfinite(lr) && rho >= 0 && rho <= 1 && momentum >= 0 && epsilon >= 0,
-         "lr {}, rho {}, momentum {}, epsilon {}: rho must be in [0, 1], momentum and epsilon >= 0", lr, rho,
-         momentum, epsilon);
+  SYSTOLIC_OP_CHECK(
+      c, std::isfinite(lr) && rho >= 0 && rho <= 1 && momentum >= 0 && epsilon >= 0,
+      "lr {}, rho {}, momentum {}, epsilon {}: rho must be in [0, 1], momentum and epsilon >= 0", lr, rho,
+      momentum, epsilon);
   return w.dtype();
 }
 
