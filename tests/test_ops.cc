@@ -8,7 +8,7 @@
 // runs the backend with its outputs poisoned (NaN; a pattern for integers) and its accumulators holding random
 // values (they must add to them), and compares every output and accumulator: the max error normalised by the
 // reference's scale, within the tolerance of the op's family and the dtype. A case may also ask for a result
-// equal bit for bit to the CPU's in the same dtype (dropout, the optimizer updates).
+// equal bit for bit to the CPU's in the same dtype (dropout: the masks and the scaling).
 //
 // Adding an op: add its cases to `cases()` below (one entry with a name, the arguments and a call). An op of the
 // list without cases fails OpHarness.EveryOpOfTheListHasCases. GPU cases (CudaOps.*) carry the CTest label gpu and

@@ -231,9 +231,9 @@ std::int64_t channels(const Check& c, const Tensor& x) {
   return x.dim(-1);
 }
 
-DType batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                  Tensor& mean, Tensor& var, double eps, const CrossReplica* replicas) {
-  Check c("batch_norm_forward_training");
+// The batch-norm forwards' operands: y like x, gamma and beta (where defined), mean and var per channel.
+void normalization(const Check& c, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                   const Tensor& mean, const Tensor& var, const Tensor& y, double eps) {
   std::int64_t C = channels(c, x);
   c.dtype("y", y, x.dtype(), "x's dtype");
   c.shape("y", y, x.shape());
@@ -242,6 +242,12 @@ DType batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Te
   c.statistic("mean", mean, x.dtype(), C);
   c.statistic("var", var, x.dtype(), C);
   SYSTOLIC_OP_CHECK(c, eps > 0, "epsilon must be positive, got {}", eps);
+}
+
+DType batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
+                                  Tensor& mean, Tensor& var, double eps, const CrossReplica* replicas) {
+  Check c("batch_norm_forward_training");
+  normalization(c, x, gamma, beta, mean, var, y, eps);
   SYSTOLIC_OP_CHECK(c, !replicas || replicas->all_reduce, "replicas without an all_reduce");
   return x.dtype();
 }
@@ -249,14 +255,7 @@ DType batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Te
 DType batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                    const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
   Check c("batch_norm_forward_inference");
-  std::int64_t C = channels(c, x);
-  c.dtype("y", y, x.dtype(), "x's dtype");
-  c.shape("y", y, x.shape());
-  if (gamma.defined()) c.statistic("gamma", gamma, x.dtype(), C);
-  if (beta.defined()) c.statistic("beta", beta, x.dtype(), C);
-  c.statistic("mean", mean, x.dtype(), C);
-  c.statistic("var", var, x.dtype(), C);
-  SYSTOLIC_OP_CHECK(c, eps > 0, "epsilon must be positive, got {}", eps);
+  normalization(c, x, gamma, beta, mean, var, y, eps);
   return x.dtype();
 }
 

@@ -155,6 +155,21 @@ __global__ void activation_backward_kernel(const T* x, const T* y, const T* dy, 
   store(dx, i, activation::backward<acc_t<T>>(K, load(x, i), load(y, i), load(dy, i), p));
 }
 
+// A row's maximum and the sum of exp(x - maximum), over the warp that holds the row (every lane gets both).
+template <class T>
+__device__ __forceinline__ void row_max_and_sum_exp(const T* in, std::int64_t cols, int lane, float& mx,
+                                                    float& s) {
+  mx = -INFINITY;
+  for (std::int64_t c = lane; c < cols; c += 32) {
+    float v = load(in, c);
+    mx = v > mx ? v : mx;
+  }
+  mx = warp_max(mx);
+  s = 0.0f;
+  for (std::int64_t c = lane; c < cols; c += 32) s += expf(load(in, c) - mx);
+  s = warp_sum(s);
+}
+
 // y = exp(x - max) / sum exp(x - max) per row. y may alias x: the last pass reads x[c] and writes y[c] in the
 // same lane, and the earlier passes only read.
 template <class T>
@@ -163,15 +178,8 @@ __global__ void softmax_forward_kernel(const T* x, T* y, std::int64_t rows, std:
   SYSTOLIC_WARP_ROWS(r, rows) {
     const T* in = x + r * cols;
     T* out = y + r * cols;
-    float mx = -INFINITY;
-    for (std::int64_t c = lane; c < cols; c += 32) {
-      float v = load(in, c);
-      mx = v > mx ? v : mx;
-    }
-    mx = warp_max(mx);
-    float s = 0.0f;
-    for (std::int64_t c = lane; c < cols; c += 32) s += expf(load(in, c) - mx);
-    s = warp_sum(s);
+    float mx, s;
+    row_max_and_sum_exp(in, cols, lane, mx, s);
     for (std::int64_t c = lane; c < cols; c += 32) store(out, c, expf(load(in, c) - mx) / s);
   }
 }
@@ -199,15 +207,9 @@ __global__ void log_softmax_forward_kernel(const T* x, T* y, std::int64_t rows, 
   SYSTOLIC_WARP_ROWS(r, rows) {
     const T* in = x + r * cols;
     T* out = y + r * cols;
-    float mx = -INFINITY;
-    for (std::int64_t c = lane; c < cols; c += 32) {
-      float v = load(in, c);
-      mx = v > mx ? v : mx;
-    }
-    mx = warp_max(mx);
-    float s = 0.0f;
-    for (std::int64_t c = lane; c < cols; c += 32) s += expf(load(in, c) - mx);
-    const float lse = mx + logf(warp_sum(s));
+    float mx, s;
+    row_max_and_sum_exp(in, cols, lane, mx, s);
+    const float lse = mx + logf(s);
     for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(in, c) - lse);
   }
 }
