@@ -1,4 +1,4 @@
-// The `systolic` command (docs/CLI.md is the contract): summary, train, evaluate, predict, show, datasets,
+// The `systolic` command (docs/cli.md is the reference): summary, train, evaluate, predict, show, datasets,
 // info, benchmark. Progress and logs go to stderr, results to stdout. Errors: one line
 // "systolic: error: ...", exit 1 (2: usage).
 #include <fmt/format.h>
