@@ -93,7 +93,6 @@ class Check {
     SYSTOLIC_OP_CHECK(*this, t.dtype() == DType::float64 && t.numel() == 1,
                       "total must be a float64 scalar, not {} {}", dtype_name(t.dtype()), t.shape().str());
   }
-  const char* op() const { return op_; }
 
  private:
   const char* op_;

@@ -13,8 +13,6 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
 void pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p);
 void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,
                      const Pool2DParams& p);
-void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                 Tensor& mean, Tensor& var, double eps);
 void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   const Tensor& mean, const Tensor& var, Tensor& y, double eps);
 void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,

@@ -3,7 +3,6 @@
 // that the plain layouts are what oneDNN's kernels take natively).
 #include <algorithm>
 #include <bit>
-#include <vector>
 
 #include "ops/cpu/onednn.h"
 #include "ops/cpu/onednn_common.h"
@@ -73,7 +72,8 @@ struct NormBackward {
 }  // namespace
 
 namespace {
-// y from given statistics (oneDNN's use_global_stats): inference, and training once it has its statistics.
+// y from given statistics (oneDNN's use_global_stats): inference, and training once dense_norm.cc has the batch's
+// statistics.
 void batch_norm_forward(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
   if (x.numel() == 0) return;
@@ -91,40 +91,6 @@ void batch_norm_forward(const char* op, const Tensor& x, const Tensor& gamma, co
   });
 }
 }  // namespace
-
-// The batch statistics in one pass over x, summed in double around a shift (each channel's first value), so a
-// large mean over a small spread does not cancel the variance away (oneDNN's float32 statistics lose about 1e-4
-// of y at a mean of 1000 and a spread of 2); then y from them, as at inference.
-void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                                 Tensor& mean, Tensor& var, double eps) {
-  const std::int64_t C = x.dim(-1), R = C ? x.numel() / C : 0;
-  if (R == 0) return;
-  const float* xp = x.data<float>();
-  std::vector<double> s1(static_cast<std::size_t>(C), 0.0), s2(static_cast<std::size_t>(C), 0.0);
-#pragma omp parallel
-  {
-    std::vector<double> a(static_cast<std::size_t>(C), 0.0), b(static_cast<std::size_t>(C), 0.0);
-#pragma omp for nowait
-    for (std::int64_t r = 0; r < R; ++r) {
-      const float* row = xp + r * C;
-      for (std::int64_t c = 0; c < C; ++c) {
-        double d = double(row[c]) - double(xp[c]);
-        a[c] += d;
-        b[c] += d * d;
-      }
-    }
-#pragma omp critical
-    for (std::int64_t c = 0; c < C; ++c) s1[c] += a[c], s2[c] += b[c];
-  }
-  float* mp = mean.data<float>();
-  float* vp = var.data<float>();
-  for (std::int64_t c = 0; c < C; ++c) {
-    double m = s1[c] / double(R);
-    mp[c] = float(double(xp[c]) + m);
-    vp[c] = float(std::max(0.0, s2[c] / double(R) - m * m));
-  }
-  batch_norm_forward("batch_norm_forward_training", x, gamma, beta, mean, var, y, eps);
-}
 
 void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
