@@ -1,0 +1,98 @@
+// The keras.applications families, each built by Keras 3 at 96x96x3 with 10 logit outputs, against Keras's own
+// outputs (tests/reference/applications.py, tests/fixtures/applications): systolic reads the model's Keras JSON,
+// recomputes the fixture's formula weights (randomised batch-norm statistics included) and predicts two images;
+// every output must be within a relative 1e-4 of Keras's largest output.
+#include <systolic/systolic.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace sy = systolic;
+using systolic::testing::read_text;
+using systolic::testing::source_dir;
+
+namespace {
+
+using json = nlohmann::json;
+
+// The fixture's formula (tests/reference/applications.py): u(stream, i) = (splitmix64(stream * 2^40 + i) >> 11)
+// * 2^-53, in [0, 1).
+double uniform01(std::uint64_t stream, std::uint64_t i) {
+  std::uint64_t z = (stream << 40) + i + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return double(z >> 11) * 0x1p-53;
+}
+
+// The layer of that name, in the model or in a model nested in it.
+sy::Layer* find_layer(const sy::Model& model, const std::string& name) {
+  for (auto& l : model.layers())
+    if (l->name() == name) return l.get().get();
+  return nullptr;
+}
+
+std::string fixture_path(const std::string& family) {
+  return source_dir() + "/tests/fixtures/applications/" + family + ".json";
+}
+
+class Applications : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Applications, PredictsAsKeras) {
+  const std::string family = GetParam();
+  json f = json::parse(read_text(fixture_path(family)));
+  ASSERT_EQ(f["family"], family);
+  sy::clear_session();
+  sy::Model model = sy::model_from_json(f["config"].dump());
+
+  // The fixture's weights, by layer name and position among the layer's weights (Keras's order).
+  for (auto& e : f["weights"]) {
+    const std::string layer_name = e["layer"], weight_name = e["name"];
+    sy::Layer* layer = find_layer(model, layer_name);
+    ASSERT_NE(layer, nullptr) << "no layer " << layer_name;
+    const std::size_t index = e["index"];
+    ASSERT_LT(index, layer->weights().size()) << layer_name << " has no weight " << weight_name;
+    sy::Weight* weight = &layer->weights()[index];
+    EXPECT_EQ(weight->name, weight_name) << layer_name;
+    sy::Shape shape(e["shape"].get<std::vector<std::int64_t>>());
+    ASSERT_EQ(weight->value.shape(), shape) << layer_name << "/" << weight_name;
+    ASSERT_EQ(weight->value.dtype(), sy::DType::float32);
+    const std::uint64_t stream = e["stream"];
+    const double offset = e["offset"], scale = e["scale"];
+    float* p = weight->value.data<float>();
+    for (std::int64_t i = 0; i < weight->value.numel(); ++i)
+      p[i] = float(offset + scale * (2.0 * uniform01(stream, std::uint64_t(i)) - 1.0));
+  }
+
+  auto hwc = f["input_shape"].get<std::vector<std::int64_t>>();
+  sy::Tensor x({2, hwc[0], hwc[1], hwc[2]});
+  float* xp = x.data<float>();
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    xp[i] = float(std::floor(256.0 * uniform01(0, std::uint64_t(i))));
+
+  sy::Tensor y = model.predict(x);
+  auto got = y.to_doubles();
+  std::vector<double> want;
+  for (auto& row : f["outputs"])
+    for (auto& v : row) want.push_back(v.get<double>());
+  ASSERT_EQ(got.size(), want.size());
+  double largest = 0, worst = 0;
+  for (double v : want) largest = std::max(largest, std::abs(v));
+  for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  EXPECT_LE(worst, 1e-4 * largest) << family << ": largest |difference| " << worst << ", largest |output| "
+                                   << largest;
+  RecordProperty("relative_difference", std::to_string(worst / largest));
+  std::printf("%s: largest |difference| %.3g = %.3g of the largest output %.4g\n", family.c_str(), worst,
+              worst / largest, largest);
+}
+
+INSTANTIATE_TEST_SUITE_P(Keras3, Applications,
+                         ::testing::Values("ResNet50", "ResNet50V2", "MobileNetV2", "MobileNetV3Small",
+                                           "EfficientNetB0", "EfficientNetV2B0", "DenseNet121", "VGG16",
+                                           "Xception", "InceptionV3", "NASNetMobile", "ConvNeXtTiny"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
