@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "layers/config.h"
 #include "test_util.h"
 
 using namespace systolic;
@@ -262,4 +263,51 @@ TEST(GradientCheck, DagModelWithSharedTensors) {
   auto probs = layers::Softmax()(out);
   Tensor x = random_tensor({2, 4, 4, 2}, 22, DType::float64);
   check_model(Model(in, probs), x, Tensor::from_vector<std::int32_t>({3, 1}, {2}));
+}
+
+// ---- norm: LayerNormalization (every option), UnitNormalization, Normalization, LayerScale, the merges with
+// broadcasting, Reshape, Permute, RepeatVector, Dense on rank 4.
+TEST(GradientCheck, LayerNormalization) {
+  Float64Scope f64;
+  check_layer(layers::LayerNormalization({.epsilon = 1e-6}), {{3, 2, 5}}, 31);
+  check_layer(layers::LayerNormalization({.axis = {2, 3}, .axis_is_list = true}), {{2, 3, 2, 4}}, 32);
+  check_layer(layers::LayerNormalization({.axis = {-1, -2, -3}, .axis_is_list = true, .center = false}),
+              {{2, 2, 2, 3}}, 33);
+  check_layer(layers::LayerNormalization({.scale = false}), {{4, 5}}, 34);
+  check_layer(layers::LayerNormalization({.rms_scaling = true}), {{3, 6}}, 35, 0.5, 2);
+}
+TEST(GradientCheck, UnitNormalization) {
+  Float64Scope f64;
+  check_layer(layers::UnitNormalization(), {{3, 2, 5}}, 36);
+  check_layer(layers::UnitNormalization({2, 3}), {{2, 2, 3, 2}}, 37);
+}
+TEST(GradientCheck, NormalizationAndLayerScale) {
+  Float64Scope f64;
+  check_layer(layers::Normalization(
+                  {.mean = std::vector<double>{0.5, -1, 2}, .variance = std::vector<double>{0.3, 0.5, 4}}),
+              {{2, 2, 3}}, 38);
+  check_layer(layers::Normalization(
+                  {.invert = true, .mean = std::vector<double>{0.5}, .variance = std::vector<double>{2}}),
+              {{2, 4}}, 39);
+  auto rescaling = layers::layer_from_config(
+      "Rescaling", {{"name", "r"}, {"scale", {0.5, -2.0, 3.0}}, {"offset", {0.1, 0.2, 0.3}}});
+  check_layer(LayerRef(rescaling), {{2, 2, 3}}, 51);
+  auto ls = layers::LayerScale(0.7, 4);
+  check_layer(ls, {{2, 3, 3, 4}}, 40);
+}
+TEST(GradientCheck, MergesWithBroadcasting) {
+  Float64Scope f64;
+  check_layer(layers::Multiply(), {{2, 3, 3, 4}, {2, 1, 1, 4}}, 41);
+  check_layer(layers::Multiply(), {{2, 3, 4}, {2, 4}, {2, 3, 1}}, 42);
+  check_layer(layers::Subtract(), {{2, 1, 4}, {2, 3, 4}}, 43);
+  check_layer(layers::Average(), {{2, 3, 4}, {2, 3, 4}, {2, 1, 4}}, 44);
+  check_layer(layers::Maximum(), {{2, 3, 4}, {2, 1, 4}, {2, 3, 4}}, 45);
+  check_layer(layers::Minimum(), {{2, 3, 4}, {2, 4}}, 46);
+}
+TEST(GradientCheck, ReshapePermuteRepeatVectorDenseRank4) {
+  Float64Scope f64;
+  check_layer(layers::Reshape({1, 1, -1}), {{2, 6}}, 47);
+  check_layer(layers::Permute({3, 1, 2}), {{2, 2, 3, 4}}, 48);
+  check_layer(layers::RepeatVector(3), {{2, 4}}, 49);
+  check_layer(layers::Dense(3, {.activation = "tanh"}), {{2, 2, 3, 4}}, 50);
 }

@@ -864,6 +864,114 @@ void optimizer_cases(std::map<Op, std::vector<Case>>& m) {
                                      }});
 }
 
+// norm: normalisations over trailing axes, broadcasting binary ops, Normalization, transposes.
+void norm_cases(std::map<Op, std::vector<Case>>& m) {
+  struct LnShape {
+    Shape x;
+    int axes;
+    double lo, hi;
+  };
+  const std::vector<LnShape> shapes = {{{6, 10}, 1, -1, 3},
+                                       {{2, 3, 4, 16}, 1, -2, 2},
+                                       {{2, 3, 4, 5}, 3, 1, 4},
+                                       {{3, 5, 7}, 2, -1, 1},
+                                       {{4, 33}, 1, 99, 101}};
+  for (const LnShape& s : shapes) {
+    std::int64_t K = 1;
+    for (int i = s.x.rank() - s.axes; i < s.x.rank(); ++i) K *= s.x[i];
+    const std::int64_t M = s.x.numel() / K;
+    const int axes = s.axes;
+    for (NormKind kind : {NormKind::layer, NormKind::rms_scaling, NormKind::unit}) {
+      const bool g = kind != NormKind::unit, b = kind == NormKind::layer;
+      std::string name = fmt::format("{} over {} axes, kind {}", s.x.str(), axes, int(kind));
+      m[Op::layer_norm_forward].push_back(
+          {name,
+           {in("x", s.x, s.lo, s.hi), g ? param(in("gamma", {K}, 0.5, 1.5)) : none("gamma"),
+            b ? param(in("beta", {K})) : none("beta"), out("y", s.x), param(out("mean", {M})),
+            param(out("rstd", {M}))},
+           [axes, kind](auto& t) {
+             layer_norm_forward(t[0], t[1], t[2], t[3], t[4], t[5], axes, kind, 1e-3);
+           },
+           Family::reduction});
+      m[Op::layer_norm_backward].push_back(
+          {name,
+           {in("x", s.x, s.lo, s.hi), g ? param(in("gamma", {K}, 0.5, 1.5)) : none("gamma"), in("dy", s.x),
+            out("dx", s.x), g ? param(acc("dgamma", {K})) : none("dgamma"),
+            b ? param(acc("dbeta", {K})) : none("dbeta")},
+           [axes, kind, M](auto& t) {
+             DType st = t[0].dtype() == DType::float64 ? DType::float64 : DType::float32;
+             Tensor mean({M}, st, t[0].device()), rstd({M}, st, t[0].device()),
+                 y(t[0].shape(), t[0].dtype(), t[0].device());
+             Tensor beta;
+             layer_norm_forward(t[0], t[1], beta, y, mean, rstd, axes, kind, 1e-3);
+             layer_norm_backward(t[0], t[1], mean, rstd, t[2], t[3], t[4], t[5], axes, kind);
+           },
+           Family::reduction});
+    }
+  }
+  // Broadcasting pairs: equal shapes, squeeze-excite (N,H,W,C)*(N,1,1,C), a per-channel vector, both sides
+  // broadcast, a lower rank.
+  struct Pair2 {
+    Shape a, b, y;
+  };
+  const std::vector<Pair2> pairs = {{{3, 17}, {3, 17}, {3, 17}},
+                                    {{2, 4, 5, 6}, {2, 1, 1, 6}, {2, 4, 5, 6}},
+                                    {{2, 4, 5, 6}, {6}, {2, 4, 5, 6}},
+                                    {{3, 1, 5}, {1, 4, 1}, {3, 4, 5}},
+                                    {{4, 1}, {2, 4, 7}, {2, 4, 7}}};
+  for (const Pair2& p : pairs)
+    for (BinaryKind kind : {BinaryKind::add, BinaryKind::subtract, BinaryKind::multiply, BinaryKind::maximum,
+                            BinaryKind::minimum}) {
+      std::string name = fmt::format("{} op{} {}", p.a.str(), int(kind), p.b.str());
+      m[Op::broadcast_forward].push_back({name, {in("a", p.a), in("b", p.b), out("y", p.y)}, [kind](auto& t) {
+                                            broadcast_forward(kind, t[0], t[1], t[2]);
+                                          }});
+      m[Op::broadcast_backward].push_back(
+          {name,
+           {in("a", p.a), in("b", p.b), in("dy", p.y), out("da", p.a), out("db", p.b)},
+           [kind](auto& t) { broadcast_backward(kind, t[0], t[1], t[2], t[3], t[4]); },
+           Family::reduction});
+    }
+  m[Op::broadcast_backward].push_back(
+      {"only db",
+       {in("a", {2, 3, 4}), in("b", {4}), in("dy", {2, 3, 4}), none("da"), out("db", {4})},
+       [](auto& t) { broadcast_backward(BinaryKind::multiply, t[0], t[1], t[2], t[3], t[4]); },
+       Family::reduction});
+  // Keras Normalization: statistics over the last axis, over a trailing block, a zero variance (the 1e-7 floor).
+  for (bool invert : {false, true}) {
+    for (auto [xs, k] : {std::pair<Shape, std::int64_t>{{4, 3, 3, 5}, 5}, {{3, 4, 6}, 24}}) {
+      std::string name = fmt::format("{} by {} statistics, invert {}", xs.str(), k, invert);
+      m[Op::normalize_forward].push_back(
+          {name,
+           {in("x", xs), param(in("mean", {k})), param(in("variance", {k}, 0.1, 3)), out("y", xs)},
+           [invert](auto& t) { normalize_forward(t[0], t[1], t[2], t[3], invert); }});
+      m[Op::normalize_backward].push_back(
+          {name, {param(in("variance", {k}, 0.1, 3)), in("dy", xs), out("dx", xs)}, [invert](auto& t) {
+             normalize_backward(t[0], t[1], t[2], invert);
+           }});
+    }
+    Arg zero = param(in("variance", {4}));
+    zero.values = Values::constant;
+    zero.lo = 0;
+    m[Op::normalize_forward].push_back(
+        {fmt::format("zero variance, invert {}", invert),
+         {in("x", {3, 4}), param(in("mean", {4})), zero, out("y", {3, 4})},
+         [invert](auto& t) { normalize_forward(t[0], t[1], t[2], t[3], invert); }});
+  }
+  for (auto [xs, perm] : {std::pair<Shape, std::vector<int>>{{2, 3, 4, 5}, {0, 3, 1, 2}},
+                          {{3, 4, 5}, {0, 2, 1}},
+                          {{2, 3, 4, 5}, {0, 2, 3, 1}},
+                          {{6, 7}, {1, 0}}}) {
+    Shape ys = xs;
+    for (std::size_t i = 0; i < perm.size(); ++i) ys[int(i)] = xs[perm[i]];
+    std::string order;
+    for (int p : perm) order += std::to_string(p);
+    m[Op::transpose].push_back({fmt::format("{} by {}", xs.str(), order),
+                                {in("x", xs), out("y", ys)},
+                                [perm](auto& t) { transpose(t[0], t[1], perm); }});
+  }
+}
+
 const std::map<Op, std::vector<Case>>& cases() {
   static const std::map<Op, std::vector<Case>> m = [] {
     std::map<Op, std::vector<Case>> all;
@@ -875,6 +983,7 @@ const std::map<Op, std::vector<Case>>& cases() {
     elementwise_cases(all);
     loss_cases(all);
     optimizer_cases(all);
+    norm_cases(all);  // norm
     return all;
   }();
   return m;

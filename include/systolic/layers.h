@@ -72,6 +72,8 @@ LayerRef GlobalAveragePooling2D(const NameOptions& options = {});
 struct DropoutOptions {
   std::optional<std::uint64_t> seed;  // default: drawn from the global generator (set_random_seed)
   std::string name;
+  // Keras's noise_shape, batch included (nullopt entries: the input's dim), e.g. {nullopt, 1, 1, 1}.
+  std::optional<std::vector<std::optional<std::int64_t>>> noise_shape;
 };
 LayerRef Dropout(double rate, const DropoutOptions& options = {});
 LayerRef Flatten(const NameOptions& options = {});
@@ -113,5 +115,39 @@ struct ConcatenateOptions {
   std::string name;
 };
 LayerRef Concatenate(const ConcatenateOptions& options = {});
+
+// norm: normalisations, merges with broadcasting, reshaping, LayerScale, SpatialDropout2D.
+struct LayerNormalizationOptions {
+  std::vector<int> axis = {-1};  // the normalised axes (of the full shape): a trailing set
+  bool axis_is_list = false;     // Keras wrote a list (written back as one)
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  bool rms_scaling = false;  // Keras's deprecated option: x * rsqrt(var + eps) * gamma, no beta
+  std::string beta_initializer = "zeros";
+  std::string gamma_initializer = "ones";
+  std::string name;
+};
+LayerRef LayerNormalization(const LayerNormalizationOptions& options = {});
+// x / sqrt(max(sum x^2, 1e-12)) over `axis` (trailing axes).
+LayerRef UnitNormalization(std::vector<int> axis = {-1}, const NameOptions& options = {});
+struct NormalizationOptions {
+  std::optional<std::vector<int>> axis = std::vector<int>{-1};  // kept axes (trailing); nullopt: Keras's None
+  bool invert = false;
+  // Constants (one value, or one per kept value, row-major); absent: weights mean, variance, count.
+  std::optional<std::vector<double>> mean, variance;
+  std::string name;
+};
+LayerRef Normalization(const NormalizationOptions& options = {});
+LayerRef LayerScale(double init_values, int projection_dim, const NameOptions& options = {});
+LayerRef Multiply(const NameOptions& options = {});
+LayerRef Subtract(const NameOptions& options = {});
+LayerRef Average(const NameOptions& options = {});
+LayerRef Maximum(const NameOptions& options = {});
+LayerRef Minimum(const NameOptions& options = {});
+LayerRef Reshape(std::vector<std::int64_t> target_shape, const NameOptions& options = {});
+LayerRef Permute(std::vector<int> dims, const NameOptions& options = {});
+LayerRef RepeatVector(int n, const NameOptions& options = {});
+LayerRef SpatialDropout2D(double rate, const DropoutOptions& options = {});
 
 }  // namespace systolic::layers

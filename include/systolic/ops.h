@@ -144,6 +144,13 @@ struct CrossReplica {
   std::function<void(Tensor&)> all_reduce;
 };
 
+// norm: the normalisations over trailing axes (layer_norm_*), the broadcasting elementwise binary ops
+// (broadcast_*), the per-value normalisation by given statistics (normalize_*), transposes.
+// LayerNormalization (Keras 3): layer; its deprecated rms_scaling: rms_scaling; UnitNormalization: unit.
+enum class NormKind { layer, rms_scaling, unit };
+// Keras's merge layers and LayerScale, with NumPy broadcasting.
+enum class BinaryKind { add, subtract, multiply, maximum, minimum };
+
 // ---- The ops' contracts, in the list's order.
 //
 // conv2d_forward    y[N,OH,OW,F] = act(sum_{i,j,c} xpad[n, oh*sh + i*dh, ow*sw + j*dw, c] * w[i,j,c,f] + b[f]);
@@ -206,6 +213,23 @@ struct CrossReplica {
 //                   - lr*g). momentum 0: w -= lr*g (velocity unused, may be undefined).
 // rmsprop_update    Keras RMSprop: ms = rho*ms + (1-rho)*g^2; step = lr*g/(sqrt(ms)+eps);
 //                   momentum > 0: mom = momentum*mom + step, w -= mom; else w -= step.
+// norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
+// layer_norm_forward  over the last `axes` axes of x (rows of K = their product values; M rows): Keras 3's
+//                   ops.layer_normalization. layer: mean, var (biased) of the row; rstd = 1/sqrt(var + eps);
+//                   y = (x - mean)*rstd*gamma + beta. rms_scaling (Keras's deprecated option): y = x*rstd*gamma
+//                   (rstd from the centred variance, x not centred; no beta). unit (UnitNormalization):
+//                   rstd = 1/sqrt(max(sum x^2, 1e-12)), y = x*rstd (no gamma, beta, eps). gamma, beta: K values
+//                   (undefined: 1 and 0); mean, rstd: [M] float32 (float64 with float64 data), written for
+//                   backward.
+// layer_norm_backward  dx (=), dgamma, dbeta (+=) from x, gamma and the statistics forward wrote.
+// broadcast_forward  y = a (op) b with NumPy broadcasting (shapes aligned on the right, each dim equal or 1); y
+//                   has the broadcast shape. add, subtract, multiply, maximum, minimum.
+// broadcast_backward  da, db (=, each summed over the axes it was broadcast along; undefined: skipped). maximum
+//                   sends dy to a where a >= b, else to b; minimum to a where a <= b (TensorFlow's gradients).
+// normalize_forward  Keras's Normalization: with d = max(sqrt(variance), 1e-7) per value of the trailing block
+//                   (mean, variance: K values; x rows of K): y = (x - mean) / d; invert: y = mean + x * d.
+// normalize_backward  dx (=) = dy / d (invert: dy * d).
+// transpose         y = x with its axes permuted: y.shape[i] = x.shape[perm[i]] (perm of 0..rank-1).
 
 // The list: X(name, (parameters), (arguments)).
 // clang-format off
@@ -261,7 +285,22 @@ struct CrossReplica {
   X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov),      \
     (w, g, velocity, lr, momentum, nesterov))                                                                    \
   X(rmsprop_update, (Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,                \
-                     double momentum, double epsilon), (w, g, ms, mom, lr, rho, momentum, epsilon))
+                     double momentum, double epsilon), (w, g, ms, mom, lr, rho, momentum, epsilon))   \
+  /* norm: normalisations over trailing axes, broadcasting binary ops, Normalization, transposes */             \
+  X(layer_norm_forward, (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,     \
+                         Tensor& rstd, int axes, NormKind kind, double eps),                                     \
+    (x, gamma, beta, y, mean, rstd, axes, kind, eps))                                                           \
+  X(layer_norm_backward, (const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,          \
+                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int axes, NormKind kind), \
+    (x, gamma, mean, rstd, dy, dx, dgamma, dbeta, axes, kind))                                                   \
+  X(broadcast_forward, (BinaryKind kind, const Tensor& a, const Tensor& b, Tensor& y), (kind, a, b, y))         \
+  X(broadcast_backward, (BinaryKind kind, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da,       \
+                         Tensor& db), (kind, a, b, dy, da, db))                                                  \
+  X(normalize_forward, (const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y, bool invert),   \
+    (x, mean, variance, y, invert))                                                                              \
+  X(normalize_backward, (const Tensor& variance, const Tensor& dy, Tensor& dx, bool invert),                    \
+    (variance, dy, dx, invert))                                                                                  \
+  X(transpose, (const Tensor& x, Tensor& y, const std::vector<int>& perm), (x, y, perm))
 // clang-format on
 
 // The op tags, in the list's order.

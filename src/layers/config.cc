@@ -312,6 +312,20 @@ const std::map<std::string, FromConfig>& registry() {
       {"Rescaling", rescaling_from_config},
       {"Add", add_from_config},
       {"Concatenate", concatenate_from_config},
+      // norm
+      {"LayerNormalization", layer_normalization_from_config},
+      {"UnitNormalization", unit_normalization_from_config},
+      {"Normalization", normalization_from_config},
+      {"LayerScale", layer_scale_from_config},
+      {"Multiply", multiply_from_config},
+      {"Subtract", subtract_from_config},
+      {"Average", average_from_config},
+      {"Maximum", maximum_from_config},
+      {"Minimum", minimum_from_config},
+      {"Reshape", reshape_from_config},
+      {"Permute", permute_from_config},
+      {"RepeatVector", repeat_vector_from_config},
+      {"SpatialDropout2D", spatial_dropout2d_from_config},
   };
   return m;
 }

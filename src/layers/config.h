@@ -93,5 +93,19 @@ std::shared_ptr<Layer> zero_padding2d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> rescaling_from_config(ConfigReader& r);
 std::shared_ptr<Layer> add_from_config(ConfigReader& r);
 std::shared_ptr<Layer> concatenate_from_config(ConfigReader& r);
+// norm
+std::shared_ptr<Layer> layer_normalization_from_config(ConfigReader& r);
+std::shared_ptr<Layer> unit_normalization_from_config(ConfigReader& r);
+std::shared_ptr<Layer> normalization_from_config(ConfigReader& r);
+std::shared_ptr<Layer> layer_scale_from_config(ConfigReader& r);
+std::shared_ptr<Layer> multiply_from_config(ConfigReader& r);
+std::shared_ptr<Layer> subtract_from_config(ConfigReader& r);
+std::shared_ptr<Layer> average_from_config(ConfigReader& r);
+std::shared_ptr<Layer> maximum_from_config(ConfigReader& r);
+std::shared_ptr<Layer> minimum_from_config(ConfigReader& r);
+std::shared_ptr<Layer> reshape_from_config(ConfigReader& r);
+std::shared_ptr<Layer> permute_from_config(ConfigReader& r);
+std::shared_ptr<Layer> repeat_vector_from_config(ConfigReader& r);
+std::shared_ptr<Layer> spatial_dropout2d_from_config(ConfigReader& r);
 
 }  // namespace systolic::layers

@@ -12,6 +12,7 @@
 #include "ops/cuda/cuda_backend.h"
 #endif
 
+#include <algorithm>
 #include <cmath>
 
 namespace systolic::ops {
@@ -631,6 +632,157 @@ DType rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double
       "lr {}, rho {}, momentum {}, epsilon {}: rho must be in [0, 1], momentum and epsilon >= 0", lr, rho,
       momentum, epsilon);
   return w.dtype();
+}
+
+// ---- norm: normalisations over trailing axes, broadcasting binary ops, Normalization, transposes.
+
+// The product of x's last `axes` dims (a row), after checking they exist.
+std::int64_t trailing_block(const Check& c, const Tensor& x, int axes) {
+  c.floating("x", x);
+  SYSTOLIC_OP_CHECK(c, axes >= 1 && axes <= x.rank(), "axes {} is not a count of trailing axes of x {}", axes,
+                    x.shape().str());
+  std::int64_t k = 1;
+  for (int i = x.rank() - axes; i < x.rank(); ++i) k *= x.dim(i);
+  SYSTOLIC_OP_CHECK(c, k > 0, "x {} has empty rows", x.shape().str());
+  return k;
+}
+
+void layer_norm_operands(const Check& c, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& mean, const Tensor& rstd, int axes, NormKind kind) {
+  std::int64_t K = trailing_block(c, x, axes), M = x.numel() / K;
+  if (gamma.defined()) c.statistic("gamma", gamma, x.dtype(), K);
+  if (beta.defined()) c.statistic("beta", beta, x.dtype(), K);
+  SYSTOLIC_OP_CHECK(c, kind != NormKind::unit || (!gamma.defined() && !beta.defined()),
+                    "the unit norm takes no gamma or beta");
+  SYSTOLIC_OP_CHECK(c, kind != NormKind::rms_scaling || !beta.defined(), "rms_scaling takes no beta");
+  DType want = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"mean", &mean}, {"rstd", &rstd}}) {
+    c.dtype(name, *t, want, "row statistics");
+    SYSTOLIC_OP_CHECK(c, t->numel() == M, "{} has shape {}; it takes one value per row ({})", name,
+                      t->shape().str(), M);
+  }
+}
+
+DType layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                         Tensor& rstd, int axes, NormKind kind, double eps) {
+  Check c("layer_norm_forward");
+  layer_norm_operands(c, x, gamma, beta, mean, rstd, axes, kind);
+  c.dtype("y", y, x.dtype(), "x's dtype");
+  c.shape("y", y, x.shape());
+  SYSTOLIC_OP_CHECK(c, kind == NormKind::unit || eps > 0, "epsilon must be positive, got {}", eps);
+  return x.dtype();
+}
+
+DType layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int axes,
+                          NormKind kind) {
+  Check c("layer_norm_backward");
+  layer_norm_operands(c, x, gamma, Tensor(), mean, rstd, axes, kind);
+  std::int64_t K = x.numel() / mean.numel();
+  c.dtype("dy", dy, x.dtype(), "x's dtype");
+  c.shape("dy", dy, x.shape());
+  if (dx.defined()) {
+    c.dtype("dx", dx, x.dtype(), "x's dtype");
+    c.shape("dx", dx, x.shape());
+  }
+  if (dgamma.defined()) c.statistic("dgamma", dgamma, x.dtype(), K);
+  if (dbeta.defined()) c.statistic("dbeta", dbeta, x.dtype(), K);
+  SYSTOLIC_OP_CHECK(c, kind == NormKind::layer || !dbeta.defined(), "only the layer norm has a beta");
+  SYSTOLIC_OP_CHECK(c, kind != NormKind::unit || !dgamma.defined(), "the unit norm has no gamma");
+  return x.dtype();
+}
+
+// NumPy's broadcast shape of a and b; fails naming both when they do not broadcast.
+Shape broadcast_shape(const Check& c, const Tensor& a, const Tensor& b) {
+  int rank = std::max(a.rank(), b.rank());
+  SYSTOLIC_OP_CHECK(c, rank <= 8, "a {} and b {}: at most 8 axes", a.shape().str(), b.shape().str());
+  std::vector<std::int64_t> dims(rank);
+  for (int i = 0; i < rank; ++i) {
+    std::int64_t da = i < rank - a.rank() ? 1 : a.dim(i - (rank - a.rank()));
+    std::int64_t db = i < rank - b.rank() ? 1 : b.dim(i - (rank - b.rank()));
+    SYSTOLIC_OP_CHECK(c, da == db || da == 1 || db == 1, "a {} and b {} do not broadcast", a.shape().str(),
+                      b.shape().str());
+    dims[i] = da == 1 ? db : da;
+  }
+  return Shape(dims);
+}
+
+Shape broadcast_operands(const Check& c, const Tensor& a, const Tensor& b) {
+  c.floating("a", a);
+  c.dtype("b", b, a.dtype(), "a's dtype");
+  return broadcast_shape(c, a, b);
+}
+
+DType broadcast_forward(BinaryKind, const Tensor& a, const Tensor& b, Tensor& y) {
+  Check c("broadcast_forward");
+  Shape ys = broadcast_operands(c, a, b);
+  c.dtype("y", y, a.dtype(), "a's dtype");
+  c.shape("y", y, ys);
+  SYSTOLIC_OP_CHECK(c, !overlap(y, a) || y.raw_data() == a.raw_data(), "y may be a, but not overlap it");
+  SYSTOLIC_OP_CHECK(c, !overlap(y, b) || y.raw_data() == b.raw_data(), "y may be b, but not overlap it");
+  return a.dtype();
+}
+
+DType broadcast_backward(BinaryKind, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da,
+                         Tensor& db) {
+  Check c("broadcast_backward");
+  Shape ys = broadcast_operands(c, a, b);
+  c.dtype("dy", dy, a.dtype(), "a's dtype");
+  c.shape("dy", dy, ys);
+  if (da.defined()) c.like("da", da, "a", a);
+  if (db.defined()) c.like("db", db, "b", b);
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"da", &da}, {"db", &db}})
+    SYSTOLIC_OP_CHECK(c, !overlap(*t, dy) && !overlap(*t, a) && !overlap(*t, b),
+                      "{} must not overlap a, b or dy", name);
+  return a.dtype();
+}
+
+// mean and variance: K values of x's dtype (float32 under bfloat16), x rows of K.
+void normalize_statistics(const Check& c, const char* x_name, const Tensor& x, const Tensor& mean,
+                          const Tensor& variance) {
+  c.floating(x_name, x);
+  c.parameter("variance", variance, x.dtype());
+  if (mean.defined()) c.like("mean", mean, "variance", variance);
+  std::int64_t K = variance.numel();
+  SYSTOLIC_OP_CHECK(c, K > 0 && x.numel() % K == 0, "{} {} is not rows of the statistics' {} values", x_name,
+                    x.shape().str(), K);
+}
+
+DType normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y, bool) {
+  Check c("normalize_forward");
+  c.defined("mean", mean);
+  normalize_statistics(c, "x", x, mean, variance);
+  c.dtype("y", y, x.dtype(), "x's dtype");
+  c.shape("y", y, x.shape());
+  return x.dtype();
+}
+
+DType normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, bool) {
+  Check c("normalize_backward");
+  normalize_statistics(c, "dy", dy, Tensor(), variance);
+  c.dtype("dx", dx, dy.dtype(), "dy's dtype");
+  c.shape("dx", dx, dy.shape());
+  return dy.dtype();
+}
+
+DType transpose(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
+  Check c("transpose");
+  c.floating("x", x);
+  SYSTOLIC_OP_CHECK(c, int(perm.size()) == x.rank(), "perm has {} axes, x {} has {}", perm.size(),
+                    x.shape().str(), x.rank());
+  SYSTOLIC_OP_CHECK(c, x.rank() <= 8, "x {} has more than 8 axes", x.shape().str());
+  std::vector<std::int64_t> dims;
+  std::vector<bool> seen(perm.size(), false);
+  for (int p : perm) {
+    SYSTOLIC_OP_CHECK(c, p >= 0 && p < x.rank() && !seen[p], "perm is not a permutation of 0..{}",
+                      x.rank() - 1);
+    seen[p] = true;
+    dims.push_back(x.dim(p));
+  }
+  c.dtype("y", y, x.dtype(), "x's dtype");
+  c.shape("y", y, Shape(dims));
+  SYSTOLIC_OP_CHECK(c, !overlap(x, y), "y must not overlap x");
+  return x.dtype();
 }
 
 }  // namespace checks

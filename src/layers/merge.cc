@@ -1,0 +1,161 @@
+// Keras 3's elementwise merge layers Multiply, Subtract, Average, Maximum, Minimum: inputs broadcast as Keras
+// broadcasts them (an input of lower rank gets axes of 1 inserted after the batch axis, then NumPy's rule over
+// the shapes: each dim equal or 1), folded left to right as Keras folds them (((x0 op x1) op x2) ...; Average:
+// the sum divided by the count; Subtract: exactly two inputs). Backward runs the fold in reverse through
+// ops::broadcast_backward, from the partial results forward kept in training.
+#include <systolic/layers.h>
+
+#include <algorithm>
+
+#include "layers/config.h"
+
+namespace systolic::layers {
+
+namespace {
+
+// Keras's broadcast of two shapes without the batch; empty optional when they do not broadcast.
+std::optional<Shape> merged_shape(const Shape& a, const Shape& b) {
+  int rank = std::max(a.rank(), b.rank());
+  std::vector<std::int64_t> dims(rank);
+  for (int i = 0; i < rank; ++i) {
+    std::int64_t da = i < rank - a.rank() ? 1 : a[i - (rank - a.rank())];
+    std::int64_t db = i < rank - b.rank() ? 1 : b[i - (rank - b.rank())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    dims[i] = da == 1 ? db : da;
+  }
+  return Shape(dims);
+}
+
+class MergeLayer final : public Layer {
+ public:
+  MergeLayer(std::string class_name, ops::BinaryKind kind, bool average, const NameOptions& o)
+      : Layer(std::move(class_name), o.name), kind_(kind), average_(average) {}
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override {
+    if (in.size() < 2) fail_shape("needs at least two inputs");
+    if (class_name() == "Subtract" && in.size() != 2)
+      fail_shape("takes exactly two inputs, got " + std::to_string(in.size()));
+    Shape out = in[0];
+    for (std::size_t i = 1; i < in.size(); ++i) {
+      auto m = merged_shape(out, in[i]);
+      if (!m) fail_shape("inputs " + out.keras_str() + " and " + in[i].keras_str() + " do not broadcast");
+      out = *m;
+    }
+    return out;
+  }
+
+ protected:
+  int input_count() const override { return -1; }
+
+  // Input i as Keras sees it: axes of 1 inserted after the batch up to the output's rank.
+  static Tensor aligned(const Tensor& t, int rank) {
+    if (!t.defined() || t.rank() == rank) return t;
+    std::vector<std::int64_t> dims{t.dim(0)};
+    for (int k = t.rank(); k < rank; ++k) dims.push_back(1);
+    for (int k = 1; k < t.rank(); ++k) dims.push_back(t.dim(k));
+    return t.reshape(Shape(dims));
+  }
+  // The shape of the fold after input i (batch included).
+  Shape partial_shape(const LayerCall& c, std::size_t i) const {
+    const int rank = c.output.rank();
+    Shape s = aligned(c.inputs[0], rank).shape();
+    for (std::size_t k = 1; k <= i; ++k) {
+      Shape b = aligned(c.inputs[k], rank).shape();
+      for (int d = 0; d < rank; ++d) s[d] = s[d] == 1 ? b[d] : s[d];
+    }
+    return s;
+  }
+
+  void forward(LayerCall& c) override {
+    const std::size_t n = c.inputs.size();
+    const int rank = c.output.rank();
+    // The partial folds 1 .. n-2 (kept for backward; the last one is the output).
+    if (c.saved.size() < n - 2) c.saved.resize(n - 2);
+    for (std::size_t i = 1; i + 1 < n; ++i) {
+      Shape s = partial_shape(c, i);
+      Tensor& t = c.saved[i - 1];
+      if (!t.defined() || t.shape() != s) t = Tensor(s, c.output.dtype(), c.output.device());
+    }
+    Tensor acc = aligned(c.inputs[0], rank);
+    for (std::size_t i = 1; i < n; ++i) {
+      Tensor& out = i + 1 == n ? c.output : c.saved[i - 1];
+      ops::broadcast_forward(kind_, acc, aligned(c.inputs[i], rank), out);
+      acc = out;
+    }
+    if (average_) ops::scale_shift(c.output, c.output, 1.0 / double(n), 0.0);
+  }
+
+  // Backward's buffer k after the partial folds (the averaged gradient, then two that alternate between the
+  // folds' gradients), like `like`; kept in c.saved, so a replayed step allocates nothing.
+  static Tensor& scratch(LayerCall& c, std::size_t k, const Tensor& like) {
+    if (c.saved.size() <= k) c.saved.resize(k + 1);
+    Tensor& t = c.saved[k];
+    if (!t.defined() || t.shape() != like.shape() || t.dtype() != like.dtype())
+      t = Tensor(like.shape(), like.dtype(), like.device());
+    return t;
+  }
+
+  void backward(LayerCall& c) override {
+    const std::size_t n = c.inputs.size();
+    const int rank = c.doutput.rank();
+    Tensor g = c.doutput;
+    if (average_) {
+      Tensor& scaled = scratch(c, n - 2, g);
+      ops::scale_shift(g, scaled, 1.0 / double(n), 0.0);
+      g = scaled;
+    }
+    for (std::size_t i = n - 1; i >= 1; --i) {
+      Tensor left = i == 1 ? aligned(c.inputs[0], rank) : c.saved[i - 2];
+      Tensor dleft;
+      if (i > 1 || c.dinputs[0].defined())
+        dleft = i == 1 ? aligned(c.dinputs[0], rank) : scratch(c, n - 1 + (i % 2), left);
+      Tensor dright = aligned(c.dinputs[i], rank);
+      ops::broadcast_backward(kind_, left, aligned(c.inputs[i], rank), g, dleft, dright);
+      g = dleft;
+      if (!g.defined()) break;  // input 0 needs no gradient and nothing is left to its left
+    }
+  }
+
+ private:
+  ops::BinaryKind kind_;
+  bool average_;
+};
+
+std::shared_ptr<Layer> make(const char* cls, ops::BinaryKind kind, bool average, const NameOptions& o) {
+  return std::make_shared<MergeLayer>(cls, kind, average, o);
+}
+}  // namespace
+
+std::shared_ptr<Layer> multiply_from_config(ConfigReader& r) {
+  return make("Multiply", ops::BinaryKind::multiply, false, {r.name()});
+}
+std::shared_ptr<Layer> subtract_from_config(ConfigReader& r) {
+  return make("Subtract", ops::BinaryKind::subtract, false, {r.name()});
+}
+std::shared_ptr<Layer> average_from_config(ConfigReader& r) {
+  return make("Average", ops::BinaryKind::add, true, {r.name()});
+}
+std::shared_ptr<Layer> maximum_from_config(ConfigReader& r) {
+  return make("Maximum", ops::BinaryKind::maximum, false, {r.name()});
+}
+std::shared_ptr<Layer> minimum_from_config(ConfigReader& r) {
+  return make("Minimum", ops::BinaryKind::minimum, false, {r.name()});
+}
+
+LayerRef Multiply(const NameOptions& o) {
+  return LayerRef(make("Multiply", ops::BinaryKind::multiply, false, o));
+}
+LayerRef Subtract(const NameOptions& o) {
+  return LayerRef(make("Subtract", ops::BinaryKind::subtract, false, o));
+}
+LayerRef Average(const NameOptions& o) {
+  return LayerRef(make("Average", ops::BinaryKind::add, true, o));
+}
+LayerRef Maximum(const NameOptions& o) {
+  return LayerRef(make("Maximum", ops::BinaryKind::maximum, false, o));
+}
+LayerRef Minimum(const NameOptions& o) {
+  return LayerRef(make("Minimum", ops::BinaryKind::minimum, false, o));
+}
+
+}  // namespace systolic::layers

@@ -1,0 +1,309 @@
+// The norm family on CUDA, kernel -> launcher -> entry (the entries unpack tensors ops::<name> has checked):
+// layer normalisation over trailing axes (one thread per row, statistics in double; the parameter gradients one
+// thread per column, summed in row order: deterministic), the broadcasting binary ops (one thread per output
+// element; their backward one thread per operand element, summing the outputs it fed), Keras Normalization's
+// given statistics, transposes. bfloat16 data computes in float with float32 parameters and statistics. Plain
+// kernels, written for correctness first. Contracts: include/systolic/ops.h.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/cuda/context.h"
+#include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/kernels.cuh"
+#include "ops/norm_math.h"
+
+namespace systolic::ops::cuda {
+
+namespace {
+
+// The parameter and statistic type of data type T: double for double, float otherwise.
+template <class T>
+using param_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+__device__ __forceinline__ double ld(const T* p, std::int64_t i) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return double(__bfloat162float(p[i]));
+  else
+    return double(p[i]);
+}
+template <class T>
+__device__ __forceinline__ void st(T* p, std::int64_t i, double v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    p[i] = __float2bfloat16(float(v));
+  else
+    p[i] = T(v);
+}
+
+template <class T, class P>
+__global__ void layer_norm_forward_kernel(const T* x, const P* gamma, const P* beta, T* y, P* mean, P* rstd,
+                                          std::int64_t M, std::int64_t K, NormKind kind, double eps) {
+  SYSTOLIC_GRID_STRIDE(m, M) {
+    const T* row = x + m * K;
+    double mu = 0, r;
+    if (kind == NormKind::unit) {
+      double s = 0;
+      for (std::int64_t k = 0; k < K; ++k) s += ld(row, k) * ld(row, k);
+      r = 1.0 / sqrt(s > 1e-12 ? s : 1e-12);
+    } else {
+      for (std::int64_t k = 0; k < K; ++k) mu += ld(row, k);
+      mu /= double(K);
+      double v = 0;
+      for (std::int64_t k = 0; k < K; ++k) v += (ld(row, k) - mu) * (ld(row, k) - mu);
+      r = 1.0 / sqrt(v / double(K) + eps);
+    }
+    mean[m] = P(mu);
+    rstd[m] = P(r);
+    for (std::int64_t k = 0; k < K; ++k) {
+      double g = gamma ? double(gamma[k]) : 1.0;
+      double v = kind == NormKind::layer ? (ld(row, k) - mu) * r * g + (beta ? double(beta[k]) : 0.0)
+                                         : ld(row, k) * r * g;
+      st(y, m * K + k, v);
+    }
+  }
+}
+
+template <class T, class P>
+__global__ void layer_norm_dx_kernel(const T* x, const P* gamma, const P* mean, const P* rstd, const T* dy,
+                                     T* dx, std::int64_t M, std::int64_t K, NormKind kind) {
+  SYSTOLIC_GRID_STRIDE(m, M) {
+    const T* row = x + m * K;
+    const T* g = dy + m * K;
+    const double mu = mean[m], r = rstd[m];
+    auto gg = [&](std::int64_t k) { return ld(g, k) * (gamma ? double(gamma[k]) : 1.0); };
+    if (kind == NormKind::layer) {
+      double a = 0, b = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        a += gg(k);
+        b += gg(k) * (ld(row, k) - mu) * r;
+      }
+      a /= double(K), b /= double(K);
+      for (std::int64_t k = 0; k < K; ++k) st(dx, m * K + k, r * (gg(k) - a - (ld(row, k) - mu) * r * b));
+    } else if (kind == NormKind::rms_scaling) {
+      double s = 0;
+      for (std::int64_t k = 0; k < K; ++k) s += gg(k) * ld(row, k);
+      for (std::int64_t k = 0; k < K; ++k)
+        st(dx, m * K + k, r * gg(k) - r * r * r * (ld(row, k) - mu) / double(K) * s);
+    } else {
+      double s = 0;
+      for (std::int64_t k = 0; k < K; ++k) s += ld(g, k) * ld(row, k);
+      const bool clamped = 1.0 / (r * r) < 1e-12;
+      for (std::int64_t k = 0; k < K; ++k)
+        st(dx, m * K + k, r * ld(g, k) - (clamped ? 0.0 : r * r * r * ld(row, k) * s));
+    }
+  }
+}
+
+template <class T, class P>
+__global__ void layer_norm_dparams_kernel(const T* x, const P* mean, const P* rstd, const T* dy, P* dgamma,
+                                          P* dbeta, std::int64_t M, std::int64_t K, NormKind kind) {
+  SYSTOLIC_GRID_STRIDE(k, K) {
+    double sg = 0, sb = 0;
+    for (std::int64_t m = 0; m < M; ++m) {
+      const double g = ld(dy, m * K + k), v = ld(x, m * K + k);
+      sg += g * (kind == NormKind::layer ? (v - double(mean[m])) * double(rstd[m]) : v * double(rstd[m]));
+      sb += g;
+    }
+    if (dgamma) dgamma[k] += P(sg);
+    if (dbeta) dbeta[k] += P(sb);
+  }
+}
+
+template <class T>
+__global__ void broadcast_forward_kernel(BinaryKind kind, const T* a, const T* b, T* y, std::int64_t n,
+                                         BroadcastLayout l) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    std::int64_t oa, ob;
+    l.offsets(i, oa, ob);
+    st(y, i, binary_value(kind, ld(a, oa), ld(b, ob)));
+  }
+}
+
+template <class T>
+__global__ void broadcast_backward_kernel(BinaryKind kind, int which, const T* a, const T* b, const T* dy,
+                                          T* d, std::int64_t n, BroadcastLayout l) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    double s = 0;
+    l.for_each_source(which, i, [&](std::int64_t oy, std::int64_t oo) {
+      const double av = which ? ld(a, oo) : ld(a, i), bv = which ? ld(b, i) : ld(b, oo);
+      s += binary_gradient(kind, which, av, bv, ld(dy, oy));
+    });
+    st(d, i, s);
+  }
+}
+
+template <class T, class P>
+__global__ void normalize_forward_kernel(const T* x, const P* mean, const P* variance, T* y, std::int64_t n,
+                                         std::int64_t K, bool invert) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const std::int64_t k = i % K;
+    const P d = normalization_divisor(variance[k]);
+    const P v = P(ld(x, i));
+    st(y, i, double(invert ? mean[k] + v * d : (v - mean[k]) / d));
+  }
+}
+
+template <class T, class P>
+__global__ void normalize_backward_kernel(const P* variance, const T* dy, T* dx, std::int64_t n,
+                                          std::int64_t K, bool invert) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const P d = normalization_divisor(variance[i % K]);
+    const P g = P(ld(dy, i));
+    st(dx, i, double(invert ? g * d : g / d));
+  }
+}
+
+template <class T>
+__global__ void transpose_kernel(const T* x, T* y, std::int64_t n, BroadcastLayout l) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    std::int64_t ox, unused;
+    l.offsets(i, ox, unused);
+    y[i] = x[ox];
+  }
+}
+
+// Calls f(T{}, P{}) for the data's element type and its parameter type.
+template <class F>
+cudaError_t by_data_type(Element e, F&& f) {
+  switch (e) {
+    case Element::float32:
+      return f(float{}, float{});
+    case Element::bfloat16:
+      return f(__nv_bfloat16{}, float{});
+    case Element::float64:
+      return f(double{}, double{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+template <class P>
+const P* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<const P*>(t.raw_data()) : nullptr;
+}
+template <class P>
+P* mut(Tensor& t) {
+  return t.defined() ? static_cast<P*>(t.raw_data()) : nullptr;
+}
+
+std::int64_t row_size(const Tensor& x, int axes) {
+  std::int64_t k = 1;
+  for (int i = x.rank() - axes; i < x.rank(); ++i) k *= x.dim(i);
+  return k;
+}
+
+constexpr DTypes kNormDTypes{DType::float32, DType::bfloat16, DType::float64};
+
+}  // namespace
+
+const DTypes layer_norm_forward_dtypes = kNormDTypes;
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                        Tensor& rstd, int axes, NormKind kind, double eps) {
+  Context& c = context(y);
+  const std::int64_t K = row_size(x, axes), M = x.numel() / K;
+  if (M == 0) return;
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    layer_norm_forward_kernel<T, P><<<blocks_for(M), kThreads, 0, c.stream>>>(
+        ptr<T>(x), ptr<P>(gamma), ptr<P>(beta), mut<T>(y), mut<P>(mean), mut<P>(rstd), M, K, kind, eps);
+    return cudaGetLastError();
+  }));
+}
+
+const DTypes layer_norm_backward_dtypes = kNormDTypes;
+void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int axes,
+                         NormKind kind) {
+  Context& c = context(dy);
+  const std::int64_t K = row_size(x, axes), M = x.numel() / K;
+  if (M == 0) return;
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    if (dx.defined())
+      layer_norm_dx_kernel<T, P><<<blocks_for(M), kThreads, 0, c.stream>>>(
+          ptr<T>(x), ptr<P>(gamma), ptr<P>(mean), ptr<P>(rstd), ptr<T>(dy), mut<T>(dx), M, K, kind);
+    if (dgamma.defined() || dbeta.defined())
+      layer_norm_dparams_kernel<T, P><<<blocks_for(K), kThreads, 0, c.stream>>>(
+          ptr<T>(x), ptr<P>(mean), ptr<P>(rstd), ptr<T>(dy), mut<P>(dgamma), mut<P>(dbeta), M, K, kind);
+    return cudaGetLastError();
+  }));
+}
+
+const DTypes broadcast_forward_dtypes = kNormDTypes;
+void broadcast_forward(BinaryKind kind, const Tensor& a, const Tensor& b, Tensor& y) {
+  Context& c = context(y);
+  const std::int64_t n = y.numel();
+  if (n == 0) return;
+  const BroadcastLayout l = broadcast_layout(a.shape(), b.shape(), y.shape());
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(a.dtype()), [&](auto t, auto) {
+    using T = decltype(t);
+    broadcast_forward_kernel<T>
+        <<<blocks_for(n), kThreads, 0, c.stream>>>(kind, ptr<T>(a), ptr<T>(b), mut<T>(y), n, l);
+    return cudaGetLastError();
+  }));
+}
+
+const DTypes broadcast_backward_dtypes = kNormDTypes;
+void broadcast_backward(BinaryKind kind, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da,
+                        Tensor& db) {
+  Context& c = context(dy);
+  const BroadcastLayout l = broadcast_layout(a.shape(), b.shape(), dy.shape());
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(a.dtype()), [&](auto t, auto) {
+    using T = decltype(t);
+    for (int which = 0; which < 2; ++which) {
+      Tensor& d = which ? db : da;
+      if (!d.defined() || d.numel() == 0) continue;
+      broadcast_backward_kernel<T><<<blocks_for(d.numel()), kThreads, 0, c.stream>>>(
+          kind, which, ptr<T>(a), ptr<T>(b), ptr<T>(dy), mut<T>(d), d.numel(), l);
+    }
+    return cudaGetLastError();
+  }));
+}
+
+const DTypes normalize_forward_dtypes = kNormDTypes;
+void normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y, bool invert) {
+  Context& c = context(y);
+  const std::int64_t n = x.numel();
+  if (n == 0) return;
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    normalize_forward_kernel<T, P><<<blocks_for(n), kThreads, 0, c.stream>>>(
+        ptr<T>(x), ptr<P>(mean), ptr<P>(variance), mut<T>(y), n, variance.numel(), invert);
+    return cudaGetLastError();
+  }));
+}
+
+const DTypes normalize_backward_dtypes = kNormDTypes;
+void normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, bool invert) {
+  Context& c = context(dx);
+  const std::int64_t n = dy.numel();
+  if (n == 0) return;
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(dy.dtype()), [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    normalize_backward_kernel<T, P><<<blocks_for(n), kThreads, 0, c.stream>>>(
+        ptr<P>(variance), ptr<T>(dy), mut<T>(dx), n, variance.numel(), invert);
+    return cudaGetLastError();
+  }));
+}
+
+const DTypes transpose_dtypes = kNormDTypes;
+void transpose(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
+  Context& c = context(y);
+  const std::int64_t n = y.numel();
+  if (n == 0) return;
+  const BroadcastLayout l = transpose_layout(x.shape(), perm);
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto) {
+    using T = decltype(t);
+    transpose_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(ptr<T>(x), mut<T>(y), n, l);
+    return cudaGetLastError();
+  }));
+}
+
+}  // namespace systolic::ops::cuda

@@ -1,0 +1,149 @@
+// The norm area's layers against real Keras 3 (tests/reference/norm_layers.py wrote tests/fixtures/norm_layers):
+// models saved by Keras 3.15 (model.save, legacy HDF5) load into systolic and predict what Keras predicted; each
+// model's JSON survives a round trip (systolic's to_json read back gives the same predictions); the config
+// readers refuse what systolic does not run, by name; dropout's noise shapes drop whole samples or channels.
+#include <gmock/gmock.h>
+#include <systolic/systolic.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "layers/config.h"
+#include "test_util.h"
+
+namespace sy = systolic;
+using systolic::testing::error_of;
+using systolic::testing::random_tensor;
+using systolic::testing::source_dir;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string fixtures() {
+  return source_dir() + "/tests/fixtures/norm_layers";
+}
+
+sy::Tensor read_floats(const std::string& path, const sy::Shape& shape) {
+  sy::Tensor t(shape);
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.read(reinterpret_cast<char*>(t.data<float>()), static_cast<std::streamsize>(t.nbytes())))
+      << path;
+  return t;
+}
+
+// max |got - want| / max(1, |want|) over the elements.
+double max_rel_error(const sy::Tensor& got, const sy::Tensor& want) {
+  auto a = got.to_doubles(), b = want.to_doubles();
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, std::abs(a[i] - b[i]) / std::max(1.0, std::abs(b[i])));
+  return m;
+}
+
+nlohmann::json manifest() {
+  std::ifstream in(fixtures() + "/manifest.json");
+  return nlohmann::json::parse(in);
+}
+
+sy::Shape shape_of(const nlohmann::json& j) {
+  return sy::Shape(j.get<std::vector<std::int64_t>>());
+}
+
+class KerasNormModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KerasNormModels, LoadAndPredictAsKeras) {
+  const std::string name = GetParam();
+  auto m = manifest()["models"][name];
+  sy::Tensor x = read_floats(fixtures() + "/" + name + ".inputs.bin", shape_of(m["input"]));
+  sy::Tensor want = read_floats(fixtures() + "/" + name + ".predictions.bin", shape_of(m["output"]));
+  auto model = sy::load_model(fixtures() + "/" + name + ".h5");
+  EXPECT_LT(max_rel_error(model.predict(x), want), 1e-5);
+  // The JSON systolic writes reads back into the same model (weights copied by position).
+  auto again = sy::model_from_json(model.to_json());
+  auto from = model.layers(), to = again.layers();
+  ASSERT_EQ(from.size(), to.size());
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    ASSERT_EQ(from[i]->weights().size(), to[i]->weights().size()) << from[i]->name();
+    for (std::size_t k = 0; k < from[i]->weights().size(); ++k)
+      to[i]->weights()[k].value.copy_from(from[i]->weights()[k].value);
+  }
+  EXPECT_EQ(again.to_json(), model.to_json());
+  EXPECT_LT(max_rel_error(again.predict(x), want), 1e-5);
+}
+INSTANTIATE_TEST_SUITE_P(NormLayers, KerasNormModels,
+                         ::testing::Values("layer_norms", "normalizations", "merges"));
+
+TEST(NormLayers, NormalizationWeightsAreMeanVarianceCount) {
+  auto model = sy::load_model(fixtures() + "/normalizations.h5");
+  auto layer = model.get_layer("normalization_1");
+  ASSERT_EQ(layer->weights().size(), 3u);
+  EXPECT_EQ(layer->weights()[0].name, "mean");
+  EXPECT_EQ(layer->weights()[1].name, "variance");
+  EXPECT_EQ(layer->weights()[2].name, "count");
+  EXPECT_EQ(layer->weights()[2].value.item(), 10.0);  // int64 in Keras's file
+  EXPECT_EQ(model.get_layer("normalization_2")->weights()[0].value.shape(), sy::Shape({4, 6}));
+}
+
+TEST(NormLayers, ConfigReadersRefuseWhatSystolicDoesNotRun) {
+  using sy::layers::layer_from_config;
+  nlohmann::ordered_json c = {{"name", "ln"}, {"axis", -1}, {"gamma_regularizer", {{"class_name", "L2"}}}};
+  EXPECT_THAT(error_of([&] { layer_from_config("LayerNormalization", c); }), HasSubstr("gamma_regularizer"));
+  c = {{"name", "ln"}, {"axis", 1}};
+  auto in = sy::layers::Input({3, 4});
+  auto ln = sy::LayerRef(layer_from_config("LayerNormalization", c));
+  EXPECT_THAT(error_of([&] { ln(in); }), HasSubstr("trailing axes"));
+  c = {{"name", "n"}, {"axis", -1}, {"mean", {1.0, 2.0}}, {"variance", nullptr}};
+  EXPECT_THAT(error_of([&] { layer_from_config("Normalization", c); }), HasSubstr("variance"));
+  c = {{"name", "s"}, {"rate", 0.1}, {"data_format", "channels_first"}};
+  EXPECT_THAT(error_of([&] { layer_from_config("SpatialDropout2D", c); }), HasSubstr("data_format"));
+  c = {{"name", "p"}, {"dims", {1, 1}}};
+  EXPECT_THAT(error_of([&] { layer_from_config("Permute", c); }), HasSubstr("permutation"));
+  c = {{"name", "r"}, {"target_shape", {-1, -1}}};
+  EXPECT_THAT(error_of([&] { layer_from_config("Reshape", c); }), HasSubstr("more than one -1"));
+  auto a = sy::layers::Input({3, 4}), b = sy::layers::Input({2, 4});
+  EXPECT_THAT(error_of([&] { sy::layers::Multiply()({a, b}); }), HasSubstr("do not broadcast"));
+}
+
+// A training forward of Dropout(noise_shape [null, 1, 1, 1]) keeps or drops whole samples; SpatialDropout2D whole
+// channels of a sample; survivors are scaled by 1/(1-rate).
+TEST(NormLayers, DropoutNoiseShapes) {
+  auto check = [](sy::LayerRef layer, bool per_channel) {
+    auto in = sy::layers::Input({3, 4, 5});
+    layer(in);
+    sy::Tensor x = sy::Tensor::full({16, 3, 4, 5}, 1.0);
+    sy::TrainingStep step;
+    sy::LayerCall c;
+    c.inputs = {x};
+    c.output = sy::Tensor(x.shape());
+    c.training = &step;
+    layer->call_forward(c);
+    auto y = c.output.to_doubles();
+    int dropped = 0, kept = 0;
+    for (std::int64_t n = 0; n < 16; ++n)
+      for (std::int64_t ch = 0; ch < (per_channel ? 5 : 1); ++ch) {
+        std::set<double> values;
+        for (std::int64_t i = 0; i < 12; ++i)
+          for (std::int64_t k = 0; k < (per_channel ? 1 : 5); ++k)
+            values.insert(y[n * 60 + i * 5 + (per_channel ? ch : k)]);
+        ASSERT_EQ(values.size(), 1u) << "sample " << n << " channel " << ch;
+        double v = *values.begin();
+        EXPECT_TRUE(v == 0.0 || std::abs(v - 2.0) < 1e-6) << v;
+        (v == 0.0 ? dropped : kept)++;
+      }
+    EXPECT_GT(dropped, 0);
+    EXPECT_GT(kept, 0);
+    // Backward redraws the same mask.
+    c.doutput = sy::Tensor::full(x.shape(), 1.0);
+    c.dinputs = {sy::Tensor(x.shape())};
+    layer->call_backward(c, false);
+    EXPECT_EQ(c.dinputs[0].to_doubles(), y);
+  };
+  sy::layers::DropoutOptions o;
+  o.noise_shape = std::vector<std::optional<std::int64_t>>{std::nullopt, 1, 1, 1};
+  check(sy::layers::Dropout(0.5, o), false);
+  check(sy::layers::SpatialDropout2D(0.5), true);
+}
+
+}  // namespace
