@@ -496,7 +496,7 @@ TEST(KerasFiles, BadJsonGivesClearErrors) {
   err = with([&](auto& c) { c["config"]["layers"][conv]["class_name"] = "LSTM"; });
   EXPECT_NE(err.find("unknown layer class 'LSTM'"), std::string::npos) << err;
   err = with([&](auto& c) {
-    c["config"]["layers"][conv]["config"]["kernel_regularizer"] = {{"class_name", "L2"}};
+    c["config"]["layers"][conv]["config"]["kernel_regularizer"] = {{"class_name", "L3"}};
   });
   EXPECT_NE(err.find("kernel_regularizer"), std::string::npos) << err;
   EXPECT_NE(err.find(static_cast<std::string>(layers[conv]["config"]["name"])), std::string::npos) << err;

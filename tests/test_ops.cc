@@ -970,6 +970,61 @@ void norm_cases(std::map<Op, std::vector<Case>>& m) {
                                 {in("x", xs), out("y", ys)},
                                 [perm](auto& t) { transpose(t[0], t[1], perm); }});
   }
+// regul: regularizers (their penalty into a total, their gradient accumulated) and constraints (in place).
+void regul_cases(std::map<Op, std::vector<Case>>& m) {
+  const Shape big{100003};
+  m[Op::regularize].push_back({"l1 and l2, total and gradient",
+                               {in("x", big), total(), acc("dx", big)},
+                               [](auto& t) { regularize(t[0], t[1], t[2], 0.01, 0.02, 3.0, 0.5); },
+                               Family::reduction});
+  m[Op::regularize].push_back({"l2 alone, total only",
+                               {in("x", {37, 11}), total(), none("dx")},
+                               [](auto& t) { regularize(t[0], t[1], t[2], 0.0, 0.1, 1.0, 0.0); },
+                               Family::reduction});
+  m[Op::regularize].push_back({"l1 alone, gradient only (zeros have no sign)",
+                               {in("x", {4099}, -2, 2), none("total"), acc("dx", {4099})},
+                               [](auto& t) {
+                                 Tensor head = t[0].view(0, {3});
+                                 fill(head, 0.0);
+                                 regularize(t[0], t[1], t[2], 0.3, 0.0, 1.0, 1.0 / 64);
+                               }});
+  for (bool columns : {false, true})
+    for (Shape s : {Shape{7, 5}, Shape{3, 64}, Shape{40, 33}})
+      m[Op::orthogonal_regularize].push_back(
+          {fmt::format("orthogonal {} {}", columns ? "columns" : "rows", s.str()),
+           {in("x", s), total(), acc("dx", s)},
+           [columns](auto& t) { orthogonal_regularize(t[0], t[1], t[2], 0.02, columns, 5.0, 0.25); },
+           Family::reduction});
+  m[Op::orthogonal_regularize].push_back(
+      {"orthogonal rows, total only",
+       {in("x", {6, 9}), total(), none("dx")},
+       [](auto& t) { orthogonal_regularize(t[0], t[1], t[2], 0.01, false, 1.0, 0.0); },
+       Family::reduction});
+  using P = ConstraintParams;
+  struct ConstraintCase {
+    std::string name;
+    Shape s;
+    P p;
+  };
+  std::vector<ConstraintCase> cs = {
+      {"max_norm dense axis 0", {20, 8}, {.kind = P::max_norm, .max_value = 1.5, .axes = 1}},
+      {"max_norm dense axis 1", {20, 8}, {.kind = P::max_norm, .max_value = 1.0, .axes = 2}},
+      {"max_norm conv axes 0,1,2", {3, 3, 4, 6}, {.kind = P::max_norm, .max_value = 2.0, .axes = 7}},
+      {"unit_norm conv axes 0,1,2", {3, 3, 4, 6}, {.kind = P::unit_norm, .axes = 7}},
+      {"unit_norm bias axis 0", {1000}, {.kind = P::unit_norm, .axes = 1}},
+      {"min_max_norm rate 0.5 axis 0",
+       {30, 7},
+       {.kind = P::min_max_norm, .min_value = 2.5, .max_value = 3.0, .rate = 0.5, .axes = 1}},
+      {"min_max_norm rate 1 axes 0,2",
+       {5, 4, 6},
+       {.kind = P::min_max_norm, .min_value = 0.5, .max_value = 1.0, .rate = 1.0, .axes = 5}},
+      {"non_neg", {100003}, {.kind = P::non_neg, .axes = 0}},
+  };
+  for (auto& c : cs)
+    m[Op::constrain].push_back({"constrain " + c.name,
+                                {inout("w", c.s)},
+                                [p = c.p](auto& t) { constrain(t[0], p); },
+                                Family::reduction});
 }
 
 const std::map<Op, std::vector<Case>>& cases() {
@@ -984,6 +1039,7 @@ const std::map<Op, std::vector<Case>>& cases() {
     loss_cases(all);
     optimizer_cases(all);
     norm_cases(all);  // norm
+    regul_cases(all);  // regul
     return all;
   }();
   return m;

@@ -3,8 +3,10 @@
 // layer on symbolic inputs (SymbolicTensor, Keras's KerasTensor).
 #pragma once
 
+#include <systolic/initializers.h>
 #include <systolic/ops.h>
 #include <systolic/random.h>
+#include <systolic/regularizers.h>
 #include <systolic/tensor.h>
 
 #include <functional>
@@ -49,6 +51,10 @@ struct Weight {
   Tensor compute;
   const Tensor& operand() const { return compute.defined() ? compute : value; }
   bool trainable = true;
+  // Keras's <name>_regularizer (its penalty joins the training loss) and <name>_constraint (applied after each
+  // optimizer update): none unless the layer was given them.
+  Regularizer regularizer;
+  Constraint constraint;
 };
 
 // What a model's training step hands every layer it calls (the same for the whole step).
@@ -88,6 +94,10 @@ class Layer : public std::enable_shared_from_this<Layer> {
   std::string dtype_policy() const;
   Activation activation() const { return activation_; }
   bool built() const { return built_; }
+  // Keras's activity_regularizer (any layer): the penalty of the layer's output, divided by the batch size,
+  // joins the loss (regularizers.h).
+  const Regularizer& activity_regularizer() const { return activity_regularizer_; }
+  void set_activity_regularizer(const Regularizer& r) { activity_regularizer_ = r; }
 
   // Calls the layer on symbolic inputs: checks them, builds the weights on the first call, returns the output.
   SymbolicTensor operator()(const SymbolicTensor& input);
@@ -126,8 +136,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // Expected number of inputs (-1: two or more, as Add and Concatenate take).
   virtual int input_count() const { return 1; }
 
-  Weight& add_weight(const std::string& name, Shape shape, const std::string& initializer,
-                     bool trainable = true);
+  Weight& add_weight(const std::string& name, Shape shape, const Initializer& initializer,
+                     bool trainable = true, const WeightOptions& options = {});
   [[noreturn]] void fail_shape(const std::string& why) const;
 
   Activation activation_;
@@ -140,6 +150,7 @@ class Layer : public std::enable_shared_from_this<Layer> {
   bool built_ = false;
   std::vector<Shape> built_shapes_;
   std::vector<Weight> weights_;
+  Regularizer activity_regularizer_;
 };
 
 // A handle to a layer made by a factory in systolic::layers: call it on symbolic tensors, reach the layer with ->.
@@ -186,8 +197,8 @@ class PolicyScope {
 };
 }  // namespace mixed_precision
 
-// Fills a weight as Keras's initializers do: zeros, ones, glorot_uniform, glorot_normal, he_uniform, he_normal,
-// lecun_uniform, lecun_normal, random_uniform (-0.05, 0.05), random_normal (stddev 0.05). Throws on others.
-void initialize(Tensor& t, const std::string& initializer, Generator& generator);
+// Fills a weight as Keras's initializers do (initializers.h); a seeded initializer draws from its own seed,
+// others from `generator`. Throws on unknown names.
+void initialize(Tensor& t, const Initializer& initializer, Generator& generator);
 
 }  // namespace systolic

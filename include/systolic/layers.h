@@ -4,6 +4,7 @@
 #pragma once
 
 #include <systolic/layer.h>
+#include <systolic/regularizers.h>
 
 #include <array>
 #include <optional>
@@ -27,8 +28,10 @@ struct Conv2DOptions {
   Pair dilation_rate = {1, 1};
   std::string activation = "linear";
   bool use_bias = true;
-  std::string kernel_initializer = "glorot_uniform";
-  std::string bias_initializer = "zeros";
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint kernel_constraint = {}, bias_constraint = {};
   std::string name;
 };
 LayerRef Conv2D(int filters, Pair kernel_size, const Conv2DOptions& options = {});
@@ -36,8 +39,10 @@ LayerRef Conv2D(int filters, Pair kernel_size, const Conv2DOptions& options = {}
 struct DenseOptions {
   std::string activation = "linear";
   bool use_bias = true;
-  std::string kernel_initializer = "glorot_uniform";
-  std::string bias_initializer = "zeros";
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint kernel_constraint = {}, bias_constraint = {};
   std::string name;
 };
 LayerRef Dense(int units, const DenseOptions& options = {});
@@ -48,10 +53,12 @@ struct BatchNormalizationOptions {
   double epsilon = 1e-3;
   bool center = true;
   bool scale = true;
-  std::string beta_initializer = "zeros";
-  std::string gamma_initializer = "ones";
-  std::string moving_mean_initializer = "zeros";
-  std::string moving_variance_initializer = "ones";
+  Initializer beta_initializer = "zeros";
+  Initializer gamma_initializer = "ones";
+  Initializer moving_mean_initializer = "zeros";
+  Initializer moving_variance_initializer = "ones";
+  Regularizer beta_regularizer = {}, gamma_regularizer = {};
+  Constraint beta_constraint = {}, gamma_constraint = {};
   std::string name;
 };
 LayerRef BatchNormalization(const BatchNormalizationOptions& options = {});
@@ -149,5 +156,12 @@ LayerRef Reshape(std::vector<std::int64_t> target_shape, const NameOptions& opti
 LayerRef Permute(std::vector<int> dims, const NameOptions& options = {});
 LayerRef RepeatVector(int n, const NameOptions& options = {});
 LayerRef SpatialDropout2D(double rate, const DropoutOptions& options = {});
+// regul: Keras's ActivityRegularization: the identity, whose output's penalty l1*sum|y| + l2*sum y^2, divided
+// by the batch size, joins the loss.
+struct ActivityRegularizationOptions {
+  double l1 = 0.0, l2 = 0.0;
+  std::string name;
+};
+LayerRef ActivityRegularization(const ActivityRegularizationOptions& options = {});
 
 }  // namespace systolic::layers

@@ -150,6 +150,13 @@ struct CrossReplica {
 enum class NormKind { layer, rms_scaling, unit };
 // Keras's merge layers and LayerScale, with NumPy broadcasting.
 enum class BinaryKind { add, subtract, multiply, maximum, minimum };
+// regul: the parameters of ops::constrain (Keras's constraints; include/systolic/regularizers.h).
+struct ConstraintParams {
+  enum Kind : int { max_norm, non_neg, unit_norm, min_max_norm };
+  Kind kind = max_norm;
+  double min_value = 0, max_value = 0, rate = 1;
+  std::uint32_t axes = 1;  // bit a set: the norms are taken over axis a of w (non_neg ignores it)
+};
 
 // ---- The ops' contracts, in the list's order.
 //
@@ -230,6 +237,18 @@ enum class BinaryKind { add, subtract, multiply, maximum, minimum };
 //                   (mean, variance: K values; x rows of K): y = (x - mean) / d; invert: y = mean + x * d.
 // normalize_backward  dx (=) = dy / d (invert: dy * d).
 // transpose         y = x with its axes permuted: y.shape[i] = x.shape[perm[i]] (perm of 0..rank-1).
+// regul: regularizers and constraints (include/systolic/regularizers.h). total (float64 [1]) and dx (x's shape
+// and dtype) may each be undefined; dx is ACCUMULATED (+=):
+// regularize        P = l1*sum|x| + l2*sum x^2 (Keras's L1, L2, L1L2); total += total_scale*P;
+//                   dx += grad_scale*(l1*sign(x) + 2*l2*x) (sign(0) = 0, as TensorFlow's gradient of abs).
+// orthogonal_regularize  x rank 2 (R, C); rows mode: the R rows u_i = x_i * min(1/|x_i|, 1/eps), eps = 1e-7
+//                   (Keras's ops.normalize); columns mode: the C columns. n vectors, G_ij = u_i . u_j;
+//                   P = factor * 0.5 * sum_{i!=j} |G_ij| / (n(n-1)/2); total += total_scale*P,
+//                   dx += grad_scale * dP/dx.
+// constrain         w = constraint(w), with norms = sqrt(sum w^2) over p.axes (kept per the other axes) and
+//                   eps = 1e-7 (Keras 3): max_norm w *= clip(norms, 0, max)/(eps + norms); non_neg w = max(w, 0);
+//                   unit_norm w /= eps + norms; min_max_norm w *= (rate*clip(norms, min, max) +
+//                   (1-rate)*norms)/(eps + norms).
 
 // The list: X(name, (parameters), (arguments)).
 // clang-format off
@@ -300,7 +319,14 @@ enum class BinaryKind { add, subtract, multiply, maximum, minimum };
     (x, mean, variance, y, invert))                                                                              \
   X(normalize_backward, (const Tensor& variance, const Tensor& dy, Tensor& dx, bool invert),                    \
     (variance, dy, dx, invert))                                                                                  \
-  X(transpose, (const Tensor& x, Tensor& y, const std::vector<int>& perm), (x, y, perm))
+  X(transpose, (const Tensor& x, Tensor& y, const std::vector<int>& perm), (x, y, perm))                         \
+  /* regul: regularizers and constraints */                                                                    \
+  X(regularize, (const Tensor& x, Tensor& total, Tensor& dx, double l1, double l2, double total_scale,         \
+                 double grad_scale), (x, total, dx, l1, l2, total_scale, grad_scale))                          \
+  X(orthogonal_regularize, (const Tensor& x, Tensor& total, Tensor& dx, double factor, bool columns,           \
+                            double total_scale, double grad_scale),                                            \
+    (x, total, dx, factor, columns, total_scale, grad_scale))                                                  \
+  X(constrain, (Tensor& w, const ConstraintParams& p), (w, p))
 // clang-format on
 
 // The op tags, in the list's order.

@@ -39,15 +39,18 @@ class BatchNormalizationLayer final : public Layer {
     c["gamma_initializer"] = initializer_config(o_.gamma_initializer);
     c["moving_mean_initializer"] = initializer_config(o_.moving_mean_initializer);
     c["moving_variance_initializer"] = initializer_config(o_.moving_variance_initializer);
-    for (auto* k : {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"})
-      c[k] = nullptr;
+    WeightOptions beta{o_.beta_regularizer, o_.beta_constraint},
+        gamma{o_.gamma_regularizer, o_.gamma_constraint};
+    write_regularizers(c, {{"beta", &beta}, {"gamma", &gamma}});
   }
 
  protected:
   void build(const std::vector<Shape>& in) override {
     std::int64_t c = in[0][-1];
-    if (o_.scale) add_weight("gamma", {c}, o_.gamma_initializer);
-    if (o_.center) add_weight("beta", {c}, o_.beta_initializer);
+    if (o_.scale)
+      add_weight("gamma", {c}, o_.gamma_initializer, true, {o_.gamma_regularizer, o_.gamma_constraint});
+    if (o_.center)
+      add_weight("beta", {c}, o_.beta_initializer, true, {o_.beta_regularizer, o_.beta_constraint});
     add_weight("moving_mean", {c}, o_.moving_mean_initializer, false);
     add_weight("moving_variance", {c}, o_.moving_variance_initializer, false);
   }
@@ -108,10 +111,12 @@ std::shared_ptr<Layer> batch_normalization_from_config(ConfigReader& r) {
       .gamma_initializer = r.get_initializer("gamma_initializer", "ones"),
       .moving_mean_initializer = r.get_initializer("moving_mean_initializer", "zeros"),
       .moving_variance_initializer = r.get_initializer("moving_variance_initializer", "ones"),
+      .beta_regularizer = r.get_regularizer("beta_regularizer"),
+      .gamma_regularizer = r.get_regularizer("gamma_regularizer"),
+      .beta_constraint = r.get_constraint("beta_constraint"),
+      .gamma_constraint = r.get_constraint("gamma_constraint"),
       .name = r.name()};
-  for (auto* k : {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint",
-                  "renorm_clipping", "virtual_batch_size", "adjustment"})
-    r.require_null(k);
+  for (auto* k : {"renorm_clipping", "virtual_batch_size", "adjustment"}) r.require_null(k);
   r.require_value("renorm", false);
   r.require_value("synchronized", false);
   r.ignore("renorm_momentum");  // only used with renorm

@@ -5,11 +5,12 @@
 namespace systolic::layers {
 
 namespace {
-// Keras's initializer classes and the snake_case names systolic's initialize() takes.
+// Keras's initializer classes and the snake_case names systolic's Initializer takes.
 const std::map<std::string, std::string>& initializer_classes() {
   static const std::map<std::string, std::string> m = {
       {"Zeros", "zeros"},
       {"Ones", "ones"},
+      {"Constant", "constant"},
       {"GlorotUniform", "glorot_uniform"},
       {"GlorotNormal", "glorot_normal"},
       {"HeUniform", "he_uniform"},
@@ -18,6 +19,10 @@ const std::map<std::string, std::string>& initializer_classes() {
       {"LecunNormal", "lecun_normal"},
       {"RandomUniform", "random_uniform"},
       {"RandomNormal", "random_normal"},
+      {"TruncatedNormal", "truncated_normal"},
+      {"VarianceScaling", "variance_scaling"},
+      {"Orthogonal", "orthogonal"},
+      {"Identity", "identity"},
   };
   return m;
 }
@@ -130,60 +135,86 @@ std::optional<std::int64_t> ConfigReader::get_optional_int(const std::string& ke
   return v.get<std::int64_t>();
 }
 
-std::string ConfigReader::get_initializer(const std::string& key, const std::string& fallback) {
+Initializer ConfigReader::get_initializer(const std::string& key, const Initializer& fallback) {
   if (!has(key)) return fallback;
   auto& v = at(key);
+  std::string cls;
+  json args = json::object();
   if (v.is_string()) {
-    auto s = v.get<std::string>();
-    for (auto& [cls, snake] : initializer_classes())
-      if (s == snake || s == cls) return snake;
-    fail_option(key, "initializer '" + s + "' is not supported");
-  }
-  if (!v.is_object() || !v.contains("class_name") || !v["class_name"].is_string())
+    cls = v.get<std::string>();
+  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
+    cls = v["class_name"].get<std::string>();
+    if (v.contains("config") && v["config"].is_object()) args = v["config"];
+  } else {
     fail_option(key, "expected an initializer, got " + v.dump());
-  auto cls = v["class_name"].get<std::string>();
-  if (cls == "VarianceScaling") return variance_scaling(key, v.value("config", json::object()));
-  auto it = initializer_classes().find(cls);
-  if (it == initializer_classes().end()) fail_option(key, "initializer class '" + cls + "' is not supported");
-  // The arguments systolic's initializers use, with Keras's defaults; a different value is not supported.
-  json defaults = json::object();
-  if (cls == "RandomUniform") defaults = {{"minval", -0.05}, {"maxval", 0.05}};
-  if (cls == "RandomNormal") defaults = {{"mean", 0.0}, {"stddev", 0.05}};
-  if (v.contains("config") && v["config"].is_object()) {
-    for (auto& [k, value] : v["config"].items()) {
-      if (k == "seed") {
-        if (!value.is_null())
-          fail_option(key, "a seeded initializer (seed " + value.dump() + ") is not supported");
-        continue;
-      }
-      if ((k == "input_axes" || k == "output_axes") && value.is_null()) continue;  // Keras 3.x: default fans
-      if (!defaults.contains(k)) fail_option(key, cls + " argument '" + k + "' is not supported");
-      if (!value.is_number() || value.get<double>() != defaults[k].get<double>())
-        fail_option(key, cls + " with " + k + "=" + value.dump() + " is not supported (only " +
-                             defaults[k].dump() + ")");
+  }
+  Initializer init;
+  for (auto& [c, snake] : initializer_classes())
+    if (cls == c || cls == snake) init.name = snake;
+  if (init.name == "zeros" && cls != "Zeros" && cls != "zeros")
+    fail_option(key, "initializer '" + cls + "' is not supported");
+  // Every argument Keras writes for the class (Keras 3 and tf.keras), read strictly.
+  auto number = [&](const std::string& k, const json& value) {
+    if (!value.is_number())
+      fail_option(key, cls + " argument '" + k + "' must be a number, got " + value.dump());
+    return value.get<double>();
+  };
+  const std::string& n = init.name;
+  bool random = n != "zeros" && n != "ones" && n != "constant" && n != "identity";
+  bool fans =
+      n.starts_with("glorot") || n.starts_with("he_") || n.starts_with("lecun") || n == "variance_scaling";
+  for (auto& [k, value] : args.items()) {
+    if (k == "seed" && random) {
+      if (value.is_null()) continue;
+      if (!value.is_number_integer())
+        fail_option(key, "seed must be an integer or null, got " + value.dump());
+      init.seed = value.get<std::uint64_t>();
+    } else if ((k == "input_axes" || k == "output_axes") && fans && value.is_null()) {
+      // Keras 3.x: the default fans
+    } else if ((k == "mean" || k == "stddev") && (n == "random_normal" || n == "truncated_normal")) {
+      (k == "mean" ? init.mean : init.stddev) = number(k, value);
+    } else if ((k == "minval" || k == "maxval") && n == "random_uniform") {
+      (k == "minval" ? init.minval : init.maxval) = number(k, value);
+    } else if (k == "value" && n == "constant") {
+      init.value = number(k, value);
+    } else if (k == "gain" && (n == "orthogonal" || n == "identity")) {
+      init.gain = number(k, value);
+    } else if (n == "variance_scaling" && k == "scale") {
+      init.scale = number(k, value);
+    } else if (n == "variance_scaling" && (k == "mode" || k == "distribution") && value.is_string()) {
+      (k == "mode" ? init.mode : init.distribution) = value.get<std::string>();
+    } else {
+      fail_option(key, cls + " argument '" + k + "' (value " + value.dump() + ") is not supported");
     }
   }
-  return it->second;
-}
-
-// Keras 2.0-2.2 wrote glorot_uniform and friends as VarianceScaling(scale, mode, distribution).
-std::string ConfigReader::variance_scaling(const std::string& key, const json& c) {
-  double scale = c.value("scale", 1.0);
-  std::string mode = c.value("mode", "fan_in"), dist = c.value("distribution", "truncated_normal");
-  if (c.contains("seed") && !c["seed"].is_null()) fail_option(key, "a seeded initializer is not supported");
-  for (auto& [k, v] : c.items())
-    if (k != "scale" && k != "mode" && k != "distribution" && k != "seed" &&
-        !((k == "input_axes" || k == "output_axes") && v.is_null()))
-      fail_option(key, "VarianceScaling argument '" + k + "' is not supported");
-  bool uniform = dist == "uniform";
-  bool normal = dist == "normal" || dist == "truncated_normal";
-  if (scale == 1.0 && mode == "fan_avg" && (uniform || normal))
-    return uniform ? "glorot_uniform" : "glorot_normal";
-  if (scale == 2.0 && mode == "fan_in" && (uniform || normal)) return uniform ? "he_uniform" : "he_normal";
-  if (scale == 1.0 && mode == "fan_in" && (uniform || normal))
-    return uniform ? "lecun_uniform" : "lecun_normal";
-  fail_option(key, "VarianceScaling(scale=" + std::to_string(scale) + ", mode=" + mode +
-                       ", distribution=" + dist + ") is not supported");
+  if (n == "variance_scaling") {
+    // Keras 2.0-2.2 wrote glorot_uniform and friends as VarianceScaling(scale, mode, distribution); "normal" then
+    // meant the truncated normal.
+    if (init.distribution == "normal") init.distribution = "truncated_normal";
+    if (init.mode != "fan_in" && init.mode != "fan_out" && init.mode != "fan_avg")
+      fail_option(key, "VarianceScaling mode '" + init.mode + "' is not supported");
+    if (init.distribution != "truncated_normal" && init.distribution != "untruncated_normal" &&
+        init.distribution != "uniform")
+      fail_option(key, "VarianceScaling distribution '" + init.distribution + "' is not supported");
+    bool uniform = init.distribution == "uniform", avg = init.mode == "fan_avg", in = init.mode == "fan_in";
+    bool truncated = init.distribution == "truncated_normal";
+    std::string named = init.scale == 1.0 && avg  ? (uniform     ? "glorot_uniform"
+                                                     : truncated ? "glorot_normal"
+                                                                 : "")
+                        : init.scale == 2.0 && in ? (uniform     ? "he_uniform"
+                                                     : truncated ? "he_normal"
+                                                                 : "")
+                        : init.scale == 1.0 && in ? (uniform     ? "lecun_uniform"
+                                                     : truncated ? "lecun_normal"
+                                                                 : "")
+                                                  : "";
+    if (!named.empty()) {
+      Initializer simple = named;
+      simple.seed = init.seed;
+      return simple;
+    }
+  }
+  return init;
 }
 
 std::string ConfigReader::get_activation(const std::string& key, const std::string& fallback) {
@@ -228,22 +259,31 @@ void ConfigReader::finish() const {
       fail("layer '{}' ({}): unsupported option '{}' (value {})", name_, class_name_, k, v.dump());
 }
 
-json initializer_config(const std::string& name) {
+json initializer_config(const Initializer& init) {
   for (auto& [cls, snake] : initializer_classes()) {
-    if (snake != name) continue;
+    if (snake != init.name) continue;
+    json seed = init.seed ? json(*init.seed) : json(nullptr);
     json config = json::object();
     if (cls == "RandomUniform")
-      config = {{"minval", -0.05}, {"maxval", 0.05}, {"seed", nullptr}};
-    else if (cls == "RandomNormal")
-      config = {{"mean", 0.0}, {"stddev", 0.05}, {"seed", nullptr}};
-    else if (cls != "Zeros" && cls != "Ones")
-      config = {{"seed", nullptr}};
+      config = {{"seed", seed}, {"minval", init.minval}, {"maxval", init.maxval}};
+    else if (cls == "RandomNormal" || cls == "TruncatedNormal")
+      config = {{"seed", seed}, {"mean", init.mean}, {"stddev", init.stddev}};
+    else if (cls == "Constant")
+      config = {{"value", init.value}};
+    else if (cls == "Orthogonal")
+      config = {{"seed", seed}, {"gain", init.gain}};
+    else if (cls == "VarianceScaling")
+      config = {
+          {"seed", seed}, {"scale", init.scale}, {"mode", init.mode}, {"distribution", init.distribution}};
+    else if (cls != "Zeros" && cls != "Ones" &&
+             cls != "Identity")  // Keras 3.15 writes Identity's config as {}
+      config = {{"seed", seed}};
     return {{"module", "keras.initializers"},
             {"class_name", cls},
             {"config", config},
             {"registered_name", nullptr}};
   }
-  fail("initializer '{}' has no Keras class", name);
+  fail("initializer '{}' has no Keras class", init.name);
 }
 
 void write_kernel_options(json& c, const KernelOptions& o) {
@@ -251,19 +291,21 @@ void write_kernel_options(json& c, const KernelOptions& o) {
   c["use_bias"] = o.use_bias;
   c["kernel_initializer"] = initializer_config(o.kernel_initializer);
   c["bias_initializer"] = initializer_config(o.bias_initializer);
-  for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
-                  "bias_constraint"})
-    c[k] = nullptr;
+  c["kernel_regularizer"] = regularizer_config(o.kernel.regularizer);
+  c["bias_regularizer"] = regularizer_config(o.bias.regularizer);
+  if (!c.contains("activity_regularizer")) c["activity_regularizer"] = nullptr;  // base_config wrote one set
+  c["kernel_constraint"] = constraint_config(o.kernel.constraint);
+  c["bias_constraint"] = constraint_config(o.bias.constraint);
 }
 
 KernelOptions read_kernel_options(ConfigReader& r) {
   KernelOptions o{.activation = r.get_activation("activation", "linear"),
                   .use_bias = r.get_bool("use_bias", true),
                   .kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform"),
-                  .bias_initializer = r.get_initializer("bias_initializer", "zeros")};
-  for (auto* k : {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint",
-                  "bias_constraint", "lora_rank", "quantization_config"})
-    r.require_null(k);
+                  .bias_initializer = r.get_initializer("bias_initializer", "zeros"),
+                  .kernel = r.get_weight_options("kernel"),
+                  .bias = r.get_weight_options("bias")};
+  for (auto* k : {"lora_rank", "quantization_config"}) r.require_null(k);
   r.ignore("lora_alpha");  // only used with lora_rank
   return o;
 }
@@ -273,7 +315,11 @@ json base_config(const Layer& layer) {
   json dtype = layer.compute_dtype() == layer.dtype()
                    ? json(std::string(dtype_name(layer.dtype())))
                    : json{{"class_name", "Policy"}, {"config", {{"name", layer.dtype_policy()}}}};
-  return {{"name", layer.name()}, {"trainable", true}, {"dtype", dtype}};
+  json config = {{"name", layer.name()}, {"trainable", true}, {"dtype", dtype}};
+  // Keras 3's base Layer.get_config writes activity_regularizer when the layer has one.
+  if (layer.activity_regularizer())
+    config["activity_regularizer"] = regularizer_config(layer.activity_regularizer());
+  return config;
 }
 
 }  // namespace systolic::layers
@@ -326,6 +372,8 @@ const std::map<std::string, FromConfig>& registry() {
       {"Permute", permute_from_config},
       {"RepeatVector", repeat_vector_from_config},
       {"SpatialDropout2D", spatial_dropout2d_from_config},
+      // regul
+      {"ActivityRegularization", activity_regularization_from_config},
   };
   return m;
 }
@@ -355,7 +403,10 @@ std::shared_ptr<Layer> layer_from_config(const std::string& class_name, const js
   mixed_precision::PolicyScope policy(mixed   ? "mixed_bfloat16"
                                       : named ? "float32"
                                               : mixed_precision::global_policy());
+  // Every Keras layer takes activity_regularizer (its base class's argument).
+  Regularizer activity = reader.get_regularizer("activity_regularizer");
   auto layer = it->second(reader);
+  if (activity) layer->set_activity_regularizer(activity);
   reader.finish();
   return layer;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <systolic/layers.h>
+#include <systolic/regularizers.h>
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -30,9 +31,14 @@ class ConfigReader {
   Pair get_pair(const std::string& key, Pair fallback);  // an int n (n, n) or a list of two
   std::optional<Pair> get_optional_pair(const std::string& key);
   std::optional<std::int64_t> get_optional_int(const std::string& key);
-  std::string get_initializer(const std::string& key, const std::string& fallback);  // snake_case name
+  Initializer get_initializer(const std::string& key, const Initializer& fallback);
   std::string get_activation(const std::string& key, const std::string& fallback);
   const json& get_raw(const std::string& key);  // marks it read; throws when absent
+  // regul: Keras's regularizer and constraint objects (null or absent: none), and both of one weight:
+  // get_weight_options("kernel") reads kernel_regularizer and kernel_constraint.
+  Regularizer get_regularizer(const std::string& key);
+  Constraint get_constraint(const std::string& key);
+  WeightOptions get_weight_options(const std::string& prefix);
 
   // Options that systolic does not implement: absent or null.
   void require_null(const std::string& key);
@@ -45,28 +51,40 @@ class ConfigReader {
   [[noreturn]] void fail_option(const std::string& key, const std::string& why) const;
 
  private:
-  std::string variance_scaling(const std::string& key, const json& config);
   const json& at(const std::string& key);
   const json& config_;
   std::string class_name_, name_;
   std::set<std::string> used_;
 };
 
-// The arguments Conv2D and Dense share, in Keras's key order: activation, use_bias, the initializers, and the
-// regularizers and constraints (systolic has none: written as null, read only as null).
+// The arguments Conv2D and Dense share, in Keras's key order: activation, use_bias, the initializers, the
+// regularizers and the constraints.
 struct KernelOptions {
   std::string activation = "linear";
   bool use_bias = true;
-  std::string kernel_initializer = "glorot_uniform";
-  std::string bias_initializer = "zeros";
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  WeightOptions kernel = {}, bias = {};
 };
 void write_kernel_options(json& config, const KernelOptions& o);
 KernelOptions read_kernel_options(ConfigReader& r);
 
 // Keras's serialised initializer, e.g. {"module": "keras.initializers", "class_name": "GlorotUniform", ...}.
-json initializer_config(const std::string& name);
+json initializer_config(const Initializer& initializer);
 // The common keys every layer config starts with: name, trainable, dtype.
 json base_config(const Layer& layer);
+
+// regul: Keras's serialised regularizers and constraints ({"module": "keras.regularizers", "class_name": "L2",
+// "config": {"l2": 0.01}, "registered_name": null}; tf.keras's {"class_name", "config"}; a name such as "l2"):
+// read (throwing Error on what is not supported) and written as Keras 3 writes them (null for none).
+Regularizer regularizer_from_config(const json& value);
+json regularizer_config(const Regularizer& r);
+Constraint constraint_from_config(const json& value);
+json constraint_config(const Constraint& c);
+// Writes <prefix>_regularizer for each weight, then <prefix>_constraint for each (Keras's key order):
+// write_regularizers(config, {{"kernel", &kernel}, {"bias", &bias}}).
+void write_regularizers(json& config,
+                        std::initializer_list<std::pair<const char*, const WeightOptions*>> weights);
 
 // A layer from its Keras class name and config (the "config" object of a serialised layer). Unknown classes and
 // unsupported options throw, naming them.
@@ -107,5 +125,7 @@ std::shared_ptr<Layer> reshape_from_config(ConfigReader& r);
 std::shared_ptr<Layer> permute_from_config(ConfigReader& r);
 std::shared_ptr<Layer> repeat_vector_from_config(ConfigReader& r);
 std::shared_ptr<Layer> spatial_dropout2d_from_config(ConfigReader& r);
+// regul
+std::shared_ptr<Layer> activity_regularization_from_config(ConfigReader& r);
 
 }  // namespace systolic::layers

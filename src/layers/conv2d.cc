@@ -23,6 +23,7 @@ class Conv2DLayer final : public Layer {
         (o.strides[0] == 1 && o.strides[1] == 1) || (o.dilation_rate[0] == 1 && o.dilation_rate[1] == 1),
         "layer '{}': strides > 1 together with dilation_rate > 1 is not supported (as in Keras)", name());
     check_padding_name(o.padding, name());
+    set_activity_regularizer(o.activity_regularizer);
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
@@ -43,13 +44,20 @@ class Conv2DLayer final : public Layer {
     c["data_format"] = "channels_last";
     c["dilation_rate"] = o_.dilation_rate;
     c["groups"] = 1;
-    write_kernel_options(c, {o_.activation, o_.use_bias, o_.kernel_initializer, o_.bias_initializer});
+    write_kernel_options(c, {o_.activation,
+                             o_.use_bias,
+                             o_.kernel_initializer,
+                             o_.bias_initializer,
+                             {o_.kernel_regularizer, o_.kernel_constraint},
+                             {o_.bias_regularizer, o_.bias_constraint}});
   }
 
  protected:
   void build(const std::vector<Shape>& in) override {
-    add_weight("kernel", {kernel_[0], kernel_[1], in[0][2], filters_}, o_.kernel_initializer);
-    if (o_.use_bias) add_weight("bias", {filters_}, o_.bias_initializer);
+    add_weight("kernel", {kernel_[0], kernel_[1], in[0][2], filters_}, o_.kernel_initializer, true,
+               {o_.kernel_regularizer, o_.kernel_constraint});
+    if (o_.use_bias)
+      add_weight("bias", {filters_}, o_.bias_initializer, true, {o_.bias_regularizer, o_.bias_constraint});
   }
 
   ops::Conv2DParams params(const Shape& x) const {
@@ -98,6 +106,10 @@ std::shared_ptr<Layer> conv2d_from_config(ConfigReader& r) {
                   .use_bias = k.use_bias,
                   .kernel_initializer = k.kernel_initializer,
                   .bias_initializer = k.bias_initializer,
+                  .kernel_regularizer = k.kernel.regularizer,
+                  .bias_regularizer = k.bias.regularizer,
+                  .kernel_constraint = k.kernel.constraint,
+                  .bias_constraint = k.bias.constraint,
                   .name = r.name()};
   r.require_value("data_format", "channels_last");
   r.require_value("groups", 1);

@@ -1,7 +1,10 @@
-// Keras's weight initializers (keras.initializers), computed on the host in double, then stored.
+// Keras's weight initializers (keras.initializers, include/systolic/initializers.h), computed on the host in double,
+// then stored. A seeded initializer draws from a generator started at its seed.
 #include <systolic/layer.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace systolic {
 
@@ -23,9 +26,35 @@ double truncated_normal(Generator& g, double stddev) {
     if (std::abs(v) <= 2.0) return v * stddev;
   }
 }
+
+// Keras 3's Orthogonal: a (max(rows, cols), min(rows, cols)) standard normal matrix, its QR's Q with the signs of
+// R's diagonal (Gram-Schmidt gives a positive diagonal), transposed when rows < cols; rows = prod(shape[:-1]).
+void orthogonal(double* p, const Shape& s, double gain, Generator& g) {
+  std::int64_t cols = s.rank() ? s[-1] : 1, rows = cols ? (s.rank() ? s.numel() / cols : 1) : 0;
+  std::int64_t m = std::max(rows, cols), k = std::min(rows, cols);
+  std::vector<double> a(m * k);  // row-major (m, k); columns orthonormalised
+  for (auto& v : a) v = g.normal();
+  for (std::int64_t j = 0; j < k; ++j) {
+    for (std::int64_t i = 0; i < j; ++i) {
+      double dot = 0;
+      for (std::int64_t r = 0; r < m; ++r) dot += a[r * k + i] * a[r * k + j];
+      for (std::int64_t r = 0; r < m; ++r) a[r * k + j] -= dot * a[r * k + i];
+    }
+    double norm = 0;
+    for (std::int64_t r = 0; r < m; ++r) norm += a[r * k + j] * a[r * k + j];
+    norm = std::sqrt(norm);
+    for (std::int64_t r = 0; r < m; ++r) a[r * k + j] /= norm;
+  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      p[r * cols + c] = gain * (rows >= cols ? a[r * k + c] : a[c * k + r]);
+}
 }  // namespace
 
-void initialize(Tensor& t, const std::string& name, Generator& g) {
+void initialize(Tensor& t, const Initializer& init, Generator& global) {
+  Generator seeded(init.seed.value_or(0));
+  Generator& g = init.seed ? seeded : global;
+  const std::string& name = init.name;
   auto [fan_in, fan_out] = fans(t.shape());
   Tensor host(t.shape(), DType::float64);
   double* p = host.data<double>();
@@ -40,6 +69,8 @@ void initialize(Tensor& t, const std::string& name, Generator& g) {
     host.fill(0.0);
   } else if (name == "ones") {
     host.fill(1.0);
+  } else if (name == "constant") {
+    host.fill(init.value);
   } else if (name == "glorot_uniform") {
     uniform(std::sqrt(6.0 / (fan_in + fan_out)));
   } else if (name == "glorot_normal") {
@@ -53,13 +84,34 @@ void initialize(Tensor& t, const std::string& name, Generator& g) {
   } else if (name == "lecun_normal") {
     normal(std::sqrt(1.0 / fan_in));
   } else if (name == "random_uniform") {
-    uniform(0.05);
+    for (std::int64_t i = 0; i < n; ++i) p[i] = init.minval + (init.maxval - init.minval) * g.uniform();
   } else if (name == "random_normal") {
-    for (std::int64_t i = 0; i < n; ++i) p[i] = g.normal() * 0.05;
+    for (std::int64_t i = 0; i < n; ++i) p[i] = init.mean + g.normal() * init.stddev;
+  } else if (name == "truncated_normal") {
+    for (std::int64_t i = 0; i < n; ++i) p[i] = init.mean + truncated_normal(g, init.stddev);
+  } else if (name == "variance_scaling") {
+    double fan = init.mode == "fan_in" ? fan_in : init.mode == "fan_out" ? fan_out : (fan_in + fan_out) / 2.0;
+    double var = init.scale / std::max(1.0, fan);
+    if (init.distribution == "uniform")
+      uniform(std::sqrt(3.0 * var));
+    else if (init.distribution == "untruncated_normal")
+      for (std::int64_t i = 0; i < n; ++i) p[i] = g.normal() * std::sqrt(var);
+    else
+      normal(std::sqrt(var));
+  } else if (name == "orthogonal") {
+    SYSTOLIC_CHECK(t.rank() >= 2, "the orthogonal initializer needs a weight of rank >= 2, got shape {}",
+                   t.shape().str());
+    orthogonal(p, t.shape(), init.gain, g);
+  } else if (name == "identity") {
+    SYSTOLIC_CHECK(t.rank() == 2, "the identity initializer needs a weight of rank 2, got shape {}",
+                   t.shape().str());
+    host.fill(0.0);
+    for (std::int64_t i = 0; i < std::min(t.dim(0), t.dim(1)); ++i) p[i * t.dim(1) + i] = init.gain;
   } else {
     fail(
-        "unknown initializer '{}' (known: zeros, ones, glorot_uniform, glorot_normal, he_uniform, he_normal, "
-        "lecun_uniform, lecun_normal, random_uniform, random_normal)",
+        "unknown initializer '{}' (known: zeros, ones, constant, glorot_uniform, glorot_normal, he_uniform, "
+        "he_normal, lecun_uniform, lecun_normal, random_uniform, random_normal, truncated_normal, "
+        "variance_scaling, orthogonal, identity)",
         name);
   }
   t.copy_from(host.to(t.dtype()).to(t.device()));

@@ -138,11 +138,13 @@ void Layer::fail_shape(const std::string& why) const {
   fail("layer '{}' ({}): {}", name_, class_name_, why);
 }
 
-Weight& Layer::add_weight(const std::string& name, Shape shape, const std::string& initializer,
-                          bool trainable) {
+Weight& Layer::add_weight(const std::string& name, Shape shape, const Initializer& initializer,
+                          bool trainable, const WeightOptions& options) {
   Weight w;
   w.name = name;
   w.trainable = trainable;
+  w.regularizer = options.regularizer;
+  w.constraint = options.constraint;
   w.value = Tensor(shape, dtype_);
   Generator g(global_generator().split());
   initialize(w.value, initializer, g);

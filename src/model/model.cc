@@ -1,6 +1,8 @@
 // Model construction (graph walk, layer order, weight packing), compile, and the calls one step is made of:
 // forward through the nodes in topological order, loss, metrics, backward in reverse order (summing the
 // gradients of tensors used twice), optimizer update over the flat parameter buffer.
+#include <systolic/regularizers.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -226,7 +228,20 @@ bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
   Tensor logits = out.node->layer->activation() == Activation::softmax ? out.call.preactivation : Tensor();
   losses::LossArgs args{
       out.call.output, logits, labels, total, grad, grad, grad_scale > 0 ? grad_scale : 1.0 / double(n)};
-  return loss->compute(args);  // true: the gradient it wrote is w.r.t. the logits, the pre-softmax values
+  bool pre = loss->compute(args);  // true: the gradient it wrote is w.r.t. the logits, the pre-softmax values
+  // regul: the regularization losses, as Keras 3 adds them to every batch's loss (totals hold n * the batch's
+  // loss): each trainable weight's penalty, and each call's activity penalty divided by the batch size.
+  // Their gradients are backward's.
+  Tensor none;
+  for (auto& l : layers)
+    for (auto& w : l->weights())
+      if (w.trainable && w.regularizer)
+        regularizers::apply(w.regularizer, w.value, total, none, double(n), 0.0);
+  for (auto& e : nodes)
+    if (!e.is_input && e.node->layer->activity_regularizer())
+      regularizers::apply(e.node->layer->activity_regularizer(), e.call.output, total, none, 1.0, 0.0);
+  regularization_grad_scale = grad_scale > 0 ? grad_scale : 0.0;
+  return pre;
 }
 
 void ModelState::compute_metrics(std::int64_t n) {
@@ -240,6 +255,15 @@ void ModelState::compute_metrics(std::int64_t n) {
 
 void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
   ops::fill(grads, 0.0);  // the layers accumulate their weights' gradients
+  // regul: the weight regularizers' gradients (the batch's loss holds each penalty once: n * scale = 1 for one
+  // model; under replicas each adds its share).
+  const double reg_scale = regularization_grad_scale;
+  Tensor none;
+  if (reg_scale > 0)
+    for (auto& l : layers)
+      for (auto& w : l->weights())
+        if (w.trainable && w.regularizer)
+          regularizers::apply(w.regularizer, w.value, none, w.grad, 0.0, double(n) * reg_scale);
   std::vector<char> written(nodes.size(), 0);
   int o = output_node();
   written[o] = 1;
@@ -263,6 +287,18 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
         pending.push_back(static_cast<int>(k));
       }
     }
+    // regul: the activity regularizer's gradient joins the output's (w.r.t. the layer's activated output; when
+    // the loss's gradient is w.r.t. the logits, through the activation's gradient first).
+    if (const Regularizer& act = e.node->layer->activity_regularizer(); act && reg_scale > 0) {
+      if (grad_is_preactivation && i == o) {
+        Tensor d = Tensor::zeros(c.output.shape(), c.output.dtype(), c.output.device());
+        regularizers::apply(act, c.output, none, d, 0.0, reg_scale);
+        ops::activation_backward(e.node->layer->activation(), c.preactivation, c.output, d, d);
+        ops::accumulate(d, c.doutput);
+      } else {
+        regularizers::apply(act, c.output, none, c.doutput, 0.0, reg_scale);
+      }
+    }
     e.node->layer->call_backward(c, grad_is_preactivation && i == o);
     for (int k : pending) {
       Tensor dst = nodes[e.inputs[k]].grad_buf.slice(0, n);
@@ -273,6 +309,10 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
 
 void ModelState::apply_gradients() {
   optimizer->apply_update(params, grads);
+  // regul: Keras 3 applies each variable's constraint after the optimizer's update.
+  for (auto& l : layers)
+    for (auto& w : l->weights())
+      if (w.trainable && w.constraint) constraints::apply(w.constraint, w.value);
 }
 
 const std::string& Model::name() const {

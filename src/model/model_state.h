@@ -51,6 +51,9 @@ class ModelState {
   std::int64_t capacity = 0;
   Tensor x_buf, y_buf;
   Tensor totals;  // float64 [1 + metrics]: loss sum, metric counts
+  // regul: the gradient scale of the last compute_loss (0: none asked), which backward gives the gradients of
+  // the regularization losses (weight and activity regularizers).
+  double regularization_grad_scale = 0;
   // Runs fit's training steps; keeps what outlives one fit (the step recorded as a CUDA graph, how the last
   // fit's steps ran). The buffers a recorded step points at move in ensure_capacity, to() and compile(),
   // which invalidate it.
@@ -92,7 +95,8 @@ class ModelState {
   //
   // Runs the layers in topological order; in training mode they read the step counter's device copy.
   void forward(std::int64_t n, bool training);
-  // Adds the summed loss of the last forward's n samples to totals[0]. With grad_scale > 0 it also writes the
+  // Adds the summed loss of the last forward's n samples to totals[0], with n times the regularization losses
+  // (Keras 3's compute_loss adds sum(model.losses) to each batch's loss). With grad_scale > 0 it also writes the
   // gradient of grad_scale * that sum into the output node's gradient buffer, and returns whether it is the
   // gradient w.r.t. the output layer's pre-activation values (a crossentropy after softmax is computed from
   // the logits), which is what backward needs to know.

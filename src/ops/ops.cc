@@ -783,6 +783,48 @@ DType transpose(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
   c.shape("y", y, Shape(dims));
   SYSTOLIC_OP_CHECK(c, !overlap(x, y), "y must not overlap x");
   return x.dtype();
+// regul: regularizers and constraints.
+void regularizer_operands(const Check& c, const Tensor& x, const Tensor& total, const Tensor& dx,
+                          double total_scale, double grad_scale) {
+  c.floating("x", x);
+  if (total.defined()) c.total(total);
+  if (dx.defined()) c.like("dx", dx, "x", x);
+  SYSTOLIC_OP_CHECK(c, std::isfinite(total_scale) && std::isfinite(grad_scale),
+                    "total_scale {} and grad_scale {} must be finite", total_scale, grad_scale);
+}
+
+DType regularize(const Tensor& x, Tensor& total, Tensor& dx, double l1, double l2, double total_scale,
+                 double grad_scale) {
+  Check c("regularize");
+  regularizer_operands(c, x, total, dx, total_scale, grad_scale);
+  SYSTOLIC_OP_CHECK(c, l1 >= 0 && l2 >= 0 && std::isfinite(l1) && std::isfinite(l2),
+                    "l1 {} and l2 {} must be finite and >= 0", l1, l2);
+  return x.dtype();
+}
+
+DType orthogonal_regularize(const Tensor& x, Tensor& total, Tensor& dx, double factor, bool columns,
+                            double total_scale, double grad_scale) {
+  Check c("orthogonal_regularize");
+  regularizer_operands(c, x, total, dx, total_scale, grad_scale);
+  SYSTOLIC_OP_CHECK(c, x.rank() == 2, "x has shape {}; it takes rank 2 (as Keras's OrthogonalRegularizer)",
+                    x.shape().str());
+  SYSTOLIC_OP_CHECK(c, x.dim(columns ? 1 : 0) >= 2, "x of shape {} has fewer than two {}", x.shape().str(),
+                    columns ? "columns" : "rows");
+  SYSTOLIC_OP_CHECK(c, factor >= 0 && std::isfinite(factor), "factor {} must be finite and >= 0", factor);
+  return x.dtype();
+}
+
+DType constrain(Tensor& w, const ConstraintParams& p) {
+  Check c("constrain");
+  c.floating("w", w);
+  SYSTOLIC_OP_CHECK(c, w.rank() <= 8, "w has rank {}; at most 8", w.rank());
+  if (p.kind != ConstraintParams::non_neg)
+    SYSTOLIC_OP_CHECK(c, p.axes != 0 && (p.axes >> w.rank()) == 0,
+                      "the norm axes (mask {:#x}) must be axes of w (rank {})", p.axes, w.rank());
+  SYSTOLIC_OP_CHECK(c, p.min_value >= 0 && p.max_value >= p.min_value && p.rate >= 0 && p.rate <= 1,
+                    "min_value {}, max_value {}, rate {}: 0 <= min <= max, rate in [0, 1]", p.min_value,
+                    p.max_value, p.rate);
+  return w.dtype();
 }
 
 }  // namespace checks
