@@ -970,6 +970,8 @@ void norm_cases(std::map<Op, std::vector<Case>>& m) {
                                 {in("x", xs), out("y", ys)},
                                 [perm](auto& t) { transpose(t[0], t[1], perm); }});
   }
+}
+
 // regul: regularizers (their penalty into a total, their gradient accumulated) and constraints (in place).
 void regul_cases(std::map<Op, std::vector<Case>>& m) {
   const Shape big{100003};

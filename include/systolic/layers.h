@@ -131,8 +131,10 @@ struct LayerNormalizationOptions {
   bool center = true;
   bool scale = true;
   bool rms_scaling = false;  // Keras's deprecated option: x * rsqrt(var + eps) * gamma, no beta
-  std::string beta_initializer = "zeros";
-  std::string gamma_initializer = "ones";
+  Initializer beta_initializer = "zeros";
+  Initializer gamma_initializer = "ones";
+  Regularizer beta_regularizer = {}, gamma_regularizer = {};
+  Constraint beta_constraint = {}, gamma_constraint = {};
   std::string name;
 };
 LayerRef LayerNormalization(const LayerNormalizationOptions& options = {});

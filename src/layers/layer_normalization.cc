@@ -65,8 +65,8 @@ class LayerNormLayer final : public Layer {
     c["rms_scaling"] = o_.rms_scaling;
     c["beta_initializer"] = initializer_config(o_.beta_initializer);
     c["gamma_initializer"] = initializer_config(o_.gamma_initializer);
-    for (auto* k : {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"})
-      c[k] = nullptr;
+    WeightOptions beta{o_.beta_regularizer, o_.beta_constraint}, gamma{o_.gamma_regularizer, o_.gamma_constraint};
+    write_regularizers(c, {{"beta", &beta}, {"gamma", &gamma}});
   }
 
  protected:
@@ -76,8 +76,8 @@ class LayerNormLayer final : public Layer {
     int axes = trailing_axes(*this, o_.axis, in[0], ok);
     std::vector<std::int64_t> dims;
     for (int i = in[0].rank() - axes; i < in[0].rank(); ++i) dims.push_back(in[0][i]);
-    if (o_.scale || o_.rms_scaling) add_weight("gamma", Shape(dims), o_.gamma_initializer);
-    if (o_.center && !o_.rms_scaling) add_weight("beta", Shape(dims), o_.beta_initializer);
+    if (o_.scale || o_.rms_scaling) add_weight("gamma", Shape(dims), o_.gamma_initializer, true, {o_.gamma_regularizer, o_.gamma_constraint});
+    if (o_.center && !o_.rms_scaling) add_weight("beta", Shape(dims), o_.beta_initializer, true, {o_.beta_regularizer, o_.beta_constraint});
   }
 
   int axes() const { return int(o_.axis.size()); }
@@ -143,9 +143,10 @@ std::shared_ptr<Layer> layer_normalization_from_config(ConfigReader& r) {
   o.rms_scaling = r.get_bool("rms_scaling", false);
   o.beta_initializer = r.get_initializer("beta_initializer", "zeros");
   o.gamma_initializer = r.get_initializer("gamma_initializer", "ones");
-  // Regularizers and constraints: accepted as null until systolic has them.
-  for (auto* k : {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"})
-    r.require_null(k);
+  o.beta_regularizer = r.get_regularizer("beta_regularizer");
+  o.gamma_regularizer = r.get_regularizer("gamma_regularizer");
+  o.beta_constraint = r.get_constraint("beta_constraint");
+  o.gamma_constraint = r.get_constraint("gamma_constraint");
   o.name = r.name();
   return std::make_shared<LayerNormLayer>(
       "LayerNormalization", o.rms_scaling ? ops::NormKind::rms_scaling : ops::NormKind::layer, o);

@@ -783,6 +783,8 @@ DType transpose(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
   c.shape("y", y, Shape(dims));
   SYSTOLIC_OP_CHECK(c, !overlap(x, y), "y must not overlap x");
   return x.dtype();
+}
+
 // regul: regularizers and constraints.
 void regularizer_operands(const Check& c, const Tensor& x, const Tensor& total, const Tensor& dx,
                           double total_scale, double grad_scale) {
