@@ -25,6 +25,7 @@ struct Conv2DOptions {
   Pair strides = {1, 1};
   std::string padding = "valid";  // "valid" or "same"
   Pair dilation_rate = {1, 1};
+  int groups = 1;  // divides the input channels and filters; the kernel is (KH, KW, C/groups, filters)
   std::string activation = "linear";
   bool use_bias = true;
   std::string kernel_initializer = "glorot_uniform";
