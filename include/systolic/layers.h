@@ -68,7 +68,12 @@ LayerRef AveragePooling2D(Pair pool_size = {2, 2}, const PoolingOptions& options
 struct NameOptions {
   std::string name;
 };
-LayerRef GlobalAveragePooling2D(const NameOptions& options = {});
+// GlobalAveragePooling2D and GlobalMaxPooling2D: (H, W, C) -> (C,), or (1, 1, C) with keepdims.
+struct GlobalPoolingOptions {
+  bool keepdims = false;
+  std::string name;
+};
+LayerRef GlobalAveragePooling2D(const GlobalPoolingOptions& options = {});
 
 struct DropoutOptions {
   std::optional<std::uint64_t> seed;  // default: drawn from the global generator (set_random_seed)
@@ -114,5 +119,56 @@ struct ConcatenateOptions {
   std::string name;
 };
 LayerRef Concatenate(const ConcatenateOptions& options = {});
+
+// ---- conv area: depthwise, separable and transposed convolutions, cropping, upsampling, global max pooling.
+// DepthwiseConv2D: depthwise_kernel (KH, KW, C, depth_multiplier), bias (C * depth_multiplier).
+struct DepthwiseConv2DOptions {
+  Pair strides = {1, 1};
+  std::string padding = "valid";  // "valid" or "same"
+  int depth_multiplier = 1;
+  Pair dilation_rate = {1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string depthwise_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+LayerRef DepthwiseConv2D(Pair kernel_size, const DepthwiseConv2DOptions& options = {});
+// SeparableConv2D: depthwise_kernel (KH, KW, C, depth_multiplier), pointwise_kernel (1, 1, C * depth_multiplier,
+// filters), bias (filters).
+struct SeparableConv2DOptions {
+  Pair strides = {1, 1};
+  std::string padding = "valid";
+  Pair dilation_rate = {1, 1};
+  int depth_multiplier = 1;
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string depthwise_initializer = "glorot_uniform";
+  std::string pointwise_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+LayerRef SeparableConv2D(int filters, Pair kernel_size, const SeparableConv2DOptions& options = {});
+// Cropping2D(1), Cropping2D({1, 2}) (symmetric rows, columns) or Cropping2D({{top, bottom}, {left, right}}).
+LayerRef Cropping2D(Padding2D cropping, const NameOptions& options = {});
+LayerRef GlobalMaxPooling2D(const GlobalPoolingOptions& options = {});
+// Conv2DTranspose: kernel (KH, KW, filters, C), bias (filters).
+struct Conv2DTransposeOptions {
+  Pair strides = {1, 1};
+  std::string padding = "valid";
+  std::optional<Pair> output_padding;  // none: Keras's default output size
+  Pair dilation_rate = {1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name;
+};
+LayerRef Conv2DTranspose(int filters, Pair kernel_size, const Conv2DTransposeOptions& options = {});
+struct UpSampling2DOptions {
+  std::string interpolation = "nearest";  // or "bilinear"
+  std::string name;
+};
+LayerRef UpSampling2D(Pair size = {2, 2}, const UpSampling2DOptions& options = {});
 
 }  // namespace systolic::layers

@@ -93,5 +93,12 @@ std::shared_ptr<Layer> zero_padding2d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> rescaling_from_config(ConfigReader& r);
 std::shared_ptr<Layer> add_from_config(ConfigReader& r);
 std::shared_ptr<Layer> concatenate_from_config(ConfigReader& r);
+// conv area
+std::shared_ptr<Layer> depthwise_conv2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> separable_conv2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> cropping2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> global_max_pooling2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> conv2d_transpose_from_config(ConfigReader& r);
+std::shared_ptr<Layer> upsampling2d_from_config(ConfigReader& r);
 
 }  // namespace systolic::layers
