@@ -2,7 +2,8 @@
 // Conv2D groups, DepthwiseConv2D, SeparableConv2D, Cropping2D, pooling with every padding and stride,
 // GlobalMaxPooling2D and keepdims, Conv2DTranspose, UpSampling2D. Each case is a one-layer model that Keras
 // saved (.h5 full model and .weights.h5), with its inputs and Keras's outputs: systolic loads both files and
-// predicts the same values (1e-5 relative), builds the same weights, and writes the layer's config as Keras does.
+// predicts the same values (1e-5 relative), builds the same weights, and writes the layer's config as Keras does;
+// and the same layers saved by tf.keras.
 #include <systolic/systolic.h>
 
 #include <algorithm>
@@ -76,6 +77,22 @@ TEST(ConvLayersKeras, JsonAndKeras3WeightsPredictAsKeras) {
     sy::Tensor want = read_floats(fixtures() + "/" + name + ".outputs.bin", shape_of(c["output_shape"]));
     auto model = sy::model_from_json(c["model_json"].dump());
     model.load_weights(fixtures() + "/" + name + ".weights.h5");
+    double e = relative_error(model.predict(x), want);
+    EXPECT_LT(e, 1e-5);
+    worst = std::max(worst, e);
+  }
+  std::printf("%zu cases, worst relative error %.3g\n", manifest()["cases"].size(), worst);
+}
+
+// The same layers saved by tf.keras (tf.keras's configs and weight names), whose predictions equal Keras 3's.
+TEST(ConvLayersKeras, TfKerasFullModelH5PredictsAsKeras) {
+  double worst = 0;
+  for (auto& c : manifest()["cases"]) {
+    std::string name = c["name"];
+    SCOPED_TRACE(name);
+    sy::Tensor x = read_floats(fixtures() + "/" + name + ".inputs.bin", shape_of(c["input_shape"]));
+    sy::Tensor want = read_floats(fixtures() + "/" + name + ".outputs.bin", shape_of(c["output_shape"]));
+    auto model = sy::load_model(fixtures() + "/" + name + ".tfkeras.h5", {.compile = false});
     double e = relative_error(model.predict(x), want);
     EXPECT_LT(e, 1e-5);
     worst = std::max(worst, e);

@@ -128,6 +128,7 @@ std::shared_ptr<Layer> conv2d_transpose_from_config(ConfigReader& r) {
                            .bias_initializer = k.bias_initializer,
                            .name = r.name()};
   r.require_value("data_format", "channels_last");
+  r.require_value("groups", 1);  // tf.keras writes it
   return std::make_shared<Conv2DTransposeLayer>(filters, kernel, o);
 }
 

@@ -114,6 +114,7 @@ std::shared_ptr<Layer> depthwise_conv2d_from_config(ConfigReader& r) {
       .bias_initializer = r.get_initializer("bias_initializer", "zeros"),
       .name = r.name()};
   r.require_value("data_format", "channels_last");
+  r.require_value("groups", 1);  // tf.keras writes it
   for (auto* k : {"depthwise_regularizer", "bias_regularizer", "activity_regularizer", "depthwise_constraint",
                   "bias_constraint"})
     r.require_null(k);

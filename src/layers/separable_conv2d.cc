@@ -136,8 +136,13 @@ std::shared_ptr<Layer> separable_conv2d_from_config(ConfigReader& r) {
       .bias_initializer = r.get_initializer("bias_initializer", "zeros"),
       .name = r.name()};
   r.require_value("data_format", "channels_last");
+  // tf.keras also writes groups 1 and the base convolution's kernel options, which its SeparableConv2D never
+  // uses (its kernels are the depthwise and pointwise ones).
+  r.require_value("groups", 1);
+  r.ignore("kernel_initializer");
   for (auto* k : {"depthwise_regularizer", "pointwise_regularizer", "bias_regularizer",
-                  "activity_regularizer", "depthwise_constraint", "pointwise_constraint", "bias_constraint"})
+                  "activity_regularizer", "depthwise_constraint", "pointwise_constraint", "bias_constraint",
+                  "kernel_regularizer", "kernel_constraint"})
     r.require_null(k);
   return std::make_shared<SeparableConv2DLayer>(filters, kernel, o);
 }
