@@ -311,3 +311,56 @@ TEST(GradientCheck, ReshapePermuteRepeatVectorDenseRank4) {
   check_layer(layers::RepeatVector(3), {{2, 4}}, 49);
   check_layer(layers::Dense(3, {.activation = "tanh"}), {{2, 2, 3, 4}}, 50);
 }
+
+// ---- conv area: grouped, depthwise, separable and transposed convolutions, cropping, pooling, upsampling.
+TEST(GradientCheck, Conv2DGroups) {
+  Float64Scope f64;
+  check_layer(layers::Conv2D(4, {3, 3}, {.strides = {2, 2}, .padding = "same", .groups = 2}), {{2, 5, 6, 4}});
+  check_layer(
+      layers::Conv2D(
+          6, {2, 3},
+          {.padding = "same", .dilation_rate = {2, 1}, .groups = 3, .activation = "relu", .use_bias = false}),
+      {{1, 5, 5, 3}});
+}
+TEST(GradientCheck, DepthwiseConv2D) {
+  Float64Scope f64;
+  check_layer(layers::DepthwiseConv2D({3, 3}, {.strides = {2, 2}, .padding = "same", .depth_multiplier = 2}),
+              {{2, 6, 5, 3}});
+  check_layer(
+      layers::DepthwiseConv2D(
+          {3, 2}, {.padding = "same", .dilation_rate = {2, 2}, .activation = "relu6", .use_bias = false}),
+      {{1, 5, 6, 2}});
+}
+TEST(GradientCheck, SeparableConv2D) {
+  Float64Scope f64;
+  check_layer(
+      layers::SeparableConv2D(3, {3, 3}, {.strides = {2, 2}, .padding = "same", .depth_multiplier = 2}),
+      {{2, 5, 6, 2}});
+  check_layer(layers::SeparableConv2D(2, {2, 2}, {.activation = "relu", .use_bias = false}), {{1, 4, 5, 3}});
+}
+TEST(GradientCheck, Conv2DTranspose) {
+  Float64Scope f64;
+  check_layer(layers::Conv2DTranspose(3, {3, 3}, {.strides = {2, 2}, .padding = "same"}), {{2, 3, 4, 2}});
+  check_layer(layers::Conv2DTranspose(
+                  2, {3, 2}, {.strides = {2, 1}, .output_padding = layers::Pair{1, 0}, .activation = "tanh"}),
+              {{1, 3, 3, 3}});
+  check_layer(layers::Conv2DTranspose(2, {2, 2}, {.dilation_rate = {2, 2}, .use_bias = false}),
+              {{1, 3, 3, 2}});
+}
+TEST(GradientCheck, Cropping2DAndUpSampling2D) {
+  Float64Scope f64;
+  check_layer(layers::Cropping2D(layers::Padding2D({1, 0}, {1, 0})), {{2, 4, 5, 2}});
+  check_layer(layers::UpSampling2D({2, 3}), {{2, 3, 2, 2}});
+  check_layer(layers::UpSampling2D({3, 2}, {.interpolation = "bilinear"}), {{2, 3, 4, 2}});
+}
+TEST(GradientCheck, PoolingPaddingsAndGlobalMax) {
+  Float64Scope f64;
+  check_layer(layers::MaxPooling2D({3, 3}, {.strides = layers::Pair{1, 1}, .padding = "same"}),
+              {{1, 5, 4, 2}});
+  check_layer(layers::AveragePooling2D({3, 2}, {.strides = layers::Pair{1, 2}, .padding = "same"}),
+              {{2, 5, 5, 2}});
+  check_layer(layers::AveragePooling2D({2, 2}, {.padding = "same"}), {{1, 5, 5, 2}});
+  check_layer(layers::GlobalMaxPooling2D(), {{2, 3, 4, 3}});
+  check_layer(layers::GlobalMaxPooling2D({.keepdims = true}), {{2, 3, 4, 3}});
+  check_layer(layers::GlobalAveragePooling2D({.keepdims = true}), {{2, 3, 4, 3}});
+}

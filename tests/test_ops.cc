@@ -308,13 +308,18 @@ Conv2DParams conv_params(int sh, int sw, int dh, int dw, int pt, int pb, int pl,
   return p;
 }
 
+Conv2DParams grouped(Conv2DParams p, int groups) {
+  p.groups = groups;
+  return p;
+}
+
 struct ConvShape {
   std::string name;
   std::int64_t N, H, W, C, KH, KW, F;
   Conv2DParams p;
   bool bias = true;
   Shape x() const { return {N, H, W, C}; }
-  Shape w() const { return {KH, KW, C, F}; }
+  Shape w() const { return {KH, KW, C / p.groups, F}; }
   Shape y() const {
     return {N, (H + p.pad_top + p.pad_bottom - ((KH - 1) * p.dilation_h + 1)) / p.stride_h + 1,
             (W + p.pad_left + p.pad_right - ((KW - 1) * p.dilation_w + 1)) / p.stride_w + 1, F};
@@ -338,6 +343,19 @@ std::vector<ConvShape> conv_shapes() {
       {"1x1", 3, 6, 5, 16, 1, 1, 10, conv_params(1, 1, 1, 1, 0, 0, 0, 0)},
       {"5x5 stride 2", 1, 10, 10, 3, 5, 5, 32, conv_params(2, 2, 1, 1, 1, 2, 1, 2)},
       {"fused relu", 2, 9, 9, 8, 3, 3, 12, conv_params(1, 1, 1, 1, 1, 1, 1, 1, Activation::relu)},
+      // Grouped (Conv2D groups) and depthwise (groups = C, F = C * depth_multiplier) convolutions.
+      {"groups 2 stride 2 same", 2, 9, 8, 6, 3, 3, 4, grouped(conv_params(2, 2, 1, 1, 1, 1, 0, 1), 2)},
+      {"groups 4 dilation 2, no bias", 2, 10, 9, 8, 3, 3, 12, grouped(conv_params(1, 1, 2, 2, 2, 2, 2, 2), 4),
+       false},
+      {"groups 3 mixed strides 2x3", 1, 7, 9, 9, 2, 3, 6, grouped(conv_params(1, 2, 1, 1, 0, 1, 1, 1), 3)},
+      {"depthwise 3x3 stride 2 same, multiplier 2", 2, 8, 8, 5, 3, 3, 10,
+       grouped(conv_params(2, 2, 1, 1, 0, 1, 0, 1), 5)},
+      {"depthwise 7x7 same (ConvNeXt)", 1, 9, 9, 8, 7, 7, 8, grouped(conv_params(1, 1, 1, 1, 3, 3, 3, 3), 8)},
+      {"depthwise 5x5 stride 2 valid, many channels", 2, 11, 11, 32, 5, 5, 32,
+       grouped(conv_params(2, 2, 1, 1, 0, 0, 0, 0), 32)},
+      {"depthwise dilation 2 same", 2, 9, 9, 6, 3, 3, 6, grouped(conv_params(1, 1, 2, 2, 2, 2, 2, 2), 6)},
+      {"depthwise fused relu", 2, 6, 7, 4, 3, 3, 4,
+       grouped(conv_params(1, 1, 1, 1, 1, 1, 1, 1, Activation::relu), 4)},
   };
 }
 
@@ -366,6 +384,18 @@ void conv_cases(std::map<Op, std::vector<Case>>& m) {
          {in("x", s.x()), in("w", s.w()), in("dy", s.y()), mask & 1 ? out("dx", s.x()) : none("dx"),
           mask & 2 ? param(acc("dw", s.w())) : none("dw"), mask & 4 ? param(acc("db", {s.F})) : none("db")},
          [p](auto& t) { conv2d_backward(t[0], t[1], t[2], t[3], t[4], t[5], p); },
+         Family::matmul});
+  }
+  // The data gradient alone without x (Conv2DTranspose's forward), plain and depthwise.
+  for (const ConvShape& t :
+       {ConvShape{"dx without x", 2, 7, 8, 5, 3, 3, 6, conv_params(2, 2, 1, 1, 1, 1, 0, 1)},
+        ConvShape{"depthwise dx without x", 2, 7, 8, 4, 3, 3, 8,
+                  grouped(conv_params(2, 2, 1, 1, 1, 1, 0, 1), 4)}}) {
+    Conv2DParams p = t.p;
+    m[Op::conv2d_backward].push_back(
+        {t.name,
+         {none("x"), in("w", t.w()), in("dy", t.y()), out("dx", t.x()), none("dw"), none("db")},
+         [p](auto& a) { conv2d_backward(a[0], a[1], a[2], a[3], a[4], a[5], p); },
          Family::matmul});
   }
 }
@@ -1029,6 +1059,39 @@ void regul_cases(std::map<Op, std::vector<Case>>& m) {
                                 Family::reduction});
 }
 
+// conv area: Conv2DTranspose's bias, UpSampling2D's resize.
+void conv_area_cases(std::map<Op, std::vector<Case>>& m) {
+  for (Shape s : {Shape{2, 5, 6, 7}, Shape{3, 33}, Shape{1, 4, 4, 130}}) {
+    Shape b{s[s.rank() - 1]};
+    m[Op::bias_add_forward].push_back({"bias_add " + s.str(),
+                                       {in("x", s), param(in("b", b)), out("y", s)},
+                                       [](auto& t) { bias_add_forward(t[0], t[1], t[2]); }});
+    m[Op::bias_add_forward].push_back({"bias_add in place " + s.str(),
+                                       {inout("x", s), param(in("b", b))},
+                                       [](auto& t) { bias_add_forward(t[0], t[1], t[0]); }});
+    m[Op::bias_add_backward].push_back({"bias_add_backward " + s.str(),
+                                        {in("dy", s), param(acc("db", b))},
+                                        [](auto& t) { bias_add_backward(t[0], t[1]); },
+                                        Family::reduction});
+  }
+  struct ResizeShape {
+    Shape x, y;
+  };
+  for (Interpolation mode : {Interpolation::nearest, Interpolation::bilinear})
+    for (auto [xs, ys] : {ResizeShape{{2, 3, 4, 5}, {2, 6, 8, 5}}, ResizeShape{{1, 4, 3, 3}, {1, 12, 6, 3}},
+                          ResizeShape{{2, 5, 7, 2}, {2, 8, 10, 2}}, ResizeShape{{1, 9, 8, 4}, {1, 4, 5, 4}},
+                          ResizeShape{{2, 1, 1, 3}, {2, 3, 2, 3}}}) {
+      std::string name = std::string(mode == Interpolation::nearest ? "nearest " : "bilinear ") + xs.str() +
+                         " -> " + ys.str();
+      m[Op::resize2d_forward].push_back(
+          {name, {in("x", xs), out("y", ys)}, [mode](auto& t) { resize2d_forward(t[0], t[1], mode); }});
+      m[Op::resize2d_backward].push_back({name,
+                                          {in("dy", ys), out("dx", xs)},
+                                          [mode](auto& t) { resize2d_backward(t[0], t[1], mode); },
+                                          Family::reduction});
+    }
+}
+
 const std::map<Op, std::vector<Case>>& cases() {
   static const std::map<Op, std::vector<Case>> m = [] {
     std::map<Op, std::vector<Case>> all;
@@ -1042,6 +1105,7 @@ const std::map<Op, std::vector<Case>>& cases() {
     optimizer_cases(all);
     norm_cases(all);  // norm
     regul_cases(all);  // regul
+    conv_area_cases(all);  // conv area
     return all;
   }();
   return m;

@@ -26,6 +26,7 @@ struct Conv2DOptions {
   Pair strides = {1, 1};
   std::string padding = "valid";  // "valid" or "same"
   Pair dilation_rate = {1, 1};
+  int groups = 1;  // divides the input channels and filters; the kernel is (KH, KW, C/groups, filters)
   std::string activation = "linear";
   bool use_bias = true;
   Initializer kernel_initializer = "glorot_uniform";
@@ -74,7 +75,12 @@ LayerRef AveragePooling2D(Pair pool_size = {2, 2}, const PoolingOptions& options
 struct NameOptions {
   std::string name;
 };
-LayerRef GlobalAveragePooling2D(const NameOptions& options = {});
+// GlobalAveragePooling2D and GlobalMaxPooling2D: (H, W, C) -> (C,), or (1, 1, C) with keepdims.
+struct GlobalPoolingOptions {
+  bool keepdims = false;
+  std::string name;
+};
+LayerRef GlobalAveragePooling2D(const GlobalPoolingOptions& options = {});
 
 struct DropoutOptions {
   std::optional<std::uint64_t> seed;  // default: drawn from the global generator (set_random_seed)
@@ -165,5 +171,63 @@ struct ActivityRegularizationOptions {
   std::string name;
 };
 LayerRef ActivityRegularization(const ActivityRegularizationOptions& options = {});
+
+// ---- conv area: depthwise, separable and transposed convolutions, cropping, upsampling, global max pooling.
+// DepthwiseConv2D: depthwise_kernel (KH, KW, C, depth_multiplier), bias (C * depth_multiplier).
+struct DepthwiseConv2DOptions {
+  Pair strides = {1, 1};
+  std::string padding = "valid";  // "valid" or "same"
+  int depth_multiplier = 1;
+  Pair dilation_rate = {1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer depthwise_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer depthwise_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint depthwise_constraint = {}, bias_constraint = {};
+  std::string name;
+};
+LayerRef DepthwiseConv2D(Pair kernel_size, const DepthwiseConv2DOptions& options = {});
+// SeparableConv2D: depthwise_kernel (KH, KW, C, depth_multiplier), pointwise_kernel (1, 1, C * depth_multiplier,
+// filters), bias (filters).
+struct SeparableConv2DOptions {
+  Pair strides = {1, 1};
+  std::string padding = "valid";
+  Pair dilation_rate = {1, 1};
+  int depth_multiplier = 1;
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer depthwise_initializer = "glorot_uniform";
+  Initializer pointwise_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer depthwise_regularizer = {}, pointwise_regularizer = {}, bias_regularizer = {},
+              activity_regularizer = {};
+  Constraint depthwise_constraint = {}, pointwise_constraint = {}, bias_constraint = {};
+  std::string name;
+};
+LayerRef SeparableConv2D(int filters, Pair kernel_size, const SeparableConv2DOptions& options = {});
+// Cropping2D(1), Cropping2D({1, 2}) (symmetric rows, columns) or Cropping2D({{top, bottom}, {left, right}}).
+LayerRef Cropping2D(Padding2D cropping, const NameOptions& options = {});
+LayerRef GlobalMaxPooling2D(const GlobalPoolingOptions& options = {});
+// Conv2DTranspose: kernel (KH, KW, filters, C), bias (filters).
+struct Conv2DTransposeOptions {
+  Pair strides = {1, 1};
+  std::string padding = "valid";
+  std::optional<Pair> output_padding;  // none: Keras's default output size
+  Pair dilation_rate = {1, 1};
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint kernel_constraint = {}, bias_constraint = {};
+  std::string name;
+};
+LayerRef Conv2DTranspose(int filters, Pair kernel_size, const Conv2DTransposeOptions& options = {});
+struct UpSampling2DOptions {
+  std::string interpolation = "nearest";  // or "bilinear"
+  std::string name;
+};
+LayerRef UpSampling2D(Pair size = {2, 2}, const UpSampling2DOptions& options = {});
 
 }  // namespace systolic::layers

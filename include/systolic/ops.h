@@ -105,6 +105,9 @@ struct Conv2DParams {
   int stride_h = 1, stride_w = 1;
   int dilation_h = 1, dilation_w = 1;
   int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  // Grouped convolution (Keras's Conv2D groups; DepthwiseConv2D is groups = C): C and F split into `groups`
+  // equal parts, output channel f reads only the input channels of its group, f / (F/groups).
+  int groups = 1;
   // Applied to the forward output, y = act(conv + b): linear or relu, fused into the convolution's epilogue
   // (oneDNN post-op; the CUDA bias kernel), which saves a pass over y. Backward ignores it (the layer applies the
   // activation's gradient from y first).
@@ -131,6 +134,10 @@ struct AugmentParams {
   bool fill_constant = false;  // fill_mode "constant" (else "nearest")
   double cval = 0.0;
 };
+
+// conv area: how resize2d interpolates (tf.image.resize without antialias, half-pixel centres, as Keras 3's
+// UpSampling2D and Resizing compute).
+enum class Interpolation { nearest, bilinear };
 
 struct AdamStep {
   double lr, beta_1, beta_2, epsilon;
@@ -160,9 +167,12 @@ struct ConstraintParams {
 
 // ---- The ops' contracts, in the list's order.
 //
-// conv2d_forward    y[N,OH,OW,F] = act(sum_{i,j,c} xpad[n, oh*sh + i*dh, ow*sw + j*dw, c] * w[i,j,c,f] + b[f]);
-//                   x (N,H,W,C), w (KH,KW,C,F), b (F) or undefined; act linear or relu.
-// conv2d_backward   dx (=), dw, db (+=) of the linear convolution; any of them may be undefined.
+// conv2d_forward    y[N,OH,OW,F] = act(b[f] + sum_{i,j,c} xpad[n, oh*sh + i*dh, ow*sw + j*dw, g*Cg + c]
+//                   * w[i,j,c,f]); x (N,H,W,C), w (KH,KW,Cg,F) with G = p.groups dividing C and F, Cg = C/G,
+//                   c < Cg and g = f / (F/G) (G = 1: w (KH,KW,C,F), a plain convolution); b (F) or undefined;
+//                   act linear or relu.
+// conv2d_backward   dx (=), dw, db (+=) of the linear convolution; any of them may be undefined. x may be
+//                   undefined when dw is (dx then gives x's shape): Conv2DTranspose's forward is this dx.
 // pool2d_forward    max or average over windows of H and W. `workspace` is backend-private state forward fills in
 //                   training (argmax indices) for backward; undefined at inference.
 // pool2d_backward   dx (=) from dy (and x, y, and the workspace when forward filled one).
@@ -249,6 +259,14 @@ struct ConstraintParams {
 //                   eps = 1e-7 (Keras 3): max_norm w *= clip(norms, 0, max)/(eps + norms); non_neg w = max(w, 0);
 //                   unit_norm w /= eps + norms; min_max_norm w *= (rate*clip(norms, min, max) +
 //                   (1-rate)*norms)/(eps + norms).
+// conv area:
+// bias_add_forward  y = x + b over the last axis (b has x's last dimension); y may alias x (Conv2DTranspose's
+//                   bias; b may be float32 with bfloat16 data).
+// bias_add_backward db (+=) the sum of dy over every axis but the last.
+// resize2d_forward  y[N,OH,OW,C] from x[N,H,W,C], per axis (half-pixel centres, s = (o + 0.5) * in/out - 0.5):
+//                   nearest: x at min(floor((o + 0.5) * in/out), in-1); bilinear: weights 1-f and f on floor(s)
+//                   and ceil(s) (f = s - floor(s)), both clamped to [0, in).
+// resize2d_backward dx (=): each dy cell spread back on the x cells forward read, with forward's weights.
 
 // The list: X(name, (parameters), (arguments)).
 // clang-format off
@@ -326,7 +344,12 @@ struct ConstraintParams {
   X(orthogonal_regularize, (const Tensor& x, Tensor& total, Tensor& dx, double factor, bool columns,           \
                             double total_scale, double grad_scale),                                            \
     (x, total, dx, factor, columns, total_scale, grad_scale))                                                  \
-  X(constrain, (Tensor& w, const ConstraintParams& p), (w, p))
+  X(constrain, (Tensor& w, const ConstraintParams& p), (w, p))                                                 \
+  /* conv area */                                                                                                \
+  X(bias_add_forward, (const Tensor& x, const Tensor& b, Tensor& y), (x, b, y))                                 \
+  X(bias_add_backward, (const Tensor& dy, Tensor& db), (dy, db))                                                \
+  X(resize2d_forward, (const Tensor& x, Tensor& y, Interpolation mode), (x, y, mode))                           \
+  X(resize2d_backward, (const Tensor& dy, Tensor& dx, Interpolation mode), (dy, dx, mode))
 // clang-format on
 
 // The op tags, in the list's order.

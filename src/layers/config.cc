@@ -374,6 +374,16 @@ const std::map<std::string, FromConfig>& registry() {
       {"SpatialDropout2D", spatial_dropout2d_from_config},
       // regul
       {"ActivityRegularization", activity_regularization_from_config},
+      // conv area
+      {"DepthwiseConv2D", depthwise_conv2d_from_config},
+      {"SeparableConv2D", separable_conv2d_from_config},
+      {"SeparableConvolution2D", separable_conv2d_from_config},
+      {"Cropping2D", cropping2d_from_config},
+      {"GlobalMaxPooling2D", global_max_pooling2d_from_config},
+      {"GlobalMaxPool2D", global_max_pooling2d_from_config},
+      {"Conv2DTranspose", conv2d_transpose_from_config},
+      {"Convolution2DTranspose", conv2d_transpose_from_config},
+      {"UpSampling2D", upsampling2d_from_config},
   };
   return m;
 }

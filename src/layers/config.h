@@ -127,5 +127,12 @@ std::shared_ptr<Layer> repeat_vector_from_config(ConfigReader& r);
 std::shared_ptr<Layer> spatial_dropout2d_from_config(ConfigReader& r);
 // regul
 std::shared_ptr<Layer> activity_regularization_from_config(ConfigReader& r);
+// conv area
+std::shared_ptr<Layer> depthwise_conv2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> separable_conv2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> cropping2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> global_max_pooling2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> conv2d_transpose_from_config(ConfigReader& r);
+std::shared_ptr<Layer> upsampling2d_from_config(ConfigReader& r);
 
 }  // namespace systolic::layers

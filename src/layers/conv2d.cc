@@ -1,4 +1,5 @@
-// Conv2D (Keras): kernel (KH, KW, C, F), bias (F,); strides, dilation, padding valid/same, fused activation.
+// Conv2D (Keras): kernel (KH, KW, C/groups, F), bias (F,); strides, dilation, padding valid/same, groups, fused
+// activation.
 #include <systolic/layers.h>
 
 #include "layers/config.h"
@@ -19,6 +20,9 @@ class Conv2DLayer final : public Layer {
     SYSTOLIC_CHECK(o.strides[0] > 0 && o.strides[1] > 0, "layer '{}': strides must be positive", name());
     SYSTOLIC_CHECK(o.dilation_rate[0] > 0 && o.dilation_rate[1] > 0,
                    "layer '{}': dilation_rate must be positive", name());
+    SYSTOLIC_CHECK(o.groups > 0 && filters % o.groups == 0,
+                   "layer '{}': groups ({}) must be positive and divide filters ({})", name(), o.groups,
+                   filters);
     SYSTOLIC_CHECK(
         (o.strides[0] == 1 && o.strides[1] == 1) || (o.dilation_rate[0] == 1 && o.dilation_rate[1] == 1),
         "layer '{}': strides > 1 together with dilation_rate > 1 is not supported (as in Keras)", name());
@@ -28,6 +32,9 @@ class Conv2DLayer final : public Layer {
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     if (in[0].rank() != 3) fail_shape("expects input (H, W, C), got " + in[0].keras_str());
+    if (in[0][2] % o_.groups != 0)
+      fail_shape("groups " + std::to_string(o_.groups) + " does not divide the input channels of " +
+                 in[0].keras_str());
     auto h = tf_padding(in[0][0], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
     auto w = tf_padding(in[0][1], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
     if (h.out <= 0 || w.out <= 0)
@@ -43,7 +50,7 @@ class Conv2DLayer final : public Layer {
     c["padding"] = o_.padding;
     c["data_format"] = "channels_last";
     c["dilation_rate"] = o_.dilation_rate;
-    c["groups"] = 1;
+    c["groups"] = o_.groups;
     write_kernel_options(c, {o_.activation,
                              o_.use_bias,
                              o_.kernel_initializer,
@@ -54,8 +61,8 @@ class Conv2DLayer final : public Layer {
 
  protected:
   void build(const std::vector<Shape>& in) override {
-    add_weight("kernel", {kernel_[0], kernel_[1], in[0][2], filters_}, o_.kernel_initializer, true,
-               {o_.kernel_regularizer, o_.kernel_constraint});
+    add_weight("kernel", {kernel_[0], kernel_[1], in[0][2] / o_.groups, filters_}, o_.kernel_initializer,
+               true, {o_.kernel_regularizer, o_.kernel_constraint});
     if (o_.use_bias)
       add_weight("bias", {filters_}, o_.bias_initializer, true, {o_.bias_regularizer, o_.bias_constraint});
   }
@@ -63,15 +70,16 @@ class Conv2DLayer final : public Layer {
   ops::Conv2DParams params(const Shape& x) const {
     auto h = tf_padding(x[1], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
     auto w = tf_padding(x[2], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
-    return {o_.strides[0],
-            o_.strides[1],
-            o_.dilation_rate[0],
-            o_.dilation_rate[1],
-            h.before,
-            h.after,
-            w.before,
-            w.after,
-            fuses_activation() ? Activation::relu : Activation::linear};
+    return {.stride_h = o_.strides[0],
+            .stride_w = o_.strides[1],
+            .dilation_h = o_.dilation_rate[0],
+            .dilation_w = o_.dilation_rate[1],
+            .pad_top = h.before,
+            .pad_bottom = h.after,
+            .pad_left = w.before,
+            .pad_right = w.after,
+            .groups = o_.groups,
+            .activation = fuses_activation() ? Activation::relu : Activation::linear};
   }
   bool fuses_activation() const override { return activation_ == Activation::relu; }
 
@@ -102,6 +110,7 @@ std::shared_ptr<Layer> conv2d_from_config(ConfigReader& r) {
   Conv2DOptions o{.strides = r.get_pair("strides", {1, 1}),
                   .padding = r.get_string("padding", "valid"),
                   .dilation_rate = r.get_pair("dilation_rate", {1, 1}),
+                  .groups = r.get_int("groups", 1),
                   .activation = k.activation,
                   .use_bias = k.use_bias,
                   .kernel_initializer = k.kernel_initializer,
@@ -112,7 +121,6 @@ std::shared_ptr<Layer> conv2d_from_config(ConfigReader& r) {
                   .bias_constraint = k.bias.constraint,
                   .name = r.name()};
   r.require_value("data_format", "channels_last");
-  r.require_value("groups", 1);
   return std::make_shared<Conv2DLayer>(filters, kernel, o);
 }
 

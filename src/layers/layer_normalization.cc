@@ -65,7 +65,8 @@ class LayerNormLayer final : public Layer {
     c["rms_scaling"] = o_.rms_scaling;
     c["beta_initializer"] = initializer_config(o_.beta_initializer);
     c["gamma_initializer"] = initializer_config(o_.gamma_initializer);
-    WeightOptions beta{o_.beta_regularizer, o_.beta_constraint}, gamma{o_.gamma_regularizer, o_.gamma_constraint};
+    WeightOptions beta{o_.beta_regularizer, o_.beta_constraint},
+        gamma{o_.gamma_regularizer, o_.gamma_constraint};
     write_regularizers(c, {{"beta", &beta}, {"gamma", &gamma}});
   }
 
@@ -76,8 +77,11 @@ class LayerNormLayer final : public Layer {
     int axes = trailing_axes(*this, o_.axis, in[0], ok);
     std::vector<std::int64_t> dims;
     for (int i = in[0].rank() - axes; i < in[0].rank(); ++i) dims.push_back(in[0][i]);
-    if (o_.scale || o_.rms_scaling) add_weight("gamma", Shape(dims), o_.gamma_initializer, true, {o_.gamma_regularizer, o_.gamma_constraint});
-    if (o_.center && !o_.rms_scaling) add_weight("beta", Shape(dims), o_.beta_initializer, true, {o_.beta_regularizer, o_.beta_constraint});
+    if (o_.scale || o_.rms_scaling)
+      add_weight("gamma", Shape(dims), o_.gamma_initializer, true,
+                 {o_.gamma_regularizer, o_.gamma_constraint});
+    if (o_.center && !o_.rms_scaling)
+      add_weight("beta", Shape(dims), o_.beta_initializer, true, {o_.beta_regularizer, o_.beta_constraint});
   }
 
   int axes() const { return int(o_.axis.size()); }

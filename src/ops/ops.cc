@@ -116,14 +116,21 @@ std::int64_t window_out(std::int64_t in, int pad_before, int pad_after, int wind
 // ---- The checks, one per op, in the list's order. Each returns the call's data dtype (ops::supports).
 namespace checks {
 
-// x (N,H,W,C), w (KH,KW,C,F) and p fit; returns the output shape (N,OH,OW,F).
-Shape conv_output(const Check& c, const Tensor& x, const Tensor& w, const Conv2DParams& p) {
-  c.floating("x", x);
-  c.rank("x", x, 4, "(N, H, W, C)");
-  c.rank("w", w, 4, "(KH, KW, C, F)");
+// x (N,H,W,C), w (KH,KW,C/groups,F) and p fit; returns the output shape (N,OH,OW,F). `x_name` is the tensor
+// that gives x's shape (dx when conv2d_backward runs without x).
+Shape conv_output(const Check& c, const char* x_name, const Tensor& x, const Tensor& w,
+                  const Conv2DParams& p) {
+  c.floating(x_name, x);
+  c.rank(x_name, x, 4, "(N, H, W, C)");
+  c.rank("w", w, 4, "(KH, KW, C/groups, F)");
   c.dtype("w", w, x.dtype(), "x's dtype");
-  SYSTOLIC_OP_CHECK(c, w.dim(2) == x.dim(3), "kernel w {} takes {} channels, x {} has {}", w.shape().str(),
-                    w.dim(2), x.shape().str(), x.dim(3));
+  SYSTOLIC_OP_CHECK(c, p.groups > 0, "groups must be positive, got {}", p.groups);
+  SYSTOLIC_OP_CHECK(c, x.dim(3) % p.groups == 0 && w.dim(3) % p.groups == 0,
+                    "groups {} must divide the input channels ({}) and the filters ({})", p.groups, x.dim(3),
+                    w.dim(3));
+  SYSTOLIC_OP_CHECK(c, w.dim(2) * p.groups == x.dim(3),
+                    "kernel w {} takes {} channels in {} group(s), {} {} has {}", w.shape().str(),
+                    w.dim(2) * p.groups, p.groups, x_name, x.shape().str(), x.dim(3));
   SYSTOLIC_OP_CHECK(c, w.numel() > 0 && x.dim(3) > 0, "empty kernel {} or input {}", w.shape().str(),
                     x.shape().str());
   SYSTOLIC_OP_CHECK(c, p.stride_h > 0 && p.stride_w > 0 && p.dilation_h > 0 && p.dilation_w > 0,
@@ -141,7 +148,7 @@ Shape conv_output(const Check& c, const Tensor& x, const Tensor& w, const Conv2D
 
 DType conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
   Check c("conv2d_forward");
-  Shape ys = conv_output(c, x, w, p);
+  Shape ys = conv_output(c, "x", x, w, p);
   c.dtype("y", y, x.dtype(), "x's dtype");
   c.shape("y", y, ys);
   if (b.defined()) {
@@ -175,11 +182,15 @@ void check_gradients(const Check& c, const Tensor& x, const Tensor& w, const Ten
 DType conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
                       const Conv2DParams& p) {
   Check c("conv2d_backward");
-  Shape ys = conv_output(c, x, w, p);
-  c.dtype("dy", dy, x.dtype(), "x's dtype");
+  // Without x (only dx wanted, as Conv2DTranspose's forward), dx gives x's shape.
+  SYSTOLIC_OP_CHECK(c, x.defined() || (dx.defined() && !dw.defined()),
+                    "x is undefined: it may be only when dx is defined and dw is not");
+  const Tensor& shape_of_x = x.defined() ? x : dx;
+  Shape ys = conv_output(c, x.defined() ? "x" : "dx", shape_of_x, w, p);
+  c.dtype("dy", dy, shape_of_x.dtype(), "x's dtype");
   c.shape("dy", dy, ys);
-  check_gradients(c, x, w, dx, dw, db, w.dim(3));
-  return x.dtype();
+  check_gradients(c, shape_of_x, w, dx, dw, db, w.dim(3));
+  return shape_of_x.dtype();
 }
 
 Shape pool_output(const Check& c, const Tensor& x, const Pool2DParams& p) {
@@ -827,6 +838,52 @@ DType constrain(Tensor& w, const ConstraintParams& p) {
                     "min_value {}, max_value {}, rate {}: 0 <= min <= max, rate in [0, 1]", p.min_value,
                     p.max_value, p.rate);
   return w.dtype();
+}
+
+// ---- conv area
+
+DType bias_add_forward(const Tensor& x, const Tensor& b, Tensor& y) {
+  Check c("bias_add_forward");
+  std::int64_t C = channels(c, x);
+  c.parameter("b", b, x.dtype());
+  SYSTOLIC_OP_CHECK(c, b.numel() == C, "b {} does not match x's last dimension ({})", b.shape().str(), C);
+  c.dtype("y", y, x.dtype(), "x's dtype");
+  c.shape("y", y, x.shape());
+  SYSTOLIC_OP_CHECK(c, y.raw_data() == x.raw_data() || !overlap(x, y), "y overlaps x without being x");
+  return x.dtype();
+}
+
+DType bias_add_backward(const Tensor& dy, Tensor& db) {
+  Check c("bias_add_backward");
+  std::int64_t C = channels(c, dy);
+  c.parameter("db", db, dy.dtype());
+  SYSTOLIC_OP_CHECK(c, db.numel() == C, "db {} does not match dy's last dimension ({})", db.shape().str(), C);
+  return dy.dtype();
+}
+
+// x (N,H,W,C) resized to y (N,OH,OW,C) (the names differ between forward and backward).
+DType resize(const char* op, const char* x_name, const Tensor& x, const char* y_name, const Tensor& y,
+             Interpolation mode) {
+  Check c(op);
+  c.floating(x_name, x);
+  c.rank(x_name, x, 4, "(N, H, W, C)");
+  c.rank(y_name, y, 4, "(N, H, W, C)");
+  c.dtype(y_name, y, x.dtype(), std::string(x_name).append("'s dtype").c_str());
+  SYSTOLIC_OP_CHECK(c, y.dim(0) == x.dim(0) && y.dim(3) == x.dim(3),
+                    "{} {} and {} {} differ in batch or channels", x_name, x.shape().str(), y_name,
+                    y.shape().str());
+  SYSTOLIC_OP_CHECK(c, (x.dim(1) > 0 && x.dim(2) > 0) || y.numel() == 0, "{} {} is empty", x_name,
+                    x.shape().str());
+  SYSTOLIC_OP_CHECK(c, mode == Interpolation::nearest || mode == Interpolation::bilinear,
+                    "unknown interpolation {}", static_cast<int>(mode));
+  SYSTOLIC_OP_CHECK(c, !overlap(x, y), "{} overlaps {}", y_name, x_name);
+  return x.dtype();
+}
+DType resize2d_forward(const Tensor& x, Tensor& y, Interpolation mode) {
+  return resize("resize2d_forward", "x", x, "y", y, mode);
+}
+DType resize2d_backward(const Tensor& dy, Tensor& dx, Interpolation mode) {
+  return resize("resize2d_backward", "dx", dx, "dy", dy, mode);
 }
 
 }  // namespace checks

@@ -10,17 +10,20 @@ namespace systolic::ops::cpu {
 
 namespace {
 
+// Cg = C / G input channels and Fg = F / G filters per group; w is (KH, KW, Cg, F).
 struct ConvDims {
-  std::int64_t N, H, W, C, KH, KW, F, OH, OW;
+  std::int64_t N, H, W, C, KH, KW, F, OH, OW, G, Cg, Fg;
 };
-ConvDims conv_dims(const Tensor& x, const Tensor& w, const Tensor& y) {
-  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(1), w.dim(3), y.dim(1), y.dim(2)};
+ConvDims conv_dims(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2DParams& p) {
+  std::int64_t G = p.groups;
+  return {x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(1),
+          w.dim(3), y.dim(1), y.dim(2), G,        w.dim(2), w.dim(3) / G};
 }
 
 template <class T>
 void conv2d_forward_loop(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
                          const Conv2DParams& p) {
-  auto d = conv_dims(x, w, y);
+  auto d = conv_dims(x, w, y, p);
   const T* xp = x.data<T>();
   const T* wp = w.data<T>();
   const T* bp = b.defined() ? b.data<T>() : nullptr;
@@ -38,9 +41,11 @@ void conv2d_forward_loop(const Tensor& x, const Tensor& w, const Tensor& b, Tens
             std::int64_t iw = ow * p.stride_w + j * p.dilation_w - p.pad_left;
             if (iw < 0 || iw >= d.W) continue;
             const T* in = xp + ((n * d.H + ih) * d.W + iw) * d.C;
-            const T* wk = wp + (i * d.KW + j) * d.C * d.F;
-            for (std::int64_t c = 0; c < d.C; ++c)
-              for (std::int64_t f = 0; f < d.F; ++f) out[f] += in[c] * wk[c * d.F + f];
+            const T* wk = wp + (i * d.KW + j) * d.Cg * d.F;
+            for (std::int64_t g = 0; g < d.G; ++g)
+              for (std::int64_t c = 0; c < d.Cg; ++c)
+                for (std::int64_t f = g * d.Fg; f < (g + 1) * d.Fg; ++f)
+                  out[f] += in[g * d.Cg + c] * wk[c * d.F + f];
           }
         }
         if (p.activation == Activation::relu)
@@ -48,11 +53,11 @@ void conv2d_forward_loop(const Tensor& x, const Tensor& w, const Tensor& b, Tens
       }
 }
 
+// x may be undefined when dw is (ops.h): dx then gives its shape.
 template <class T>
 void conv2d_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
                           Tensor& db, const Conv2DParams& p) {
-  auto d = conv_dims(x, w, dy);
-  const T* xp = x.data<T>();
+  auto d = conv_dims(x.defined() ? x : dx, w, dy, p);
   const T* wp = w.data<T>();
   const T* gp = dy.data<T>();
   if (db.defined()) {
@@ -75,17 +80,19 @@ void conv2d_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Te
               std::int64_t iw = ow * p.stride_w + j * p.dilation_w - p.pad_left;
               if (iw < 0 || iw >= d.W) continue;
               T* din = dxp + ((n * d.H + ih) * d.W + iw) * d.C;
-              const T* wk = wp + (i * d.KW + j) * d.C * d.F;
-              for (std::int64_t c = 0; c < d.C; ++c) {
-                T s = 0;
-                for (std::int64_t f = 0; f < d.F; ++f) s += g[f] * wk[c * d.F + f];
-                din[c] += s;
-              }
+              const T* wk = wp + (i * d.KW + j) * d.Cg * d.F;
+              for (std::int64_t gr = 0; gr < d.G; ++gr)
+                for (std::int64_t c = 0; c < d.Cg; ++c) {
+                  T s = 0;
+                  for (std::int64_t f = gr * d.Fg; f < (gr + 1) * d.Fg; ++f) s += g[f] * wk[c * d.F + f];
+                  din[gr * d.Cg + c] += s;
+                }
             }
           }
         }
   }
   if (dw.defined()) {
+    const T* xp = x.data<T>();
     T* dwp = dw.data<T>();
 #pragma omp parallel for collapse(2)
     for (std::int64_t i = 0; i < d.KH; ++i)  // each (i, j) block of dw is written by one thread only
@@ -99,9 +106,11 @@ void conv2d_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Te
               if (iw < 0 || iw >= d.W) continue;
               const T* in = xp + ((n * d.H + ih) * d.W + iw) * d.C;
               const T* g = gp + ((n * d.OH + oh) * d.OW + ow) * d.F;
-              T* wk = dwp + (i * d.KW + j) * d.C * d.F;
-              for (std::int64_t c = 0; c < d.C; ++c)
-                for (std::int64_t f = 0; f < d.F; ++f) wk[c * d.F + f] += in[c] * g[f];
+              T* wk = dwp + (i * d.KW + j) * d.Cg * d.F;
+              for (std::int64_t gr = 0; gr < d.G; ++gr)
+                for (std::int64_t c = 0; c < d.Cg; ++c)
+                  for (std::int64_t f = gr * d.Fg; f < (gr + 1) * d.Fg; ++f)
+                    wk[c * d.F + f] += in[gr * d.Cg + c] * g[f];
             }
           }
   }
@@ -191,7 +200,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 const DTypes conv2d_backward_dtypes = kFloats;
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
                      const Conv2DParams& p) {
-  if (x.dtype() == DType::float32) return onednn::conv2d_backward(x, w, dy, dx, dw, db, p);
+  if (dy.dtype() == DType::float32)
+    return onednn::conv2d_backward(x, w, dy, dx, dw, db, p);  // x may be undefined
   conv2d_backward_loop<double>(x, w, dy, dx, dw, db, p);
 }
 

@@ -12,37 +12,46 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------- convolution
 
+// The caller's layouts.
+dnnl::memory::desc user_act(const dims& d) {
+  return f32_md(d, tag::nhwc);
+}
+dnnl::memory::desc user_bias(const dims& d) {
+  return f32_md(d, tag::a);
+}
+
 struct ConvShape {
-  dims src, weights, bias, dst;  // logical oneDNN dims: {N,C,H,W}, {F,C,KH,KW}, {F}, {N,F,OH,OW}
+  // logical oneDNN dims: {N,C,H,W}, {F,C,KH,KW} ({G,F/G,C/G,KH,KW} when grouped), {F}, {N,F,OH,OW}
+  dims src, weights, bias, dst;
+  dnnl::memory::desc user_weights;  // Keras's (KH, KW, C/G, F) memory described over those dims
   dims strides, dilates, pad_l, pad_r;
   Key key;
 };
 
+// `x` gives the input's shape only (conv2d_backward may pass dx for it).
 ConvShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2DParams& p) {
   ConvShape s;
   s.src = {x.dim(0), x.dim(3), x.dim(1), x.dim(2)};
-  s.weights = {w.dim(3), w.dim(2), w.dim(0), w.dim(1)};
+  if (p.groups == 1) {
+    s.weights = {w.dim(3), w.dim(2), w.dim(0), w.dim(1)};
+    s.user_weights = f32_md(s.weights, tag::hwio);
+  } else {
+    // Grouped: oneDNN's {G, F/G, C/G, KH, KW} over Keras's memory, where filter f = g*(F/G) + o sits at
+    // ((kh*KW + kw)*(C/G) + c)*F + f.
+    std::int64_t G = p.groups, F = w.dim(3), Cg = w.dim(2), KW = w.dim(1);
+    s.weights = {G, F / G, Cg, w.dim(0), KW};
+    s.user_weights = dnnl::memory::desc(s.weights, dt::f32, dims{F / G, 1, F, KW * Cg * F, Cg * F});
+  }
   s.bias = {w.dim(3)};
   s.dst = {y.dim(0), y.dim(3), y.dim(1), y.dim(2)};
   s.strides = {p.stride_h, p.stride_w};
   s.dilates = {p.dilation_h - 1, p.dilation_w - 1};  // oneDNN counts the gaps: 0 is an ordinary kernel
   s.pad_l = {p.pad_top, p.pad_left};
   s.pad_r = {p.pad_bottom, p.pad_right};
-  s.key = {x.dim(0),     x.dim(1),  x.dim(2),     x.dim(3),   w.dim(0),   w.dim(1),
-           w.dim(3),     y.dim(1),  y.dim(2),     p.stride_h, p.stride_w, p.dilation_h,
-           p.dilation_w, p.pad_top, p.pad_bottom, p.pad_left, p.pad_right};
+  s.key = {x.dim(0),     x.dim(1),  x.dim(2),     x.dim(3),   w.dim(0),    w.dim(1),
+           w.dim(3),     y.dim(1),  y.dim(2),     p.stride_h, p.stride_w,  p.dilation_h,
+           p.dilation_w, p.pad_top, p.pad_bottom, p.pad_left, p.pad_right, p.groups};
   return s;
-}
-
-// The caller's layouts.
-dnnl::memory::desc user_act(const dims& d) {
-  return f32_md(d, tag::nhwc);
-}
-dnnl::memory::desc user_weights(const dims& d) {
-  return f32_md(d, tag::hwio);
-}
-dnnl::memory::desc user_bias(const dims& d) {
-  return f32_md(d, tag::a);
 }
 
 // What the convolution primitives are asked for: activations in the caller's NHWC (oneDNN 2.6 has brgemm
@@ -176,15 +185,14 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
       ConvForward c;
       c.prim = dnnl::convolution_forward(pd);
       c.src = stage_in(user_act(s.src), pd.src_desc());
-      c.weights = stage_in(user_weights(s.weights), pd.weights_desc());
+      c.weights = stage_in(s.user_weights, pd.weights_desc());
       c.dst = stage_out(pd.dst_desc(), user_act(s.dst));
       return c;
     });
     auto y_mem = wrap(user_act(s.dst), y);
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, input(e.src, wrap(user_act(s.src), x))},
-        {DNNL_ARG_WEIGHTS, input(e.weights, wrap(user_weights(s.weights), w))},
-        {DNNL_ARG_DST, output(e.dst, y_mem)}};
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, input(e.src, wrap(user_act(s.src), x))},
+                                               {DNNL_ARG_WEIGHTS, input(e.weights, wrap(s.user_weights, w))},
+                                               {DNNL_ARG_DST, output(e.dst, y_mem)}};
     if (b.defined()) args[DNNL_ARG_BIAS] = wrap(user_bias(s.bias), b);
     e.prim.execute(stream(), args);
     finish(e.dst, y_mem);
@@ -201,7 +209,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
   }
   guarded("conv2d_backward", [&] {
     thread_local PrimitiveCache<ConvBackward> cache;
-    auto s = conv_shape(x, w, dy, p);
+    auto s = conv_shape(x.defined() ? x : dx, w, dy, p);
     Key key = s.key;
     key.insert(key.end(), {need_data, need_weights, db.defined()});
     auto& e = cache.get(key, [&] {
@@ -219,7 +227,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
         dnnl::convolution_backward_data::primitive_desc pd(d, engine(), hint);
         c.data_prim = dnnl::convolution_backward_data(pd);
         c.data_diff_dst = stage_in(user_act(s.dst), pd.diff_dst_desc());
-        c.data_weights = stage_in(user_weights(s.weights), pd.weights_desc());
+        c.data_weights = stage_in(s.user_weights, pd.weights_desc());
         c.data_diff_src = stage_out(pd.diff_src_desc(), user_act(s.src));
       }
       if (c.weights) {
@@ -236,8 +244,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
             c.data && c.data_diff_dst.needed() && pd.diff_dst_desc() == c.data_diff_dst.buffer.get_desc();
         if (!c.share_diff_dst) c.weights_diff_dst = stage_in(user_act(s.dst), pd.diff_dst_desc());
         // Always through scratch, added into dw by a reorder with a sum post-op (dw +=).
-        c.weights_diff_weights =
-            stage_out(pd.diff_weights_desc(), user_weights(s.weights), /*accumulate=*/true);
+        c.weights_diff_weights = stage_out(pd.diff_weights_desc(), s.user_weights, /*accumulate=*/true);
         if (c.bias) c.diff_bias = dnnl::memory(user_bias(s.bias), engine());
       }
       return c;
@@ -247,10 +254,9 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
     if (e.data) {
       dy_data = input(e.data_diff_dst, dy_user);
       auto dx_mem = wrap(user_act(s.src), dx);
-      e.data_prim.execute(stream(),
-                          {{DNNL_ARG_DIFF_DST, dy_data},
-                           {DNNL_ARG_WEIGHTS, input(e.data_weights, wrap(user_weights(s.weights), w))},
-                           {DNNL_ARG_DIFF_SRC, output(e.data_diff_src, dx_mem)}});
+      e.data_prim.execute(stream(), {{DNNL_ARG_DIFF_DST, dy_data},
+                                     {DNNL_ARG_WEIGHTS, input(e.data_weights, wrap(s.user_weights, w))},
+                                     {DNNL_ARG_DIFF_SRC, output(e.data_diff_src, dx_mem)}});
       finish(e.data_diff_src, dx_mem);
     }
     if (e.weights) {
@@ -260,7 +266,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
           {DNNL_ARG_DIFF_WEIGHTS, e.weights_diff_weights.buffer}};
       if (e.bias) args[DNNL_ARG_DIFF_BIAS] = e.diff_bias;
       e.weights_prim.execute(stream(), args);
-      if (dw.defined()) finish(e.weights_diff_weights, wrap(user_weights(s.weights), dw));
+      if (dw.defined()) finish(e.weights_diff_weights, wrap(s.user_weights, dw));
       if (e.bias) {
         const float* g = static_cast<const float*>(e.diff_bias.get_data_handle());
         float* out = db.data<float>();

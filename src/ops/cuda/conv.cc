@@ -5,6 +5,9 @@
 // (float accumulation); b, dw, db may also be float32 when the data are bfloat16.
 //
 // How the contract meets cuDNN:
+// - Groups (p.groups = G > 1, Keras's Conv2D groups and DepthwiseConv2D): Keras's kernel is (KH, KW, C/G, F),
+//   cuDNN's grouped filter (F, KH, KW, C/G) with cudnnSetConvolutionGroupCount; the transposes below are the
+//   same with C/G in place of C.
 // - Kernels: Keras stores (KH, KW, C, F); cuDNN's NHWC filter layout is (F, KH, KW, C) and no cuDNN layout
 //   matches Keras's, so each call transposes the kernel into workspace memory (a [KH*KW*C, F] -> [F, KH*KW*C]
 //   transpose, 1.2M elements for the seed CNN's largest kernel), and the filter gradient, which cuDNN writes
@@ -41,19 +44,20 @@ constexpr std::size_t kWorkspaceLimit = std::size_t(256) << 20;
 
 struct ConvGeometry {
   std::int64_t N, H, W, C, KH, KW, F, OH, OW;
+  std::int64_t G, Cg;  // groups and input channels per group (the kernel's third dimension)
   Conv2DParams p;
   int pad_h, pad_w;                      // symmetric padding done by cuDNN
   std::int64_t extra_top, extra_bottom;  // padded explicitly (the asymmetric rest)
   std::int64_t extra_left, extra_right;
   std::int64_t PH, PW;  // x as cuDNN sees it: H + extra_top + extra_bottom, ...
   bool padded() const { return extra_top || extra_bottom || extra_left || extra_right; }
-  std::int64_t filter_elements() const { return KH * KW * C * F; }
+  std::int64_t filter_elements() const { return KH * KW * Cg * F; }
   std::string str() const {
     return fmt::format(
         "x ({}, {}, {}, {}), kernel ({}, {}, {}, {}), y ({}, {}, {}, {}), strides ({}, {}), "
-        "dilation ({}, {}), padding (top {}, bottom {}, left {}, right {})",
-        N, H, W, C, KH, KW, C, F, N, OH, OW, F, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w, p.pad_top,
-        p.pad_bottom, p.pad_left, p.pad_right);
+        "dilation ({}, {}), padding (top {}, bottom {}, left {}, right {}), groups {}",
+        N, H, W, C, KH, KW, Cg, F, N, OH, OW, F, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w,
+        p.pad_top, p.pad_bottom, p.pad_left, p.pad_right, G);
   }
 };
 
@@ -64,6 +68,7 @@ ConvGeometry conv_geometry(const char* op, const Tensor& x, const Tensor& w, con
   ConvGeometry g;
   g.N = x.dim(0), g.H = x.dim(1), g.W = x.dim(2), g.C = x.dim(3);
   g.KH = w.dim(0), g.KW = w.dim(1), g.F = w.dim(3), g.OH = y.dim(1), g.OW = y.dim(2);
+  g.G = p.groups, g.Cg = w.dim(2);
   g.p = p;
   g.pad_h = std::min(p.pad_top, p.pad_bottom);
   g.pad_w = std::min(p.pad_left, p.pad_right);
@@ -97,6 +102,7 @@ void set_convolution(cudnnConvolutionDescriptor_t d, const ConvGeometry& g) {
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   // Tensor cores allowed while searching: TF32 for float32 data, bfloat16 MMA for bfloat16.
   SYSTOLIC_CUDNN_CHECK(cudnnSetConvolutionMathType(d, CUDNN_TENSOR_OP_MATH));
+  if (g.G > 1) SYSTOLIC_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, static_cast<int>(g.G)));
 }
 
 std::unique_ptr<ConvPlan> make_plan(const ConvGeometry& g, DType dtype) {
@@ -104,7 +110,7 @@ std::unique_ptr<ConvPlan> make_plan(const ConvGeometry& g, DType dtype) {
   set_nhwc(e->x, dtype, g.N, g.PH, g.PW, g.C);
   set_nhwc(e->y, dtype, g.N, g.OH, g.OW, g.F);
   SYSTOLIC_CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w, cudnn_type(dtype), CUDNN_TENSOR_NHWC,
-                                                  static_cast<int>(g.F), static_cast<int>(g.C),
+                                                  static_cast<int>(g.F), static_cast<int>(g.Cg),
                                                   static_cast<int>(g.KH), static_cast<int>(g.KW)));
   set_convolution(e->forward, g);
   set_convolution(e->backward_data, g);
@@ -240,7 +246,8 @@ ConvPlan& conv_plan(Context& c, const ConvGeometry& g, DType dtype, int need) {
                                 g.p.pad_top,
                                 g.p.pad_bottom,
                                 g.p.pad_left,
-                                g.p.pad_right};
+                                g.p.pad_right,
+                                g.G};
   std::lock_guard lock(*mutex);
   auto& slot = (*plans)[key];
   if (!slot) slot = make_plan(g, dtype);
@@ -271,7 +278,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   void* wt = WorkspacePlan::at(base, at_w);
 
   SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(w.raw_data(), element_of(w.dtype()), wt, element_of(x.dtype()),
-                                            g.KH * g.KW * g.C, g.F,
+                                            g.KH * g.KW * g.Cg, g.F,
                                             /*accumulate=*/false, c.stream));
   const void* xin = x.raw_data();
   if (g.padded()) {
@@ -294,7 +301,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 const DTypes conv2d_backward_dtypes{DType::float32, DType::bfloat16};
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
                      const Conv2DParams& p) {
-  ConvGeometry g = conv_geometry("conv2d_backward", x, w, dy, "dy", p);
+  // x gives only its shape to the data gradient; it may be undefined when dw is (ops.h), dx then gives it.
+  ConvGeometry g = conv_geometry("conv2d_backward", x.defined() ? x : dx, w, dy, "dy", p);
   const bool need_data = dx.defined() && dx.numel() > 0, need_filter = dw.defined();
   if (!need_data && !need_filter && !db.defined()) return;
   Context& c = context(dy);
@@ -302,9 +310,10 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
     if (need_data) SYSTOLIC_CUDA_CHECK(cudaMemsetAsync(dx.raw_data(), 0, dx.nbytes(), c.stream));
     return;
   }
-  ConvPlan& e = conv_plan(c, g, x.dtype(), (need_data ? kData : 0) | (need_filter ? kFilter : 0));
+  const DType dtype = dy.dtype();
+  ConvPlan& e = conv_plan(c, g, dtype, (need_data ? kData : 0) | (need_filter ? kFilter : 0));
 
-  const Element t = element_of(x.dtype());
+  const Element t = element_of(dtype);
   const std::size_t es = element_size(t);
   const std::size_t filter_bytes = static_cast<std::size_t>(g.filter_elements()) * es;
   const std::size_t padded_bytes = g.padded() ? static_cast<std::size_t>(g.N * g.PH * g.PW * g.C) * es : 0;
@@ -326,7 +335,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
                                               g.F, WorkspacePlan::at(base, at_partial), c.stream));
   if (need_data) {
     void* wt = WorkspacePlan::at(base, at_wt);
-    SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(w.raw_data(), t, wt, t, g.KH * g.KW * g.C, g.F,
+    SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(w.raw_data(), t, wt, t, g.KH * g.KW * g.Cg, g.F,
                                               /*accumulate=*/false, c.stream));
     void* out = g.padded() ? WorkspacePlan::at(base, at_dxpad) : dx.raw_data();
     SYSTOLIC_CUDNN_CHECK(cudnnConvolutionBackwardData(c.cudnn, &kOne, e.w, wt, e.y, dy.raw_data(),
@@ -350,9 +359,38 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
                                                         e.filter_workspace, &kZero, e.w, dwt));
     // dwt is (F, KH, KW, C) = [F, KH*KW*C]; dw is [KH*KW*C, F]: transpose and add.
     SYSTOLIC_CUDA_CHECK(dnn::launch_transpose(dwt, t, dw.raw_data(), element_of(dw.dtype()), g.F,
-                                              g.KH * g.KW * g.C,
+                                              g.KH * g.KW * g.Cg,
                                               /*accumulate=*/true, c.stream));
   }
+}
+
+}  // namespace systolic::ops::cuda
+
+// ---- conv area: the bias of Conv2DTranspose (whose convolution is conv2d_backward's data gradient), with the
+// convolution epilogue's kernels (dnn_kernels.cu): y = x + b, and db += the column sums of dy.
+namespace systolic::ops::cuda {
+
+const DTypes bias_add_forward_dtypes{DType::float32, DType::bfloat16};
+void bias_add_forward(const Tensor& x, const Tensor& b, Tensor& y) {
+  if (y.numel() == 0) return;
+  Context& c = context(y);
+  if (y.raw_data() != x.raw_data())
+    SYSTOLIC_CUDA_CHECK(
+        cudaMemcpyAsync(y.raw_data(), x.raw_data(), y.nbytes(), cudaMemcpyDeviceToDevice, c.stream));
+  std::int64_t C = y.dim(-1);
+  SYSTOLIC_CUDA_CHECK(dnn::launch_add_bias(y.raw_data(), element_of(y.dtype()), b.raw_data(),
+                                           element_of(b.dtype()), y.numel() / C, C, /*relu=*/false,
+                                           c.stream));
+}
+
+const DTypes bias_add_backward_dtypes{DType::float32, DType::bfloat16};
+void bias_add_backward(const Tensor& dy, Tensor& db) {
+  if (dy.numel() == 0) return;
+  Context& c = context(dy);
+  std::int64_t C = dy.dim(-1), rows = dy.numel() / C;
+  void* partial = c.workspace(dnn::bias_grad_partial_bytes(rows, C));
+  SYSTOLIC_CUDA_CHECK(dnn::launch_bias_grad(dy.raw_data(), element_of(dy.dtype()), db.raw_data(),
+                                            element_of(db.dtype()), rows, C, partial, c.stream));
 }
 
 }  // namespace systolic::ops::cuda

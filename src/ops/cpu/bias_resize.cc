@@ -1,0 +1,136 @@
+// Bias addition over the last axis (Conv2DTranspose's bias) and image resizing (UpSampling2D) on the CPU: plain
+// loops for float32 and float64 (the reference). Contracts: include/systolic/ops.h.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops/cpu/cpu_backend.h"
+
+namespace systolic::ops::cpu {
+
+namespace {
+
+template <class T>
+void bias_add_loop(const Tensor& x, const Tensor& b, Tensor& y) {
+  std::int64_t C = x.dim(-1), rows = C ? x.numel() / C : 0;
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
+  auto bv = b.to_doubles();
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = xp[r * C + c] + static_cast<T>(bv[c]);
+}
+
+template <class T>
+void bias_grad_loop(const Tensor& dy, Tensor& db) {
+  std::int64_t C = dy.dim(-1), rows = C ? dy.numel() / C : 0;
+  const T* g = dy.data<T>();
+  std::vector<double> sum(static_cast<std::size_t>(C), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < C; ++c) sum[c] += g[r * C + c];
+  by_float(db.dtype(), [&](auto t) {
+    using D = decltype(t);
+    D* out = db.data<D>();
+    for (std::int64_t c = 0; c < C; ++c) out[c] += static_cast<D>(sum[c]);
+  });
+}
+
+// Where output row (or column) o reads along one axis: cells lo and hi with weights 1-f and f.
+struct Tap {
+  std::int64_t lo, hi;
+  double f;
+};
+std::vector<Tap> taps(std::int64_t in, std::int64_t out, Interpolation mode) {
+  std::vector<Tap> t(static_cast<std::size_t>(out));
+  double scale = static_cast<double>(in) / static_cast<double>(out);
+  for (std::int64_t o = 0; o < out; ++o) {
+    if (mode == Interpolation::nearest) {
+      std::int64_t i =
+          std::min<std::int64_t>(static_cast<std::int64_t>(std::floor((o + 0.5) * scale)), in - 1);
+      t[o] = {i, i, 0.0};
+    } else {
+      double s = (o + 0.5) * scale - 0.5;
+      double fl = std::floor(s);
+      std::int64_t lo = std::max<std::int64_t>(static_cast<std::int64_t>(fl), 0);
+      std::int64_t hi = std::min<std::int64_t>(static_cast<std::int64_t>(std::ceil(s)), in - 1);
+      t[o] = {lo, hi, s - fl};
+    }
+  }
+  return t;
+}
+
+template <class T>
+void resize_forward_loop(const Tensor& x, Tensor& y, Interpolation mode) {
+  std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = y.dim(1), OW = y.dim(2);
+  auto th = taps(H, OH, mode), tw = taps(W, OW, mode);
+  const T* xp = x.data<T>();
+  T* yp = y.data<T>();
+#pragma omp parallel for collapse(2)
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t oh = 0; oh < OH; ++oh)
+      for (std::int64_t ow = 0; ow < OW; ++ow) {
+        const Tap &a = th[oh], &b = tw[ow];
+        const T* r0 = xp + (n * H + a.lo) * W * C;
+        const T* r1 = xp + (n * H + a.hi) * W * C;
+        T fh = static_cast<T>(a.f), fw = static_cast<T>(b.f);
+        T* out = yp + ((n * OH + oh) * OW + ow) * C;
+        for (std::int64_t c = 0; c < C; ++c) {
+          T top = r0[b.lo * C + c] + (r0[b.hi * C + c] - r0[b.lo * C + c]) * fw;
+          T bottom = r1[b.lo * C + c] + (r1[b.hi * C + c] - r1[b.lo * C + c]) * fw;
+          out[c] = top + (bottom - top) * fh;
+        }
+      }
+}
+
+template <class T>
+void resize_backward_loop(const Tensor& dy, Tensor& dx, Interpolation mode) {
+  std::int64_t N = dx.dim(0), H = dx.dim(1), W = dx.dim(2), C = dx.dim(3), OH = dy.dim(1), OW = dy.dim(2);
+  auto th = taps(H, OH, mode), tw = taps(W, OW, mode);
+  const T* gp = dy.data<T>();
+  T* dxp = dx.data<T>();
+  std::fill_n(dxp, dx.numel(), T(0));
+#pragma omp parallel for
+  for (std::int64_t n = 0; n < N; ++n)  // each image's dx is written by one thread only
+    for (std::int64_t oh = 0; oh < OH; ++oh)
+      for (std::int64_t ow = 0; ow < OW; ++ow) {
+        const Tap &a = th[oh], &b = tw[ow];
+        T fh = static_cast<T>(a.f), fw = static_cast<T>(b.f);
+        const T* g = gp + ((n * OH + oh) * OW + ow) * C;
+        T* r0 = dxp + (n * H + a.lo) * W * C;
+        T* r1 = dxp + (n * H + a.hi) * W * C;
+        for (std::int64_t c = 0; c < C; ++c) {
+          T top = g[c] * (T(1) - fh), bottom = g[c] * fh;
+          r0[b.lo * C + c] += top * (T(1) - fw);
+          r0[b.hi * C + c] += top * fw;
+          r1[b.lo * C + c] += bottom * (T(1) - fw);
+          r1[b.hi * C + c] += bottom * fw;
+        }
+      }
+}
+
+}  // namespace
+
+const DTypes bias_add_forward_dtypes = kFloats;
+void bias_add_forward(const Tensor& x, const Tensor& b, Tensor& y) {
+  by_float(x.dtype(), [&](auto t) { bias_add_loop<decltype(t)>(x, b, y); });
+}
+
+const DTypes bias_add_backward_dtypes = kFloats;
+void bias_add_backward(const Tensor& dy, Tensor& db) {
+  by_float(dy.dtype(), [&](auto t) { bias_grad_loop<decltype(t)>(dy, db); });
+}
+
+const DTypes resize2d_forward_dtypes = kFloats;
+void resize2d_forward(const Tensor& x, Tensor& y, Interpolation mode) {
+  if (y.numel() == 0) return;
+  by_float(x.dtype(), [&](auto t) { resize_forward_loop<decltype(t)>(x, y, mode); });
+}
+
+const DTypes resize2d_backward_dtypes = kFloats;
+void resize2d_backward(const Tensor& dy, Tensor& dx, Interpolation mode) {
+  if (dx.numel() == 0) return;
+  if (dy.numel() == 0) return dx.fill(0.0);
+  by_float(dx.dtype(), [&](auto t) { resize_backward_loop<decltype(t)>(dy, dx, mode); });
+}
+
+}  // namespace systolic::ops::cpu

@@ -1,0 +1,137 @@
+// The convolution-family layers against Keras 3 (tests/reference/conv_layers.py, tests/fixtures/conv_layers):
+// Conv2D groups, DepthwiseConv2D, SeparableConv2D, Cropping2D, pooling with every padding and stride,
+// GlobalMaxPooling2D and keepdims, Conv2DTranspose, UpSampling2D. Each case is a one-layer model that Keras
+// saved (.h5 full model and .weights.h5), with its inputs and Keras's outputs: systolic loads both files and
+// predicts the same values (1e-5 relative), builds the same weights, and writes the layer's config as Keras does;
+// and the same layers saved by tf.keras.
+#include <systolic/systolic.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "layers/config.h"
+#include "test_util.h"
+
+namespace sy = systolic;
+using systolic::testing::read_text;
+using systolic::testing::source_dir;
+
+namespace {
+
+std::string fixtures() {
+  return source_dir() + "/tests/fixtures/conv_layers";
+}
+
+sy::Shape shape_of(const nlohmann::json& j) {
+  std::vector<std::int64_t> d;
+  for (auto& v : j) d.push_back(v.get<std::int64_t>());
+  return sy::Shape(d);
+}
+
+sy::Tensor read_floats(const std::string& path, const sy::Shape& shape) {
+  sy::Tensor t(shape);
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.read(reinterpret_cast<char*>(t.data<float>()), static_cast<std::streamsize>(t.nbytes())))
+      << path;
+  return t;
+}
+
+// max |a - b| / max(1, max |b|)
+double relative_error(const sy::Tensor& a, const sy::Tensor& b) {
+  return systolic::testing::normalised_max_error(a, b);
+}
+
+const nlohmann::json& manifest() {
+  static const nlohmann::json m = nlohmann::json::parse(read_text(fixtures() + "/manifest.json"));
+  return m;
+}
+
+}  // namespace
+
+TEST(ConvLayersKeras, FullModelH5PredictsAsKeras) {
+  ASSERT_GE(manifest()["cases"].size(), 30u);
+  double worst = 0;
+  for (auto& c : manifest()["cases"]) {
+    std::string name = c["name"];
+    SCOPED_TRACE(name);
+    sy::Tensor x = read_floats(fixtures() + "/" + name + ".inputs.bin", shape_of(c["input_shape"]));
+    sy::Tensor want = read_floats(fixtures() + "/" + name + ".outputs.bin", shape_of(c["output_shape"]));
+    auto model = sy::load_model(fixtures() + "/" + name + ".h5", {.compile = false});
+    sy::Tensor got = model.predict(x);
+    ASSERT_EQ(got.shape(), want.shape());
+    double e = relative_error(got, want);
+    EXPECT_LT(e, 1e-5);
+    worst = std::max(worst, e);
+  }
+  std::printf("%zu cases, worst relative error %.3g\n", manifest()["cases"].size(), worst);
+}
+
+TEST(ConvLayersKeras, JsonAndKeras3WeightsPredictAsKeras) {
+  double worst = 0;
+  for (auto& c : manifest()["cases"]) {
+    std::string name = c["name"];
+    SCOPED_TRACE(name);
+    sy::Tensor x = read_floats(fixtures() + "/" + name + ".inputs.bin", shape_of(c["input_shape"]));
+    sy::Tensor want = read_floats(fixtures() + "/" + name + ".outputs.bin", shape_of(c["output_shape"]));
+    auto model = sy::model_from_json(c["model_json"].dump());
+    model.load_weights(fixtures() + "/" + name + ".weights.h5");
+    double e = relative_error(model.predict(x), want);
+    EXPECT_LT(e, 1e-5);
+    worst = std::max(worst, e);
+  }
+  std::printf("%zu cases, worst relative error %.3g\n", manifest()["cases"].size(), worst);
+}
+
+// The same layers saved by tf.keras (tf.keras's configs and weight names), whose predictions equal Keras 3's.
+TEST(ConvLayersKeras, TfKerasFullModelH5PredictsAsKeras) {
+  double worst = 0;
+  for (auto& c : manifest()["cases"]) {
+    std::string name = c["name"];
+    SCOPED_TRACE(name);
+    sy::Tensor x = read_floats(fixtures() + "/" + name + ".inputs.bin", shape_of(c["input_shape"]));
+    sy::Tensor want = read_floats(fixtures() + "/" + name + ".outputs.bin", shape_of(c["output_shape"]));
+    auto model = sy::load_model(fixtures() + "/" + name + ".tfkeras.h5", {.compile = false});
+    double e = relative_error(model.predict(x), want);
+    EXPECT_LT(e, 1e-5);
+    worst = std::max(worst, e);
+  }
+  std::printf("%zu cases, worst relative error %.3g\n", manifest()["cases"].size(), worst);
+}
+
+// The weights Keras made (names and shapes, in order) and the config Keras wrote (every key but the dtype,
+// which systolic writes as its name), read and written back.
+TEST(ConvLayersKeras, WeightsAndConfigAsKeras) {
+  for (auto& c : manifest()["cases"]) {
+    std::string name = c["name"];
+    SCOPED_TRACE(name);
+    nlohmann::ordered_json keras = nlohmann::ordered_json::parse(c["config"].dump());
+    auto layer = sy::layers::layer_from_config(c["class_name"], keras);
+    auto in = sy::layers::Input(shape_of(c["input_shape"]).without_batch());
+    (*layer)(in);
+    ASSERT_EQ(layer->weights().size(), c["weights"].size());
+    for (std::size_t i = 0; i < c["weights"].size(); ++i) {
+      // Keras 3 names DepthwiseConv2D's kernel variable "kernel"; its files and tf.keras say depthwise_kernel.
+      std::string path = c["weights"][i][0], keras_name = path.substr(path.rfind('/') + 1);
+      if (c["class_name"] == "DepthwiseConv2D" && keras_name == "kernel") keras_name = "depthwise_kernel";
+      EXPECT_EQ(layer->weights()[i].name, keras_name);
+      EXPECT_EQ(layer->weights()[i].value.shape(), shape_of(c["weights"][i][1])) << path;
+    }
+    nlohmann::ordered_json ours;
+    layer->get_config(ours);
+    for (auto& [key, value] : keras.items()) {
+      if (key == "dtype") continue;
+      ASSERT_TRUE(ours.contains(key)) << "systolic does not write '" << key << "'";
+      // Initializers: the same class (Keras 3.15 adds input_axes and output_axes, null, to the config that
+      // initializer_config writes for every layer).
+      if (key.ends_with("_initializer")) {
+        EXPECT_EQ(ours[key]["class_name"], value["class_name"]) << key;
+        continue;
+      }
+      EXPECT_EQ(nlohmann::json(ours[key]), nlohmann::json(value)) << key;
+    }
+    for (auto& [key, value] : ours.items())
+      EXPECT_TRUE(keras.contains(key)) << "systolic writes '" << key << "', Keras does not";
+  }
+}
