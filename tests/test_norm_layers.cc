@@ -72,6 +72,29 @@ TEST_P(KerasNormModels, LoadAndPredictAsKeras) {
   EXPECT_EQ(again.to_json(), model.to_json());
   EXPECT_LT(max_rel_error(again.predict(x), want), 1e-5);
 }
+// Each norm layer's own options as systolic writes them equal Keras's (the common keys name, trainable, dtype
+// aside).
+TEST_P(KerasNormModels, LayerConfigsAsKeras) {
+  const std::string name = GetParam();
+  std::ifstream in(fixtures() + "/" + name + ".keras3.json");
+  auto keras = nlohmann::json::parse(in)["config"]["layers"];
+  auto mine =
+      nlohmann::json::parse(sy::load_model(fixtures() + "/" + name + ".h5").to_json())["config"]["layers"];
+  ASSERT_EQ(keras.size(), mine.size());
+  for (std::size_t i = 0; i < keras.size(); ++i) {
+    auto want = keras[i]["config"], got = mine[i]["config"];
+    EXPECT_EQ(keras[i]["class_name"], mine[i]["class_name"]);
+    // The norm area's layers (the others' configs are checked with their own tests).
+    const std::set<std::string> others = {"InputLayer", "Dense", "GlobalAveragePooling2D", "Flatten",
+                                          "Concatenate"};
+    if (others.count(keras[i]["class_name"].get<std::string>())) continue;
+    for (auto* k : {"name", "trainable", "dtype"}) {
+      want.erase(k);
+      got.erase(k);
+    }
+    EXPECT_EQ(got, want) << keras[i]["class_name"];
+  }
+}
 INSTANTIATE_TEST_SUITE_P(NormLayers, KerasNormModels,
                          ::testing::Values("layer_norms", "normalizations", "merges"));
 

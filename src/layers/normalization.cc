@@ -31,9 +31,17 @@ class NormalizationLayer final : public Layer {
     Layer::get_config(c);
     c["axis"] = o_.axis ? json(*o_.axis) : json(nullptr);
     c["invert"] = o_.invert;
-    c["mean"] = o_.mean ? json(*o_.mean) : json(nullptr);
-    c["variance"] = o_.variance ? json(*o_.variance) : json(nullptr);
+    // As Keras writes what it was given: the config's own values, else a number for one value, else a list.
+    auto values = [](const std::optional<std::vector<double>>& v, const json& given) {
+      if (!given.is_null()) return given;
+      if (!v) return json(nullptr);
+      return v->size() == 1 ? json((*v)[0]) : json(*v);
+    };
+    c["mean"] = values(o_.mean, mean_config);
+    c["variance"] = values(o_.variance, variance_config);
   }
+
+  json mean_config, variance_config;  // mean and variance as the config gave them (null: not from a config)
 
  protected:
   // The kept axes' dims (empty for axis null); throws unless they are the trailing axes.
@@ -149,7 +157,12 @@ std::shared_ptr<Layer> normalization_from_config(ConfigReader& r) {
   if (o.mean.has_value() != o.variance.has_value())
     r.fail_option(o.mean ? "variance" : "mean", "give both mean and variance, or neither");
   o.name = r.name();
-  return std::make_shared<NormalizationLayer>(o);
+  auto layer = std::make_shared<NormalizationLayer>(o);
+  if (o.mean) {
+    layer->mean_config = r.get_raw("mean");
+    layer->variance_config = r.get_raw("variance");
+  }
+  return layer;
 }
 
 LayerRef Normalization(const NormalizationOptions& options) {

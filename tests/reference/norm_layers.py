@@ -5,6 +5,7 @@ Multiply, Subtract, Average, Maximum, Minimum, Reshape, Permute, RepeatVector, R
 with a noise_shape and SpatialDropout2D (identities at inference), with fixed pseudo-random weights, and writes
 for each model NAME into tests/fixtures/norm_layers/:
   NAME.h5               model.save() in Keras 3 (legacy HDF5: model_config and model_weights)
+  NAME.keras3.json      model.to_json() (each layer's config as Keras 3 writes it)
   NAME.inputs.bin       the input batch, raw little-endian float32
   NAME.predictions.bin  model.predict(inputs), raw little-endian float32
   manifest.json         input and output shapes per model, versions, and TensorFlow's tie gradients of
@@ -120,6 +121,8 @@ def main():
         x = rng.uniform(-2, 2, (2,) + tuple(model.input.shape[1:])).astype("float32")
         y = model.predict(x, verbose=0).astype("float32")
         model.save(os.path.join(OUT, model.name + ".h5"))
+        with open(os.path.join(OUT, model.name + ".keras3.json"), "w") as f:
+            f.write(model.to_json())
         x.tofile(os.path.join(OUT, model.name + ".inputs.bin"))
         y.tofile(os.path.join(OUT, model.name + ".predictions.bin"))
         manifest["models"][model.name] = {"input": list(x.shape), "output": list(y.shape)}
