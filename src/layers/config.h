@@ -93,5 +93,14 @@ std::shared_ptr<Layer> zero_padding2d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> rescaling_from_config(ConfigReader& r);
 std::shared_ptr<Layer> add_from_config(ConfigReader& r);
 std::shared_ptr<Layer> concatenate_from_config(ConfigReader& r);
+// augment (branch augment)
+std::shared_ptr<Layer> gaussian_noise_from_config(ConfigReader& r);
+std::shared_ptr<Layer> gaussian_dropout_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_flip_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_translation_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_rotation_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_zoom_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_contrast_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_crop_from_config(ConfigReader& r);
 
 }  // namespace systolic::layers

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "core/philox.h"
+#include "ops/augment_math.h"
 
 namespace systolic::ops::image {
 
@@ -186,25 +187,28 @@ struct SampleConfig {
   double fill_value = 0;
 };
 
-// TensorFlow's map_coordinate (image_ops.h) for one axis of length n.
-SYSTOLIC_HOST_DEVICE double map_coordinate(double c, std::int64_t n, int mode) {
-  const double len = double(n);
+// TensorFlow's map_coordinate (image_ops.h) for one axis of length n, in float32 as TensorFlow computes it (so a
+// coordinate that lands on a rounding tie rounds as there); every operation rounded on its own (no fma on nvcc).
+SYSTOLIC_HOST_DEVICE float map_coordinate(float c, std::int64_t n, int mode) {
+  using augment::add_rn;
+  using augment::mul_rn;
+  const float len = float(n);
   if (mode == kReflect) {
     if (c < 0) {
       if (n <= 1) {
         c = 0;
       } else {
-        const double sz2 = 2 * len;
-        if (c < sz2) c = sz2 * double(static_cast<std::int64_t>(-c / sz2)) + c;
-        c = (c < -len) ? c + sz2 : -c - 1;
+        const float sz2 = 2 * len;
+        if (c < sz2) c = add_rn(mul_rn(sz2, float(static_cast<std::int64_t>(-c / sz2))), c);
+        c = (c < -len) ? add_rn(c, sz2) : add_rn(-c, -1.0f);
       }
     } else if (c > len - 1) {
       if (n <= 1) {
         c = 0;
       } else {
-        const double sz2 = 2 * len;
-        c -= sz2 * double(static_cast<std::int64_t>(c / sz2));
-        if (c >= len) c = sz2 - c - 1;
+        const float sz2 = 2 * len;
+        c = add_rn(c, -mul_rn(sz2, float(static_cast<std::int64_t>(c / sz2))));
+        if (c >= len) c = add_rn(add_rn(sz2, -c), -1.0f);
       }
     }
   } else if (mode == kWrap) {
@@ -212,22 +216,22 @@ SYSTOLIC_HOST_DEVICE double map_coordinate(double c, std::int64_t n, int mode) {
       if (n <= 1) {
         c = 0;
       } else {
-        const double sz = len - 1;
-        c += len * (double(static_cast<std::int64_t>(-c / sz)) + 1);
+        const float sz = len - 1;
+        c = add_rn(c, mul_rn(len, float(static_cast<std::int64_t>(-c / sz)) + 1.0f));
       }
     } else if (c > len - 1) {
       if (n <= 1) {
         c = 0;
       } else {
-        const double sz = len - 1;
-        c -= len * double(static_cast<std::int64_t>(c / sz));
+        const float sz = len - 1;
+        c = add_rn(c, -mul_rn(len, float(static_cast<std::int64_t>(c / sz))));
       }
     }
   } else if (mode == kConstant) {
     return c;
   }
   // nearest, and the clamp that ends reflect and wrap
-  return c < 0 ? 0.0 : (c > len - 1 ? len - 1 : c);
+  return c < 0 ? 0.0f : (c > len - 1 ? len - 1 : c);
 }
 
 // The value of channel ch at integer (y, x), fill_value outside the image.
@@ -243,25 +247,28 @@ template <class T, class M>
 SYSTOLIC_HOST_DEVICE void sample_pixel(const T* image, std::int64_t H, std::int64_t W, std::int64_t C,
                                        const M* m, std::int64_t oy, std::int64_t ox, const SampleConfig& s,
                                        T* out) {
-  const double x = double(ox), y = double(oy);
-  const double k = double(m[6]) * x + double(m[7]) * y + 1;
+  using augment::add_rn;
+  using augment::mul_rn;
+  // The coordinates in float32, in TensorFlow's order of operations.
+  const float x = float(ox), y = float(oy);
+  const float k = add_rn(add_rn(mul_rn(float(m[6]), x), mul_rn(float(m[7]), y)), 1.0f);
   if (k == 0) {
     for (std::int64_t ch = 0; ch < C; ++ch) out[ch] = static_cast<T>(s.fill_value);
     return;
   }
-  double ix = (double(m[0]) * x + double(m[1]) * y + double(m[2])) / k;
-  double iy = (double(m[3]) * x + double(m[4]) * y + double(m[5])) / k;
+  float ix = add_rn(add_rn(mul_rn(float(m[0]), x), mul_rn(float(m[1]), y)), float(m[2])) / k;
+  float iy = add_rn(add_rn(mul_rn(float(m[3]), x), mul_rn(float(m[4]), y)), float(m[5])) / k;
   ix = map_coordinate(ix, W, s.fill_mode);
   iy = map_coordinate(iy, H, s.fill_mode);
   if (!s.bilinear) {
-    std::int64_t ry = static_cast<std::int64_t>(round(iy)), rx = static_cast<std::int64_t>(round(ix));
+    std::int64_t ry = static_cast<std::int64_t>(roundf(iy)), rx = static_cast<std::int64_t>(roundf(ix));
     for (std::int64_t ch = 0; ch < C; ++ch)
       out[ch] = static_cast<T>(read_pixel(image, H, W, C, ry, rx, ch, s.fill_value));
     return;
   }
-  const double fy = floor(iy), fx = floor(ix);
+  const float fy = floorf(iy), fx = floorf(ix);
   const std::int64_t y0 = static_cast<std::int64_t>(fy), x0 = static_cast<std::int64_t>(fx);
-  const double wy1 = iy - fy, wy0 = 1 - wy1, wx1 = ix - fx, wx0 = 1 - wx1;
+  const double wy1 = double(iy) - double(fy), wy0 = 1 - wy1, wx1 = double(ix) - double(fx), wx0 = 1 - wx1;
   for (std::int64_t ch = 0; ch < C; ++ch) {
     double top = wx0 * read_pixel(image, H, W, C, y0, x0, ch, s.fill_value) +
                  wx1 * read_pixel(image, H, W, C, y0, x0 + 1, ch, s.fill_value);
