@@ -1092,6 +1092,73 @@ void conv_area_cases(std::map<Op, std::vector<Case>>& m) {
     }
 }
 
+// augment (branch augment): noise and image augmentation.
+void augment_cases(std::map<Op, std::vector<Case>>& m) {
+  const Shape big{100003};
+  for (double step : {0.0, 5.0, 123456.0})
+    for (bool mult : {false, true}) {
+      NoiseParams p{.stddev = mult ? 0.7 : 0.3, .multiplicative = mult};
+      std::string name = fmt::format("step {} {}", step, mult ? "multiplicative" : "additive");
+      m[Op::gaussian_noise_forward].push_back(
+          {name, {in("x", big, -2, 2), out("y", big), counter("step", step)}, [p](auto& t) {
+             gaussian_noise_forward(t[0], t[1], p, 99, t[2]);
+           }});
+      m[Op::gaussian_noise_backward].push_back(
+          {name + ", in place", {inout("dy", big, -2, 2), counter("step", step)}, [p](auto& t) {
+             gaussian_noise_backward(t[0], t[0], p, 99, t[1]);
+           }});
+    }
+  m[Op::gaussian_noise_forward].push_back(
+      {"odd count, undefined step", {in("x", {4099}), out("y", {4099}), none("step")}, [](auto& t) {
+         gaussian_noise_forward(t[0], t[1], {0.5, false}, 7, t[2]);
+       }});
+  m[Op::gaussian_noise_backward].push_back(
+      {"odd count, undefined step", {in("dy", {4099}), out("dx", {4099}), none("step")}, [](auto& t) {
+         gaussian_noise_backward(t[0], t[1], {0.5, true}, 7, t[2]);
+       }});
+
+  // Every kind of transform, drawn for images 13x11, then sampled with every fill mode and interpolation.
+  using K = ImageTransformKind;
+  const std::vector<std::pair<std::string, ImageTransformParams>> kinds = {
+      {"flip both", {.kind = K::flip, .horizontal = true, .vertical = true}},
+      {"flip horizontal", {.kind = K::flip, .horizontal = true}},
+      {"translation", {.kind = K::translation, .lower0 = -0.4, .upper0 = 0.3, .lower1 = -0.2, .upper1 = 0.6}},
+      {"rotation", {.kind = K::rotation, .lower0 = -0.3, .upper0 = 0.3}},
+      {"zoom", {.kind = K::zoom, .lower0 = -0.5, .upper0 = 0.6, .lower1 = -0.3, .upper1 = 0.2}},
+      {"zoom, same", {.kind = K::zoom, .lower0 = -0.5, .upper0 = 0.6, .same_zoom = true}},
+      {"crop window", {.kind = K::crop, .crop_h = 7, .crop_w = 5}},
+      {"crop centred", {.kind = K::crop, .crop_h = 7, .crop_w = 5, .crop_center = true}},
+      {"crop resized", {.kind = K::crop, .crop_h = 13, .crop_w = 17}}};
+  for (const auto& [name, p] : kinds)
+    m[Op::random_image_transforms].push_back(
+        {name, {fixed(out("transforms", {9, 8}), DType::float32), counter("step", 3)}, [p](auto& t) {
+           random_image_transforms(t[0], p, 13, 11, 5, t[1]);
+         }});
+  for (const auto& [name, p] : kinds)
+    for (FillMode f : {FillMode::reflect, FillMode::wrap, FillMode::constant, FillMode::nearest})
+      for (Interpolation i : {Interpolation::nearest, Interpolation::bilinear}) {
+        const std::int64_t oh = p.kind == K::crop ? p.crop_h : 13, ow = p.kind == K::crop ? p.crop_w : 11;
+        AffineTransformParams s{.fill_mode = f, .interpolation = i, .fill_value = -3};
+        m[Op::affine_transform_images].push_back(
+            {fmt::format("{}, fill {}, interpolation {}", name, int(f), int(i)),
+             {in("x", {9, 13, 11, 3}, 0, 255), fixed(out("transforms", {9, 8}), DType::float32),
+              out("y", {9, oh, ow, 3}), counter("step", 11)},
+             [p, s](auto& t) {
+               random_image_transforms(t[1], p, 13, 11, 2, t[3]);
+               affine_transform_images(t[0], t[1], t[2], s);
+             }});
+      }
+
+  for (double step : {0.0, 17.0})
+    m[Op::random_contrast].push_back(
+        {fmt::format("step {}", step),
+         {in("x", {6, 9, 7, 3}, 0, 255), out("y", {6, 9, 7, 3}), counter("step", step)},
+         [](auto& t) {
+           random_contrast(t[0], t[1], {0.5, 1.8, 20, 230}, 3, t[2]);
+         },
+         Family::reduction});
+}
+
 const std::map<Op, std::vector<Case>>& cases() {
   static const std::map<Op, std::vector<Case>> m = [] {
     std::map<Op, std::vector<Case>> all;
@@ -1106,6 +1173,7 @@ const std::map<Op, std::vector<Case>>& cases() {
     norm_cases(all);  // norm
     regul_cases(all);  // regul
     conv_area_cases(all);  // conv area
+    augment_cases(all);  // augment (branch augment)
     return all;
   }();
   return m;

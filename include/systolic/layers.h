@@ -6,7 +6,9 @@
 #include <systolic/layer.h>
 #include <systolic/regularizers.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -229,5 +231,52 @@ struct UpSampling2DOptions {
   std::string name;
 };
 LayerRef UpSampling2D(Pair size = {2, 2}, const UpSampling2DOptions& options = {});
+
+// augment (branch augment): noise and image augmentation, active only while training (the identity at inference,
+// as in Keras 3; RandomCrop: see below). Random draws are keyed by (seed, training step) and differ per replica;
+// without a seed the layer draws one from the global generator (set_random_seed).
+struct NoiseOptions {
+  std::optional<std::uint64_t> seed;
+  std::string name;
+};
+LayerRef GaussianNoise(double stddev, const NoiseOptions& options = {});  // y = x + N(0, stddev^2)
+LayerRef GaussianDropout(double rate, const NoiseOptions& options = {});  // y = x * N(1, rate / (1 - rate))
+
+// A factor as Keras takes it: one number f (the range (-f, f); RandomContrast: (0, f)) or a pair (lower, upper).
+struct Factor {
+  double lower = 0, upper = 0;
+  bool pair = false;                                             // given as a pair (written back as one)
+  Factor(double f) : lower(-std::abs(f)), upper(std::abs(f)) {}  // NOLINT: implicit like Keras's float
+  Factor(double lo, double hi) : lower(std::min(lo, hi)), upper(std::max(lo, hi)), pair(true) {}
+};
+// The geometric layers' options: fill_mode "reflect", "wrap", "constant" or "nearest"; interpolation "nearest" or
+// "bilinear" (Keras 3's defaults).
+struct ImageAugmentOptions {
+  std::string fill_mode = "reflect";
+  std::string interpolation = "bilinear";
+  std::optional<std::uint64_t> seed;
+  double fill_value = 0.0;
+  std::string name;
+};
+// mode "horizontal", "vertical" or "horizontal_and_vertical" (one draw flips both axes, as Keras 3 does).
+LayerRef RandomFlip(const std::string& mode = "horizontal_and_vertical", const NoiseOptions& options = {});
+LayerRef RandomTranslation(Factor height_factor, Factor width_factor,
+                           const ImageAugmentOptions& options = {});
+LayerRef RandomRotation(Factor factor, const ImageAugmentOptions& options = {});  // fractions of 360 degrees
+// width_factor none: the width zoom is the height zoom.
+LayerRef RandomZoom(Factor height_factor, std::optional<Factor> width_factor = std::nullopt,
+                    const ImageAugmentOptions& options = {});
+struct RandomContrastOptions {
+  std::array<double, 2> value_range = {0, 255};
+  std::optional<std::uint64_t> seed;
+  std::string name;
+};
+LayerRef RandomContrast(Factor factor, const RandomContrastOptions& options = {});  // factor in [0, 1]
+// Training: a random window (one per batch, as Keras 3) when the input is larger than (height, width) in both
+// axes, else Keras 3's fallback (a window's corner sliced and resized to (height, width)). Inference: the identity
+// when the input has the output's size, else tf.keras's smart_resize (the largest centred window with the
+// output's aspect ratio, resized bilinearly): Keras 3.15 returns its input unchanged there, which does not have
+// the layer's own output shape.
+LayerRef RandomCrop(int height, int width, const NoiseOptions& options = {});
 
 }  // namespace systolic::layers

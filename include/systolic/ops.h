@@ -143,6 +143,36 @@ struct AdamStep {
   double lr, beta_1, beta_2, epsilon;
 };
 
+// augment (branch augment): the noise and image-augmentation layers' ops.
+// Gaussian noise (GaussianNoise: additive, y = x + stddev*z; GaussianDropout: multiplicative, y = x*(1 + stddev*z)).
+struct NoiseParams {
+  double stddev = 0.0;
+  bool multiplicative = false;
+};
+// What random_image_transforms draws per image, in Keras's layers' terms (their factors already as (lower, upper)).
+enum class ImageTransformKind { flip, translation, rotation, zoom, crop };
+struct ImageTransformParams {
+  ImageTransformKind kind = ImageTransformKind::flip;
+  // flip: which axes (one draw flips both in horizontal_and_vertical, as Keras 3 does)
+  bool horizontal = false, vertical = false;
+  // translation: height (0) and width (1) factors, fractions of H and W; rotation: factor (0), fractions of 360
+  // degrees; zoom: height (0) and width (1) factors, zoom = 1 + factor.
+  double lower0 = 0, upper0 = 0, lower1 = 0, upper1 = 0;
+  bool same_zoom = false;               // zoom without width_factor: the width zoom is the height zoom
+  std::int64_t crop_h = 0, crop_w = 0;  // crop: the output size
+  bool crop_center = false;             // crop: Keras's centred window (no draw), as at inference
+};
+enum class FillMode { reflect, wrap, constant, nearest };
+struct AffineTransformParams {
+  FillMode fill_mode = FillMode::reflect;
+  Interpolation interpolation = Interpolation::bilinear;
+  double fill_value = 0.0;
+};
+struct ContrastParams {
+  double lower = 1.0, upper = 1.0;            // the factor's range
+  double value_min = 0.0, value_max = 255.0;  // the output is clipped to it
+};
+
 // The replicas of a synchronised training step (a strategy's sync_batch_norm; Keras's BatchNormalization(
 // synchronized=True), whose ops.moments(synchronized=True) sums over replicas): all_reduce sums a float64 tensor
 // on the tensors' device over every replica of the step, in place. Every replica calls the same ops in the same
@@ -267,6 +297,22 @@ struct ConstraintParams {
 //                   nearest: x at min(floor((o + 0.5) * in/out), in-1); bilinear: weights 1-f and f on floor(s)
 //                   and ceil(s) (f = s - floor(s)), both clamped to [0, in).
 // resize2d_backward dx (=): each dy cell spread back on the x cells forward read, with forward's weights.
+// augment (branch augment): noise and image augmentation, random draws keyed by (seed, step) as dropout's are
+// (philox::dropout_key; formulas in src/ops/image_transform_math.h), recomputed rather than stored:
+// gaussian_noise_forward   y = x + stddev*z (additive) or x*(1 + stddev*z) (multiplicative), z standard normal
+//                   from Philox at (dropout_key(seed, step), element index), Box-Muller in double.
+// gaussian_noise_backward  dx = dy (additive) or dy*(1 + stddev*z) with the same z (multiplicative); dx may
+//                   alias dy.
+// random_image_transforms  transforms float32 [N, 8]: image i's Keras transform (see affine_transform_images)
+//                   drawn from Philox at (dropout_key(seed, step), i) for images (H, W) of the given size
+//                   (crop: one draw for the batch, as Keras's RandomCrop).
+// affine_transform_images  y[n, oy, ox, c] = x sampled at image n's transform of (ox, oy): [a0 a1 a2 b0 b1 b2 c0
+//                   c1] maps to ((a0 ox + a1 oy + a2)/k, (b0 ox + b1 oy + b2)/k), k = c0 ox + c1 oy + 1 (TensorFlow's
+//                   ImageProjectiveTransformV3, keras.ops.image.affine_transform); the fill mode maps coordinates
+//                   beyond the edge, nearest or bilinear interpolation reads them, fill_value outside. x (N,H,W,C),
+//                   y (N,OH,OW,C) (y must not overlap x), transforms float32 [N, 8].
+// random_contrast   y = clip((x - mean) * f + mean, value_min, value_max): mean over H and W per image and channel,
+//                   f uniform in [lower, upper) per image from Philox at (dropout_key(seed, step), image index).
 
 // The list: X(name, (parameters), (arguments)).
 // clang-format off
@@ -349,7 +395,19 @@ struct ConstraintParams {
   X(bias_add_forward, (const Tensor& x, const Tensor& b, Tensor& y), (x, b, y))                                 \
   X(bias_add_backward, (const Tensor& dy, Tensor& db), (dy, db))                                                \
   X(resize2d_forward, (const Tensor& x, Tensor& y, Interpolation mode), (x, y, mode))                           \
-  X(resize2d_backward, (const Tensor& dy, Tensor& dx, Interpolation mode), (dy, dx, mode))
+  X(resize2d_backward, (const Tensor& dy, Tensor& dx, Interpolation mode), (dy, dx, mode))                      \
+  /* augment (branch augment): noise and image augmentation */                                                \
+  X(gaussian_noise_forward, (const Tensor& x, Tensor& y, const NoiseParams& p, std::uint64_t seed,             \
+                             const Tensor& step), (x, y, p, seed, step))                                        \
+  X(gaussian_noise_backward, (const Tensor& dy, Tensor& dx, const NoiseParams& p, std::uint64_t seed,          \
+                              const Tensor& step), (dy, dx, p, seed, step))                                     \
+  X(random_image_transforms, (Tensor& transforms, const ImageTransformParams& p, std::int64_t height,          \
+                              std::int64_t width, std::uint64_t seed, const Tensor& step),                      \
+    (transforms, p, height, width, seed, step))                                                                 \
+  X(affine_transform_images, (const Tensor& x, const Tensor& transforms, Tensor& y,                             \
+                              const AffineTransformParams& p), (x, transforms, y, p))                           \
+  X(random_contrast, (const Tensor& x, Tensor& y, const ContrastParams& p, std::uint64_t seed,                 \
+                      const Tensor& step), (x, y, p, seed, step))
 // clang-format on
 
 // The op tags, in the list's order.

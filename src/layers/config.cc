@@ -384,6 +384,15 @@ const std::map<std::string, FromConfig>& registry() {
       {"Conv2DTranspose", conv2d_transpose_from_config},
       {"Convolution2DTranspose", conv2d_transpose_from_config},
       {"UpSampling2D", upsampling2d_from_config},
+      // augment (branch augment)
+      {"GaussianNoise", gaussian_noise_from_config},
+      {"GaussianDropout", gaussian_dropout_from_config},
+      {"RandomFlip", random_flip_from_config},
+      {"RandomTranslation", random_translation_from_config},
+      {"RandomRotation", random_rotation_from_config},
+      {"RandomZoom", random_zoom_from_config},
+      {"RandomContrast", random_contrast_from_config},
+      {"RandomCrop", random_crop_from_config},
   };
   return m;
 }

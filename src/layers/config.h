@@ -134,5 +134,14 @@ std::shared_ptr<Layer> cropping2d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> global_max_pooling2d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> conv2d_transpose_from_config(ConfigReader& r);
 std::shared_ptr<Layer> upsampling2d_from_config(ConfigReader& r);
+// augment (branch augment)
+std::shared_ptr<Layer> gaussian_noise_from_config(ConfigReader& r);
+std::shared_ptr<Layer> gaussian_dropout_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_flip_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_translation_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_rotation_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_zoom_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_contrast_from_config(ConfigReader& r);
+std::shared_ptr<Layer> random_crop_from_config(ConfigReader& r);
 
 }  // namespace systolic::layers

@@ -5,6 +5,7 @@
 #include <systolic/ops.h>
 
 #include "ops/augment_math.h"
+#include "ops/image_transform_math.h"
 
 namespace systolic::ops::augment {
 
@@ -23,6 +24,27 @@ struct Dims {
 // Images (N, H, W, C) or (N, H, W).
 inline Dims dims_of(const Tensor& x) {
   return {x.dim(0), x.dim(1), x.dim(2), x.rank() == 4 ? x.dim(3) : 1};
+}
+
+// The augmentation layers' ops (augment branch): their parameters in ops/image_transform_math.h's form.
+inline image::TransformConfig transform_config(const ImageTransformParams& p) {
+  return {.kind = static_cast<int>(p.kind),
+          .horizontal = p.horizontal,
+          .vertical = p.vertical,
+          .lower0 = p.lower0,
+          .upper0 = p.upper0,
+          .lower1 = p.lower1,
+          .upper1 = p.upper1,
+          .same = p.same_zoom,
+          .out_h = p.crop_h,
+          .out_w = p.crop_w,
+          .center = p.crop_center};
+}
+
+inline image::SampleConfig sample_config(const AffineTransformParams& p) {
+  return {.fill_mode = static_cast<int>(p.fill_mode),
+          .bilinear = p.interpolation == Interpolation::bilinear,
+          .fill_value = p.fill_value};
 }
 
 }  // namespace systolic::ops::augment

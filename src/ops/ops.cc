@@ -886,6 +886,82 @@ DType resize2d_backward(const Tensor& dy, Tensor& dx, Interpolation mode) {
   return resize("resize2d_backward", "dx", dx, "dy", dy, mode);
 }
 
+// augment (branch augment): noise and image augmentation.
+DType gaussian_noise(const char* op, const char* in, const Tensor& x, const char* out, const Tensor& y,
+                     const NoiseParams& p, const Tensor& step) {
+  Check c(op);
+  c.floating(in, x);
+  c.like(out, y, in, x);
+  SYSTOLIC_OP_CHECK(c, std::isfinite(p.stddev) && p.stddev >= 0, "stddev must be finite and >= 0, got {}",
+                    p.stddev);
+  c.step_counter("step", step);
+  return x.dtype();
+}
+
+DType gaussian_noise_forward(const Tensor& x, Tensor& y, const NoiseParams& p, std::uint64_t,
+                             const Tensor& step) {
+  return gaussian_noise("gaussian_noise_forward", "x", x, "y", y, p, step);
+}
+
+DType gaussian_noise_backward(const Tensor& dy, Tensor& dx, const NoiseParams& p, std::uint64_t,
+                              const Tensor& step) {
+  return gaussian_noise("gaussian_noise_backward", "dy", dy, "dx", dx, p, step);
+}
+
+DType random_image_transforms(Tensor& transforms, const ImageTransformParams& p, std::int64_t height,
+                              std::int64_t width, std::uint64_t, const Tensor& step) {
+  Check c("random_image_transforms");
+  c.dtype("transforms", transforms, DType::float32, "transforms are float32");
+  SYSTOLIC_OP_CHECK(c, transforms.rank() == 2 && transforms.dim(1) == 8,
+                    "transforms has shape {}; it takes (N, 8)", transforms.shape().str());
+  SYSTOLIC_OP_CHECK(c, height > 0 && width > 0, "the images' size must be positive, got {}x{}", height,
+                    width);
+  SYSTOLIC_OP_CHECK(c,
+                    std::isfinite(p.lower0) && std::isfinite(p.upper0) && std::isfinite(p.lower1) &&
+                        std::isfinite(p.upper1) && p.lower0 <= p.upper0 && p.lower1 <= p.upper1,
+                    "the factors' ranges must be finite with lower <= upper, got [{}, {}] and [{}, {}]",
+                    p.lower0, p.upper0, p.lower1, p.upper1);
+  SYSTOLIC_OP_CHECK(c, p.kind != ImageTransformKind::crop || (p.crop_h > 0 && p.crop_w > 0),
+                    "a crop's size must be positive, got {}x{}", p.crop_h, p.crop_w);
+  c.step_counter("step", step);
+  return DType::float32;
+}
+
+DType affine_transform_images(const Tensor& x, const Tensor& transforms, Tensor& y,
+                              const AffineTransformParams& p) {
+  Check c("affine_transform_images");
+  c.floating("x", x);
+  c.rank("x", x, 4, "(N, H, W, C)");
+  c.rank("y", y, 4, "(N, OH, OW, C)");
+  SYSTOLIC_OP_CHECK(c, y.dtype() == x.dtype(), "y is {}, expected {} (x's dtype)", dtype_name(y.dtype()),
+                    dtype_name(x.dtype()));
+  SYSTOLIC_OP_CHECK(c, y.dim(0) == x.dim(0) && y.dim(3) == x.dim(3),
+                    "y {} must have x's {} images and channels", y.shape().str(), x.shape().str());
+  c.dtype("transforms", transforms, DType::float32, "transforms are float32");
+  c.shape("transforms", transforms, {x.dim(0), 8});
+  SYSTOLIC_OP_CHECK(c, std::isfinite(p.fill_value), "fill_value must be finite, got {}", p.fill_value);
+  SYSTOLIC_OP_CHECK(c, !overlap(x, y), "y must not overlap x");
+  return x.dtype();
+}
+
+DType random_contrast(const Tensor& x, Tensor& y, const ContrastParams& p, std::uint64_t,
+                      const Tensor& step) {
+  Check c("random_contrast");
+  c.floating("x", x);
+  c.rank("x", x, 4, "(N, H, W, C)");
+  SYSTOLIC_OP_CHECK(c, y.defined() && y.dtype() == x.dtype() && y.shape() == x.shape(),
+                    "y must be like x ({} {})", dtype_name(x.dtype()), x.shape().str());
+  SYSTOLIC_OP_CHECK(c,
+                    std::isfinite(p.lower) && std::isfinite(p.upper) && p.lower <= p.upper &&
+                        std::isfinite(p.value_min) && std::isfinite(p.value_max) &&
+                        p.value_min <= p.value_max,
+                    "the factor's range [{}, {}] and value range [{}, {}] must be finite, lower <= upper",
+                    p.lower, p.upper, p.value_min, p.value_max);
+  SYSTOLIC_OP_CHECK(c, !overlap(x, y), "y must not overlap x");
+  c.step_counter("step", step);
+  return x.dtype();
+}
+
 }  // namespace checks
 
 // The one device of a call's tensors (the CPU when none is defined).
