@@ -38,11 +38,11 @@ ConfigReader::ConfigReader(const json& config, std::string class_name)
   if (!config_.is_object()) fail("layer of class {}: its config is not a JSON object", class_name_);
   if (config_.contains("name") && config_["name"].is_string()) name_ = config_["name"].get<std::string>();
   used_.insert("name");
-  // Common keys: trainable (only true is implemented), dtype (the float type layers compute in).
+  // Common keys: trainable (layer_from_config applies it), dtype (the float type layers compute in).
   if (has("trainable")) {
     auto& t = at("trainable");
     if (!t.is_boolean()) fail_option("trainable", "expected true or false, got " + t.dump());
-    if (!t.get<bool>()) fail_option("trainable", "frozen layers (trainable=false) are not supported");
+    trainable_ = t.get<bool>();
   }
   if (has("dtype") && !config_["dtype"].is_null()) {
     auto d = dtype_from_config(at("dtype"));
@@ -273,7 +273,7 @@ json base_config(const Layer& layer) {
   json dtype = layer.compute_dtype() == layer.dtype()
                    ? json(std::string(dtype_name(layer.dtype())))
                    : json{{"class_name", "Policy"}, {"config", {{"name", layer.dtype_policy()}}}};
-  return {{"name", layer.name()}, {"trainable", true}, {"dtype", dtype}};
+  return {{"name", layer.name()}, {"trainable", layer.trainable()}, {"dtype", dtype}};
 }
 
 }  // namespace systolic::layers
@@ -343,6 +343,7 @@ std::shared_ptr<Layer> layer_from_config(const std::string& class_name, const js
                                               : mixed_precision::global_policy());
   auto layer = it->second(reader);
   reader.finish();
+  if (!reader.trainable()) layer->set_trainable(false);
   return layer;
 }
 
