@@ -33,9 +33,8 @@ struct Graph {
   std::map<const Layer*, std::vector<const Node*>> layer_nodes;
   int node_index(const Node* n) const {
     auto& v = layer_nodes.at(shown(n));
-    int i = static_cast<int>(std::find(v.begin(), v.end(), n) - v.begin());
-    // Keras: a Functional model starts with a node of its own, so its calls count from 1.
-    return n->container && n->container->class_name() == "Functional" ? i + 1 : i;
+    // A nested model's calls count from 0, as Keras 3 writes and reads them (tf.keras counted them from 1).
+    return static_cast<int>(std::find(v.begin(), v.end(), n) - v.begin());
   }
 };
 
