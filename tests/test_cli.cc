@@ -417,6 +417,32 @@ TEST(Cli, TrainSaveEvaluatePredictWithKerasFiles) {
   fs::remove_all(dir);
 }
 
+// A Keras file saved without compile (no training config) trains from the command with --optimizer / --loss /
+// --lr, instead of being refused; evaluate compiles it too.
+TEST(Cli, TrainsAFullModelFileWithoutTrainingConfig) {
+  fs::path dir = cifar_sample_folder("uncompiled");
+  if (dir.empty()) GTEST_SKIP() << "../shared/data is absent (the CIFAR-10 sample images)";
+  std::string images = "dir:" + (dir / "images").string();
+  std::string file = (dir / "uncompiled.h5").string();
+  {
+    namespace L = systolic::layers;
+    auto in = L::Input({32, 32, 3});
+    auto x = L::Rescaling(1.0 / 255)(in);
+    x = L::Conv2D(4, {3, 3}, {.activation = "relu"})(x);
+    x = L::GlobalAveragePooling2D()(x);
+    auto out = L::Dense(10, {.activation = "softmax"})(x);
+    systolic::Model(in, out).save(file);
+  }
+  CliResult t = run_cli("train --model " + file + " --dataset " + images +
+                        " --epochs 1 --batch-size 50 --verbose 0 --optimizer sgd --lr 0.01"
+                        " --loss sparse_categorical_crossentropy");
+  ASSERT_EQ(t.code, 0) << t.describe();
+  EXPECT_NE(t.out.find("Test accuracy"), std::string::npos) << t.describe();
+  CliResult e = run_cli("evaluate --model " + file + " --dataset " + images);
+  ASSERT_EQ(e.code, 0) << e.describe();
+  fs::remove_all(dir);
+}
+
 // The real Keras 2.0.3 file through the command: the probabilities of the expected file (1e-4).
 TEST(Cli, PredictWithTheRealKerasFile) {
   std::string data = systolic::testing::shared_data_dir();

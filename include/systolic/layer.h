@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,12 @@ struct Node {
   Shape shape;  // output shape without the batch dimension
   DType dtype = DType::float32;
   std::int64_t id = 0;  // creation order: a valid topological order
+  // A call of a nested model is flattened into the caller's graph: its layers' nodes are made again on the
+  // call's inputs. Those nodes name the nested model as the caller lists it (`container`, a layer of class
+  // Functional or Sequential) and the call's training argument (false: inference mode even in fit, as
+  // `base(x, training=False)` in Keras).
+  std::shared_ptr<Layer> container;
+  std::optional<bool> training;
 };
 
 struct Weight {
@@ -50,11 +57,16 @@ struct Weight {
   // each forward; layers pass it where an op wants the data's dtype (kernels of convolutions and dense layers).
   Tensor compute;
   const Tensor& operand() const { return compute.defined() ? compute : value; }
+  // Whether the optimizer updates it now (Keras's variable.trainable): created trainable and its layer not
+  // frozen. Only these weights live in a model's flat parameter buffer, have a gradient and optimizer slots.
   bool trainable = true;
   // Keras's <name>_regularizer (its penalty joins the training loss) and <name>_constraint (applied after each
   // optimizer update): none unless the layer was given them.
   Regularizer regularizer;
   Constraint constraint;
+  // Created trainable (Keras's layer._trainable_variables): trainable again when its layer is unfrozen. It fixes
+  // the weight's place in Keras's order, which freezing does not change.
+  bool trainable_variable = true;
 };
 
 // What a model's training step hands every layer it calls (the same for the whole step).
@@ -101,15 +113,24 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
   // Calls the layer on symbolic inputs: checks them, builds the weights on the first call, returns the output.
   SymbolicTensor operator()(const SymbolicTensor& input);
-  SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs);
+  virtual SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs);
 
   // The output shape for these input shapes (no batch dimension); throws Error naming the layer if they do not fit.
   virtual Shape compute_output_shape(const std::vector<Shape>& input_shapes) const = 0;
 
   std::vector<Weight>& weights() { return weights_; }  // trainable first, then non-trainable (Keras order)
   const std::vector<Weight>& weights() const { return weights_; }
-  std::int64_t count_params() const;
-  std::int64_t count_trainable_params() const;
+  virtual std::int64_t count_params() const;
+  virtual std::int64_t count_trainable_params() const;
+  // A nested model's layers (model.layers); empty for other layers. Their weights are the nested model's.
+  virtual std::vector<std::shared_ptr<Layer>> sublayers() const { return {}; }
+
+  // Keras's layer.trainable. Freezing (false) makes every weight non-trainable: the optimizer neither updates
+  // nor keeps slots for them and backward computes no gradient for them (gradients still flow through the
+  // layer to earlier ones); a frozen BatchNormalization normalises with its moving statistics even in
+  // training, as in Keras 3. A model applies the change when it is compiled again (as Keras requires).
+  bool trainable() const { return trainable_; }
+  virtual void set_trainable(bool trainable);
 
   // Execution (the model calls these): forward, then the fused activation; backward of the activation (unless
   // the gradient given is already w.r.t. the pre-activation values, as a loss computed from logits gives),
@@ -148,6 +169,7 @@ class Layer : public std::enable_shared_from_this<Layer> {
   DType dtype_;
   DType compute_dtype_;
   bool built_ = false;
+  bool trainable_ = true;
   std::vector<Shape> built_shapes_;
   std::vector<Weight> weights_;
   Regularizer activity_regularizer_;
@@ -176,6 +198,9 @@ DType floatx();
 std::string unique_layer_name(const std::string& snake_prefix, bool zero_based = true);
 std::string to_snake_case(const std::string& class_name);  // "MaxPooling2D" -> "max_pooling2d"
 void clear_session();
+std::int64_t next_node_id();  // ids of new graph nodes: creation order
+// Every weight of a layer in Keras's order (layer.weights): its own, or a nested model's, layer after layer.
+std::vector<Weight*> all_weights(Layer& layer);
 
 // Keras's mixed precision (keras.mixed_precision.set_global_policy): layers made while the policy is
 // "mixed_bfloat16" keep float32 weights and compute in bfloat16 (activations, convolutions and matrix products in

@@ -97,6 +97,20 @@ class Model {
   std::vector<SymbolicTensor> outputs() const;
   std::int64_t count_params() const;
 
+  // Keras's model.trainable: set_trainable(false) freezes every layer (nested models too), true unfreezes them.
+  // It repacks the trainable weights at once (a compiled model's optimizer state starts afresh, as after
+  // compiling again). After layer->set_trainable(...) on a layer of the model, compile again, as Keras requires.
+  bool trainable() const;
+  void set_trainable(bool trainable);
+
+  // Calls the model as a layer of another model, as Keras's `x = base(inputs, training=False)`: the caller lists
+  // it as one layer (class Functional or Sequential) and writes it nested in configs and files; its layers run in
+  // the caller's graph, sharing their weights with this model. training=false runs them in inference mode (batch
+  // norm with its moving statistics, no dropout) even in fit.
+  SymbolicTensor operator()(const SymbolicTensor& input, std::optional<bool> training = std::nullopt) const;
+  // The model as a layer (for Sequential::add and the like).
+  LayerRef as_layer() const;
+
   void compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
                const std::vector<std::string>& metrics = {});
   void compile(const optimizers::Optimizer& optimizer, const std::string& loss,

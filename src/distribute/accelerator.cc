@@ -101,10 +101,10 @@ Model copy_model(const Model& cpu_model, Device device) {
   SYSTOLIC_CHECK(from.size() == to.size(), "to_accelerator: the copy of model '{}' has {} layers, not {}",
                  src.name(), to.size(), from.size());
   for (std::size_t i = 0; i < from.size(); ++i) {
-    auto &wf = from[i]->weights(), &wt = to[i]->weights();
+    auto wf = all_weights(*from[i]), wt = all_weights(*to[i]);  // a nested model's too
     SYSTOLIC_CHECK(wf.size() == wt.size(), "to_accelerator: layer '{}' copied with other weights",
                    from[i]->name());
-    for (std::size_t j = 0; j < wf.size(); ++j) wt[j].value.copy_from(wf[j].value);
+    for (std::size_t j = 0; j < wf.size(); ++j) wt[j]->value.copy_from(wf[j]->value);
   }
   if (src.compiled()) {
     auto names = src.metrics_names();

@@ -28,7 +28,7 @@ class OmpThreads {
 // Every non-trainable weight of a replica (batch norm's moving statistics), in layer order.
 std::vector<Tensor*> non_trainable(ModelState& s) {
   std::vector<Tensor*> out;
-  for (auto& l : s.layers)
+  for (auto* l : s.weight_layers())
     for (auto& w : l->weights())
       if (!w.trainable) out.push_back(&w.value);
   return out;

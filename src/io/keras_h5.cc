@@ -29,8 +29,8 @@ Tensor host_float32(const Tensor& t) {
 
 void log_device_copy(const Model& model) {
   for (auto& l : model.layers())
-    for (auto& w : l->weights())
-      if (!w.value.device().is_cpu()) {
+    for (auto* pw : all_weights(*l))
+      if (const Weight& w = *pw; !w.value.device().is_cpu()) {
         log_line(fmt::format("Copying the weights of model '{}' from {} to the host", model.name(),
                              w.value.device().str()));
         return;
@@ -46,7 +46,7 @@ void assign(Weight& w, const Tensor& value) {
 std::vector<Layer*> layers_with_weights(const Model& model) {
   std::vector<Layer*> out;
   for (auto& l : model.layers())
-    if (!l->weights().empty()) out.push_back(&*l);
+    if (!all_weights(*l).empty()) out.push_back(&*l);
   return out;
 }
 
@@ -54,6 +54,18 @@ std::vector<Layer*> layers_with_weights(const Model& model) {
 
 std::string legacy_weight_name(const Layer& l, const Weight& w) {
   return l.name() + "/" + w.name + ":0";
+}
+
+// Every weight of a layer with its legacy name: a nested model's weights are named by the path of their layer
+// inside it ("conv2d/kernel:0", "stem/conv2d_1/kernel:0"), as Keras writes them into the nested model's group.
+std::vector<std::pair<std::string, Weight*>> legacy_weights(Layer& l, const std::string& prefix = "") {
+  std::vector<std::pair<std::string, Weight*>> out;
+  for (auto& w : l.weights()) out.emplace_back(prefix + legacy_weight_name(l, w), &w);
+  for (auto& sub : l.sublayers()) {
+    auto more = legacy_weights(*sub, as_model_layer(*sub) ? prefix + sub->name() + "/" : prefix);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
 }
 
 void write_legacy_weights(const hdf5::Group& g, const Model& model) {
@@ -65,12 +77,13 @@ void write_legacy_weights(const hdf5::Group& g, const Model& model) {
   for (auto& l : model.layers()) {
     auto lg = g.create_group(l->name());
     std::vector<std::string> weight_names;
-    for (auto& w : l->weights()) weight_names.push_back(legacy_weight_name(*l, w));
+    auto named = legacy_weights(*l, "");
+    for (auto& [n, w] : named) weight_names.push_back(n);
     if (weight_names.empty())
       lg.set_empty_list_attribute("weight_names");
     else
       lg.set_string_list_attribute("weight_names", weight_names);
-    for (auto& w : l->weights()) lg.write_float32(legacy_weight_name(*l, w), host_float32(w.value));
+    for (auto& [n, w] : named) lg.write_float32(n, host_float32(w->value));
   }
 }
 
@@ -105,7 +118,9 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
   auto read_layer = [&](Layer& l, std::size_t model_index, const FileLayer& f, std::size_t file_index,
                         std::vector<Tensor>& values) -> std::string {
     auto lg = g.group(f.name);
-    auto& ws = l.weights();
+    auto wps = all_weights(l);
+    std::vector<Weight> ws;  // shapes and names only
+    for (auto* w : wps) ws.push_back(*w);
     if (ws.size() != f.weight_names.size())
       return fmt::format(
           "layer #{} '{}' ({}) of the model has {} weights, but layer #{} '{}' of the file has {}",
@@ -158,7 +173,7 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
     }
   }
   for (auto& [l, values] : loads)
-    for (std::size_t i = 0; i < values.size(); ++i) assign(l->weights()[i], values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) assign(*all_weights(*l)[i], values[i]);
 }
 
 // The model's trainable weights in the order of its flat parameter buffer (model.layers, each layer's trainable
@@ -173,10 +188,10 @@ struct TrainableSlice {
 std::vector<TrainableSlice> trainable_slices(const Model& model) {
   std::vector<TrainableSlice> out;
   std::int64_t at = 0;
-  for (auto& l : model.layers())
+  for (auto* l : ModelInternals::state(model)->weight_layers())
     for (auto& w : l->weights())
       if (w.trainable) {
-        out.push_back({&*l, &w, at});
+        out.push_back({l, &w, at});
         at += w.value.numel();
       }
   return out;
@@ -184,16 +199,23 @@ std::vector<TrainableSlice> trainable_slices(const Model& model) {
 
 // ---- Keras 3 layout ----------------------------------------------------------------------------------------
 
-// Keras 3 keys layers by class: conv2d, conv2d_1, ... in model.layers order (not by layer name).
-std::vector<std::string> keras3_layer_keys(const Model& model) {
+// Keras 3 keys layers by class: conv2d, conv2d_1, ... in model.layers order (not by layer name); a nested
+// model (functional, sequential) holds its own layers/ keyed the same way.
+std::vector<std::string> keras3_layer_keys(const std::vector<std::shared_ptr<Layer>>& layers) {
   std::map<std::string, int> seen;
   std::vector<std::string> keys;
-  for (auto& l : model.layers()) {
+  for (auto& l : layers) {
     auto base = to_snake_case(l->class_name());
     int n = seen[base]++;
     keys.push_back(n == 0 ? base : base + "_" + std::to_string(n));
   }
   return keys;
+}
+
+std::vector<std::shared_ptr<Layer>> model_layers(const Model& model) {
+  std::vector<std::shared_ptr<Layer>> out;
+  for (auto& l : model.layers()) out.push_back(l.get());
+  return out;
 }
 
 // The optimizer's variables as Keras 3 orders them: iteration, learning_rate, then per trainable weight its
@@ -209,42 +231,55 @@ void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
       vars.write_float32(std::to_string(index++), host_float32(t.of(slot)));
 }
 
-void write_keras3_weights(const hdf5::Group& root, Model& model) {
-  auto layers = model.layers();
-  auto keys = keras3_layer_keys(model);
-  auto lg = root.create_group("layers");
+void write_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_ptr<Layer>>& layers) {
+  auto keys = keras3_layer_keys(layers);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     auto vars = lg.create_group(keys[i] + "/vars");
     auto& ws = layers[i]->weights();
     for (std::size_t j = 0; j < ws.size(); ++j)
       vars.write_float32(std::to_string(j), host_float32(ws[j].value));
+    if (as_model_layer(*layers[i]))
+      write_keras3_layers(lg.create_group(keys[i] + "/layers"), layers[i]->sublayers());
   }
+}
+
+void write_keras3_weights(const hdf5::Group& root, Model& model) {
+  write_keras3_layers(root.create_group("layers"), model_layers(model));
   if (model.is_sequential()) root.create_group("vars");
   if (model.compiled() && model.optimizer().iterations() > 0 && !model.optimizer().slots().empty())
     write_keras3_optimizer(root, model);
 }
 
-void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeightsOptions& o) {
-  if (o.by_name)
-    fail("{}: by_name applies to legacy .h5 files, not Keras 3 .weights.h5 (as in Keras)", root.file());
-  auto layers = model.layers();
-  auto keys = keras3_layer_keys(model);
-  auto lg = root.group("layers");
-  std::vector<std::pair<Layer*, std::vector<Tensor>>> loads;
+using Loads = std::vector<std::pair<Weight*, Tensor>>;
+
+void read_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_ptr<Layer>>& layers,
+                        const LoadWeightsOptions& o, const std::string& where, Loads& loads) {
+  auto keys = keras3_layer_keys(layers);
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    auto& ws = layers[i]->weights();
+    auto& layer = *layers[i];
+    if (as_model_layer(layer)) {
+      std::string sub = keys[i] + "/layers";
+      if (!lg.has_group(sub)) {
+        if (all_weights(layer).empty()) continue;
+        fail("{}: no weights for nested model #{} '{}': the file has no group {}{}", lg.file(), i,
+             layer.name(), where, sub);
+      }
+      read_keras3_layers(lg.group(sub), layer.sublayers(), o, where + sub + "/", loads);
+      continue;
+    }
+    auto& ws = layer.weights();
     std::string path = keys[i] + "/vars";
     if (!lg.has_group(path)) {
       if (ws.empty()) continue;
-      fail("{}: no weights for layer #{} '{}' ({}): the file has no group layers/{}", root.file(), i,
-           layers[i]->name(), layers[i]->class_name(), path);
+      fail("{}: no weights for layer #{} '{}' ({}): the file has no group {}{}", lg.file(), i, layer.name(),
+           layer.class_name(), where, path);
     }
     auto vars = lg.group(path);
     auto children = vars.children();
     if (children.size() != ws.size())
-      fail("{}: layer #{} '{}' ({}) has {} weights, the file's layers/{} holds {}", root.file(), i,
-           layers[i]->name(), layers[i]->class_name(), ws.size(), path, children.size());
-    std::vector<Tensor> values;
+      fail("{}: layer #{} '{}' ({}) has {} weights, the file's {}{} holds {}", lg.file(), i, layer.name(),
+           layer.class_name(), ws.size(), where, path, children.size());
+    Loads values;
     for (std::size_t j = 0; j < ws.size(); ++j) {
       auto name = std::to_string(j);
       if (!vars.has_dataset(name)) fail("{}: missing dataset", vars.where(name));
@@ -252,19 +287,25 @@ void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeight
       if (Shape(dims) != ws[j].value.shape()) {
         auto msg =
             fmt::format("layer #{} '{}' ({}) expects weight '{}' of shape {}, the file's {} has shape {}", i,
-                        layers[i]->name(), layers[i]->class_name(), ws[j].name, shape_of(ws[j]),
-                        vars.where(name), Shape(dims).str());
-        if (!o.skip_mismatch) fail("{}: {}", root.file(), msg);
+                        layer.name(), layer.class_name(), ws[j].name, shape_of(ws[j]), vars.where(name),
+                        Shape(dims).str());
+        if (!o.skip_mismatch) fail("{}: {}", lg.file(), msg);
         log_line("WARNING: load_weights: skipping " + msg);
         values.clear();
         break;
       }
-      values.push_back(vars.read_float32(name));
+      values.emplace_back(&ws[j], vars.read_float32(name));
     }
-    if (!values.empty()) loads.emplace_back(&*layers[i], std::move(values));
+    loads.insert(loads.end(), values.begin(), values.end());
   }
-  for (auto& [l, values] : loads)
-    for (std::size_t j = 0; j < values.size(); ++j) assign(l->weights()[j], values[j]);
+}
+
+void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeightsOptions& o) {
+  if (o.by_name)
+    fail("{}: by_name applies to legacy .h5 files, not Keras 3 .weights.h5 (as in Keras)", root.file());
+  Loads loads;
+  read_keras3_layers(root.group("layers"), model_layers(model), o, "layers/", loads);
+  for (auto& [w, value] : loads) assign(*w, value);
 }
 
 // ---- optimizer state in full-model files -----------------------------------------------------------------

@@ -13,6 +13,7 @@
 
 #include "io/keras_io.h"
 #include "layers/config.h"
+#include "model/model_state.h"
 
 namespace systolic {
 
@@ -20,12 +21,19 @@ namespace keras_io {
 
 namespace {
 
-// Every node of the model's graph, in creation order, and each layer's nodes in that order (Keras's node_index).
+// The layer a node shows as: a nested model's nodes show as the nested model.
+const Layer* shown(const Node* n) {
+  return n->container ? n->container.get() : n->layer.get();
+}
+
+// Every node of the model's graph, in creation order, and each layer's nodes in that order (Keras's node_index;
+// a nested model's nodes are its calls' outputs).
 struct Graph {
   std::vector<std::shared_ptr<Node>> nodes;
   std::map<const Layer*, std::vector<const Node*>> layer_nodes;
   int node_index(const Node* n) const {
-    auto& v = layer_nodes.at(n->layer.get());
+    auto& v = layer_nodes.at(shown(n));
+    // A nested model's calls count from 0, as Keras 3 writes and reads them (tf.keras counted them from 1).
     return static_cast<int>(std::find(v.begin(), v.end(), n) - v.begin());
   }
 };
@@ -43,12 +51,22 @@ Graph walk(const Model& model) {
   Graph g;
   for (auto& [id, n] : found) {
     g.nodes.push_back(n);
-    g.layer_nodes[n->layer.get()].push_back(n.get());
+    if (n->container) {
+      bool output = false;
+      for (auto& call : as_model_layer(*n->container)->calls()) output = output || call.output.node() == n;
+      if (!output) continue;
+    }
+    g.layer_nodes[shown(n.get())].push_back(n.get());
   }
   return g;
 }
 
 json layer_entry(const Layer& layer) {
+  if (auto* nested = as_model_layer(layer)) {
+    json entry = model_config(nested->model());
+    entry["name"] = layer.name();
+    return entry;
+  }
   json config;
   layer.get_config(config);
   return {{"module", "keras.layers"},
@@ -59,7 +77,7 @@ json layer_entry(const Layer& layer) {
 }
 
 json tensor_ref(const Graph& g, const SymbolicTensor& t) {
-  return json::array({t.node()->layer->name(), g.node_index(t.node().get()), 0});
+  return json::array({shown(t.node().get())->name(), g.node_index(t.node().get()), 0});
 }
 
 }  // namespace
@@ -71,19 +89,28 @@ json model_config(const Model& model) {
     for (auto& l : model.layers()) layers.push_back(layer_entry(*l));
     return {{"module", "keras"},
             {"class_name", "Sequential"},
-            {"config", {{"name", model.name()}, {"layers", layers}}},
+            {"config", {{"name", model.name()}, {"trainable", model.trainable()}, {"layers", layers}}},
             {"registered_name", nullptr}};
   }
   Graph g = walk(model);
   for (auto& l : model.layers()) {
     json entry = layer_entry(*l);
     json inbound = json::array();
+    auto* nested = as_model_layer(*l);
     for (auto* n : g.layer_nodes.at(&*l)) {
-      if (n->inputs.empty()) continue;  // an InputLayer's own node has no inbound tensors
+      if (n->inputs.empty() && !nested) continue;  // an InputLayer's own node has no inbound tensors
+      std::vector<SymbolicTensor> inputs = n->inputs;
+      json kwargs = json::object();
+      if (nested)
+        for (auto& c : nested->calls())
+          if (c.output.node().get() == n) {
+            inputs = c.inputs;
+            if (c.training.has_value()) kwargs["training"] = *c.training;
+          }
       json call = json::array();
-      for (auto& in : n->inputs) {
+      for (auto& in : inputs) {
         json ref = tensor_ref(g, in);
-        ref.push_back(json::object());
+        ref.push_back(kwargs);
         call.push_back(ref);
       }
       inbound.push_back(call);
@@ -99,14 +126,21 @@ json model_config(const Model& model) {
           {"class_name", "Functional"},
           {"config",
            {{"name", model.name()},
-            {"trainable", true},
+            {"trainable", model.trainable()},
             {"layers", layers},
             {"input_layers", inputs},
             {"output_layers", outputs}}},
           {"registered_name", "Functional"}};
 }
 
+Model model_from_config(const json& serialized, const std::string& source);
+
 namespace {
+
+bool is_model_class(const json& entry) {
+  auto cls = entry.value("class_name", "");
+  return cls == "Functional" || cls == "Sequential" || cls == "Model";
+}
 
 // A layer entry of a model config: {"class_name", "config", ...}. Keys next to "config" that carry no
 // semantics here (module, registered_name, build_config, name) are accepted; anything else is refused.
@@ -118,8 +152,14 @@ std::shared_ptr<Layer> layer_from_entry(const json& entry, const std::string& so
          entry.dump().substr(0, 200));
   for (auto& [k, v] : entry.items())
     if (k != "class_name" && k != "config" && k != "module" && k != "registered_name" &&
-        k != "build_config" && k != "name" && k != "inbound_nodes" && k != "shared_object_id")
+        k != "build_config" && k != "name" && k != "inbound_nodes" && k != "shared_object_id" &&
+        !(k == "compile_config" && is_model_class(entry) && (v.is_null() || v.empty())))
       fail("{}: layer entry for '{}': unsupported key '{}'", source, entry["config"].value("name", "?"), k);
+  if (is_model_class(entry)) {
+    // A nested model: its config is a model config of its own.
+    auto model = model_from_config(entry, source);
+    return model.as_layer().get();
+  }
   json config = entry["config"];
   if (strip_input_shape && config.is_object()) {
     // Sequential without an InputLayer: the first layer carries the input shape (Keras 2.x).
@@ -183,6 +223,8 @@ Model sequential_from_config(const json& config, const std::string& source) {
     }
     model.add(LayerRef(layer));
   }
+  if (config.is_object() && config.contains("trainable") && config["trainable"] == false)
+    model.set_trainable(false);
   return model;
 }
 
@@ -190,6 +232,8 @@ Model sequential_from_config(const json& config, const std::string& source) {
 struct Ref {
   std::string layer;
   int node = 0, tensor = 0;
+  bool legacy = false;           // tf.keras's list form (a nested model's node indices count from 1 there)
+  std::optional<bool> training;  // the call's training argument
 };
 
 Ref parse_ref(const json& r, const std::string& where) {
@@ -203,9 +247,17 @@ Ref parse_ref(const json& r, const std::string& where) {
   if (!h->is_array() || h->size() < 3 || !(*h)[0].is_string() || !(*h)[1].is_number_integer() ||
       !(*h)[2].is_number_integer())
     fail("{}: bad tensor reference {}", where, h->dump().substr(0, 200));
-  if (h->size() == 4 && !(*h)[3].empty())
-    fail("{}: call arguments {} are not supported", where, (*h)[3].dump());
-  return {(*h)[0].get<std::string>(), (*h)[1].get<int>(), (*h)[2].get<int>()};
+  Ref ref{(*h)[0].get<std::string>(), (*h)[1].get<int>(), (*h)[2].get<int>(), !r.is_object(), {}};
+  if (h->size() == 4 && !(*h)[3].empty()) {
+    const json& kw = (*h)[3];
+    for (auto& [k, v] : kw.items()) {
+      if (k == "training" && v.is_boolean())
+        ref.training = v.get<bool>();
+      else if (!v.is_null())
+        fail("{}: call arguments {} are not supported", where, kw.dump());
+    }
+  }
+  return ref;
 }
 
 // The inbound tensors of one call of a layer.
@@ -213,9 +265,12 @@ std::vector<Ref> parse_call(const json& call, const std::string& where) {
   std::vector<Ref> refs;
   if (call.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}
     json kwargs = call.contains("kwargs") ? call["kwargs"] : json::object();
-    for (auto& [k, v] : kwargs.items())
+    std::optional<bool> training;
+    for (auto& [k, v] : kwargs.items()) {
       if (!v.is_null() && !(k == "training" && v.is_boolean()))
         fail("{}: call argument '{}'={} is not supported", where, k, v.dump());
+      if (k == "training" && v.is_boolean()) training = v.get<bool>();
+    }
     json args = call.contains("args") ? call["args"] : json::array();
     for (auto& a : args) {
       if (a.is_array())
@@ -223,6 +278,7 @@ std::vector<Ref> parse_call(const json& call, const std::string& where) {
       else
         refs.push_back(parse_ref(a, where));
     }
+    if (!refs.empty()) refs[0].training = training;
   } else if (call.is_array()) {
     for (auto& r : call) refs.push_back(parse_ref(r, where));
   } else {
@@ -254,10 +310,19 @@ Model functional_from_config(const json& config, const std::string& source) {
   };
   std::vector<Pending> pending;
   std::map<std::string, std::vector<SymbolicTensor>> outputs;  // layer name -> output per node
+  std::map<std::string, const Layer*> by_name;
+  // Keras's node index of a layer's call. tf.keras's list form counts a nested model's calls from 1 (the model's
+  // own node is 0); Keras 3's form counts them from 0.
+  auto node_of = [&](const Ref& r) {
+    auto it = by_name.find(r.layer);
+    if (r.legacy && it != by_name.end() && as_model_layer(*it->second)) return std::max(0, r.node - 1);
+    return r.node;
+  };
   for (auto& entry : config["layers"]) {
     auto layer = layer_from_entry(entry, source, nullptr);
     if (outputs.count(layer->name())) fail("{}: two layers named '{}'", source, layer->name());
     outputs[layer->name()];
+    by_name[layer->name()] = layer.get();
     Pending p{layer, {}, 0};
     std::string where = source + ": layer '" + layer->name() + "'";
     if (layer->is_input_layer()) {
@@ -280,12 +345,17 @@ Model functional_from_config(const json& config, const std::string& source) {
           if (it == outputs.end())
             fail("{}: layer '{}' takes its input from '{}', which is not in the model", source,
                  p.layer->name(), r.layer);
-          if (r.node >= static_cast<int>(it->second.size())) break;
+          int node = node_of(r);
+          if (node >= static_cast<int>(it->second.size())) break;
           if (r.tensor != 0) fail("{}: layer '{}': multi-output layers are not supported", source, r.layer);
-          ins.push_back(it->second[static_cast<std::size_t>(r.node)]);
+          ins.push_back(it->second[static_cast<std::size_t>(node)]);
         }
         if (ins.size() != p.calls[p.done].size()) break;
-        auto out = ins.size() == 1 ? (*p.layer)(ins[0]) : (*p.layer)(ins);
+        SymbolicTensor out;
+        if (auto* nested = dynamic_cast<ModelLayer*>(p.layer.get()))
+          out = nested->call(ins, p.calls[p.done].empty() ? std::nullopt : p.calls[p.done][0].training);
+        else
+          out = ins.size() == 1 ? (*p.layer)(ins[0]) : (*p.layer)(ins);
         outputs[p.layer->name()].push_back(out);
         ++p.done;
         progress = true;
@@ -300,13 +370,16 @@ Model functional_from_config(const json& config, const std::string& source) {
     std::vector<SymbolicTensor> ts;
     for (auto& r : parse_io(config[key], source + ": " + key)) {
       auto it = outputs.find(r.layer);
-      if (it == outputs.end() || r.node >= static_cast<int>(it->second.size()))
+      int node = node_of(r);
+      if (it == outputs.end() || node >= static_cast<int>(it->second.size()))
         fail("{}: {} names '{}' node {}, which does not exist", source, key, r.layer, r.node);
-      ts.push_back(it->second[static_cast<std::size_t>(r.node)]);
+      ts.push_back(it->second[static_cast<std::size_t>(node)]);
     }
     return ts;
   };
-  return Model(resolve("input_layers"), resolve("output_layers"), config.value("name", ""));
+  Model model(resolve("input_layers"), resolve("output_layers"), config.value("name", ""));
+  if (config.contains("trainable") && config["trainable"] == false) model.set_trainable(false);
+  return model;
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // BatchNormalization (Keras, channels_last): gamma, beta (trainable), moving_mean, moving_variance. Training
 // normalises with the batch mean and biased variance and updates moving = moving*momentum + batch*(1-momentum);
-// inference uses the moving statistics. Without scale (center) there is no gamma (beta): the ops take them as 1
-// (0). Synchronised across replicas (a strategy's sync_batch_norm, Keras's synchronized=True), the batch-norm ops
-// sum their statistics over the replicas the model hands the layer (LayerCall::replicas).
+// inference uses the moving statistics, and so does training when the layer is frozen (Keras 3). Without scale
+// (center) there is no gamma (beta): the ops take them as 1 (0). Synchronised across replicas (a strategy's
+// sync_batch_norm, Keras's synchronized=True), the batch-norm ops sum their statistics over the replicas the model
+// hands the layer (LayerCall::replicas).
 #include <systolic/layers.h>
 
 #include <algorithm>
@@ -62,9 +63,13 @@ class BatchNormalizationLayer final : public Layer {
   static Tensor value(const Weight* w) { return w ? w->value : Tensor(); }
   static Tensor grad(const Weight* w) { return w ? w->grad : Tensor(); }
 
+  // Batch statistics only in training and when not frozen: a frozen BatchNormalization (trainable=false) runs in
+  // inference mode even in training, as in Keras 3 (`training and self.trainable`).
+  bool batch_statistics(const LayerCall& c) const { return c.training && trainable(); }
+
   void forward(LayerCall& c) override {
     Tensor g = value(gamma()), b = value(beta());
-    if (!c.training) {
+    if (!batch_statistics(c)) {
       ops::batch_norm_forward_inference(c.inputs[0], g, b, moving(0), moving(1), c.output, o_.epsilon);
       return;
     }
@@ -78,8 +83,26 @@ class BatchNormalizationLayer final : public Layer {
   }
 
   void backward(LayerCall& c) override {
-    SYSTOLIC_CHECK(c.saved.size() == 2, "layer '{}': backward without a training forward", name());
     Tensor dgamma = grad(gamma()), dbeta = grad(beta());
+    if (!batch_statistics(c)) {
+      // Inference mode: y = gamma*(x - mean)*inv + beta with constant statistics, inv = 1/sqrt(var + eps).
+      // dgamma += sum dy*xhat and dbeta += sum dy are batch_norm_backward's with the moving statistics (its dx,
+      // of the batch statistics, is not this one); dx = gamma*inv*dy is the inference forward of dy with mean 0.
+      if (dgamma.defined() || dbeta.defined()) {
+        Tensor no_dx;
+        ops::batch_norm_backward(c.inputs[0], value(gamma()), moving(0), moving(1), c.doutput, no_dx, dgamma,
+                                 dbeta, o_.epsilon, nullptr);
+      }
+      if (c.dinputs[0].defined()) {
+        std::int64_t ch = c.inputs[0].dim(-1);
+        if (c.saved.size() != 1 || c.saved[0].numel() != ch)
+          c.saved = {Tensor::zeros({ch}, dtype(), c.inputs[0].device())};
+        ops::batch_norm_forward_inference(c.doutput, value(gamma()), Tensor(), c.saved[0], moving(1),
+                                          c.dinputs[0], o_.epsilon);
+      }
+      return;
+    }
+    SYSTOLIC_CHECK(c.saved.size() == 2, "layer '{}': backward without a training forward", name());
     ops::batch_norm_backward(c.inputs[0], value(gamma()), c.saved[0], c.saved[1], c.doutput, c.dinputs[0],
                              dgamma, dbeta, o_.epsilon, c.training ? c.training->replicas : nullptr);
   }

@@ -43,11 +43,11 @@ ConfigReader::ConfigReader(const json& config, std::string class_name)
   if (!config_.is_object()) fail("layer of class {}: its config is not a JSON object", class_name_);
   if (config_.contains("name") && config_["name"].is_string()) name_ = config_["name"].get<std::string>();
   used_.insert("name");
-  // Common keys: trainable (only true is implemented), dtype (the float type layers compute in).
+  // Common keys: trainable (layer_from_config applies it), dtype (the float type layers compute in).
   if (has("trainable")) {
     auto& t = at("trainable");
     if (!t.is_boolean()) fail_option("trainable", "expected true or false, got " + t.dump());
-    if (!t.get<bool>()) fail_option("trainable", "frozen layers (trainable=false) are not supported");
+    trainable_ = t.get<bool>();
   }
   if (has("dtype") && !config_["dtype"].is_null()) {
     auto d = dtype_from_config(at("dtype"));
@@ -315,7 +315,7 @@ json base_config(const Layer& layer) {
   json dtype = layer.compute_dtype() == layer.dtype()
                    ? json(std::string(dtype_name(layer.dtype())))
                    : json{{"class_name", "Policy"}, {"config", {{"name", layer.dtype_policy()}}}};
-  json config = {{"name", layer.name()}, {"trainable", true}, {"dtype", dtype}};
+  json config = {{"name", layer.name()}, {"trainable", layer.trainable()}, {"dtype", dtype}};
   // Keras 3's base Layer.get_config writes activity_regularizer when the layer has one.
   if (layer.activity_regularizer())
     config["activity_regularizer"] = regularizer_config(layer.activity_regularizer());
@@ -427,6 +427,7 @@ std::shared_ptr<Layer> layer_from_config(const std::string& class_name, const js
   auto layer = it->second(reader);
   if (activity) layer->set_activity_regularizer(activity);
   reader.finish();
+  if (!reader.trainable()) layer->set_trainable(false);
   return layer;
 }
 

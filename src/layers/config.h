@@ -22,6 +22,7 @@ class ConfigReader {
   ConfigReader(const json& config, std::string class_name);
   const std::string& class_name() const { return class_name_; }
   const std::string& name() const { return name_; }
+  bool trainable() const { return trainable_; }  // the common key "trainable" (default true)
 
   bool has(const std::string& key) const;
   int get_int(const std::string& key, int fallback);
@@ -54,6 +55,7 @@ class ConfigReader {
   const json& at(const std::string& key);
   const json& config_;
   std::string class_name_, name_;
+  bool trainable_ = true;
   std::set<std::string> used_;
 };
 

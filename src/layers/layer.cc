@@ -127,11 +127,21 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) {
   node->inputs = inputs;
   node->shape = out;
   node->dtype = compute_dtype_;
-  {
-    std::lock_guard lock(session().mutex);
-    node->id = session().next_node_id++;
-  }
+  node->id = next_node_id();
   return SymbolicTensor(node);
+}
+
+std::int64_t next_node_id() {
+  std::lock_guard lock(session().mutex);
+  return session().next_node_id++;
+}
+
+std::vector<Weight*> all_weights(Layer& layer) {
+  std::vector<Weight*> out;
+  for (auto& w : layer.weights()) out.push_back(&w);
+  for (auto& l : layer.sublayers())
+    for (auto* w : all_weights(*l)) out.push_back(w);
+  return out;
 }
 
 void Layer::fail_shape(const std::string& why) const {
@@ -142,18 +152,31 @@ Weight& Layer::add_weight(const std::string& name, Shape shape, const Initialize
                           bool trainable, const WeightOptions& options) {
   Weight w;
   w.name = name;
-  w.trainable = trainable;
+  w.trainable_variable = trainable;
+  w.trainable = trainable && trainable_;
   w.regularizer = options.regularizer;
   w.constraint = options.constraint;
   w.value = Tensor(shape, dtype_);
   Generator g(global_generator().split());
   initialize(w.value, initializer, g);
-  if (trainable) w.grad = Tensor::zeros(shape, dtype_);
-  // Keras order: trainable weights first, then non-trainable, each in creation order.
+  if (w.trainable) w.grad = Tensor::zeros(shape, dtype_);
+  // Keras order: trainable weights first, then non-trainable, each in creation order (freezing keeps it).
   auto at = weights_.end();
   if (trainable)
-    at = std::find_if(weights_.begin(), weights_.end(), [](const Weight& x) { return !x.trainable; });
+    at =
+        std::find_if(weights_.begin(), weights_.end(), [](const Weight& x) { return !x.trainable_variable; });
   return *weights_.insert(at, std::move(w));
+}
+
+void Layer::set_trainable(bool trainable) {
+  trainable_ = trainable;
+  for (auto& w : weights_) {
+    bool t = w.trainable_variable && trainable;
+    if (t == w.trainable) continue;
+    w.trainable = t;
+    // A model that packs its weights gives the trainable ones views of its buffers when it is compiled again.
+    w.grad = t ? Tensor::zeros(w.value.shape(), w.value.dtype(), w.value.device()) : Tensor();
+  }
 }
 
 std::int64_t Layer::count_params() const {

@@ -66,15 +66,14 @@ void ModelState::finalize() {
                      "among the model's inputs",
                      name, n->layer->name(), n->shape.keras_str());
     for (auto& in : n->inputs) e.inputs.push_back(index.at(in.node().get()));
-    bool upstream = false;
-    for (int j : e.inputs) upstream = upstream || nodes[j].needs_grad;
-    e.needs_grad = !e.is_input && (n->layer->count_trainable_params() > 0 || upstream);
     e.call.dinputs.resize(e.inputs.size());
     e.scratch.resize(e.inputs.size());
     index[n.get()] = static_cast<int>(nodes.size());
     nodes.push_back(std::move(e));
-    if (seen_layers.insert(n->layer.get()).second && !(sequential && n->layer->is_input_layer()))
-      layers.push_back(n->layer);
+    // A nested model's nodes show as the nested model (one layer of this model).
+    const auto& shown = n->container ? n->container : n->layer;
+    if (seen_layers.insert(shown.get()).second && !(sequential && shown->is_input_layer()))
+      layers.push_back(shown);
   }
   for (auto& in : inputs)
     SYSTOLIC_CHECK(index.count(in.node().get()), "model '{}': input '{}' is not used by the outputs", name,
@@ -83,10 +82,10 @@ void ModelState::finalize() {
   // own dtype.
   dtype = floatx();
   const Layer* first = nullptr;
-  for (auto& l : layers) {
+  for (auto* l : weight_layers()) {
     if (l->is_input_layer()) continue;
     if (!first) {
-      first = l.get();
+      first = l;
       dtype = l->compute_dtype();
     }
     SYSTOLIC_CHECK(
@@ -100,22 +99,37 @@ void ModelState::finalize() {
 }
 
 void ModelState::pack_weights() {
+  Device d = params.defined() ? params.device() : Device::cpu();
   std::int64_t total = 0;
   DType vdtype = variable_dtype();
-  for (auto& l : layers)
+  packed_trainable.clear();
+  for (auto* l : weight_layers())
     for (auto& w : l->weights()) {
       SYSTOLIC_CHECK(w.value.dtype() == vdtype, "model '{}': layer '{}' keeps {} weights, the model {}", name,
                      l->name(), dtype_name(w.value.dtype()), dtype_name(vdtype));
       if (w.trainable) total += w.value.numel();
+      packed_trainable.push_back(w.trainable);
     }
-  params = Tensor({total}, vdtype);
-  grads = Tensor::zeros({total}, vdtype);
+  Tensor old = params;
+  params = Tensor({total}, vdtype, d);
+  grads = Tensor::zeros({total}, vdtype, d);
   // Mixed precision: a compute-dtype copy of every trainable weight, refreshed before each forward.
-  params_compute = dtype != vdtype ? Tensor({total}, dtype) : Tensor();
+  params_compute = dtype != vdtype ? Tensor({total}, dtype, d) : Tensor();
   std::int64_t at = 0;
-  for (auto& l : layers)
+  for (auto* l : weight_layers())
     for (auto& w : l->weights()) {
-      if (!w.trainable) continue;
+      if (!w.trainable) {
+        // A frozen weight (or one a repacking leaves out) gets storage of its own, in the compute dtype too
+        // when the layers compute in another one (a frozen kernel under mixed precision).
+        if (old.defined() && w.trainable_variable) w.value = w.value.clone();
+        w.grad = Tensor();
+        w.compute = Tensor();
+        if (w.trainable_variable && params_compute.defined()) {
+          w.compute = Tensor(w.value.shape(), dtype, d);
+          ops::cast(w.value, w.compute);
+        }
+        continue;
+      }
       Tensor v = params.view(at, w.value.shape());
       v.copy_from(w.value);
       w.value = v;
@@ -123,7 +137,36 @@ void ModelState::pack_weights() {
       w.compute = params_compute.defined() ? params_compute.view(at, w.value.shape()) : Tensor();
       at += w.value.numel();
     }
+  // Which nodes backward visits: those at or after a trainable weight (gradients flow through frozen layers to
+  // earlier trainable ones; a frozen base at the start of the graph is not visited at all).
+  for (auto& e : nodes) {
+    bool upstream = false;
+    for (int j : e.inputs) upstream = upstream || nodes[j].needs_grad;
+    e.needs_grad = !e.is_input && (e.node->layer->count_trainable_params() > 0 || upstream);
+  }
+  capacity = 0;  // the gradient buffers follow needs_grad
+  train_function.invalidate();
   if (optimizer) optimizer->build(params);
+}
+
+void ModelState::check_trainable(const char* what) const {
+  std::size_t k = 0;
+  std::int64_t at = 0;
+  for (auto* l : weight_layers())
+    for (auto& w : l->weights()) {
+      SYSTOLIC_CHECK(k < packed_trainable.size() && packed_trainable[k] == w.trainable,
+                     "{}: layer '{}' of model '{}' was {} since the model was compiled; compile the model "
+                     "again to apply it (as in Keras)",
+                     what, l->name(), name, w.trainable ? "unfrozen" : "frozen");
+      ++k;
+      if (!w.trainable) continue;
+      // Another model that shares the layer (a nested model frozen and unfrozen on its own) packed it since.
+      SYSTOLIC_CHECK(w.value.raw_data() == params.view(at, w.value.shape()).raw_data(),
+                     "{}: the weights of layer '{}' were repacked by another model since model '{}' was "
+                     "compiled; compile the model again",
+                     what, l->name(), name);
+      at += w.value.numel();
+    }
 }
 
 int ModelState::input_node() const {
@@ -215,7 +258,8 @@ void ModelState::forward(std::int64_t n, bool training) {
     c.inputs.clear();
     for (int j : e.inputs) c.inputs.push_back(nodes[j].call.output);
     c.output = e.out_buf.slice(0, n);
-    c.training = training ? &training_step : nullptr;
+    // A nested model called with training=false runs its layers in inference mode.
+    c.training = training && e.node->training.value_or(true) ? &training_step : nullptr;
     e.node->layer->call_forward(c);
   }
 }
@@ -338,6 +382,18 @@ std::vector<SymbolicTensor> Model::outputs() const {
   return state_->outputs;
 }
 
+bool Model::trainable() const {
+  return state_->trainable;
+}
+
+void Model::set_trainable(bool trainable) {
+  SYSTOLIC_CHECK(!state_->replicas, "set_trainable: model '{}' has replicas; change it on the CPU model",
+                 state_->name);
+  state_->trainable = trainable;
+  for (auto& l : state_->layers) l->set_trainable(trainable);
+  state_->pack_weights();
+}
+
 std::int64_t Model::count_params() const {
   std::int64_t n = 0;
   for (auto& l : state_->layers) n += l->count_params();
@@ -352,10 +408,11 @@ void ModelState::to(Device d) {
   grads = grads.to(d);
   if (params_compute.defined()) params_compute = Tensor(params_compute.shape(), params_compute.dtype(), d);
   std::int64_t at = 0;
-  for (auto& l : layers)
+  for (auto* l : weight_layers())
     for (auto& w : l->weights()) {
       if (!w.trainable) {
         w.value = w.value.to(d);
+        if (w.compute.defined()) w.compute = w.compute.to(d);
         continue;
       }
       w.value = params.view(at, w.value.shape());
@@ -405,9 +462,9 @@ void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& 
   for (auto& m : metrics) state_->metrics.push_back(metrics::get(m, loss.sparse_labels()));
   state_->totals =
       Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64, state_->device());
-  state_->optimizer->build(state_->params);
-  state_->capacity = 0;  // the label buffer's type follows the loss
-  state_->train_function.invalidate();
+  // Packs the weights that are trainable now (layers frozen or unfrozen since the last compile) and builds the
+  // optimizer's slots for them only; the label buffer's type follows the loss.
+  state_->pack_weights();
 }
 
 void Model::compile(const optimizers::Optimizer& optimizer, const std::string& loss,

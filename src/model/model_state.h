@@ -43,10 +43,14 @@ class ModelState {
   Tensor params, grads;   // every trainable weight, flat; weights are views into these
   Tensor params_compute;  // mixed precision: params in the compute dtype (Weight::compute views it)
   DType variable_dtype() const {
-    for (auto& l : layers)
+    for (auto* l : weight_layers())
       if (!l->is_input_layer()) return l->dtype();
     return dtype;
   }
+  // The layers that own the weights, in Keras's weight order: model.layers with nested models opened up.
+  std::vector<Layer*> weight_layers() const;
+  // The model as a layer of other models (made on the first call of the model on symbolic tensors).
+  std::weak_ptr<Layer> as_layer;
 
   std::int64_t capacity = 0;
   Tensor x_buf, y_buf;
@@ -73,9 +77,18 @@ class ModelState {
   Device device() const { return params.device(); }
   void to(Device device);
 
+  // Keras's model.trainable (set_trainable sets it on every layer too).
+  bool trainable = true;
+  // Each weight's `trainable` when the weights were last packed (model.layers order).
+  std::vector<bool> packed_trainable;
+
   // Builds nodes and layers from inputs/outputs and packs the weights.
   void finalize();
+  // Packs the trainable weights into params/grads (frozen ones keep storage of their own), marks the nodes
+  // backward visits, and builds the optimizer's slots for the trainable weights.
   void pack_weights();
+  // Throws, naming the layer, when a layer was frozen or unfrozen since the weights were packed.
+  void check_trainable(const char* what) const;
 
   int input_node() const;
   int output_node() const;
@@ -118,6 +131,48 @@ class ModelState {
 // The state behind a Model handle (for to_accelerator and the replicas).
 struct ModelInternals {
   static std::shared_ptr<ModelState>& state(Model& m) { return m.state_; }
+  static const std::shared_ptr<ModelState>& state(const Model& m) { return m.state_; }
+  static Model handle(std::shared_ptr<ModelState> s) {
+    Model m;
+    m.state_ = std::move(s);
+    return m;
+  }
 };
+
+// A model used as a layer of another (Keras's nested model: class Functional or Sequential in the caller's
+// model.layers). Calling it flattens its graph into the caller's (Node::container names it); it never runs
+// itself. Its weights are its layers' (sublayers()), in Keras's order.
+class ModelLayer final : public Layer {
+ public:
+  explicit ModelLayer(std::shared_ptr<ModelState> state);
+  Model model() const { return ModelInternals::handle(state_); }
+  Shape compute_output_shape(const std::vector<Shape>& input_shapes) const override;
+  std::int64_t count_params() const override;
+  std::int64_t count_trainable_params() const override;
+  std::vector<std::shared_ptr<Layer>> sublayers() const override { return state_->layers; }
+  void set_trainable(bool trainable) override;
+  SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs) override { return call(inputs, {}); }
+  SymbolicTensor call(const std::vector<SymbolicTensor>& inputs, std::optional<bool> training);
+  struct Call {
+    std::vector<SymbolicTensor> inputs;
+    SymbolicTensor output;
+    std::optional<bool> training;
+  };
+  const std::vector<Call>& calls() const { return calls_; }
+
+ protected:
+  void forward(LayerCall& call) override;
+  void backward(LayerCall& call) override;
+  int input_count() const override { return static_cast<int>(state_->inputs.size()); }
+
+ private:
+  std::shared_ptr<ModelState> state_;
+  std::vector<Call> calls_;
+};
+
+// The nested model behind a layer, or null for any other layer.
+inline const ModelLayer* as_model_layer(const Layer& layer) {
+  return dynamic_cast<const ModelLayer*>(&layer);
+}
 
 }  // namespace systolic

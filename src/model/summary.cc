@@ -55,14 +55,20 @@ std::string Model::summary_string() const {
   std::int64_t trainable = 0, total = 0;
   for (std::size_t i = 0; i < s.layers.size(); ++i) {
     const auto& layer = s.layers[i];
+    // A nested model's row: the shape of its output, its call's inputs.
+    auto shown = [](const Node& n) { return n.container ? n.container.get() : n.layer.get(); };
     const NodeExec* e = nullptr;
     for (auto& n : s.nodes)
-      if (n.node->layer == layer) e = &n;
+      if (shown(*n.node) == layer.get()) e = &n;
     std::string shape = e ? e->node->shape.keras_str() : "multiple";
     if (layer->is_input_layer()) shape = "[" + shape + "]";
     std::vector<std::string> connections;
-    if (e)
-      for (int j : e->inputs) connections.push_back(s.nodes[j].node->layer->name() + "[0][0]");
+    if (auto* nested = as_model_layer(*layer); nested && !nested->calls().empty()) {
+      for (auto& in : nested->calls().back().inputs)
+        connections.push_back(shown(*in.node())->name() + "[0][0]");
+    } else if (e) {
+      for (int j : e->inputs) connections.push_back(shown(*s.nodes[j].node)->name() + "[0][0]");
+    }
     std::vector<std::string> fields{layer->name() + " (" + layer->class_name() + ")", shape,
                                     std::to_string(layer->count_params())};
     if (!sequential_like) fields.push_back(connections.empty() ? "" : connections[0]);

@@ -118,6 +118,7 @@ LogValues infer(ModelState& s, const Tensor& x, const Tensor* y, std::int64_t ba
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   ModelState& s = *state_;
   SYSTOLIC_CHECK(s.loss, "fit: compile model '{}' first", s.name);
+  s.check_trainable("fit");
   s.check_single_io("fit");
   s.check_xy(x, &y, "fit");
   SYSTOLIC_CHECK(o.batch_size > 0, "fit: batch_size must be positive, got {}", o.batch_size);
@@ -253,6 +254,7 @@ Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
 std::vector<double> Model::train_on_batch(const Tensor& x, const Tensor& y) {
   ModelState& s = *state_;
   SYSTOLIC_CHECK(s.loss, "train_on_batch: compile model '{}' first", s.name);
+  s.check_trainable("train_on_batch");
   s.check_single_io("train_on_batch");
   s.check_xy(x, &y, "train_on_batch");
   if (s.replicas) {

@@ -226,6 +226,7 @@ struct TrainArgs {
   int epochs = 1;
   std::int64_t batch_size = 32;
   std::string optimizer = "adam";
+  std::string loss = "sparse_categorical_crossentropy";
   double lr = -1;
   double validation_split = 0;
   std::int64_t limit = 0;
@@ -233,7 +234,7 @@ struct TrainArgs {
   double width_shift_range = 0, height_shift_range = 0;
   bool horizontal_flip = false;
   std::string weights, save_weights, save;
-  bool optimizer_given = false;
+  bool optimizer_given = false, loss_given = false;
 };
 
 void print_test_scores(const std::vector<double>& scores) {
@@ -251,10 +252,11 @@ std::optional<sy::Model> model_file(const Common& c, std::optional<sy::Shape>& s
   return model;
 }
 
-void compile_for_data(sy::Model& model, const std::string& optimizer_name, double lr) {
+void compile_for_data(sy::Model& model, const std::string& optimizer_name, double lr,
+                      const std::string& loss = "sparse_categorical_crossentropy") {
   auto optimizer = sy::optimizers::get(optimizer_name);
   if (lr > 0) optimizer->set_learning_rate(lr);
-  model.compile(*optimizer, "sparse_categorical_crossentropy", {"accuracy"});
+  model.compile(*optimizer, loss, {"accuracy"});
 }
 
 int cmd_train(const Common& c, const TrainArgs& a) {
@@ -266,9 +268,10 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   auto model = from_file ? *from_file : make_model(c, data.input_shape, data.classes);
   check_model_fits(model, data.input_shape, data.classes, "--dataset " + a.dataset);
   if (!a.weights.empty()) model.load_weights(a.weights);
-  // A full-model file resumes with its own optimizer and state unless --optimizer or --lr says otherwise.
-  if (!is_full_model_file(c.model) || a.optimizer_given || a.lr > 0)
-    compile_for_data(model, a.optimizer, a.lr);
+  // A full-model file resumes with its own optimizer and state unless --optimizer, --loss or --lr says
+  // otherwise; one saved without a training config (Keras's model.save before compile) is compiled with them.
+  if (!is_full_model_file(c.model) || !model.compiled() || a.optimizer_given || a.loss_given || a.lr > 0)
+    compile_for_data(model, a.optimizer, a.lr, a.loss);
   sy::FitOptions fit{.batch_size = a.batch_size,
                      .epochs = a.epochs,
                      .verbose = a.verbose,
@@ -587,6 +590,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   train->add_option("--optimizer", train_args.optimizer, "adam, sgd or rmsprop")->capture_default_str();
+  train
+      ->add_option("--loss", train_args.loss,
+                   "loss for a model without a training config, or to recompile one (Keras names)")
+      ->capture_default_str();
   train->add_option("--lr", train_args.lr, "learning rate (default: the optimizer's Keras default)")
       ->check(CLI::PositiveNumber);
   train
@@ -696,6 +703,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     train_args.optimizer_given = train->count("--optimizer") > 0;
+    train_args.loss_given = train->count("--loss") > 0;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "systolic: error: %s\n", e.what());
