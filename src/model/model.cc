@@ -277,7 +277,7 @@ bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
   // loss): each trainable weight's penalty, and each call's activity penalty divided by the batch size.
   // Their gradients are backward's.
   Tensor none;
-  for (auto& l : layers)
+  for (auto* l : weight_layers())
     for (auto& w : l->weights())
       if (w.trainable && w.regularizer)
         regularizers::apply(w.regularizer, w.value, total, none, double(n), 0.0);
@@ -304,7 +304,7 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
   const double reg_scale = regularization_grad_scale;
   Tensor none;
   if (reg_scale > 0)
-    for (auto& l : layers)
+    for (auto* l : weight_layers())
       for (auto& w : l->weights())
         if (w.trainable && w.regularizer)
           regularizers::apply(w.regularizer, w.value, none, w.grad, 0.0, double(n) * reg_scale);
@@ -354,7 +354,7 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
 void ModelState::apply_gradients() {
   optimizer->apply_update(params, grads);
   // regul: Keras 3 applies each variable's constraint after the optimizer's update.
-  for (auto& l : layers)
+  for (auto* l : weight_layers())
     for (auto& w : l->weights())
       if (w.trainable && w.constraint) constraints::apply(w.constraint, w.value);
 }
