@@ -146,6 +146,14 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual bool is_input_layer() const { return false; }
   // Whether forward() already applied the activation (fused into its op); backward still applies its gradient.
   virtual bool fuses_activation() const { return false; }
+  // A Keras 3 operation node (keras.src.ops.numpy.Add, ...: what `x + 3.0` on a symbolic tensor makes) rather
+  // than a layer: its module, and the call's arguments as Keras writes them, with null where the input tensor
+  // goes (false: a layer, whose call arguments are its inputs alone).
+  virtual const char* keras_module() const { return "keras.layers"; }
+  virtual bool keras_call_args(nlohmann::ordered_json& args) const {
+    (void)args;
+    return false;
+  }
 
  protected:
   Layer(std::string class_name, const std::string& name, Activation activation = Activation::linear);

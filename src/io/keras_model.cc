@@ -69,10 +69,12 @@ json layer_entry(const Layer& layer) {
   }
   json config;
   layer.get_config(config);
-  return {{"module", "keras.layers"},
+  const std::string module = layer.keras_module();
+  const bool operation = module != "keras.layers";  // a Keras 3 operation node registers its class name
+  return {{"module", module},
           {"class_name", layer.class_name()},
           {"config", config},
-          {"registered_name", nullptr},
+          {"registered_name", operation ? json(layer.class_name()) : json(nullptr)},
           {"name", layer.name()}};
 }
 
@@ -107,6 +109,22 @@ json model_config(const Model& model) {
             inputs = c.inputs;
             if (c.training.has_value()) kwargs["training"] = *c.training;
           }
+      json args;
+      if (l->keras_call_args(args)) {
+        // An operation node: Keras 3's form, its constants among the args (null marks the input tensor).
+        std::size_t k = 0;
+        for (auto& a : args)
+          if (a.is_null() && k < inputs.size()) {
+            const SymbolicTensor& t = inputs[k++];
+            json shape = json::array({nullptr});
+            for (int d = 0; d < t.shape().rank(); ++d) shape.push_back(t.shape()[d]);
+            a = {{"class_name", "__keras_tensor__"},
+                 {"config",
+                  {{"shape", shape}, {"dtype", dtype_name(t.dtype())}, {"keras_history", tensor_ref(g, t)}}}};
+          }
+        inbound.push_back({{"args", args}, {"kwargs", json::object()}});
+        continue;
+      }
       json call = json::array();
       for (auto& in : inputs) {
         json ref = tensor_ref(g, in);
@@ -137,6 +155,24 @@ Model model_from_config(const json& serialized, const std::string& source);
 
 namespace {
 
+// A Keras 3 operation node (keras.src.ops.numpy: `x + 3.0`). Keras's legacy .h5 writer drops the module; such an
+// entry is still one when its one call mixes a tensor with a number, which no merge layer takes (Keras 3.15
+// itself cannot load that file back).
+bool is_operation_entry(const json& entry) {
+  if (!entry.is_object()) return false;
+  if (entry.value("module", "") == "keras.src.ops.numpy") return true;
+  if (entry.contains("module")) return false;
+  static const std::set<std::string> arithmetic = {"Add", "Subtract", "Multiply", "Divide", "TrueDivide"};
+  if (!arithmetic.count(entry.value("class_name", "")) || !entry.contains("inbound_nodes")) return false;
+  const json& nodes = entry["inbound_nodes"];
+  if (!nodes.is_array() || nodes.size() != 1 || !nodes[0].is_object() || !nodes[0].contains("args") ||
+      !nodes[0]["args"].is_array())
+    return false;
+  for (auto& a : nodes[0]["args"])
+    if (a.is_number()) return true;
+  return false;
+}
+
 bool is_model_class(const json& entry) {
   auto cls = entry.value("class_name", "");
   return cls == "Functional" || cls == "Sequential" || cls == "Model";
@@ -155,6 +191,19 @@ std::shared_ptr<Layer> layer_from_entry(const json& entry, const std::string& so
         k != "build_config" && k != "name" && k != "inbound_nodes" && k != "shared_object_id" &&
         !(k == "compile_config" && is_model_class(entry) && (v.is_null() || v.empty())))
       fail("{}: layer entry for '{}': unsupported key '{}'", source, entry["config"].value("name", "?"), k);
+  if (is_operation_entry(entry)) {
+    // A Keras 3 operation node (x + 3.0): its constant is in its one call's args.
+    const json& nodes = entry.contains("inbound_nodes") ? entry["inbound_nodes"] : json();
+    if (!nodes.is_array() || nodes.size() != 1 || !nodes[0].is_object() || !nodes[0].contains("args"))
+      fail("{}: operation '{}' needs one inbound node in Keras 3's form", source,
+           entry["config"].value("name", "?"));
+    try {
+      return layers::numpy_operation_from_entry(entry["class_name"].get<std::string>(), entry["config"],
+                                                nodes[0]["args"]);
+    } catch (const Error& e) {
+      fail("{}: {}", source, e.what());
+    }
+  }
   if (is_model_class(entry)) {
     // A nested model: its config is a model config of its own.
     auto model = model_from_config(entry, source);
@@ -261,7 +310,8 @@ Ref parse_ref(const json& r, const std::string& where) {
 }
 
 // The inbound tensors of one call of a layer.
-std::vector<Ref> parse_call(const json& call, const std::string& where) {
+// An operation node's numbers (constants: the layer holds them) are skipped; anywhere else a number is an error.
+std::vector<Ref> parse_call(const json& call, const std::string& where, bool operation) {
   std::vector<Ref> refs;
   if (call.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}
     json kwargs = call.contains("kwargs") ? call["kwargs"] : json::object();
@@ -273,6 +323,7 @@ std::vector<Ref> parse_call(const json& call, const std::string& where) {
     }
     json args = call.contains("args") ? call["args"] : json::array();
     for (auto& a : args) {
+      if (operation && a.is_number()) continue;
       if (a.is_array())
         for (auto& t : a) refs.push_back(parse_ref(t, where));
       else
@@ -330,7 +381,8 @@ Model functional_from_config(const json& config, const std::string& source) {
     } else {
       if (!entry.contains("inbound_nodes") || !entry["inbound_nodes"].is_array())
         fail("{}: missing \"inbound_nodes\"", where);
-      for (auto& call : entry["inbound_nodes"]) p.calls.push_back(parse_call(call, where));
+      for (auto& call : entry["inbound_nodes"])
+        p.calls.push_back(parse_call(call, where, is_operation_entry(entry)));
     }
     pending.push_back(std::move(p));
   }

@@ -91,6 +91,11 @@ void write_regularizers(json& config,
 // A layer from its Keras class name and config (the "config" object of a serialised layer). Unknown classes and
 // unsupported options throw, naming them.
 std::shared_ptr<Layer> layer_from_config(const std::string& class_name, const json& config);
+// A Keras 3 operation node of keras.src.ops.numpy (Add, Subtract, Multiply, Divide, TrueDivide) applied to one
+// tensor and one number, from its class, config and the call's args ([tensor, number] or [number, tensor]): a
+// layer computing x*scale + shift (src/layers/numpy_operation.cc). Other operations throw, naming them.
+std::shared_ptr<Layer> numpy_operation_from_entry(const std::string& class_name, const json& config,
+                                                  const json& args);
 // The class names layer_from_config knows.
 std::vector<std::string> known_layer_classes();
 
