@@ -1170,10 +1170,10 @@ const std::map<Op, std::vector<Case>>& cases() {
     elementwise_cases(all);
     loss_cases(all);
     optimizer_cases(all);
-    norm_cases(all);  // norm
-    regul_cases(all);  // regul
+    norm_cases(all);       // norm
+    regul_cases(all);      // regul
     conv_area_cases(all);  // conv area
-    augment_cases(all);  // augment (branch augment)
+    augment_cases(all);    // augment (branch augment)
     return all;
   }();
   return m;
