@@ -111,7 +111,8 @@ TEST(NormLayers, NormalizationWeightsAreMeanVarianceCount) {
 
 TEST(NormLayers, ConfigReadersRefuseWhatSystolicDoesNotRun) {
   using sy::layers::layer_from_config;
-  nlohmann::ordered_json c = {{"name", "ln"}, {"axis", -1}, {"gamma_regularizer", {{"class_name", "L2"}}}};
+  // LayerNormalization reads Keras's regularizers (L2 works); an unknown class is refused by name.
+  nlohmann::ordered_json c = {{"name", "ln"}, {"axis", -1}, {"gamma_regularizer", {{"class_name", "L3"}}}};
   EXPECT_THAT(error_of([&] { layer_from_config("LayerNormalization", c); }), HasSubstr("gamma_regularizer"));
   c = {{"name", "ln"}, {"axis", 1}};
   auto in = sy::layers::Input({3, 4});
