@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../examples/fine_tune.h"
+#include "io/hdf5.h"
 #include "test_util.h"
 
 using namespace systolic;
@@ -133,6 +134,22 @@ TEST(FineTune, FrozenBaseThenFineTunedTopOnTheCifarSample) {
   TempDir dir;
   auto path = (dir.path() / "fine_tuned.h5").string();
   model.save(path);
+  // Keras's legacy order for the nested base (trainable_weights + non_trainable_weights): the unfrozen top's
+  // trainable weights first, then the moving statistics and the frozen layers' weights (Keras 3 loads by order;
+  // tests/reference/fine_tune_check.py checks the file with Keras itself).
+  {
+    auto names =
+        hdf5::open_read(path).group("model_weights/mobilenetv2_base").string_list_attribute("weight_names");
+    std::vector<std::string> want_first;
+    for (auto& l : top)
+      for (auto& w : l->weights())
+        if (w.trainable) want_first.push_back(l->name() + "/" + w.name + ":0");
+    ASSERT_GE(names.size(), want_first.size());
+    EXPECT_EQ(std::vector<std::string>(names.begin(),
+                                       names.begin() + static_cast<std::ptrdiff_t>(want_first.size())),
+              want_first);
+    EXPECT_EQ(names.back(), layers.back()->name() + "/moving_variance:0");
+  }
   auto back = load_model(path);
   EXPECT_LT(max_abs_diff(back.predict(x_test), model.predict(x_test)), 1e-6);
   EXPECT_NEAR(back.evaluate(x_test, y_test, {.verbose = 0})[0],
