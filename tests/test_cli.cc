@@ -472,3 +472,46 @@ TEST(Cli, PredictWithTheRealKerasFile) {
     EXPECT_EQ(j["class"], cell);
   }
 }
+
+// finetune: --rescale F of train and evaluate feeds pixel * F, as a Rescaling(F) layer in front of the model does.
+TEST(Cli, TrainAndEvaluateRescale) {
+  fs::path dir = cifar_sample_folder("rescale");
+  if (dir.empty()) GTEST_SKIP() << "../shared/data is absent (the CIFAR-10 sample images)";
+  std::string images = "dir:" + (dir / "images").string();
+  std::string with_layer = (dir / "with_layer.h5").string(), without = (dir / "without.h5").string();
+  {
+    namespace L = systolic::layers;
+    systolic::set_random_seed(7);
+    auto in = L::Input({32, 32, 3});
+    auto conv = L::Conv2D(4, {3, 3}, {.activation = "relu"});
+    auto pool = L::GlobalAveragePooling2D();
+    auto dense = L::Dense(10, {.activation = "softmax"});
+    auto a_out = dense(pool(conv(L::Rescaling(1.0 / 255)(in))));
+    systolic::Model a(in, a_out);
+    a.compile("sgd", "sparse_categorical_crossentropy", {"accuracy"});
+    a.save(with_layer);
+    // The same layers (shared weights) without the Rescaling.
+    auto in2 = L::Input({32, 32, 3});
+    systolic::Model b(in2, dense(pool(conv(in2))));
+    b.compile("sgd", "sparse_categorical_crossentropy", {"accuracy"});
+    b.save(without);
+  }
+  const std::string rescale = " --rescale 0.00392156862745098";
+  CliResult e1 = run_cli("evaluate --model " + with_layer + " --dataset " + images);
+  CliResult e2 = run_cli("evaluate --model " + without + " --dataset " + images + rescale);
+  CliResult e3 = run_cli("evaluate --model " + without + " --dataset " + images);
+  ASSERT_EQ(e1.code, 0) << e1.describe();
+  ASSERT_EQ(e2.code, 0) << e2.describe();
+  ASSERT_EQ(e3.code, 0) << e3.describe();
+  ASSERT_EQ(test_lines(e1.out).size(), 2u) << e1.describe();
+  EXPECT_EQ(test_lines(e2.out), test_lines(e1.out)) << e2.describe();
+  EXPECT_NE(test_lines(e3.out)[0], test_lines(e1.out)[0]) << "without --rescale the raw pixels go in";
+  const std::string fit = " --dataset " + images + " --epochs 1 --batch-size 50 --verbose 0 --seed 3";
+  CliResult t1 = run_cli("train --model " + with_layer + fit);
+  CliResult t2 = run_cli("train --model " + without + fit + rescale);
+  ASSERT_EQ(t1.code, 0) << t1.describe();
+  ASSERT_EQ(t2.code, 0) << t2.describe();
+  ASSERT_EQ(test_lines(t1.out).size(), 2u) << t1.describe();
+  EXPECT_EQ(test_lines(t2.out), test_lines(t1.out)) << t2.describe();
+  fs::remove_all(dir);
+}

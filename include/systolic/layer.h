@@ -129,7 +129,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // nor keeps slots for them and backward computes no gradient for them (gradients still flow through the
   // layer to earlier ones); a frozen BatchNormalization normalises with its moving statistics even in
   // training, as in Keras 3. A model applies the change when it is compiled again (as Keras requires).
-  bool trainable() const { return trainable_; }
+  // (Virtual: a nested model's layer answers with its model's flag, which Model::set_trainable changes.)
+  virtual bool trainable() const { return trainable_; }
   virtual void set_trainable(bool trainable);
 
   // Execution (the model calls these): forward, then the fused activation; backward of the activation (unless

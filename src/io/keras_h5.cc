@@ -7,6 +7,7 @@
 #include <systolic/log.h>
 #include <systolic/saving.h>
 
+#include <algorithm>
 #include <map>
 
 #include "distribute/replica_group.h"
@@ -68,6 +69,28 @@ std::vector<std::pair<std::string, Weight*>> legacy_weights(Layer& l, const std:
   return out;
 }
 
+// Keras's legacy weight order of a layer (_legacy_weights: layer.trainable_weights + layer.non_trainable_weights),
+// which both Keras 3 and tf.keras use to write and read .h5 files, as indices into the layer's weights in layer
+// order (all_weights, legacy_weights). The same as layer order for a plain layer (its trainable weights come first)
+// and for a frozen nested model; a trainable nested model lists every weight that is trainable now (kernels,
+// gammas, ... of its unfrozen layers) first, then the others (moving statistics, frozen layers' weights).
+template <typename Trainable>
+std::vector<std::size_t> legacy_order(const Layer& l, std::size_t count, Trainable&& trainable) {
+  std::vector<std::size_t> order(count);
+  for (std::size_t i = 0; i < count; ++i) order[i] = i;
+  if (!l.sublayers().empty() && l.trainable())
+    std::stable_partition(order.begin(), order.end(), [&](std::size_t i) { return trainable(i); });
+  return order;
+}
+
+std::vector<Weight*> legacy_ordered_weights(Layer& l) {
+  auto ws = all_weights(l);
+  std::vector<Weight*> out;
+  for (auto i : legacy_order(l, ws.size(), [&](std::size_t k) { return ws[k]->trainable; }))
+    out.push_back(ws[i]);
+  return out;
+}
+
 void write_legacy_weights(const hdf5::Group& g, const Model& model) {
   std::vector<std::string> names;
   for (auto& l : model.layers()) names.push_back(l->name());
@@ -77,7 +100,11 @@ void write_legacy_weights(const hdf5::Group& g, const Model& model) {
   for (auto& l : model.layers()) {
     auto lg = g.create_group(l->name());
     std::vector<std::string> weight_names;
-    auto named = legacy_weights(*l, "");
+    auto in_layer_order = legacy_weights(*l, "");
+    decltype(in_layer_order) named;
+    for (auto i : legacy_order(*l, in_layer_order.size(),
+                               [&](std::size_t k) { return in_layer_order[k].second->trainable; }))
+      named.push_back(in_layer_order[i]);
     for (auto& [n, w] : named) weight_names.push_back(n);
     if (weight_names.empty())
       lg.set_empty_list_attribute("weight_names");
@@ -118,7 +145,7 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
   auto read_layer = [&](Layer& l, std::size_t model_index, const FileLayer& f, std::size_t file_index,
                         std::vector<Tensor>& values) -> std::string {
     auto lg = g.group(f.name);
-    auto wps = all_weights(l);
+    auto wps = legacy_ordered_weights(l);
     std::vector<Weight> ws;  // shapes and names only
     for (auto* w : wps) ws.push_back(*w);
     if (ws.size() != f.weight_names.size())
@@ -173,7 +200,7 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
     }
   }
   for (auto& [l, values] : loads)
-    for (std::size_t i = 0; i < values.size(); ++i) assign(*all_weights(*l)[i], values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) assign(*legacy_ordered_weights(*l)[i], values[i]);
 }
 
 // The model's trainable weights in the order of its flat parameter buffer (model.layers, each layer's trainable

@@ -151,6 +151,8 @@ class ModelLayer final : public Layer {
   std::int64_t count_trainable_params() const override;
   std::vector<std::shared_ptr<Layer>> sublayers() const override { return state_->layers; }
   void set_trainable(bool trainable) override;
+  // The model's flag: base.set_trainable(...) on the Model handle changes it too.
+  bool trainable() const override { return state_->trainable; }
   SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs) override { return call(inputs, {}); }
   SymbolicTensor call(const std::vector<SymbolicTensor>& inputs, std::optional<bool> training);
   struct Call {

@@ -235,7 +235,19 @@ struct TrainArgs {
   bool horizontal_flip = false;
   std::string weights, save_weights, save;
   bool optimizer_given = false, loss_given = false;
+  double rescale = 1.0;
 };
+
+// --rescale F of train and evaluate (as predict's): the images as float32 pixel * F; F = 1 keeps them as they
+// are (uint8 stays uint8 and becomes float per batch, the raw 0-255 values).
+sy::Tensor rescaled(const sy::Tensor& x, double rescale) {
+  if (rescale == 1.0) return x;
+  sy::Tensor out = x.to(sy::DType::float32);
+  float* p = out.data<float>();
+  const float f = static_cast<float>(rescale);
+  for (std::int64_t i = 0; i < out.numel(); ++i) p[i] *= f;
+  return out;
+}
 
 void print_test_scores(const std::vector<double>& scores) {
   std::printf("Test loss: %.4f\n", scores[0]);
@@ -280,7 +292,7 @@ int cmd_train(const Common& c, const TrainArgs& a) {
                       .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
   model = place(model, device, c);
-  model.fit(data.x_train, data.y_train, fit);
+  model.fit(rescaled(data.x_train, a.rescale), data.y_train, fit);
   // Replicas: only the chief writes (save_weights/save do nothing on other workers) and prints.
   if (!a.save_weights.empty()) {
     model.save_weights(a.save_weights);
@@ -290,7 +302,8 @@ int cmd_train(const Common& c, const TrainArgs& a) {
     model.save(a.save);
     if (g_chief) std::fprintf(stderr, "Saved the model to %s\n", a.save.c_str());
   }
-  auto scores = model.evaluate(data.x_test, data.y_test, {.batch_size = a.batch_size, .verbose = 0});
+  auto scores = model.evaluate(rescaled(data.x_test, a.rescale), data.y_test,
+                               {.batch_size = a.batch_size, .verbose = 0});
   if (g_chief) print_test_scores(scores);
   return 0;
 }
@@ -298,6 +311,7 @@ int cmd_train(const Common& c, const TrainArgs& a) {
 struct EvaluateArgs {
   std::string weights, dataset, split = "test";
   std::int64_t batch_size = 32, limit = 0;
+  double rescale = 1.0;
 };
 
 int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
@@ -314,7 +328,7 @@ int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
     sy::fail("--weights is required: --model {} has no weights of its own", c.model);
   if (!model.compiled()) compile_for_data(model, "adam", -1);
   model = place(model, device, c);
-  auto scores = model.evaluate(d.x, d.y, {.batch_size = a.batch_size, .verbose = 0});
+  auto scores = model.evaluate(rescaled(d.x, a.rescale), d.y, {.batch_size = a.batch_size, .verbose = 0});
   if (g_chief) print_test_scores(scores);
   return 0;
 }
@@ -601,6 +615,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.999));
   train->add_option("--limit", train_args.limit, "use the first N samples of each split")
       ->check(CLI::PositiveNumber);
+  train->add_option("--rescale", train_args.rescale,
+                    "multiply pixel values by F (default 1: raw 0-255; 1/255 gives [0, 1])");
   train->add_option("--verbose", train_args.verbose, "0, 1 or 2 as in Keras")
       ->capture_default_str()
       ->check(CLI::Range(0, 2));
@@ -634,6 +650,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   evaluate->add_option("--limit", eval_args.limit, "use the first N samples")->check(CLI::PositiveNumber);
+  evaluate->add_option("--rescale", eval_args.rescale,
+                       "multiply pixel values by F (default 1: raw 0-255; 1/255 gives [0, 1])");
 
   PredictArgs predict_args;
   auto* predict = app.add_subcommand("predict", "class probabilities for image files or one data set sample");
