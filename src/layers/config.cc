@@ -78,6 +78,20 @@ void ConfigReader::fail_option(const std::string& key, const std::string& why) c
   fail("layer '{}' ({}): option '{}': {}", name_, class_name_, key, why);
 }
 
+Padding2D ConfigReader::get_padding2d(const std::string& key, Padding2D fallback) {
+  if (!has(key)) return fallback;
+  auto& v = at(key);
+  auto is_pair = [](const json& j) {
+    return j.is_array() && j.size() == 2 && j[0].is_number_integer() && j[1].is_number_integer();
+  };
+  if (v.is_number_integer()) return Padding2D(v.get<int>());
+  if (is_pair(v)) return Padding2D(Pair{v[0].get<int>(), v[1].get<int>()});
+  if (v.is_array() && v.size() == 2 && is_pair(v[0]) && is_pair(v[1]))
+    return Padding2D(Pair{v[0][0].get<int>(), v[0][1].get<int>()},
+                     Pair{v[1][0].get<int>(), v[1][1].get<int>()});
+  fail_option(key, "expected an int, two ints or two pairs, got " + v.dump());
+}
+
 int ConfigReader::get_int(const std::string& key, int fallback) {
   if (!has(key)) return fallback;
   auto& v = at(key);

@@ -32,6 +32,8 @@ class ConfigReader {
   Pair get_pair(const std::string& key, Pair fallback);  // an int n (n, n) or a list of two
   std::optional<Pair> get_optional_pair(const std::string& key);
   std::optional<std::int64_t> get_optional_int(const std::string& key);
+  // An int, (rows, cols) or ((top, bottom), (left, right)), as Keras accepts for ZeroPadding2D and Cropping2D.
+  Padding2D get_padding2d(const std::string& key, Padding2D fallback);
   Initializer get_initializer(const std::string& key, const Initializer& fallback);
   std::string get_activation(const std::string& key, const std::string& fallback);
   const json& get_raw(const std::string& key);  // marks it read; throws when absent

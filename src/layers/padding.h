@@ -5,6 +5,7 @@
 
 #include <systolic/error.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -29,6 +30,21 @@ inline Padded tf_padding(std::int64_t in, int k, int stride, int dilation, const
 inline void check_padding_name(const std::string& padding, const std::string& layer) {
   SYSTOLIC_CHECK(padding == "valid" || padding == "same", "layer '{}': padding '{}' is not 'valid' or 'same'",
                  layer, padding);
+}
+
+// The options DepthwiseConv2D and SeparableConv2D share: positive kernel, strides, dilation and depth
+// multiplier, not both strides and dilation above 1 (as in Keras), a known padding.
+inline void check_depthwise_options(const std::string& layer, std::array<int, 2> kernel,
+                                    std::array<int, 2> strides, std::array<int, 2> dilation,
+                                    int depth_multiplier, const std::string& padding) {
+  SYSTOLIC_CHECK(kernel[0] > 0 && kernel[1] > 0, "layer '{}': kernel_size must be positive", layer);
+  SYSTOLIC_CHECK(depth_multiplier > 0, "layer '{}': depth_multiplier must be positive", layer);
+  SYSTOLIC_CHECK(strides[0] > 0 && strides[1] > 0, "layer '{}': strides must be positive", layer);
+  SYSTOLIC_CHECK(dilation[0] > 0 && dilation[1] > 0, "layer '{}': dilation_rate must be positive", layer);
+  SYSTOLIC_CHECK((strides[0] == 1 && strides[1] == 1) || (dilation[0] == 1 && dilation[1] == 1),
+                 "layer '{}': strides > 1 together with dilation_rate > 1 is not supported (as in Keras)",
+                 layer);
+  check_padding_name(padding, layer);
 }
 
 }  // namespace systolic

@@ -19,15 +19,7 @@ class SeparableConv2DLayer final : public Layer {
         o_(o) {
     set_activity_regularizer(o.activity_regularizer);
     SYSTOLIC_CHECK(filters > 0, "layer '{}': filters must be positive, got {}", name(), filters);
-    SYSTOLIC_CHECK(kernel[0] > 0 && kernel[1] > 0, "layer '{}': kernel_size must be positive", name());
-    SYSTOLIC_CHECK(o.depth_multiplier > 0, "layer '{}': depth_multiplier must be positive", name());
-    SYSTOLIC_CHECK(o.strides[0] > 0 && o.strides[1] > 0, "layer '{}': strides must be positive", name());
-    SYSTOLIC_CHECK(o.dilation_rate[0] > 0 && o.dilation_rate[1] > 0,
-                   "layer '{}': dilation_rate must be positive", name());
-    SYSTOLIC_CHECK(
-        (o.strides[0] == 1 && o.strides[1] == 1) || (o.dilation_rate[0] == 1 && o.dilation_rate[1] == 1),
-        "layer '{}': strides > 1 together with dilation_rate > 1 is not supported (as in Keras)", name());
-    check_padding_name(o.padding, name());
+    check_depthwise_options(name(), kernel, o.strides, o.dilation_rate, o.depth_multiplier, o.padding);
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {

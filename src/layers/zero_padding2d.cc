@@ -38,23 +38,7 @@ class ZeroPadding2DLayer final : public Layer {
 
 std::shared_ptr<Layer> zero_padding2d_from_config(ConfigReader& r) {
   r.require_value("data_format", "channels_last");
-  Padding2D p = 1;
-  if (r.has("padding")) {
-    // An int, (rows, cols) or ((top, bottom), (left, right)), as Keras accepts.
-    auto& v = r.get_raw("padding");
-    auto is_pair = [](const json& j) {
-      return j.is_array() && j.size() == 2 && j[0].is_number_integer() && j[1].is_number_integer();
-    };
-    if (v.is_number_integer())
-      p = Padding2D(v.get<int>());
-    else if (is_pair(v))
-      p = Padding2D(Pair{v[0].get<int>(), v[1].get<int>()});
-    else if (v.is_array() && v.size() == 2 && is_pair(v[0]) && is_pair(v[1]))
-      p = Padding2D(Pair{v[0][0].get<int>(), v[0][1].get<int>()},
-                    Pair{v[1][0].get<int>(), v[1][1].get<int>()});
-    else
-      r.fail_option("padding", "expected an int, two ints or two pairs, got " + v.dump());
-  }
+  Padding2D p = r.get_padding2d("padding", 1);
   return std::make_shared<ZeroPadding2DLayer>(p, NameOptions{r.name()});
 }
 
