@@ -15,6 +15,7 @@
 #include "test_util.h"
 
 namespace sy = systolic;
+using systolic::testing::read_floats;
 using systolic::testing::read_text;
 using systolic::testing::source_dir;
 
@@ -28,14 +29,6 @@ sy::Shape shape_of(const nlohmann::json& j) {
   std::vector<std::int64_t> d;
   for (auto& v : j) d.push_back(v.get<std::int64_t>());
   return sy::Shape(d);
-}
-
-sy::Tensor read_floats(const std::string& path, const sy::Shape& shape) {
-  sy::Tensor t(shape);
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.read(reinterpret_cast<char*>(t.data<float>()), static_cast<std::streamsize>(t.nbytes())))
-      << path;
-  return t;
 }
 
 // max |a - b| / max(1, max |b|)

@@ -15,6 +15,8 @@
 namespace sy = systolic;
 namespace fs = std::filesystem;
 using systolic::testing::error_of;
+using systolic::testing::max_abs_diff;
+using systolic::testing::read_floats;
 using systolic::testing::read_text;
 using systolic::testing::shared_data_dir;
 using systolic::testing::source_dir;
@@ -24,22 +26,6 @@ namespace {
 
 std::string fixtures() {
   return source_dir() + "/tests/fixtures/keras";
-}
-
-sy::Tensor read_floats(const std::string& path, sy::Shape shape) {
-  sy::Tensor t(shape);
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.read(reinterpret_cast<char*>(t.data<float>()), static_cast<std::streamsize>(t.nbytes())))
-      << path;
-  return t;
-}
-
-double max_abs_diff(const sy::Tensor& a, const sy::Tensor& b) {
-  auto av = a.to_doubles(), bv = b.to_doubles();
-  EXPECT_EQ(av.size(), bv.size());
-  double m = 0;
-  for (std::size_t i = 0; i < av.size() && i < bv.size(); ++i) m = std::max(m, std::abs(av[i] - bv[i]));
-  return m;
 }
 
 struct Fixture {

@@ -15,6 +15,7 @@
 namespace sy = systolic;
 using systolic::testing::error_of;
 using systolic::testing::random_tensor;
+using systolic::testing::read_floats;
 using systolic::testing::source_dir;
 using ::testing::HasSubstr;
 
@@ -22,14 +23,6 @@ namespace {
 
 std::string fixtures() {
   return source_dir() + "/tests/fixtures/norm_layers";
-}
-
-sy::Tensor read_floats(const std::string& path, const sy::Shape& shape) {
-  sy::Tensor t(shape);
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.read(reinterpret_cast<char*>(t.data<float>()), static_cast<std::streamsize>(t.nbytes())))
-      << path;
-  return t;
 }
 
 // max |got - want| / max(1, |want|) over the elements.

@@ -9,8 +9,11 @@
 #include "test_util.h"
 
 using namespace systolic;
+using systolic::testing::bit_identical;
 using systolic::testing::error_of;
+using systolic::testing::max_abs_diff;
 using systolic::testing::random_tensor;
+using systolic::testing::read_floats;
 using systolic::testing::read_text;
 using systolic::testing::source_dir;
 using systolic::testing::TempDir;
@@ -19,28 +22,6 @@ namespace {
 
 std::string fixtures() {
   return source_dir() + "/tests/fixtures/transfer";
-}
-
-Tensor read_floats(const std::string& path, Shape shape) {
-  Tensor t(shape);
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.read(reinterpret_cast<char*>(t.data<float>()), static_cast<std::streamsize>(t.nbytes())))
-      << path;
-  return t;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  auto av = a.to_doubles(), bv = b.to_doubles();
-  EXPECT_EQ(av.size(), bv.size());
-  double m = 0;
-  for (std::size_t i = 0; i < av.size() && i < bv.size(); ++i) m = std::max(m, std::abs(av[i] - bv[i]));
-  return m;
-}
-
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
-  return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() &&
-         std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
 }
 
 std::vector<Tensor> copies(const Model& m, const std::vector<std::string>& names) {

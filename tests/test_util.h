@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <systolic/datasets.h>
+#include <systolic/device.h>
 #include <systolic/error.h>
 #include <systolic/random.h>
 #include <systolic/tensor.h>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -156,6 +158,30 @@ inline std::string read_text(const std::filesystem::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A fixture's raw little-endian float32 file as a tensor of this shape (a short file fails the test).
+inline Tensor read_floats(const std::string& path, const Shape& shape) {
+  Tensor t(shape);
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.read(reinterpret_cast<char*>(t.data<float>()), static_cast<std::streamsize>(t.nbytes())))
+      << path;
+  return t;
+}
+
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  auto av = a.to_doubles(), bv = b.to_doubles();
+  EXPECT_EQ(av.size(), bv.size());
+  double m = 0;
+  for (std::size_t i = 0; i < av.size() && i < bv.size(); ++i) m = std::max(m, std::abs(av[i] - bv[i]));
+  return m;
+}
+
+// Same shape, dtype and bytes (wherever the tensors live).
+inline bool bit_identical(const Tensor& a, const Tensor& b) {
+  Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
+  return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() &&
+         std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes()) == 0;
 }
 
 }  // namespace systolic::testing
