@@ -515,3 +515,45 @@ TEST(Cli, TrainAndEvaluateRescale) {
   EXPECT_EQ(test_lines(t2.out), test_lines(t1.out)) << t2.describe();
   fs::remove_all(dir);
 }
+
+// A model file whose input is not the data set's: Fashion-MNIST (28x28x1) is brought to its 32x32x3 for train,
+// evaluate and predict (before, the command refused the pair); predict --dataset gives what predict gives on
+// the same image resized and written as a PNG.
+TEST(Cli, NamedDataSetsResizedToTheModelsInput) {
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
+  fs::path dir = fs::temp_directory_path() / ("systolic_test_cli_resize_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string file = (dir / "rgb32.h5").string();
+  {
+    namespace L = systolic::layers;
+    systolic::set_random_seed(11);
+    auto in = L::Input({32, 32, 3});
+    auto x = L::Rescaling(1.0 / 255)(in);
+    x = L::Conv2D(4, {3, 3}, {.activation = "relu"})(x);
+    x = L::GlobalAveragePooling2D()(x);
+    systolic::Model(in, L::Dense(10, {.activation = "softmax"})(x)).save(file);
+  }
+  CliResult t = run_cli("train --model " + file +
+                        " --dataset fashion_mnist --limit 64 --epochs 1 --batch-size 32 --verbose 0 --save " +
+                        (dir / "trained.h5").string());
+  ASSERT_EQ(t.code, 0) << t.describe();
+  EXPECT_NE(t.out.find("Test accuracy"), std::string::npos) << t.describe();
+  CliResult e =
+      run_cli("evaluate --model " + (dir / "trained.h5").string() + " --dataset fashion_mnist --limit 64");
+  ASSERT_EQ(e.code, 0) << e.describe();
+  EXPECT_NE(e.out.find("Test accuracy"), std::string::npos) << e.describe();
+
+  CliResult p = run_cli("predict --model " + file + " --dataset fashion_mnist --index 7 --json");
+  ASSERT_EQ(p.code, 0) << p.describe();
+  auto d = systolic::datasets::fashion_mnist::load_data();
+  std::string png = (dir / "seven.png").string();
+  systolic::image::write_png(
+      png, systolic::image::resize_batch(d.test.x.slice(7, 8).reshape({1, 28, 28, 1}), 32, 32, 3, "test")
+               .reshape({32, 32, 3}));
+  CliResult q = run_cli("predict --model " + file + " --json " + png);
+  ASSERT_EQ(q.code, 0) << q.describe();
+  auto a = nlohmann::json::parse(p.out_lines().at(0)), b = nlohmann::json::parse(q.out_lines().at(0));
+  EXPECT_EQ(a["label"], static_cast<int>(d.test.y.slice(7, 8).to_doubles()[0]));
+  EXPECT_EQ(a["probabilities"], b["probabilities"]);
+  fs::remove_all(dir);
+}

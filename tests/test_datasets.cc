@@ -585,3 +585,27 @@ TEST(LoadByName, FashionMnistGetsAChannelAxisAndALimit) {
   EXPECT_EQ(d.test.x.slice(99, 100).to_doubles(), full.test.x.slice(99, 100).to_doubles());
   EXPECT_EQ(datasets::load("fashion_mnist").train.x.dim(0), 60000);
 }
+
+// A named data set at a model's input: grey to RGB and resized, image by image as image::resize_batch does;
+// refused clearly when the shape is no image or the set would not fit in memory.
+TEST(LoadByName, FashionMnistAtAModelsInputShape) {
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
+  auto full = datasets::load("fashion_mnist", {.limit = 3});
+  auto d = datasets::load("fashion_mnist", {.limit = 3, .image_shape = Shape{40, 36, 3}});
+  EXPECT_EQ(d.train.x.shape(), Shape({3, 40, 36, 3}));
+  EXPECT_EQ(d.test.x.shape(), Shape({3, 40, 36, 3}));
+  EXPECT_EQ(d.train.y.to_doubles(), full.train.y.to_doubles());
+  Tensor want = image::resize(image::to_channels(full.test.x.slice(2, 3).reshape({28, 28, 1}), 3), 40, 36);
+  EXPECT_EQ(d.test.x.slice(2, 3).to_doubles(), want.to_doubles());
+  // The same shape: nothing converted.
+  auto same = datasets::load("fashion_mnist", {.limit = 3, .image_shape = Shape{28, 28, 1}});
+  EXPECT_EQ(same.train.x.to_doubles(), full.train.x.to_doubles());
+  EXPECT_THAT(error_of([] {
+                datasets::load("fashion_mnist", {.limit = 3, .image_shape = Shape{8, 8, 2}});
+              }),
+              HasSubstr("C 1 or 3"));
+  EXPECT_THAT(error_of([] {
+                datasets::load("fashion_mnist", {.image_shape = Shape{30000, 30000, 3}});
+              }),
+              HasSubstr("--limit"));
+}

@@ -6,6 +6,7 @@
 #include <systolic/systolic.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -267,4 +268,34 @@ TEST(Image, ToFloatBatchScalesEveryPixel) {
     EXPECT_EQ(scaled.data<float>()[i], static_cast<float>(b.data<std::uint8_t>()[i] * (1.0 / 255)));
   EXPECT_THAT(error_of([&] { image::to_float_batch({a, pattern(2, 3, 1)}); }), HasSubstr("image 1"));
   EXPECT_THAT(error_of([&] { image::to_float_batch({}); }), HasSubstr("no images"));
+}
+
+// Channel conversion as read() converts decoded files: grey replicated, RGB to stb's luma, exact; a batch is
+// converted, then resized image by image.
+TEST(Image, ToChannelsAndResizeBatch) {
+  TempDir dir;
+  Tensor rgb = pattern(6, 7, 3, 2);
+  image::write_png(dir.file("rgb.png"), rgb);
+  EXPECT_EQ(bytes(image::to_channels(rgb, 1)), bytes(image::read(dir.file("rgb.png"), 1)));
+  Tensor px({1, 1, 3}, DType::uint8);
+  px.data<std::uint8_t>()[0] = 255, px.data<std::uint8_t>()[1] = 10, px.data<std::uint8_t>()[2] = 200;
+  EXPECT_EQ(bytes(image::to_channels(px, 1)), std::vector<int>{(77 * 255 + 150 * 10 + 29 * 200) >> 8});
+  Tensor grey = pattern(4, 5, 1, 3);
+  Tensor g3 = image::to_channels(grey, 3);
+  ASSERT_EQ(g3.shape(), Shape({4, 5, 3}));
+  for (std::int64_t i = 0; i < 20; ++i)
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(g3.data<std::uint8_t>()[3 * i + k], grey.data<std::uint8_t>()[i]);
+  EXPECT_TRUE(image::to_channels(rgb, 3).shares_storage_with(rgb));
+
+  Tensor batch({2, 4, 5, 1}, DType::uint8);
+  std::memcpy(batch.data<std::uint8_t>(), grey.raw_data(), 20);
+  std::memcpy(batch.data<std::uint8_t>() + 20, pattern(4, 5, 1, 9).raw_data(), 20);
+  Tensor big = image::resize_batch(batch, 9, 11, 3, "test batch");
+  ASSERT_EQ(big.shape(), Shape({2, 9, 11, 3}));
+  std::vector<int> want = bytes(image::resize(image::to_channels(grey, 3), 9, 11));
+  for (int v : bytes(image::resize(image::to_channels(pattern(4, 5, 1, 9), 3), 9, 11))) want.push_back(v);
+  EXPECT_EQ(bytes(big), want);
+  EXPECT_TRUE(image::resize_batch(batch, 4, 5, 1, "same").shares_storage_with(batch));
+  EXPECT_THAT(error_of([&] { image::resize_batch(batch, 9, 11, 2, "test batch"); }), HasSubstr("2 channels"));
+  EXPECT_THAT(error_of([&] { image::resize_batch(grey, 9, 11, 3, "test batch"); }), HasSubstr("test batch"));
 }

@@ -91,8 +91,9 @@ Split image_dataset_from_directory(const std::string& directory, const ImageFold
 // splits (image_dataset_from_directory). The images of both splits get a channel axis: x uint8 (N, H, W, C).
 struct LoadOptions {
   std::int64_t limit = 0;  // > 0: the first `limit` samples of each split
-  // dir:PATH: the images resized to (H, W) and decoded to C channels (1 or 3); by default the first image's
-  // size, 3 channels.
+  // The images at this shape (H, W, C), C 1 or 3: dir:PATH decodes them to C channels and resizes them (by
+  // default: the first image's size, 3 channels); cifar10, fashion_mnist and mnist convert channels (grey
+  // replicated to RGB, RGB to luma) and resize bilinearly (image::resize_batch), after `limit`.
   std::optional<Shape> image_shape;
 };
 Dataset load(const std::string& name, const LoadOptions& options = {});

@@ -32,6 +32,15 @@ Tensor decode(const void* data, std::size_t size, int channels, const std::strin
 // (uint8: rounded to nearest and clamped to 0-255; float32: TensorFlow's values).
 Tensor resize(const Tensor& image, std::int64_t height, std::int64_t width, DType dtype = DType::uint8);
 
+// uint8 (H, W, C) with C 1 or 3 as `channels` (1 or 3): grey replicated to RGB, RGB to luma with read()'s
+// weights (stb's ITU-R 601: (77 R + 150 G + 29 B) >> 8). The same tensor when C is `channels` already.
+Tensor to_channels(const Tensor& image, int channels);
+
+// A batch of uint8 images (N, H, W, C) as (N, height, width, channels): to_channels, then resize (bilinear,
+// rounded). The same tensor when it has that shape already. `what` names the batch in errors.
+Tensor resize_batch(const Tensor& batch, std::int64_t height, std::int64_t width, int channels,
+                    const std::string& what);
+
 // An image file as a model's input of (height, width, channels): decoded to `channels` (read) and, when its
 // size differs, resized bilinearly (resize). uint8.
 Tensor read_resized(const std::string& path, std::int64_t height, std::int64_t width, int channels);

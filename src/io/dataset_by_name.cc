@@ -2,6 +2,8 @@
 // cut to a limit; dir:PATH reads image folders (one folder for both splits, or train/ and test/).
 #include <fmt/format.h>
 #include <systolic/datasets.h>
+#include <systolic/image.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -18,9 +20,29 @@ Tensor first(const Tensor& t, std::int64_t limit) {
   return limit > 0 && limit < t.dim(0) ? t.slice(0, limit) : t;
 }
 
-Dataset prepared(const Dataset& d, std::int64_t limit) {
-  return {{first(with_channel(d.train.x), limit), first(d.train.y, limit)},
-          {first(with_channel(d.test.x), limit), first(d.test.y, limit)},
+// A named data set's images at a model's input size (H, W, C): grey replicated to RGB (or RGB to grey) and
+// resized bilinearly, as tf.image.resize would, once at load time and kept as uint8. A size that would not fit
+// in half the machine's memory is refused, naming --limit.
+Tensor at_shape(const std::string& name, const char* split, const Tensor& x,
+                const std::optional<Shape>& shape) {
+  if (!shape || x.shape().without_batch() == *shape) return x;
+  SYSTOLIC_CHECK(shape->rank() == 3 && (*shape)[2] >= 1 && (*shape)[2] <= 3 && (*shape)[2] != 2,
+                 "{}: cannot resize its images to {}: expected (H, W, C) with C 1 or 3", name, shape->str());
+  const double bytes = double(x.dim(0)) * double(shape->numel());
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  SYSTOLIC_CHECK(memory <= 0 || bytes <= memory / 2,
+                 "{}: its {} {} images at {} would take {:.1f} GB, more than half of this machine's memory; "
+                 "use fewer (--limit)",
+                 name, x.dim(0), split, shape->str(), bytes / 1e9);
+  return image::resize_batch(x, (*shape)[0], (*shape)[1], static_cast<int>((*shape)[2]),
+                             fmt::format("{} ({})", name, split));
+}
+
+Dataset prepared(const std::string& name, const Dataset& d, const LoadOptions& o) {
+  return {{at_shape(name, "train", first(with_channel(d.train.x), o.limit), o.image_shape),
+           first(d.train.y, o.limit)},
+          {at_shape(name, "test", first(with_channel(d.test.x), o.limit), o.image_shape),
+           first(d.test.y, o.limit)},
           d.class_names};
 }
 
@@ -62,9 +84,9 @@ std::vector<std::string> class_names(const std::string& name) {
 }
 
 Dataset load(const std::string& name, const LoadOptions& options) {
-  if (name == "fashion_mnist") return prepared(fashion_mnist::load_data(), options.limit);
-  if (name == "mnist") return prepared(mnist::load_data(), options.limit);
-  if (name == "cifar10") return prepared(cifar10::load_data(), options.limit);
+  if (name == "fashion_mnist") return prepared(name, fashion_mnist::load_data(), options);
+  if (name == "mnist") return prepared(name, mnist::load_data(), options);
+  if (name == "cifar10") return prepared(name, cifar10::load_data(), options);
   if (name.starts_with("dir:")) {
     if (name.size() == 4) throw InvalidName("dir:PATH: the PATH is missing");
     return image_folders(name, name.substr(4), options);

@@ -71,6 +71,46 @@ Tensor read_resized(const std::string& path, std::int64_t height, std::int64_t w
   return image;
 }
 
+Tensor to_channels(const Tensor& image_in, int channels) {
+  Tensor image = as_hwc(image_in, "image::to_channels");
+  check_channels(channels, "image::to_channels");
+  SYSTOLIC_CHECK(image.dtype() == DType::uint8, "image::to_channels: expected uint8, got {}",
+                 dtype_name(image.dtype()));
+  const std::int64_t C = image.dim(2), n = image.dim(0) * image.dim(1);
+  SYSTOLIC_CHECK(C == 1 || C == 3, "image::to_channels: images have 1 or 3 channels, got {}", C);
+  if (C == channels) return image;
+  Tensor out({image.dim(0), image.dim(1), channels}, DType::uint8);
+  const std::uint8_t* in = image.data<std::uint8_t>();
+  std::uint8_t* o = out.data<std::uint8_t>();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (channels == 3)
+      o[3 * i] = o[3 * i + 1] = o[3 * i + 2] = in[i];
+    else
+      o[i] = static_cast<std::uint8_t>((77 * in[3 * i] + 150 * in[3 * i + 1] + 29 * in[3 * i + 2]) >> 8);
+  return out;
+}
+
+Tensor resize_batch(const Tensor& batch, std::int64_t height, std::int64_t width, int channels,
+                    const std::string& what) {
+  SYSTOLIC_CHECK(batch.defined() && batch.rank() == 4 && batch.dtype() == DType::uint8,
+                 "{}: expected uint8 images (N, H, W, C), got {} {}", what,
+                 batch.defined() ? dtype_name(batch.dtype()) : "nothing",
+                 batch.defined() ? batch.shape().str() : "");
+  SYSTOLIC_CHECK(height > 0 && width > 0, "{}: target size {}x{} must be positive", what, height, width);
+  check_channels(channels, what);
+  const std::int64_t N = batch.dim(0);
+  if (batch.dim(1) == height && batch.dim(2) == width && batch.dim(3) == channels) return batch;
+  Tensor out({N, height, width, channels}, DType::uint8);
+  const std::int64_t each = height * width * channels;
+  for (std::int64_t i = 0; i < N; ++i) {
+    Tensor image = to_channels(batch.slice(i, i + 1).reshape(batch.shape().without_batch()), channels);
+    if (image.dim(0) != height || image.dim(1) != width) image = resize(image, height, width);
+    std::memcpy(out.data<std::uint8_t>() + i * each, image.data<std::uint8_t>(),
+                static_cast<std::size_t>(each));
+  }
+  return out;
+}
+
 Tensor to_float_batch(const std::vector<Tensor>& images, double scale) {
   SYSTOLIC_CHECK(!images.empty(), "image::to_float_batch: no images");
   const Shape& shape = images[0].shape();

@@ -374,7 +374,10 @@ int cmd_predict(const Common& c, const PredictArgs& a) {
   std::optional<sy::Shape> shape;
   auto from_file = model_file(c, shape);
   std::optional<SplitData> d;
-  if (from_dataset) d = load_split(a.dataset, a.split, 0, shape);
+  // A named data set is read at its own size and only the image asked for is resized (below); image folders
+  // are read at the model's.
+  if (from_dataset)
+    d = load_split(a.dataset, a.split, 0, a.dataset.starts_with("dir:") ? shape : std::nullopt);
   auto model = from_file ? *from_file
                          : make_model(c, d ? d->input_shape : shape.value_or(sy::Shape{32, 32, 3}),
                                       d ? static_cast<int>(d->class_names.size()) : 10);
@@ -398,7 +401,9 @@ int cmd_predict(const Common& c, const PredictArgs& a) {
     std::int64_t n = d->x.dim(0);
     SYSTOLIC_CHECK(a.index < n, "--index {}: the {} split of {} has {} images (0 to {})", a.index, a.split,
                    a.dataset, n, n - 1);
-    sy::Tensor img = d->x.slice(a.index, a.index + 1).reshape(d->x.shape().without_batch());
+    sy::Tensor img = sy::image::resize_batch(d->x.slice(a.index, a.index + 1), in[0], in[1],
+                                             static_cast<int>(in[2]), "--dataset " + a.dataset)
+                         .reshape(in);
     SYSTOLIC_CHECK(img.shape() == in, "--dataset {}: images are {}, the model takes {}", a.dataset,
                    img.shape().keras_str(), in.keras_str());
     images.push_back(img);
