@@ -23,3 +23,4 @@
 #include <systolic/shape.h>
 #include <systolic/system.h>
 #include <systolic/tensor.h>
+#include <systolic/version.h>
