@@ -472,7 +472,8 @@ void Model::save_weights(const std::string& path) const {
 }
 
 void keras_io::save_weights(const Model& model, const std::string& path,
-                            const std::vector<std::pair<std::string, std::string>>& root_attributes) {
+                            const std::vector<std::pair<std::string, std::string>>& root_attributes,
+                            const std::vector<std::pair<std::string, Tensor>>& datasets) {
   if (!ModelInternals::state(model)->chief) return;  // replicas: the chief (worker 0) writes
   bool keras3 = path.ends_with(".weights.h5");
   if (!keras3 && !path.ends_with(".h5") && !path.ends_with(".hdf5") && !path.ends_with(".keras"))
@@ -490,6 +491,11 @@ void keras_io::save_weights(const Model& model, const std::string& path,
     else
       write_legacy_weights(root, self);
     for (auto& [name, value] : root_attributes) root.set_string_attribute(name, value);
+    for (auto& [name, value] : datasets) {
+      auto slash = name.rfind('/');
+      SYSTOLIC_CHECK(slash != std::string::npos, "save_weights: internal: dataset '{}' has no group", name);
+      root.create_group(name.substr(0, slash)).write_float32(name.substr(slash + 1), value);
+    }
   });
 }
 

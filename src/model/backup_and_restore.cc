@@ -22,6 +22,20 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr const char* kStateAttribute = "systolic_training_state";
+// Every replica's non-trainable weights (one row per replica), in a backup made inside an epoch under
+// replicas with per-replica batch norm: until the epoch's end they differ.
+constexpr const char* kReplicaRows = "systolic/replica_non_trainable";
+
+// Under replicas whose batch norm statistics are their own: how many non-trainable values each replica has.
+std::int64_t per_replica_rows(ModelState& s) {
+  distribute::ReplicaGroup* group = s.replicas.get();
+  if (!group || group->size() < 2 || group->strategy().options().sync_batch_norm) return 0;
+  std::int64_t n = 0;
+  for (auto* l : s.weight_layers())
+    for (auto& w : l->weights())
+      if (!w.trainable) n += w.value.numel();
+  return n;
+}
 
 // What a backup holds besides the weights, or what a Keras backup tells (its epoch only).
 struct Restored {
@@ -151,7 +165,6 @@ void BackupAndRestore::on_train_end(const Logs&) {
 
 void BackupAndRestore::save() {
   ModelState& s = *ModelInternals::state(model());
-  if (!s.chief) return;  // every worker holds the same state; the chief writes it
   const auto& fit = s.fit;
   SYSTOLIC_CHECK(s.optimizer && fit.totals, "BackupAndRestore: backups are made during fit only");
   // Where a resumed fit starts: after the batches done, or at the next epoch when this one is done (its
@@ -159,6 +172,15 @@ void BackupAndRestore::save() {
   bool epoch_done = options_.save_freq == 0;
   int epoch = epoch_done ? fit.epoch + 1 : fit.epoch;
   std::int64_t batches = epoch_done ? 0 : fit.batches;
+  // Inside an epoch per-replica statistics are not yet averaged: keep every replica's (collective, so every
+  // worker gathers; then the chief writes).
+  std::vector<std::pair<std::string, Tensor>> datasets;
+  if (std::int64_t k = per_replica_rows(s); k > 0 && batches > 0) {
+    auto rows = s.replicas->gather_non_trainable_weights();
+    std::vector<float> values(rows.begin(), rows.end());  // the weights' own float32 values
+    datasets.emplace_back(kReplicaRows, Tensor::from_vector(values, {std::int64_t(s.replicas->size()), k}));
+  }
+  if (!s.chief) return;  // every worker holds the same state; the chief writes it
   json state = {{"format", 1},
                 {"epoch", epoch},
                 {"batches", batches},
@@ -171,7 +193,7 @@ void BackupAndRestore::save() {
   std::error_code ec;
   fs::create_directories(backup_dir_, ec);
   if (ec) fail("BackupAndRestore: cannot create {}: {}", backup_dir_, ec.message());
-  keras_io::save_weights(model(), weights_path_, {{kStateAttribute, state.dump()}});
+  keras_io::save_weights(model(), weights_path_, {{kStateAttribute, state.dump()}}, datasets);
   // Keras's metadata: the epoch to resume and the last batch done in it (0 after an epoch's end).
   json keras = {{"epoch", epoch}, {"batch", batches > 0 ? batches - 1 : 0}};
   std::string text = keras.dump();
@@ -184,20 +206,34 @@ void BackupAndRestore::restore() {
   distribute::ReplicaGroup* group = s.replicas.get();
   std::int64_t totals_size = s.totals.numel();
   // The chief reads; every worker takes what it read (one broadcast of numbers, then of the weights).
+  std::int64_t k = per_replica_rows(s);
+  std::size_t row_values = group ? static_cast<std::size_t>(k * group->size()) : 0;
   std::optional<Restored> found;
+  std::vector<double> rows;  // every replica's non-trainable weights, when the backup has them
   std::exception_ptr error;
   if (s.chief) {
     try {
       if (fs::exists(weights_path_)) {
         std::optional<std::string> state;
+        Tensor replica_rows;
         {
           hdf5::Lock lock;
           auto root = hdf5::open_read(weights_path_);
           if (root.has_attribute(kStateAttribute)) state = root.string_attribute(kStateAttribute);
+          if (row_values > 0 && root.has_dataset(kReplicaRows))
+            replica_rows = root.read_float32(kReplicaRows);
         }
         if (state) {
           std::string where = weights_path_ + " (" + kStateAttribute + ")";
           found = parse_state(parse_json(*state, where), where, s.fit, totals_size);
+          if (found->batches > 0 && replica_rows.defined()) {
+            if (replica_rows.shape() != Shape({std::int64_t(group->size()), k}))
+              fail(
+                  "BackupAndRestore: {}: {} has shape {}, for {} replicas of {} non-trainable values: resume "
+                  "with as many replicas as the backed-up fit had",
+                  weights_path_, kReplicaRows, replica_rows.shape().str(), group->size(), k);
+            rows = replica_rows.to_doubles();
+          }
         } else {
           found = Restored{};  // written by Keras: the weights, and the epoch its metadata names
           if (fs::exists(metadata_path_)) {
@@ -215,16 +251,18 @@ void BackupAndRestore::restore() {
     }
   }
   // [status (0 none, 1 found, -1 the chief failed), epoch, batches, exact, seed hi, seed lo, iterations,
-  // learning rate, totals...]: exact in doubles.
-  std::vector<double> shared(8 + static_cast<std::size_t>(totals_size), 0.0);
+  // learning rate, has rows, totals..., rows...]: exact in doubles.
+  constexpr std::size_t head = 9;
+  std::vector<double> shared(head + static_cast<std::size_t>(totals_size) + row_values, 0.0);
   if (error) {
     shared[0] = -1;
   } else if (found) {
     const Restored& r = *found;
     shared[0] = 1, shared[1] = r.epoch, shared[2] = double(r.batches), shared[3] = r.exact;
     shared[4] = double(r.seed >> 32), shared[5] = double(r.seed & 0xffffffffu);
-    shared[6] = double(r.iterations), shared[7] = r.learning_rate;
-    for (std::size_t i = 0; i < r.totals.size(); ++i) shared[8 + i] = r.totals[i];
+    shared[6] = double(r.iterations), shared[7] = r.learning_rate, shared[8] = !rows.empty();
+    for (std::size_t i = 0; i < r.totals.size(); ++i) shared[head + i] = r.totals[i];
+    std::copy(rows.begin(), rows.end(), shared.begin() + static_cast<std::ptrdiff_t>(head + totals_size));
   }
   if (group) group->broadcast_from_chief(shared);
   if (error) std::rethrow_exception(error);
@@ -232,6 +270,9 @@ void BackupAndRestore::restore() {
   if (shared[0] == 0) return;
 
   if (group) group->broadcast_weights();  // replica 0 of the chief read them
+  if (group && shared[8] != 0)
+    group->scatter_non_trainable_weights(
+        std::vector<double>(shared.begin() + static_cast<std::ptrdiff_t>(head + totals_size), shared.end()));
   Restored r;
   r.epoch = static_cast<int>(shared[1]);
   r.batches = static_cast<std::int64_t>(shared[2]);
@@ -245,7 +286,9 @@ void BackupAndRestore::restore() {
       replica.optimizer->set_learning_rate(shared[7]);
     }
     r.seed = (static_cast<std::uint64_t>(shared[4]) << 32) | static_cast<std::uint64_t>(shared[5]);
-    if (r.batches > 0) r.totals.assign(shared.begin() + 8, shared.end());
+    if (r.batches > 0)
+      r.totals.assign(shared.begin() + head,
+                      shared.begin() + static_cast<std::ptrdiff_t>(head + totals_size));
     s.fit.resume = ModelState::FitProgress::Resume{
         .epoch = r.epoch, .batches = r.batches, .seed = r.seed, .totals = r.totals};
   } else {
