@@ -177,6 +177,38 @@ INSTANTIATE_TEST_SUITE_P(
         ResumeCase{"AfterTheLastBatch", 1, FitOptions::Batches::host_pipeline, 6, 2, 2}),
     [](const auto& info) { return info.param.name; });
 
+// A kill while a backup is written leaves the previous backup and a temporary file: the restore reads the
+// backup and removes the temporary.
+TEST(BackupAndRestore, AnInterruptedWriteLeavesThePreviousBackup) {
+  auto d = replica_test_data(64);
+  FitOptions o{.batch_size = 16, .epochs = 2, .verbose = 0};
+  Model whole = resume_model();
+  whole.fit(d.x, d.y, o);
+
+  TempDir dir;
+  std::string backup = dir.file("backup");
+  auto options = callbacks::BackupAndRestoreOptions{.save_freq = 3, .delete_checkpoint = false};
+  Model first = resume_model();
+  FitOptions o1 = o;
+  o1.callbacks = {std::make_shared<callbacks::BackupAndRestore>(backup, options),
+                  std::make_shared<Crash>(1, 1)};
+  EXPECT_THROW(first.fit(d.x, d.y, o1), std::runtime_error);
+  // What write_atomically leaves when killed before its rename: half a file under a temporary name.
+  std::string leftover = backup + "/.latest.weights.h5.tmp-Ab12Cd",
+              meta = backup + "/.training_metadata.json.tmp-x";
+  std::ofstream(leftover) << "half an HDF5 file";
+  std::ofstream(meta) << "{\"epo";
+
+  Model second = resume_model();
+  FitOptions o2 = o;
+  o2.callbacks = {std::make_shared<callbacks::BackupAndRestore>(backup, options)};
+  second.fit(d.x, d.y, o2);
+  EXPECT_FALSE(fs::exists(leftover));
+  EXPECT_FALSE(fs::exists(meta));
+  EXPECT_TRUE(fs::exists(backup + "/latest.weights.h5")) << "delete_checkpoint false keeps the backup";
+  EXPECT_LE(max_diff(all_weights(second), all_weights(whole)), 1e-6);
+}
+
 // ---- against Keras -------------------------------------------------------------------------------------
 
 // Keras's model of the fixtures: Dense(4, relu), Dense(2) logits, Adam(0.01).

@@ -50,6 +50,7 @@ class BackupAndRestore : public Callback {
  private:
   void save();
   void restore();
+  void remove_leftovers() const;
 
   std::string backup_dir_, weights_path_, metadata_path_;
   BackupAndRestoreOptions options_;

@@ -200,6 +200,17 @@ void BackupAndRestore::save() {
   io::write_file_atomic(metadata_path_, text.data(), text.size());
 }
 
+// The temporary files of writes a kill interrupted (io::write_atomically names them .<file>.tmp-XXXXXX).
+void BackupAndRestore::remove_leftovers() const {
+  std::error_code ec;
+  if (!fs::is_directory(backup_dir_, ec)) return;
+  for (auto& e : fs::directory_iterator(backup_dir_, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.starts_with(".latest.weights.h5.tmp-") || name.starts_with(".training_metadata.json.tmp-"))
+      fs::remove(e.path(), ec);
+  }
+}
+
 void BackupAndRestore::restore() {
   ModelState& s = *ModelInternals::state(model());
   SYSTOLIC_CHECK(s.optimizer, "BackupAndRestore: the model must be compiled");
@@ -213,6 +224,7 @@ void BackupAndRestore::restore() {
   std::exception_ptr error;
   if (s.chief) {
     try {
+      remove_leftovers();
       if (fs::exists(weights_path_)) {
         std::optional<std::string> state;
         Tensor replica_rows;

@@ -102,8 +102,8 @@ EpochIterator::~EpochIterator() = default;
 void EpochIterator::begin_epoch(int epoch, std::int64_t first_batch) {
   SYSTOLIC_CHECK(first_batch >= 0 && first_batch <= steps_, "fit: batch {} of an epoch of {} batches",
                  first_batch, steps_);
-  // Every worker holds the chief's seed (the constructor, or a backup every worker read alike), so every
-  // worker draws the same order here.
+  // Every worker holds the chief's seed (broadcast by the constructor, or by BackupAndRestore when it restored
+  // one), so every worker draws the same order here.
   Generator g(philox::mix64(seed_ + 0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(epoch) + 1)));
   std::vector<std::int64_t> order(static_cast<std::size_t>(samples_));
   if (shuffle_)
