@@ -527,6 +527,20 @@ void kill_and_resume(const std::string& launcher, const std::string& extra, cons
   EXPECT_NE(log.find(expect), std::string::npos) << log;
 }
 
+// Bad --backup-freq values are usage errors (exit 2, one line naming the flag).
+TEST(BackupAndRestoreCli, BadBackupFreqIsAUsageError) {
+  TempDir dir;
+  for (std::string bad :
+       {"--backup-dir B --backup-freq 0", "--backup-dir B --backup-freq often", "--backup-freq 5"}) {
+    SCOPED_TRACE(bad);
+    int status = wait_status(
+        start("'" + cli_path() + "' train --dataset fashion_mnist --limit 32 " + bad, dir.file("log")), 60);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << read_text(dir.file("log"));
+    std::string log = read_text(dir.file("log"));
+    EXPECT_EQ(log.rfind("systolic: error: --backup-freq", 0), 0u) << log;
+  }
+}
+
 TEST(BackupAndRestoreCli, KilledRunResumesExactly) {
   kill_and_resume("", "", "Epoch 6/6");
 }

@@ -639,11 +639,20 @@ int main(int argc, char** argv) {
   train->add_option("--save-weights", train_args.save_weights,
                     "write the trained weights (.h5: tf.keras layout; .weights.h5: Keras 3)");
   train->add_option("--save", train_args.save, "write the whole trained model (Keras full-model .h5)");
-  train->add_option("--backup-dir", train_args.backup_dir,
-                    "back up the training state here (Keras's BackupAndRestore); the same command resumes "
-                    "from it exactly; removed when training ends");
+  auto* backup_dir = train->add_option("--backup-dir", train_args.backup_dir,
+                                       "back up the training state here (Keras's BackupAndRestore); the same "
+                                       "command resumes from it exactly; removed when training ends");
   train->add_option("--backup-freq", train_args.backup_freq, "back up every epoch, or every N batches")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(backup_dir)
+      ->check([](const std::string& v) {
+        try {
+          sy::callbacks::BackupAndRestore::parse_save_freq(v);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
 
   EvaluateArgs eval_args;
   auto* evaluate =
