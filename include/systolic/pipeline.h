@@ -42,6 +42,7 @@ struct BatchPipelineOptions {
   std::int64_t batch_size = 32;
   Augmentation augmentation;
   std::uint64_t seed = 0;          // of the augmentation's random numbers
+  std::int64_t first_batch = 0;    // start at this batch of the order (a resumed epoch skips those done)
   int workers = 1;                 // background threads building batches (0: build on the calling thread)
   int max_queue_size = 4;          // batches built ahead of the consumer (Keras's fit max_queue_size)
   DType x_dtype = DType::float32;  // batch dtypes

@@ -1,6 +1,7 @@
 // systolic: Keras-style neural networks in C++. One include for the whole public API.
 #pragma once
 
+#include <systolic/backup_and_restore.h>
 #include <systolic/callbacks.h>
 #include <systolic/datasets.h>
 #include <systolic/device.h>

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <systolic/error.h>
 
+#include <algorithm>
 #include <numeric>
 
 #include "model/model_state.h"
@@ -189,6 +190,42 @@ void ReplicaGroup::broadcast_weights() {
       std::vector<double> it{root ? double(s.optimizer->iterations()) : 0.0};
       comm_->all_reduce_sum(it, local);
       s.optimizer->set_iterations(static_cast<std::int64_t>(it[0]));
+    }
+  });
+}
+
+std::vector<double> ReplicaGroup::gather_non_trainable_weights() {
+  std::vector<double> rows;
+  run([&](int local, ModelState& s) {
+    std::vector<double> v;
+    for (Tensor* t : non_trainable(s)) {
+      auto d = t->to_doubles();
+      v.insert(v.end(), d.begin(), d.end());
+    }
+    // Each replica fills its row of zeros; the sum over replicas is every row (x + 0 is exact).
+    std::vector<double> all(v.size() * static_cast<std::size_t>(size()), 0.0);
+    std::copy(v.begin(), v.end(), all.begin() + static_cast<std::ptrdiff_t>(v.size() * global_index(local)));
+    comm_->all_reduce_sum(all, local);
+    if (local == 0) rows = std::move(all);
+  });
+  return rows;
+}
+
+void ReplicaGroup::scatter_non_trainable_weights(const std::vector<double>& rows) {
+  run([&](int local, ModelState& s) {
+    auto weights = non_trainable(s);
+    std::size_t per_replica = 0;
+    for (Tensor* t : weights) per_replica += static_cast<std::size_t>(t->numel());
+    SYSTOLIC_CHECK(rows.size() == per_replica * static_cast<std::size_t>(size()),
+                   "replicas: {} non-trainable values for {} replicas of {}", rows.size(), size(),
+                   per_replica);
+    std::size_t at = per_replica * static_cast<std::size_t>(global_index(local));
+    for (Tensor* t : weights) {
+      auto n = static_cast<std::size_t>(t->numel());
+      std::vector<double> v(rows.begin() + static_cast<std::ptrdiff_t>(at),
+                            rows.begin() + static_cast<std::ptrdiff_t>(at + n));
+      at += n;
+      t->copy_from(Tensor::from_vector(v, t->shape()).to(t->dtype()).to(t->device()));
     }
   });
 }

@@ -62,6 +62,11 @@ class ReplicaGroup {
   // The mean over replicas of the non-trainable weights (per-replica batch norm statistics), on every
   // replica: what TensorFlow reads from variables synchronised ON_READ with aggregation MEAN.
   void average_non_trainable_weights();
+  // Every replica's non-trainable weights, one row per replica in global order, on every worker (collective):
+  // with per-replica batch norm they differ until the epoch's end, so a backup made inside an epoch keeps
+  // them all. scatter gives replica g its row back.
+  std::vector<double> gather_non_trainable_weights();
+  void scatter_non_trainable_weights(const std::vector<double>& rows);
   // The chief's values on every worker (epoch order, seeds); a no-op with one worker.
   void broadcast_from_chief(std::vector<double>& values);
 

@@ -327,12 +327,46 @@ void read_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_ptr
   }
 }
 
+// The optimizer's variables that write_keras3_optimizer wrote (Keras 3 reads them back in load_weights, so a
+// backup resumes with its optimizer): an empty string, or why they were not read.
+std::string read_keras3_optimizer(const hdf5::Group& root, Model& model) {
+  auto& opt = model.optimizer();
+  auto vars = root.group("optimizer/vars");
+  auto slices = trainable_slices(model);
+  std::size_t want = 2 + slices.size() * opt.slots().size();
+  if (vars.children().size() != want)
+    return fmt::format("the file's optimizer has {} variables, {} with {} trainable weights has {}",
+                       vars.children().size(), opt.name(), slices.size(), want);
+  std::vector<std::pair<Tensor, Tensor>> values;  // (slot view, value)
+  int index = 2;
+  for (auto& t : slices)
+    for (auto& [name, slot] : opt.slots()) {
+      auto key = std::to_string(index++);
+      if (!vars.has_dataset(key)) return "no dataset " + vars.where(key);
+      if (Shape(vars.dataset_shape(key)) != t.weight->value.shape())
+        return fmt::format("{} has shape {}, the weight '{}' {}", vars.where(key),
+                           Shape(vars.dataset_shape(key)).str(), t.weight->name, shape_of(*t.weight));
+      values.emplace_back(t.of(slot), vars.read_float32(key));
+    }
+  if (!vars.has_dataset("0") || !vars.has_dataset("1")) return "no iterations or learning rate";
+  auto iterations = vars.read_scalar("0");
+  for (auto& [view, value] : values) view.copy_from(value.to(view.dtype()));
+  opt.set_iterations(static_cast<std::int64_t>(iterations));
+  opt.set_learning_rate(vars.read_scalar("1"));
+  return "";
+}
+
 void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeightsOptions& o) {
   if (o.by_name)
     fail("{}: by_name applies to legacy .h5 files, not Keras 3 .weights.h5 (as in Keras)", root.file());
   Loads loads;
   read_keras3_layers(root.group("layers"), model_layers(model), o, "layers/", loads);
   for (auto& [w, value] : loads) assign(*w, value);
+  if (model.compiled() && root.has_group("optimizer/vars")) {
+    auto why = read_keras3_optimizer(root, model);
+    if (!why.empty())
+      log_line(fmt::format("WARNING: {}: the optimizer state was not restored ({})", root.file(), why));
+  }
 }
 
 // ---- optimizer state in full-model files -----------------------------------------------------------------
@@ -434,15 +468,21 @@ std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
 // ---- public API ------------------------------------------------------------------------------------------------
 
 void Model::save_weights(const std::string& path) const {
-  if (!state_->chief) return;  // replicas: the chief (worker 0) writes; every replica holds the same weights
+  keras_io::save_weights(*this, path, {});
+}
+
+void keras_io::save_weights(const Model& model, const std::string& path,
+                            const std::vector<std::pair<std::string, std::string>>& root_attributes,
+                            const std::vector<std::pair<std::string, Tensor>>& datasets) {
+  if (!ModelInternals::state(model)->chief) return;  // replicas: the chief (worker 0) writes
   bool keras3 = path.ends_with(".weights.h5");
   if (!keras3 && !path.ends_with(".h5") && !path.ends_with(".hdf5") && !path.ends_with(".keras"))
     fail("save_weights: {}: use a name ending in .h5 / .hdf5 (tf.keras layout) or .weights.h5 (Keras 3)",
          path);
   if (path.ends_with(".keras"))
     fail("save_weights: {}: the .keras zip format is not supported; use .weights.h5", path);
-  log_device_copy(*this);
-  Model self = *this;
+  log_device_copy(model);
+  Model self = model;
   hdf5::Lock lock;
   io::write_atomically(path, [&](const std::string& tmp) {
     auto root = hdf5::create(tmp);
@@ -450,25 +490,33 @@ void Model::save_weights(const std::string& path) const {
       write_keras3_weights(root, self);
     else
       write_legacy_weights(root, self);
+    for (auto& [name, value] : root_attributes) root.set_string_attribute(name, value);
+    for (auto& [name, value] : datasets) {
+      auto slash = name.rfind('/');
+      SYSTOLIC_CHECK(slash != std::string::npos, "save_weights: internal: dataset '{}' has no group", name);
+      root.create_group(name.substr(0, slash)).write_float32(name.substr(slash + 1), value);
+    }
   });
 }
 
 void Model::load_weights(const std::string& path, const LoadWeightsOptions& options) {
-  {
-    hdf5::Lock lock;
-    auto root = hdf5::open_read(path);
-    if (root.has_group("model_weights"))
-      load_legacy_weights(root.group("model_weights"), *this, options);
-    else if (root.has_attribute("layer_names") || root.has_attribute("layer_names0"))
-      load_legacy_weights(root, *this, options);
-    else if (root.has_group("layers"))
-      load_keras3_weights(root, *this, options);
-    else
-      fail("{}: not a Keras weights file (no layer_names attribute, model_weights group or layers group)",
-           path);
-  }
+  keras_io::load_weights(*this, path, options);
   // Replicas: the weights read into replica 0 go to every replica (across workers: the chief's file wins).
   if (state_->replicas) state_->replicas->broadcast_weights();
+}
+
+void keras_io::load_weights(Model& model, const std::string& path, const LoadWeightsOptions& options) {
+  hdf5::Lock lock;
+  auto root = hdf5::open_read(path);
+  if (root.has_group("model_weights"))
+    load_legacy_weights(root.group("model_weights"), model, options);
+  else if (root.has_attribute("layer_names") || root.has_attribute("layer_names0"))
+    load_legacy_weights(root, model, options);
+  else if (root.has_group("layers"))
+    load_keras3_weights(root, model, options);
+  else
+    fail("{}: not a Keras weights file (no layer_names attribute, model_weights group or layers group)",
+         path);
 }
 
 void Model::save(const std::string& path) const {

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace systolic::keras_io {
 
@@ -21,5 +23,14 @@ Model model_from_config(const json& config, const std::string& source);
 // Keras's training_config (loss, metrics, optimizer_config) of a compiled model, and its inverse.
 json training_config(const Model& model);
 void compile_from_training_config(Model& model, const json& config, const std::string& source);
+
+// Model::save_weights with string attributes on the file's root and float32 datasets in groups of their own
+// ("group/name"): BackupAndRestore's training state, so the weights and what goes with them are one file,
+// written atomically.
+void save_weights(const Model& model, const std::string& path,
+                  const std::vector<std::pair<std::string, std::string>>& root_attributes,
+                  const std::vector<std::pair<std::string, Tensor>>& datasets = {});
+// Model::load_weights into this process's first replica only (the caller shares them among the replicas).
+void load_weights(Model& model, const std::string& path, const LoadWeightsOptions& options);
 
 }  // namespace systolic::keras_io

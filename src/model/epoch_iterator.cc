@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/philox.h"
 #include "distribute/replica_group.h"
 #include "model/model_state.h"
 
@@ -82,6 +83,12 @@ EpochIterator::EpochIterator(ModelState& s, const Tensor& x, const Tensor& y, co
       workers_(o.workers),
       max_queue_size_(o.max_queue_size) {
   distribute::ReplicaGroup* group = s.replicas.get();
+  seed_ = global_generator().split();
+  if (group && group->strategy().num_workers() > 1) {  // the chief's (32-bit halves: exact in doubles)
+    std::vector<double> shared{double(seed_ >> 32), double(seed_ & 0xffffffffu)};
+    group->broadcast_from_chief(shared);
+    seed_ = (static_cast<std::uint64_t>(shared[0]) << 32) | static_cast<std::uint64_t>(shared[1]);
+  }
   // Fixes the batch dtypes (y_buf: int32 or float); a replica holds only its shard.
   s.ensure_capacity(group ? std::max<std::int64_t>(1, full_batch_ / group->size()) : full_batch_);
   // GPUs build batches on the device; replicas split host batches.
@@ -92,27 +99,19 @@ EpochIterator::EpochIterator(ModelState& s, const Tensor& x, const Tensor& y, co
 
 EpochIterator::~EpochIterator() = default;
 
-void EpochIterator::begin_epoch() {
+void EpochIterator::begin_epoch(int epoch, std::int64_t first_batch) {
+  SYSTOLIC_CHECK(first_batch >= 0 && first_batch <= steps_, "fit: batch {} of an epoch of {} batches",
+                 first_batch, steps_);
+  // Every worker holds the chief's seed (broadcast by the constructor, or by BackupAndRestore when it restored
+  // one), so every worker draws the same order here.
+  Generator g(philox::mix64(seed_ + 0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(epoch) + 1)));
   std::vector<std::int64_t> order(static_cast<std::size_t>(samples_));
   if (shuffle_)
-    order = global_generator().permutation(samples_);
+    order = g.permutation(samples_);
   else
     std::iota(order.begin(), order.end(), std::int64_t(0));
-  // Drawn only when augmenting, so runs without augmentation see the same random stream as before.
-  augmentation_seed_ = augmentation_.enabled() ? global_generator().split() : 0;
-  distribute::ReplicaGroup* group = s_.replicas.get();
-  if (group && group->strategy().num_workers() > 1) {
-    // Every worker builds the same global batches: the chief's order and seed (32-bit halves: exact in
-    // doubles).
-    std::vector<double> shared(order.begin(), order.end());
-    shared.push_back(double(augmentation_seed_ >> 32));
-    shared.push_back(double(augmentation_seed_ & 0xffffffffu));
-    group->broadcast_from_chief(shared);
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(shared[i]);
-    augmentation_seed_ = (static_cast<std::uint64_t>(shared[order.size()]) << 32) |
-                         static_cast<std::uint64_t>(shared[order.size() + 1]);
-  }
-  step_ = 0;
+  augmentation_seed_ = augmentation_.enabled() ? g.split() : 0;
+  step_ = first_batch;
   if (device_) {
     device_->set_order(order);
     return;
@@ -122,6 +121,7 @@ void EpochIterator::begin_epoch() {
                                               BatchPipelineOptions{.batch_size = batch_size_,
                                                                    .augmentation = augmentation_,
                                                                    .seed = augmentation_seed_,
+                                                                   .first_batch = first_batch,
                                                                    .workers = workers_,
                                                                    .max_queue_size = max_queue_size_,
                                                                    .x_dtype = s_.dtype,

@@ -7,8 +7,11 @@
 //    device tensor that holds the epoch's order, then augmented there. GPUs take this way, so that the step
 //    can be replayed from a CUDA graph; FitOptions::Batches::on_device runs the same logic with CPU ops on
 //    the CPU, where it gives the host pipeline's weights bit for bit.
-// Every epoch draws its order (a fresh permutation when shuffling) and its augmentation seed from the global
-// generator; across workers every worker takes the chief's, so they all build the same global batches.
+// Epoch e's order (a fresh permutation when shuffling) and its augmentation seed come from Philox keyed by
+// (the fit's seed, e), not from how far a generator has advanced: a fit resumed in epoch e (BackupAndRestore)
+// draws what an uninterrupted one drew, and skips the batches done. The fit's seed is drawn once from the
+// global generator when the iterator is made; across workers every worker takes the chief's, so they all build
+// the same global batches.
 #pragma once
 
 #include <systolic/model.h>
@@ -44,8 +47,12 @@ class EpochIterator {
   bool on_device() const { return device_ != nullptr; }
   std::int64_t steps() const { return steps_; }            // batches per epoch
   std::int64_t full_batch() const { return full_batch_; }  // samples in every batch but maybe the last
-  // Starts an epoch: draws its order and augmentation seed.
-  void begin_epoch();
+  // The fit's seed (what a backup stores), and the one a resumed fit takes back.
+  std::uint64_t seed() const { return seed_; }
+  void set_seed(std::uint64_t seed) { seed_ = seed; }
+  // Starts epoch `epoch` at its batch `first_batch` (0, or the batches a resumed epoch has done): its order
+  // and augmentation seed from (seed, epoch).
+  void begin_epoch(int epoch, std::int64_t first_batch = 0);
   // The epoch's next batch; false after its last.
   bool next(Batch& batch);
   // Validation data where this fit's batches live: copied to the model's device once (for every epoch's
@@ -61,7 +68,7 @@ class EpochIterator {
   Augmentation augmentation_;
   int workers_, max_queue_size_;
   std::int64_t step_ = 0;
-  std::uint64_t augmentation_seed_ = 0;
+  std::uint64_t seed_ = 0, augmentation_seed_ = 0;
   std::unique_ptr<DeviceBatches> device_;
   std::unique_ptr<BatchPipeline> pipeline_;
 };

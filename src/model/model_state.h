@@ -8,6 +8,7 @@
 #include <systolic/model.h>
 
 #include <functional>
+#include <optional>
 
 #include "model/train_function.h"
 
@@ -64,6 +65,25 @@ class ModelState {
   TrainFunction train_function{*this};
   // Keras's model.stop_training: a callback sets it, fit stops after the current batch.
   bool stop_training = false;
+  // Where the running fit is, for BackupAndRestore (backup_and_restore.cc) to save, and where it resumes.
+  struct FitProgress {
+    std::uint64_t seed = 0;  // the fit's: epoch e's order and augmentation come from (seed, e)
+    std::int64_t samples = 0, batch_size = 0, steps = 0;
+    int epoch = 0;             // the epoch running
+    std::int64_t batches = 0;  // its batches done
+    // The epoch's loss and metric sums so far (over every replica): what its logs are made of.
+    std::function<std::vector<double>()> totals;
+    // Set in on_train_begin by a callback that restored a backup (Keras's model._initial_epoch): fit starts
+    // epoch `epoch` after its first `batches` batches, with `seed` and these sums, as the backed-up fit was.
+    struct Resume {
+      int epoch = 0;
+      std::int64_t batches = 0;
+      std::uint64_t seed = 0;
+      std::vector<double> totals;
+    };
+    std::optional<Resume> resume;
+  };
+  FitProgress fit;
 
   // Under a data-parallel strategy (to_accelerator with several replicas or workers): the other replicas and
   // the communicator; null for a model of one replica. Only the chief (worker 0) writes files.

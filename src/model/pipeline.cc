@@ -210,8 +210,12 @@ BatchPipeline::BatchPipeline(const Tensor& x, const Tensor& y, std::vector<std::
     p.H = x.dim(1), p.W = x.dim(2), p.C = x.rank() == 4 ? x.dim(3) : 1;
   }
   p.steps = (std::int64_t(p.order.size()) + o.batch_size - 1) / o.batch_size;
+  SYSTOLIC_CHECK(o.first_batch >= 0 && o.first_batch <= p.steps,
+                 "input pipeline: first_batch {} is not within the {} batches", o.first_batch, p.steps);
+  p.next_to_build = p.consumed = p.current = o.first_batch;
   p.slots.resize(std::size_t(o.max_queue_size) + 1);
-  for (int i = 0; i < o.workers && i < p.steps; ++i) p.threads.emplace_back([&p] { p.worker(); });
+  for (int i = 0; i < o.workers && i < p.steps - o.first_batch; ++i)
+    p.threads.emplace_back([&p] { p.worker(); });
 }
 
 BatchPipeline::~BatchPipeline() {
@@ -230,7 +234,7 @@ std::int64_t BatchPipeline::steps() const {
 bool BatchPipeline::next(Tensor& x, Tensor& y) {
   Impl& p = *impl_;
   std::unique_lock lock(p.mutex);
-  if (p.current > 0) {  // release the batch returned last time
+  if (p.current > p.o.first_batch) {  // release the batch returned last time
     auto& prev = p.slots[std::size_t((p.current - 1) % std::int64_t(p.slots.size()))];
     prev.ready = false;
     p.consumed = p.current;

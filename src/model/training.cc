@@ -51,6 +51,16 @@ void reset_totals(ModelState& s) {
     ops::fill(s.totals, 0.0);
 }
 
+// A resumed epoch's sums so far (after reset_totals): under replicas they go to the first replica of the
+// chief, the others' stay zero, so the sum over replicas is `totals`.
+void set_totals(ModelState& s, const std::vector<double>& totals) {
+  SYSTOLIC_CHECK(totals.size() == static_cast<std::size_t>(s.totals.numel()),
+                 "fit: resuming with {} loss and metric sums, the model has {}", totals.size(),
+                 s.totals.numel());
+  Tensor host = Tensor::from_vector(totals, s.totals.shape());
+  if (!s.replicas || s.replicas->global_index(0) == 0) s.totals.copy_from(host);
+}
+
 // Runs the model in inference mode over x (and y): loss and metrics, or predictions into `out`.
 LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, std::int64_t batch_size,
                         int verbose, Tensor* out) {
@@ -178,20 +188,39 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   CallbackList callbacks(o.callbacks, *this, params, std::move(history_keys));
 
   s.stop_training = false;
+  std::vector<double> summed;  // under replicas: the sums over replicas at the end of the last batch
+  s.fit = {.seed = epochs.seed(), .samples = n_train, .batch_size = o.batch_size, .steps = epochs.steps()};
+  s.fit.totals = [&s, &summed, group] { return group ? summed : s.totals.to_doubles(); };
   callbacks.on_train_begin();
+  // A callback that restored a backup (BackupAndRestore) says where the backed-up fit was.
+  std::optional<ModelState::FitProgress::Resume> resume = std::move(s.fit.resume);
+  s.fit.resume.reset();
+  if (resume) epochs.set_seed(s.fit.seed = resume->seed);
   LogValues logs;  // the last epoch's
-  for (int epoch = o.initial_epoch; epoch < o.epochs && !s.stop_training; ++epoch) {
+  for (int epoch = resume ? resume->epoch : o.initial_epoch; epoch < o.epochs && !s.stop_training; ++epoch) {
+    s.fit.epoch = epoch;
+    s.fit.batches = 0;
     callbacks.on_epoch_begin(epoch);
-    epochs.begin_epoch();
     reset_totals(s);
     std::int64_t seen = 0;
+    if (resume && resume->epoch == epoch && resume->batches > 0) {
+      epochs.begin_epoch(epoch, resume->batches);
+      set_totals(s, resume->totals);
+      summed = resume->totals;
+      s.fit.batches = resume->batches;
+      seen = std::min(n_train, resume->batches * o.batch_size);
+    } else {
+      epochs.begin_epoch(epoch);
+    }
     for (Batch batch; epochs.next(batch);) {
       callbacks.on_train_batch_begin(batch.index);
       train_function(batch);
       seen += batch.size;
+      s.fit.batches = batch.index + 1;
       if (group) {
         // Summed on every step: across workers it is a collective, which every worker must call alike.
-        callbacks.on_train_batch_end(batch.index, log_values(s, group->sum_totals(), seen));
+        summed = group->sum_totals();
+        callbacks.on_train_batch_end(batch.index, log_values(s, summed, seen));
       } else {
         // Read from the device only when a callback looks (the progress bar, when it redraws).
         callbacks.on_train_batch_end(batch.index,
@@ -209,6 +238,7 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
     callbacks.on_epoch_end(epoch, logs);
   }
   callbacks.on_train_end(logs);
+  s.fit.totals = nullptr;  // it refers to this call's locals
   return callbacks.history();
 }
 

@@ -236,6 +236,7 @@ struct TrainArgs {
   std::string weights, save_weights, save;
   bool optimizer_given = false, loss_given = false;
   double rescale = 1.0;
+  std::string backup_dir, backup_freq = "epoch";
 };
 
 // --rescale F of train and evaluate (as predict's): the images as float32 pixel * F; F = 1 keeps them as they
@@ -291,6 +292,10 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   fit.augmentation = {.width_shift_range = a.width_shift_range,
                       .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
+  if (!a.backup_dir.empty())
+    fit.callbacks.push_back(std::make_shared<sy::callbacks::BackupAndRestore>(
+        a.backup_dir, sy::callbacks::BackupAndRestoreOptions{
+                          .save_freq = sy::callbacks::BackupAndRestore::parse_save_freq(a.backup_freq)}));
   model = place(model, device, c);
   model.fit(rescaled(data.x_train, a.rescale), data.y_train, fit);
   // Replicas: only the chief writes (save_weights/save do nothing on other workers) and prints.
@@ -639,6 +644,20 @@ int main(int argc, char** argv) {
   train->add_option("--save-weights", train_args.save_weights,
                     "write the trained weights (.h5: tf.keras layout; .weights.h5: Keras 3)");
   train->add_option("--save", train_args.save, "write the whole trained model (Keras full-model .h5)");
+  auto* backup_dir = train->add_option("--backup-dir", train_args.backup_dir,
+                                       "back up the training state here (Keras's BackupAndRestore); the same "
+                                       "command resumes from it exactly; removed when training ends");
+  train->add_option("--backup-freq", train_args.backup_freq, "back up every epoch, or every N batches")
+      ->capture_default_str()
+      ->needs(backup_dir)
+      ->check([](const std::string& v) {
+        try {
+          sy::callbacks::BackupAndRestore::parse_save_freq(v);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
 
   EvaluateArgs eval_args;
   auto* evaluate =
