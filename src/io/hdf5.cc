@@ -2,7 +2,8 @@
 
 #include <systolic/error.h>
 
-#include <sys/resource.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,7 +11,6 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <thread>
 
 namespace systolic::hdf5 {
 
@@ -374,33 +374,47 @@ void check_in_child(const std::string& path) {
   auto size = std::filesystem::file_size(path, ec);
   // Reading is hundreds of MB/s; the limit is generous for big trusted files and short for small corrupt ones.
   auto limit = std::chrono::milliseconds(5000) + std::chrono::milliseconds(ec ? 0 : size / (64 << 10));
+  // The child holds the write end of a pipe; its end (exit or signal) closes it, which wakes poll() at once.
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    fail("{}: cannot start the process that checks the HDF5 file: {}", path, std::strerror(errno));
   std::fflush(nullptr);  // nothing buffered is written twice
   pid_t pid = fork();
-  if (pid < 0) fail("{}: cannot start the process that checks the HDF5 file: {}", path, std::strerror(errno));
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    fail("{}: cannot start the process that checks the HDF5 file: {}", path, std::strerror(errno));
+  }
   if (pid == 0) {
+    close(fds[0]);
     try {
       walk(open_unchecked(path), 0);
     } catch (const std::exception&) {
     }
     _exit(0);
   }
-  auto start = std::chrono::steady_clock::now();
-  auto pause = std::chrono::microseconds(100);
+  close(fds[1]);
+  auto deadline = std::chrono::steady_clock::now() + limit;
   int status = 0;
   for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (r < 0 && errno != EINTR) fail("{}: lost the process that checks the HDF5 file", path);
-    if (std::chrono::steady_clock::now() - start > limit) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fds[0], POLLIN, 0};
+    int r = left.count() > 0 ? poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    pid_t w = waitpid(pid, &status, r > 0 ? 0 : WNOHANG);  // r > 0: the pipe closed, the child has ended
+    if (w == pid) break;
+    if (w < 0 && errno == EINTR) continue;
+    if (r == 0 || w < 0) {
       kill(pid, SIGKILL);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
+      close(fds[0]);
+      if (w < 0) fail("{}: lost the process that checks the HDF5 file", path);
       fail("{}: corrupt HDF5 file: reading it did not finish in {} s; refused", path,
            std::chrono::duration_cast<std::chrono::seconds>(limit).count());
     }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(10000));
   }
+  close(fds[0]);
   if (WIFSIGNALED(status))
     fail("{}: corrupt HDF5 file: reading it crashed the HDF5 library ({}); refused", path,
          strsignal(WTERMSIG(status)));
