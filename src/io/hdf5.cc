@@ -1,14 +1,14 @@
 #include "io/hdf5.h"
 
-#include <systolic/error.h>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
+#include <systolic/error.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -372,8 +372,17 @@ void walk(const Group& g, int depth) {
 void check_in_child(const std::string& path) {
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);
-  // Reading is hundreds of MB/s; the limit is generous for big trusted files and short for small corrupt ones.
-  auto limit = std::chrono::milliseconds(5000) + std::chrono::milliseconds(ec ? 0 : size / (64 << 10));
+  // Reading is hundreds of MB/s; the limit is generous for big trusted files and short for small corrupt ones:
+  // SYSTOLIC_HDF5_CHECK_SECONDS (default 5), plus a second per 64 MiB.
+  double base = 5;
+  if (const char* env = std::getenv("SYSTOLIC_HDF5_CHECK_SECONDS")) {
+    char* end = nullptr;
+    base = std::strtod(env, &end);
+    if (end == env || *end || !(base > 0 && base <= 3600))
+      fail("SYSTOLIC_HDF5_CHECK_SECONDS={}: expected a number of seconds in (0, 3600]", env);
+  }
+  auto limit = std::chrono::milliseconds(static_cast<std::int64_t>(base * 1000)) +
+               std::chrono::milliseconds(ec ? 0 : size / (64 << 10));
   // The child holds the write end of a pipe; its end (exit or signal) closes it, which wakes poll() at once.
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
@@ -397,7 +406,8 @@ void check_in_child(const std::string& path) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   int status = 0;
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd p{fds[0], POLLIN, 0};
     int r = left.count() > 0 ? poll(&p, 1, static_cast<int>(left.count())) : 0;
     if (r < 0 && errno == EINTR) continue;
@@ -410,8 +420,8 @@ void check_in_child(const std::string& path) {
       }
       close(fds[0]);
       if (w < 0) fail("{}: lost the process that checks the HDF5 file", path);
-      fail("{}: corrupt HDF5 file: reading it did not finish in {} s; refused", path,
-           std::chrono::duration_cast<std::chrono::seconds>(limit).count());
+      fail("{}: corrupt HDF5 file: reading it did not finish in {:.1f} s; refused", path,
+           std::chrono::duration<double>(limit).count());
     }
   }
   close(fds[0]);

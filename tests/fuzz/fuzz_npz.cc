@@ -1,6 +1,6 @@
 // Keras's mnist.npz (a zip of .npy arrays), read as `mnist` finds it in the data-set cache.
-#include <systolic/datasets.h>
 #include <stdlib.h>
+#include <systolic/datasets.h>
 
 #include "fuzz_util.h"
 

@@ -4,6 +4,7 @@
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  systolic::fuzz::short_hdf5_limit();
   static systolic::Model model =
       systolic::model_from_json_file(SYSTOLIC_SOURCE_DIR "/tests/fixtures/keras/zoo.keras3.json");
   auto path = systolic::fuzz::write_input(data, size, "model.weights.h5");

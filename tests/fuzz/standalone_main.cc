@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (took > 2) {  // kept for a look: a slow input is a finding too (libFuzzer's -timeout)
       auto kept = std::filesystem::temp_directory_path() / ("systolic-fuzz-slow-" + std::to_string(runs));
-      std::ofstream(kept, std::ios::binary).write(reinterpret_cast<const char*>(input.data()),
-                                                  static_cast<std::streamsize>(input.size()));
+      std::ofstream(kept, std::ios::binary)
+          .write(reinterpret_cast<const char*>(input.data()), static_cast<std::streamsize>(input.size()));
       std::fprintf(stderr, "slow input (%.1f s): %s\n", took, kept.c_str());
     }
   }
