@@ -2,7 +2,7 @@
 // given, then random byte-flip mutants of them until --seconds have passed, through LLVMFuzzerTestOneInput.
 // A crash, a sanitizer report or an exception other than systolic::Error fails the run. No coverage
 // guidance: this is the short CI run; scripts/fuzz runs the real libFuzzer harnesses.
-//   fuzz_NAME_standalone [--seconds S] CORPUS_DIR...
+//   fuzz_NAME_standalone [--seconds S | --runs N] CORPUS_DIR...
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -18,11 +18,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 int main(int argc, char** argv) {
   double seconds = 5;
+  std::int64_t max_runs = 0;  // > 0: stop after this many executions instead
   std::vector<std::vector<std::uint8_t>> seeds;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
+      continue;
+    }
+    if (a == "--runs" && i + 1 < argc) {
+      max_runs = std::atoll(argv[++i]);
       continue;
     }
     for (const auto& e : std::filesystem::directory_iterator(a)) {
@@ -32,14 +37,16 @@ int main(int argc, char** argv) {
     }
   }
   if (seeds.empty()) {
-    std::fprintf(stderr, "usage: %s [--seconds S] CORPUS_DIR... (no seed files found)\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--seconds S | --runs N] CORPUS_DIR... (no seed files found)\n", argv[0]);
     return 2;
   }
   for (const auto& s : seeds) LLVMFuzzerTestOneInput(s.data(), s.size());
   std::mt19937_64 rng(1);
   auto start = std::chrono::steady_clock::now();
   std::int64_t runs = static_cast<std::int64_t>(seeds.size());
-  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
+  while (max_runs > 0
+             ? runs < max_runs
+             : std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) {
     auto input = seeds[rng() % seeds.size()];
     if (input.empty()) input.push_back(0);
     // 1 to 8 flips; half of them in the first or last 4 KiB, where headers and metadata usually are.
