@@ -1,7 +1,14 @@
 #include "io/hdf5.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <systolic/error.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -315,13 +322,8 @@ void Group::write_float32_scalar(const std::string& name, float value) const {
   write_dataset(*this, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {}, true, &value);
 }
 
-Group open_read(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail("{}: no such file", path);
-  if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not an HDF5 file", path);
-  htri_t is = H5Fis_hdf5(path.c_str());
-  if (is == 0) fail("{}: not an HDF5 file (no HDF5 signature)", path);
-  if (is < 0) fail("{}: cannot read the file{}", path, last_error());
+namespace {
+Group open_unchecked(const std::string& path) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_WEAK);  // the file stays open while its groups are
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
@@ -329,6 +331,117 @@ Group open_read(const std::string& path) {
   Handle root(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose);
   if (!root.valid()) fail("{}: cannot open the root group (truncated or corrupt?){}", path, last_error());
   return Group(std::move(root), path, "/");
+}
+
+// Every read the Keras readers can make of a group, made on every object below it: each attribute read as
+// strings, missing attributes probed, each dataset read as float32 (and as a scalar when it holds one value).
+// Failures are HDF5 reporting the damage cleanly and are ignored: the walk only has to survive.
+void walk(const Group& g, int depth) {
+  auto guard = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception&) {
+    }
+  };
+  std::vector<std::string> attrs;
+  auto collect = [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    return 0;
+  };
+  H5Aiterate2(g.id(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &attrs);
+  for (const auto& a : attrs) guard([&] { g.string_list_attribute(a); });
+  guard([&] { g.has_attribute("systolic-absent-attribute"); });
+  std::vector<std::string> kids;
+  guard([&] { kids = g.children(); });
+  for (const auto& k : kids) {
+    guard([&] {
+      if (g.has_group(k)) {
+        if (depth < 64) walk(g.group(k), depth + 1);  // Keras nests a few levels; a link cycle stops here
+      } else if (g.has_dataset(k)) {
+        Tensor t = g.read_float32(k);
+        if (t.numel() == 1) g.read_scalar(k);
+      }
+    });
+  }
+}
+
+// HDF5 1.10 can crash (segfault, abort) or loop forever on a damaged file, inside the library, before any
+// check of ours runs. So an untrusted file is first read whole in a forked child: open, every group,
+// attribute and dataset, the reads the readers make and more. Only when the child ends normally does this
+// process open the file. A signal or the time limit in the child is reported as a corrupt file.
+void check_in_child(const std::string& path) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  // Reading is hundreds of MB/s; the limit is generous for big trusted files and short for small corrupt ones:
+  // SYSTOLIC_HDF5_CHECK_SECONDS (default 5), plus a second per 64 MiB.
+  double base = 5;
+  if (const char* env = std::getenv("SYSTOLIC_HDF5_CHECK_SECONDS")) {
+    char* end = nullptr;
+    base = std::strtod(env, &end);
+    if (end == env || *end || !(base > 0 && base <= 3600))
+      fail("SYSTOLIC_HDF5_CHECK_SECONDS={}: expected a number of seconds in (0, 3600]", env);
+  }
+  auto limit = std::chrono::milliseconds(static_cast<std::int64_t>(base * 1000)) +
+               std::chrono::milliseconds(ec ? 0 : size / (64 << 10));
+  // The child holds the write end of a pipe; its end (exit or signal) closes it, which wakes poll() at once.
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    fail("{}: cannot start the process that checks the HDF5 file: {}", path, std::strerror(errno));
+  std::fflush(nullptr);  // nothing buffered is written twice
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    fail("{}: cannot start the process that checks the HDF5 file: {}", path, std::strerror(errno));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    try {
+      walk(open_unchecked(path), 0);
+    } catch (const std::exception&) {
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  for (;;) {
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{fds[0], POLLIN, 0};
+    int r = left.count() > 0 ? poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    pid_t w = waitpid(pid, &status, r > 0 ? 0 : WNOHANG);  // r > 0: the pipe closed, the child has ended
+    if (w == pid) break;
+    if (w < 0 && errno == EINTR) continue;
+    if (r == 0 || w < 0) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      close(fds[0]);
+      if (w < 0) fail("{}: lost the process that checks the HDF5 file", path);
+      fail("{}: corrupt HDF5 file: reading it did not finish in {:.1f} s; refused", path,
+           std::chrono::duration<double>(limit).count());
+    }
+  }
+  close(fds[0]);
+  if (WIFSIGNALED(status))
+    fail("{}: corrupt HDF5 file: reading it crashed the HDF5 library ({}); refused", path,
+         strsignal(WTERMSIG(status)));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail("{}: corrupt HDF5 file: the process that checks it failed; refused", path);
+}
+}  // namespace
+
+Group open_read(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail("{}: no such file", path);
+  if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not an HDF5 file", path);
+  htri_t is = H5Fis_hdf5(path.c_str());
+  if (is == 0) fail("{}: not an HDF5 file (no HDF5 signature)", path);
+  if (is < 0) fail("{}: cannot read the file{}", path, last_error());
+  check_in_child(path);
+  return open_unchecked(path);
 }
 
 Group create(const std::string& path) {

@@ -86,6 +86,8 @@ class Group {
 };
 
 // Opens an existing file for reading; the error says whether it is missing, not HDF5, or unreadable.
+// The file is untrusted: a forked child reads all of it first, so that a crash or hang of the HDF5 library on
+// a damaged file becomes a clean error here (docs/security.md).
 Group open_read(const std::string& path);
 // Creates (truncates) a file for writing.
 Group create(const std::string& path);

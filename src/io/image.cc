@@ -48,6 +48,16 @@ Tensor decode(const void* data, std::size_t size, int channels, const std::strin
     fail("{}: not a PNG, JPEG, BMP or GIF image ({})", name,
          stbi_failure_reason() ? stbi_failure_reason() : "unknown");
   SYSTOLIC_CHECK(std::int64_t(w) * h <= (std::int64_t(1) << 28), "{}: {}x{} pixels is too large", name, w, h);
+  // BMP is uncompressed: a header claiming more pixels than the file holds would have stb decode (and this
+  // allocate) up to 2^28 pixels of nothing from a few bytes. Bits per pixel: bytes 28-29, little-endian.
+  const auto* b = static_cast<const unsigned char*>(data);
+  if (size >= 30 && b[0] == 'B' && b[1] == 'M') {
+    std::int64_t bits = std::max(1, b[28] | (b[29] << 8));
+    std::int64_t need = (std::int64_t(w) * h * bits + 7) / 8;
+    SYSTOLIC_CHECK(need <= std::int64_t(size),
+                   "{}: truncated BMP: {}x{} pixels at {} bits need {} bytes, the file has {}", name, w, h,
+                   bits, need, size);
+  }
   stbi_uc* pixels =
       stbi_load_from_memory(static_cast<const stbi_uc*>(data), static_cast<int>(size), &w, &h, &c, channels);
   if (!pixels)

@@ -1,0 +1,13 @@
+// HDF5 weights in Keras 3's layout (model.weights.h5), loaded into the model that wrote the seeds.
+#include <systolic/saving.h>
+
+#include "fuzz_util.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  systolic::fuzz::short_hdf5_limit();
+  static systolic::Model model =
+      systolic::model_from_json_file(SYSTOLIC_SOURCE_DIR "/tests/fixtures/keras/zoo.keras3.json");
+  auto path = systolic::fuzz::write_input(data, size, "model.weights.h5");
+  systolic::fuzz::expect_clean([&] { model.load_weights(path); });
+  return 0;
+}

@@ -1,0 +1,101 @@
+"""Writes the seed corpora of the libFuzzer harnesses, tests/fuzz/corpus/NAME/, from small real files.
+
+  /work/venv/bin/python tests/reference/fuzz_corpus.py
+
+Keras files are copies of the small fixtures in tests/fixtures/keras (written by tf_keras and Keras 3 through
+tests/reference/keras_files.py); images and CIFAR-10 records come from the real CIFAR-10 sample in
+../shared/data/cifar10-sample; IDX files are the first records of Debian's Fashion-MNIST
+(/usr/share/datasets/fashion-mnist); the npz is written by NumPy and the tar.gz by Python's tarfile.
+"""
+import gzip
+import io
+import os
+import shutil
+import struct
+import tarfile
+
+import numpy as np
+from PIL import Image
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
+KERAS = os.path.join(ROOT, "tests", "fixtures", "keras")
+SAMPLE = os.path.join(ROOT, "..", "shared", "data", "cifar10-sample")
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def folder(name):
+    d = os.path.join(CORPUS, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def write(d, name, data):
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def main():
+    d = folder("weights_tfkeras")
+    shutil.copy(os.path.join(KERAS, "zoo.tfkeras.h5"), d)
+    d = folder("weights_keras3")
+    shutil.copy(os.path.join(KERAS, "zoo.keras3.weights.h5"), d)
+    d = folder("full_model_h5")
+    shutil.copy(os.path.join(KERAS, "zoo.tfkeras.full.h5"), d)
+    shutil.copy(os.path.join(KERAS, "zoo.keras3.full.h5"), d)
+    d = folder("model_json")
+    for f in ("seq.tfkeras.json", "seq.keras3.json", "zoo.tfkeras.json", "zoo.keras3.json"):
+        shutil.copy(os.path.join(KERAS, f), d)
+
+    images = [np.asarray(Image.open(os.path.join(SAMPLE, f"{i}.png")).convert("RGB")) for i in (1, 2)]
+    d = folder("image")
+    for fmt, ext in (("PNG", "png"), ("JPEG", "jpg"), ("BMP", "bmp"), ("GIF", "gif")):
+        buf = io.BytesIO()
+        Image.fromarray(images[0]).save(buf, format=fmt)
+        write(d, f"cifar1.{ext}", buf.getvalue())
+    buf = io.BytesIO()
+    Image.fromarray(images[1]).convert("L").save(buf, format="PNG")
+    write(d, "cifar2-grey.png", buf.getvalue())
+
+    d = folder("cifar_batch")  # two records: label byte, then the R, G and B planes
+    records = b"".join(bytes([label]) + img.transpose(2, 0, 1).tobytes() for label, img in zip((6, 9), images))
+    write(d, "two_records.bin", records)
+
+    d = folder("idx")
+    with gzip.open(os.path.join(FASHION, "t10k-images-idx3-ubyte.gz")) as f:
+        head = f.read(16 + 2 * 784)
+    magic, _, rows, cols = struct.unpack(">IIII", head[:16])
+    images_idx = struct.pack(">IIII", magic, 2, rows, cols) + head[16:]
+    write(d, "images-2.idx3-ubyte.gz", gzip.compress(images_idx, mtime=0))
+    write(d, "images-2.idx3-ubyte", images_idx)
+    with gzip.open(os.path.join(FASHION, "t10k-labels-idx1-ubyte.gz")) as f:
+        head = f.read(8 + 2)
+    magic, _ = struct.unpack(">II", head[:8])
+    write(d, "labels-2.idx1-ubyte.gz", gzip.compress(struct.pack(">II", magic, 2) + head[8:], mtime=0))
+
+    d = folder("npz")  # mnist.npz's layout, two samples per split (the reader then refuses the counts)
+    x = np.stack([img[:28, :28, 0] for img in images]).astype(np.uint8)
+    y = np.array([6, 9], dtype=np.uint8)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, x_train=x, y_train=y, x_test=x, y_test=y)
+    write(d, "mnist-small.npz", buf.getvalue())
+    buf = io.BytesIO()
+    np.savez(buf, x_train=x, y_train=y, x_test=x, y_test=y)
+    write(d, "mnist-small-stored.npz", buf.getvalue())
+
+    d = folder("tar")  # cifar-10-binary.tar.gz's layout, two records per batch
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.GNU_FORMAT) as t:
+        info = tarfile.TarInfo("cifar-10-batches-bin")
+        info.type = tarfile.DIRTYPE
+        t.addfile(info)
+        for name in ("data_batch_1.bin", "test_batch.bin"):
+            info = tarfile.TarInfo("cifar-10-batches-bin/" + name)
+            info.size = len(records)
+            t.addfile(info, io.BytesIO(records))
+    write(d, "cifar-small.tar.gz", buf.getvalue())
+
+
+if __name__ == "__main__":
+    main()

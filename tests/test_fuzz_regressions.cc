@@ -1,0 +1,89 @@
+// Inputs that crashed or hung systolic (found by scripts/mutants and the fuzz harnesses), each now expected to
+// end in a clean, one-line systolic::Error. tests/fuzz/regressions/KIND-WHAT.EXT: KIND says how it is read
+// (weights_tfkeras: weights into tests/fixtures/keras/zoo.tfkeras.json's model; full_model_h5: load_model;
+// image: image::read).
+#include <gtest/gtest.h>
+#include <systolic/image.h>
+#include <systolic/saving.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+const std::string kDir = SYSTOLIC_SOURCE_DIR "/tests/fuzz/regressions";
+
+// The message of the Error reading `file` as `kind` raises, or "" when it loads.
+std::string error_of(const std::string& file, const std::string& kind) {
+  try {
+    if (kind == "weights_tfkeras") {
+      auto model =
+          systolic::model_from_json_file(SYSTOLIC_SOURCE_DIR "/tests/fixtures/keras/zoo.tfkeras.json");
+      model.load_weights(file);
+    } else if (kind == "full_model_h5") {
+      systolic::load_model(file);
+    } else if (kind == "image") {
+      systolic::image::read(file, 3);
+    } else {
+      return "unknown kind " + kind;
+    }
+  } catch (const systolic::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FuzzRegressions, EveryInputEndsInACleanError) {
+  int seen = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kDir)) {
+    auto file = e.path().string();
+    auto start = std::chrono::steady_clock::now();
+    std::string kind = e.path().filename().string();
+    std::string message = error_of(file, kind.substr(0, kind.find('-')));
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    SCOPED_TRACE(file);
+    EXPECT_NE(message.find(file), std::string::npos) << message;  // names the file
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;  // one line
+    EXPECT_LT(seconds, 10);
+    ++seen;
+  }
+  EXPECT_GE(seen, 2);
+}
+
+TEST(FuzzRegressions, CrashInHdf5IsReportedAsSuch) {
+  auto message = error_of(kDir + "/weights_tfkeras-segv-H5HG_read.h5", "weights_tfkeras");
+  EXPECT_NE(message.find("crashed the HDF5 library"), std::string::npos) << message;
+}
+
+TEST(FuzzRegressions, TruncatedBmpIsRefusedBeforeDecoding) {
+  // 3 KiB claiming 32x2097184 pixels: stb decoded 200 MB of nothing for 5 s before.
+  auto message = error_of(kDir + "/image-bmp-huge-height.bmp", "image");
+  EXPECT_NE(
+      message.find("truncated BMP: 32x2097184 pixels at 24 bits need 201329664 bytes, the file has 3126"),
+      std::string::npos)
+      << message;
+}
+
+TEST(FuzzRegressions, HangInHdf5EndsAtTheTimeLimit) {
+  setenv("SYSTOLIC_HDF5_CHECK_SECONDS", "1", 1);
+  auto start = std::chrono::steady_clock::now();
+  auto message = error_of(kDir + "/weights_tfkeras-hang.h5", "weights_tfkeras");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  unsetenv("SYSTOLIC_HDF5_CHECK_SECONDS");
+  EXPECT_NE(message.find("did not finish in 1.0 s"), std::string::npos) << message;
+  EXPECT_LT(seconds, 3);
+}
+
+TEST(FuzzRegressions, BadCheckLimitIsRefused) {
+  setenv("SYSTOLIC_HDF5_CHECK_SECONDS", "soon", 1);
+  auto message = error_of(SYSTOLIC_SOURCE_DIR "/tests/fixtures/keras/zoo.tfkeras.h5", "weights_tfkeras");
+  unsetenv("SYSTOLIC_HDF5_CHECK_SECONDS");
+  EXPECT_NE(message.find("SYSTOLIC_HDF5_CHECK_SECONDS=soon"), std::string::npos) << message;
+}
+
+TEST(FuzzRegressions, IntactFileStillLoads) {
+  EXPECT_EQ(error_of(SYSTOLIC_SOURCE_DIR "/tests/fixtures/keras/zoo.tfkeras.h5", "weights_tfkeras"), "");
+}
+
+}  // namespace
