@@ -331,6 +331,25 @@ Group open_read(const std::string& path) {
   return Group(std::move(root), path, "/");
 }
 
+Group open_image(const void* data, std::size_t size, const std::string& name) {
+  // HDF5 looks for its signature at 0, 512, 1024, 2048, ...
+  static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  bool signed_ = false;
+  for (std::size_t at = 0; at + 8 <= size && !signed_; at = at ? at * 2 : 512)
+    signed_ = std::memcmp(static_cast<const char*>(data) + at, kSignature, 8) == 0;
+  if (!signed_) fail("{}: not an HDF5 file (no HDF5 signature)", name);
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_WEAK);
+  if (H5Pset_fapl_core(fapl.get(), 1 << 20, 0) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<void*>(data), size) < 0)
+    fail("{}: cannot set up an in-memory HDF5 file{}", name, last_error());
+  Handle file(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  if (!file.valid()) fail("{}: cannot open the HDF5 file (truncated or corrupt?){}", name, last_error());
+  Handle root(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose);
+  if (!root.valid()) fail("{}: cannot open the root group (truncated or corrupt?){}", name, last_error());
+  return Group(std::move(root), name, "/");
+}
+
 Group create(const std::string& path) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_WEAK);

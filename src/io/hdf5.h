@@ -87,6 +87,9 @@ class Group {
 
 // Opens an existing file for reading; the error says whether it is missing, not HDF5, or unreadable.
 Group open_read(const std::string& path);
+// Opens an HDF5 file held in memory (HDF5's core driver over a copy of the bytes) for reading; `name` names it in
+// errors, e.g. "m.keras: model.weights.h5".
+Group open_image(const void* data, std::size_t size, const std::string& name);
 // Creates (truncates) a file for writing.
 Group create(const std::string& path);
 

@@ -474,11 +474,18 @@ json training_config(const Model& model) {
                                                                        : "CategoricalCrossentropy";
     loss_json = {{"class_name", cls}, {"config", {{"from_logits", true}}}};
   }
+  // As tf.keras writes them: one list per output of MeanMetricWrapper configs naming the function the metric
+  // resolved to, so that "accuracy" with sparse labels reads back as sparse_categorical_accuracy.
   json metrics = json::array();
-  auto names = model.metrics_names();
-  for (std::size_t i = 1; i < names.size(); ++i) metrics.push_back(names[i]);
+  for (auto& m : ModelInternals::state(model)->metrics)
+    metrics.push_back(
+        {{"class_name", "MeanMetricWrapper"},
+         {"config",
+          {{"name", m->name()},
+           {"dtype", "float32"},
+           {"fn", m->sparse_labels() ? "sparse_categorical_accuracy" : "categorical_accuracy"}}}});
   return {{"loss", loss_json},
-          {"metrics", metrics},
+          {"metrics", metrics.empty() ? json::array() : json::array({metrics})},
           {"weighted_metrics", nullptr},
           {"loss_weights", nullptr},
           {"optimizer_config", {{"class_name", opt.name()}, {"config", oc}}}};
@@ -584,6 +591,40 @@ void collect_metric_names(const json& m, std::vector<std::string>& out, const st
 }
 
 }  // namespace
+
+json compile_config(const Model& model) {
+  json tc = training_config(model);
+  json oc = tc["optimizer_config"];
+  oc["module"] = "keras.optimizers";
+  oc["registered_name"] = nullptr;
+  oc["config"]["name"] = to_snake_case(oc["class_name"].get<std::string>());
+  json loss = tc["loss"];
+  if (loss.is_object()) {
+    loss["module"] = "keras.losses";
+    loss["registered_name"] = nullptr;
+  }
+  json metrics = json::array();  // the names the user gave, as Keras 3 writes them
+  for (auto& m : ModelInternals::state(model)->metrics) metrics.push_back(m->name());
+  return {{"optimizer", oc},
+          {"loss", loss},
+          {"loss_weights", nullptr},
+          {"metrics", metrics},
+          {"weighted_metrics", nullptr},
+          {"run_eagerly", false},
+          {"steps_per_execution", 1},
+          {"jit_compile", false}};
+}
+
+void compile_from_keras3_config(Model& model, const json& cc, const std::string& source) {
+  if (!cc.is_object() || !cc.contains("optimizer") || !cc.contains("loss"))
+    fail("{}: compile_config needs \"optimizer\" and \"loss\"", source);
+  json opt = cc["optimizer"];
+  if (opt.is_string()) opt = {{"class_name", opt}, {"config", json::object()}};  // compile(optimizer="adam")
+  json tc = {{"loss", cc["loss"]}, {"optimizer_config", opt}};
+  for (auto* k : {"metrics", "weighted_metrics", "loss_weights"})
+    if (cc.contains(k)) tc[k] = cc[k];
+  compile_from_training_config(model, tc, source + ": compile_config");
+}
 
 void compile_from_training_config(Model& model, const json& tc, const std::string& source) {
   if (!tc.is_object() || !tc.contains("loss") || !tc.contains("optimizer_config"))
