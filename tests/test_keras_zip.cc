@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/text.h"
+#include "io/hdf5.h"
 #include "io/keras_zip.h"
 #include "test_util.h"
 
@@ -148,6 +150,17 @@ TEST(KerasZip, SaveChoosesTheFormatFromTheName) {
   EXPECT_EQ(max_abs_diff(a.predict(x), b.predict(x)), 0.0);
   a.save(tmp.file("m.h5"));
   EXPECT_FALSE(sy::is_keras_zip(tmp.file("m.h5")));
+  {
+    // The metric as a Keras metric object of the class "accuracy" resolved to (tf_keras reads a bare
+    // "accuracy" as categorical accuracy; tests/reference/keras_zip.py check evaluates such a file in tf_keras).
+    sy::hdf5::Lock lock;
+    auto tc =
+        nlohmann::json::parse(sy::hdf5::open_read(tmp.file("m.h5")).string_attribute("training_config"));
+    EXPECT_EQ(tc["metrics"][0]["class_name"], "SparseCategoricalAccuracy") << tc["metrics"].dump();
+    EXPECT_EQ(tc["metrics"][0]["config"]["name"], "accuracy");
+  }
+  auto reloaded = sy::load_model(tmp.file("m.h5"));
+  EXPECT_EQ(reloaded.metrics_names(), a.metrics_names());
   err = error_of([&] { a.save(tmp.file("m.zip")); });
   EXPECT_NE(err.find(".keras"), std::string::npos) << err;
   err = error_of([&] { a.save_weights(tmp.file("m.keras")); });
@@ -210,4 +223,42 @@ TEST(KerasZip, BadArchivesGiveClearErrors) {
   std::ofstream(tmp.file("text.keras")) << "hello";
   auto err = error_of([&] { sy::load_model(tmp.file("text.keras")); });
   EXPECT_NE(err.find("text.keras"), std::string::npos) << err;
+}
+
+TEST(KerasZip, ShapeErrorsNumberLayersAlikeInEveryFileKind) {
+  TempDir tmp;
+  auto a = small_model(1);  // input, conv2d, batch_normalization, max_pooling2d, flatten, dense
+  a.save_weights(tmp.file("w.h5"));
+  a.save_weights(tmp.file("w.weights.h5"));
+  a.save(tmp.file("m.keras"));
+  namespace L = sy::layers;
+  auto in = L::Input({6, 6, 2});
+  auto x = L::Conv2D(3, {3, 3}, {.padding = "same", .activation = "relu"})(in);
+  x = L::BatchNormalization()(x);
+  x = L::MaxPooling2D()(x);
+  x = L::Flatten()(x);
+  sy::Model b(in, L::Dense(5)(x));  // the dense kernel's shape differs
+  auto index = b.layers().size() - 1;
+  std::string want = "layer #" + std::to_string(index) + " 'dense";
+  for (auto* f : {"w.h5", "w.weights.h5"}) {
+    auto err = error_of([&] { b.load_weights(tmp.file(f)); });
+    EXPECT_NE(err.find(want), std::string::npos) << f << ": " << err;
+  }
+}
+
+TEST(KerasZip, NamesThatAreNotUtf8AreEscapedInErrors) {
+  TempDir tmp;
+  auto a = small_model(1);
+  {
+    sy::hdf5::Lock lock;
+    auto root = sy::hdf5::create(tmp.file("bad.h5"));
+    root.set_string_list_attribute("layer_names", {"conv\xff\xfe", "d\xc3\xa9nse"});
+  }
+  auto err = error_of([&] { a.load_weights(tmp.file("bad.h5")); });
+  EXPECT_NE(err.find("conv\\xff\\xfe"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\xff'), std::string::npos) << err;
+  EXPECT_EQ(sy::printable("d\xc3\xa9nse"), "d\xc3\xa9nse");  // valid UTF-8 is kept
+  EXPECT_EQ(sy::printable("a\nb\\"), "a\\x0ab\\x5c");
+  EXPECT_EQ(sy::printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate is not UTF-8
+  EXPECT_EQ(sy::printable(std::string(300, 'x')).size(), 203u);
 }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/text.h"
 #include "distribute/replica_group.h"
 #include "io/files.h"
 #include "io/hdf5.h"
@@ -45,6 +46,14 @@ void log_device_copy(const Model& model) {
 void assign(Weight& w, const Tensor& value) {
   Tensor v = w.value.dtype() == DType::float32 ? value : value.to(w.value.dtype());
   w.value.copy_from(v);
+}
+
+// A layer's number in errors, for every file kind: its index in model.layers (as model.summary() lists them).
+std::size_t layer_number(const Model& model, const Layer* layer) {
+  auto ls = model.layers();
+  for (std::size_t i = 0; i < ls.size(); ++i)
+    if (&*ls[i] == layer) return i;
+  return ls.size();
 }
 
 std::vector<Layer*> layers_with_weights(const Model& model) {
@@ -126,7 +135,7 @@ std::vector<FileLayer> legacy_file_layers(const hdf5::Group& g) {
   std::vector<FileLayer> out;
   for (auto& name : g.string_list_attribute("layer_names")) {
     if (!g.has_group(name))
-      fail("{}: layer_names lists '{}' but the file has no such group", g.where(), name);
+      fail("{}: layer_names lists '{}' but the file has no such group", g.where(), printable(name));
     auto lg = g.group(name);
     out.push_back({name, lg.string_list_attribute("weight_names")});
   }
@@ -154,18 +163,20 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
     if (ws.size() != f.weight_names.size())
       return fmt::format(
           "layer #{} '{}' ({}) of the model has {} weights, but layer #{} '{}' of the file has {}",
-          model_index, l.name(), l.class_name(), ws.size(), file_index, f.name, f.weight_names.size());
+          model_index, l.name(), l.class_name(), ws.size(), file_index, printable(f.name),
+          f.weight_names.size());
     for (std::size_t i = 0; i < ws.size(); ++i) {
       const auto& wn = f.weight_names[i];
-      if (!lg.has_dataset(wn)) fail("{}: missing dataset '{}' (listed in weight_names)", lg.where(), wn);
+      if (!lg.has_dataset(wn))
+        fail("{}: missing dataset '{}' (listed in weight_names)", printable(lg.where()), printable(wn));
       auto dims = lg.dataset_shape(wn);
       if (Shape(dims) != ws[i].value.shape())
         return fmt::format(
             "layer #{} '{}' ({}) of the model expects weight '{}' of shape {}, but layer #{} '{}' of the "
             "file "
             "holds '{}' of shape {}",
-            model_index, l.name(), l.class_name(), ws[i].name, shape_of(ws[i]), file_index, f.name, wn,
-            Shape(dims).str());
+            model_index, l.name(), l.class_name(), ws[i].name, shape_of(ws[i]), file_index, printable(f.name),
+            printable(wn), Shape(dims).str());
       values.push_back(lg.read_float32(wn));
     }
     return "";
@@ -179,7 +190,8 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
       auto it = by.find(model_with[m]->name());
       if (it == by.end()) continue;  // Keras: layers absent from the file keep their weights
       std::vector<Tensor> values;
-      auto err = read_layer(*model_with[m], m, file_layers[it->second], it->second, values);
+      auto err = read_layer(*model_with[m], layer_number(model, model_with[m]), file_layers[it->second],
+                            it->second, values);
       if (!err.empty()) {
         if (!o.skip_mismatch) fail("{}: {}", g.file(), err);
         log_line(fmt::format("WARNING: load_weights: skipping {}", err));
@@ -191,13 +203,14 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
     if (o.skip_mismatch) fail("load_weights: skip_mismatch needs by_name=true (as in Keras)");
     if (model_with.size() != file_with.size()) {
       std::string names;
-      for (auto* f : file_with) names += (names.empty() ? "" : ", ") + f->name;
+      for (auto* f : file_with) names += (names.empty() ? "" : ", ") + printable(f->name);
       fail("{}: the model has {} layers with weights, the file {} ({})", g.file(), model_with.size(),
            file_with.size(), names);
     }
     for (std::size_t i = 0; i < model_with.size(); ++i) {
       std::vector<Tensor> values;
-      auto err = read_layer(*model_with[i], i, *file_with[i], i, values);
+      auto err = read_layer(*model_with[i], layer_number(model, model_with[i]), *file_with[i],
+                            static_cast<std::size_t>(file_with[i] - file_layers.data()), values);
       if (!err.empty()) fail("{}: {}", g.file(), err);
       loads.emplace_back(model_with[i], std::move(values));
     }
@@ -561,7 +574,7 @@ Model load_model(const std::string& path, const LoadModelOptions& options) {
   try {
     config = json::parse(root.string_attribute("model_config"));
   } catch (const json::parse_error& e) {
-    fail("{}: model_config is not valid JSON: {}", path, e.what());
+    fail("{}: model_config is not valid JSON: {}", path, printable(e.what(), 400));
   }
   Model model = keras_io::model_from_config(config, path);
   if (!root.has_group("model_weights")) fail("{}: no model_weights group", path);
@@ -571,7 +584,7 @@ Model load_model(const std::string& path, const LoadModelOptions& options) {
     try {
       tc = json::parse(root.string_attribute("training_config"));
     } catch (const json::parse_error& e) {
-      fail("{}: training_config is not valid JSON: {}", path, e.what());
+      fail("{}: training_config is not valid JSON: {}", path, printable(e.what(), 400));
     }
     keras_io::compile_from_training_config(model, tc, path);
     if (root.has_group("optimizer_weights")) {

@@ -474,18 +474,16 @@ json training_config(const Model& model) {
                                                                        : "CategoricalCrossentropy";
     loss_json = {{"class_name", cls}, {"config", {{"from_logits", true}}}};
   }
-  // As tf.keras writes them: one list per output of MeanMetricWrapper configs naming the function the metric
-  // resolved to, so that "accuracy" with sparse labels reads back as sparse_categorical_accuracy.
+  // As Keras metric objects ({"class_name": "SparseCategoricalAccuracy", "config": {"name": "accuracy"}}), the
+  // class the name resolved to: tf_keras reads a bare "accuracy" as categorical accuracy (whatever the labels),
+  // and Keras 3 cannot call tf_keras's MeanMetricWrapper form; both read this one right.
   json metrics = json::array();
   for (auto& m : ModelInternals::state(model)->metrics)
     metrics.push_back(
-        {{"class_name", "MeanMetricWrapper"},
-         {"config",
-          {{"name", m->name()},
-           {"dtype", "float32"},
-           {"fn", m->sparse_labels() ? "sparse_categorical_accuracy" : "categorical_accuracy"}}}});
+        {{"class_name", m->sparse_labels() ? "SparseCategoricalAccuracy" : "CategoricalAccuracy"},
+         {"config", {{"name", m->name()}, {"dtype", "float32"}}}});
   return {{"loss", loss_json},
-          {"metrics", metrics.empty() ? json::array() : json::array({metrics})},
+          {"metrics", metrics},
           {"weighted_metrics", nullptr},
           {"loss_weights", nullptr},
           {"optimizer_config", {{"class_name", opt.name()}, {"config", oc}}}};

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 
+#include "core/text.h"
 #include "io/files.h"
 
 namespace systolic::keras_io {
@@ -19,18 +20,8 @@ constexpr const char* kConfig = "config.json";
 constexpr const char* kMetadata = "metadata.json";
 constexpr const char* kWeights = "model.weights.h5";
 
-// A member name as it can be shown in a one-line message: printable ASCII kept, other bytes as \xNN.
 std::string shown_name(const char* raw) {
-  if (!raw) return "";
-  std::string out;
-  for (const char* p = raw; *p && out.size() < 200; ++p) {
-    auto c = static_cast<unsigned char>(*p);
-    if (c >= 0x20 && c < 0x7f && c != '\\')
-      out += static_cast<char>(c);
-    else
-      out += fmt::format("\\x{:02x}", c);
-  }
-  return out;
+  return raw ? printable(raw) : "";
 }
 
 const char* archive_message(archive* a) {
@@ -42,7 +33,7 @@ json parse_member(const std::vector<char>& bytes, const std::string& source, con
   try {
     return json::parse(bytes.begin(), bytes.end());
   } catch (const json::exception& e) {
-    fail("{}: {} is not valid JSON: {}", source, member, e.what());
+    fail("{}: {} is not valid JSON: {}", source, member, printable(e.what(), 400));
   }
 }
 
