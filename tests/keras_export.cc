@@ -4,7 +4,7 @@
 // For each model (seed, zoo): systolic builds it from the tf.keras JSON, loads the tf.keras weights, and writes
 // <name>.systolic.json (to_json), .h5 (legacy save_weights), .weights.h5 (Keras 3 save_weights),
 // .predictions.bin (its predictions on the fixture inputs), and, after 3 Adam steps, .full.h5 (save) with
-// .full.predictions.bin.
+// .full.predictions.bin, .keras (save as a Keras 3 zip) and .save.weights.h5 (save with a weights-only name).
 #include <systolic/systolic.h>
 
 #include <cstdio>
@@ -51,8 +51,11 @@ int main(int argc, char** argv) try {
     auto y = sy::Tensor::from_vector(labels, {4});
     for (int i = 0; i < 3; ++i) model.train_on_batch(x, y);
     model.save(dst + "full.h5");
+    model.save(dst + "keras");
+    model.save(dst +
+               "save.weights.h5");  // save() with a .weights.h5 name: the weights alone (the CLI's --save)
     write_floats(dst + "full.predictions.bin", model.predict(x));
-    std::printf("%s: wrote %s{json,h5,weights.h5,full.h5}\n", c.name, dst.c_str());
+    std::printf("%s: wrote %s{json,h5,weights.h5,full.h5,keras,save.weights.h5}\n", c.name, dst.c_str());
   }
   return 0;
 } catch (const std::exception& e) {

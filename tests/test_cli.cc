@@ -107,6 +107,14 @@ TEST(Cli, SummarySeedCnn) {
   EXPECT_NE(r.out.find("Non-trainable params: 70"), std::string::npos) << r.out;
 }
 
+TEST(Cli, SummaryOfAKeras3File) {
+  CliResult r =
+      run_cli("summary --model " + systolic::testing::source_dir() + "/tests/fixtures/keras_zip/adam.keras");
+  EXPECT_EQ(r.code, 0) << r.describe();
+  EXPECT_NE(r.out.find("Total params"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batch_normalization"), std::string::npos) << r.out;
+}
+
 TEST(Cli, SummaryWithInputShape) {
   CliResult r = run_cli("summary --model seed-cnn --input-shape 28,28,1");
   ASSERT_EQ(r.code, 0) << r.describe();

@@ -148,8 +148,11 @@ class Model {
   // Keras files (src/io). save_weights: a path ending ".weights.h5" writes Keras 3's layout, any other
   // (".h5", ".hdf5") the legacy tf.keras layout; weights on a device are copied to the host first; the file
   // is written to a temporary name and renamed, so a failure never leaves a broken file behind. load_weights
-  // reads both layouts and full-model files. save writes a full model (legacy .h5: config, training config,
-  // weights and optimizer state), which systolic::load_model (saving.h) and Keras's load_model read back.
+  // reads both layouts and full-model files. save picks the format from the name (the one place that does):
+  // ".keras" a Keras 3 zip (config.json with compile_config, metadata.json, model.weights.h5 with the optimizer
+  // state), ".h5"/".hdf5" a legacy full model (config, training config, weights and optimizer state), and
+  // ".weights.h5" the weights alone (as save_weights); systolic::load_model (saving.h) and Keras's load_model
+  // read the full models back.
   void save_weights(const std::string& path) const;
   void load_weights(const std::string& path, const LoadWeightsOptions& options = {});
   void save(const std::string& path) const;

@@ -20,8 +20,11 @@ Model model_from_json_file(const std::string& path);
 struct LoadModelOptions {
   bool compile = true;  // compile with the file's training config (loss, metrics, optimizer and its state)
 };
-// keras.models.load_model("m.h5"): architecture, weights, and (when compiled) the optimizer with its state,
+// keras.models.load_model("m.keras" or "m.h5"): architecture, weights, and (when compiled) the optimizer with its state,
 // so training resumes where it stopped.
+// A .keras (a zip, recognised by its content) or a legacy full-model .h5.
 Model load_model(const std::string& path, const LoadModelOptions& options = {});
+// True when `path` is a zip (a Keras 3 .keras file), whatever its name.
+bool is_keras_zip(const std::string& path);
 
 }  // namespace systolic

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 namespace systolic::hdf5 {
 
@@ -369,9 +370,8 @@ void walk(const Group& g, int depth) {
 // check of ours runs. So an untrusted file is first read whole in a forked child: open, every group,
 // attribute and dataset, the reads the readers make and more. Only when the child ends normally does this
 // process open the file. A signal or the time limit in the child is reported as a corrupt file.
-void check_in_child(const std::string& path) {
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
+// `open` opens the file (a path, or an image in memory) without the check; `size` is its size in bytes.
+void check_in_child(const std::string& path, std::uintmax_t size, const std::function<Group()>& open) {
   // Reading is hundreds of MB/s; the limit is generous for big trusted files and short for small corrupt ones:
   // SYSTOLIC_HDF5_CHECK_SECONDS (default 5), plus a second per 64 MiB.
   double base = 5;
@@ -382,7 +382,7 @@ void check_in_child(const std::string& path) {
       fail("SYSTOLIC_HDF5_CHECK_SECONDS={}: expected a number of seconds in (0, 3600]", env);
   }
   auto limit = std::chrono::milliseconds(static_cast<std::int64_t>(base * 1000)) +
-               std::chrono::milliseconds(ec ? 0 : size / (64 << 10));
+               std::chrono::milliseconds(size / (64 << 10));
   // The child holds the write end of a pipe; its end (exit or signal) closes it, which wakes poll() at once.
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
@@ -397,7 +397,7 @@ void check_in_child(const std::string& path) {
   if (pid == 0) {
     close(fds[0]);
     try {
-      walk(open_unchecked(path), 0);
+      walk(open(), 0);
     } catch (const std::exception&) {
     }
     _exit(0);
@@ -440,8 +440,37 @@ Group open_read(const std::string& path) {
   htri_t is = H5Fis_hdf5(path.c_str());
   if (is == 0) fail("{}: not an HDF5 file (no HDF5 signature)", path);
   if (is < 0) fail("{}: cannot read the file{}", path, last_error());
-  check_in_child(path);
+  std::error_code size_error;
+  auto size = std::filesystem::file_size(path, size_error);
+  check_in_child(path, size_error ? 0 : size, [&] { return open_unchecked(path); });
   return open_unchecked(path);
+}
+
+namespace {
+Group open_image_unchecked(const void* data, std::size_t size, const std::string& name) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_WEAK);
+  if (H5Pset_fapl_core(fapl.get(), 1 << 20, 0) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<void*>(data), size) < 0)
+    fail("{}: cannot set up an in-memory HDF5 file{}", name, last_error());
+  Handle file(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  if (!file.valid()) fail("{}: cannot open the HDF5 file (truncated or corrupt?){}", name, last_error());
+  Handle root(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose);
+  if (!root.valid()) fail("{}: cannot open the root group (truncated or corrupt?){}", name, last_error());
+  return Group(std::move(root), name, "/");
+}
+}  // namespace
+
+Group open_image(const void* data, std::size_t size, const std::string& name) {
+  // HDF5 looks for its signature at 0, 512, 1024, 2048, ...
+  static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  bool signed_ = false;
+  for (std::size_t at = 0; at + 8 <= size && !signed_; at = at ? at * 2 : 512)
+    signed_ = std::memcmp(static_cast<const char*>(data) + at, kSignature, 8) == 0;
+  if (!signed_) fail("{}: not an HDF5 file (no HDF5 signature)", name);
+  // An image from an untrusted file (a .keras zip's model.weights.h5) is contained as files are.
+  check_in_child(name, size, [&] { return open_image_unchecked(data, size, name); });
+  return open_image_unchecked(data, size, name);
 }
 
 Group create(const std::string& path) {

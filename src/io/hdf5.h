@@ -89,6 +89,9 @@ class Group {
 // The file is untrusted: a forked child reads all of it first, so that a crash or hang of the HDF5 library on
 // a damaged file becomes a clean error here (docs/security.md).
 Group open_read(const std::string& path);
+// Opens an HDF5 file held in memory (HDF5's core driver over a copy of the bytes) for reading; `name` names it in
+// errors, e.g. "m.keras: model.weights.h5".
+Group open_image(const void* data, std::size_t size, const std::string& name);
 // Creates (truncates) a file for writing.
 Group create(const std::string& path);
 

@@ -8,12 +8,16 @@
 #include <systolic/saving.h>
 
 #include <algorithm>
+#include <ctime>
+#include <filesystem>
 #include <map>
 
+#include "core/text.h"
 #include "distribute/replica_group.h"
 #include "io/files.h"
 #include "io/hdf5.h"
 #include "io/keras_io.h"
+#include "io/keras_zip.h"
 #include "model/model_state.h"
 
 namespace systolic {
@@ -42,6 +46,14 @@ void log_device_copy(const Model& model) {
 void assign(Weight& w, const Tensor& value) {
   Tensor v = w.value.dtype() == DType::float32 ? value : value.to(w.value.dtype());
   w.value.copy_from(v);
+}
+
+// A layer's number in errors, for every file kind: its index in model.layers (as model.summary() lists them).
+std::size_t layer_number(const Model& model, const Layer* layer) {
+  auto ls = model.layers();
+  for (std::size_t i = 0; i < ls.size(); ++i)
+    if (&*ls[i] == layer) return i;
+  return ls.size();
 }
 
 std::vector<Layer*> layers_with_weights(const Model& model) {
@@ -123,7 +135,7 @@ std::vector<FileLayer> legacy_file_layers(const hdf5::Group& g) {
   std::vector<FileLayer> out;
   for (auto& name : g.string_list_attribute("layer_names")) {
     if (!g.has_group(name))
-      fail("{}: layer_names lists '{}' but the file has no such group", g.where(), name);
+      fail("{}: layer_names lists '{}' but the file has no such group", g.where(), printable(name));
     auto lg = g.group(name);
     out.push_back({name, lg.string_list_attribute("weight_names")});
   }
@@ -151,18 +163,20 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
     if (ws.size() != f.weight_names.size())
       return fmt::format(
           "layer #{} '{}' ({}) of the model has {} weights, but layer #{} '{}' of the file has {}",
-          model_index, l.name(), l.class_name(), ws.size(), file_index, f.name, f.weight_names.size());
+          model_index, l.name(), l.class_name(), ws.size(), file_index, printable(f.name),
+          f.weight_names.size());
     for (std::size_t i = 0; i < ws.size(); ++i) {
       const auto& wn = f.weight_names[i];
-      if (!lg.has_dataset(wn)) fail("{}: missing dataset '{}' (listed in weight_names)", lg.where(), wn);
+      if (!lg.has_dataset(wn))
+        fail("{}: missing dataset '{}' (listed in weight_names)", printable(lg.where()), printable(wn));
       auto dims = lg.dataset_shape(wn);
       if (Shape(dims) != ws[i].value.shape())
         return fmt::format(
             "layer #{} '{}' ({}) of the model expects weight '{}' of shape {}, but layer #{} '{}' of the "
             "file "
             "holds '{}' of shape {}",
-            model_index, l.name(), l.class_name(), ws[i].name, shape_of(ws[i]), file_index, f.name, wn,
-            Shape(dims).str());
+            model_index, l.name(), l.class_name(), ws[i].name, shape_of(ws[i]), file_index, printable(f.name),
+            printable(wn), Shape(dims).str());
       values.push_back(lg.read_float32(wn));
     }
     return "";
@@ -176,7 +190,8 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
       auto it = by.find(model_with[m]->name());
       if (it == by.end()) continue;  // Keras: layers absent from the file keep their weights
       std::vector<Tensor> values;
-      auto err = read_layer(*model_with[m], m, file_layers[it->second], it->second, values);
+      auto err = read_layer(*model_with[m], layer_number(model, model_with[m]), file_layers[it->second],
+                            it->second, values);
       if (!err.empty()) {
         if (!o.skip_mismatch) fail("{}: {}", g.file(), err);
         log_line(fmt::format("WARNING: load_weights: skipping {}", err));
@@ -188,13 +203,14 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
     if (o.skip_mismatch) fail("load_weights: skip_mismatch needs by_name=true (as in Keras)");
     if (model_with.size() != file_with.size()) {
       std::string names;
-      for (auto* f : file_with) names += (names.empty() ? "" : ", ") + f->name;
+      for (auto* f : file_with) names += (names.empty() ? "" : ", ") + printable(f->name);
       fail("{}: the model has {} layers with weights, the file {} ({})", g.file(), model_with.size(),
            file_with.size(), names);
     }
     for (std::size_t i = 0; i < model_with.size(); ++i) {
       std::vector<Tensor> values;
-      auto err = read_layer(*model_with[i], i, *file_with[i], i, values);
+      auto err = read_layer(*model_with[i], layer_number(model, model_with[i]), *file_with[i],
+                            static_cast<std::size_t>(file_with[i] - file_layers.data()), values);
       if (!err.empty()) fail("{}: {}", g.file(), err);
       loads.emplace_back(model_with[i], std::move(values));
     }
@@ -369,6 +385,43 @@ void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeight
   }
 }
 
+// Keras 3's optimizer/vars (as write_keras3_optimizer writes them): 0 the iteration count, 1 the learning rate,
+// then for each trainable weight its slots (Adam: momentum then velocity). Returns an empty string on success,
+// else why the state was not restored.
+std::string load_keras3_optimizer(const hdf5::Group& root, Model& model) {
+  if (!root.has_group("optimizer/vars")) return "the file has no optimizer/vars";
+  auto g = root.group("optimizer/vars");
+  auto& opt = model.optimizer();
+  if (opt.name() != "Adam" && opt.name() != "SGD")
+    return "reading Keras 3's " + opt.name() + " state is not supported (Adam, SGD)";
+  opt.build(model.trainable_parameters());
+  auto trainable = trainable_slices(model);
+  std::size_t per = opt.slots().size();
+  auto children = g.children();
+  if (children.size() == 2 && g.has_dataset("0") && g.read_scalar("0") == 0)
+    return "";  // compiled, not trained
+  if (children.size() != 2 + per * trainable.size())
+    return fmt::format("{} variables for {} trainable weights with {} slots each", children.size(),
+                       trainable.size(), per);
+  if (!g.has_dataset("0")) return "no iteration count";
+  std::vector<std::pair<Tensor, Tensor>> copies;  // destination view, value
+  std::size_t index = 2;
+  for (auto& t : trainable)
+    for (auto& [slot_name, slot] : opt.slots()) {
+      auto name = std::to_string(index++);
+      if (!g.has_dataset(name)) return "no variable " + name;
+      auto dims = g.dataset_shape(name);
+      if (Shape(dims) != t.weight->value.shape())
+        return fmt::format("variable {} has shape {}, the weight {}", name, Shape(dims).str(),
+                           t.weight->value.shape().str());
+      copies.emplace_back(t.of(opt.slot(slot_name)), g.read_float32(name));
+    }
+  for (auto& [dst, value] : copies)
+    dst.copy_from(dst.dtype() == DType::float32 ? value : value.to(dst.dtype()));
+  opt.set_iterations(static_cast<std::int64_t>(g.read_scalar("0")));
+  return "";
+}
+
 // ---- optimizer state in full-model files -----------------------------------------------------------------
 
 // tf.keras 2.x's (legacy optimizer) layout, which tf.keras builds from an optimizer_config of class "Adam":
@@ -480,7 +533,7 @@ void keras_io::save_weights(const Model& model, const std::string& path,
     fail("save_weights: {}: use a name ending in .h5 / .hdf5 (tf.keras layout) or .weights.h5 (Keras 3)",
          path);
   if (path.ends_with(".keras"))
-    fail("save_weights: {}: the .keras zip format is not supported; use .weights.h5", path);
+    fail("save_weights: {}: a .keras file holds the whole model; use save(), or a .weights.h5 name", path);
   log_device_copy(model);
   Model self = model;
   hdf5::Lock lock;
@@ -521,10 +574,17 @@ void keras_io::load_weights(Model& model, const std::string& path, const LoadWei
 
 void Model::save(const std::string& path) const {
   if (!state_->chief) return;  // replicas: the chief (worker 0) writes
-  if (!path.ends_with(".h5") && !path.ends_with(".hdf5"))
-    fail("save: {}: full models are written as legacy Keras HDF5; use a name ending in .h5", path);
+  // The one place that picks the format from the name (the CLI's --save and checkpoints come here).
+  if (path.ends_with(".weights.h5")) return save_weights(path);  // Keras 3's weights-only layout
+  bool zip = path.ends_with(".keras");
+  if (!zip && !path.ends_with(".h5") && !path.ends_with(".hdf5"))
+    fail(
+        "save: {}: use a name ending in .keras (Keras 3), .h5 (legacy full model) or .weights.h5 (weights "
+        "only)",
+        path);
   log_device_copy(*this);
   Model self = *this;
+  if (zip) return keras_io::save_keras_archive(self, path);
   auto config = keras_io::model_config(self);
   config["keras_version"] = keras_io::kKerasVersion;
   config["backend"] = "tensorflow";
@@ -544,6 +604,10 @@ void Model::save(const std::string& path) const {
 }
 
 Model load_model(const std::string& path, const LoadModelOptions& options) {
+  if (keras_io::is_zip_file(path)) {
+    auto bytes = io::read_file(path);
+    return keras_io::load_keras_archive(bytes.data(), bytes.size(), path, options);
+  }
   hdf5::Lock lock;
   auto root = hdf5::open_read(path);
   if (!root.has_attribute("model_config")) {
@@ -558,7 +622,7 @@ Model load_model(const std::string& path, const LoadModelOptions& options) {
   try {
     config = json::parse(root.string_attribute("model_config"));
   } catch (const json::parse_error& e) {
-    fail("{}: model_config is not valid JSON: {}", path, e.what());
+    fail("{}: model_config is not valid JSON: {}", path, printable(e.what(), 400));
   }
   Model model = keras_io::model_from_config(config, path);
   if (!root.has_group("model_weights")) fail("{}: no model_weights group", path);
@@ -568,7 +632,7 @@ Model load_model(const std::string& path, const LoadModelOptions& options) {
     try {
       tc = json::parse(root.string_attribute("training_config"));
     } catch (const json::parse_error& e) {
-      fail("{}: training_config is not valid JSON: {}", path, e.what());
+      fail("{}: training_config is not valid JSON: {}", path, printable(e.what(), 400));
     }
     keras_io::compile_from_training_config(model, tc, path);
     if (root.has_group("optimizer_weights")) {
@@ -582,5 +646,59 @@ Model load_model(const std::string& path, const LoadModelOptions& options) {
   }
   return model;
 }
+
+namespace keras_io {
+
+void save_keras_archive(Model& model, const std::string& path) {
+  json config = model_config(model);
+  config["build_config"] = {{"input_shape", nullptr}};
+  if (model.compiled()) config["compile_config"] = compile_config(model);
+  json metadata = {{"keras_version", kKerasVersion3}, {"date_saved", ""}};
+  {
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d@%H:%M:%S", &tm);
+    metadata["date_saved"] = buf;
+  }
+  std::vector<char> weights;
+  {
+    io::TempFolder tmp(std::filesystem::temp_directory_path(), "systolic-keras");
+    auto h5 = (tmp.path() / "model.weights.h5").string();
+    {
+      hdf5::Lock lock;
+      auto root = hdf5::create(h5);
+      write_keras3_weights(root, model);
+    }
+    weights = io::read_file(h5);
+  }
+  write_keras_archive(path, config.dump(), metadata.dump(), weights);
+}
+
+Model load_keras_archive(const void* data, std::size_t size, const std::string& path,
+                         const LoadModelOptions& options) {
+  auto k = read_keras_archive(data, size, path);
+  Model model = model_from_config(k.config, path + ": config.json");
+  std::string where = path + ": model.weights.h5";
+  hdf5::Lock lock;
+  auto root = hdf5::open_image(k.weights.data(), k.weights.size(), where);
+  if (!root.has_group("layers")) fail("{}: no layers group (not Keras 3's layout)", where);
+  load_keras3_weights(root, model, {});
+  if (options.compile && k.config.contains("compile_config") && k.config["compile_config"].is_object() &&
+      !k.config["compile_config"].empty()) {
+    compile_from_keras3_config(model, k.config["compile_config"], path + ": config.json");
+    if (root.has_group("optimizer")) {
+      auto why = load_keras3_optimizer(root, model);
+      if (!why.empty())
+        log_line(fmt::format(
+            "WARNING: {}: the optimizer state was not restored ({}); training starts with a fresh optimizer",
+            where, why));
+    }
+  }
+  return model;
+}
+
+}  // namespace keras_io
 
 }  // namespace systolic

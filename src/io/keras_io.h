@@ -2,6 +2,7 @@
 #pragma once
 
 #include <systolic/model.h>
+#include <systolic/saving.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,6 +15,8 @@ using json = nlohmann::ordered_json;
 
 // The Keras version the files systolic writes declare (their layout is tf.keras 2.x's, which Keras 3 reads).
 inline constexpr const char* kKerasVersion = "2.15.0";
+// The version systolic's .keras files declare in metadata.json (their layout is Keras 3.15's).
+inline constexpr const char* kKerasVersion3 = "3.15.1";
 
 // {"class_name": "Functional" | "Sequential", "config": {...}} for a model.
 json model_config(const Model& model);
@@ -23,6 +26,16 @@ Model model_from_config(const json& config, const std::string& source);
 // Keras's training_config (loss, metrics, optimizer_config) of a compiled model, and its inverse.
 json training_config(const Model& model);
 void compile_from_training_config(Model& model, const json& config, const std::string& source);
+// Keras 3's compile_config (config.json of a .keras: optimizer, loss, metrics, ...), and its inverse.
+json compile_config(const Model& model);
+void compile_from_keras3_config(Model& model, const json& config, const std::string& source);
+
+// A .keras file: save_keras_archive writes one (model: on the host); load_keras_archive reads one held in memory
+// (`path` names it in errors): the zip's members (keras_zip.h), the model from config.json, its weights from
+// model.weights.h5 (Keras 3's layout) and, with options.compile, the optimizer from compile_config and its state.
+void save_keras_archive(Model& model, const std::string& path);
+Model load_keras_archive(const void* data, std::size_t size, const std::string& path,
+                         const LoadModelOptions& options);
 
 // Model::save_weights with string attributes on the file's root and float32 datasets in groups of their own
 // ("group/name"): BackupAndRestore's training state, so the weights and what goes with them are one file,

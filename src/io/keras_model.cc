@@ -474,9 +474,14 @@ json training_config(const Model& model) {
                                                                        : "CategoricalCrossentropy";
     loss_json = {{"class_name", cls}, {"config", {{"from_logits", true}}}};
   }
+  // As Keras metric objects ({"class_name": "SparseCategoricalAccuracy", "config": {"name": "accuracy"}}), the
+  // class the name resolved to: tf_keras reads a bare "accuracy" as categorical accuracy (whatever the labels),
+  // and Keras 3 cannot call tf_keras's MeanMetricWrapper form; both read this one right.
   json metrics = json::array();
-  auto names = model.metrics_names();
-  for (std::size_t i = 1; i < names.size(); ++i) metrics.push_back(names[i]);
+  for (auto& m : ModelInternals::state(model)->metrics)
+    metrics.push_back(
+        {{"class_name", m->sparse_labels() ? "SparseCategoricalAccuracy" : "CategoricalAccuracy"},
+         {"config", {{"name", m->name()}, {"dtype", "float32"}}}});
   return {{"loss", loss_json},
           {"metrics", metrics},
           {"weighted_metrics", nullptr},
@@ -584,6 +589,40 @@ void collect_metric_names(const json& m, std::vector<std::string>& out, const st
 }
 
 }  // namespace
+
+json compile_config(const Model& model) {
+  json tc = training_config(model);
+  json oc = tc["optimizer_config"];
+  oc["module"] = "keras.optimizers";
+  oc["registered_name"] = nullptr;
+  oc["config"]["name"] = to_snake_case(oc["class_name"].get<std::string>());
+  json loss = tc["loss"];
+  if (loss.is_object()) {
+    loss["module"] = "keras.losses";
+    loss["registered_name"] = nullptr;
+  }
+  json metrics = json::array();  // the names the user gave, as Keras 3 writes them
+  for (auto& m : ModelInternals::state(model)->metrics) metrics.push_back(m->name());
+  return {{"optimizer", oc},
+          {"loss", loss},
+          {"loss_weights", nullptr},
+          {"metrics", metrics},
+          {"weighted_metrics", nullptr},
+          {"run_eagerly", false},
+          {"steps_per_execution", 1},
+          {"jit_compile", false}};
+}
+
+void compile_from_keras3_config(Model& model, const json& cc, const std::string& source) {
+  if (!cc.is_object() || !cc.contains("optimizer") || !cc.contains("loss"))
+    fail("{}: compile_config needs \"optimizer\" and \"loss\"", source);
+  json opt = cc["optimizer"];
+  if (opt.is_string()) opt = {{"class_name", opt}, {"config", json::object()}};  // compile(optimizer="adam")
+  json tc = {{"loss", cc["loss"]}, {"optimizer_config", opt}};
+  for (auto* k : {"metrics", "weighted_metrics", "loss_weights"})
+    if (cc.contains(k)) tc[k] = cc[k];
+  compile_from_training_config(model, tc, source + ": compile_config");
+}
 
 void compile_from_training_config(Model& model, const json& tc, const std::string& source) {
   if (!tc.is_object() || !tc.contains("loss") || !tc.contains("optimizer_config"))

@@ -99,13 +99,15 @@ bool is_builtin(const std::string& model) {
   return std::find(names.begin(), names.end(), model) != names.end();
 }
 
-// A full-model .h5 (architecture, weights, training config) rather than a built-in name or a JSON file.
+// A full-model file (.keras, or legacy .h5: architecture, weights, training config) rather than a built-in name
+// or a JSON file.
 bool is_full_model_file(const std::string& model) {
-  return !is_builtin(model) && (model.ends_with(".h5") || model.ends_with(".hdf5"));
+  return !is_builtin(model) && (model.ends_with(".keras") || model.ends_with(".h5") ||
+                                model.ends_with(".hdf5") || sy::is_keras_zip(model));
 }
 
 // --model: a built-in name (shaped by the data set or --input-shape), a Keras model JSON file, or a Keras
-// full-model .h5 (loaded with its weights, compiled with its optimizer state).
+// full model (.keras or .h5, loaded with its weights, compiled with its optimizer state).
 sy::Model make_model(const Common& c, sy::Shape default_shape, int default_classes) {
   if (is_builtin(c.model)) {
     sy::Shape shape = c.input_shape.empty() ? default_shape : parse_shape(c.input_shape);
@@ -114,7 +116,8 @@ sy::Model make_model(const Common& c, sy::Shape default_shape, int default_class
   }
   if (!std::filesystem::exists(c.model))
     sy::fail(
-        "--model {}: neither a built-in model (seed-cnn) nor an existing file (Keras JSON or full-model .h5)",
+        "--model {}: neither a built-in model (seed-cnn) nor an existing file (Keras JSON, .keras or "
+        "full-model .h5)",
         c.model);
   if (!c.input_shape.empty() || c.classes > 0)
     sy::fail(
@@ -181,7 +184,7 @@ SplitData load_split(const std::string& name, const std::string& split, std::int
 void add_common(CLI::App* app, Common& c, bool with_model = true) {
   if (with_model)
     app->add_option("--model", c.model,
-                    "built-in model (seed-cnn), Keras model JSON file, or Keras full-model .h5")
+                    "built-in model (seed-cnn), Keras model JSON file, or Keras full model (.keras or .h5)")
         ->capture_default_str();
   app->add_option("--input-shape", c.input_shape, "input shape H,W,C for built-in models");
   app->add_option("--classes-count", c.classes, "number of classes for built-in models")
@@ -643,7 +646,9 @@ int main(int argc, char** argv) {
   train->add_option("--weights", train_args.weights, "initial weights (Keras .h5 or .weights.h5)");
   train->add_option("--save-weights", train_args.save_weights,
                     "write the trained weights (.h5: tf.keras layout; .weights.h5: Keras 3)");
-  train->add_option("--save", train_args.save, "write the whole trained model (Keras full-model .h5)");
+  train->add_option(
+      "--save", train_args.save,
+      "write the trained model: .keras (Keras 3), .h5 (legacy full model) or .weights.h5 (weights only)");
   auto* backup_dir = train->add_option("--backup-dir", train_args.backup_dir,
                                        "back up the training state here (Keras's BackupAndRestore); the same "
                                        "command resumes from it exactly; removed when training ends");
@@ -665,7 +670,7 @@ int main(int argc, char** argv) {
   add_common(evaluate, common);
   add_replicas(evaluate, common);
   evaluate->add_option("--weights", eval_args.weights,
-                       "Keras weights file (not needed for a full-model .h5)");
+                       "Keras weights file (not needed for a full model: .keras or .h5)");
   evaluate->add_option("--dataset", eval_args.dataset, sy::datasets::names())->required();
   evaluate->add_option("--split", eval_args.split, "train or test")
       ->capture_default_str()
@@ -681,7 +686,7 @@ int main(int argc, char** argv) {
   auto* predict = app.add_subcommand("predict", "class probabilities for image files or one data set sample");
   add_common(predict, common);
   predict->add_option("--weights", predict_args.weights,
-                      "Keras weights file (not needed for a full-model .h5)");
+                      "Keras weights file (not needed for a full model: .keras or .h5)");
   predict->add_option("--rescale", predict_args.rescale, "multiply pixel values by F (default 1: raw 0-255)")
       ->capture_default_str();
   predict->add_option("--classes", predict_args.classes,
