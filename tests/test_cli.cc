@@ -557,3 +557,57 @@ TEST(Cli, NamedDataSetsResizedToTheModelsInput) {
   EXPECT_EQ(a["probabilities"], b["probabilities"]);
   fs::remove_all(dir);
 }
+
+// train's Keras callbacks (--csv-log, --checkpoint, --early-stopping) in one short run whose validation loss
+// stops improving (a high rate on 64 training samples): the CSV in Keras's CSVLogger format, a checkpoint per
+// epoch named from the template and that epoch's logs, and a stop where EarlyStopping's rule says.
+TEST(Cli, TrainCallbacksWriteCsvCheckpointsAndStopEarly) {
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
+  fs::path dir = fs::temp_directory_path() / ("systolic_test_cli_callbacks_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::path csv = dir / "log.csv";
+  std::string ckpt = (dir / "ck" / "m-{epoch:02d}-{val_loss:.2f}.h5").string();
+  CliResult r = run_cli(
+      "train --model seed-cnn --dataset fashion_mnist --limit 128 --epochs 20 --batch-size 32 "
+      "--validation-split 0.5 --lr 0.01 --seed 1 --verbose 2 --early-stopping 1 --csv-log '" +
+      csv.string() + "' --checkpoint '" + ckpt + "'");
+  ASSERT_EQ(r.code, 0) << r.describe();
+
+  auto rows = lines_of(systolic::testing::read_text(csv));
+  ASSERT_GE(rows.size(), 3u);
+  EXPECT_EQ(rows[0], "epoch,accuracy,loss,val_accuracy,val_loss\r");  // Python's csv ends rows with \r\n
+  std::vector<double> val_loss;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    std::vector<std::string> f;
+    std::stringstream ss(rows[i]);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 5u) << rows[i];
+    EXPECT_EQ(f[0], std::to_string(i - 1));
+    val_loss.push_back(std::stod(f[4]));
+    // One checkpoint per epoch, named from the template and that epoch's val_loss.
+    fs::path saved = dir / "ck" / fmt::format("m-{:02d}-{:.2f}.h5", i, val_loss.back());
+    EXPECT_TRUE(fs::exists(saved)) << saved;
+  }
+  int epochs = int(val_loss.size());
+  ASSERT_LT(epochs, 20) << "did not stop early\n" << r.describe();
+  // EarlyStopping (patience 1): the last epoch did not improve on the best before it; every earlier one did.
+  double best = val_loss[0];
+  for (int e = 1; e + 1 < epochs; ++e) {
+    EXPECT_LT(val_loss[e], best) << "epoch " << e << " did not improve, yet training went on";
+    best = val_loss[e];
+  }
+  EXPECT_GE(float(val_loss.back()), float(best));
+  EXPECT_NE(r.err.find("Epoch " + std::to_string(epochs) + ": early stopping"), std::string::npos)
+      << r.describe();
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "ck"), fs::directory_iterator()), epochs);
+  fs::remove_all(dir);
+}
+
+TEST(Cli, TrainCallbackFlagsRejectBadValues) {
+  expect_usage_error("train --model seed-cnn --dataset fashion_mnist --early-stopping -1");
+  expect_usage_error("train --model seed-cnn --dataset fashion_mnist --reduce-lr-on-plateau x");
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
+  expect_runtime_error("train --model seed-cnn --dataset fashion_mnist --limit 8 --checkpoint model.txt",
+                       "must end in .keras or .h5");
+}

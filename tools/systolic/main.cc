@@ -236,7 +236,50 @@ struct TrainArgs {
   std::string weights, save_weights, save;
   bool optimizer_given = false, loss_given = false;
   double rescale = 1.0;
+  // Keras callbacks (docs/cli.md): --checkpoint, --early-stopping, --reduce-lr-on-plateau, --csv-log.
+  std::string checkpoint, monitor = "val_loss", csv_log;
+  bool save_best_only = false;
+  int early_stopping = -1, reduce_lr_on_plateau = -1;
 };
+
+// The callbacks the train flags ask for, with Keras's defaults for every option not given. Only the chief
+// writes files (ModelCheckpoint saves through save/save_weights, which other workers skip); every worker runs
+// the deciding callbacks alike, so they all stop at the same epoch.
+std::vector<std::shared_ptr<sy::callbacks::Callback>> train_callbacks(const TrainArgs& a) {
+  namespace cb = sy::callbacks;
+  std::vector<std::shared_ptr<cb::Callback>> out;
+  if (!a.checkpoint.empty()) {
+    bool weights_only = a.checkpoint.ends_with(".weights.h5");
+    out.push_back(std::make_shared<cb::ModelCheckpoint>(
+        a.checkpoint, cb::ModelCheckpointOptions{.monitor = a.monitor,
+                                                 .verbose = a.verbose > 0 ? 1 : 0,
+                                                 .save_best_only = a.save_best_only,
+                                                 .save_weights_only = weights_only}));
+  }
+  if (a.early_stopping >= 0)
+    out.push_back(std::make_shared<cb::EarlyStopping>(cb::EarlyStoppingOptions{
+        .monitor = a.monitor, .patience = a.early_stopping, .verbose = a.verbose > 0}));
+  if (a.reduce_lr_on_plateau >= 0)
+    out.push_back(std::make_shared<cb::ReduceLROnPlateau>(cb::ReduceLROnPlateauOptions{
+        .monitor = a.monitor, .patience = a.reduce_lr_on_plateau, .verbose = a.verbose > 0}));
+  if (!a.csv_log.empty() && g_chief) out.push_back(std::make_shared<cb::CSVLogger>(a.csv_log));
+  return out;
+}
+
+void add_callback_flags(CLI::App* train, TrainArgs& a) {
+  train->add_option("--checkpoint", a.checkpoint,
+                    "save the model after each epoch to PATH, a Keras filepath template such as "
+                    "ckpt-{epoch:02d}-{val_loss:.2f}.h5 (.weights.h5: weights only)");
+  train->add_flag("--save-best-only", a.save_best_only, "--checkpoint saves only when --monitor improves");
+  train->add_option("--monitor", a.monitor, "the log value the callbacks watch")->capture_default_str();
+  train->add_option("--early-stopping", a.early_stopping, "stop when --monitor has not improved for N epochs")
+      ->check(CLI::NonNegativeNumber);
+  train
+      ->add_option("--reduce-lr-on-plateau", a.reduce_lr_on_plateau,
+                   "divide the learning rate by 10 when --monitor has not improved for N epochs")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--csv-log", a.csv_log, "write each epoch's logs to FILE (Keras's CSVLogger format)");
+}
 
 // --rescale F of train and evaluate (as predict's): the images as float32 pixel * F; F = 1 keeps them as they
 // are (uint8 stays uint8 and becomes float per batch, the raw 0-255 values).
@@ -291,6 +334,7 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   fit.augmentation = {.width_shift_range = a.width_shift_range,
                       .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
+  fit.callbacks = train_callbacks(a);
   model = place(model, device, c);
   model.fit(rescaled(data.x_train, a.rescale), data.y_train, fit);
   // Replicas: only the chief writes (save_weights/save do nothing on other workers) and prints.
@@ -639,6 +683,7 @@ int main(int argc, char** argv) {
   train->add_option("--save-weights", train_args.save_weights,
                     "write the trained weights (.h5: tf.keras layout; .weights.h5: Keras 3)");
   train->add_option("--save", train_args.save, "write the whole trained model (Keras full-model .h5)");
+  add_callback_flags(train, train_args);
 
   EvaluateArgs eval_args;
   auto* evaluate =
