@@ -5,13 +5,17 @@
 #include <systolic/systolic.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "io/files.h"
+#include "io/tfevents.h"
 #include "replica_test_model.h"
 #include "test_util.h"
 
@@ -306,4 +310,149 @@ TEST(KerasCallbacks, EarlyStoppingInFitRestoresTheBestWeights) {
   auto& loss = h["loss"];
   int best = int(std::max_element(loss.begin(), loss.end()) - loss.begin());
   EXPECT_EQ(es->best_epoch(), best);
+}
+
+// ---- TensorBoard ----
+
+namespace {
+
+struct Record {
+  std::int64_t step = 0;
+  std::vector<std::string> tags;
+  std::vector<float> values;  // simple_value per tag (NaN: none)
+};
+
+std::uint64_t read_varint(const std::string& s, std::size_t& i) {
+  std::uint64_t v = 0;
+  for (int shift = 0; i < s.size(); shift += 7) {
+    unsigned char b = s[i++];
+    v |= std::uint64_t(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+  }
+  ADD_FAILURE() << "truncated varint";
+  return v;
+}
+
+// Walks one protobuf message: calls fn(field, wire_type, varint value, bytes) for each field.
+void walk(const std::string& m, const std::function<void(int, int, std::uint64_t, const std::string&)>& fn) {
+  for (std::size_t i = 0; i < m.size();) {
+    std::uint64_t key = read_varint(m, i);
+    int field = int(key >> 3), type = int(key & 7);
+    if (type == 0) {
+      fn(field, type, read_varint(m, i), "");
+    } else if (type == 1 || type == 5) {
+      std::size_t n = type == 1 ? 8 : 4;
+      fn(field, type, 0, m.substr(i, n));
+      i += n;
+    } else if (type == 2) {
+      std::size_t n = read_varint(m, i);
+      fn(field, type, 0, m.substr(i, n));
+      i += n;
+    } else {
+      ADD_FAILURE() << "unexpected wire type " << type;
+      return;
+    }
+  }
+}
+
+// Every record of an event file, each CRC checked with io::masked_crc32c; the Events' steps and summary tags.
+std::vector<Record> read_events(const fs::path& path) {
+  std::string data = systolic::testing::read_text(path);
+  std::vector<Record> out;
+  for (std::size_t i = 0; i < data.size();) {
+    EXPECT_LE(i + 12, data.size()) << path;
+    std::uint64_t n;
+    std::uint32_t crc;
+    std::memcpy(&n, data.data() + i, 8);
+    std::memcpy(&crc, data.data() + i + 8, 4);
+    EXPECT_EQ(crc, io::masked_crc32c(data.data() + i, 8)) << "length CRC of the record at " << i;
+    std::string event = data.substr(i + 12, n);
+    std::memcpy(&crc, data.data() + i + 12 + n, 4);
+    EXPECT_EQ(crc, io::masked_crc32c(event.data(), event.size())) << "data CRC of the record at " << i;
+    i += 12 + n + 4;
+    Record r;
+    walk(event, [&](int field, int, std::uint64_t v, const std::string& bytes) {
+      if (field == 2) r.step = std::int64_t(v);
+      if (field != 5) return;
+      walk(bytes, [&](int, int, std::uint64_t, const std::string& value) {
+        std::string tag;
+        float simple = NAN;
+        walk(value, [&](int f, int, std::uint64_t, const std::string& b) {
+          if (f == 1) tag = b;
+          if (f == 2) std::memcpy(&simple, b.data(), 4);
+        });
+        r.tags.push_back(tag);
+        r.values.push_back(simple);
+      });
+    });
+    out.push_back(r);
+  }
+  return out;
+}
+
+fs::path only_file(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  EXPECT_EQ(files.size(), 1u) << dir;
+  return files.empty() ? fs::path() : files[0];
+}
+
+}  // namespace
+
+TEST(KerasCallbacks, TensorBoardRecordsVerifyOnARealKerasFile) {
+  // The CRC-32C check value of "123456789" (RFC 3720's polynomial).
+  EXPECT_EQ(io::crc32c("123456789", 9), 0xe3069283u);
+  // An event file written by Keras 3's TensorBoard callback: every CRC verifies, and the scalar tags and steps
+  // are those TensorBoard's reader found in it (tests/reference/tensorboard_read.py).
+  std::string dir = systolic::testing::source_dir() + "/tests/fixtures/callbacks/";
+  auto records = read_events(dir + "keras_train.tfevents");
+  std::ifstream in(dir + "keras_train.json");
+  json expected = json::parse(in);
+  std::map<std::string, std::vector<std::int64_t>> steps;
+  for (auto& r : records)
+    for (auto& t : r.tags) steps[t].push_back(r.step);
+  for (auto& [tag, values] : expected["tensors"].items()) {
+    std::vector<std::int64_t> want;
+    for (auto& v : values) want.push_back(v[0]);
+    EXPECT_EQ(steps[tag], want) << tag;
+  }
+  EXPECT_EQ(steps.size(), expected["tensors"].size());
+}
+
+TEST(KerasCallbacks, TensorBoardWritesKerasTagsInFit) {
+  io::TempFolder dir(fs::temp_directory_path(), "tb");
+  Model m = replica_test_model(false);
+  auto d = replica_test_data(40);
+  auto tb = std::make_shared<callbacks::TensorBoard>(dir.path().string(),
+                                                     callbacks::TensorBoardOptions{.histogram_freq = 2});
+  History h = m.fit(
+      d.x, d.y, {.batch_size = 16, .epochs = 3, .verbose = 0, .validation_split = 0.2, .callbacks = {tb}});
+  auto train = read_events(only_file(dir.path() / "train"));
+  auto val = read_events(only_file(dir.path() / "validation"));
+  // Per tag: the steps and values written.
+  auto by_tag = [](const std::vector<Record>& records) {
+    std::map<std::string, std::vector<std::pair<std::int64_t, float>>> out;
+    for (auto& r : records)
+      for (std::size_t i = 0; i < r.tags.size(); ++i) out[r.tags[i]].push_back({r.step, r.values[i]});
+    return out;
+  };
+  auto t = by_tag(train), v = by_tag(val);
+  for (auto [tags, key] : {std::pair{&t, "loss"}, {&t, "accuracy"}, {&v, "loss"}, {&v, "accuracy"}}) {
+    std::string log_key = (tags == &v ? "val_" : "") + std::string(key);
+    auto& written = (*tags)["epoch_" + std::string(key)];
+    ASSERT_EQ(written.size(), 3u) << log_key;
+    for (int e = 0; e < 3; ++e) {
+      EXPECT_EQ(written[e].first, e);
+      EXPECT_EQ(written[e].second, float(h[log_key][e])) << log_key << " epoch " << e;
+    }
+  }
+  ASSERT_EQ(t["epoch_learning_rate"].size(), 3u);
+  EXPECT_EQ(t["epoch_learning_rate"][0].second, 0.05f);
+  // Histograms at epochs 0 and 2, one per weight, named as Keras 3's weight paths.
+  std::string conv = m.name() + "/" + m.layers()[2]->name() + "/kernel/histogram";
+  ASSERT_EQ(t.count(conv), 1u) << conv;
+  EXPECT_EQ(t[conv].size(), 2u);
+  EXPECT_EQ(t[conv][1].first, 2);
+  // The first record of each file is the version event, as TensorFlow writes it.
+  EXPECT_TRUE(train.at(0).tags.empty());
 }

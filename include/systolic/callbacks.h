@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -236,6 +237,34 @@ class CSVLogger : public Callback {
   std::FILE* file_ = nullptr;
   std::optional<std::vector<std::string>> keys_;
   bool header_written_ = false;
+};
+
+struct TensorBoardOptions {
+  int histogram_freq = 0;        // weight histograms every N epochs (0: none)
+  std::int64_t update_freq = 0;  // 0: "epoch"; N > 0: batch_<key> scalars every N batches
+};
+
+// Keras's TensorBoard: event files under log_dir/train (epoch_<key> for the training logs and
+// epoch_learning_rate) and log_dir/validation (epoch_<key> for val_<key>), at step = epoch; with update_freq,
+// batch_<key> under train at the global batch count; with histogram_freq, <model>/<layer>/<weight>/histogram
+// (Keras 3 writes its scalars as TF2 tensor summaries; these are the classic simple_value scalars, which TensorBoard
+// shows alike).
+class TensorBoard : public Callback {
+ public:
+  explicit TensorBoard(std::string log_dir = "logs", TensorBoardOptions options = {});
+  ~TensorBoard() override;
+  void on_train_begin(const Logs& logs) override;
+  void on_train_batch_begin(std::int64_t batch, const Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_end(const Logs& logs) override;
+
+ private:
+  struct Writers;
+  std::string log_dir_;
+  TensorBoardOptions o_;
+  std::int64_t global_batch_ = 0;
+  std::unique_ptr<Writers> writers_;
 };
 
 // Keras's LambdaCallback: each hook given is called at its point.

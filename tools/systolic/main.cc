@@ -236,8 +236,9 @@ struct TrainArgs {
   std::string weights, save_weights, save;
   bool optimizer_given = false, loss_given = false;
   double rescale = 1.0;
-  // Keras callbacks (docs/cli.md): --checkpoint, --early-stopping, --reduce-lr-on-plateau, --csv-log.
-  std::string checkpoint, monitor = "val_loss", csv_log;
+  // Keras callbacks (docs/cli.md): --checkpoint, --early-stopping, --reduce-lr-on-plateau, --csv-log,
+  // --tensorboard.
+  std::string checkpoint, monitor = "val_loss", csv_log, tensorboard;
   bool save_best_only = false;
   int early_stopping = -1, reduce_lr_on_plateau = -1;
 };
@@ -263,6 +264,7 @@ std::vector<std::shared_ptr<sy::callbacks::Callback>> train_callbacks(const Trai
     out.push_back(std::make_shared<cb::ReduceLROnPlateau>(cb::ReduceLROnPlateauOptions{
         .monitor = a.monitor, .patience = a.reduce_lr_on_plateau, .verbose = a.verbose > 0}));
   if (!a.csv_log.empty() && g_chief) out.push_back(std::make_shared<cb::CSVLogger>(a.csv_log));
+  if (!a.tensorboard.empty() && g_chief) out.push_back(std::make_shared<cb::TensorBoard>(a.tensorboard));
   return out;
 }
 
@@ -279,6 +281,8 @@ void add_callback_flags(CLI::App* train, TrainArgs& a) {
                    "divide the learning rate by 10 when --monitor has not improved for N epochs")
       ->check(CLI::NonNegativeNumber);
   train->add_option("--csv-log", a.csv_log, "write each epoch's logs to FILE (Keras's CSVLogger format)");
+  train->add_option("--tensorboard", a.tensorboard,
+                    "write TensorBoard event files (epoch_loss, ...) under DIR/train and DIR/validation");
 }
 
 // --rescale F of train and evaluate (as predict's): the images as float32 pixel * F; F = 1 keeps them as they
