@@ -5,6 +5,7 @@
 #include <systolic/systolic.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -610,4 +611,53 @@ TEST(Cli, TrainCallbackFlagsRejectBadValues) {
   if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
   expect_runtime_error("train --model seed-cnn --dataset fashion_mnist --limit 8 --checkpoint model.txt",
                        "must end in .keras or .h5");
+}
+
+// plot: a PNG of the requested size with each panel's curves drawn in it (the train colour and the validation
+// colour in both halves of a two-panel log); bad CSV logs give one clear line.
+TEST(Cli, PlotDrawsEachPanel) {
+  fs::path dir = fs::temp_directory_path() / ("systolic_test_cli_plot_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return "'" + (dir / name).string() + "'";
+  };
+  std::string log =
+      write("log.csv",
+            "epoch,accuracy,loss,val_accuracy,val_loss\r\n0,0.2,2.7,0.28,2.2\r\n1,0.4,1.8,0.33,2.1\r\n"
+            "2,0.51,1.4,0.45,1.9\r\n3,0.6,1.2,NA,NA\r\n");
+  std::string png = (dir / "curves.png").string();
+  CliResult r = run_cli("plot " + log + " -o '" + png + "' --width 700 --height 400");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  systolic::Tensor img = systolic::image::read(png, 3);
+  ASSERT_EQ(img.shape(), systolic::Shape({400, 700, 3}));
+  // Pixels of the train (31, 119, 180) and validation (255, 127, 14) colours in each half (loss | accuracy).
+  for (int half = 0; half < 2; ++half)
+    for (auto colour : {std::array<int, 3>{31, 119, 180}, std::array<int, 3>{255, 127, 14}}) {
+      int count = 0;
+      for (int y = 0; y < 400; ++y)
+        for (int x = half * 350; x < (half + 1) * 350; ++x) {
+          const std::uint8_t* p = img.data<std::uint8_t>() + (y * 700 + x) * 3;
+          count += p[0] == colour[0] && p[1] == colour[1] && p[2] == colour[2];
+        }
+      EXPECT_GT(count, 100) << "half " << half << " colour " << colour[0];
+    }
+  // Default size: at least 300x300.
+  ASSERT_EQ(run_cli("plot " + log + " -o '" + png + "'").code, 0);
+  systolic::Tensor d = systolic::image::read(png, 3);
+  EXPECT_GE(d.dim(0), 300);
+  EXPECT_GE(d.dim(1), 300);
+
+  expect_runtime_error("plot " + write("empty.csv", "") + " -o '" + png + "'", "is empty");
+  expect_runtime_error("plot " + write("nohead.csv", "loss,acc\n1,2\n") + " -o '" + png + "'",
+                       "must start with the column epoch");
+  expect_runtime_error("plot " + write("short.csv", "epoch,loss\n0,1\n1\n") + " -o '" + png + "'",
+                       "line 3: 1 fields, but the header has 2");
+  expect_runtime_error("plot " + write("text.csv", "epoch,loss\n0,abc\n") + " -o '" + png + "'",
+                       "line 2: 'abc' in column loss is not a number");
+  expect_runtime_error("plot " + write("norows.csv", "epoch,loss\n") + " -o '" + png + "'", "no rows");
+  expect_runtime_error("plot '" + (dir / "missing.csv").string() + "' -o '" + png + "'", "cannot read");
+  expect_usage_error("plot " + log + " -o '" + png + "' --width 100");
+  fs::remove_all(dir);
 }

@@ -8,6 +8,7 @@
 #include <systolic/dtype.h>
 #include <systolic/error.h>
 #include <systolic/image.h>
+#include <systolic/plot.h>
 #include <systolic/layer.h>
 #include <systolic/layers.h>
 #include <systolic/log.h>

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -747,6 +748,18 @@ int main(int argc, char** argv) {
   show->add_option("--limit", show_args.limit, "use the first N samples of each split")
       ->check(CLI::PositiveNumber);
 
+  // plot LOG.csv -o OUT.png: training curves of a --csv-log file (systolic/plot.h).
+  std::string plot_csv, plot_out;
+  int plot_width = 0, plot_height = 0;
+  auto* plot =
+      app.add_subcommand("plot", "draw the loss and metric curves of a CSV log (--csv-log) as a PNG");
+  plot->add_option("log", plot_csv, "CSV log (Keras's CSVLogger format)")->required();
+  plot->add_option("-o,--output", plot_out, "PNG file to write")->required();
+  plot->add_option("--width", plot_width, "image width (default: 520 per panel column)")
+      ->check(CLI::Range(300, 10000));
+  plot->add_option("--height", plot_height, "image height (default: 380 per panel row)")
+      ->check(CLI::Range(300, 10000));
+
   auto* datasets = app.add_subcommand(
       "datasets", "the known data sets, where they are cached, whether they are available");
 
@@ -790,6 +803,18 @@ int main(int argc, char** argv) {
     if (info->parsed()) return cmd_info();
     if (show->parsed()) return cmd_show(common, show_args);
     if (datasets->parsed()) return cmd_datasets();
+    if (plot->parsed()) {
+      auto log = sy::plot::read_csv_log(plot_csv);
+      std::size_t panels = 0;
+      for (auto& [k, v] : log.columns) panels += !k.starts_with("val_");
+      int cols = int(std::ceil(std::sqrt(double(std::max<std::size_t>(panels, 1)))));
+      int rows = int((std::max<std::size_t>(panels, 1) + cols - 1) / cols);
+      sy::plot::plot_training_log(log, std::filesystem::path(plot_csv).filename().string(), plot_out,
+                                  plot_width ? plot_width : std::max(300, 520 * cols),
+                                  plot_height ? plot_height : std::max(300, 36 + 380 * rows));
+      std::fprintf(stderr, "Wrote %s\n", plot_out.c_str());
+      return 0;
+    }
     if (bench->parsed()) return cmd_benchmark(common, bench_args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "systolic: error: %s\n", e.what());
