@@ -8,7 +8,6 @@
 #include <systolic/dtype.h>
 #include <systolic/error.h>
 #include <systolic/image.h>
-#include <systolic/plot.h>
 #include <systolic/layer.h>
 #include <systolic/layers.h>
 #include <systolic/log.h>
@@ -19,6 +18,7 @@
 #include <systolic/ops.h>
 #include <systolic/optimizers.h>
 #include <systolic/pipeline.h>
+#include <systolic/plot.h>
 #include <systolic/random.h>
 #include <systolic/saving.h>
 #include <systolic/shape.h>
