@@ -5,6 +5,7 @@
 #include <systolic/systolic.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -563,5 +564,108 @@ TEST(Cli, NamedDataSetsResizedToTheModelsInput) {
   auto a = nlohmann::json::parse(p.out_lines().at(0)), b = nlohmann::json::parse(q.out_lines().at(0));
   EXPECT_EQ(a["label"], static_cast<int>(d.test.y.slice(7, 8).to_doubles()[0]));
   EXPECT_EQ(a["probabilities"], b["probabilities"]);
+  fs::remove_all(dir);
+}
+
+// train's Keras callbacks (--csv-log, --checkpoint, --early-stopping) in one short run whose validation loss
+// stops improving (a high rate on 64 training samples): the CSV in Keras's CSVLogger format, a checkpoint per
+// epoch named from the template and that epoch's logs, and a stop where EarlyStopping's rule says.
+TEST(Cli, TrainCallbacksWriteCsvCheckpointsAndStopEarly) {
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
+  fs::path dir = fs::temp_directory_path() / ("systolic_test_cli_callbacks_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::path csv = dir / "log.csv";
+  std::string ckpt = (dir / "ck" / "m-{epoch:02d}-{val_loss:.2f}.h5").string();
+  CliResult r = run_cli(
+      "train --model seed-cnn --dataset fashion_mnist --limit 128 --epochs 20 --batch-size 32 "
+      "--validation-split 0.5 --lr 0.01 --seed 1 --verbose 2 --early-stopping 1 --csv-log '" +
+      csv.string() + "' --checkpoint '" + ckpt + "'");
+  ASSERT_EQ(r.code, 0) << r.describe();
+
+  auto rows = lines_of(systolic::testing::read_text(csv));
+  ASSERT_GE(rows.size(), 3u);
+  EXPECT_EQ(rows[0], "epoch,accuracy,loss,val_accuracy,val_loss\r");  // Python's csv ends rows with \r\n
+  std::vector<double> val_loss;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    std::vector<std::string> f;
+    std::stringstream ss(rows[i]);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 5u) << rows[i];
+    EXPECT_EQ(f[0], std::to_string(i - 1));
+    val_loss.push_back(std::stod(f[4]));
+    // One checkpoint per epoch, named from the template and that epoch's val_loss.
+    fs::path saved = dir / "ck" / fmt::format("m-{:02d}-{:.2f}.h5", i, val_loss.back());
+    EXPECT_TRUE(fs::exists(saved)) << saved;
+  }
+  int epochs = int(val_loss.size());
+  ASSERT_LT(epochs, 20) << "did not stop early\n" << r.describe();
+  // EarlyStopping (patience 1): the last epoch did not improve on the best before it; every earlier one did.
+  double best = val_loss[0];
+  for (int e = 1; e + 1 < epochs; ++e) {
+    EXPECT_LT(val_loss[e], best) << "epoch " << e << " did not improve, yet training went on";
+    best = val_loss[e];
+  }
+  EXPECT_GE(float(val_loss.back()), float(best));
+  EXPECT_NE(r.err.find("Epoch " + std::to_string(epochs) + ": early stopping"), std::string::npos)
+      << r.describe();
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "ck"), fs::directory_iterator()), epochs);
+  fs::remove_all(dir);
+}
+
+TEST(Cli, TrainCallbackFlagsRejectBadValues) {
+  expect_usage_error("train --model seed-cnn --dataset fashion_mnist --early-stopping -1");
+  expect_usage_error("train --model seed-cnn --dataset fashion_mnist --reduce-lr-on-plateau x");
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
+  expect_runtime_error("train --model seed-cnn --dataset fashion_mnist --limit 8 --checkpoint model.txt",
+                       "must end in .keras or .h5");
+}
+
+// plot: a PNG of the requested size with each panel's curves drawn in it (the train colour and the validation
+// colour in both halves of a two-panel log); bad CSV logs give one clear line.
+TEST(Cli, PlotDrawsEachPanel) {
+  fs::path dir = fs::temp_directory_path() / ("systolic_test_cli_plot_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return "'" + (dir / name).string() + "'";
+  };
+  std::string log =
+      write("log.csv",
+            "epoch,accuracy,loss,val_accuracy,val_loss\r\n0,0.2,2.7,0.28,2.2\r\n1,0.4,1.8,0.33,2.1\r\n"
+            "2,0.51,1.4,0.45,1.9\r\n3,0.6,1.2,NA,NA\r\n");
+  std::string png = (dir / "curves.png").string();
+  CliResult r = run_cli("plot " + log + " -o '" + png + "' --width 700 --height 400");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  systolic::Tensor img = systolic::image::read(png, 3);
+  ASSERT_EQ(img.shape(), systolic::Shape({400, 700, 3}));
+  // Pixels of the train (31, 119, 180) and validation (255, 127, 14) colours in each half (loss | accuracy).
+  for (int half = 0; half < 2; ++half)
+    for (auto colour : {std::array<int, 3>{31, 119, 180}, std::array<int, 3>{255, 127, 14}}) {
+      int count = 0;
+      for (int y = 0; y < 400; ++y)
+        for (int x = half * 350; x < (half + 1) * 350; ++x) {
+          const std::uint8_t* p = img.data<std::uint8_t>() + (y * 700 + x) * 3;
+          count += p[0] == colour[0] && p[1] == colour[1] && p[2] == colour[2];
+        }
+      EXPECT_GT(count, 100) << "half " << half << " colour " << colour[0];
+    }
+  // Default size: at least 300x300.
+  ASSERT_EQ(run_cli("plot " + log + " -o '" + png + "'").code, 0);
+  systolic::Tensor d = systolic::image::read(png, 3);
+  EXPECT_GE(d.dim(0), 300);
+  EXPECT_GE(d.dim(1), 300);
+
+  expect_runtime_error("plot " + write("empty.csv", "") + " -o '" + png + "'", "is empty");
+  expect_runtime_error("plot " + write("nohead.csv", "loss,acc\n1,2\n") + " -o '" + png + "'",
+                       "must start with the column epoch");
+  expect_runtime_error("plot " + write("short.csv", "epoch,loss\n0,1\n1\n") + " -o '" + png + "'",
+                       "line 3: 1 fields, but the header has 2");
+  expect_runtime_error("plot " + write("text.csv", "epoch,loss\n0,abc\n") + " -o '" + png + "'",
+                       "line 2: 'abc' in column loss is not a number");
+  expect_runtime_error("plot " + write("norows.csv", "epoch,loss\n") + " -o '" + png + "'", "no rows");
+  expect_runtime_error("plot '" + (dir / "missing.csv").string() + "' -o '" + png + "'", "cannot read");
+  expect_usage_error("plot " + log + " -o '" + png + "' --width 100");
   fs::remove_all(dir);
 }

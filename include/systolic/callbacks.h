@@ -27,7 +27,9 @@
 #include <systolic/model.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -81,6 +83,213 @@ class Callback {
  private:
   std::optional<Model> model_;
   Params params_;
+};
+
+}  // namespace systolic::callbacks
+
+// Keras's callbacks (keras.callbacks), with Keras 3's options, defaults and decisions. `mode` is "auto", "min"
+// or "max"; auto minimises a monitor named loss/val_loss (or any name with "loss"), maximises one naming
+// "acc"/"accuracy" (Keras: the metric's direction), and is an Error for anything else, as in Keras.
+namespace systolic::callbacks {
+
+// A double as Python's repr() writes it ("0.1", "1.0", "1e-05", "nan"), as Keras's logs and messages show it.
+std::string python_repr(double v);
+
+// Saves the model (save_weights_only: its weights) at the end of each epoch, or every save_freq batches
+// (save_freq > 0), to filepath formatted with Python's str.format fields: {epoch} (1-based), {batch} (1-based,
+// batch saves), and any log key: "ckpt-{epoch:02d}-{val_loss:.2f}.h5". save_best_only saves only when
+// `monitor` improves on the best seen (initially initial_value_threshold). A model path must end in .keras or
+// .h5, a weights path in .weights.h5 (Keras's rule); files are written atomically by Model::save/save_weights.
+struct ModelCheckpointOptions {
+  std::string monitor = "val_loss";
+  int verbose = 0;
+  bool save_best_only = false;
+  bool save_weights_only = false;
+  std::string mode = "auto";
+  std::int64_t save_freq = 0;  // 0: "epoch"; N > 0: every N batches
+  std::optional<double> initial_value_threshold;
+};
+
+// The monitor's direction and improvement test shared by the monitoring callbacks (Keras's MonitorCallback).
+class MonitorCallback : public Callback {
+ public:
+  MonitorCallback(std::string monitor, std::string mode, double min_delta, std::optional<double> baseline);
+  const std::string& monitor() const { return monitor_; }
+  std::optional<double> best() const { return best_; }
+
+ protected:
+  // Keras's _is_improvement: monitor_op(value - min_delta, reference); no reference is an improvement.
+  bool is_improvement(double value, std::optional<double> reference);
+  void set_monitor_op();  // on first use, as Keras does
+  std::string monitor_, mode_;
+  double min_delta_;
+  std::optional<double> best_;
+  int op_ = 0;  // 0 unset, -1 less (minimise), +1 greater (maximise)
+};
+
+class ModelCheckpoint : public MonitorCallback {
+ public:
+  explicit ModelCheckpoint(std::string filepath, ModelCheckpointOptions options = {});
+  void on_epoch_begin(int epoch, const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  // The paths saved so far, in order.
+  const std::vector<std::string>& saved() const { return saved_; }
+  // The filepath formatted for this epoch (0-based), batch (0-based, or -1) and logs; Error naming the
+  // template and the missing field when a field is not in the logs.
+  std::string file_path(int epoch, std::int64_t batch, const Logs& logs) const;
+
+ private:
+  void save(int epoch, std::int64_t batch, const Logs& logs);
+  std::string filepath_;
+  ModelCheckpointOptions o_;
+  int current_epoch_ = 0;
+  std::int64_t batches_since_save_ = 0;
+  std::optional<std::int64_t> last_batch_;
+  std::vector<std::string> saved_;
+};
+
+struct EarlyStoppingOptions {
+  std::string monitor = "val_loss";
+  double min_delta = 0;
+  int patience = 0;
+  int verbose = 0;
+  std::string mode = "auto";
+  std::optional<double> baseline;
+  bool restore_best_weights = false;
+  int start_from_epoch = 0;
+};
+
+// Stops training when `monitor` has not improved for `patience` epochs (Keras 3's EarlyStopping).
+class EarlyStopping : public MonitorCallback {
+ public:
+  explicit EarlyStopping(EarlyStoppingOptions options = {});
+  void on_train_begin(const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_end(const Logs& logs) override;
+  int stopped_epoch() const { return stopped_epoch_; }  // 0-based; 0: did not stop
+  int best_epoch() const { return best_epoch_; }
+  int wait() const { return wait_; }
+
+ private:
+  EarlyStoppingOptions o_;
+  int wait_ = 0, stopped_epoch_ = 0, best_epoch_ = 0;
+  std::vector<Tensor> best_weights_;
+};
+
+struct ReduceLROnPlateauOptions {
+  std::string monitor = "val_loss";
+  double factor = 0.1;
+  int patience = 10;
+  int verbose = 0;
+  std::string mode = "auto";
+  double min_delta = 1e-4;
+  int cooldown = 0;
+  double min_lr = 0.0;
+};
+
+// Multiplies the optimizer's learning rate by `factor` when `monitor` has not improved for `patience` epochs.
+class ReduceLROnPlateau : public MonitorCallback {
+ public:
+  explicit ReduceLROnPlateau(ReduceLROnPlateauOptions options = {});
+  void on_train_begin(const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+
+ private:
+  ReduceLROnPlateauOptions o_;
+  int wait_ = 0, cooldown_counter_ = 0;
+};
+
+// Sets the learning rate at the start of each epoch to schedule(epoch, current rate).
+class LearningRateScheduler : public Callback {
+ public:
+  explicit LearningRateScheduler(std::function<double(int epoch, double lr)> schedule, int verbose = 0);
+  void on_epoch_begin(int epoch, const Logs& logs) override;
+
+ private:
+  std::function<double(int, double)> schedule_;
+  int verbose_;
+};
+
+// Stops training at the first batch whose loss is NaN or infinite (raise_error: throws Error instead).
+class TerminateOnNaN : public Callback {
+ public:
+  explicit TerminateOnNaN(bool raise_error = false) : raise_error_(raise_error) {}
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+
+ private:
+  bool raise_error_;
+};
+
+// Keras's CSVLogger: a header "epoch" + the sorted log keys (with val_ keys added when the first epoch has
+// none), then one row per epoch; append keeps an existing file (and writes no header when it has a line).
+class CSVLogger : public Callback {
+ public:
+  explicit CSVLogger(std::string filename, std::string separator = ",", bool append = false);
+  ~CSVLogger() override;
+  void on_train_begin(const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_end(const Logs& logs) override;
+
+ private:
+  std::string filename_, sep_;
+  bool append_, append_header_ = true;
+  std::FILE* file_ = nullptr;
+  std::optional<std::vector<std::string>> keys_;
+  bool header_written_ = false;
+};
+
+struct TensorBoardOptions {
+  int histogram_freq = 0;        // weight histograms every N epochs (0: none)
+  std::int64_t update_freq = 0;  // 0: "epoch"; N > 0: batch_<key> scalars every N batches
+};
+
+// Keras's TensorBoard: event files under log_dir/train (epoch_<key> for the training logs and
+// epoch_learning_rate) and log_dir/validation (epoch_<key> for val_<key>), at step = epoch; with update_freq,
+// batch_<key> under train at the global batch count; with histogram_freq, <model>/<layer>/<weight>/histogram
+// (Keras 3 writes its scalars as TF2 tensor summaries; these are the classic simple_value scalars, which TensorBoard
+// shows alike).
+class TensorBoard : public Callback {
+ public:
+  explicit TensorBoard(std::string log_dir = "logs", TensorBoardOptions options = {});
+  ~TensorBoard() override;
+  void on_train_begin(const Logs& logs) override;
+  void on_train_batch_begin(std::int64_t batch, const Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_end(const Logs& logs) override;
+
+ private:
+  struct Writers;
+  std::string log_dir_;
+  TensorBoardOptions o_;
+  std::int64_t global_batch_ = 0;
+  std::unique_ptr<Writers> writers_;
+};
+
+// Keras's LambdaCallback: each hook given is called at its point.
+struct LambdaCallback : Callback {
+  std::function<void(int, const Logs&)> on_epoch_begin_fn, on_epoch_end_fn;
+  std::function<void(std::int64_t, const Logs&)> on_batch_begin_fn, on_batch_end_fn;
+  std::function<void(const Logs&)> on_train_begin_fn, on_train_end_fn;
+  void on_epoch_begin(int e, const Logs& l) override {
+    if (on_epoch_begin_fn) on_epoch_begin_fn(e, l);
+  }
+  void on_epoch_end(int e, const Logs& l) override {
+    if (on_epoch_end_fn) on_epoch_end_fn(e, l);
+  }
+  void on_train_batch_begin(std::int64_t b, const Logs& l) override {
+    if (on_batch_begin_fn) on_batch_begin_fn(b, l);
+  }
+  void on_train_batch_end(std::int64_t b, const Logs& l) override {
+    if (on_batch_end_fn) on_batch_end_fn(b, l);
+  }
+  void on_train_begin(const Logs& l) override {
+    if (on_train_begin_fn) on_train_begin_fn(l);
+  }
+  void on_train_end(const Logs& l) override {
+    if (on_train_end_fn) on_train_end_fn(l);
+  }
 };
 
 }  // namespace systolic::callbacks

@@ -19,6 +19,7 @@
 #include <systolic/ops.h>
 #include <systolic/optimizers.h>
 #include <systolic/pipeline.h>
+#include <systolic/plot.h>
 #include <systolic/random.h>
 #include <systolic/saving.h>
 #include <systolic/shape.h>

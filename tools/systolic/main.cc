@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -239,8 +240,55 @@ struct TrainArgs {
   std::string weights, save_weights, save;
   bool optimizer_given = false, loss_given = false;
   double rescale = 1.0;
+  // Keras callbacks (docs/cli.md): --checkpoint, --early-stopping, --reduce-lr-on-plateau, --csv-log,
+  // --tensorboard.
+  std::string checkpoint, monitor = "val_loss", csv_log, tensorboard;
+  bool save_best_only = false;
+  int early_stopping = -1, reduce_lr_on_plateau = -1;
   std::string backup_dir, backup_freq = "epoch";
 };
+
+// The callbacks the train flags ask for, with Keras's defaults for every option not given. Only the chief
+// writes files (ModelCheckpoint saves through save/save_weights, which other workers skip); every worker runs
+// the deciding callbacks alike, so they all stop at the same epoch.
+std::vector<std::shared_ptr<sy::callbacks::Callback>> train_callbacks(const TrainArgs& a) {
+  namespace cb = sy::callbacks;
+  std::vector<std::shared_ptr<cb::Callback>> out;
+  if (!a.checkpoint.empty()) {
+    bool weights_only = a.checkpoint.ends_with(".weights.h5");
+    out.push_back(std::make_shared<cb::ModelCheckpoint>(
+        a.checkpoint, cb::ModelCheckpointOptions{.monitor = a.monitor,
+                                                 .verbose = a.verbose > 0 ? 1 : 0,
+                                                 .save_best_only = a.save_best_only,
+                                                 .save_weights_only = weights_only}));
+  }
+  if (a.early_stopping >= 0)
+    out.push_back(std::make_shared<cb::EarlyStopping>(cb::EarlyStoppingOptions{
+        .monitor = a.monitor, .patience = a.early_stopping, .verbose = a.verbose > 0}));
+  if (a.reduce_lr_on_plateau >= 0)
+    out.push_back(std::make_shared<cb::ReduceLROnPlateau>(cb::ReduceLROnPlateauOptions{
+        .monitor = a.monitor, .patience = a.reduce_lr_on_plateau, .verbose = a.verbose > 0}));
+  if (!a.csv_log.empty() && g_chief) out.push_back(std::make_shared<cb::CSVLogger>(a.csv_log));
+  if (!a.tensorboard.empty() && g_chief) out.push_back(std::make_shared<cb::TensorBoard>(a.tensorboard));
+  return out;
+}
+
+void add_callback_flags(CLI::App* train, TrainArgs& a) {
+  train->add_option("--checkpoint", a.checkpoint,
+                    "save the model after each epoch to PATH, a Keras filepath template such as "
+                    "ckpt-{epoch:02d}-{val_loss:.2f}.h5 (.weights.h5: weights only)");
+  train->add_flag("--save-best-only", a.save_best_only, "--checkpoint saves only when --monitor improves");
+  train->add_option("--monitor", a.monitor, "the log value the callbacks watch")->capture_default_str();
+  train->add_option("--early-stopping", a.early_stopping, "stop when --monitor has not improved for N epochs")
+      ->check(CLI::NonNegativeNumber);
+  train
+      ->add_option("--reduce-lr-on-plateau", a.reduce_lr_on_plateau,
+                   "divide the learning rate by 10 when --monitor has not improved for N epochs")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--csv-log", a.csv_log, "write each epoch's logs to FILE (Keras's CSVLogger format)");
+  train->add_option("--tensorboard", a.tensorboard,
+                    "write TensorBoard event files (epoch_loss, ...) under DIR/train and DIR/validation");
+}
 
 // --rescale F of train and evaluate (as predict's): the images as float32 pixel * F; F = 1 keeps them as they
 // are (uint8 stays uint8 and becomes float per batch, the raw 0-255 values).
@@ -295,6 +343,8 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   fit.augmentation = {.width_shift_range = a.width_shift_range,
                       .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
+  fit.callbacks = train_callbacks(a);
+
   if (!a.backup_dir.empty())
     fit.callbacks.push_back(std::make_shared<sy::callbacks::BackupAndRestore>(
         a.backup_dir, sy::callbacks::BackupAndRestoreOptions{
@@ -663,6 +713,7 @@ int main(int argc, char** argv) {
           return std::string(e.what());
         }
       });
+  add_callback_flags(train, train_args);
 
   EvaluateArgs eval_args;
   auto* evaluate =
@@ -722,6 +773,18 @@ int main(int argc, char** argv) {
   show->add_option("--limit", show_args.limit, "use the first N samples of each split")
       ->check(CLI::PositiveNumber);
 
+  // plot LOG.csv -o OUT.png: training curves of a --csv-log file (systolic/plot.h).
+  std::string plot_csv, plot_out;
+  int plot_width = 0, plot_height = 0;
+  auto* plot =
+      app.add_subcommand("plot", "draw the loss and metric curves of a CSV log (--csv-log) as a PNG");
+  plot->add_option("log", plot_csv, "CSV log (Keras's CSVLogger format)")->required();
+  plot->add_option("-o,--output", plot_out, "PNG file to write")->required();
+  plot->add_option("--width", plot_width, "image width (default: 520 per panel column)")
+      ->check(CLI::Range(300, 10000));
+  plot->add_option("--height", plot_height, "image height (default: 380 per panel row)")
+      ->check(CLI::Range(300, 10000));
+
   auto* datasets = app.add_subcommand(
       "datasets", "the known data sets, where they are cached, whether they are available");
 
@@ -765,6 +828,18 @@ int main(int argc, char** argv) {
     if (info->parsed()) return cmd_info();
     if (show->parsed()) return cmd_show(common, show_args);
     if (datasets->parsed()) return cmd_datasets();
+    if (plot->parsed()) {
+      auto log = sy::plot::read_csv_log(plot_csv);
+      std::size_t panels = 0;
+      for (auto& [k, v] : log.columns) panels += !k.starts_with("val_");
+      int cols = int(std::ceil(std::sqrt(double(std::max<std::size_t>(panels, 1)))));
+      int rows = int((std::max<std::size_t>(panels, 1) + cols - 1) / cols);
+      sy::plot::plot_training_log(log, std::filesystem::path(plot_csv).filename().string(), plot_out,
+                                  plot_width ? plot_width : std::max(300, 520 * cols),
+                                  plot_height ? plot_height : std::max(300, 36 + 380 * rows));
+      std::fprintf(stderr, "Wrote %s\n", plot_out.c_str());
+      return 0;
+    }
     if (bench->parsed()) return cmd_benchmark(common, bench_args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "systolic: error: %s\n", e.what());

@@ -1,0 +1,202 @@
+"""Keras 3's callbacks on scripted logs: when EarlyStopping stops, when ReduceLROnPlateau changes the rate,
+when ModelCheckpoint saves (and to which formatted path), what CSVLogger writes.
+
+Each scenario feeds one callback a fixed sequence of epoch logs through on_epoch_end (as fit does, stopping
+after the epoch where model.stop_training is set) with a small compiled model, and records Keras's decisions.
+tests/test_callbacks.cc replays the same sequences through systolic's callbacks and must agree.
+
+    /work/venv/bin/python tests/reference/callbacks.py   # writes tests/fixtures/callbacks/keras_callbacks.json
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "fixtures", "callbacks", "keras_callbacks.json")
+
+# Validation-loss-like sequences: improving, plateaus, noise, small improvements below min_delta.
+SEQS = {
+    "plateau": [1.0, 0.8, 0.7, 0.7, 0.71, 0.69, 0.7, 0.72, 0.73, 0.74, 0.75, 0.76],
+    "noisy": [0.9, 0.95, 0.85, 0.86, 0.87, 0.84, 0.84, 0.9, 0.83, 0.99, 0.98, 0.97, 0.96, 0.95],
+    "tiny": [1.0, 0.99995, 0.9999, 0.99985, 0.9, 0.89999, 0.89998, 0.89997, 0.89996, 0.89995],
+    "rising_acc": [0.5, 0.6, 0.6, 0.65, 0.64, 0.66, 0.66, 0.66, 0.67, 0.5, 0.5, 0.5],
+}
+
+
+def model(lr=0.1):
+    m = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2, activation="softmax")])
+    m.compile(keras.optimizers.SGD(learning_rate=lr), "sparse_categorical_crossentropy", metrics=["accuracy"])
+    # Build the compiled metrics (Keras looks up a metric's direction there) as a fit would.
+    m.fit(np.array([[0.0, 1.0]]), np.array([0]), epochs=1, verbose=0)
+    return m
+
+
+def logs_for(seq_name, monitor, epoch):
+    v = SEQS[seq_name][epoch]
+    # Every scenario's logs hold loss, accuracy, val_loss, val_accuracy; the monitored one follows the sequence.
+    logs = {"accuracy": 0.5, "loss": 1.5 - 0.01 * epoch, "val_accuracy": 0.5, "val_loss": 1.0}
+    logs[monitor] = v
+    return logs
+
+
+def early_stopping(seq, **kw):
+    m = model()
+    cb = keras.callbacks.EarlyStopping(**kw)
+    cb.set_model(m)
+    m.stop_training = False
+    cb.on_train_begin()
+    monitor = kw.get("monitor", "val_loss")
+    waits = []
+    stopped_at = None
+    for epoch in range(len(SEQS[seq])):
+        cb.on_epoch_end(epoch, logs_for(seq, monitor, epoch))
+        waits.append(cb.wait)
+        if m.stop_training:
+            stopped_at = epoch
+            break
+    cb.on_train_end()
+    return {"kind": "EarlyStopping", "seq": seq, "options": kw, "waits": waits, "stopped_at": stopped_at,
+            "stopped_epoch": cb.stopped_epoch, "best_epoch": cb.best_epoch,
+            "best": None if cb.best is None else float(cb.best)}
+
+
+def reduce_lr(seq, **kw):
+    m = model(lr=0.1)
+    cb = keras.callbacks.ReduceLROnPlateau(**kw)
+    cb.set_model(m)
+    cb.on_train_begin()
+    monitor = kw.get("monitor", "val_loss")
+    lrs = []
+    for epoch in range(len(SEQS[seq])):
+        cb.on_epoch_end(epoch, logs_for(seq, monitor, epoch))
+        lrs.append(float(keras.ops.convert_to_numpy(m.optimizer.learning_rate)))
+    return {"kind": "ReduceLROnPlateau", "seq": seq, "options": kw, "learning_rates": lrs}
+
+
+def checkpoint(seq, filepath, **kw):
+    m = model()
+    saved = []
+    m.save = lambda path, overwrite=True: saved.append(os.path.basename(path))
+    m.save_weights = lambda path, overwrite=True: saved.append(os.path.basename(path))
+    with tempfile.TemporaryDirectory() as d:
+        cb = keras.callbacks.ModelCheckpoint(os.path.join(d, filepath), **kw)
+        cb.set_model(m)
+        cb.on_train_begin()
+        monitor = kw.get("monitor", "val_loss")
+        saves = []
+        for epoch in range(len(SEQS[seq])):
+            before = len(saved)
+            cb.on_epoch_begin(epoch)
+            cb.on_epoch_end(epoch, logs_for(seq, monitor, epoch))
+            saves.append(saved[before] if len(saved) > before else None)
+    return {"kind": "ModelCheckpoint", "seq": seq, "filepath": filepath, "options": kw, "saves": saves}
+
+
+def checkpoint_batches(save_freq, epochs, steps):
+    m = model()
+    saved = []
+    m.save = lambda path, overwrite=True: saved.append(os.path.basename(path))
+    with tempfile.TemporaryDirectory() as d:
+        cb = keras.callbacks.ModelCheckpoint(os.path.join(d, "b-{epoch}-{batch}-{loss:.3f}.h5"), save_freq=save_freq)
+        cb.set_model(m)
+        cb.on_train_begin()
+        for epoch in range(epochs):
+            cb.on_epoch_begin(epoch)
+            for batch in range(steps):
+                cb.on_train_batch_end(batch, {"loss": 1.0 / (1 + epoch * steps + batch)})
+            cb.on_epoch_end(epoch, {"loss": 0.5})
+    return {"kind": "ModelCheckpointBatches", "save_freq": save_freq, "epochs": epochs, "steps": steps,
+            "saves": saved}
+
+
+def csv_logger(append, rows, separator=","):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "log.csv")
+        if append:
+            with open(path, "w") as f:
+                f.write("previous\n")
+        cb = keras.callbacks.CSVLogger(path, separator=separator, append=append)
+        cb.on_train_begin()
+        for epoch, logs in enumerate(rows):
+            cb.on_epoch_end(epoch, logs)
+        cb.on_train_end()
+        with open(path, "rb") as f:
+            content = f.read().decode()
+    return {"kind": "CSVLogger", "append": append, "separator": separator, "rows": rows, "content": content}
+
+
+def lr_scheduler():
+    m = model(lr=0.1)
+    cb = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr if epoch < 3 else lr * 0.5)
+    cb.set_model(m)
+    lrs = []
+    for epoch in range(6):
+        cb.on_epoch_begin(epoch)
+        lrs.append(float(keras.ops.convert_to_numpy(m.optimizer.learning_rate)))
+    return {"kind": "LearningRateScheduler", "rule": "epoch < 3 ? lr : lr * 0.5", "learning_rates": lrs}
+
+
+def terminate_on_nan():
+    m = model()
+    cb = keras.callbacks.TerminateOnNaN()
+    cb.set_model(m)
+    losses = [1.0, 0.5, float("inf"), 0.3]
+    stopped_at = None
+    for batch, loss in enumerate(losses):
+        cb.on_train_batch_end(batch, {"loss": loss})
+        if m.stop_training:
+            stopped_at = batch
+            break
+    return {"kind": "TerminateOnNaN", "losses": ["inf" if l == float("inf") else l for l in losses],
+            "stopped_at": stopped_at}
+
+
+def main():
+    cases = []
+    for seq in ["plateau", "noisy", "tiny"]:
+        cases.append(early_stopping(seq))
+        cases.append(early_stopping(seq, patience=2))
+        cases.append(early_stopping(seq, patience=3, min_delta=0.01))
+        cases.append(early_stopping(seq, patience=2, baseline=0.75))
+        cases.append(early_stopping(seq, patience=2, start_from_epoch=4))
+        cases.append(early_stopping(seq, patience=1, mode="max"))
+        cases.append(early_stopping(seq, patience=2, restore_best_weights=True))
+        cases.append(reduce_lr(seq))
+        cases.append(reduce_lr(seq, patience=2))
+        cases.append(reduce_lr(seq, patience=1, factor=0.5, cooldown=2))
+        cases.append(reduce_lr(seq, patience=2, factor=0.2, min_lr=0.005, min_delta=0.01))
+        cases.append(checkpoint(seq, "ckpt-{epoch:02d}-{val_loss:.2f}.h5"))
+        cases.append(checkpoint(seq, "best.h5", save_best_only=True))
+        cases.append(checkpoint(seq, "best-{epoch}.weights.h5", save_best_only=True, save_weights_only=True,
+                                initial_value_threshold=0.85))
+        cases.append(checkpoint(seq, "m-{epoch:03d}-{loss:.4f}.h5", save_best_only=True, mode="max"))
+    seq = "rising_acc"
+    cases.append(early_stopping(seq, monitor="val_accuracy", patience=2))
+    cases.append(early_stopping(seq, monitor="accuracy", patience=3, min_delta=0.005))
+    cases.append(reduce_lr(seq, monitor="val_accuracy", patience=2, factor=0.5))
+    cases.append(checkpoint(seq, "acc-{epoch:02d}-{val_accuracy:.3f}.h5", monitor="val_accuracy",
+                            save_best_only=True))
+    cases.append(checkpoint_batches(3, 3, 4))
+    cases.append(checkpoint_batches(5, 2, 4))
+    rows = [{"loss": 0.6931471824645996, "accuracy": 0.5, "val_loss": 0.7, "val_accuracy": 0.25},
+            {"loss": 0.25, "accuracy": 1.0, "val_loss": 1e-05, "val_accuracy": 0.125}]
+    cases.append(csv_logger(False, rows))
+    cases.append(csv_logger(True, rows, separator=";"))
+    cases.append(csv_logger(False, [{"loss": 0.5, "accuracy": 0.75}, {"loss": 0.25, "accuracy": 1.0}]))
+    cases.append(lr_scheduler())
+    cases.append(terminate_on_nan())
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w") as f:
+        json.dump({"keras_version": keras.__version__, "sequences": SEQS, "cases": cases}, f, indent=1)
+        f.write("\n")
+    print(f"wrote {len(cases)} cases to {OUT}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
