@@ -39,7 +39,7 @@ install(FILES ${PROJECT_BINARY_DIR}/systolicConfig.cmake ${PROJECT_BINARY_DIR}/s
 # pkg-config: a static library lists what it links privately.
 set(SYSTOLIC_PC_PRIVATE "")
 if(SYSTOLIC_LIBRARY_TYPE STREQUAL "STATIC_LIBRARY")
-  set(SYSTOLIC_PC_PRIVATE "Requires.private: hdf5 libcurl libarchive libcrypto zlib\nLibs.private: -ldnnl -fopenmp -lpthread")
+  set(SYSTOLIC_PC_PRIVATE "Requires.private: hdf5 libcurl libarchive libcrypto zlib libjpeg\nLibs.private: -ldnnl -fopenmp -lpthread")
 endif()
 # Relocatable: the prefix is found from the .pc file's own place, so `cmake --install --prefix P` works anywhere.
 file(RELATIVE_PATH SYSTOLIC_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")

@@ -43,8 +43,14 @@ TEST(FuzzRegressions, EveryInputEndsInACleanError) {
     std::string message = error_of(file, kind.substr(0, kind.find('-')));
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     SCOPED_TRACE(file);
-    EXPECT_NE(message.find(file), std::string::npos) << message;  // names the file
-    EXPECT_EQ(message.find('\n'), std::string::npos) << message;  // one line
+    // A "-slow" input is no hang: HDF5 allocates about 2.6 GB and takes seconds on it (twice: the checking
+    // child, then this process), then the weights load; on a loaded machine the child's time limit refuses it.
+    // Either way it ends, within 10 s, without a crash.
+    bool slow = file.find("-slow") != std::string::npos;
+    if (!(slow && message.empty())) {
+      EXPECT_NE(message.find(file), std::string::npos) << message;  // names the file
+      EXPECT_EQ(message.find('\n'), std::string::npos) << message;  // one line
+    }
     EXPECT_LT(seconds, 10);
     ++seen;
   }
@@ -65,10 +71,11 @@ TEST(FuzzRegressions, TruncatedBmpIsRefusedBeforeDecoding) {
       << message;
 }
 
-TEST(FuzzRegressions, HangInHdf5EndsAtTheTimeLimit) {
+// The slow input (over 2 s in HDF5 on a quiet machine) against a 1 s limit: the child is stopped at the limit.
+TEST(FuzzRegressions, SlowHdf5ReadEndsAtTheTimeLimit) {
   setenv("SYSTOLIC_HDF5_CHECK_SECONDS", "1", 1);
   auto start = std::chrono::steady_clock::now();
-  auto message = error_of(kDir + "/weights_tfkeras-hang.h5", "weights_tfkeras");
+  auto message = error_of(kDir + "/weights_tfkeras-slow.h5", "weights_tfkeras");
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   unsetenv("SYSTOLIC_HDF5_CHECK_SECONDS");
   EXPECT_NE(message.find("did not finish in 1.0 s"), std::string::npos) << message;

@@ -1,5 +1,5 @@
 // Images: decode PNG/JPEG/BMP (and GIF, first frame) files, resize, write PNG. Built on Debian's stb
-// (stb_image, stb_image_write); every image is a uint8 Tensor (H, W, C), channels_last, C = 1 (grey) or
+// (stb_image, stb_image_write) and libjpeg-turbo (JPEG, as TensorFlow decodes it); every image is a uint8 Tensor (H, W, C), channels_last, C = 1 (grey) or
 // 3 (RGB).
 //
 //   Tensor img = image::read("frog.png", 3);  // uint8 (H, W, 3); 1 for grey; errors name the file
@@ -9,8 +9,8 @@
 // resize follows tf.image.resize(method="bilinear", antialias=False): half-pixel centres, edge pixels
 // clamped, the same for up- and down-scaling (stb_image_resize filters when downscaling, which Keras does
 // not, so it is not used). With dtype float32 the values are TensorFlow's; with uint8 (the default) they are
-// rounded to nearest. JPEG decoding is stb's: pixel values may differ by a few levels from libjpeg's
-// (TensorFlow's).
+// rounded to nearest. JPEG is decoded by libjpeg-turbo with its defaults (as tf.io.decode_jpeg); a truncated
+// JPEG is an error.
 #pragma once
 
 #include <systolic/tensor.h>
@@ -21,7 +21,8 @@
 
 namespace systolic::image {
 
-// Decodes an image file into uint8 (H, W, channels); channels 1 (luma, as stb/ITU-R 601 weights) or 3 (RGB;
+// Decodes an image file into uint8 (H, W, channels); channels 1 (luma: stb's ITU-R 601 weights, libjpeg's
+// for JPEG) or 3 (RGB;
 // grey images are replicated, alpha dropped). Throws Error naming the file when it is missing, not an image,
 // truncated or corrupt.
 Tensor read(const std::string& path, int channels = 3);

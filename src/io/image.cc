@@ -1,6 +1,15 @@
-// Image decoding and PNG writing through stb (the one place its implementations are compiled), TensorFlow's
-// bilinear resize, nearest-neighbour upscaling.
+// Image decoding and PNG writing through stb (the one place its implementations are compiled) and JPEG
+// decoding through libjpeg-turbo, TensorFlow's bilinear resize, nearest-neighbour upscaling.
 #include <systolic/image.h>
+
+#include <csetjmp>
+#include <cstdio>  // before jpeglib.h, which uses FILE and size_t
+#include <cstdlib>
+
+// clang-format off
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
 
 #include "io/files.h"
 
@@ -8,6 +17,9 @@
 #define STBI_NO_HDR
 #define STBI_NO_LINEAR
 #define STBI_FAILURE_USERMSG
+// JPEG goes to libjpeg-turbo: Debian's stb_image reads out of bounds in stbi__jpeg_decode_block on damaged
+// files (the image fuzz harness segfaults it), and TensorFlow decodes JPEG with libjpeg-turbo too.
+#define STBI_NO_JPEG
 #include <stb_image.h>
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb_image_write.h>
@@ -37,12 +49,96 @@ Tensor as_hwc(const Tensor& image, const char* what) {
   return image.rank() == 2 ? image.reshape({image.dim(0), image.dim(1), 1}) : image;
 }
 
+// libjpeg reports errors through error_exit, which must not return: it jumps back to decode_jpeg_raw's setjmp.
+struct JpegErrors {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  bool truncated;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_error_exit(j_common_ptr info) {
+  auto* e = reinterpret_cast<JpegErrors*>(info->err);
+  (*info->err->format_message)(info, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+// Warnings are not printed; a truncated file (libjpeg fills the rest with grey) is an error, as in TensorFlow.
+void jpeg_emit_message(j_common_ptr info, int level) {
+  if (level < 0 && info->err->msg_code == JWRN_JPEG_EOF)
+    reinterpret_cast<JpegErrors*>(info->err)->truncated = true;
+}
+
+// Plain C state only between setjmp and longjmp (no destructors skipped): pixels malloc'ed into *out.
+// Returns false with `message` set on any error.
+bool decode_jpeg_raw(const unsigned char* data, std::size_t size, int channels, unsigned char** out,
+                     int* width, int* height, char* message) {
+  jpeg_decompress_struct info;
+  JpegErrors errors;
+  unsigned char* volatile pixels = nullptr;
+  info.err = jpeg_std_error(&errors.mgr);
+  errors.mgr.error_exit = jpeg_error_exit;
+  errors.mgr.emit_message = jpeg_emit_message;
+  errors.truncated = false;
+  errors.message[0] = 0;
+  if (setjmp(errors.jump)) {
+    jpeg_destroy_decompress(&info);
+    std::free(pixels);
+    std::snprintf(message, JMSG_LENGTH_MAX, "%s", errors.message);
+    return false;
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&info, TRUE);
+  if (std::uint64_t(info.image_width) * info.image_height > (std::uint64_t(1) << 28)) {
+    std::snprintf(message, JMSG_LENGTH_MAX, "%ux%u pixels is too large", info.image_width, info.image_height);
+    jpeg_destroy_decompress(&info);
+    return false;
+  }
+  info.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&info);
+  const std::size_t row = std::size_t(info.output_width) * info.output_components;
+  pixels = static_cast<unsigned char*>(std::malloc(row * info.output_height + 1));
+  if (!pixels) {
+    std::snprintf(message, JMSG_LENGTH_MAX, "out of memory");
+    jpeg_destroy_decompress(&info);
+    return false;
+  }
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW line = pixels + row * info.output_scanline;
+    jpeg_read_scanlines(&info, &line, 1);
+  }
+  jpeg_finish_decompress(&info);
+  *width = static_cast<int>(info.output_width);
+  *height = static_cast<int>(info.output_height);
+  jpeg_destroy_decompress(&info);
+  if (errors.truncated) {
+    std::free(pixels);
+    std::snprintf(message, JMSG_LENGTH_MAX, "premature end of JPEG data");
+    return false;
+  }
+  *out = pixels;
+  return true;
+}
+
 }  // namespace
 
 Tensor decode(const void* data, std::size_t size, int channels, const std::string& name) {
   check_channels(channels, name);
   SYSTOLIC_CHECK(size > 0, "{}: empty file, not an image", name);
   SYSTOLIC_CHECK(size < (std::size_t(1) << 31), "{}: {} bytes is too large for an image file", name, size);
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  if (size >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) {  // JPEG (SOI, then a marker)
+    unsigned char* pixels = nullptr;
+    int w = 0, h = 0;
+    char message[JMSG_LENGTH_MAX];
+    if (!decode_jpeg_raw(bytes, size, channels, &pixels, &w, &h, message))
+      fail("{}: corrupt or truncated JPEG image ({})", name, message);
+    Tensor t({h, w, channels}, DType::uint8);
+    std::memcpy(t.data<std::uint8_t>(), pixels, t.nbytes());
+    std::free(pixels);
+    return t;
+  }
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(static_cast<const stbi_uc*>(data), static_cast<int>(size), &w, &h, &c))
     fail("{}: not a PNG, JPEG, BMP or GIF image ({})", name,

@@ -44,6 +44,9 @@ def main():
     d = folder("full_model_h5")
     shutil.copy(os.path.join(KERAS, "zoo.tfkeras.full.h5"), d)
     shutil.copy(os.path.join(KERAS, "zoo.keras3.full.h5"), d)
+    d = folder("keras_zip")  # Keras 3 .keras files (tests/reference/keras_zip.py)
+    for f in ("nested.keras", "adam.keras"):
+        shutil.copy(os.path.join(ROOT, "tests", "fixtures", "keras_zip", f), d)
     d = folder("model_json")
     for f in ("seq.tfkeras.json", "seq.keras3.json", "zoo.tfkeras.json", "zoo.keras3.json"):
         shutil.copy(os.path.join(KERAS, f), d)
