@@ -148,20 +148,26 @@ inline std::string cifar_batch(int k, std::int64_t records) {
   return b;
 }
 
-struct TarEntry {
+struct ArchiveEntry {
   std::string path, data;
   int type = 0100000;  // AE_IFREG; AE_IFDIR 0040000, AE_IFLNK 0120000
   std::string link;    // symlink target
 };
 
-// A .tar.gz in memory.
-inline std::string make_tar_gz(const std::vector<TarEntry>& entries) {
+enum class ArchiveFormat { tar_gz, zip };
+
+// An archive in memory: a .tar.gz (pax, gzip level 1) or a zip (deflate), entries in the order given.
+inline std::string make_archive(const std::vector<ArchiveEntry>& entries, ArchiveFormat format) {
   std::string out;
   archive* a = archive_write_new();
-  archive_write_add_filter_gzip(a);
-  archive_write_set_filter_option(a, "gzip", "compression-level", "1");
-  archive_write_set_format_pax_restricted(a);
-  archive_write_set_bytes_in_last_block(a, 1);
+  if (format == ArchiveFormat::zip) {
+    archive_write_set_format_zip(a);
+  } else {
+    archive_write_add_filter_gzip(a);
+    archive_write_set_filter_option(a, "gzip", "compression-level", "1");
+    archive_write_set_format_pax_restricted(a);
+    archive_write_set_bytes_in_last_block(a, 1);
+  }
   auto open_cb = [](archive*, void*) { return ARCHIVE_OK; };
   auto write_cb = [](archive*, void* user, const void* buf, size_t n) -> la_ssize_t {
     static_cast<std::string*>(user)->append(static_cast<const char*>(buf), n);
@@ -185,9 +191,13 @@ inline std::string make_tar_gz(const std::vector<TarEntry>& entries) {
   return out;
 }
 
+inline std::string make_tar_gz(const std::vector<ArchiveEntry>& entries) {
+  return make_archive(entries, ArchiveFormat::tar_gz);
+}
+
 // cifar-10-binary.tar.gz in the real layout; test_batch.bin cut short by `truncate_test` bytes.
 inline std::string make_cifar_archive(std::size_t truncate_test = 0) {
-  std::vector<TarEntry> e;
+  std::vector<ArchiveEntry> e;
   e.push_back({"cifar-10-batches-bin/", "", 0040000, ""});
   e.push_back({"cifar-10-batches-bin/batches.meta.txt",
                "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n\n", 0100000, ""});

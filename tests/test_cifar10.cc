@@ -16,9 +16,9 @@
 #include "test_util.h"
 
 using namespace systolic;
+using systolic::testing::ArchiveEntry;
 using systolic::testing::LocalHttpServer;
 using systolic::testing::ScopedEnv;
-using systolic::testing::TarEntry;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
@@ -186,7 +186,7 @@ TEST_F(Cifar10Download, DotDotEntryIsRefusedAndNothingWrittenOutside) {
 
 TEST_F(Cifar10Download, AbsolutePathsLinksAndDevicesAreRefused) {
   struct Case {
-    TarEntry entry;
+    ArchiveEntry entry;
     const char* why;
   };
   std::vector<Case> cases = {

@@ -417,6 +417,9 @@ TEST(FashionMnistDir, MissingLabelFileOnly) {
 
 namespace {
 
+using systolic::testing::ArchiveFormat;
+using systolic::testing::make_archive;
+
 std::string npy(const std::vector<std::uint32_t>& shape, const std::string& data) {
   std::string dims;
   for (auto d : shape) dims += std::to_string(d) + ", ";
@@ -429,39 +432,16 @@ std::string npy(const std::vector<std::uint32_t>& shape, const std::string& data
 }
 
 std::string mnist_npz() {
-  archive* a = archive_write_new();
-  archive_write_set_format_zip(a);
-  std::string out;
-  archive_write_open(
-      a, &out, [](archive*, void*) { return ARCHIVE_OK; },
-      [](archive*, void* user, const void* buf, size_t n) -> la_ssize_t {
-        static_cast<std::string*>(user)->append(static_cast<const char*>(buf), n);
-        return la_ssize_t(n);
-      },
-      [](archive*, void*) { return ARCHIVE_OK; });
   auto labels = [](std::size_t n) {
     std::string s(n, '\0');
     for (std::size_t i = 0; i < n; ++i) s[i] = char((i * 3) % 10);
     return s;
   };
-  std::vector<std::pair<std::string, std::string>> files = {
-      {"x_train.npy", npy({60000, 28, 28}, std::string(60000 * 784, '\x05'))},
-      {"y_train.npy", npy({60000}, labels(60000))},
-      {"x_test.npy", npy({10000, 28, 28}, std::string(10000 * 784, '\x07'))},
-      {"y_test.npy", npy({10000}, labels(10000))}};
-  for (auto& [name, data] : files) {
-    archive_entry* e = archive_entry_new();
-    archive_entry_set_pathname(e, name.c_str());
-    archive_entry_set_filetype(e, AE_IFREG);
-    archive_entry_set_perm(e, 0644);
-    archive_entry_set_size(e, la_int64_t(data.size()));
-    archive_write_header(a, e);
-    archive_write_data(a, data.data(), data.size());
-    archive_entry_free(e);
-  }
-  archive_write_close(a);
-  archive_write_free(a);
-  return out;
+  return make_archive({{"x_train.npy", npy({60000, 28, 28}, std::string(60000 * 784, '\x05'))},
+                       {"y_train.npy", npy({60000}, labels(60000))},
+                       {"x_test.npy", npy({10000, 28, 28}, std::string(10000 * 784, '\x07'))},
+                       {"y_test.npy", npy({10000}, labels(10000))}},
+                      ArchiveFormat::zip);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "io/hdf5.h"
+#include "small_model.h"
 #include "test_util.h"
 
 namespace sy = systolic;
@@ -19,6 +20,7 @@ using systolic::testing::max_abs_diff;
 using systolic::testing::read_floats;
 using systolic::testing::read_text;
 using systolic::testing::shared_data_dir;
+using systolic::testing::small_model;
 using systolic::testing::source_dir;
 using systolic::testing::TempDir;
 
@@ -37,19 +39,6 @@ const Fixture kZoo{"zoo", {4, 9, 9, 2}};
 
 sy::Tensor inputs(const Fixture& f) {
   return read_floats(fixtures() + "/" + f.name + ".inputs.bin", f.input);
-}
-
-// A small model with every kind of weight (conv, BN with moving statistics, dense), randomly initialised.
-sy::Model small_model(std::uint64_t seed = 1) {
-  namespace L = sy::layers;
-  sy::set_random_seed(seed);
-  auto in = L::Input({6, 6, 2});
-  auto x = L::Conv2D(3, {3, 3}, {.padding = "same", .activation = "relu"})(in);
-  x = L::BatchNormalization()(x);
-  x = L::MaxPooling2D()(x);
-  x = L::Flatten()(x);
-  auto out = L::Dense(4, {.activation = "softmax"})(x);
-  return sy::Model(in, out);
 }
 
 // Puts non-trivial values in the BN moving statistics (they are not trainable, so training alone is slow).

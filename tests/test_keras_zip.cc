@@ -1,7 +1,6 @@
 // Keras 3 `.keras` files: fixtures written by real Keras 3 (tests/reference/keras_zip.py, tests/fixtures/
 // keras_zip) load, predict and resume training; systolic's own .keras round-trip; save picks the format from the
 // name; bad archives give clear one-line errors.
-#include <archive.h>
 #include <archive_entry.h>
 #include <systolic/systolic.h>
 
@@ -11,13 +10,19 @@
 #include "core/text.h"
 #include "io/hdf5.h"
 #include "io/keras_zip.h"
+#include "local_http.h"
+#include "small_model.h"
 #include "test_util.h"
 
 namespace sy = systolic;
+using systolic::testing::ArchiveEntry;
+using systolic::testing::ArchiveFormat;
 using systolic::testing::error_of;
+using systolic::testing::make_archive;
 using systolic::testing::max_abs_diff;
 using systolic::testing::read_floats;
 using systolic::testing::read_text;
+using systolic::testing::small_model;
 using systolic::testing::source_dir;
 using systolic::testing::TempDir;
 
@@ -27,42 +32,9 @@ std::string fixture(const std::string& name) {
   return source_dir() + "/tests/fixtures/keras_zip/" + name;
 }
 
-struct Member {
-  std::string name, data;
-  unsigned type = AE_IFREG;
-};
-
-// A zip with the given members (written with libarchive, as a test input).
-void write_zip(const std::string& path, const std::vector<Member>& members) {
-  archive* a = archive_write_new();
-  archive_write_set_format_zip(a);
-  ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK);
-  for (auto& m : members) {
-    archive_entry* e = archive_entry_new();
-    archive_entry_set_pathname(e, m.name.c_str());
-    archive_entry_set_filetype(e, m.type);
-    archive_entry_set_perm(e, 0644);
-    if (m.type == AE_IFLNK) archive_entry_set_symlink(e, m.data.c_str());
-    archive_entry_set_size(e, m.type == AE_IFREG ? la_int64_t(m.data.size()) : 0);
-    archive_write_header(a, e);
-    if (m.type == AE_IFREG) archive_write_data(a, m.data.data(), m.data.size());
-    archive_entry_free(e);
-  }
-  archive_write_close(a);
-  archive_write_free(a);
-}
-
-// A small model with conv, BN (moving statistics) and dense weights.
-sy::Model small_model(std::uint64_t seed = 1) {
-  namespace L = sy::layers;
-  sy::set_random_seed(seed);
-  auto in = L::Input({6, 6, 2});
-  auto x = L::Conv2D(3, {3, 3}, {.padding = "same", .activation = "relu"})(in);
-  x = L::BatchNormalization()(x);
-  x = L::MaxPooling2D()(x);
-  x = L::Flatten()(x);
-  auto out = L::Dense(4, {.activation = "softmax"})(x);
-  return sy::Model(in, out);
+// A zip with the given members (a test input), written to `path`.
+void write_zip(const std::string& path, const std::vector<ArchiveEntry>& members) {
+  std::ofstream(path, std::ios::binary) << make_archive(members, ArchiveFormat::zip);
 }
 
 }  // namespace
@@ -187,9 +159,9 @@ TEST(KerasZip, BadArchivesGiveClearErrors) {
   write_zip(tmp.file("path.keras"),
             {{"config.json", config}, {"../metadata.json", metadata}, {"model.weights.h5", weights}});
   expect("path.keras", "refused zip member '../metadata.json'");
-  write_zip(
-      tmp.file("link.keras"),
-      {{"config.json", config}, {"metadata.json", "/etc/passwd", AE_IFLNK}, {"model.weights.h5", weights}});
+  write_zip(tmp.file("link.keras"), {{"config.json", config},
+                                     {"metadata.json", "", AE_IFLNK, "/etc/passwd"},
+                                     {"model.weights.h5", weights}});
   expect("link.keras", "not a regular file");
   write_zip(tmp.file("dup.keras"), {{"config.json", config},
                                     {"metadata.json", metadata},
