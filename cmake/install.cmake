@@ -51,7 +51,6 @@ install(FILES ${PROJECT_BINARY_DIR}/systolic.pc DESTINATION ${CMAKE_INSTALL_LIBD
 # libsystolic-dev (headers, CMake package, pkg-config) and systolic (the command and the docs). dpkg-shlibdeps
 # computes the runtime Depends.
 # Each package carries the license as Debian's /usr/share/doc/PACKAGE/copyright.
-set(SYSTOLIC_SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
 foreach(pair "runtime;libsystolic${SYSTOLIC_SOVERSION}" "dev;libsystolic-dev" "cli;systolic")
   list(GET pair 0 component)
   list(GET pair 1 package)
@@ -92,9 +91,9 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libsystolic-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libsystolic${SYSTOLIC_SOVERSION} (= ${PROJECT_VERSION}-1), libfmt-dev, nlohmann-json3-dev")
+    "libsystolic${SYSTOLIC_SOVERSION} (= ${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}), libfmt-dev, nlohmann-json3-dev")
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME systolic)
-set(CPACK_DEBIAN_CLI_PACKAGE_DEPENDS "libsystolic${SYSTOLIC_SOVERSION} (= ${PROJECT_VERSION}-1)")
+set(CPACK_DEBIAN_CLI_PACKAGE_DEPENDS "libsystolic${SYSTOLIC_SOVERSION} (= ${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE})")
 set(CPACK_COMPONENT_RUNTIME_DESCRIPTION "systolic's shared library")
 set(CPACK_COMPONENT_DEV_DESCRIPTION "systolic's headers, CMake package and pkg-config file")
 set(CPACK_COMPONENT_CLI_DESCRIPTION "the systolic command: train, evaluate and predict with Keras models")
