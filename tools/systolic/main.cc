@@ -241,7 +241,7 @@ struct TrainArgs {
   bool optimizer_given = false, loss_given = false;
   double rescale = 1.0;
   // Keras callbacks (docs/cli.md): --checkpoint, --early-stopping, --reduce-lr-on-plateau, --csv-log,
-  // --tensorboard.
+  // --tensorboard, --backup-dir.
   std::string checkpoint, monitor = "val_loss", csv_log, tensorboard;
   bool save_best_only = false;
   int early_stopping = -1, reduce_lr_on_plateau = -1;
@@ -270,6 +270,10 @@ std::vector<std::shared_ptr<sy::callbacks::Callback>> train_callbacks(const Trai
         .monitor = a.monitor, .patience = a.reduce_lr_on_plateau, .verbose = a.verbose > 0}));
   if (!a.csv_log.empty() && g_chief) out.push_back(std::make_shared<cb::CSVLogger>(a.csv_log));
   if (!a.tensorboard.empty() && g_chief) out.push_back(std::make_shared<cb::TensorBoard>(a.tensorboard));
+  if (!a.backup_dir.empty())
+    out.push_back(std::make_shared<cb::BackupAndRestore>(
+        a.backup_dir,
+        cb::BackupAndRestoreOptions{.save_freq = cb::BackupAndRestore::parse_save_freq(a.backup_freq)}));
   return out;
 }
 
@@ -288,6 +292,20 @@ void add_callback_flags(CLI::App* train, TrainArgs& a) {
   train->add_option("--csv-log", a.csv_log, "write each epoch's logs to FILE (Keras's CSVLogger format)");
   train->add_option("--tensorboard", a.tensorboard,
                     "write TensorBoard event files (epoch_loss, ...) under DIR/train and DIR/validation");
+  auto* backup_dir = train->add_option("--backup-dir", a.backup_dir,
+                                       "back up the training state here (Keras's BackupAndRestore); the same "
+                                       "command resumes from it exactly; removed when training ends");
+  train->add_option("--backup-freq", a.backup_freq, "back up every epoch, or every N batches")
+      ->capture_default_str()
+      ->needs(backup_dir)
+      ->check([](const std::string& v) {
+        try {
+          sy::callbacks::BackupAndRestore::parse_save_freq(v);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
 }
 
 // --rescale F of train and evaluate (as predict's): the images as float32 pixel * F; F = 1 keeps them as they
@@ -344,11 +362,6 @@ int cmd_train(const Common& c, const TrainArgs& a) {
                       .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
   fit.callbacks = train_callbacks(a);
-
-  if (!a.backup_dir.empty())
-    fit.callbacks.push_back(std::make_shared<sy::callbacks::BackupAndRestore>(
-        a.backup_dir, sy::callbacks::BackupAndRestoreOptions{
-                          .save_freq = sy::callbacks::BackupAndRestore::parse_save_freq(a.backup_freq)}));
   model = place(model, device, c);
   model.fit(rescaled(data.x_train, a.rescale), data.y_train, fit);
   // Replicas: only the chief writes (save_weights/save do nothing on other workers) and prints.
@@ -699,20 +712,6 @@ int main(int argc, char** argv) {
   train->add_option(
       "--save", train_args.save,
       "write the trained model: .keras (Keras 3), .h5 (legacy full model) or .weights.h5 (weights only)");
-  auto* backup_dir = train->add_option("--backup-dir", train_args.backup_dir,
-                                       "back up the training state here (Keras's BackupAndRestore); the same "
-                                       "command resumes from it exactly; removed when training ends");
-  train->add_option("--backup-freq", train_args.backup_freq, "back up every epoch, or every N batches")
-      ->capture_default_str()
-      ->needs(backup_dir)
-      ->check([](const std::string& v) {
-        try {
-          sy::callbacks::BackupAndRestore::parse_save_freq(v);
-          return std::string();
-        } catch (const std::exception& e) {
-          return std::string(e.what());
-        }
-      });
   add_callback_flags(train, train_args);
 
   EvaluateArgs eval_args;
