@@ -214,7 +214,9 @@ std::vector<Weight*> all_weights(Layer& layer);
 // Keras's mixed precision (keras.mixed_precision.set_global_policy): layers made while the policy is
 // "mixed_bfloat16" keep float32 weights and compute in bfloat16 (activations, convolutions and matrix products in
 // bfloat16 with float32 accumulation; batch-norm statistics, losses and optimizer state in float32). "float32"
-// (the default) restores plain float32 layers. Mixed bfloat16 runs on GPUs; the CPU backend computes in float32.
+// (the default) restores plain float32 layers. A layer made in a PolicyScope("float32") under a mixed global policy
+// computes in float32 (Keras's dtype="float32" on a layer); the model casts its inputs. Both backends run it (the
+// CPU widens bfloat16 data to float32 around each op: src/ops/cpu/bf16_emulation.h).
 namespace mixed_precision {
 void set_global_policy(const std::string& name);  // "float32" or "mixed_bfloat16"; throws Error on others
 std::string global_policy();

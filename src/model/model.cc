@@ -1,10 +1,13 @@
 // Model construction (graph walk, layer order, weight packing), compile, and the calls one step is made of:
 // forward through the nodes in topological order, loss, metrics, backward in reverse order (summing the
 // gradients of tensors used twice), optimizer update over the flat parameter buffer.
+#include <systolic/log.h>
 #include <systolic/regularizers.h>
+#include <systolic/system.h>
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "model/model_state.h"
@@ -78,8 +81,9 @@ void ModelState::finalize() {
   for (auto& in : inputs)
     SYSTOLIC_CHECK(index.count(in.node().get()), "model '{}': input '{}' is not used by the outputs", name,
                    in.node()->layer->name());
-  // One compute dtype for the whole graph (the input node holds the batch in it); variables in their
-  // own dtype.
+  // Each layer computes in its own policy's dtype (NodeExec::dtype); the variables share one dtype. The input
+  // holds the batch in the compute dtype of the first layer with weights (the first one Keras would autocast it
+  // for).
   dtype = floatx();
   const Layer* first = nullptr;
   for (auto* l : weight_layers()) {
@@ -89,10 +93,16 @@ void ModelState::finalize() {
       dtype = l->compute_dtype();
     }
     SYSTOLIC_CHECK(
-        l->compute_dtype() == dtype && l->dtype() == first->dtype(),
-        "model '{}': layer '{}' has dtype policy {} but layer '{}' has {}; one policy per model is "
-        "supported",
-        name, l->name(), l->dtype_policy(), first->name(), first->dtype_policy());
+        l->dtype() == first->dtype(),
+        "model '{}': layer '{}' keeps {} variables (policy {}) but layer '{}' keeps {} (policy {}); the "
+        "layers of a model share one variable dtype",
+        name, l->name(), dtype_name(l->dtype()), l->dtype_policy(), first->name(), dtype_name(first->dtype()),
+        first->dtype_policy());
+  }
+  for (auto& e : nodes) {
+    e.dtype = e.is_input ? dtype : e.node->dtype;
+    e.cast_in.assign(e.inputs.size(), Tensor());
+    e.cast_grad.assign(e.inputs.size(), Tensor());
   }
   capacity = 0;
   pack_weights();
@@ -114,18 +124,22 @@ void ModelState::pack_weights() {
   params = Tensor({total}, vdtype, d);
   grads = Tensor::zeros({total}, vdtype, d);
   // Mixed precision: a compute-dtype copy of every trainable weight, refreshed before each forward.
-  params_compute = dtype != vdtype ? Tensor({total}, dtype, d) : Tensor();
+  DType mixed = vdtype;
+  for (auto* l : weight_layers())
+    if (!l->is_input_layer() && l->compute_dtype() != vdtype) mixed = l->compute_dtype();
+  params_compute = mixed != vdtype ? Tensor({total}, mixed, d) : Tensor();
   std::int64_t at = 0;
   for (auto* l : weight_layers())
     for (auto& w : l->weights()) {
+      const bool own_dtype = l->compute_dtype() == vdtype;  // a float32 layer of a mixed model: no copy
       if (!w.trainable) {
         // A frozen weight (or one a repacking leaves out) gets storage of its own, in the compute dtype too
         // when the layers compute in another one (a frozen kernel under mixed precision).
         if (old.defined() && w.trainable_variable) w.value = w.value.clone();
         w.grad = Tensor();
         w.compute = Tensor();
-        if (w.trainable_variable && params_compute.defined()) {
-          w.compute = Tensor(w.value.shape(), dtype, d);
+        if (w.trainable_variable && params_compute.defined() && !own_dtype) {
+          w.compute = Tensor(w.value.shape(), mixed, d);
           ops::cast(w.value, w.compute);
         }
         continue;
@@ -134,7 +148,8 @@ void ModelState::pack_weights() {
       v.copy_from(w.value);
       w.value = v;
       w.grad = grads.view(at, w.value.shape());
-      w.compute = params_compute.defined() ? params_compute.view(at, w.value.shape()) : Tensor();
+      w.compute =
+          params_compute.defined() && !own_dtype ? params_compute.view(at, w.value.shape()) : Tensor();
       at += w.value.numel();
     }
   // Which nodes backward visits: those at or after a trainable weight (gradients flow through frozen layers to
@@ -192,22 +207,41 @@ void ModelState::ensure_capacity(std::int64_t n) {
   train_function.invalidate();
   Device d = device();
   for (auto& e : nodes) {
-    e.out_buf = Tensor(e.node->shape.with_batch(n), dtype, d);
-    e.grad_buf = e.needs_grad ? Tensor(e.node->shape.with_batch(n), dtype, d) : Tensor();
+    e.out_buf = Tensor(e.node->shape.with_batch(n), e.dtype, d);
+    e.grad_buf = e.needs_grad ? Tensor(e.node->shape.with_batch(n), e.dtype, d) : Tensor();
     for (auto& s : e.scratch) s = Tensor();
+    for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+      const NodeExec& p = nodes[e.inputs[k]];
+      const bool cast = p.dtype != e.dtype && is_floating(p.dtype);
+      e.cast_in[k] = cast ? Tensor(p.node->shape.with_batch(n), e.dtype, d) : Tensor();
+      e.cast_grad[k] = Tensor();
+    }
   }
   x_buf = nodes[input_node()].out_buf;
-  Shape out = nodes[output_node()].node->shape;
-  y_buf = loss && loss->sparse_labels() ? Tensor({n}, DType::int32, d) : Tensor(out.with_batch(n), dtype, d);
+  const NodeExec& o = nodes[output_node()];
+  y_buf = loss && loss->sparse_labels() ? Tensor({n}, DType::int32, d)
+                                        : Tensor(o.node->shape.with_batch(n), o.dtype, d);
   capacity = n;
 }
 
+bool ModelState::computes_in(DType t) const {
+  for (const auto& e : nodes)
+    if (e.dtype == t) return true;
+  return false;
+}
+
 void ModelState::check_xy(const Tensor& x, const Tensor* y, const char* what) const {
-  SYSTOLIC_CHECK(
-      !(dtype == DType::bfloat16 && device().is_cpu()),
-      "{}: model '{}' computes in bfloat16 (policy mixed_bfloat16), which needs a GPU; the CPU backend "
-      "computes in float32 (build the model under the float32 policy, or move it to a GPU)",
-      what, name);
+  if (device().is_cpu() && computes_in(DType::bfloat16)) {
+    // Said once per process, as TensorFlow warns about bfloat16 on CPUs without its instructions.
+    static std::once_flag said;
+    std::call_once(said, [] {
+      log_line(
+          fmt::format("Note: bfloat16 on the CPU (policy mixed_bfloat16) is computed by widening to float32 "
+                      "and rounding each "
+                      "op's result to bfloat16 (this CPU: {}); expect it slower than float32 here.",
+                      cpu_info().isa));
+    });
+  }
   SYSTOLIC_CHECK(x.defined() && x.rank() >= 1, "{}: x is empty", what);
   Shape want = inputs[0].shape();
   SYSTOLIC_CHECK(x.shape().without_batch() == want, "{}: x has samples of shape {}; model '{}' takes {}",
@@ -256,7 +290,16 @@ void ModelState::forward(std::int64_t n, bool training) {
       continue;
     }
     c.inputs.clear();
-    for (int j : e.inputs) c.inputs.push_back(nodes[j].call.output);
+    for (std::size_t k = 0; k < e.inputs.size(); ++k) {
+      const Tensor& in = nodes[e.inputs[k]].call.output;
+      if (!e.cast_in[k].defined()) {
+        c.inputs.push_back(in);
+        continue;
+      }
+      Tensor cast = e.cast_in[k].slice(0, n);  // autocast to the layer's compute dtype
+      ops::cast(in, cast);
+      c.inputs.push_back(cast);
+    }
     c.output = e.out_buf.slice(0, n);
     // A nested model called with training=false runs its layers in inference mode.
     c.training = training && e.node->training.value_or(true) ? &training_step : nullptr;
@@ -316,17 +359,24 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
     if (!written[i] || e.is_input) continue;
     LayerCall& c = e.call;
     c.doutput = e.grad_buf.slice(0, n);
-    std::vector<int> pending;
+    std::vector<int> pending, cast_first;  // summed into a written buffer; cast into an unwritten one
     for (std::size_t k = 0; k < e.inputs.size(); ++k) {
       NodeExec& p = nodes[e.inputs[k]];
       if (!p.needs_grad) {
         c.dinputs[k] = Tensor();
+      } else if (p.dtype != e.dtype) {
+        // The gradient of an autocast input: computed in this layer's dtype, cast to the input's.
+        if (!e.scratch[k].defined())
+          e.scratch[k] = Tensor(p.node->shape.with_batch(capacity), e.dtype, device());
+        c.dinputs[k] = e.scratch[k].slice(0, n);
+        (written[e.inputs[k]] ? pending : cast_first).push_back(static_cast<int>(k));
+        written[e.inputs[k]] = 1;
       } else if (!written[e.inputs[k]]) {
         c.dinputs[k] = p.grad_buf.slice(0, n);
         written[e.inputs[k]] = 1;
       } else {
         if (!e.scratch[k].defined())
-          e.scratch[k] = Tensor(p.node->shape.with_batch(capacity), dtype, device());
+          e.scratch[k] = Tensor(p.node->shape.with_batch(capacity), e.dtype, device());
         c.dinputs[k] = e.scratch[k].slice(0, n);
         pending.push_back(static_cast<int>(k));
       }
@@ -344,9 +394,20 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
       }
     }
     e.node->layer->call_backward(c, grad_is_preactivation && i == o);
-    for (int k : pending) {
+    for (int k : cast_first) {
       Tensor dst = nodes[e.inputs[k]].grad_buf.slice(0, n);
-      ops::accumulate(c.dinputs[k], dst);
+      ops::cast(c.dinputs[k], dst);
+    }
+    for (int k : pending) {
+      NodeExec& p = nodes[e.inputs[k]];
+      Tensor dst = p.grad_buf.slice(0, n), src = c.dinputs[k];
+      if (p.dtype != e.dtype) {
+        if (!e.cast_grad[k].defined())
+          e.cast_grad[k] = Tensor(p.node->shape.with_batch(capacity), p.dtype, device());
+        src = e.cast_grad[k].slice(0, n);
+        ops::cast(c.dinputs[k], src);
+      }
+      ops::accumulate(src, dst);
     }
   }
 }
@@ -417,7 +478,8 @@ void ModelState::to(Device d) {
       }
       w.value = params.view(at, w.value.shape());
       w.grad = grads.view(at, w.value.shape());
-      w.compute = params_compute.defined() ? params_compute.view(at, w.value.shape()) : Tensor();
+      w.compute = w.compute.defined() && params_compute.defined() ? params_compute.view(at, w.value.shape())
+                                                                  : Tensor();
       at += w.value.numel();
     }
   if (optimizer) optimizer->to(d);

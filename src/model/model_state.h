@@ -24,8 +24,15 @@ struct NodeExec {
   bool is_input = false;
   bool needs_grad = false;  // some trainable weight lies at or before this node
   LayerCall call;
+  // The node's compute dtype (its layer's policy; an input node holds the batch in the model's dtype): its
+  // buffers' dtype. Keras autocasts a layer's floating inputs to its compute dtype: an input made in another
+  // dtype (a float32 layer under mixed_bfloat16, the layer after it) is cast into cast_in first, and its
+  // gradient cast back.
+  DType dtype = DType::float32;
   Tensor out_buf, grad_buf;     // [capacity, shape]
   std::vector<Tensor> scratch;  // per input: a second gradient into an already written buffer goes here first
+  std::vector<Tensor> cast_in,
+      cast_grad;  // per input whose dtype differs: the cast input; its gradient, cast
 };
 
 class ModelState {
@@ -35,14 +42,17 @@ class ModelState {
   std::vector<SymbolicTensor> inputs, outputs;
   std::vector<NodeExec> nodes;
   std::vector<std::shared_ptr<Layer>> layers;  // model.layers order
-  DType dtype = DType::float32;
+  DType dtype = DType::float32;  // the input's (x_buf's): the compute dtype of the first layer with weights
+  // Whether any layer computes in `t` (bfloat16: a mixed policy somewhere in the model).
+  bool computes_in(DType t) const;
 
   std::unique_ptr<optimizers::Optimizer> optimizer;
   std::unique_ptr<losses::Loss> loss;
   std::vector<std::unique_ptr<metrics::Metric>> metrics;
 
-  Tensor params, grads;   // every trainable weight, flat; weights are views into these
-  Tensor params_compute;  // mixed precision: params in the compute dtype (Weight::compute views it)
+  Tensor params, grads;  // every trainable weight, flat; weights are views into these
+  // Mixed precision: params in the mixed layers' compute dtype (Weight::compute of those layers views it).
+  Tensor params_compute;
   DType variable_dtype() const {
     for (auto* l : weight_layers())
       if (!l->is_input_layer()) return l->dtype();

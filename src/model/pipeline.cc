@@ -11,6 +11,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "ops/cpu/augment_image.h"
 
@@ -38,7 +39,10 @@ ops::AugmentParams augment_params(const Augmentation& a) {
 
 template <class S, class T>
 void convert(const S* in, T* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
+  if constexpr (std::is_same_v<T, bfloat16>)
+    for (std::int64_t i = 0; i < n; ++i) out[i] = bfloat16(static_cast<float>(in[i]));
+  else
+    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
 }
 
 template <class F>
@@ -72,6 +76,9 @@ void with_target_type(DType d, F&& f) {
       break;
     case DType::float64:
       f(double{});
+      break;
+    case DType::bfloat16:  // mixed precision: the batch in the first layer's compute dtype
+      f(bfloat16{});
       break;
     default:
       fail("input pipeline: batches of dtype {} are not supported", dtype_name(d));
@@ -111,6 +118,7 @@ struct BatchPipeline::Impl {
   }
 
   void build(std::int64_t b, Slot& s) {
+    thread_local std::vector<float> augmented;
     std::int64_t n = rows_of(b), first = b * o.batch_size;
     Shape xs = x.shape().without_batch().with_batch(n);
     const ops::AugmentParams augment = augment_params(o.augmentation);
@@ -130,6 +138,14 @@ struct BatchPipeline::Impl {
             if (o.augmentation.enabled()) {
               ops::cpu::augment_image(row, dst + i * row_x, H, W, C, augment, o.seed,
                                       std::uint64_t(first + i));
+              continue;
+            }
+          } else if constexpr (std::is_same_v<T, bfloat16>) {
+            if (o.augmentation.enabled()) {  // augmented in float32, then rounded once
+              augmented.resize(std::size_t(row_x));
+              ops::cpu::augment_image(row, augmented.data(), H, W, C, augment, o.seed,
+                                      std::uint64_t(first + i));
+              convert(augmented.data(), dst + i * row_x, row_x);
               continue;
             }
           }
@@ -205,8 +221,8 @@ BatchPipeline::BatchPipeline(const Tensor& x, const Tensor& y, std::vector<std::
   if (o.augmentation.enabled()) {
     SYSTOLIC_CHECK(x.rank() == 3 || x.rank() == 4,
                    "augmentation needs images (N, H, W, C) or (N, H, W); x has shape {}", x.shape().str());
-    SYSTOLIC_CHECK(o.x_dtype == DType::float32, "augmentation builds float32 batches, not {}",
-                   dtype_name(o.x_dtype));
+    SYSTOLIC_CHECK(o.x_dtype == DType::float32 || o.x_dtype == DType::bfloat16,
+                   "augmentation builds float32 or bfloat16 batches, not {}", dtype_name(o.x_dtype));
     p.H = x.dim(1), p.W = x.dim(2), p.C = x.rank() == 4 ? x.dim(3) : 1;
   }
   p.steps = (std::int64_t(p.order.size()) + o.batch_size - 1) / o.batch_size;

@@ -274,8 +274,9 @@ Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
   s.check_xy(x, nullptr, "predict");
   SYSTOLIC_CHECK(o.batch_size > 0, "predict: batch_size must be positive, got {}", o.batch_size);
   // Across workers every worker's rows are summed into every worker's copy: start from zeros.
-  Tensor out = s.replicas ? Tensor::zeros(s.outputs[0].shape().with_batch(x.dim(0)), s.dtype)
-                          : Tensor(s.outputs[0].shape().with_batch(x.dim(0)), s.dtype);
+  const DType out_dtype = s.outputs[0].dtype();
+  Tensor out = s.replicas ? Tensor::zeros(s.outputs[0].shape().with_batch(x.dim(0)), out_dtype)
+                          : Tensor(s.outputs[0].shape().with_batch(x.dim(0)), out_dtype);
   infer(s, x, nullptr, o.batch_size, 0, &out);
   if (out.dtype() == DType::bfloat16) out = out.to(DType::float32);  // mixed precision: float32 results
   return out;

@@ -27,6 +27,11 @@ class DTypes {
   }
   constexpr bool contains(DType t) const { return (bits_ & bit(t)) != 0; }
   constexpr bool empty() const { return bits_ == 0; }
+  constexpr DTypes with(DType t) const {
+    DTypes d = *this;
+    d.bits_ |= bit(t);
+    return d;
+  }
 
  private:
   static constexpr unsigned bit(DType t) { return 1u << static_cast<unsigned>(t); }

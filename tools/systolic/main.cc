@@ -191,7 +191,7 @@ void add_common(CLI::App* app, Common& c, bool with_model = true) {
   app->add_option("--classes-count", c.classes, "number of classes for built-in models")
       ->check(CLI::PositiveNumber);
   app->add_option("--device", c.device, "auto, cpu, cuda or cuda:I")->capture_default_str();
-  app->add_option("--policy", c.policy, "dtype policy of built-in models: float32, or mixed_bfloat16 (GPU)")
+  app->add_option("--policy", c.policy, "dtype policy of built-in models: float32, or mixed_bfloat16")
       ->capture_default_str();
   app->add_option_function<std::uint64_t>(
       "--seed", [&c](std::uint64_t s) { c.seed = s, c.seed_given = true; }, "random seed (repeatable runs)");

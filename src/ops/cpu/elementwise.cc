@@ -173,7 +173,22 @@ void copy(const Tensor& src, Tensor& dst) {
 
 const DTypes cast_dtypes{DType::float32, DType::float64, DType::bfloat16};
 void cast(const Tensor& src, Tensor& dst) {
-  dst.copy_from(src.to(dst.dtype()));
+  const std::int64_t n = src.numel();
+  // The conversions mixed precision runs on every op (bf16_emulation.h, the compute copy of the weights):
+  // one parallel pass, rounding as bfloat16's constructor does.
+  if (src.dtype() == DType::float32 && dst.dtype() == DType::bfloat16) {
+    const float* s = src.data<float>();
+    bfloat16* d = dst.data<bfloat16>();
+#pragma omp parallel for if (n > 32768)
+    for (std::int64_t i = 0; i < n; ++i) d[i] = bfloat16(s[i]);
+  } else if (src.dtype() == DType::bfloat16 && dst.dtype() == DType::float32) {
+    const bfloat16* s = src.data<bfloat16>();
+    float* d = dst.data<float>();
+#pragma omp parallel for if (n > 32768)
+    for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
+  } else {
+    dst.copy_from(src.to(dst.dtype()));
+  }
 }
 
 const DTypes add_n_dtypes = kFloats;
