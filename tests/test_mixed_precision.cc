@@ -213,3 +213,39 @@ TEST(MixedPrecision, CastRoundsToNearestEvenAsTheHostBfloat16) {
   EXPECT_NE(systolic::testing::error_of([&] { ops::cast(src, ints); }).find("cast: dst is int32"),
             std::string::npos);
 }
+
+// A model Keras 3 saved under mixed_bfloat16 with a float32 softmax last (its mixed-precision guide's advice), as
+// .keras and .h5 (tests/reference/mixed_policy.py): each layer comes back with its policy, the CPU predicts what
+// Keras's bfloat16 predicted (to bfloat16's precision), and the files systolic writes keep the policies.
+TEST(MixedPrecision, KerasModelsWithAFloat32LastLayerLoadAndPredict) {
+  PolicyGuard guard;
+  const std::string dir = systolic::testing::source_dir() + "/tests/fixtures/mixed_policy/";
+  auto manifest = nlohmann::json::parse(systolic::testing::read_text(dir + "manifest.json"));
+  Shape in_shape(manifest["input_shape"].get<std::vector<std::int64_t>>());
+  Shape out_shape(manifest["output_shape"].get<std::vector<std::int64_t>>());
+  Tensor x = systolic::testing::read_floats(dir + "mixed.inputs.bin", in_shape);
+  Tensor want = systolic::testing::read_floats(dir + "mixed.predictions.bin", out_shape);
+  systolic::testing::TempDir tmp;
+  for (const char* file : {"mixed.keras", "mixed.h5"}) {
+    SCOPED_TRACE(file);
+    clear_session();
+    Model m = load_model(dir + file);
+    for (auto& l : m.layers()) {
+      if (l->is_input_layer()) continue;
+      EXPECT_EQ(l->dtype_policy(), manifest["policies"][l->name()].get<std::string>()) << l->name();
+    }
+    EXPECT_EQ(m.outputs()[0].dtype(), DType::float32);
+    Tensor got = m.predict(x);
+    double err = systolic::testing::normalised_max_error(got, want);
+    std::printf("%s: normalised max error against Keras's bfloat16 predict %.3g\n", file, err);
+    EXPECT_LT(err, 2e-2);
+    // Saved by systolic and loaded again: the same policies and the same predictions.
+    m.save(tmp.file(std::string("back.") + (std::string(file).ends_with(".keras") ? "keras" : "h5")));
+    clear_session();
+    Model back =
+        load_model(tmp.file(std::string("back.") + (std::string(file).ends_with(".keras") ? "keras" : "h5")));
+    EXPECT_EQ(back.get_layer("predictions")->compute_dtype(), DType::float32);
+    EXPECT_EQ(back.get_layer("dense")->compute_dtype(), DType::bfloat16);
+    EXPECT_EQ(back.predict(x).to_doubles(), got.to_doubles());
+  }
+}
