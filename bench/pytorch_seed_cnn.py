@@ -8,7 +8,8 @@ Same network as the systolic seed CNN (Keras semantics), with real dropout:
   -> Dense(512,relu) -> Dropout(0.5) -> Dense(10) (softmax folded into the loss)
 BatchNorm eps 1e-3, momentum 0.01 (= Keras momentum 0.99); channels_last
 memory format; Adam(lr 1e-3, eps 1e-7); sparse categorical cross-entropy.
-Input: random float32 data with uint8 values (0..255), random labels.
+Input: random float32 data with uint8 values (0..255), random labels. --precision bf16 runs forward and loss
+under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's mixed precision: float32 weights and optimizer).
 
 Runs 2 warm-up training steps, times --steps training steps (forward, loss,
 backward, optimizer step) and reports training images/s; then single-image
@@ -67,6 +68,8 @@ def main():
     ap.add_argument("--threads", type=int, default=None,
                     help="intra-op threads (default: all cores available to the process)")
     ap.add_argument("--input-shape", default="32,32,3", help="H,W,C")
+    ap.add_argument("--precision", choices=["float32", "bf16"], default="float32",
+                    help="bf16: torch.autocast('cpu', dtype=torch.bfloat16) around forward and loss")
     ap.add_argument("--memory-format", choices=["channels_last", "contiguous"], default="channels_last",
                     help="tensor layout: channels_last (NHWC, as systolic) or contiguous (NCHW, PyTorch's default)")
     args = ap.parse_args()
@@ -84,9 +87,12 @@ def main():
         memory_format=fmt)
     y = torch.randint(0, classes, (args.batch_size,))
 
+    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")  # noqa: E731
+
     def train_step():
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        with autocast():
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         return loss
@@ -104,7 +110,7 @@ def main():
     model.eval()
     x1 = x[:1].contiguous(memory_format=fmt)
     times = []
-    with torch.no_grad():
+    with torch.no_grad(), autocast():
         for i in range(55):
             t = time.perf_counter()
             torch.softmax(model(x1), dim=1)
@@ -115,7 +121,8 @@ def main():
 
     print(json.dumps({
         "model": "seed-cnn", "framework": "pytorch", "torch_version": torch.__version__,
-        "device": "cpu", "memory_format": args.memory_format, "threads": threads, "batch_size": args.batch_size,
+        "device": "cpu", "precision": args.precision, "memory_format": args.memory_format, "threads": threads,
+        "batch_size": args.batch_size,
         "train_images_per_sec": round(ips, 2), "predict_ms": round(predict_ms, 4),
     }))
 
