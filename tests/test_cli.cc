@@ -669,3 +669,44 @@ TEST(Cli, PlotDrawsEachPanel) {
   expect_usage_error("plot " + log + " -o '" + png + "' --width 100");
   fs::remove_all(dir);
 }
+
+// train --lr-schedule: the schedule is built from the optimizer's rate with Keras's options, --decay-steps
+// defaults to the run's steps, the saved model carries it (Keras's serialized form) with the steps done, and a
+// schedule missing a parameter is a one-line error.
+TEST(Cli, TrainWithALearningRateSchedule) {
+  if (!fashion_mnist_installed()) GTEST_SKIP() << "Fashion-MNIST is not installed in " << kFashionDir;
+  systolic::testing::TempDir dir;
+  CliResult r = run_cli(
+      "train --model seed-cnn --dataset fashion_mnist --limit 64 --epochs 2 --batch-size 32 "
+      "--verbose 0 --lr 0.01 --lr-schedule cosine --alpha 0.1 --save '" +
+      dir.file("m.keras") + "'");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  systolic::Model m = systolic::load_model(dir.file("m.keras"));
+  ASSERT_TRUE(m.optimizer().learning_rate_schedule());
+  nlohmann::json config = m.optimizer().learning_rate_schedule()->get_config();
+  EXPECT_EQ(config["initial_learning_rate"], 0.01);
+  EXPECT_EQ(config["decay_steps"], 4);  // 2 epochs of 2 batches
+  EXPECT_EQ(config["alpha"], 0.1);
+  EXPECT_EQ(m.optimizer().iterations(), 4);
+  EXPECT_NEAR(m.optimizer().learning_rate(), 0.001, 1e-12);  // the end of the cosine: alpha * 0.01
+
+  r = run_cli(
+      "train --model seed-cnn --dataset fashion_mnist --limit 64 --epochs 1 --verbose 0 "
+      "--lr-schedule piecewise --boundaries 1 --values 0.01,0.001 --save '" +
+      dir.file("p.keras") + "'");
+  ASSERT_EQ(r.code, 0) << r.describe();
+  auto p = systolic::load_model(dir.file("p.keras")).optimizer().learning_rate_schedule();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->class_name(), "PiecewiseConstantDecay");
+  EXPECT_DOUBLE_EQ((*p)(1), 0.01);
+  EXPECT_DOUBLE_EQ((*p)(2), 0.001);
+
+  r = run_cli("train --model seed-cnn --dataset fashion_mnist --limit 64 --lr-schedule exponential");
+  EXPECT_EQ(r.code, 1) << r.describe();
+  EXPECT_EQ(r.err_lines().back(), "systolic: error: --lr-schedule exponential needs --decay-rate");
+  r = run_cli(
+      "train --model seed-cnn --dataset fashion_mnist --limit 64 --lr-schedule piecewise --boundaries 1 "
+      "--values 0.1,x");
+  EXPECT_EQ(r.code, 1) << r.describe();
+  EXPECT_NE(r.err.find("--values: 'x' is not a number"), std::string::npos) << r.describe();
+}

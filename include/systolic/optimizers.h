@@ -2,6 +2,7 @@
 // trainable weights in one allocation) in one op per step; their slots (m, v, ...) are flat buffers too.
 #pragma once
 
+#include <systolic/schedules.h>
 #include <systolic/tensor.h>
 
 #include <memory>
@@ -44,8 +45,16 @@ class Optimizer {
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
   virtual std::unique_ptr<Optimizer> clone() const = 0;
-  double learning_rate() const { return learning_rate_; }
-  void set_learning_rate(double lr) { learning_rate_ = lr; }
+  // The rate of the next update: the constant, or the schedule at iterations() (Keras's
+  // optimizer.learning_rate).
+  double learning_rate() const { return schedule_ ? (*schedule_)(iterations()) : learning_rate_; }
+  // A constant rate (ReduceLROnPlateau, LearningRateScheduler); Error when the optimizer has a schedule, as
+  // Keras refuses to assign one.
+  void set_learning_rate(double lr);
+  // keras.optimizers.schedules: the rate of each update is schedule(iterations); null goes back to the
+  // constant rate the optimizer had.
+  void set_learning_rate_schedule(Schedule schedule) { schedule_ = std::move(schedule); }
+  const Schedule& learning_rate_schedule() const { return schedule_; }
   // Keras's optimizer.iterations: the updates applied so far (saved in Keras files with the slots).
   std::int64_t iterations() const { return iterations_.value(); }
   void set_iterations(std::int64_t n) { iterations_.set(n); }
@@ -75,6 +84,7 @@ class Optimizer {
 
  private:
   double learning_rate_;
+  Schedule schedule_;
   StepCounter iterations_;
   std::vector<std::pair<std::string, Tensor>> slots_;
 };

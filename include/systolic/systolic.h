@@ -22,6 +22,7 @@
 #include <systolic/plot.h>
 #include <systolic/random.h>
 #include <systolic/saving.h>
+#include <systolic/schedules.h>
 #include <systolic/shape.h>
 #include <systolic/system.h>
 #include <systolic/tensor.h>

@@ -267,8 +267,10 @@ void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
   auto& opt = model.optimizer();
   auto vars = root.create_group("optimizer/vars");
   vars.write_int64_scalar("0", opt.iterations());
-  vars.write_float32_scalar("1", static_cast<float>(opt.learning_rate()));
-  int index = 2;
+  // A schedule is no variable: Keras 3 then writes the slots from 1.
+  int index = 1;
+  if (!opt.learning_rate_schedule())
+    vars.write_float32_scalar(std::to_string(index++), static_cast<float>(opt.learning_rate()));
   for (auto& t : trainable_slices(model))
     for (auto& [name, slot] : opt.slots())
       vars.write_float32(std::to_string(index++), host_float32(t.of(slot)));
@@ -349,12 +351,14 @@ std::string read_keras3_optimizer(const hdf5::Group& root, Model& model) {
   auto& opt = model.optimizer();
   auto vars = root.group("optimizer/vars");
   auto slices = trainable_slices(model);
-  std::size_t want = 2 + slices.size() * opt.slots().size();
+  const bool scheduled = opt.learning_rate_schedule() != nullptr;  // no learning-rate variable then
+  const int head = scheduled ? 1 : 2;
+  std::size_t want = std::size_t(head) + slices.size() * opt.slots().size();
   if (vars.children().size() != want)
     return fmt::format("the file's optimizer has {} variables, {} with {} trainable weights has {}",
                        vars.children().size(), opt.name(), slices.size(), want);
   std::vector<std::pair<Tensor, Tensor>> values;  // (slot view, value)
-  int index = 2;
+  int index = head;
   for (auto& t : slices)
     for (auto& [name, slot] : opt.slots()) {
       auto key = std::to_string(index++);
@@ -364,11 +368,12 @@ std::string read_keras3_optimizer(const hdf5::Group& root, Model& model) {
                            Shape(vars.dataset_shape(key)).str(), t.weight->name, shape_of(*t.weight));
       values.emplace_back(t.of(slot), vars.read_float32(key));
     }
-  if (!vars.has_dataset("0") || !vars.has_dataset("1")) return "no iterations or learning rate";
+  if (!vars.has_dataset("0") || (!scheduled && !vars.has_dataset("1")))
+    return "no iterations or learning rate";
   auto iterations = vars.read_scalar("0");
   for (auto& [view, value] : values) view.copy_from(value.to(view.dtype()));
   opt.set_iterations(static_cast<std::int64_t>(iterations));
-  opt.set_learning_rate(vars.read_scalar("1"));
+  if (!scheduled) opt.set_learning_rate(vars.read_scalar("1"));
   return "";
 }
 
@@ -398,14 +403,15 @@ std::string load_keras3_optimizer(const hdf5::Group& root, Model& model) {
   auto trainable = trainable_slices(model);
   std::size_t per = opt.slots().size();
   auto children = g.children();
-  if (children.size() == 2 && g.has_dataset("0") && g.read_scalar("0") == 0)
+  const std::size_t head = opt.learning_rate_schedule() ? 1 : 2;  // a schedule is no variable
+  if (children.size() == head && g.has_dataset("0") && g.read_scalar("0") == 0)
     return "";  // compiled, not trained
-  if (children.size() != 2 + per * trainable.size())
+  if (children.size() != head + per * trainable.size())
     return fmt::format("{} variables for {} trainable weights with {} slots each", children.size(),
                        trainable.size(), per);
   if (!g.has_dataset("0")) return "no iteration count";
   std::vector<std::pair<Tensor, Tensor>> copies;  // destination view, value
-  std::size_t index = 2;
+  std::size_t index = head;
   for (auto& t : trainable)
     for (auto& [slot_name, slot] : opt.slots()) {
       auto name = std::to_string(index++);

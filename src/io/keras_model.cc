@@ -5,6 +5,7 @@
 // Sequential with or without an InputLayer, and Keras 2.0's Sequential whose config is the list of layers.
 #include <systolic/log.h>
 #include <systolic/saving.h>
+#include <systolic/schedules.h>
 
 #include <fstream>
 #include <map>
@@ -451,6 +452,8 @@ Model model_from_config(const json& serialized, const std::string& source) {
 json training_config(const Model& model) {
   auto& opt = const_cast<Model&>(model).optimizer();
   json oc = {{"name", opt.name()}, {"learning_rate", opt.learning_rate()}};
+  if (opt.learning_rate_schedule())
+    oc["learning_rate"] = optimizers::schedules::serialize(*opt.learning_rate_schedule());
   if (auto* a = dynamic_cast<const optimizers::Adam*>(&opt)) {
     oc["beta_1"] = a->beta_1();
     oc["beta_2"] = a->beta_2();
@@ -503,8 +506,7 @@ std::unique_ptr<optimizers::Optimizer> optimizer_from_config(const json& oc, con
     used.insert(key);
     if (!c.contains(key)) return fallback;
     if (!c[key].is_number())
-      fail("{}: optimizer {}: '{}' must be a number (schedules are not supported), got {}", source, cls, key,
-           c[key].dump());
+      fail("{}: optimizer {}: '{}' must be a number, got {}", source, cls, key, c[key].dump());
     return c[key].get<double>();
   };
   auto off = [&](const char* key, const json& off_value) {
@@ -517,7 +519,12 @@ std::unique_ptr<optimizers::Optimizer> optimizer_from_config(const json& oc, con
     off(k, json(nullptr));
   off("use_ema", false);
   off("decay", 0.0);
-  double lr = num("learning_rate", -1);
+  optimizers::Schedule schedule;
+  if (c.contains("learning_rate") && c["learning_rate"].is_object()) {
+    used.insert("learning_rate");
+    schedule = optimizers::schedules::from_config(c["learning_rate"], source + ": optimizer " + cls);
+  }
+  double lr = schedule ? (*schedule)(0) : num("learning_rate", -1);
   if (lr < 0) lr = num("lr", 0.001);  // Keras 2.0 wrote "lr"
   std::unique_ptr<optimizers::Optimizer> opt;
   if (cls == "Adam") {
@@ -538,6 +545,7 @@ std::unique_ptr<optimizers::Optimizer> optimizer_from_config(const json& oc, con
   for (auto& [k, v] : c.items())
     if (!used.count(k))
       fail("{}: optimizer {}: unsupported option '{}' (value {})", source, cls, k, v.dump());
+  opt->set_learning_rate_schedule(schedule);
   return opt;
 }
 

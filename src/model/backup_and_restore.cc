@@ -295,7 +295,8 @@ void BackupAndRestore::restore() {
     for (int l = 0; l < (group ? group->local_size() : 1); ++l) {
       ModelState& replica = group ? group->replica(l) : s;
       replica.optimizer->set_iterations(static_cast<std::int64_t>(shared[6]));
-      replica.optimizer->set_learning_rate(shared[7]);
+      // A schedule's rate follows from the step; a constant one (changed by ReduceLROnPlateau) is restored.
+      if (!replica.optimizer->learning_rate_schedule()) replica.optimizer->set_learning_rate(shared[7]);
     }
     r.seed = (static_cast<std::uint64_t>(shared[4]) << 32) | static_cast<std::uint64_t>(shared[5]);
     if (r.batches > 0)

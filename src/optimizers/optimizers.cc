@@ -25,6 +25,15 @@ const Tensor& StepCounter::on(Device device) {
   return device_;
 }
 
+void Optimizer::set_learning_rate(double lr) {
+  SYSTOLIC_CHECK(
+      !schedule_,
+      "optimizer {}: its learning rate is a {} schedule and cannot be set to a number (as in Keras); "
+      "set_learning_rate_schedule(nullptr) first",
+      name(), schedule_ ? schedule_->class_name() : "");
+  learning_rate_ = lr;
+}
+
 void Optimizer::build(const Tensor& params) {
   auto names = slot_names();
   if (slots_.size() == names.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;

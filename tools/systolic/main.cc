@@ -246,7 +246,51 @@ struct TrainArgs {
   bool save_best_only = false;
   int early_stopping = -1, reduce_lr_on_plateau = -1;
   std::string backup_dir, backup_freq = "epoch";
+  // --lr-schedule (keras.optimizers.schedules) and its parameters, by Keras's option names.
+  std::string lr_schedule, boundaries, values;
+  double decay_steps = 0, decay_rate = 0, alpha = 0, warmup_steps = 0, end_learning_rate = 0.0001, power = 1,
+         t_mul = 2, m_mul = 1;
+  std::optional<double> warmup_target;
+  bool staircase = false;
 };
+
+std::vector<double> parse_numbers(const std::string& text, const char* flag) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    try {
+      std::size_t used = 0;
+      out.push_back(std::stod(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      sy::fail("{}: '{}' is not a number (a comma-separated list: 100,200)", flag, item);
+    }
+  }
+  return out;
+}
+
+// --lr-schedule NAME: Keras's schedule from the optimizer's rate; --decay-steps defaults to the whole run's steps.
+sy::optimizers::Schedule lr_schedule(const TrainArgs& a, double initial, std::int64_t run_steps) {
+  namespace sch = sy::optimizers::schedules;
+  const double steps = a.decay_steps > 0 ? a.decay_steps : double(std::max<std::int64_t>(run_steps, 1));
+  auto need_rate = [&] {
+    SYSTOLIC_CHECK(a.decay_rate > 0, "--lr-schedule {} needs --decay-rate", a.lr_schedule);
+    return a.decay_rate;
+  };
+  const std::string& n = a.lr_schedule;
+  if (n == "exponential") return sch::ExponentialDecay(initial, steps, need_rate(), a.staircase);
+  if (n == "inverse_time") return sch::InverseTimeDecay(initial, steps, need_rate(), a.staircase);
+  if (n == "polynomial") return sch::PolynomialDecay(initial, steps, a.end_learning_rate, a.power);
+  if (n == "cosine") return sch::CosineDecay(initial, steps, a.alpha, a.warmup_target, a.warmup_steps);
+  if (n == "cosine_restarts") return sch::CosineDecayRestarts(initial, steps, a.t_mul, a.m_mul, a.alpha);
+  if (n == "piecewise") {
+    SYSTOLIC_CHECK(!a.boundaries.empty() && !a.values.empty(),
+                   "--lr-schedule piecewise needs --boundaries and --values");
+    return sch::PiecewiseConstantDecay(parse_numbers(a.boundaries, "--boundaries"),
+                                       parse_numbers(a.values, "--values"));
+  }
+  sy::fail("--lr-schedule: unknown schedule '{}'", n);
+}
 
 // The callbacks the train flags ask for, with Keras's defaults for every option not given. Only the chief
 // writes files (ModelCheckpoint saves through save/save_weights, which other workers skip); every worker runs
@@ -275,6 +319,36 @@ std::vector<std::shared_ptr<sy::callbacks::Callback>> train_callbacks(const Trai
         a.backup_dir,
         cb::BackupAndRestoreOptions{.save_freq = cb::BackupAndRestore::parse_save_freq(a.backup_freq)}));
   return out;
+}
+
+void add_schedule_flags(CLI::App* train, TrainArgs& a) {
+  train
+      ->add_option(
+          "--lr-schedule", a.lr_schedule,
+          "learning-rate schedule from the optimizer's rate (keras.optimizers.schedules): exponential, "
+          "inverse_time, polynomial, cosine, cosine_restarts, piecewise")
+      ->check(CLI::IsMember(
+          {"exponential", "inverse_time", "polynomial", "cosine", "cosine_restarts", "piecewise"}));
+  train
+      ->add_option(
+          "--decay-steps", a.decay_steps,
+          "schedule: decay_steps (cosine_restarts: first_decay_steps); default: the whole run's steps")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--decay-rate", a.decay_rate, "exponential, inverse_time: decay_rate")
+      ->check(CLI::PositiveNumber);
+  train->add_flag("--staircase", a.staircase, "exponential, inverse_time: decay in steps");
+  train->add_option("--alpha", a.alpha, "cosine, cosine_restarts: the final fraction of the rate");
+  train->add_option("--warmup-steps", a.warmup_steps, "cosine: linear warmup steps (with --warmup-target)")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--warmup-target", a.warmup_target, "cosine: the rate the warmup reaches");
+  train->add_option("--end-learning-rate", a.end_learning_rate, "polynomial: end_learning_rate")
+      ->capture_default_str();
+  train->add_option("--power", a.power, "polynomial: power")->capture_default_str();
+  train->add_option("--t-mul", a.t_mul, "cosine_restarts: t_mul")->capture_default_str();
+  train->add_option("--m-mul", a.m_mul, "cosine_restarts: m_mul")->capture_default_str();
+  train->add_option("--boundaries", a.boundaries, "piecewise: step boundaries, e.g. 1000,2000");
+  train->add_option("--values", a.values,
+                    "piecewise: rates, one more than the boundaries, e.g. 0.1,0.01,0.001");
 }
 
 void add_callback_flags(CLI::App* train, TrainArgs& a) {
@@ -354,6 +428,14 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   // otherwise; one saved without a training config (Keras's model.save before compile) is compiled with them.
   if (!is_full_model_file(c.model) || !model.compiled() || a.optimizer_given || a.loss_given || a.lr > 0)
     compile_for_data(model, a.optimizer, a.lr, a.loss);
+  if (!a.lr_schedule.empty()) {
+    auto& opt = model.optimizer();
+    opt.set_learning_rate_schedule(nullptr);
+    const auto train_rows =
+        static_cast<std::int64_t>(double(data.x_train.dim(0)) * (1.0 - a.validation_split));
+    const std::int64_t steps = a.epochs * ((train_rows + a.batch_size - 1) / a.batch_size);
+    opt.set_learning_rate_schedule(lr_schedule(a, opt.learning_rate(), steps));
+  }
   sy::FitOptions fit{.batch_size = a.batch_size,
                      .epochs = a.epochs,
                      .verbose = a.verbose,
@@ -713,6 +795,7 @@ int main(int argc, char** argv) {
       "--save", train_args.save,
       "write the trained model: .keras (Keras 3), .h5 (legacy full model) or .weights.h5 (weights only)");
   add_callback_flags(train, train_args);
+  add_schedule_flags(train, train_args);
 
   EvaluateArgs eval_args;
   auto* evaluate =
