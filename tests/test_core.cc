@@ -1,6 +1,7 @@
 // Core types: shapes, tensors and views, dtype conversion, devices, the Philox generator.
 #include <systolic/systolic.h>
 
+#include "core/philox.h"
 #include "test_util.h"
 
 using namespace systolic;
@@ -61,6 +62,20 @@ TEST(Random, PhiloxKnownAnswer) {
   EXPECT_EQ(a, (std::array<std::uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
   auto b = philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, {0xffffffffu, 0xffffffffu});
   EXPECT_EQ(b, (std::array<std::uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+}
+
+TEST(Random, PhiloxLanesEqualPhiloxGroupByGroup) {
+  // The CPU's dropout draws its words 16 groups at a time (philox::random4_lanes); they must be random4's bits, which
+  // the CUDA kernels draw one group per thread.
+  for (std::uint64_t key : {0ull, 0x0123456789abcdefull, ~0ull})
+    for (std::uint64_t first : {0ull, 5ull, 0xfffffff8ull, 0x1234567800000000ull}) {
+      std::uint32_t words[4 * 16];
+      philox::random4_lanes<16>(key, first, words);
+      for (int j = 0; j < 16; ++j) {
+        auto r = philox::random4(key, first + j);
+        for (int k = 0; k < 4; ++k) ASSERT_EQ(words[4 * j + k], r.v[k]) << key << " " << first << " " << j;
+      }
+    }
 }
 
 TEST(Random, GeneratorIsRepeatableAndUniform) {

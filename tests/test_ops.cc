@@ -1361,5 +1361,18 @@ TEST(CpuBackend, OneDnnVersionAndIsa) {
   EXPECT_FALSE(onednn::cpu_isa().empty());
 }
 
+// bfloat16 data runs on oneDNN's native kernels exactly where the CPU has bfloat16 instructions; elsewhere the CPU
+// widens it to float32 (ops/cpu/bf16_emulation.h). The harness's bfloat16 cases above test whichever path this CPU
+// takes; tests/CMakeLists.txt runs them again with oneDNN limited to AVX-512 without bfloat16 (the widening path).
+TEST(CpuBackend, NativeBfloat16KernelsWhereTheCpuHasBfloat16Instructions) {
+  const std::string isa = onednn::cpu_isa();
+  const bool has_bf16 = isa == "avx512_core_bf16" || isa == "avx512_core_amx";
+  EXPECT_EQ(onednn::runs_bf16(), has_bf16) << isa;
+  EXPECT_TRUE(supports(Op::conv2d_forward, DType::bfloat16, Device::cpu()));
+  if (!has_bf16)
+    GTEST_SKIP() << "this CPU (" << isa << ") has no bfloat16 instructions: its bfloat16 ops widen to "
+                 << "float32, and the native kernels are not tested here";
+}
+
 }  // namespace
 }  // namespace systolic::ops

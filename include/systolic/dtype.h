@@ -23,12 +23,10 @@ struct bfloat16 {
   explicit bfloat16(float f) {
     std::uint32_t u;
     std::memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) {
-      bits = static_cast<std::uint16_t>((u >> 16) | 0x40u);  // keep NaN a NaN
-    } else {
-      u += 0x7fffu + ((u >> 16) & 1u);
-      bits = static_cast<std::uint16_t>(u >> 16);
-    }
+    // Without branches, so that loops converting arrays vectorise.
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const std::uint32_t quiet_nan = (u >> 16) | 0x40u;  // keep NaN a NaN
+    bits = static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   }
   explicit operator float() const {
     std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;

@@ -14,6 +14,9 @@ struct CpuInfo {
   int cores = 0;      // logical CPUs available to this process
   int threads = 0;    // OpenMP threads ops use
   std::string isa;    // the instruction set oneDNN's kernels use here, e.g. "avx512_core"
+  // bfloat16 data (policy mixed_bfloat16) runs on native bfloat16 kernels (AVX-512 BF16, AMX); else it is widened
+  // to float32 around the float32 kernels, and runs slower than float32 (docs/cpu.md).
+  bool native_bfloat16 = false;
   std::int64_t memory_bytes = 0;
 };
 CpuInfo cpu_info();

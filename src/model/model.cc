@@ -231,14 +231,14 @@ bool ModelState::computes_in(DType t) const {
 }
 
 void ModelState::check_xy(const Tensor& x, const Tensor* y, const char* what) const {
-  if (device().is_cpu() && computes_in(DType::bfloat16)) {
+  if (device().is_cpu() && computes_in(DType::bfloat16) && !cpu_info().native_bfloat16) {
     // Said once per process, as TensorFlow warns about bfloat16 on CPUs without its instructions.
     static std::once_flag said;
     std::call_once(said, [] {
       log_line(
-          fmt::format("Note: bfloat16 on the CPU (policy mixed_bfloat16) is computed by widening to float32 "
-                      "and rounding each "
-                      "op's result to bfloat16 (this CPU: {}); expect it slower than float32 here.",
+          fmt::format("Note: this CPU ({}) has no bfloat16 instructions: bfloat16 (policy mixed_bfloat16) is "
+                      "computed by widening to float32 and rounding each op's result to bfloat16; expect it "
+                      "slower than float32 here.",
                       cpu_info().isa));
     });
   }

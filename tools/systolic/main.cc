@@ -644,6 +644,8 @@ int cmd_info() {
   std::printf("systolic %s\n", build.version.c_str());
   std::printf("CPU: %s, %d cores, ISA %s, %d OpenMP threads, %s memory\n", cpu.model.c_str(), cpu.cores,
               cpu.isa.c_str(), cpu.threads, gib(cpu.memory_bytes).c_str());
+  std::printf("CPU bfloat16: %s\n", cpu.native_bfloat16 ? "native kernels (oneDNN)"
+                                                        : "widened to float32 (no bfloat16 instructions)");
   auto gpus = sy::gpu_info();
   if (!build.cuda)
     std::printf("GPUs: none (this build has no CUDA support)\n");

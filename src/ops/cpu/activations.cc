@@ -1,10 +1,11 @@
-// Activations on the CPU: oneDNN's eltwise and softmax primitives for float32 linear, plain relu, sigmoid, tanh
+// Activations on the CPU: oneDNN's eltwise and softmax primitives for float32 (and bfloat16) linear, plain relu, sigmoid, tanh
 // and softmax (onednn.cc); loops over activation_math.h's formulas for every other activation and for float64.
 // Contracts: include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
 
 #include "ops/activation_math.h"
+#include "ops/cpu/bf16_emulation.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/cpu/onednn.h"
 
@@ -12,11 +13,10 @@ namespace systolic::ops::cpu {
 
 namespace {
 
-// The activations oneDNN runs for us in float32 (its backward from the output y).
+// The activations oneDNN runs for us in float32 and bfloat16 (its backward from the output y).
 bool onednn_runs(const Activation& a, DType t) {
-  return t == DType::float32 &&
-         (a == Activation::linear || a == Activation::relu || a == Activation::sigmoid ||
-          a == Activation::tanh || a == Activation::softmax);
+  return onednn::takes(t) && (a == Activation::linear || a == Activation::relu || a == Activation::sigmoid ||
+                              a == Activation::tanh || a == Activation::softmax);
 }
 
 template <class T>
@@ -85,16 +85,18 @@ void backward_loop(const Activation& a, const Tensor& x, const Tensor& y, const 
 
 }  // namespace
 
-const DTypes activation_forward_dtypes = kFloats;
+const DTypes activation_forward_dtypes = kFloatsAndBf16;
 void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
   if (onednn_runs(a, x.dtype())) return onednn::activation_forward(a, x, y);
+  if (x.dtype() == DType::bfloat16) return Widened<&activation_forward>::run(a, x, y);
   by_float(x.dtype(), [&](auto t) { forward_loop<decltype(t)>(a, x, y); });
 }
 
-const DTypes activation_backward_dtypes = kFloats;
+const DTypes activation_backward_dtypes = kFloatsAndBf16;
 void activation_backward(const Activation& a, const Tensor& x, const Tensor& y, const Tensor& dy,
                          Tensor& dx) {
   if (onednn_runs(a, y.dtype())) return onednn::activation_backward(a, y, dy, dx);
+  if (y.dtype() == DType::bfloat16) return Widened<&activation_backward>::run(a, x, y, dy, dx);
   by_float(y.dtype(), [&](auto t) { backward_loop<decltype(t)>(a, x, y, dy, dx); });
 }
 

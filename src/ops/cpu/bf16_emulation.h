@@ -1,16 +1,19 @@
-// bfloat16 data on the CPU for every op of the list: an op whose CPU implementation takes float32 but not
-// bfloat16 runs a bfloat16 call by widening each bfloat16 tensor argument to a float32 copy, running the float32
-// implementation, and rounding each written argument (a non-const Tensor: outputs, accumulated gradients,
-// updated state) back to bfloat16, to nearest even. That is what a bfloat16 kernel with float32 accumulation
-// computes (oneDNN's and cuDNN's bf16 primitives, TensorFlow's CPU kernels on machines without bf16
-// instructions): inputs rounded to bfloat16, arithmetic in float32, outputs rounded once. Parameters that stay
-// float32 under mixed precision (biases, batch-norm statistics, weight gradients) pass through untouched.
+// bfloat16 data on the CPU for every op of the list. Ops with native bfloat16 kernels (oneDNN's convolution,
+// pooling, matmul, batch norm and eltwise primitives) run it directly where the CPU has bfloat16 instructions
+// (onednn::runs_bf16()). Every other op, and those ops on other CPUs, run a bfloat16 call by widening each
+// bfloat16 tensor argument to a float32 copy, running the float32 implementation, and rounding each written
+// argument (a non-const Tensor: outputs, accumulated gradients, updated state) back to bfloat16, to nearest even.
+// That is what a bfloat16 kernel with float32 accumulation computes (oneDNN's and cuDNN's bf16 primitives,
+// TensorFlow's CPU kernels on machines without bf16 instructions): inputs rounded to bfloat16, arithmetic in
+// float32, outputs rounded once. Parameters that stay float32 under mixed precision (biases, batch-norm
+// statistics, weight gradients) pass through untouched.
 //
 // The CPU backend's table (backend.cc) wraps every op in Bf16Emulated and adds bfloat16 to the dtypes of every
-// op that takes float32 and float64; an op that takes bfloat16 itself (fill, copy, cast) is called directly. Written
-// arguments are widened first too, so accumulating ops (dw +=, moving averages) see their current values; two
-// arguments that alias (activation_forward's y = x) become two copies, and the op's float32 implementation
-// writes the output copy from the input copy, which is what aliasing asks.
+// op that takes float32 and float64; an op that takes bfloat16 itself (fill, copy, cast, and the ops with native
+// kernels) is called directly, and an op with native kernels widens through Widened<&op>::run where the CPU
+// lacks them. Written arguments are widened first too, so accumulating ops (dw +=, moving averages) see their
+// current values; two arguments that alias (activation_forward's y = x) become two copies, and the op's float32
+// implementation writes the output copy from the input copy, which is what aliasing asks.
 #pragma once
 
 #include <systolic/ops.h>
@@ -101,7 +104,21 @@ bool holds_bf16(const T& v) {
 
 }  // namespace bf16_emulation
 
-// Bf16Emulated<&op, &op_dtypes>::run has op's signature; see the top of this file.
+// Widened<&op>::run has op's signature: it runs op on float32 copies of the call's bfloat16 tensors (see the top
+// of this file).
+template <auto F>
+struct Widened;
+template <class... A, void (*F)(A...)>
+struct Widened<F> {
+  static void run(A... args) {
+    using namespace bf16_emulation;
+    std::tuple<Adapt<std::remove_reference_t<A>>...> adapted(args...);
+    std::apply([](auto&... a) { F(a.get()...); }, adapted);
+    std::apply([](auto&... a) { (a.finish(), ...); }, adapted);
+  }
+};
+
+// Bf16Emulated<&op, &op_dtypes>::run has op's signature: op itself when it takes the call's dtypes, else widened.
 template <auto F, const DTypes* D>
 struct Bf16Emulated;
 template <class... A, void (*F)(A...), const DTypes* D>
@@ -110,9 +127,7 @@ struct Bf16Emulated<F, D> {
     using namespace bf16_emulation;
     if (D->contains(DType::bfloat16) || !(holds_bf16<std::remove_cvref_t<A>>(args) || ...))
       return F(std::forward<A>(args)...);
-    std::tuple<Adapt<std::remove_reference_t<A>>...> adapted(args...);
-    std::apply([](auto&... a) { F(a.get()...); }, adapted);
-    std::apply([](auto&... a) { (a.finish(), ...); }, adapted);
+    Widened<F>::run(std::forward<A>(args)...);
   }
 };
 

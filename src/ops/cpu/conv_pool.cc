@@ -1,8 +1,9 @@
-// Convolution and pooling on the CPU: oneDNN primitives for float32 (onednn_conv.cc), direct NHWC loops for
-// float64, the reference every backend is tested against (tests/test_ops.cc). Contracts: include/systolic/ops.h.
+// Convolution and pooling on the CPU: oneDNN primitives for float32 and bfloat16 (onednn_conv.cc), direct NHWC
+// loops for float64, the reference every backend is tested against (tests/test_ops.cc). Contracts: include/systolic/ops.h.
 #include <algorithm>
 #include <limits>
 
+#include "ops/cpu/bf16_emulation.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/cpu/onednn.h"
 
@@ -191,31 +192,34 @@ void pool2d_backward_loop(const Tensor& x, const Tensor& dy, Tensor& dx, const P
 
 }  // namespace
 
-const DTypes conv2d_forward_dtypes = kFloats;
+const DTypes conv2d_forward_dtypes = kFloatsAndBf16;
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
-  if (x.dtype() == DType::float32) return onednn::conv2d_forward(x, w, b, y, p);
-  conv2d_forward_loop<double>(x, w, b, y, p);
+  if (x.dtype() == DType::float64) return conv2d_forward_loop<double>(x, w, b, y, p);
+  if (!onednn::takes(x.dtype())) return Widened<&conv2d_forward>::run(x, w, b, y, p);
+  onednn::conv2d_forward(x, w, b, y, p);
 }
 
-const DTypes conv2d_backward_dtypes = kFloats;
+const DTypes conv2d_backward_dtypes = kFloatsAndBf16;
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db,
                      const Conv2DParams& p) {
-  if (dy.dtype() == DType::float32)
-    return onednn::conv2d_backward(x, w, dy, dx, dw, db, p);  // x may be undefined
-  conv2d_backward_loop<double>(x, w, dy, dx, dw, db, p);
+  if (dy.dtype() == DType::float64) return conv2d_backward_loop<double>(x, w, dy, dx, dw, db, p);
+  if (!onednn::takes(dy.dtype())) return Widened<&conv2d_backward>::run(x, w, dy, dx, dw, db, p);
+  onednn::conv2d_backward(x, w, dy, dx, dw, db, p);  // x may be undefined
 }
 
-const DTypes pool2d_forward_dtypes = kFloats;
+const DTypes pool2d_forward_dtypes = kFloatsAndBf16;
 void pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p) {
-  if (x.dtype() == DType::float32) return onednn::pool2d_forward(x, y, workspace, p);
-  pool2d_forward_loop<double>(x, y, p);
+  if (x.dtype() == DType::float64) return pool2d_forward_loop<double>(x, y, p);
+  if (!onednn::takes(x.dtype())) return Widened<&pool2d_forward>::run(x, y, workspace, p);
+  onednn::pool2d_forward(x, y, workspace, p);
 }
 
-const DTypes pool2d_backward_dtypes = kFloats;
+const DTypes pool2d_backward_dtypes = kFloatsAndBf16;
 void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,
                      const Pool2DParams& p) {
-  if (x.dtype() == DType::float32) return onednn::pool2d_backward(x, y, dy, workspace, dx, p);
-  pool2d_backward_loop<double>(x, dy, dx, p);
+  if (x.dtype() == DType::float64) return pool2d_backward_loop<double>(x, dy, dx, p);
+  if (!onednn::takes(x.dtype())) return Widened<&pool2d_backward>::run(x, y, dy, workspace, dx, p);
+  onednn::pool2d_backward(x, y, dy, workspace, dx, p);
 }
 
 }  // namespace systolic::ops::cpu

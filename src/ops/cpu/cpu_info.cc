@@ -23,6 +23,7 @@ CpuInfo cpu_info() {
   info.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   info.threads = omp_get_max_threads();
   info.isa = ops::onednn::cpu_isa();
+  info.native_bfloat16 = ops::onednn::runs_bf16();
   struct sysinfo s {};
   if (sysinfo(&s) == 0) info.memory_bytes = static_cast<std::int64_t>(s.totalram) * s.mem_unit;
   return info;

@@ -1,5 +1,5 @@
-// Dense layers and batch normalisation on the CPU: oneDNN primitives for float32 (onednn_dense_norm.cc), loops
-// for float64, the reference every backend is tested against (tests/test_ops.cc). Contracts:
+// Dense layers and batch normalisation on the CPU: oneDNN primitives for float32 and bfloat16
+// (onednn_dense_norm.cc), loops for float64, the reference every backend is tested against (tests/test_ops.cc). Contracts:
 // include/systolic/ops.h.
 #include <omp.h>
 
@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/cpu/bf16_emulation.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/cpu/onednn.h"
 
@@ -89,44 +90,48 @@ void channel_sums(std::int64_t R, std::int64_t C, double* out, F&& f) {
 // var in T.
 template <class T>
 void moments_loop(const Tensor& x, Tensor& mean, Tensor& var, const CrossReplica* replicas) {
+  using S = arithmetic_t<T>;  // the statistics' type: float32 for bfloat16 data
   const std::int64_t C = x.dim(-1), R = x.numel() / C;
   const T* xp = x.data<T>();
   Tensor sums = Tensor::zeros({C + 1}, DType::float64), squares = Tensor::zeros({C}, DType::float64);
   double* s = sums.data<double>();
-  channel_sums(R, C, s, [&](std::int64_t r, std::int64_t c) { return double(xp[r * C + c]); });
+  channel_sums(R, C, s, [&](std::int64_t r, std::int64_t c) { return double(widen(xp[r * C + c])); });
   s[C] = double(R);
   if (replicas) replicas->all_reduce(sums);
   const double n = s[C];
   for (std::int64_t c = 0; c < C; ++c) s[c] /= n;
   double* q = squares.data<double>();
   channel_sums(R, C, q, [&](std::int64_t r, std::int64_t c) {
-    double d = double(xp[r * C + c]) - s[c];
+    double d = double(widen(xp[r * C + c])) - s[c];
     return d * d;
   });
   if (replicas) replicas->all_reduce(squares);
-  T* mp = mean.data<T>();
-  T* vp = var.data<T>();
+  S* mp = mean.data<S>();
+  S* vp = var.data<S>();
   for (std::int64_t c = 0; c < C; ++c) {
-    mp[c] = T(s[c]);
-    vp[c] = T(q[c] / n);
+    mp[c] = S(s[c]);
+    vp[c] = S(q[c] / n);
   }
 }
 
+// T: the data's storage type (float, double or bfloat16); gamma, beta and the statistics are arithmetic_t<T>
+// (float32 for bfloat16 data).
 template <class T>
 void batch_norm_forward_inference_loop(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
+  using S = arithmetic_t<T>;
   std::int64_t C = x.dim(-1), R = x.numel() / C;
-  const T *xp = x.data<T>(), *gp = gamma.data<T>(), *bp = beta.data<T>(), *mp = mean.data<T>(),
-          *vp = var.data<T>();
+  const T* xp = x.data<T>();
+  const S *gp = gamma.data<S>(), *bp = beta.data<S>(), *mp = mean.data<S>(), *vp = var.data<S>();
   T* yp = y.data<T>();
-  std::vector<T> scale(C), shift(C);
+  std::vector<S> scale(C), shift(C);
   for (std::int64_t c = 0; c < C; ++c) {
-    scale[c] = gp[c] / std::sqrt(vp[c] + T(eps));
+    scale[c] = gp[c] / std::sqrt(vp[c] + S(eps));
     shift[c] = bp[c] - mp[c] * scale[c];
   }
 #pragma omp parallel for
   for (std::int64_t r = 0; r < R; ++r)
-    for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = xp[r * C + c] * scale[c] + shift[c];
+    for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = T(widen(xp[r * C + c]) * scale[c] + shift[c]);
 }
 
 // Local sums of dy and dy*xhat (added to dgamma and dbeta), then summed over the replicas with the count for dx.
@@ -134,24 +139,24 @@ template <class T>
 void batch_norm_backward_loop(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
                               const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps,
                               const CrossReplica* replicas) {
+  using S = arithmetic_t<T>;
   std::int64_t C = x.dim(-1), R = x.numel() / C;
-  const T *xp = x.data<T>(), *gp = gamma.data<T>(), *mp = mean.data<T>(), *vp = var.data<T>(),
-          *dyp = dy.data<T>();
+  const T *xp = x.data<T>(), *dyp = dy.data<T>();
+  const S *gp = gamma.data<S>(), *mp = mean.data<S>(), *vp = var.data<S>();
   Tensor sums = Tensor::zeros({2 * C + 1}, DType::float64);  // sum dy, sum dy*xhat, count
   double *sum_dy = sums.data<double>(), *sum_dy_xhat = sum_dy + C;
   std::vector<double> inv_std(C);
   for (std::int64_t c = 0; c < C; ++c) inv_std[c] = 1.0 / std::sqrt(double(vp[c]) + eps);
-  for (std::int64_t r = 0; r < R; ++r)
-    for (std::int64_t c = 0; c < C; ++c) {
-      double g = dyp[r * C + c];
-      sum_dy[c] += g;
-      sum_dy_xhat[c] += g * (xp[r * C + c] - mp[c]) * inv_std[c];
-    }
+  channel_sums(R, C, sum_dy, [&](std::int64_t r, std::int64_t c) { return double(widen(dyp[r * C + c])); });
+  channel_sums(R, C, sum_dy_xhat, [&](std::int64_t r, std::int64_t c) {
+    std::int64_t k = r * C + c;
+    return double(widen(dyp[k])) * (double(widen(xp[k])) - double(mp[c])) * inv_std[c];
+  });
   sum_dy[2 * C] = double(R);
   if (dgamma.defined())
-    for (std::int64_t c = 0; c < C; ++c) dgamma.data<T>()[c] += T(sum_dy_xhat[c]);
+    for (std::int64_t c = 0; c < C; ++c) dgamma.data<S>()[c] += S(sum_dy_xhat[c]);
   if (dbeta.defined())
-    for (std::int64_t c = 0; c < C; ++c) dbeta.data<T>()[c] += T(sum_dy[c]);
+    for (std::int64_t c = 0; c < C; ++c) dbeta.data<S>()[c] += S(sum_dy[c]);
   if (replicas) replicas->all_reduce(sums);
   const double n = sum_dy[2 * C];
   if (dx.defined()) {
@@ -159,54 +164,62 @@ void batch_norm_backward_loop(const Tensor& x, const Tensor& gamma, const Tensor
 #pragma omp parallel for
     for (std::int64_t r = 0; r < R; ++r)
       for (std::int64_t c = 0; c < C; ++c) {
-        double xhat = (xp[r * C + c] - mp[c]) * inv_std[c];
-        dxp[r * C + c] = T(gp[c] * inv_std[c] * (dyp[r * C + c] - sum_dy[c] / n - xhat * sum_dy_xhat[c] / n));
+        std::int64_t k = r * C + c;
+        double xhat = (double(widen(xp[k])) - double(mp[c])) * inv_std[c];
+        dxp[k] = narrow<T>(double(gp[c]) * inv_std[c] *
+                           (double(widen(dyp[k])) - sum_dy[c] / n - xhat * sum_dy_xhat[c] / n));
       }
   }
 }
 
 // gamma and beta, or Keras's scale=False (1) and center=False (0).
 Tensor or_constant(const Tensor& t, const Tensor& x, double value) {
-  return t.defined() ? t : Tensor::full({x.dim(-1)}, value, x.dtype());
+  DType statistics = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
+  return t.defined() ? t : Tensor::full({x.dim(-1)}, value, statistics);
 }
 
 }  // namespace
 
-const DTypes dense_forward_dtypes = kFloats;
+const DTypes dense_forward_dtypes = kFloatsAndBf16;
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  if (x.dtype() == DType::float32) return onednn::dense_forward(x, w, b, y);
-  dense_forward_loop<double>(x, w, b, y);
+  if (x.dtype() == DType::float64) return dense_forward_loop<double>(x, w, b, y);
+  if (!onednn::takes(x.dtype())) return Widened<&dense_forward>::run(x, w, b, y);
+  onednn::dense_forward(x, w, b, y);
 }
 
-const DTypes dense_backward_dtypes = kFloats;
+const DTypes dense_backward_dtypes = kFloatsAndBf16;
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
-  if (x.dtype() == DType::float32) return onednn::dense_backward(x, w, dy, dx, dw, db);
-  dense_backward_loop<double>(x, w, dy, dx, dw, db);
+  if (x.dtype() == DType::float64) return dense_backward_loop<double>(x, w, dy, dx, dw, db);
+  if (!onednn::takes(x.dtype())) return Widened<&dense_backward>::run(x, w, dy, dx, dw, db);
+  onednn::dense_backward(x, w, dy, dx, dw, db);
 }
 
-const DTypes batch_norm_forward_training_dtypes = kFloats;
+const DTypes batch_norm_forward_training_dtypes = kFloatsAndBf16;
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                                  Tensor& mean, Tensor& var, double eps, const CrossReplica* replicas) {
-  by_float(x.dtype(), [&](auto t) { moments_loop<decltype(t)>(x, mean, var, replicas); });
+  by_storage(x.dtype(), [&](auto t) { moments_loop<decltype(t)>(x, mean, var, replicas); });
   batch_norm_forward_inference(x, gamma, beta, mean, var, y, eps);
 }
 
-const DTypes batch_norm_forward_inference_dtypes = kFloats;
+const DTypes batch_norm_forward_inference_dtypes = kFloatsAndBf16;
 void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
   Tensor g = or_constant(gamma, x, 1.0), b = or_constant(beta, x, 0.0);
-  if (x.dtype() == DType::float32) return onednn::batch_norm_forward_inference(x, g, b, mean, var, y, eps);
-  batch_norm_forward_inference_loop<double>(x, g, b, mean, var, y, eps);
+  if (onednn::takes(x.dtype()) && onednn::has_fast_batch_norm(x, eps))
+    return onednn::batch_norm_forward_inference(x, g, b, mean, var, y, eps);
+  by_storage(x.dtype(),
+             [&](auto t) { batch_norm_forward_inference_loop<decltype(t)>(x, g, b, mean, var, y, eps); });
 }
 
-const DTypes batch_norm_backward_dtypes = kFloats;
+const DTypes batch_norm_backward_dtypes = kFloatsAndBf16;
 void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps,
                          const CrossReplica* replicas) {
   Tensor g = or_constant(gamma, x, 1.0);
-  if (x.dtype() == DType::float32 && !replicas)
+  // Across replicas the loops sum the statistics' gradients over the replicas; oneDNN's primitive cannot.
+  if (!replicas && onednn::takes(x.dtype()) && onednn::has_fast_batch_norm(x, eps))
     return onednn::batch_norm_backward(x, g, mean, var, dy, dx, dgamma, dbeta, eps);
-  by_float(x.dtype(), [&](auto t) {
+  by_storage(x.dtype(), [&](auto t) {
     batch_norm_backward_loop<decltype(t)>(x, g, mean, var, dy, dx, dgamma, dbeta, eps, replicas);
   });
 }

@@ -2,6 +2,7 @@
 // cast, add_n, accumulate, scale_shift, moving_average, dropout, zero padding, concatenation, gathering rows.
 // Contracts: include/systolic/ops.h.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -13,17 +14,60 @@ namespace systolic::ops::cpu {
 
 namespace {
 
+// Dropout on the CPU, block by block: a block's random words (random4(key, g) for its groups, 4 words each, in
+// element order), 16 groups at a time, then the mask applied. Element i keeps in[i] * scale when word i % 4 of
+// random4(key, i / 4), as a unit float, is at least the rate; else it is 0. T is the storage type (float, double
+// or bfloat16, which computes in float32 and rounds once: the bits of the float32 loop on widened values, and of
+// the CUDA kernel). Each block is compiled for AVX-512, AVX2 and the baseline, picked at load time: Philox's
+// multiplies and the conversions are a dropout layer's time, and vectorise.
+constexpr int kDropoutLanes = 16;
+constexpr std::int64_t kDropoutBlock = 64 * kDropoutLanes;  // groups per block: 4 * kDropoutBlock elements
+
+// v when keep, else +0 (NaN included), without a branch; converted to the storage type T.
+template <class T>
+__attribute__((always_inline)) inline T keep_or_zero(arithmetic_t<T> v, bool keep) {
+  using U = std::conditional_t<sizeof(v) == 8, std::uint64_t, std::uint32_t>;
+  const U bits = std::bit_cast<U>(v) & (U(0) - U(keep));
+  return T(std::bit_cast<arithmetic_t<T>>(bits));
+}
+
+template <class T>
+__attribute__((always_inline)) inline void dropout_block_body(const T* in, T* out, std::int64_t n,
+                                                              std::uint64_t key, std::int64_t g0,
+                                                              std::int64_t groups, arithmetic_t<T> scale,
+                                                              float threshold) {
+  std::uint32_t words[4 * kDropoutBlock];
+  for (std::int64_t g = 0; g < groups; g += kDropoutLanes)  // may draw past `groups`, within `words`
+    philox::random4_lanes<kDropoutLanes>(key, static_cast<std::uint64_t>(g0 + g), words + 4 * g);
+  // unit_float(w) >= threshold, as (w >> 8) >= threshold * 2^24 (exact: a power-of-two scaling), and the dropped
+  // values zeroed by a mask rather than a branch, so that the loop vectorises.
+  const float t = threshold * 16777216.0f;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const bool keep = static_cast<float>(static_cast<std::int32_t>(words[j] >> 8)) >= t;
+    out[j] = keep_or_zero<T>(widen(in[j]) * scale, keep);
+  }
+}
+#define SYSTOLIC_DROPOUT_BLOCK(T)                                                                   \
+  __attribute__((target_clones("avx512f", "avx2", "default"))) void dropout_block(                  \
+      const T* in, T* out, std::int64_t n, std::uint64_t key, std::int64_t g0, std::int64_t groups, \
+      arithmetic_t<T> scale, float threshold) {                                                     \
+    dropout_block_body(in, out, n, key, g0, groups, scale, threshold);                              \
+  }
+SYSTOLIC_DROPOUT_BLOCK(float)
+SYSTOLIC_DROPOUT_BLOCK(double)
+SYSTOLIC_DROPOUT_BLOCK(bfloat16)
+#undef SYSTOLIC_DROPOUT_BLOCK
+
 template <class T>
 void dropout_apply(const T* in, T* out, std::int64_t n, double rate, std::uint64_t key) {
-  const T scale = T(1.0 / (1.0 - rate));
+  const auto scale = arithmetic_t<T>(1.0 / (1.0 - rate));
   const float threshold = static_cast<float>(rate);
+  const std::int64_t groups = (n + 3) / 4, blocks = (groups + kDropoutBlock - 1) / kDropoutBlock;
 #pragma omp parallel for
-  for (std::int64_t g = 0; g < (n + 3) / 4; ++g) {
-    auto r = philox::random4(key, static_cast<std::uint64_t>(g));
-    for (int k = 0; k < 4 && g * 4 + k < n; ++k) {
-      std::int64_t i = g * 4 + k;
-      out[i] = philox::unit_float(r.v[k]) >= threshold ? in[i] * scale : T(0);
-    }
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t g0 = b * kDropoutBlock, i0 = 4 * g0;
+    dropout_block(in + i0, out + i0, std::min(4 * kDropoutBlock, n - i0), key, g0,
+                  std::min(kDropoutBlock, groups - g0), scale, threshold);
   }
 }
 
@@ -52,17 +96,19 @@ void concat_backward_loop(const Tensor& dy, std::vector<Tensor>& dxs, int axis) 
   }
 }
 
+// add_n, accumulate and scale_shift take bfloat16 storage too (float32 arithmetic, one rounding per result).
 template <class T>
 void add_n_loop(const std::vector<Tensor>& xs, Tensor& y) {
+  using A = arithmetic_t<T>;
   std::int64_t n = y.numel();
   T* yp = y.data<T>();
   std::vector<const T*> ins;
   for (auto& x : xs) ins.push_back(x.data<T>());
 #pragma omp parallel for
   for (std::int64_t i = 0; i < n; ++i) {
-    T s = 0;
-    for (auto* p : ins) s += p[i];
-    yp[i] = s;
+    A s = 0;
+    for (auto* p : ins) s += widen(p[i]);
+    yp[i] = T(s);
   }
 }
 
@@ -72,17 +118,18 @@ void accumulate_loop(const Tensor& src, Tensor& dst) {
   const T* s = src.data<T>();
   T* d = dst.data<T>();
 #pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
+  for (std::int64_t i = 0; i < n; ++i) d[i] = T(widen(d[i]) + widen(s[i]));
 }
 
 template <class T>
 void scale_shift_loop(const Tensor& x, Tensor& y, double scale, double shift) {
+  using A = arithmetic_t<T>;
   std::int64_t n = x.numel();
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
-  const T a = T(scale), b = T(shift);
+  const A a = A(scale), b = A(shift);
 #pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i) yp[i] = xp[i] * a + b;
+  for (std::int64_t i = 0; i < n; ++i) yp[i] = T(widen(xp[i]) * a + b);
 }
 
 template <class T>
@@ -191,19 +238,19 @@ void cast(const Tensor& src, Tensor& dst) {
   }
 }
 
-const DTypes add_n_dtypes = kFloats;
+const DTypes add_n_dtypes = kFloatsAndBf16;
 void add_n(const std::vector<Tensor>& xs, Tensor& y) {
-  by_float(y.dtype(), [&](auto t) { add_n_loop<decltype(t)>(xs, y); });
+  by_storage(y.dtype(), [&](auto t) { add_n_loop<decltype(t)>(xs, y); });
 }
 
-const DTypes accumulate_dtypes = kFloats;
+const DTypes accumulate_dtypes = kFloatsAndBf16;
 void accumulate(const Tensor& src, Tensor& dst) {
-  by_float(dst.dtype(), [&](auto t) { accumulate_loop<decltype(t)>(src, dst); });
+  by_storage(dst.dtype(), [&](auto t) { accumulate_loop<decltype(t)>(src, dst); });
 }
 
-const DTypes scale_shift_dtypes = kFloats;
+const DTypes scale_shift_dtypes = kFloatsAndBf16;
 void scale_shift(const Tensor& x, Tensor& y, double scale, double shift) {
-  by_float(x.dtype(), [&](auto t) { scale_shift_loop<decltype(t)>(x, y, scale, shift); });
+  by_storage(x.dtype(), [&](auto t) { scale_shift_loop<decltype(t)>(x, y, scale, shift); });
 }
 
 const DTypes moving_average_dtypes = kFloats;
@@ -211,19 +258,19 @@ void moving_average(Tensor& moving, const Tensor& value, double momentum) {
   by_float(moving.dtype(), [&](auto t) { moving_average_loop<decltype(t)>(moving, value, momentum); });
 }
 
-const DTypes dropout_forward_dtypes = kFloats;
+const DTypes dropout_forward_dtypes = kFloatsAndBf16;
 void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
   std::uint64_t key = philox::dropout_key(seed, step_value(step));
-  by_float(x.dtype(), [&](auto t) {
+  by_storage(x.dtype(), [&](auto t) {
     using T = decltype(t);
     dropout_apply(x.data<T>(), y.data<T>(), x.numel(), rate, key);
   });
 }
 
-const DTypes dropout_backward_dtypes = kFloats;
+const DTypes dropout_backward_dtypes = kFloatsAndBf16;
 void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) {
   std::uint64_t key = philox::dropout_key(seed, step_value(step));
-  by_float(dy.dtype(), [&](auto t) {
+  by_storage(dy.dtype(), [&](auto t) {
     using T = decltype(t);
     dropout_apply(dy.data<T>(), dx.data<T>(), dy.numel(), rate, key);
   });

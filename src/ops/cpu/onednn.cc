@@ -21,9 +21,20 @@ dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());
   return s;
 }
+bool native_bf16() {
+  static const bool native = [] {
+    auto isa = dnnl::get_effective_cpu_isa();
+    return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  }();
+  return native;
+}
 }  // namespace detail
 
 using namespace detail;
+
+bool runs_bf16() {
+  return native_bf16();
+}
 
 std::string version() {
   const auto* v = dnnl::version();
@@ -63,12 +74,12 @@ namespace {
 // Element-wise activations run over the tensor as one flat vector: their layout does not matter and a 1-D
 // descriptor lets oneDNN split the work evenly whatever the tensor's rank.
 dnnl::memory::desc flat_md(const Tensor& t) {
-  return f32_md({t.numel()}, tag::a);
+  return md({t.numel()}, t.dtype(), tag::a);
 }
 // Softmax runs over rows of the last axis.
 dnnl::memory::desc rows_md(const Tensor& t) {
   std::int64_t C = t.dim(-1);
-  return f32_md({t.numel() / C, C}, tag::ab);
+  return md({t.numel() / C, C}, t.dtype(), tag::ab);
 }
 
 // Forward algorithms; the backward ones take the forward OUTPUT (the _use_dst_for_bwd variants), which is
@@ -109,22 +120,23 @@ struct Prim {
 void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
   if (x.numel() == 0) return;
   if (a == Activation::linear) {
-    if (y.raw_data() != x.raw_data()) std::copy_n(x.data<float>(), x.numel(), y.data<float>());
+    if (y.raw_data() != x.raw_data()) y.copy_from(x);
     return;
   }
   guarded("activation_forward", [&] {
     thread_local PrimitiveCache<Prim> cache;
     if (a == Activation::softmax) {
       auto md = rows_md(x);
-      auto& e = cache.get({0, static_cast<int>(a.kind), md.dims()[0], md.dims()[1]}, [&] {
-        dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, 1);
-        return Prim{dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(d, engine()))};
-      });
+      auto& e = cache.get(
+          {0, static_cast<int>(a.kind), md.dims()[0], md.dims()[1], static_cast<int>(x.dtype())}, [&] {
+            dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, 1);
+            return Prim{dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(d, engine()))};
+          });
       e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(md, y)}});
       return;
     }
     auto md = flat_md(x);
-    auto& e = cache.get({1, static_cast<int>(a.kind), x.numel()}, [&] {
+    auto& e = cache.get({1, static_cast<int>(a.kind), x.numel(), static_cast<int>(x.dtype())}, [&] {
       dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, forward_algorithm(a), md, 0.f, 0.f);
       return Prim{dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()))};
     });
@@ -135,27 +147,28 @@ void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
 void activation_backward(const Activation& a, const Tensor& y, const Tensor& dy, Tensor& dx) {
   if (y.numel() == 0) return;
   if (a == Activation::linear) {
-    if (dx.raw_data() != dy.raw_data()) std::copy_n(dy.data<float>(), dy.numel(), dx.data<float>());
+    if (dx.raw_data() != dy.raw_data()) dx.copy_from(dy);
     return;
   }
   guarded("activation_backward", [&] {
     thread_local PrimitiveCache<Prim> cache;
     if (a == Activation::softmax) {
       auto md = rows_md(y);
-      auto& e = cache.get({0, static_cast<int>(a.kind), md.dims()[0], md.dims()[1]}, [&] {
-        // The backward primitive descriptor needs a forward one as a hint (layouts, algorithm).
-        dnnl::softmax_forward::primitive_desc hint(
-            dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), engine());
-        dnnl::softmax_backward::desc d(md, md, 1);
-        return Prim{dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(d, engine(), hint))};
-      });
+      auto& e = cache.get(
+          {0, static_cast<int>(a.kind), md.dims()[0], md.dims()[1], static_cast<int>(y.dtype())}, [&] {
+            // The backward primitive descriptor needs a forward one as a hint (layouts, algorithm).
+            dnnl::softmax_forward::primitive_desc hint(
+                dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), engine());
+            dnnl::softmax_backward::desc d(md, md, 1);
+            return Prim{dnnl::softmax_backward(dnnl::softmax_backward::primitive_desc(d, engine(), hint))};
+          });
       e.prim.execute(stream(), {{DNNL_ARG_DST, wrap(md, y)},
                                 {DNNL_ARG_DIFF_DST, wrap(md, dy)},
                                 {DNNL_ARG_DIFF_SRC, wrap(md, dx)}});
       return;
     }
     auto md = flat_md(y);
-    auto& e = cache.get({1, static_cast<int>(a.kind), y.numel()}, [&] {
+    auto& e = cache.get({1, static_cast<int>(a.kind), y.numel(), static_cast<int>(y.dtype())}, [&] {
       auto alg = backward_algorithm(a);
       dnnl::eltwise_forward::primitive_desc hint(
           dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f), engine());

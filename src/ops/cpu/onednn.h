@@ -1,4 +1,6 @@
-// float32 CPU ops through oneDNN primitives (NHWC memory, OpenMP threads). Same contracts as ops.h.
+// float32 and bfloat16 CPU ops through oneDNN primitives (NHWC memory, OpenMP threads). Same contracts as ops.h.
+// bfloat16 data reaches these functions only when runs_bf16(); parameters and their gradients (biases, batch-norm
+// statistics, weight gradients) may then stay float32, as mixed precision keeps them.
 #pragma once
 
 #include <systolic/ops.h>
@@ -15,12 +17,23 @@ void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const T
                      const Pool2DParams& p);
 void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   const Tensor& mean, const Tensor& var, Tensor& y, double eps);
+// Whether oneDNN has JIT batch-norm kernels (forward and backward) for x's shape and dtype. For a few channels
+// (the seed CNN's input has 3) it has only its generic C++ implementation, which the CPU's loops outrun.
+bool has_fast_batch_norm(const Tensor& x, double eps);
 void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps);
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db);
 void activation_forward(const Activation& a, const Tensor& x, Tensor& y);
 void activation_backward(const Activation& a, const Tensor& y, const Tensor& dy, Tensor& dx);
+
+// Whether the ops here take bfloat16 data on this CPU: oneDNN has native bfloat16 kernels for it (AVX-512 BF16
+// or AMX). Elsewhere the CPU backend widens bfloat16 to float32 around these ops (bf16_emulation.h).
+bool runs_bf16();
+// Whether the ops here take data of dtype t on this CPU.
+inline bool takes(DType t) {
+  return t == DType::float32 || (t == DType::bfloat16 && runs_bf16());
+}
 
 // oneDNN's version and the instruction set its kernels use here ("avx512_core", ...), for `systolic info`.
 std::string version();

@@ -29,6 +29,18 @@ dnnl::stream& stream();
 inline dnnl::memory::desc f32_md(const dims& d, tag t) {
   return {d, dt::f32, t};
 }
+// oneDNN's name for a tensor's element type (float32 or bfloat16; the float64 loops never get here).
+inline dt dnnl_dtype(DType t) {
+  return t == DType::bfloat16 ? dt::bf16 : dt::f32;
+}
+inline dnnl::memory::desc md(const dims& d, DType t, tag g) {
+  return {d, dnnl_dtype(t), g};
+}
+
+// Whether oneDNN's bfloat16 primitives run on this CPU's own bfloat16 instructions (AVX-512 BF16, AMX). Where
+// they do not, the ops run bfloat16 data by widening it to float32 (bf16_emulation.h), which is faster there
+// than oneDNN's emulated or reference bfloat16 kernels and is what the CPU computed before it had native ones.
+bool native_bf16();
 
 // A dnnl::memory over a tensor's own storage (no copy). oneDNN takes void* even for read-only arguments.
 inline dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t) {

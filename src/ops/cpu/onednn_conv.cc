@@ -1,6 +1,9 @@
 // Convolution and pooling as oneDNN primitives on NHWC tensors, kernels in Keras's (KH, KW, C, F) layout
 // (oneDNN's `hwio`). Where a primitive prefers a blocked layout, the entry reorders into and out of
 // buffers it owns; the layouts asked for are the fastest measured on the seed CNN's shapes (see want_act).
+// Data (x, y, dx, dy) and kernel are float32 or bfloat16, each described with its own tensor's dtype; the bias,
+// the kernel's gradient and the bias's gradient stay float32 under mixed precision (oneDNN's bfloat16
+// convolutions accumulate in float32 and take float32 bias and diff_weights).
 #include "ops/cpu/onednn.h"
 #include "ops/cpu/onednn_common.h"
 
@@ -13,8 +16,8 @@ namespace {
 // ---------------------------------------------------------------------------------------------- convolution
 
 // The caller's layouts.
-dnnl::memory::desc user_act(const dims& d) {
-  return f32_md(d, tag::nhwc);
+dnnl::memory::desc user_act(const dims& d, DType t) {
+  return md(d, t, tag::nhwc);
 }
 dnnl::memory::desc user_bias(const dims& d) {
   return f32_md(d, tag::a);
@@ -23,34 +26,61 @@ dnnl::memory::desc user_bias(const dims& d) {
 struct ConvShape {
   // logical oneDNN dims: {N,C,H,W}, {F,C,KH,KW} ({G,F/G,C/G,KH,KW} when grouped), {F}, {N,F,OH,OW}
   dims src, weights, bias, dst;
-  dnnl::memory::desc user_weights;  // Keras's (KH, KW, C/G, F) memory described over those dims
+  DType data = DType::float32;       // x, y, dx, dy
+  DType kernel = DType::float32;     // w (its compute copy under mixed precision)
+  dnnl::memory::desc user_weights;   // Keras's (KH, KW, C/G, F) memory of w, described over those dims
+  dnnl::memory::desc user_dweights;  // the same, float32: dw (weight gradients stay float32)
   dims strides, dilates, pad_l, pad_r;
   Key key;
 };
 
-// `x` gives the input's shape only (conv2d_backward may pass dx for it).
-ConvShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2DParams& p) {
+// Keras's (KH, KW, C/G, F) kernel memory in dtype t, described over oneDNN's logical dims.
+dnnl::memory::desc keras_kernel(const ConvShape& s, const Tensor& w, const Conv2DParams& p, DType t) {
+  if (p.groups == 1) return md(s.weights, t, tag::hwio);
+  // Grouped: oneDNN's {G, F/G, C/G, KH, KW} over Keras's memory, where filter f = g*(F/G) + o sits at
+  // ((kh*KW + kw)*(C/G) + c)*F + f.
+  std::int64_t G = p.groups, F = w.dim(3), Cg = w.dim(2), KW = w.dim(1);
+  return dnnl::memory::desc(s.weights, dnnl_dtype(t), dims{F / G, 1, F, KW * Cg * F, Cg * F});
+}
+
+// `x` gives the input's shape only (conv2d_backward may pass dx for it); `data` is the dtype of x, y, dx, dy.
+ConvShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2DParams& p, DType data) {
   ConvShape s;
+  s.data = data;
+  s.kernel = w.dtype();
   s.src = {x.dim(0), x.dim(3), x.dim(1), x.dim(2)};
-  if (p.groups == 1) {
+  if (p.groups == 1)
     s.weights = {w.dim(3), w.dim(2), w.dim(0), w.dim(1)};
-    s.user_weights = f32_md(s.weights, tag::hwio);
-  } else {
-    // Grouped: oneDNN's {G, F/G, C/G, KH, KW} over Keras's memory, where filter f = g*(F/G) + o sits at
-    // ((kh*KW + kw)*(C/G) + c)*F + f.
-    std::int64_t G = p.groups, F = w.dim(3), Cg = w.dim(2), KW = w.dim(1);
-    s.weights = {G, F / G, Cg, w.dim(0), KW};
-    s.user_weights = dnnl::memory::desc(s.weights, dt::f32, dims{F / G, 1, F, KW * Cg * F, Cg * F});
-  }
+  else
+    s.weights = {p.groups, w.dim(3) / p.groups, w.dim(2), w.dim(0), w.dim(1)};
+  s.user_weights = keras_kernel(s, w, p, s.kernel);
+  s.user_dweights = keras_kernel(s, w, p, DType::float32);
   s.bias = {w.dim(3)};
   s.dst = {y.dim(0), y.dim(3), y.dim(1), y.dim(2)};
   s.strides = {p.stride_h, p.stride_w};
   s.dilates = {p.dilation_h - 1, p.dilation_w - 1};  // oneDNN counts the gaps: 0 is an ordinary kernel
   s.pad_l = {p.pad_top, p.pad_left};
   s.pad_r = {p.pad_bottom, p.pad_right};
-  s.key = {x.dim(0),     x.dim(1),  x.dim(2),     x.dim(3),   w.dim(0),    w.dim(1),
-           w.dim(3),     y.dim(1),  y.dim(2),     p.stride_h, p.stride_w,  p.dilation_h,
-           p.dilation_w, p.pad_top, p.pad_bottom, p.pad_left, p.pad_right, p.groups};
+  s.key = {x.dim(0),
+           x.dim(1),
+           x.dim(2),
+           x.dim(3),
+           w.dim(0),
+           w.dim(1),
+           w.dim(3),
+           y.dim(1),
+           y.dim(2),
+           p.stride_h,
+           p.stride_w,
+           p.dilation_h,
+           p.dilation_w,
+           p.pad_top,
+           p.pad_bottom,
+           p.pad_left,
+           p.pad_right,
+           p.groups,
+           static_cast<int>(s.data),
+           static_cast<int>(s.kernel)};
   return s;
 }
 
@@ -60,30 +90,30 @@ ConvShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& y, const Co
 // the seed CNN's layers at batch 128 on 2 AVX-512 cores: plain hwio weights (no reorder) run 2x slower
 // (gemm-style kernels); letting oneDNN pick blocked activations too (reordering x, y, dx, dy) is 20% slower
 // forward and no faster backward.
-dnnl::memory::desc want_act(const dims& d) {
-  return user_act(d);
+dnnl::memory::desc want_act(const dims& d, DType t) {
+  return user_act(d, t);
 }
-dnnl::memory::desc want_weights(const dims& d) {
-  return f32_md(d, tag::any);
+dnnl::memory::desc want_weights(const dims& d, DType t) {
+  return md(d, t, tag::any);
 }
 
 dnnl::convolution_forward::desc conv_fwd_desc(const ConvShape& s, dnnl::prop_kind prop, bool bias) {
   if (bias)
     return {prop,
             dnnl::algorithm::convolution_direct,
-            want_act(s.src),
-            want_weights(s.weights),
+            want_act(s.src, s.data),
+            want_weights(s.weights, s.kernel),
             user_bias(s.bias),
-            want_act(s.dst),
+            want_act(s.dst, s.data),
             s.strides,
             s.dilates,
             s.pad_l,
             s.pad_r};
   return {prop,
           dnnl::algorithm::convolution_direct,
-          want_act(s.src),
-          want_weights(s.weights),
-          want_act(s.dst),
+          want_act(s.src, s.data),
+          want_weights(s.weights, s.kernel),
+          want_act(s.dst, s.data),
           s.strides,
           s.dilates,
           s.pad_l,
@@ -120,8 +150,8 @@ struct PoolShape {
 };
 PoolShape pool_shape(const Tensor& x, const Tensor& y, const Pool2DParams& p) {
   PoolShape s;
-  s.src = user_act({x.dim(0), x.dim(3), x.dim(1), x.dim(2)});
-  s.dst = user_act({y.dim(0), y.dim(3), y.dim(1), y.dim(2)});
+  s.src = user_act({x.dim(0), x.dim(3), x.dim(1), x.dim(2)}, x.dtype());
+  s.dst = user_act({y.dim(0), y.dim(3), y.dim(1), y.dim(2)}, x.dtype());
   s.strides = {p.stride_h, p.stride_w};
   s.kernel = {p.window_h, p.window_w};
   s.pad_l = {p.pad_top, p.pad_left};
@@ -140,7 +170,8 @@ PoolShape pool_shape(const Tensor& x, const Tensor& y, const Pool2DParams& p) {
            p.pad_top,
            p.pad_bottom,
            p.pad_left,
-           p.pad_right};
+           p.pad_right,
+           static_cast<int>(x.dtype())};
   return s;
 }
 dnnl::pooling_forward::primitive_desc pool_fwd_pd(const PoolShape& s, const Pool2DParams& p,
@@ -169,7 +200,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   if (y.numel() == 0) return;
   guarded("conv2d_forward", [&] {
     thread_local PrimitiveCache<ConvForward> cache;
-    auto s = conv_shape(x, w, y, p);
+    auto s = conv_shape(x, w, y, p, x.dtype());
     Key key = s.key;
     key.push_back(b.defined());
     key.push_back(static_cast<int>(p.activation.kind));
@@ -184,13 +215,13 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
           conv_fwd_desc(s, dnnl::prop_kind::forward_training, b.defined()), attr, engine());
       ConvForward c;
       c.prim = dnnl::convolution_forward(pd);
-      c.src = stage_in(user_act(s.src), pd.src_desc());
+      c.src = stage_in(user_act(s.src, s.data), pd.src_desc());
       c.weights = stage_in(s.user_weights, pd.weights_desc());
-      c.dst = stage_out(pd.dst_desc(), user_act(s.dst));
+      c.dst = stage_out(pd.dst_desc(), user_act(s.dst, s.data));
       return c;
     });
-    auto y_mem = wrap(user_act(s.dst), y);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, input(e.src, wrap(user_act(s.src), x))},
+    auto y_mem = wrap(user_act(s.dst, s.data), y);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, input(e.src, wrap(user_act(s.src, s.data), x))},
                                                {DNNL_ARG_WEIGHTS, input(e.weights, wrap(s.user_weights, w))},
                                                {DNNL_ARG_DST, output(e.dst, y_mem)}};
     if (b.defined()) args[DNNL_ARG_BIAS] = wrap(user_bias(s.bias), b);
@@ -209,7 +240,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
   }
   guarded("conv2d_backward", [&] {
     thread_local PrimitiveCache<ConvBackward> cache;
-    auto s = conv_shape(x.defined() ? x : dx, w, dy, p);
+    auto s = conv_shape(x.defined() ? x : dx, w, dy, p, dy.dtype());
     Key key = s.key;
     key.insert(key.end(), {need_data, need_weights, db.defined()});
     auto& e = cache.get(key, [&] {
@@ -221,39 +252,42 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
       dnnl::convolution_forward::primitive_desc hint(
           conv_fwd_desc(s, dnnl::prop_kind::forward_training, c.bias), engine());
       if (c.data) {
-        dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, want_act(s.src),
-                                                want_weights(s.weights), want_act(s.dst), s.strides,
-                                                s.dilates, s.pad_l, s.pad_r);
+        dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, want_act(s.src, s.data),
+                                                want_weights(s.weights, s.kernel), want_act(s.dst, s.data),
+                                                s.strides, s.dilates, s.pad_l, s.pad_r);
         dnnl::convolution_backward_data::primitive_desc pd(d, engine(), hint);
         c.data_prim = dnnl::convolution_backward_data(pd);
-        c.data_diff_dst = stage_in(user_act(s.dst), pd.diff_dst_desc());
+        c.data_diff_dst = stage_in(user_act(s.dst, s.data), pd.diff_dst_desc());
         c.data_weights = stage_in(s.user_weights, pd.weights_desc());
-        c.data_diff_src = stage_out(pd.diff_src_desc(), user_act(s.src));
+        c.data_diff_src = stage_out(pd.diff_src_desc(), user_act(s.src, s.data));
       }
       if (c.weights) {
-        auto d = c.bias ? dnnl::convolution_backward_weights::desc(
-                              dnnl::algorithm::convolution_direct, want_act(s.src), want_weights(s.weights),
-                              user_bias(s.bias), want_act(s.dst), s.strides, s.dilates, s.pad_l, s.pad_r)
-                        : dnnl::convolution_backward_weights::desc(
-                              dnnl::algorithm::convolution_direct, want_act(s.src), want_weights(s.weights),
-                              want_act(s.dst), s.strides, s.dilates, s.pad_l, s.pad_r);
+        // The kernel's gradient in float32 (mixed precision keeps weight gradients float32).
+        auto dw_any = want_weights(s.weights, DType::float32);
+        auto d = c.bias
+                     ? dnnl::convolution_backward_weights::desc(
+                           dnnl::algorithm::convolution_direct, want_act(s.src, s.data), dw_any,
+                           user_bias(s.bias), want_act(s.dst, s.data), s.strides, s.dilates, s.pad_l, s.pad_r)
+                     : dnnl::convolution_backward_weights::desc(
+                           dnnl::algorithm::convolution_direct, want_act(s.src, s.data), dw_any,
+                           want_act(s.dst, s.data), s.strides, s.dilates, s.pad_l, s.pad_r);
         dnnl::convolution_backward_weights::primitive_desc pd(d, engine(), hint);
         c.weights_prim = dnnl::convolution_backward_weights(pd);
-        c.weights_src = stage_in(user_act(s.src), pd.src_desc());
+        c.weights_src = stage_in(user_act(s.src, s.data), pd.src_desc());
         c.share_diff_dst =
             c.data && c.data_diff_dst.needed() && pd.diff_dst_desc() == c.data_diff_dst.buffer.get_desc();
-        if (!c.share_diff_dst) c.weights_diff_dst = stage_in(user_act(s.dst), pd.diff_dst_desc());
+        if (!c.share_diff_dst) c.weights_diff_dst = stage_in(user_act(s.dst, s.data), pd.diff_dst_desc());
         // Always through scratch, added into dw by a reorder with a sum post-op (dw +=).
-        c.weights_diff_weights = stage_out(pd.diff_weights_desc(), s.user_weights, /*accumulate=*/true);
+        c.weights_diff_weights = stage_out(pd.diff_weights_desc(), s.user_dweights, /*accumulate=*/true);
         if (c.bias) c.diff_bias = dnnl::memory(user_bias(s.bias), engine());
       }
       return c;
     });
-    auto dy_user = wrap(user_act(s.dst), dy);
+    auto dy_user = wrap(user_act(s.dst, s.data), dy);
     dnnl::memory dy_data;
     if (e.data) {
       dy_data = input(e.data_diff_dst, dy_user);
-      auto dx_mem = wrap(user_act(s.src), dx);
+      auto dx_mem = wrap(user_act(s.src, s.data), dx);
       e.data_prim.execute(stream(), {{DNNL_ARG_DIFF_DST, dy_data},
                                      {DNNL_ARG_WEIGHTS, input(e.data_weights, wrap(s.user_weights, w))},
                                      {DNNL_ARG_DIFF_SRC, output(e.data_diff_src, dx_mem)}});
@@ -261,12 +295,12 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
     }
     if (e.weights) {
       std::unordered_map<int, dnnl::memory> args{
-          {DNNL_ARG_SRC, input(e.weights_src, wrap(user_act(s.src), x))},
+          {DNNL_ARG_SRC, input(e.weights_src, wrap(user_act(s.src, s.data), x))},
           {DNNL_ARG_DIFF_DST, e.share_diff_dst ? dy_data : input(e.weights_diff_dst, dy_user)},
           {DNNL_ARG_DIFF_WEIGHTS, e.weights_diff_weights.buffer}};
       if (e.bias) args[DNNL_ARG_DIFF_BIAS] = e.diff_bias;
       e.weights_prim.execute(stream(), args);
-      if (dw.defined()) finish(e.weights_diff_weights, wrap(s.user_weights, dw));
+      if (dw.defined()) finish(e.weights_diff_weights, wrap(s.user_dweights, dw));
       if (e.bias) {
         const float* g = static_cast<const float*>(e.diff_bias.get_data_handle());
         float* out = db.data<float>();

@@ -1,6 +1,7 @@
 // Dense layers as oneDNN matmul primitives and batch normalisation as oneDNN batch_normalization
-// primitives, float32, on the caller's row-major / NHWC memory (no reorders: both are memory-light enough
-// that the plain layouts are what oneDNN's kernels take natively).
+// primitives, float32 or bfloat16 data, on the caller's row-major / NHWC memory (no reorders: both are
+// memory-light enough that the plain layouts are what oneDNN's kernels take natively). Under bfloat16 the bias,
+// the weight gradients and the batch-norm parameters and statistics stay float32 (mixed precision).
 #include <algorithm>
 #include <bit>
 
@@ -37,16 +38,17 @@ NormShape norm_shape(const Tensor& x, double eps) {
   std::int64_t C = x.dim(-1);
   // Images as NHWC (oneDNN's nspc kernels); anything else as rows of C, which has the same statistics.
   if (x.rank() == 4)
-    s.data = f32_md({x.dim(0), C, x.dim(1), x.dim(2)}, tag::nhwc);
+    s.data = md({x.dim(0), C, x.dim(1), x.dim(2)}, x.dtype(), tag::nhwc);
   else
-    s.data = f32_md({x.numel() / C, C}, tag::nc);
+    s.data = md({x.numel() / C, C}, x.dtype(), tag::nc);
   s.stats = f32_md({C}, tag::a);
   s.key = {x.rank() == 4 ? x.dim(0) : x.numel() / C,
            x.rank() == 4 ? x.dim(1) : 1,
            x.rank() == 4 ? x.dim(2) : 1,
            C,
            x.rank() == 4,
-           static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(eps))};
+           static_cast<std::int64_t>(std::bit_cast<std::uint64_t>(eps)),
+           static_cast<int>(x.dtype())};
   return s;
 }
 
@@ -70,6 +72,27 @@ struct NormBackward {
 };
 
 }  // namespace
+
+bool has_fast_batch_norm(const Tensor& x, double eps) {
+  if (x.numel() == 0) return false;
+  thread_local std::unordered_map<Key, bool, KeyHash> known;
+  auto s = norm_shape(x, eps);
+  auto it = known.find(s.key);
+  if (it != known.end()) return it->second;
+  bool fast = false;
+  try {
+    auto fwd = norm_fwd_pd(s, eps, /*training=*/false);
+    auto hint = norm_fwd_pd(s, eps, /*training=*/true);
+    dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, s.data, s.data,
+                                               static_cast<float>(eps), kScaleShift);
+    dnnl::batch_normalization_backward::primitive_desc bwd(d, engine(), hint);
+    auto jit = [](const std::string& impl) { return impl.find("jit") != std::string::npos; };
+    fast = jit(fwd.impl_info_str()) && jit(bwd.impl_info_str());
+  } catch (const dnnl::error&) {
+    fast = false;
+  }
+  return known.emplace(s.key, fast).first->second;
+}
 
 namespace {
 // y from given statistics (oneDNN's use_global_stats): inference, and training once dense_norm.cc has the batch's
@@ -143,19 +166,38 @@ void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
 
 // ------------------------------------------------------------------------------------------------- dense
 
+namespace {
+// Column sums of a row-major (M, U) matrix of float32 or bfloat16 values, added to out[U] (float32): a single
+// streaming pass, cheaper than any primitive's setup.
+void add_column_sums(const Tensor& g, std::int64_t M, std::int64_t U, float* out) {
+  if (g.dtype() == DType::bfloat16) {
+    const bfloat16* p = g.data<bfloat16>();
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t u = 0; u < U; ++u) out[u] += static_cast<float>(p[m * U + u]);
+  } else {
+    const float* p = g.data<float>();
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t u = 0; u < U; ++u) out[u] += p[m * U + u];
+  }
+}
+}  // namespace
+
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   std::int64_t K = w.dim(0), U = w.dim(1), M = U ? y.numel() / U : 0;
   if (M == 0 || U == 0) return;
   if (K == 0) {  // an empty sum: y is the bias (oneDNN rejects zero-sized reduction dimensions)
-    float* out = y.data<float>();
+    Tensor rows({M, U}, DType::float32, y.device());
+    float* out = rows.data<float>();
     for (std::int64_t i = 0; i < M * U; ++i) out[i] = b.defined() ? b.data<float>()[i % U] : 0.0f;
+    y.copy_from(rows.to(y.dtype()).reshape(y.shape()));
     return;
   }
   guarded("dense_forward", [&] {
     thread_local PrimitiveCache<Prim> cache;
-    auto x_md = f32_md({M, K}, tag::ab), w_md = f32_md({K, U}, tag::ab), b_md = f32_md({1, U}, tag::ab),
-         y_md = f32_md({M, U}, tag::ab);
-    auto& e = cache.get({M, K, U, b.defined()}, [&] {
+    DType t = x.dtype();
+    auto x_md = md({M, K}, t, tag::ab), w_md = md({K, U}, w.dtype(), tag::ab), b_md = f32_md({1, U}, tag::ab),
+         y_md = md({M, U}, t, tag::ab);
+    auto& e = cache.get({M, K, U, b.defined(), static_cast<int>(t), static_cast<int>(w.dtype())}, [&] {
       auto d =
           b.defined() ? dnnl::matmul::desc(x_md, w_md, b_md, y_md) : dnnl::matmul::desc(x_md, w_md, y_md);
       return Prim{dnnl::matmul(dnnl::matmul::primitive_desc(d, engine()))};
@@ -171,18 +213,17 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& 
   std::int64_t K = w.dim(0), U = w.dim(1), M = U ? dy.numel() / U : 0;
   if (M == 0 || K == 0 || U == 0) {  // empty products: dx is zero, nothing to add to dw or db
     if (dx.defined() && dx.numel()) dx.fill(0.0);
-    if (db.defined() && K == 0 && M && U) {
-      const float* g = dy.data<float>();
-      for (std::int64_t i = 0; i < M * U; ++i) db.data<float>()[i % U] += g[i];
-    }
+    if (db.defined() && K == 0 && M && U) add_column_sums(dy, M, U, db.data<float>());
     return;
   }
   guarded("dense_backward", [&] {
     thread_local PrimitiveCache<Prim> data_cache, weights_cache;
+    DType t = dy.dtype();
     if (dx.defined()) {
       // dx[M,K] = dy[M,U] @ w^T: w read transposed in place (format `ba` of the logical (U,K) matrix).
-      auto dy_md = f32_md({M, U}, tag::ab), wt_md = f32_md({U, K}, tag::ba), dx_md = f32_md({M, K}, tag::ab);
-      auto& e = data_cache.get({M, K, U}, [&] {
+      auto dy_md = md({M, U}, t, tag::ab), wt_md = md({U, K}, w.dtype(), tag::ba),
+           dx_md = md({M, K}, t, tag::ab);
+      auto& e = data_cache.get({M, K, U, static_cast<int>(t), static_cast<int>(w.dtype())}, [&] {
         return Prim{
             dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_md, wt_md, dx_md), engine()))};
       });
@@ -191,9 +232,10 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& 
                                 {DNNL_ARG_DST, wrap(dx_md, dx)}});
     }
     if (dw.defined()) {
-      // dw[K,U] += x^T @ dy: x read transposed in place, the sum post-op adds into dw.
-      auto xt_md = f32_md({K, M}, tag::ba), dy_md = f32_md({M, U}, tag::ab), dw_md = f32_md({K, U}, tag::ab);
-      auto& e = weights_cache.get({M, K, U}, [&] {
+      // dw[K,U] += x^T @ dy: x read transposed in place, the sum post-op adds into dw (float32: weight gradients
+      // stay float32 under mixed precision).
+      auto xt_md = md({K, M}, t, tag::ba), dy_md = md({M, U}, t, tag::ab), dw_md = f32_md({K, U}, tag::ab);
+      auto& e = weights_cache.get({M, K, U, static_cast<int>(t)}, [&] {
         return Prim{dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(xt_md, dy_md, dw_md),
                                                               accumulate_attr(), engine()))};
       });
@@ -201,13 +243,7 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& 
                                 {DNNL_ARG_WEIGHTS, wrap(dy_md, dy)},
                                 {DNNL_ARG_DST, wrap(dw_md, dw)}});
     }
-    if (db.defined()) {
-      // Column sums of dy: a single streaming pass, cheaper than any primitive's setup.
-      const float* g = dy.data<float>();
-      float* out = db.data<float>();
-      for (std::int64_t m = 0; m < M; ++m)
-        for (std::int64_t u = 0; u < U; ++u) out[u] += g[m * U + u];
-    }
+    if (db.defined()) add_column_sums(dy, M, U, db.data<float>());
   });
 }
 
