@@ -168,6 +168,32 @@ TEST(MixedPrecision, CpuBfloat16OpsRoundTheFloat32ResultOfRoundedInputs) {
   EXPECT_LT(systolic::testing::max_abs_diff(dw, dw_ref), 1e-5 * 8);  // sums of 32 products of values below 1
 }
 
+// Under a mixed policy the layers compute with bfloat16 copies of the float32 weights, frozen ones included; weights
+// loaded after compile (the usual fine-tuning order: build, freeze, compile, load) reach those copies too.
+TEST(MixedPrecision, WeightsLoadedIntoFrozenLayersAfterCompileAreTheOnesComputedWith) {
+  PolicyGuard guard;
+  systolic::testing::TempDir dir;
+  auto build = [](bool mixed) {
+    clear_session();
+    set_random_seed(mixed ? 1 : 2);  // different initial weights: the file below must replace them
+    mixed_precision::PolicyScope scope(mixed ? "mixed_bfloat16" : "float32");
+    auto in = layers::Input({6});
+    auto h = layers::Dense(8, {.activation = "tanh", .name = "base"})(in);
+    Model m(in, layers::Dense(3, {.name = "head"})(h));
+    m.get_layer("base")->set_trainable(false);
+    m.compile("adam", "mean_squared_error");
+    return m;
+  };
+  Model plain = build(false);
+  const std::string path = dir.file("w.weights.h5");
+  plain.save_weights(path);
+  Model mixed = build(true);
+  mixed.load_weights(path);
+  Tensor x = systolic::testing::random_tensor({4, 6}, 3, DType::float32, -1, 1);
+  Tensor want = plain.predict(x), got = mixed.predict(x);
+  EXPECT_LT(systolic::testing::normalised_max_error(got, want), 2e-2);
+}
+
 // Layer-level policies (Keras's Dense(..., dtype="float32") under mixed_bfloat16, its advice for the last layer):
 // each layer computes in its own dtype, inputs are autocast to it and gradients cast back, also where a tensor
 // feeds layers of both dtypes.

@@ -53,6 +53,9 @@ class ModelState {
   Tensor params, grads;  // every trainable weight, flat; weights are views into these
   // Mixed precision: params in the mixed layers' compute dtype (Weight::compute of those layers views it).
   Tensor params_compute;
+  // Casts every weight's value into its compute copy (Weight::compute), frozen weights included; forward() does,
+  // before each batch.
+  void refresh_compute_weights();
   DType variable_dtype() const {
     for (auto* l : weight_layers())
       if (!l->is_input_layer()) return l->dtype();
