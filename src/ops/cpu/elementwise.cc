@@ -296,8 +296,8 @@ void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) {
   by_float(dy.dtype(), [&](auto t) { concat_backward_loop<decltype(t)>(dy, dxs, axis); });
 }
 
-// Data sets of any dtype into float32, float64 or int32 (labels); indices out of range are an Error here.
-const DTypes gather_rows_dtypes{DType::float32, DType::float64, DType::int32};
+// Data sets of any dtype into float32, float64, bfloat16 or int32 (labels); indices out of range are an Error here.
+const DTypes gather_rows_dtypes{DType::float32, DType::float64, DType::bfloat16, DType::int32};
 void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   SYSTOLIC_CHECK(src.dtype() != DType::bfloat16, "gather_rows: the cpu backend has no bfloat16 source rows");
   const std::int32_t* ip = indices.data<std::int32_t>();
@@ -309,6 +309,8 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
       return gather_rows_loop<std::int32_t>(src, ip, count, dst);
     case DType::float64:
       return gather_rows_loop<double>(src, ip, count, dst);
+    case DType::bfloat16:  // each value rounded once, as the float32 rows cast to bfloat16
+      return gather_rows_loop<bfloat16>(src, ip, count, dst);
     default:
       return gather_rows_loop<float>(src, ip, count, dst);
   }
