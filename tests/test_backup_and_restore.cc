@@ -62,8 +62,8 @@ struct Crash : callbacks::Callback {
   int epoch = 0, at_epoch;
   std::int64_t at_batch;
   Crash(int e, std::int64_t b) : at_epoch(e), at_batch(b) {}
-  void on_epoch_begin(int e, const callbacks::Logs&) override { epoch = e; }
-  void on_train_batch_end(std::int64_t batch, const callbacks::Logs&) override {
+  void on_epoch_begin(int e, callbacks::Logs&) override { epoch = e; }
+  void on_train_batch_end(std::int64_t batch, callbacks::Logs&) override {
     if (epoch == at_epoch && batch == at_batch) throw std::runtime_error("crash");
   }
 };
@@ -72,8 +72,8 @@ struct Crash : callbacks::Callback {
 struct Trace : callbacks::Callback {
   std::vector<int> epochs;
   std::vector<std::int64_t> batches;
-  void on_epoch_begin(int e, const callbacks::Logs&) override { epochs.push_back(e); }
-  void on_train_batch_begin(std::int64_t b, const callbacks::Logs&) override { batches.push_back(b); }
+  void on_epoch_begin(int e, callbacks::Logs&) override { epochs.push_back(e); }
+  void on_train_batch_begin(std::int64_t b, callbacks::Logs&) override { batches.push_back(b); }
 };
 
 double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
@@ -230,11 +230,11 @@ struct MetadataRecorder : callbacks::Callback {
   json events = json::array();
   explicit MetadataRecorder(std::string p) : path(std::move(p)) {}
   json read() const { return fs::exists(path) ? read_json(path) : json(nullptr); }
-  void on_epoch_begin(int e, const callbacks::Logs&) override { epoch = e; }
-  void on_train_batch_end(std::int64_t batch, const callbacks::Logs&) override {
+  void on_epoch_begin(int e, callbacks::Logs&) override { epoch = e; }
+  void on_train_batch_end(std::int64_t batch, callbacks::Logs&) override {
     events.push_back({{"epoch", epoch}, {"batch", batch}, {"metadata", read()}});
   }
-  void on_epoch_end(int e, const callbacks::Logs&) override {
+  void on_epoch_end(int e, callbacks::Logs&) override {
     events.push_back({{"epoch", e}, {"end_of_epoch", true}, {"metadata", read()}});
   }
 };
@@ -283,7 +283,7 @@ TEST(BackupAndRestore, RestoresABackupKerasWrote) {
     std::vector<int> epochs;
     std::vector<double> weights;
     std::int64_t iterations = -1;
-    void on_epoch_begin(int e, const callbacks::Logs&) override {
+    void on_epoch_begin(int e, callbacks::Logs&) override {
       if (epochs.empty()) {
         weights = all_weights(model());
         iterations = model().optimizer().iterations();

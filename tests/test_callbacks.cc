@@ -22,24 +22,24 @@ struct Recorder : callbacks::Callback {
   callbacks::Logs::Items train_end_logs;
   bool read_batch_logs = true;
 
-  void on_train_begin(const callbacks::Logs& logs) override {
+  void on_train_begin(callbacks::Logs& logs) override {
     events.push_back("train_begin" + std::string(logs.empty() ? "" : " logs"));
   }
-  void on_train_end(const callbacks::Logs& logs) override {
+  void on_train_end(callbacks::Logs& logs) override {
     events.push_back("train_end");
     train_end_logs = logs.items();
   }
-  void on_epoch_begin(int epoch, const callbacks::Logs&) override {
+  void on_epoch_begin(int epoch, callbacks::Logs&) override {
     events.push_back("epoch_begin " + std::to_string(epoch));
   }
-  void on_epoch_end(int epoch, const callbacks::Logs& logs) override {
+  void on_epoch_end(int epoch, callbacks::Logs& logs) override {
     events.push_back("epoch_end " + std::to_string(epoch));
     epoch_logs.push_back(logs.items());
   }
-  void on_train_batch_begin(std::int64_t batch, const callbacks::Logs&) override {
+  void on_train_batch_begin(std::int64_t batch, callbacks::Logs&) override {
     events.push_back("batch_begin " + std::to_string(batch));
   }
-  void on_train_batch_end(std::int64_t batch, const callbacks::Logs& logs) override {
+  void on_train_batch_end(std::int64_t batch, callbacks::Logs& logs) override {
     events.push_back("batch_end " + std::to_string(batch));
     if (read_batch_logs) batch_logs.push_back(logs.items());
   }
@@ -56,11 +56,11 @@ struct StopAt : callbacks::Callback {
   int epoch = 0, at_epoch = 0;
   std::int64_t at_batch = -1;
   StopAt(int e, std::int64_t b) : at_epoch(e), at_batch(b) {}
-  void on_epoch_begin(int e, const callbacks::Logs&) override { epoch = e; }
-  void on_train_batch_end(std::int64_t batch, const callbacks::Logs&) override {
+  void on_epoch_begin(int e, callbacks::Logs&) override { epoch = e; }
+  void on_train_batch_end(std::int64_t batch, callbacks::Logs&) override {
     if (epoch == at_epoch && batch == at_batch) model().set_stop_training(true);
   }
-  void on_epoch_end(int e, const callbacks::Logs&) override {
+  void on_epoch_end(int e, callbacks::Logs&) override {
     if (e == at_epoch && at_batch < 0) model().set_stop_training(true);
   }
 };

@@ -39,10 +39,10 @@ class BackupAndRestore : public Callback {
   // Keras's save_freq argument as text: "epoch" -> 0, a positive integer -> itself; Error otherwise.
   static std::int64_t parse_save_freq(const std::string& text);
 
-  void on_train_begin(const Logs& logs) override;
-  void on_epoch_end(int epoch, const Logs& logs) override;
-  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
-  void on_train_end(const Logs& logs) override;
+  void on_train_begin(Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, Logs& logs) override;
+  void on_train_end(Logs& logs) override;
 
   const std::string& weights_path() const { return weights_path_; }
   const std::string& metadata_path() const { return metadata_path_; }

@@ -55,11 +55,15 @@ struct FitOptions {
 struct EvaluateOptions {
   std::int64_t batch_size = 32;
   int verbose = 1;
+  // Called at Keras's points of evaluate (on_test_*: callbacks.h), after the progress bar.
+  std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
 };
 
 struct PredictOptions {
   std::int64_t batch_size = 32;
   int verbose = 0;
+  // Called at Keras's points of predict (on_predict_*: callbacks.h), after the progress bar.
+  std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
 };
 
 // Keras's History: one value per epoch for each key (loss, metrics, val_loss, val_metrics).
@@ -132,9 +136,14 @@ class Model {
   std::string step_mode() const;
   std::string step_mode_reason() const;
   // Keras's model.stop_training: a callback sets it to end fit after the current batch (fit clears it when
-  // it starts).
+  // it starts). stop_evaluating and stop_predicting do the same for evaluate (fit's validation too) and
+  // predict, which clear them when they start; predict then returns the rows of the batches done.
   bool stop_training() const;
   void set_stop_training(bool stop);
+  bool stop_evaluating() const;
+  void set_stop_evaluating(bool stop);
+  bool stop_predicting() const;
+  void set_stop_predicting(bool stop);
   // Names of what evaluate returns: loss, then the metrics.
   std::vector<std::string> metrics_names() const;
 
@@ -165,6 +174,13 @@ class Model {
   // seed's "TPU model" is made by to_accelerator in distribute.h, which copies the model first).
   Device device() const;
   void to(Device device);
+
+  // Keras's model.get_weights() / set_weights(): every weight of every layer of model.layers, in Keras's order
+  // (each layer's trainable then non-trainable weights), as host copies. set_weights checks the count and
+  // shapes (Error naming the weight); under replicas it sets every replica (a collective across workers: every
+  // worker calls it, and the chief's values win).
+  std::vector<Tensor> get_weights() const;
+  void set_weights(const std::vector<Tensor>& weights);
 
   // The flat buffers that hold every trainable weight and its gradient (weights are views into them).
   Tensor& trainable_parameters();

@@ -133,14 +133,14 @@ std::int64_t BackupAndRestore::parse_save_freq(const std::string& text) {
   return n;
 }
 
-void BackupAndRestore::on_train_begin(const Logs&) {
+void BackupAndRestore::on_train_begin(Logs&) {
   batches_since_save_ = 0;
   last_batch_seen_ = 0;
   restore();
 }
 
 // Keras 3's counting: a batch index not above the last one seen starts a new epoch.
-void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs&) {
+void BackupAndRestore::on_train_batch_end(std::int64_t batch, Logs&) {
   if (options_.save_freq == 0) return;
   batches_since_save_ += batch <= last_batch_seen_ ? batch + 1 : batch - last_batch_seen_;
   last_batch_seen_ = batch;
@@ -149,12 +149,12 @@ void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs&) {
   save();
 }
 
-void BackupAndRestore::on_epoch_end(int, const Logs&) {
+void BackupAndRestore::on_epoch_end(int, Logs&) {
   last_batch_seen_ = 0;
   if (options_.save_freq == 0) save();
 }
 
-void BackupAndRestore::on_train_end(const Logs&) {
+void BackupAndRestore::on_train_end(Logs&) {
   ModelState& s = *ModelInternals::state(model());
   if (!options_.delete_checkpoint || !s.chief) return;
   std::error_code ec;
