@@ -285,3 +285,25 @@ TEST(Callbacks, RatesThatChangeReachEveryStepAndEveryReplica) {
     EXPECT_GT(max_difference(ends[0], reference), 1e-3);  // the rates did change the training
   }
 }
+
+TEST(Callbacks, UnderTwoReplicasEveryCallbackDecidesAsOne) {
+  // Every kind of callback (fit_with_callbacks: EarlyStopping restoring the best weights, ReduceLROnPlateau,
+  // ModelCheckpoint, CSVLogger, TensorBoard, BackupAndRestore): two CPU replicas decide what one replica decides
+  // (they see the logs summed over both), write the same files, and stay identical (restoring the best weights
+  // sets every replica).
+  systolic::testing::TempDir one_dir, two_dir;
+  Model one = replica_test_model(false);
+  auto a = systolic::testing::fit_with_callbacks(one, one_dir.str());
+  Model two = to_accelerator(replica_test_model(false), distribute::MirroredStrategy::cpu(2));
+  auto b = systolic::testing::fit_with_callbacks(two, two_dir.str());
+  EXPECT_EQ(b.decisions, a.decisions);
+  ASSERT_EQ(b.values.size(), a.values.size());
+  EXPECT_LT(max_difference(b.values, a.values), 1e-5);
+  auto params = replica_params(two);
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0], params[1]);
+  for (auto f : {"log.csv", "tb/train", "tb/validation", "backup/latest.weights.h5", "ckpt/01-02.keras"})
+    EXPECT_TRUE(std::filesystem::exists(two_dir.path() / f)) << f;
+  // The run stopped after its third epoch and ended with the first epoch's weights.
+  EXPECT_EQ(a.decisions[3], "stopped_epoch 2 best_epoch 0");
+}

@@ -172,7 +172,11 @@ void ModelCheckpoint::save(int epoch, std::int64_t batch, const Logs& logs) {
   }
   if (!should) return;
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir);
+  if (!dir.empty() && is_chief()) {  // the chief saves (Model::save)
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    SYSTOLIC_CHECK(!ec, "ModelCheckpoint: cannot create the folder {}: {}", dir.string(), ec.message());
+  }
   SYSTOLIC_CHECK(!std::filesystem::is_directory(path),
                  "ModelCheckpoint: the filepath is an existing directory: {} (give a file path)", path);
   if (o_.save_weights_only)
