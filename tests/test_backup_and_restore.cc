@@ -14,6 +14,7 @@
 #include <systolic/systolic.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -270,6 +271,77 @@ TEST(BackupAndRestore, SavesWhenKerasSaves) {
     EXPECT_EQ(recorder->events, run["events"]);
     EXPECT_EQ(fs::exists(backup), run["backup_left"].get<bool>());
   }
+}
+
+TEST(BackupAndRestore, DoubleCheckpointAsKeras) {
+  // double_checkpoint: after every epoch the folder holds Keras's files (the previous backup as .bkp), and a
+  // damaged latest.weights.h5 gives way to the previous backup, resumed at Keras's epoch and step.
+  json fixture = read_json(kFixtures + "/keras_double_checkpoint.json");
+  Tensor x = Tensor::zeros({14, 3}), y = Tensor::zeros({14}, DType::int32);
+  TempDir dir;
+  std::string backup = dir.file("backup");
+  struct Listing : callbacks::Callback {
+    std::string backup;
+    json events = json::array();
+    void on_epoch_end(int epoch, callbacks::Logs&) override {
+      std::vector<std::string> files;
+      for (auto& f : fs::directory_iterator(backup)) files.push_back(f.path().filename().string());
+      std::sort(files.begin(), files.end());
+      auto read = [&](const std::string& name) {
+        return fs::exists(backup + "/" + name) ? read_json(backup + "/" + name) : json(nullptr);
+      };
+      events.push_back({{"epoch", epoch},
+                        {"files", files},
+                        {"metadata", read("training_metadata.json")},
+                        {"previous_metadata", read("training_metadata.json.bkp")}});
+    }
+  };
+  auto listing = std::make_shared<Listing>();
+  listing->backup = backup;
+  callbacks::BackupAndRestoreOptions options{.double_checkpoint = true, .delete_checkpoint = false};
+  Model m = keras_fixture_model();
+  m.fit(x, y,
+        {.batch_size = 4,
+         .epochs = 3,
+         .verbose = 0,
+         .shuffle = false,
+         .callbacks = {std::make_shared<callbacks::BackupAndRestore>(backup, options), listing}});
+  EXPECT_EQ(listing->events, fixture["events"]);
+
+  std::ofstream(backup + "/latest.weights.h5", std::ios::trunc) << "damaged: not an HDF5 file";
+  struct FirstEpoch : callbacks::Callback {
+    int epoch = -1;
+    std::int64_t iterations = -1;
+    void on_epoch_begin(int e, callbacks::Logs&) override {
+      if (epoch < 0) epoch = e, iterations = model().optimizer().iterations();
+    }
+  };
+  auto first = std::make_shared<FirstEpoch>();
+  Model again = keras_fixture_model();
+  again.fit(x, y,
+            {.batch_size = 4,
+             .epochs = 4,
+             .verbose = 0,
+             .shuffle = false,
+             .callbacks = {std::make_shared<callbacks::BackupAndRestore>(
+                               backup, callbacks::BackupAndRestoreOptions{.double_checkpoint = true}),
+                           first}});
+  EXPECT_EQ(first->epoch, fixture["resumed_epoch"].get<int>());
+  EXPECT_EQ(first->iterations, fixture["resumed_iterations"].get<std::int64_t>());
+
+  // Without double_checkpoint a damaged backup is an error naming it.
+  Model third = keras_fixture_model();
+  TempDir other;
+  fs::create_directories(other.file("backup"));
+  std::ofstream(other.file("backup/latest.weights.h5")) << "damaged";
+  std::string e = systolic::testing::error_of([&] {
+    third.fit(x, y,
+              {.batch_size = 4,
+               .epochs = 1,
+               .verbose = 0,
+               .callbacks = {std::make_shared<callbacks::BackupAndRestore>(other.file("backup"))}});
+  });
+  EXPECT_NE(e.find("latest.weights.h5"), std::string::npos) << e;
 }
 
 // The backup Keras 3.15 wrote in a fit interrupted in its third epoch (save_freq "epoch").

@@ -172,6 +172,8 @@ void run_case(const json& c, Model& m, const std::shared_ptr<Recorder>& rec) {
     FitOptions f{.batch_size = batch_size, .epochs = o["epochs"].get<int>(), .verbose = 0, .shuffle = false};
     f.validation_split = o.value("validation_split", 0.0);
     f.initial_epoch = o.value("initial_epoch", 0);
+    f.validation_freq = o.value("validation_freq", 1);
+    f.validation_batch_size = o.value("validation_batch_size", 0);
     if (o.contains("validation_n")) {
       Data v = tiny_data(o["validation_n"].get<std::int64_t>());
       f.validation_data = ValidationData{v.x, v.y};
@@ -202,7 +204,7 @@ void run_case(const json& c, Model& m, const std::shared_ptr<Recorder>& rec) {
 
 TEST(CallbackHooks, FitEvaluateAndPredictCallTheHooksAsKeras) {
   auto all = cases("HookOrder");
-  ASSERT_EQ(all.size(), 6u);
+  ASSERT_EQ(all.size(), 7u);
   for (auto& c : all) {
     SCOPED_TRACE(c["call"].get<std::string>() + " " + c["options"].dump() + " stop " +
                  c["stop_evaluating_at"].dump() + " " + c["stop_predicting_at"].dump());
@@ -353,16 +355,19 @@ TEST(CallbackHooks, ValidationSplitAsKeras) {
 TEST(CallbackHooks, TensorBoardWritesWhatKerasWrites) {
   // A fit with validation, then an evaluate given the same callback: every tag, step and scalar value Keras's
   // TensorBoard wrote (read by TensorBoard's reader), under train/ and validation/, with update_freq "epoch"
-  // and 1 (evaluation_<key>_vs_iterations at the optimizer's iterations after each evaluation).
+  // and 1 (evaluation_<key>_vs_iterations at the optimizer's iterations after each evaluation), and with
+  // write_steps_per_second.
   auto all = cases("TensorBoardTags");
-  ASSERT_EQ(all.size(), 2u);
+  ASSERT_EQ(all.size(), 3u);
   for (auto& c : all) {
     SCOPED_TRACE("update_freq " + c["update_freq"].dump());
     TempDir dir;
     Model m = tiny_model();
     auto tb = std::make_shared<callbacks::TensorBoard>(
-        dir.str(), callbacks::TensorBoardOptions{.histogram_freq = 1,
-                                                 .update_freq = c["update_freq"].is_string() ? 0 : 1});
+        dir.str(),
+        callbacks::TensorBoardOptions{.histogram_freq = 1,
+                                      .update_freq = c["update_freq"].is_string() ? 0 : 1,
+                                      .write_steps_per_second = c["write_steps_per_second"].get<bool>()});
     Data d = tiny_data(12);
     m.fit(d.x, d.y,
           {.batch_size = 4,
@@ -398,7 +403,9 @@ TEST(CallbackHooks, TensorBoardWritesWhatKerasWrites) {
         ASSERT_EQ(g.size(), want.size()) << tag;
         for (std::size_t i = 0; i < g.size(); ++i) {
           EXPECT_EQ(g[i].first, want[i].first) << tag;
-          if (std::isnan(want[i].second)) {
+          if (tag.ends_with("steps_per_second")) {
+            EXPECT_GT(g[i].second, 0) << tag;  // a timing: its value is the machine's
+          } else if (std::isnan(want[i].second)) {
             EXPECT_TRUE(std::isnan(g[i].second)) << tag;  // a histogram
           } else {
             EXPECT_NEAR(g[i].second, want[i].second, 1e-6) << tag;

@@ -280,6 +280,9 @@ class CSVLogger : public Callback {
 struct TensorBoardOptions {
   int histogram_freq = 0;        // weight histograms every N epochs (0: none)
   std::int64_t update_freq = 0;  // 0: "epoch"; N > 0: batch_<key> scalars every N batches
+  // epoch_steps_per_second (the optimizer's steps in the epoch over its seconds) under train, and with
+  // update_freq batch_steps_per_second (one over the batch's seconds) beside the batch scalars.
+  bool write_steps_per_second = false;
 };
 
 // Keras's TensorBoard: event files under log_dir/train (epoch_<key> for the training logs and
@@ -300,6 +303,7 @@ class TensorBoard : public Callback {
   void on_train_batch_end(std::int64_t batch, Logs& logs) override;
   void on_test_batch_begin(std::int64_t batch, Logs& logs) override;
   void on_test_end(Logs& logs) override;
+  void on_epoch_begin(int epoch, Logs& logs) override;
   void on_epoch_end(int epoch, Logs& logs) override;
   void on_train_end(Logs& logs) override;
 
@@ -309,6 +313,8 @@ class TensorBoard : public Callback {
   std::string log_dir_;
   TensorBoardOptions o_;
   std::int64_t global_batch_ = 0, global_test_batch_ = 0;
+  std::int64_t epoch_start_iterations_ = 0;
+  double epoch_start_ = 0, batch_start_ = 0;  // seconds (steady clock)
   std::unique_ptr<Writers> writers_;
 };
 

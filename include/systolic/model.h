@@ -33,6 +33,10 @@ struct FitOptions {
   int verbose = 1;  // 0 silent, 1 progress bar, 2 one line per epoch
   double validation_split = 0.0;
   std::optional<ValidationData> validation_data;
+  // Keras's validation_freq (validate after epochs 1+k*N, 1-based: the N-th, 2N-th, ...) and
+  // validation_batch_size (0: batch_size).
+  int validation_freq = 1;
+  std::int64_t validation_batch_size = 0;
   bool shuffle = true;
   int initial_epoch = 0;
   // ImageDataGenerator-style augmentation of the training batches (validation data is never augmented).

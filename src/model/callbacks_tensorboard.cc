@@ -3,11 +3,19 @@
 #include <systolic/callbacks.h>
 #include <systolic/layer.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "io/tfevents.h"
 
 namespace systolic::callbacks {
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 struct TensorBoard::Writers {
   std::unique_ptr<io::EventFileWriter> train, validation;
@@ -41,12 +49,22 @@ void TensorBoard::on_train_begin(Logs&) {
 
 void TensorBoard::on_train_batch_begin(std::int64_t, Logs&) {
   ++global_batch_;
+  if (o_.write_steps_per_second) batch_start_ = now_seconds();
 }
 
 void TensorBoard::on_train_batch_end(std::int64_t, Logs& logs) {
   if (o_.update_freq == 0 || global_batch_ % o_.update_freq != 0 || !is_chief()) return;
   auto& train = writers().get(writers().train, (std::filesystem::path(log_dir_) / "train").string());
+  if (o_.write_steps_per_second)
+    train.add_scalar("batch_steps_per_second", 1.0 / std::max(now_seconds() - batch_start_, 1e-9),
+                     global_batch_);
   for (auto& [k, v] : logs.items()) train.add_scalar("batch_" + k, v, global_batch_);
+}
+
+void TensorBoard::on_epoch_begin(int, Logs&) {
+  if (!o_.write_steps_per_second) return;
+  epoch_start_iterations_ = model().optimizer().iterations();
+  epoch_start_ = now_seconds();
 }
 
 void TensorBoard::on_test_batch_begin(std::int64_t, Logs&) {
@@ -71,6 +89,10 @@ void TensorBoard::on_epoch_end(int epoch, Logs& logs) {
     for (auto& [k, v] : logs.items())
       if (!k.starts_with("val_") && k != "learning_rate") train_logs.emplace_back(k, v);
     train_logs.emplace_back("learning_rate", logged_learning_rate(model()));
+    if (o_.write_steps_per_second)
+      train_logs.emplace_back("steps_per_second",
+                              double(model().optimizer().iterations() - epoch_start_iterations_) /
+                                  std::max(now_seconds() - epoch_start_, 1e-9));
     for (auto& [k, v] : train_logs) train.add_scalar("epoch_" + k, v, epoch);
     for (auto& [k, v] : logs.items())
       if (k.starts_with("val_"))

@@ -164,6 +164,11 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   SYSTOLIC_CHECK(o.validation_split >= 0 && o.validation_split < 1,
                  "fit: validation_split must be in [0, 1), got {}", o.validation_split);
   SYSTOLIC_CHECK(o.verbose >= 0 && o.verbose <= 2, "fit: verbose must be 0, 1 or 2, got {}", o.verbose);
+  SYSTOLIC_CHECK(o.validation_freq >= 1, "fit: validation_freq must be a positive number of epochs, got {}",
+                 o.validation_freq);
+  SYSTOLIC_CHECK(o.validation_batch_size >= 0,
+                 "fit: validation_batch_size must be positive (or 0: batch_size), got {}",
+                 o.validation_batch_size);
 
   // Keras: the validation set is the last fraction of the samples, taken before any shuffling; the training
   // set is the first floor(n * (1 - validation_split)) samples, and a split that leaves either side empty is
@@ -270,8 +275,10 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
     // Per-replica batch norm: the replicas' moving statistics are averaged, so every replica evaluates alike.
     if (group) group->average_non_trainable_weights();
     // Keras's fit runs evaluate with its own callbacks: the on_test_* hooks, with fit's params.
-    if (val)
-      for (auto& [k, value] : run_test(s, val->x, val->y, o.batch_size, callbacks))
+    if (val && (epoch + 1) % o.validation_freq == 0)
+      for (auto& [k, value] :
+           run_test(s, val->x, val->y, o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size,
+                    callbacks))
         logs.emplace_back("val_" + k, value);
     callbacks.on_epoch_end(epoch, logs);
   }

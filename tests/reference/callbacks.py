@@ -300,9 +300,9 @@ def learning_rate_logs(name, make_callbacks, n=12, epochs=3, **kw):
             "csv": csv}
 
 
-def tensorboard_tags(update_freq):
-    """The tags and steps (and scalar values) Keras's TensorBoard writes in a fit with validation followed by an
-    evaluate given the same callback."""
+def tensorboard_tags(update_freq, write_steps_per_second=False):
+    """The tags and steps (and scalar values, except histograms' and timings') Keras's TensorBoard writes in a fit
+    with validation followed by an evaluate given the same callback."""
     from tensorboard.backend.event_processing import event_accumulator
     from tensorboard.util import tensor_util
 
@@ -310,7 +310,8 @@ def tensorboard_tags(update_freq):
     x, y = tiny_data(12)
     out = {}
     with tempfile.TemporaryDirectory() as d:
-        cb = keras.callbacks.TensorBoard(d, update_freq=update_freq, histogram_freq=1, write_graph=False)
+        cb = keras.callbacks.TensorBoard(d, update_freq=update_freq, histogram_freq=1, write_graph=False,
+                                         write_steps_per_second=write_steps_per_second)
         m.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False, validation_split=0.25, callbacks=[cb])
         m.evaluate(x, y, batch_size=4, verbose=0, callbacks=[cb])
         for run in sorted(os.listdir(d)):
@@ -319,12 +320,13 @@ def tensorboard_tags(update_freq):
             tags = {}
             for tag in acc.Tags()["tensors"]:
                 events = acc.Tensors(tag)
-                if tag.endswith("/histogram"):
+                if tag.endswith("/histogram") or tag.endswith("steps_per_second"):
                     tags[tag] = [[e.step, None] for e in events]
                 else:
                     tags[tag] = [[e.step, float(tensor_util.make_ndarray(e.tensor_proto))] for e in events]
             out[run] = tags
-    return {"kind": "TensorBoardTags", "update_freq": update_freq, "runs": out}
+    return {"kind": "TensorBoardTags", "update_freq": update_freq, "write_steps_per_second": write_steps_per_second,
+            "runs": out}
 
 
 def main():
@@ -366,6 +368,9 @@ def main():
     # 3) and validates on 5 (batches of 3 and 2).
     cases.append(hook_order("fit", 14, 3, epochs=2, validation_split=0.3))
     cases.append(hook_order("fit", 10, 4, epochs=2, validation_n=5, initial_epoch=1))
+    # validation every second epoch, in batches of 2: the on_test_* hooks and val_ logs only in epochs 2 and 4.
+    cases.append(hook_order("fit", 10, 4, epochs=4, validation_split=0.2, validation_freq=2,
+                            validation_batch_size=1))
     cases.append(hook_order("evaluate", 7, 3))
     cases.append(hook_order("evaluate", 7, 3, stop_evaluating_at=1))
     cases.append(hook_order("predict", 5, 2))
@@ -386,6 +391,7 @@ def main():
             keras.callbacks.CSVLogger(os.path.join(d, "log.csv")), rec]))
     cases.append(tensorboard_tags("epoch"))
     cases.append(tensorboard_tags(1))
+    cases.append(tensorboard_tags(1, write_steps_per_second=True))
     cases.append(learning_rate_logs(
         "TensorBoard", lambda d, rec: [keras.callbacks.TensorBoard(os.path.join(d, "tb")),
                                       keras.callbacks.CSVLogger(os.path.join(d, "log.csv")), rec]))
