@@ -276,7 +276,9 @@ TEST(Callbacks, RatesThatChangeReachEveryStepAndEveryReplica) {
       FitOptions o{.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = false};
       if (!scheduled) o.callbacks = {reduce()};
       History h = m.fit(d.x, d.y, o);
-      if (!scheduled) EXPECT_EQ(h["learning_rate"], (std::vector<double>{0.05f, 0.05f, 0.025f}));
+      if (!scheduled) {
+        EXPECT_EQ(h["learning_rate"], (std::vector<double>{0.05f, 0.05f, 0.025f}));
+      }
       auto params = replica_params(m);
       for (auto& p : params) EXPECT_EQ(p, params[0]);
       ends.push_back(params[0]);

@@ -124,9 +124,13 @@ TEST(CudaTraining, ScheduledAndCallbackRatesReachTheReplayedGraph) {
                          .monitor = "loss", .factor = 0.5, .patience = 0, .min_delta = 10.0})};
     History h = m.fit(d.train.x, d.train.y, o);
     EXPECT_EQ(m.step_mode(), graph ? "graph" : "eager") << m.step_mode_reason();
-    if (graph) EXPECT_EQ(ModelInternals::state(m)->train_function.recordings(), 1);
+    if (graph) {
+      EXPECT_EQ(ModelInternals::state(m)->train_function.recordings(), 1);
+    }
     EXPECT_EQ(m.optimizer().iterations(), 24);
-    if (!scheduled) EXPECT_NE(h["learning_rate"][2], h["learning_rate"][0]);
+    if (!scheduled) {
+      EXPECT_NE(h["learning_rate"][2], h["learning_rate"][0]);
+    }
     return m.trainable_parameters().to_doubles();
   };
   for (bool scheduled : {true, false}) {

@@ -32,7 +32,8 @@
 // (validation, on_epoch_end) and on_train_end; set_stop_evaluating / set_stop_predicting end evaluate or
 // predict after the current batch (Keras's stop_evaluating / stop_predicting).
 // fit's own progress bar (verbose > 0) and History are callbacks too, in tf.keras 2.x's order: the progress
-// bar first, then the callbacks given, History last.
+// bar first, then the callbacks given, History last (so the epoch's line does not show a learning_rate that a
+// later callback adds, as tf.keras 2.x's does not; Keras 3 puts its progress bar last, after History).
 #pragma once
 
 #include <systolic/model.h>

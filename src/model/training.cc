@@ -25,7 +25,7 @@ namespace systolic {
 
 namespace {
 
-std::int64_t steps(const Tensor& x, std::int64_t batch_size) {
+std::int64_t batches_of(const Tensor& x, std::int64_t batch_size) {
   return (x.dim(0) + batch_size - 1) / batch_size;
 }
 
@@ -86,7 +86,7 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, s
   }
   const bool testing = y_in != nullptr;
   if (testing) reset_totals(s);
-  const std::int64_t n = x_in.dim(0), steps = (n + batch_size - 1) / batch_size;
+  const std::int64_t n = x_in.dim(0), steps = batches_of(x_in, batch_size);
   const int o = s.output_node();
   // One replica's part of a batch: rows [begin, end) of x.
   auto run = [&](int l, std::int64_t begin, std::int64_t end) {
@@ -319,8 +319,9 @@ std::vector<double> Model::evaluate(const Tensor& x, const Tensor& y, const Eval
   s.check_xy(x, &y, "evaluate");
   SYSTOLIC_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive, got {}", o.batch_size);
   SYSTOLIC_CHECK(x.dim(0) > 0, "evaluate: no samples");
-  CallbackList callbacks("evaluate", o.callbacks, *this,
-                         {.verbose = s.chief ? o.verbose : 0, .epochs = 1, .steps = steps(x, o.batch_size)});
+  CallbackList callbacks(
+      "evaluate", o.callbacks, *this,
+      {.verbose = s.chief ? o.verbose : 0, .epochs = 1, .steps = batches_of(x, o.batch_size)});
   LogValues v = run_test(s, x, y, o.batch_size, callbacks);
   std::vector<double> out;
   for (auto& [k, value] : v) out.push_back(value);
@@ -336,8 +337,9 @@ Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
   const DType out_dtype = s.outputs[0].dtype();
   Tensor out = s.replicas ? Tensor::zeros(s.outputs[0].shape().with_batch(x.dim(0)), out_dtype)
                           : Tensor(s.outputs[0].shape().with_batch(x.dim(0)), out_dtype);
-  CallbackList callbacks("predict", o.callbacks, *this,
-                         {.verbose = s.chief ? o.verbose : 0, .epochs = 1, .steps = steps(x, o.batch_size)});
+  CallbackList callbacks(
+      "predict", o.callbacks, *this,
+      {.verbose = s.chief ? o.verbose : 0, .epochs = 1, .steps = batches_of(x, o.batch_size)});
   s.stop_predicting = false;
   callbacks.on_predict_begin();
   std::int64_t done = 0;
