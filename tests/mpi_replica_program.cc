@@ -7,10 +7,16 @@
 //   mpi_replica_program forever OUTDIR  writes OUTDIR/pid.RANK, then trains step after step until killed,
 //                                       writing OUTDIR/started.RANK after its first step (for the fault
 //                                       tests).
+//   mpi_replica_program callbacks OUTDIR  trains with every kind of callback (fit_with_callbacks in
+//                                       replica_test_model.h), each rank pointing them at its own empty
+//                                       OUTDIR/rankRANK (so the test sees which writes), and writes
+//                                       OUTDIR/decisions.RANK and OUTDIR/values.RANK (what it decided and
+//                                       computed).
 #include <systolic/systolic.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -20,7 +26,7 @@ using namespace systolic;
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s train|forever OUTDIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s train|forever|callbacks OUTDIR\n", argv[0]);
     return 2;
   }
   std::string mode = argv[1], dir = argv[2];
@@ -46,6 +52,17 @@ int main(int argc, char** argv) {
         for (double v : h["loss"]) s << v << "\n";
         for (double v : scores) s << v << "\n";
       }
+      return 0;
+    }
+    if (mode == "callbacks") {
+      std::string mine = dir + "/rank" + std::to_string(rank);
+      std::filesystem::create_directories(mine);  // empty: the callbacks' files go there
+      auto run = testing::fit_with_callbacks(m, mine);
+      std::ofstream decisions(dir + "/decisions." + std::to_string(rank)),
+          values(dir + "/values." + std::to_string(rank));
+      values.precision(17);
+      for (auto& line : run.decisions) decisions << line << "\n";
+      for (double v : run.values) values << v << "\n";
       return 0;
     }
     if (mode == "forever") {

@@ -14,6 +14,7 @@
 #include <systolic/systolic.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -62,8 +63,8 @@ struct Crash : callbacks::Callback {
   int epoch = 0, at_epoch;
   std::int64_t at_batch;
   Crash(int e, std::int64_t b) : at_epoch(e), at_batch(b) {}
-  void on_epoch_begin(int e, const callbacks::Logs&) override { epoch = e; }
-  void on_train_batch_end(std::int64_t batch, const callbacks::Logs&) override {
+  void on_epoch_begin(int e, callbacks::Logs&) override { epoch = e; }
+  void on_train_batch_end(std::int64_t batch, callbacks::Logs&) override {
     if (epoch == at_epoch && batch == at_batch) throw std::runtime_error("crash");
   }
 };
@@ -72,8 +73,8 @@ struct Crash : callbacks::Callback {
 struct Trace : callbacks::Callback {
   std::vector<int> epochs;
   std::vector<std::int64_t> batches;
-  void on_epoch_begin(int e, const callbacks::Logs&) override { epochs.push_back(e); }
-  void on_train_batch_begin(std::int64_t b, const callbacks::Logs&) override { batches.push_back(b); }
+  void on_epoch_begin(int e, callbacks::Logs&) override { epochs.push_back(e); }
+  void on_train_batch_begin(std::int64_t b, callbacks::Logs&) override { batches.push_back(b); }
 };
 
 double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
@@ -230,11 +231,11 @@ struct MetadataRecorder : callbacks::Callback {
   json events = json::array();
   explicit MetadataRecorder(std::string p) : path(std::move(p)) {}
   json read() const { return fs::exists(path) ? read_json(path) : json(nullptr); }
-  void on_epoch_begin(int e, const callbacks::Logs&) override { epoch = e; }
-  void on_train_batch_end(std::int64_t batch, const callbacks::Logs&) override {
+  void on_epoch_begin(int e, callbacks::Logs&) override { epoch = e; }
+  void on_train_batch_end(std::int64_t batch, callbacks::Logs&) override {
     events.push_back({{"epoch", epoch}, {"batch", batch}, {"metadata", read()}});
   }
-  void on_epoch_end(int e, const callbacks::Logs&) override {
+  void on_epoch_end(int e, callbacks::Logs&) override {
     events.push_back({{"epoch", e}, {"end_of_epoch", true}, {"metadata", read()}});
   }
 };
@@ -272,6 +273,77 @@ TEST(BackupAndRestore, SavesWhenKerasSaves) {
   }
 }
 
+TEST(BackupAndRestore, DoubleCheckpointAsKeras) {
+  // double_checkpoint: after every epoch the folder holds Keras's files (the previous backup as .bkp), and a
+  // damaged latest.weights.h5 gives way to the previous backup, resumed at Keras's epoch and step.
+  json fixture = read_json(kFixtures + "/keras_double_checkpoint.json");
+  Tensor x = Tensor::zeros({14, 3}), y = Tensor::zeros({14}, DType::int32);
+  TempDir dir;
+  std::string backup = dir.file("backup");
+  struct Listing : callbacks::Callback {
+    std::string backup;
+    json events = json::array();
+    void on_epoch_end(int epoch, callbacks::Logs&) override {
+      std::vector<std::string> files;
+      for (auto& f : fs::directory_iterator(backup)) files.push_back(f.path().filename().string());
+      std::sort(files.begin(), files.end());
+      auto read = [&](const std::string& name) {
+        return fs::exists(backup + "/" + name) ? read_json(backup + "/" + name) : json(nullptr);
+      };
+      events.push_back({{"epoch", epoch},
+                        {"files", files},
+                        {"metadata", read("training_metadata.json")},
+                        {"previous_metadata", read("training_metadata.json.bkp")}});
+    }
+  };
+  auto listing = std::make_shared<Listing>();
+  listing->backup = backup;
+  callbacks::BackupAndRestoreOptions options{.double_checkpoint = true, .delete_checkpoint = false};
+  Model m = keras_fixture_model();
+  m.fit(x, y,
+        {.batch_size = 4,
+         .epochs = 3,
+         .verbose = 0,
+         .shuffle = false,
+         .callbacks = {std::make_shared<callbacks::BackupAndRestore>(backup, options), listing}});
+  EXPECT_EQ(listing->events, fixture["events"]);
+
+  std::ofstream(backup + "/latest.weights.h5", std::ios::trunc) << "damaged: not an HDF5 file";
+  struct FirstEpoch : callbacks::Callback {
+    int epoch = -1;
+    std::int64_t iterations = -1;
+    void on_epoch_begin(int e, callbacks::Logs&) override {
+      if (epoch < 0) epoch = e, iterations = model().optimizer().iterations();
+    }
+  };
+  auto first = std::make_shared<FirstEpoch>();
+  Model again = keras_fixture_model();
+  again.fit(x, y,
+            {.batch_size = 4,
+             .epochs = 4,
+             .verbose = 0,
+             .shuffle = false,
+             .callbacks = {std::make_shared<callbacks::BackupAndRestore>(
+                               backup, callbacks::BackupAndRestoreOptions{.double_checkpoint = true}),
+                           first}});
+  EXPECT_EQ(first->epoch, fixture["resumed_epoch"].get<int>());
+  EXPECT_EQ(first->iterations, fixture["resumed_iterations"].get<std::int64_t>());
+
+  // Without double_checkpoint a damaged backup is an error naming it.
+  Model third = keras_fixture_model();
+  TempDir other;
+  fs::create_directories(other.file("backup"));
+  std::ofstream(other.file("backup/latest.weights.h5")) << "damaged";
+  std::string e = systolic::testing::error_of([&] {
+    third.fit(x, y,
+              {.batch_size = 4,
+               .epochs = 1,
+               .verbose = 0,
+               .callbacks = {std::make_shared<callbacks::BackupAndRestore>(other.file("backup"))}});
+  });
+  EXPECT_NE(e.find("latest.weights.h5"), std::string::npos) << e;
+}
+
 // The backup Keras 3.15 wrote in a fit interrupted in its third epoch (save_freq "epoch").
 TEST(BackupAndRestore, RestoresABackupKerasWrote) {
   json fixture = read_json(kFixtures + "/keras_backup.json");
@@ -283,7 +355,7 @@ TEST(BackupAndRestore, RestoresABackupKerasWrote) {
     std::vector<int> epochs;
     std::vector<double> weights;
     std::int64_t iterations = -1;
-    void on_epoch_begin(int e, const callbacks::Logs&) override {
+    void on_epoch_begin(int e, callbacks::Logs&) override {
       if (epochs.empty()) {
         weights = all_weights(model());
         iterations = model().optimizer().iterations();

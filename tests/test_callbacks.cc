@@ -3,9 +3,13 @@
 // epoch's running means, read only when a hook looks.
 #include <systolic/systolic.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "distribute/replica_group.h"
+#include "model/model_state.h"
 #include "replica_test_model.h"
 #include "test_util.h"
 
@@ -22,24 +26,24 @@ struct Recorder : callbacks::Callback {
   callbacks::Logs::Items train_end_logs;
   bool read_batch_logs = true;
 
-  void on_train_begin(const callbacks::Logs& logs) override {
+  void on_train_begin(callbacks::Logs& logs) override {
     events.push_back("train_begin" + std::string(logs.empty() ? "" : " logs"));
   }
-  void on_train_end(const callbacks::Logs& logs) override {
+  void on_train_end(callbacks::Logs& logs) override {
     events.push_back("train_end");
     train_end_logs = logs.items();
   }
-  void on_epoch_begin(int epoch, const callbacks::Logs&) override {
+  void on_epoch_begin(int epoch, callbacks::Logs&) override {
     events.push_back("epoch_begin " + std::to_string(epoch));
   }
-  void on_epoch_end(int epoch, const callbacks::Logs& logs) override {
+  void on_epoch_end(int epoch, callbacks::Logs& logs) override {
     events.push_back("epoch_end " + std::to_string(epoch));
     epoch_logs.push_back(logs.items());
   }
-  void on_train_batch_begin(std::int64_t batch, const callbacks::Logs&) override {
+  void on_train_batch_begin(std::int64_t batch, callbacks::Logs&) override {
     events.push_back("batch_begin " + std::to_string(batch));
   }
-  void on_train_batch_end(std::int64_t batch, const callbacks::Logs& logs) override {
+  void on_train_batch_end(std::int64_t batch, callbacks::Logs& logs) override {
     events.push_back("batch_end " + std::to_string(batch));
     if (read_batch_logs) batch_logs.push_back(logs.items());
   }
@@ -56,11 +60,11 @@ struct StopAt : callbacks::Callback {
   int epoch = 0, at_epoch = 0;
   std::int64_t at_batch = -1;
   StopAt(int e, std::int64_t b) : at_epoch(e), at_batch(b) {}
-  void on_epoch_begin(int e, const callbacks::Logs&) override { epoch = e; }
-  void on_train_batch_end(std::int64_t batch, const callbacks::Logs&) override {
+  void on_epoch_begin(int e, callbacks::Logs&) override { epoch = e; }
+  void on_train_batch_end(std::int64_t batch, callbacks::Logs&) override {
     if (epoch == at_epoch && batch == at_batch) model().set_stop_training(true);
   }
-  void on_epoch_end(int e, const callbacks::Logs&) override {
+  void on_epoch_end(int e, callbacks::Logs&) override {
     if (e == at_epoch && at_batch < 0) model().set_stop_training(true);
   }
 };
@@ -196,4 +200,112 @@ TEST(Callbacks, ErrorsNameWhatIsMissing) {
   auto d = replica_test_data(8);
   e = systolic::testing::error_of([&] { m.fit(d.x, d.y, {.verbose = 0, .callbacks = {nullptr}}); });
   EXPECT_NE(e.find("callback 0 of 1 is null"), std::string::npos) << e;
+}
+
+namespace {
+
+// Every replica's trainable parameters (replica 0 first).
+std::vector<std::vector<double>> replica_params(Model& m) {
+  std::vector<std::vector<double>> out;
+  auto& s = *ModelInternals::state(m);
+  if (!s.replicas) return {s.params.to_doubles()};
+  for (int l = 0; l < s.replicas->local_size(); ++l)
+    out.push_back(s.replicas->replica(l).params.to_doubles());
+  return out;
+}
+
+double max_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+}  // namespace
+
+TEST(Callbacks, RatesThatChangeReachEveryStepAndEveryReplica) {
+  // The rate the optimizer loads before each step is the model's: a LearningRateScheduler's, a
+  // ReduceLROnPlateau's or a schedule set on the model's optimizer after to_accelerator. Every step of a fit
+  // uses it (host or device batches), and so does every replica: the replicas stay identical and end where one
+  // replica ends. The reference: train_on_batch over the same batches with the rates set by hand.
+  auto d = replica_test_data(40);  // 5 batches of 8 per epoch, in order
+  const std::vector<double> rates{0.05, 0.02, 0.01};
+  std::vector<double> reference;
+  {
+    Model m = replica_test_model(false);
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      m.optimizer().set_learning_rate(rates[epoch]);
+      for (int b = 0; b < 5; ++b) m.train_on_batch(d.x.slice(8 * b, 8 * b + 8), d.y.slice(8 * b, 8 * b + 8));
+    }
+    reference = m.trainable_parameters().to_doubles();
+  }
+  auto scheduler = [&] {
+    return std::make_shared<callbacks::LearningRateScheduler>(
+        [&](int epoch, double) { return rates[epoch]; });
+  };
+  for (auto batches : {FitOptions::Batches::host_pipeline, FitOptions::Batches::on_device}) {
+    Model m = replica_test_model(false);
+    FitOptions o{.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = false, .callbacks = {scheduler()}};
+    o.batches = batches;
+    m.fit(d.x, d.y, o);
+    EXPECT_LT(max_difference(m.trainable_parameters().to_doubles(), reference), 1e-6);
+  }
+  {
+    Model m = to_accelerator(replica_test_model(false), distribute::MirroredStrategy::cpu(2));
+    m.fit(d.x, d.y,
+          {.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = false, .callbacks = {scheduler()}});
+    auto params = replica_params(m);
+    ASSERT_EQ(params.size(), 2u);
+    EXPECT_EQ(params[0], params[1]);
+    EXPECT_LT(max_difference(params[0], reference), 1e-5);
+  }
+  // ReduceLROnPlateau (halving after every epoch without a 10.0 improvement in loss) and a schedule set after
+  // to_accelerator: two replicas end as one does.
+  auto reduce = [] {
+    return std::make_shared<callbacks::ReduceLROnPlateau>(callbacks::ReduceLROnPlateauOptions{
+        .monitor = "loss", .factor = 0.5, .patience = 0, .min_delta = 10.0});
+  };
+  auto schedule = optimizers::schedules::ExponentialDecay(0.05, 4, 0.5);
+  for (bool scheduled : {false, true}) {
+    SCOPED_TRACE(scheduled ? "schedule" : "ReduceLROnPlateau");
+    std::vector<std::vector<double>> ends;
+    for (int replicas : {1, 2}) {
+      Model m = replica_test_model(false);
+      if (replicas > 1) m = to_accelerator(m, distribute::MirroredStrategy::cpu(replicas));
+      if (scheduled) m.optimizer().set_learning_rate_schedule(schedule);
+      FitOptions o{.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = false};
+      if (!scheduled) o.callbacks = {reduce()};
+      History h = m.fit(d.x, d.y, o);
+      if (!scheduled) {
+        EXPECT_EQ(h["learning_rate"], (std::vector<double>{0.05f, 0.05f, 0.025f}));
+      }
+      auto params = replica_params(m);
+      for (auto& p : params) EXPECT_EQ(p, params[0]);
+      ends.push_back(params[0]);
+    }
+    EXPECT_LT(max_difference(ends[0], ends[1]), 1e-5);
+    EXPECT_GT(max_difference(ends[0], reference), 1e-3);  // the rates did change the training
+  }
+}
+
+TEST(Callbacks, UnderTwoReplicasEveryCallbackDecidesAsOne) {
+  // Every kind of callback (fit_with_callbacks: EarlyStopping restoring the best weights, ReduceLROnPlateau,
+  // ModelCheckpoint, CSVLogger, TensorBoard, BackupAndRestore): two CPU replicas decide what one replica decides
+  // (they see the logs summed over both), write the same files, and stay identical (restoring the best weights
+  // sets every replica).
+  systolic::testing::TempDir one_dir, two_dir;
+  Model one = replica_test_model(false);
+  auto a = systolic::testing::fit_with_callbacks(one, one_dir.str());
+  Model two = to_accelerator(replica_test_model(false), distribute::MirroredStrategy::cpu(2));
+  auto b = systolic::testing::fit_with_callbacks(two, two_dir.str());
+  EXPECT_EQ(b.decisions, a.decisions);
+  ASSERT_EQ(b.values.size(), a.values.size());
+  EXPECT_LT(max_difference(b.values, a.values), 1e-5);
+  auto params = replica_params(two);
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0], params[1]);
+  for (auto f : {"log.csv", "tb/train", "tb/validation", "backup/latest.weights.h5", "ckpt/01-02.keras"})
+    EXPECT_TRUE(std::filesystem::exists(two_dir.path() / f)) << f;
+  // The run stopped after its third epoch and ended with the first epoch's weights.
+  EXPECT_EQ(a.decisions[3], "stopped_epoch 2 best_epoch 0");
 }

@@ -651,6 +651,23 @@ TEST(Cli, PlotDrawsEachPanel) {
         }
       EXPECT_GT(count, 100) << "half " << half << " colour " << colour[0];
     }
+  // A log without validation (Keras's CSVLogger then adds val_ columns of NA, val_learning_rate included) and a
+  // constant learning_rate: no validation curve or legend entry anywhere.
+  std::string no_val =
+      write("noval.csv",
+            "epoch,accuracy,learning_rate,loss,val_accuracy,val_learning_rate,val_loss\r\n"
+            "0,0.2,0.0010000000474974513,2.7,NA,NA,NA\r\n1,0.4,0.0010000000474974513,1.8,NA,NA,NA\r\n");
+  ASSERT_EQ(run_cli("plot " + no_val + " -o '" + png + "' --width 900 --height 400").code, 0);
+  systolic::Tensor nv = systolic::image::read(png, 3);
+  int val_pixels = 0, train_pixels = 0;
+  for (std::int64_t i = 0; i < nv.numel() / 3; ++i) {
+    const std::uint8_t* p = nv.data<std::uint8_t>() + i * 3;
+    val_pixels += p[0] == 255 && p[1] == 127 && p[2] == 14;
+    train_pixels += p[0] == 31 && p[1] == 119 && p[2] == 180;
+  }
+  EXPECT_EQ(val_pixels, 0);
+  EXPECT_GT(train_pixels, 300);  // three panels' curves
+
   // Default size: at least 300x300.
   ASSERT_EQ(run_cli("plot " + log + " -o '" + png + "'").code, 0);
   systolic::Tensor d = systolic::image::read(png, 3);

@@ -1,10 +1,11 @@
 // End to end on a GPU (label gpu; skips visibly without one): the seed CNN trained on real Fashion-MNIST
 // lands in the CPU's accuracy band (also under mixed_bfloat16), its steps are replayed from a CUDA graph
 // without device allocations, the graph gives the eager steps' weights, and weights saved from the GPU
-// predict the same on the CPU.
+// predict the same on the CPU; a learning rate that changes (a schedule, a callback) reaches the replayed graph.
 #include <systolic/systolic.h>
 
 #include "gpu_test_util.h"
+#include "model/model_state.h"
 
 #if SYSTOLIC_HAS_CUDA
 #include "core/cuda/runtime.h"
@@ -97,6 +98,49 @@ TEST(CudaTraining, GraphReplaysGiveTheEagerStepsWeights) {
   double worst = 0;
   for (std::size_t i = 0; i < eager.size(); ++i) worst = std::max(worst, std::abs(eager[i] - replayed[i]));
   EXPECT_LT(worst, 1e-4) << "cuDNN may pick nondeterministic backward algorithms, but not this far apart";
+}
+
+TEST(CudaTraining, ScheduledAndCallbackRatesReachTheReplayedGraph) {
+  // The learning rate lives on the device: a schedule's rate changing at every step, and rates a callback sets
+  // between epochs (LearningRateScheduler, ReduceLROnPlateau), reach the steps replayed from one recording (the
+  // graph is recorded once per fit, not once per rate), and the weights are the eager steps'.
+  SYSTOLIC_REQUIRE_GPU();
+  REQUIRE_FASHION();
+  Fashion d = fashion(1000, 10);  // 7 full batches of 128 and a last one of 104
+  auto run = [&](bool graph, bool scheduled) {
+    set_random_seed(3);
+    clear_session();
+    Model cpu = models::seed_cnn({28, 28, 1}, 10);
+    optimizers::Adam adam(1e-3);
+    if (scheduled) adam.set_learning_rate_schedule(optimizers::schedules::ExponentialDecay(1e-3, 3, 0.7));
+    cpu.compile(adam, "sparse_categorical_crossentropy", {"accuracy"});
+    Model m = to_accelerator(cpu, distribute::OneDeviceStrategy(gpu()));
+    FitOptions o{.batch_size = 128, .epochs = 3, .verbose = 0};
+    o.step_graph = graph;
+    if (!scheduled)
+      o.callbacks = {std::make_shared<callbacks::LearningRateScheduler>(
+                         [](int epoch, double lr) { return epoch == 0 ? lr : lr * 0.3; }),
+                     std::make_shared<callbacks::ReduceLROnPlateau>(callbacks::ReduceLROnPlateauOptions{
+                         .monitor = "loss", .factor = 0.5, .patience = 0, .min_delta = 10.0})};
+    History h = m.fit(d.train.x, d.train.y, o);
+    EXPECT_EQ(m.step_mode(), graph ? "graph" : "eager") << m.step_mode_reason();
+    if (graph) {
+      EXPECT_EQ(ModelInternals::state(m)->train_function.recordings(), 1);
+    }
+    EXPECT_EQ(m.optimizer().iterations(), 24);
+    if (!scheduled) {
+      EXPECT_NE(h["learning_rate"][2], h["learning_rate"][0]);
+    }
+    return m.trainable_parameters().to_doubles();
+  };
+  for (bool scheduled : {true, false}) {
+    SCOPED_TRACE(scheduled ? "ExponentialDecay" : "LearningRateScheduler and ReduceLROnPlateau");
+    auto eager = run(false, scheduled), replayed = run(true, scheduled);
+    ASSERT_EQ(eager.size(), replayed.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < eager.size(); ++i) worst = std::max(worst, std::abs(eager[i] - replayed[i]));
+    EXPECT_LT(worst, 1e-4) << "cuDNN may pick nondeterministic backward algorithms, but not this far apart";
+  }
 }
 
 TEST(CudaTraining, ASteadyEpochMakesNoDeviceAllocations) {

@@ -18,12 +18,17 @@
 #include "io/tfevents.h"
 #include "replica_test_model.h"
 #include "test_util.h"
+#include "tfevents_reader.h"
 
 using namespace systolic;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+using systolic::testing::only_file;
+using systolic::testing::read_events;
+using systolic::testing::Record;
 using systolic::testing::replica_test_data;
 using systolic::testing::replica_test_model;
+using systolic::testing::temp_logs;
 
 namespace {
 
@@ -93,18 +98,18 @@ TEST(KerasCallbacks, EarlyStoppingStopsWhereKerasStops) {
     callbacks::EarlyStopping cb(opt);
     attach(cb, m);
     m.set_stop_training(false);
-    cb.on_train_begin({});
+    cb.on_train_begin(temp_logs());
     std::vector<int> waits;
     json stopped_at = nullptr;
     for (int epoch = 0; epoch < epochs_of(c); ++epoch) {
-      cb.on_epoch_end(epoch, logs_for(c, opt.monitor, epoch));
+      cb.on_epoch_end(epoch, temp_logs(logs_for(c, opt.monitor, epoch)));
       waits.push_back(cb.wait());
       if (m.stop_training()) {
         stopped_at = epoch;
         break;
       }
     }
-    cb.on_train_end({});
+    cb.on_train_end(temp_logs());
     EXPECT_EQ(stopped_at, c["stopped_at"]);
     EXPECT_EQ(json(waits), c["waits"]);
     EXPECT_EQ(cb.stopped_epoch(), c["stopped_epoch"].get<int>());
@@ -130,10 +135,10 @@ TEST(KerasCallbacks, ReduceLROnPlateauChangesTheRateWhereKerasDoes) {
     Model m = small_model(0.1);
     callbacks::ReduceLROnPlateau cb(opt);
     attach(cb, m);
-    cb.on_train_begin({});
+    cb.on_train_begin(temp_logs());
     auto expected = c["learning_rates"];
     for (int epoch = 0; epoch < epochs_of(c); ++epoch) {
-      cb.on_epoch_end(epoch, logs_for(c, opt.monitor, epoch));
+      cb.on_epoch_end(epoch, temp_logs(logs_for(c, opt.monitor, epoch)));
       // Keras's rate is a float32 variable.
       EXPECT_EQ(float(m.optimizer().learning_rate()), float(expected[epoch].get<double>()))
           << "epoch " << epoch;
@@ -158,12 +163,12 @@ TEST(KerasCallbacks, ModelCheckpointSavesWhereKerasSaves) {
     Model m = small_model();
     callbacks::ModelCheckpoint cb((dir.path() / c["filepath"].get<std::string>()).string(), opt);
     attach(cb, m);
-    cb.on_train_begin({});
+    cb.on_train_begin(temp_logs());
     json saves = json::array();
     for (int epoch = 0; epoch < epochs_of(c); ++epoch) {
       std::size_t before = cb.saved().size();
-      cb.on_epoch_begin(epoch, {});
-      cb.on_epoch_end(epoch, logs_for(c, opt.monitor, epoch));
+      cb.on_epoch_begin(epoch, temp_logs());
+      cb.on_epoch_end(epoch, temp_logs(logs_for(c, opt.monitor, epoch)));
       if (cb.saved().size() > before) {
         fs::path p = cb.saved().back();
         EXPECT_TRUE(fs::exists(p)) << p;
@@ -186,13 +191,14 @@ TEST(KerasCallbacks, ModelCheckpointSavesEveryNBatchesAsKeras) {
     callbacks::ModelCheckpoint cb((dir.path() / "b-{epoch}-{batch}-{loss:.3f}.h5").string(),
                                   {.save_freq = c["save_freq"].get<int>()});
     attach(cb, m);
-    cb.on_train_begin({});
+    cb.on_train_begin(temp_logs());
     int steps = c["steps"];
     for (int epoch = 0; epoch < c["epochs"].get<int>(); ++epoch) {
-      cb.on_epoch_begin(epoch, {});
+      cb.on_epoch_begin(epoch, temp_logs());
       for (int batch = 0; batch < steps; ++batch)
-        cb.on_train_batch_end(batch, callbacks::Logs::Items{{"loss", 1.0 / (1 + epoch * steps + batch)}});
-      cb.on_epoch_end(epoch, callbacks::Logs::Items{{"loss", 0.5}});
+        cb.on_train_batch_end(batch,
+                              temp_logs(callbacks::Logs::Items{{"loss", 1.0 / (1 + epoch * steps + batch)}}));
+      cb.on_epoch_end(epoch, temp_logs(callbacks::Logs::Items{{"loss", 0.5}}));
     }
     json saves = json::array();
     for (auto& p : cb.saved()) saves.push_back(fs::path(p).filename().string());
@@ -229,15 +235,15 @@ TEST(KerasCallbacks, CSVLoggerWritesKerasBytes) {
     bool append = c["append"];
     if (append) std::ofstream(path) << "previous\n";
     callbacks::CSVLogger cb(path, c["separator"], append);
-    cb.on_train_begin({});
+    cb.on_train_begin(temp_logs());
     int epoch = 0;
     for (auto& row : c["rows"]) {
       // Keras's logs keep fit's order, not the JSON's; the logger sorts them anyway.
       callbacks::Logs::Items items;
       for (auto& [k, v] : row.items()) items.emplace_back(k, v.get<double>());
-      cb.on_epoch_end(epoch++, items);
+      cb.on_epoch_end(epoch++, temp_logs(items));
     }
-    cb.on_train_end({});
+    cb.on_train_end(temp_logs());
     EXPECT_EQ(systolic::testing::read_text(path), c["content"].get<std::string>());
   }
 }
@@ -248,7 +254,7 @@ TEST(KerasCallbacks, LearningRateSchedulerAndTerminateOnNaNAsKeras) {
   callbacks::LearningRateScheduler sched([](int epoch, double lr) { return epoch < 3 ? lr : lr * 0.5; });
   attach(sched, m);
   for (int epoch = 0; epoch < int(lrs.size()); ++epoch) {
-    sched.on_epoch_begin(epoch, {});
+    sched.on_epoch_begin(epoch, temp_logs());
     EXPECT_EQ(float(m.optimizer().learning_rate()), float(lrs[epoch].get<double>())) << epoch;
   }
 
@@ -260,7 +266,7 @@ TEST(KerasCallbacks, LearningRateSchedulerAndTerminateOnNaNAsKeras) {
   int batch = 0;
   for (auto& l : t["losses"]) {
     double loss = l.is_string() ? INFINITY : l.get<double>();
-    nan_cb.on_train_batch_end(batch, callbacks::Logs::Items{{"loss", loss}});
+    nan_cb.on_train_batch_end(batch, temp_logs(callbacks::Logs::Items{{"loss", loss}}));
     if (m.stop_training()) {
       stopped_at = batch;
       break;
@@ -271,7 +277,7 @@ TEST(KerasCallbacks, LearningRateSchedulerAndTerminateOnNaNAsKeras) {
   callbacks::TerminateOnNaN raising(true);
   attach(raising, m);
   EXPECT_NE(systolic::testing::error_of([&] {
-              raising.on_train_batch_end(3, callbacks::Logs::Items{{"loss", NAN}});
+              raising.on_train_batch_end(3, temp_logs(callbacks::Logs::Items{{"loss", NAN}}));
             }).find("NaN or Inf loss encountered at batch 3"),
             std::string::npos);
 }
@@ -280,9 +286,9 @@ TEST(KerasCallbacks, MonitorWithoutDirectionIsAnError) {
   Model m = small_model();
   callbacks::EarlyStopping cb({.monitor = "val_something"});
   attach(cb, m);
-  cb.on_train_begin({});
+  cb.on_train_begin(temp_logs());
   std::string e = systolic::testing::error_of([&] {
-    cb.on_epoch_end(0, callbacks::Logs::Items{{"val_something", 1.0}});
+    cb.on_epoch_end(0, temp_logs(callbacks::Logs::Items{{"val_something", 1.0}}));
   });
   EXPECT_NE(e.find("monitor=val_something"), std::string::npos) << e;
   EXPECT_NE(systolic::testing::error_of([] { callbacks::ReduceLROnPlateau({.factor = 1.5}); }).find("factor"),
@@ -313,91 +319,6 @@ TEST(KerasCallbacks, EarlyStoppingInFitRestoresTheBestWeights) {
 }
 
 // ---- TensorBoard ----
-
-namespace {
-
-struct Record {
-  std::int64_t step = 0;
-  std::vector<std::string> tags;
-  std::vector<float> values;  // simple_value per tag (NaN: none)
-};
-
-std::uint64_t read_varint(const std::string& s, std::size_t& i) {
-  std::uint64_t v = 0;
-  for (int shift = 0; i < s.size(); shift += 7) {
-    unsigned char b = s[i++];
-    v |= std::uint64_t(b & 0x7f) << shift;
-    if (!(b & 0x80)) return v;
-  }
-  ADD_FAILURE() << "truncated varint";
-  return v;
-}
-
-// Walks one protobuf message: calls fn(field, wire_type, varint value, bytes) for each field.
-void walk(const std::string& m, const std::function<void(int, int, std::uint64_t, const std::string&)>& fn) {
-  for (std::size_t i = 0; i < m.size();) {
-    std::uint64_t key = read_varint(m, i);
-    int field = int(key >> 3), type = int(key & 7);
-    if (type == 0) {
-      fn(field, type, read_varint(m, i), "");
-    } else if (type == 1 || type == 5) {
-      std::size_t n = type == 1 ? 8 : 4;
-      fn(field, type, 0, m.substr(i, n));
-      i += n;
-    } else if (type == 2) {
-      std::size_t n = read_varint(m, i);
-      fn(field, type, 0, m.substr(i, n));
-      i += n;
-    } else {
-      ADD_FAILURE() << "unexpected wire type " << type;
-      return;
-    }
-  }
-}
-
-// Every record of an event file, each CRC checked with io::masked_crc32c; the Events' steps and summary tags.
-std::vector<Record> read_events(const fs::path& path) {
-  std::string data = systolic::testing::read_text(path);
-  std::vector<Record> out;
-  for (std::size_t i = 0; i < data.size();) {
-    EXPECT_LE(i + 12, data.size()) << path;
-    std::uint64_t n;
-    std::uint32_t crc;
-    std::memcpy(&n, data.data() + i, 8);
-    std::memcpy(&crc, data.data() + i + 8, 4);
-    EXPECT_EQ(crc, io::masked_crc32c(data.data() + i, 8)) << "length CRC of the record at " << i;
-    std::string event = data.substr(i + 12, n);
-    std::memcpy(&crc, data.data() + i + 12 + n, 4);
-    EXPECT_EQ(crc, io::masked_crc32c(event.data(), event.size())) << "data CRC of the record at " << i;
-    i += 12 + n + 4;
-    Record r;
-    walk(event, [&](int field, int, std::uint64_t v, const std::string& bytes) {
-      if (field == 2) r.step = std::int64_t(v);
-      if (field != 5) return;
-      walk(bytes, [&](int, int, std::uint64_t, const std::string& value) {
-        std::string tag;
-        float simple = NAN;
-        walk(value, [&](int f, int, std::uint64_t, const std::string& b) {
-          if (f == 1) tag = b;
-          if (f == 2) std::memcpy(&simple, b.data(), 4);
-        });
-        r.tags.push_back(tag);
-        r.values.push_back(simple);
-      });
-    });
-    out.push_back(r);
-  }
-  return out;
-}
-
-fs::path only_file(const fs::path& dir) {
-  std::vector<fs::path> files;
-  for (auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
-  EXPECT_EQ(files.size(), 1u) << dir;
-  return files.empty() ? fs::path() : files[0];
-}
-
-}  // namespace
 
 TEST(KerasCallbacks, TensorBoardRecordsVerifyOnARealKerasFile) {
   // The CRC-32C check value of "123456789" (RFC 3720's polynomial).

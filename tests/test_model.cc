@@ -259,6 +259,46 @@ TEST(Optimizers, OneStepCounterOwnsTheHostCountAndItsDeviceCopy) {
   }
 }
 
+TEST(Optimizers, TheLearningRateLivesOnTheDevice) {
+  // What a recorded step reads is the loaded rate on the device, never the host's rate: a rate set (or a
+  // schedule's next value) reaches the update only through load_learning_rate, written in place between steps.
+  optimizers::SGD sgd(0.5);
+  Tensor rate = sgd.learning_rate_on(Device::cpu());  // made on first use, with the rate
+  EXPECT_EQ(rate.item(), 0.5);
+  Tensor w = Tensor::full({1}, 1.0), g = Tensor::full({1}, 1.0);
+  sgd.set_learning_rate(0.25);
+  sgd.apply_update(w, g);  // the recorded part: reads the loaded 0.5
+  EXPECT_DOUBLE_EQ(w.item(), 0.5);
+  sgd.load_learning_rate();  // what the train function does before every step
+  EXPECT_EQ(rate.item(), 0.25);
+  EXPECT_TRUE(sgd.learning_rate_on(Device::cpu()).shares_storage_with(rate));  // in place
+  sgd.apply_update(w, g);
+  EXPECT_DOUBLE_EQ(w.item(), 0.25);
+  // A schedule: the rate of the step about to run (at iterations()), loaded step by step by apply().
+  auto schedule = optimizers::schedules::ExponentialDecay(0.5, 1, 0.5);
+  sgd.set_learning_rate_schedule(schedule);
+  sgd.set_iterations(2);
+  Tensor w2 = Tensor::full({1}, 1.0);
+  sgd.apply(w2, g);  // rate 0.125 at step 2
+  sgd.apply(w2, g);  // 0.0625 at step 3
+  EXPECT_DOUBLE_EQ(w2.item(), 1.0 - 0.125 - 0.0625);
+  EXPECT_EQ(rate.item(), 0.0625);
+  // A rate that is not a number is refused before it reaches the device.
+  optimizers::SGD bad(0.1);
+  bad.set_learning_rate(NAN);
+  std::string e = systolic::testing::error_of([&] { bad.load_learning_rate(); });
+  EXPECT_NE(e.find("the learning rate is nan"), std::string::npos) << e;
+  // A cloned optimizer (a replica's) has the rate, not the device tensor.
+  auto copy = sgd.clone();
+  EXPECT_FALSE(copy->learning_rate_on(Device::cpu()).shares_storage_with(rate));
+  optimizers::DeviceScalar a(3.0);
+  Tensor at = a.on(Device::cpu());
+  optimizers::DeviceScalar b = a;
+  b.set(4.0);
+  EXPECT_EQ(at.item(), 3.0);
+  EXPECT_EQ(b.value(), 4.0);
+}
+
 TEST(Errors, BadInputIsAClearError) {
   Model m = small_model();
   auto [x, y] = quadrants(10, 8);

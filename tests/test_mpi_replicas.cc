@@ -149,3 +149,37 @@ TEST(MpiReplicas, AStoppedWorkerTripsTheWatchdog) {
   EXPECT_GE(took, 4.0) << log;
   EXPECT_LT(took, 5 + 10.0) << log;
 }
+
+TEST(MpiReplicas, CallbacksDecideAlikeAndOnlyTheChiefWrites) {
+  // Both processes run every kind of callback (fit_with_callbacks), each pointing them at its own folder: both
+  // decide alike (the same stop, the same rates, the same saves, from the same globally summed logs), only the
+  // chief's folder gets files, and what they decide is what one process decides.
+  SYSTOLIC_REQUIRE_MPI();
+  TempDir dir;
+  pid_t mpirun = start_mpirun("callbacks", dir.str(), dir.file("log.txt"), 30);
+  int status = wait_for(mpirun, 120);
+  std::string log = read_text(dir.file("log.txt"));
+  ASSERT_EQ(status, 0) << log;
+  std::string decisions = read_text(dir.file("decisions.0"));
+  EXPECT_EQ(read_text(dir.file("decisions.1")), decisions);
+  EXPECT_EQ(read_text(dir.file("values.1")), read_text(dir.file("values.0")));  // bit for bit
+  EXPECT_NE(decisions.find("stopped_epoch 2 best_epoch 0"), std::string::npos) << decisions;
+
+  namespace fs = std::filesystem;
+  fs::path chief = dir.path() / "rank0";
+  for (auto f : {"log.csv", "tb/train", "tb/validation", "backup/latest.weights.h5", "ckpt/01-02.keras"})
+    EXPECT_TRUE(fs::exists(chief / f)) << f;
+  ASSERT_TRUE(fs::is_directory(dir.path() / "rank1"));
+  EXPECT_TRUE(fs::is_empty(dir.path() / "rank1")) << "a worker wrote files";
+
+  // One process, one replica: the same decisions, the same values to rounding.
+  TempDir one_dir;
+  Model one = replica_test_model(false);
+  CallbackRun run = fit_with_callbacks(one, one_dir.str());
+  std::string one_decisions;
+  for (auto& line : run.decisions) one_decisions += line + "\n";
+  EXPECT_EQ(one_decisions, decisions);
+  auto values = read_numbers(dir.file("values.0"));
+  ASSERT_EQ(values.size(), run.values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) EXPECT_NEAR(values[i], run.values[i], 1e-5) << i;
+}

@@ -859,38 +859,48 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
 
 void optimizer_cases(std::map<Op, std::vector<Case>>& m) {
   const Shape s{100003};
-  AdamStep step{.lr = 1e-3, .beta_1 = 0.9, .beta_2 = 0.999, .epsilon = 1e-7};
-  // Three steps with the counter advanced on the tensors' device, as a training step does.
-  m[Op::adam_update].push_back(
-      {"three steps, the counter on the device",
-       {acc("w", s), in("g", s), acc("m", s), acc("v", s, 0, 1), counter("iterations", 0)},
-       [step](auto& t) {
-         Tensor it = t[4].clone();
-         for (int k = 0; k < 3; ++k) {
-           adam_update(t[0], t[1], t[2], t[3], step, it);
-           scale_shift(it, it, 1.0, 1.0);
-         }
-       }});
-  m[Op::adam_update].push_back(
-      {"undefined counter (step 1)",
-       {acc("w", {4099}), in("g", {4099}), acc("m", {4099}), acc("v", {4099}, 0, 1), none("iterations")},
-       [step](auto& t) { adam_update(t[0], t[1], t[2], t[3], step, t[4]); }});
+  AdamStep step{.beta_1 = 0.9, .beta_2 = 0.999, .epsilon = 1e-7};
+  // Three steps with the counter advanced and the rate doubled on the tensors' device between them, as a training
+  // step (replayed from a CUDA graph) sees them change.
+  m[Op::adam_update].push_back({"three steps, the rate and the counter on the device",
+                                {acc("w", s), in("g", s), acc("m", s), acc("v", s, 0, 1), counter("lr", 1e-3),
+                                 counter("iterations", 0)},
+                                [step](auto& t) {
+                                  Tensor lr = t[4].clone(), it = t[5].clone();
+                                  for (int k = 0; k < 3; ++k) {
+                                    adam_update(t[0], t[1], t[2], t[3], step, lr, it);
+                                    scale_shift(it, it, 1.0, 1.0);
+                                    scale_shift(lr, lr, 2.0, 0.0);
+                                  }
+                                }});
+  m[Op::adam_update].push_back({"undefined counter (step 1)",
+                                {acc("w", {4099}), in("g", {4099}), acc("m", {4099}), acc("v", {4099}, 0, 1),
+                                 counter("lr", 1e-3), none("iterations")},
+                                [step](auto& t) { adam_update(t[0], t[1], t[2], t[3], step, t[4], t[5]); }});
   for (double momentum : {0.0, 0.9})
     for (bool nesterov : {false, true}) {
       m[Op::sgd_update].push_back(
-          {fmt::format("momentum {} nesterov {}, two steps", momentum, nesterov),
-           {acc("w", {4099}), in("g", {4099}), momentum ? acc("velocity", {4099}) : none("velocity")},
+          {fmt::format("momentum {} nesterov {}, two steps at two rates", momentum, nesterov),
+           {acc("w", {4099}), in("g", {4099}), momentum ? acc("velocity", {4099}) : none("velocity"),
+            counter("lr", 0.01)},
            [momentum, nesterov](auto& t) {
-             for (int k = 0; k < 2; ++k) sgd_update(t[0], t[1], t[2], 0.01, momentum, nesterov);
+             Tensor lr = t[3].clone();
+             for (int k = 0; k < 2; ++k) {
+               sgd_update(t[0], t[1], t[2], lr, momentum, nesterov);
+               scale_shift(lr, lr, 0.5, 0.0);
+             }
            }});
     }
   for (double momentum : {0.0, 0.9})
-    m[Op::rmsprop_update].push_back({fmt::format("momentum {}, two steps", momentum),
+    m[Op::rmsprop_update].push_back({fmt::format("momentum {}, two steps at two rates", momentum),
                                      {acc("w", {4099}), in("g", {4099}), acc("ms", {4099}, 0, 1),
-                                      momentum ? acc("mom", {4099}) : none("mom")},
+                                      momentum ? acc("mom", {4099}) : none("mom"), counter("lr", 0.001)},
                                      [momentum](auto& t) {
-                                       for (int k = 0; k < 2; ++k)
-                                         rmsprop_update(t[0], t[1], t[2], t[3], 0.001, 0.9, momentum, 1e-7);
+                                       Tensor lr = t[4].clone();
+                                       for (int k = 0; k < 2; ++k) {
+                                         rmsprop_update(t[0], t[1], t[2], t[3], lr, 0.9, momentum, 1e-7);
+                                         scale_shift(lr, lr, 3.0, 0.0);
+                                       }
                                      }});
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <systolic/callbacks.h>
 #include <systolic/datasets.h>
 #include <systolic/device.h>
 #include <systolic/error.h>
@@ -22,6 +23,12 @@
 #include <string>
 
 namespace systolic::testing {
+
+// Callback hooks take their logs by reference (a callback may add to them, as to Keras's logs dict): a
+// temporary Logs for one call, e.g. cb.on_epoch_end(0, temp_logs({{"loss", 1.0}})).
+inline callbacks::Logs& temp_logs(callbacks::Logs&& logs = {}) {
+  return logs;
+}
 
 inline Tensor random_tensor(Shape shape, std::uint64_t seed, DType dtype = DType::float32, double lo = -1.0,
                             double hi = 1.0) {

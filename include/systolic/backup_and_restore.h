@@ -1,6 +1,7 @@
-// Keras's keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=True): fit backs
-// up its training state into backup_dir, and a fit started again with the same backup_dir (after a crash, a
-// kill -9, a pre-empted machine) resumes from the last backup instead of from the start.
+// Keras's keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", double_checkpoint=False,
+// delete_checkpoint=True): fit backs up its training state into backup_dir, and a fit started again with the
+// same backup_dir (after a crash, a kill -9, a pre-empted machine) resumes from the last backup instead of from
+// the start.
 //
 //   model.fit(x, y, {.epochs = 50, .callbacks = {std::make_shared<callbacks::BackupAndRestore>("backup")}});
 //
@@ -29,6 +30,10 @@ namespace systolic::callbacks {
 
 struct BackupAndRestoreOptions {
   std::int64_t save_freq = 0;  // batches between backups; 0: Keras's "epoch" (at the end of every epoch)
+  // Keras's double_checkpoint: each backup first copies the one it replaces to latest.weights.h5.bkp and
+  // training_metadata.json.bkp, and a backup that cannot be read (a damaged file) is replaced by that previous
+  // one before resuming (Keras's fallback on an error reading it).
+  bool double_checkpoint = false;
   bool delete_checkpoint = true;
 };
 
@@ -39,10 +44,10 @@ class BackupAndRestore : public Callback {
   // Keras's save_freq argument as text: "epoch" -> 0, a positive integer -> itself; Error otherwise.
   static std::int64_t parse_save_freq(const std::string& text);
 
-  void on_train_begin(const Logs& logs) override;
-  void on_epoch_end(int epoch, const Logs& logs) override;
-  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
-  void on_train_end(const Logs& logs) override;
+  void on_train_begin(Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, Logs& logs) override;
+  void on_train_end(Logs& logs) override;
 
   const std::string& weights_path() const { return weights_path_; }
   const std::string& metadata_path() const { return metadata_path_; }

@@ -33,6 +33,10 @@ struct FitOptions {
   int verbose = 1;  // 0 silent, 1 progress bar, 2 one line per epoch
   double validation_split = 0.0;
   std::optional<ValidationData> validation_data;
+  // Keras's validation_freq (validate after epochs 1+k*N, 1-based: the N-th, 2N-th, ...) and
+  // validation_batch_size (0: batch_size).
+  int validation_freq = 1;
+  std::int64_t validation_batch_size = 0;
   bool shuffle = true;
   int initial_epoch = 0;
   // ImageDataGenerator-style augmentation of the training batches (validation data is never augmented).
@@ -55,11 +59,15 @@ struct FitOptions {
 struct EvaluateOptions {
   std::int64_t batch_size = 32;
   int verbose = 1;
+  // Called at Keras's points of evaluate (on_test_*: callbacks.h), after the progress bar.
+  std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
 };
 
 struct PredictOptions {
   std::int64_t batch_size = 32;
   int verbose = 0;
+  // Called at Keras's points of predict (on_predict_*: callbacks.h), after the progress bar.
+  std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
 };
 
 // Keras's History: one value per epoch for each key (loss, metrics, val_loss, val_metrics).
@@ -132,9 +140,14 @@ class Model {
   std::string step_mode() const;
   std::string step_mode_reason() const;
   // Keras's model.stop_training: a callback sets it to end fit after the current batch (fit clears it when
-  // it starts).
+  // it starts). stop_evaluating and stop_predicting do the same for evaluate (fit's validation too) and
+  // predict, which clear them when they start; predict then returns the rows of the batches done.
   bool stop_training() const;
   void set_stop_training(bool stop);
+  bool stop_evaluating() const;
+  void set_stop_evaluating(bool stop);
+  bool stop_predicting() const;
+  void set_stop_predicting(bool stop);
   // Names of what evaluate returns: loss, then the metrics.
   std::vector<std::string> metrics_names() const;
 
@@ -165,6 +178,13 @@ class Model {
   // seed's "TPU model" is made by to_accelerator in distribute.h, which copies the model first).
   Device device() const;
   void to(Device device);
+
+  // Keras's model.get_weights() / set_weights(): every weight of every layer of model.layers, in Keras's order
+  // (each layer's trainable then non-trainable weights), as host copies. set_weights checks the count and
+  // shapes (Error naming the weight); under replicas it sets every replica (a collective across workers: every
+  // worker calls it, and the chief's values win).
+  std::vector<Tensor> get_weights() const;
+  void set_weights(const std::vector<Tensor>& weights);
 
   // The flat buffers that hold every trainable weight and its gradient (weights are views into them).
   Tensor& trainable_parameters();

@@ -140,7 +140,7 @@ struct AugmentParams {
 enum class Interpolation { nearest, bilinear };
 
 struct AdamStep {
-  double lr, beta_1, beta_2, epsilon;
+  double beta_1, beta_2, epsilon;
 };
 
 // augment (branch augment): the noise and image-augmentation layers' ops.
@@ -251,9 +251,11 @@ struct ConstraintParams {
 // mean_squared_error  per sample, the mean over the non-batch axes; target has pred's shape.
 // accuracy_count    ADDS the count of rows whose argmax(pred) equals the label (int32 [N]) or argmax(labels[N,C])
 //                   to `total` (float64 scalar).
-// Optimizer updates over flat parameter buffers (a model's trainable weights, one allocation). `iterations`
-// (float64 [1] on w's device) counts the updates done before this one, as Keras's optimizer.iterations does; the
-// op reads it (a captured CUDA graph replays with the right step) and does not increment it:
+// Optimizer updates over flat parameter buffers (a model's trainable weights, one allocation). `lr` (float64 [1] on
+// w's device) is the learning rate of this update and `iterations` (float64 [1] on w's device, or undefined: 0)
+// counts the updates done before this one, as Keras's optimizer.iterations does; the ops read both there (so a
+// step captured as a CUDA graph replays with the rate and step of the moment, which the optimizer writes between
+// steps) and change neither:
 // adam_update       t = iterations + 1; lr_t = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t);
 //                   m += (g-m)(1-b1); v += (g*g-v)(1-b2); w -= lr_t * m / (sqrt(v) + eps)
 // sgd_update        Keras SGD: velocity = momentum*velocity - lr*g; w += velocity (nesterov: w += momentum*velocity
@@ -363,11 +365,11 @@ struct ConstraintParams {
   X(mean_squared_error, (const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,               \
                          double grad_scale), (pred, target, total, dpred, grad_scale))                           \
   X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total), (pred, labels, total))           \
-  X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& iterations), \
-    (w, g, m, v, s, iterations))                                                                                 \
-  X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov),      \
+  X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,        \
+                  const Tensor& iterations), (w, g, m, v, s, lr, iterations))                                     \
+  X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum, bool nesterov), \
     (w, g, velocity, lr, momentum, nesterov))                                                                    \
-  X(rmsprop_update, (Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,                \
+  X(rmsprop_update, (Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,         \
                      double momentum, double epsilon), (w, g, ms, mom, lr, rho, momentum, epsilon))   \
   /* norm: normalisations over trailing axes, broadcasting binary ops, Normalization, transposes */             \
   X(layer_norm_forward, (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,     \

@@ -12,32 +12,50 @@
 
 namespace systolic::optimizers {
 
-// The training step count (Keras's optimizer.iterations) and its one owner. It has two copies: the count on
-// the host, and a float64 [1] tensor on the device the steps run on, which the ops of a step read there
-// (Adam's t, dropout's masks) so that a step recorded as a CUDA graph replays with the right count. set() and
-// advance() change both at once; nothing else writes either, so they cannot drift apart.
-class StepCounter {
+// A number the ops of a training step read on the device (the step count, the learning rate): kept on the host,
+// with a float64 [1] copy on the device the steps run on, made there on first use (before any recording: a step
+// recorded as a CUDA graph reads it at its address). set() writes both at once, the device copy in place (and
+// only when the value changed); it is never called while a step is being recorded, so a replayed step reads the
+// value of the moment. A copy (a cloned optimizer's) takes the value, never the device tensor: two owners do not
+// share one.
+class DeviceScalar {
  public:
-  StepCounter() = default;
-  // A copy (a cloned optimizer) takes the count, never the device tensor: two counters do not share one.
-  StepCounter(const StepCounter& other) : count_(other.count_) {}
-  StepCounter& operator=(const StepCounter& other);
+  explicit DeviceScalar(double value = 0) : value_(value) {}
+  DeviceScalar(const DeviceScalar& other) : value_(other.value_) {}
+  DeviceScalar& operator=(const DeviceScalar& other);
 
-  std::int64_t value() const { return count_; }
-  void set(std::int64_t count);
-  // count += 1, on the host and on the device. Called once a step is over, never while a step is being
-  // recorded as a CUDA graph (the host count would not move on replays): the caller advances after each
-  // replay.
-  void advance() { set(count_ + 1); }
-  // The count as a float64 [1] tensor on `device`, made there on first use (before any recording: a recorded
-  // step reads it at its address).
+  double value() const { return value_; }
+  void set(double value);
+  // The value as a float64 [1] tensor on `device`, made there on first use.
   const Tensor& on(Device device);
   // Drops the device copy (the model moves to another device; on() makes it there).
   void release() { device_ = Tensor(); }
 
  private:
-  std::int64_t count_ = 0;
+  double value_;
   Tensor device_;
+};
+
+// The training step count (Keras's optimizer.iterations) and its one owner: the count on the host and its device
+// copy (a DeviceScalar), which the ops of a step read there (Adam's t, dropout's masks). set() and advance() change
+// both at once; nothing else writes either, so they cannot drift apart.
+class StepCounter {
+ public:
+  std::int64_t value() const { return count_; }
+  void set(std::int64_t count) {
+    count_ = count;
+    device_.set(double(count));
+  }
+  // count += 1, on the host and on the device. Called once a step is over, never while a step is being
+  // recorded as a CUDA graph (the host count would not move on replays): the caller advances after each
+  // replay.
+  void advance() { set(count_ + 1); }
+  const Tensor& on(Device device) { return device_.on(device); }
+  void release() { device_.release(); }
+
+ private:
+  std::int64_t count_ = 0;
+  DeviceScalar device_;
 };
 
 class Optimizer {
@@ -61,13 +79,24 @@ class Optimizer {
   // The counter itself: a model's training step reads its device copy and advances it once per step.
   StepCounter& iterations_counter() { return iterations_; }
 
+  // The rate of the next update where the updates run: the update ops read it on the parameters' device (a
+  // DeviceScalar), so a step recorded as a CUDA graph replays with the rate of the moment, not the one it was
+  // recorded with. load_learning_rate() writes learning_rate() there (a schedule's rate at the step about to
+  // run, or the constant a callback set); load_learning_rate(lr) writes `lr` (under replicas, every replica
+  // loads the model's rate). A model's train function loads it before every step, outside what a graph records;
+  // Error when the rate is not a finite number.
+  void load_learning_rate() { load_learning_rate(learning_rate()); }
+  void load_learning_rate(double lr);
+  // The loaded rate as a float64 [1] tensor on `device` (made there on first use).
+  const Tensor& learning_rate_on(Device device) { return loaded_rate_.on(device); }
+
   // Allocates the slots for a flat parameter buffer (idempotent for the same size).
   void build(const Tensor& params);
-  // One update step: params -= f(grads); iterations += 1.
+  // One update step: loads the rate, params -= f(grads), iterations += 1.
   void apply(Tensor& params, const Tensor& grads);
-  // The update alone, reading the step count from the counter's copy on the parameters' device; the caller
-  // advances the counter once the step is over (a model's train function, which may record the step as a
-  // CUDA graph and replay it).
+  // The update alone, reading the loaded rate and the step count from their copies on the parameters' device;
+  // the caller loads the rate before and advances the counter once the step is over (a model's train function,
+  // which may record the step as a CUDA graph and replay it).
   void apply_update(Tensor& params, const Tensor& grads);
   // Moves the slots to `device` (the model moves its optimizer with its weights).
   void to(Device device);
@@ -77,15 +106,17 @@ class Optimizer {
   Tensor& slot(const std::string& name);
 
  protected:
-  explicit Optimizer(double learning_rate) : learning_rate_(learning_rate) {}
+  explicit Optimizer(double learning_rate) : learning_rate_(learning_rate), loaded_rate_(learning_rate) {}
   virtual std::vector<std::string> slot_names() const = 0;
-  virtual void update(Tensor& params, const Tensor& grads, const Tensor& iterations) = 0;
+  // params -= f(grads), reading the rate `lr` and the step count `iterations` on the device.
+  virtual void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) = 0;
   Tensor& slot(std::size_t i) { return slots_[i].second; }
 
  private:
   double learning_rate_;
   Schedule schedule_;
   StepCounter iterations_;
+  DeviceScalar loaded_rate_;
   std::vector<std::pair<std::string, Tensor>> slots_;
 };
 
@@ -103,7 +134,7 @@ class Adam : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
-  void update(Tensor& params, const Tensor& grads, const Tensor& iterations) override;
+  void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
 
  private:
   double beta_1_, beta_2_, epsilon_;
@@ -122,7 +153,7 @@ class SGD : public Optimizer {
   std::vector<std::string> slot_names() const override {
     return momentum_ > 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
   }
-  void update(Tensor& params, const Tensor& grads, const Tensor& iterations) override;
+  void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
 
  private:
   double momentum_;
@@ -144,7 +175,7 @@ class RMSprop : public Optimizer {
   std::vector<std::string> slot_names() const override {
     return momentum_ > 0 ? std::vector<std::string>{"rms", "momentum"} : std::vector<std::string>{"rms"};
   }
-  void update(Tensor& params, const Tensor& grads, const Tensor& iterations) override;
+  void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
 
  private:
   double rho_, momentum_, epsilon_;

@@ -132,7 +132,10 @@ void ReplicaGroup::run(const std::function<void(int, ModelState&)>& fn) {
 
 void ReplicaGroup::train_step(const Tensor& x, const Tensor& y) {
   std::int64_t n = x.dim(0);
+  // Every replica updates with the model's rate (replica 0's optimizer: the one callbacks and schedules change).
+  double lr = replica(0).optimizer->learning_rate();
   run([&](int local, ModelState& s) {
+    s.optimizer->load_learning_rate(lr);
     auto [begin, end] = shard(n, global_index(local));
     std::int64_t m = end - begin;
     if (m > 0) {

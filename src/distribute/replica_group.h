@@ -51,7 +51,7 @@ class ReplicaGroup {
 
   // One training step on a global batch (host tensors; every worker passes the same batch): each replica
   // computes the gradients of its shard scaled by 1 / batch, the gradients are summed, every replica applies
-  // the update.
+  // the update with the model's learning rate (replica 0's optimizer, which callbacks and schedules change).
   void train_step(const Tensor& x, const Tensor& y);
   // Metric totals (loss sum, metric counts) summed over every replica. Collective across workers.
   std::vector<double> sum_totals();

@@ -105,7 +105,11 @@ void panel(Canvas& c, int x0, int y0, int w, int h, const std::string& name, con
       for (double v : *s)
         if (std::isfinite(v)) ylo = std::min(ylo, v), yhi = std::max(yhi, v);
   if (!std::isfinite(ylo)) ylo = 0, yhi = 1;
-  if (yhi - ylo < 1e-12) ylo -= 0.5, yhi += 0.5;
+  if (yhi - ylo <= 1e-12 * std::max(1.0, std::abs(yhi))) {
+    // A constant (a learning rate that never changed): a band of 10% around it, so 0.001 reads as 0.001.
+    double half = yhi != 0 ? std::abs(yhi) * 0.1 : 0.5;
+    ylo -= half, yhi += half;
+  }
   double pad = (yhi - ylo) * 0.05;
   ylo -= pad, yhi += pad;
   double xlo = epoch.front(), xhi = epoch.back();
@@ -139,7 +143,9 @@ void panel(Canvas& c, int x0, int y0, int w, int h, const std::string& name, con
   // Curves, then the legend.
   int legend_y = py0 + 8;
   for (auto [s, colour, label] : {std::tuple{train, kTrain, "train"}, std::tuple{val, kVal, "validation"}}) {
-    if (!s) continue;
+    // A column of NA alone (Keras's CSVLogger adds val_ columns for every key when there is no validation) is
+    // no curve, and has no legend entry.
+    if (!s || std::none_of(s->begin(), s->end(), [](double v) { return std::isfinite(v); })) continue;
     std::optional<std::pair<double, double>> last;
     for (std::size_t i = 0; i < s->size(); ++i) {
       if (!std::isfinite((*s)[i])) {

@@ -56,6 +56,15 @@ json parse_json(const std::string& text, const std::string& where) {
   }
 }
 
+// Copies `from` to `to` atomically (a kill leaves `to` whole, old or new).
+void copy_atomically(const std::string& from, const std::string& to) {
+  io::write_atomically(to, [&](const std::string& temporary) {
+    std::error_code ec;
+    fs::copy_file(from, temporary, fs::copy_options::overwrite_existing, ec);
+    if (ec) fail("BackupAndRestore: cannot copy {} to {}: {}", from, to, ec.message());
+  });
+}
+
 std::string read_text(const std::string& path) {
   auto bytes = io::read_file(path);
   return std::string(bytes.begin(), bytes.end());
@@ -133,14 +142,14 @@ std::int64_t BackupAndRestore::parse_save_freq(const std::string& text) {
   return n;
 }
 
-void BackupAndRestore::on_train_begin(const Logs&) {
+void BackupAndRestore::on_train_begin(Logs&) {
   batches_since_save_ = 0;
   last_batch_seen_ = 0;
   restore();
 }
 
 // Keras 3's counting: a batch index not above the last one seen starts a new epoch.
-void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs&) {
+void BackupAndRestore::on_train_batch_end(std::int64_t batch, Logs&) {
   if (options_.save_freq == 0) return;
   batches_since_save_ += batch <= last_batch_seen_ ? batch + 1 : batch - last_batch_seen_;
   last_batch_seen_ = batch;
@@ -149,12 +158,12 @@ void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs&) {
   save();
 }
 
-void BackupAndRestore::on_epoch_end(int, const Logs&) {
+void BackupAndRestore::on_epoch_end(int, Logs&) {
   last_batch_seen_ = 0;
   if (options_.save_freq == 0) save();
 }
 
-void BackupAndRestore::on_train_end(const Logs&) {
+void BackupAndRestore::on_train_end(Logs&) {
   ModelState& s = *ModelInternals::state(model());
   if (!options_.delete_checkpoint || !s.chief) return;
   std::error_code ec;
@@ -193,6 +202,10 @@ void BackupAndRestore::save() {
   std::error_code ec;
   fs::create_directories(backup_dir_, ec);
   if (ec) fail("BackupAndRestore: cannot create {}: {}", backup_dir_, ec.message());
+  // Keras's double_checkpoint: the backup being replaced becomes the previous one (.bkp), each copy atomic.
+  if (options_.double_checkpoint)
+    for (auto& path : {weights_path_, metadata_path_})
+      if (fs::exists(path)) copy_atomically(path, path + ".bkp");
   keras_io::save_weights(model(), weights_path_, {{kStateAttribute, state.dump()}}, datasets);
   // Keras's metadata: the epoch to resume and the last batch done in it (0 after an epoch's end).
   json keras = {{"epoch", epoch}, {"batch", batches > 0 ? batches - 1 : 0}};
@@ -223,7 +236,9 @@ void BackupAndRestore::restore() {
   std::vector<double> rows;  // every replica's non-trainable weights, when the backup has them
   std::exception_ptr error;
   if (s.chief) {
-    try {
+    auto read = [&] {
+      found.reset();
+      rows.clear();
       remove_leftovers();
       if (fs::exists(weights_path_)) {
         std::optional<std::string> state;
@@ -257,6 +272,29 @@ void BackupAndRestore::restore() {
           }
         }
         keras_io::load_weights(model(), weights_path_, {});
+      }
+    };
+    try {
+      read();
+    } catch (const Error& e) {
+      // Keras's double_checkpoint: a backup that cannot be read gives way to the previous one.
+      std::string previous = weights_path_ + ".bkp";
+      if (options_.double_checkpoint && fs::exists(previous)) {
+        log_line(fmt::format("BackupAndRestore: {} cannot be read ({}); restoring the previous backup",
+                             weights_path_, e.what()));
+        try {
+          copy_atomically(previous, weights_path_);
+          std::error_code ec;
+          if (fs::exists(metadata_path_ + ".bkp"))
+            copy_atomically(metadata_path_ + ".bkp", metadata_path_);
+          else
+            fs::remove(metadata_path_, ec);
+          read();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      } else {
+        error = std::current_exception();
       }
     } catch (...) {
       error = std::current_exception();

@@ -32,24 +32,11 @@ std::optional<double> get(const Logs& logs, const std::string& key) {
   return std::nullopt;
 }
 
-// Keras's model.get_weights(): every weight of every layer, in order (copies).
-std::vector<Tensor> get_weights(Model& model) {
-  std::vector<Tensor> out;
-  for (auto& layer : model.layers())
-    for (Weight* w : all_weights(*layer)) out.push_back(w->value.clone());
-  return out;
-}
-
-void set_weights(Model& model, const std::vector<Tensor>& weights) {
-  std::size_t i = 0;
-  for (auto& layer : model.layers())
-    for (Weight* w : all_weights(*layer)) {
-      SYSTOLIC_CHECK(i < weights.size(), "set_weights: the model has more weights than were saved");
-      w->value.copy_from(weights[i++]);
-    }
-}
-
 }  // namespace
+
+double logged_learning_rate(Model& model) {
+  return static_cast<float>(model.optimizer().learning_rate());
+}
 
 std::string python_repr(double v) {
   if (std::isnan(v)) return "nan";
@@ -139,16 +126,16 @@ std::string ModelCheckpoint::file_path(int epoch, std::int64_t batch, const Logs
   }
 }
 
-void ModelCheckpoint::on_epoch_begin(int epoch, const Logs&) {
+void ModelCheckpoint::on_epoch_begin(int epoch, Logs&) {
   current_epoch_ = epoch;
 }
 
-void ModelCheckpoint::on_epoch_end(int epoch, const Logs& logs) {
+void ModelCheckpoint::on_epoch_end(int epoch, Logs& logs) {
   if (op_ == 0) set_monitor_op();
   if (o_.save_freq == 0) save(epoch, -1, logs);
 }
 
-void ModelCheckpoint::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+void ModelCheckpoint::on_train_batch_end(std::int64_t batch, Logs& logs) {
   if (o_.save_freq == 0) return;
   std::int64_t add = (!last_batch_ || batch <= *last_batch_) ? batch + 1 : batch - *last_batch_;
   batches_since_save_ += add;
@@ -185,7 +172,11 @@ void ModelCheckpoint::save(int epoch, std::int64_t batch, const Logs& logs) {
   }
   if (!should) return;
   std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir);
+  if (!dir.empty() && is_chief()) {  // the chief saves (Model::save)
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    SYSTOLIC_CHECK(!ec, "ModelCheckpoint: cannot create the folder {}: {}", dir.string(), ec.message());
+  }
   SYSTOLIC_CHECK(!std::filesystem::is_directory(path),
                  "ModelCheckpoint: the filepath is an existing directory: {} (give a file path)", path);
   if (o_.save_weights_only)
@@ -202,7 +193,7 @@ EarlyStopping::EarlyStopping(EarlyStoppingOptions options)
     : MonitorCallback(options.monitor, options.mode, options.min_delta, std::nullopt),
       o_(std::move(options)) {}
 
-void EarlyStopping::on_train_begin(const Logs&) {
+void EarlyStopping::on_train_begin(Logs&) {
   wait_ = 0;
   stopped_epoch_ = 0;
   best_.reset();
@@ -210,7 +201,7 @@ void EarlyStopping::on_train_begin(const Logs&) {
   best_epoch_ = 0;
 }
 
-void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
+void EarlyStopping::on_epoch_end(int epoch, Logs& logs) {
   if (op_ == 0) set_monitor_op();
   std::optional<double> current = get(logs, monitor_);
   if (!current)
@@ -220,14 +211,14 @@ void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
                     monitor_, keys_list(logs)));
   if (!current || epoch < o_.start_from_epoch) return;
   if (o_.restore_best_weights && best_weights_.empty()) {
-    best_weights_ = get_weights(model());
+    best_weights_ = model().get_weights();
     best_epoch_ = epoch;
   }
   ++wait_;
   if (is_improvement(*current, best_)) {
     best_ = *current;
     best_epoch_ = epoch;
-    if (o_.restore_best_weights) best_weights_ = get_weights(model());
+    if (o_.restore_best_weights) best_weights_ = model().get_weights();
     // Only restart wait when the value beats both the baseline and the best so far.
     if (!o_.baseline || is_improvement(*current, o_.baseline)) wait_ = 0;
     return;
@@ -238,13 +229,13 @@ void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
   }
 }
 
-void EarlyStopping::on_train_end(const Logs&) {
+void EarlyStopping::on_train_end(Logs&) {
   if (stopped_epoch_ > 0 && o_.verbose > 0)
     log_line(fmt::format("Epoch {}: early stopping", stopped_epoch_ + 1));
   if (o_.restore_best_weights && !best_weights_.empty()) {
     if (o_.verbose > 0)
       log_line(fmt::format("Restoring model weights from the end of the best epoch: {}.", best_epoch_ + 1));
-    set_weights(model(), best_weights_);
+    model().set_weights(best_weights_);
   }
 }
 
@@ -257,14 +248,15 @@ ReduceLROnPlateau::ReduceLROnPlateau(ReduceLROnPlateauOptions options)
                  o_.factor);
 }
 
-void ReduceLROnPlateau::on_train_begin(const Logs&) {
+void ReduceLROnPlateau::on_train_begin(Logs&) {
   best_.reset();
   cooldown_counter_ = 0;
   wait_ = 0;
 }
 
-void ReduceLROnPlateau::on_epoch_end(int epoch, const Logs& logs) {
+void ReduceLROnPlateau::on_epoch_end(int epoch, Logs& logs) {
   if (op_ == 0) set_monitor_op();
+  logs.set("learning_rate", logged_learning_rate(model()));
   std::optional<double> current = get(logs, monitor_);
   if (!current) {
     log_line(
@@ -304,7 +296,7 @@ LearningRateScheduler::LearningRateScheduler(std::function<double(int, double)> 
   SYSTOLIC_CHECK(bool(schedule_), "LearningRateScheduler: no schedule given");
 }
 
-void LearningRateScheduler::on_epoch_begin(int epoch, const Logs&) {
+void LearningRateScheduler::on_epoch_begin(int epoch, Logs&) {
   optimizers::Optimizer& opt = model().optimizer();
   double lr = schedule_(epoch, static_cast<float>(opt.learning_rate()));
   SYSTOLIC_CHECK(std::isfinite(lr), "LearningRateScheduler: the schedule gave {} at epoch {}", lr, epoch);
@@ -314,9 +306,13 @@ void LearningRateScheduler::on_epoch_begin(int epoch, const Logs&) {
                          python_repr(lr)));
 }
 
+void LearningRateScheduler::on_epoch_end(int, Logs& logs) {
+  logs.set("learning_rate", logged_learning_rate(model()));
+}
+
 // ---- TerminateOnNaN ----
 
-void TerminateOnNaN::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+void TerminateOnNaN::on_train_batch_end(std::int64_t batch, Logs& logs) {
   std::optional<double> loss = get(logs, "loss");
   if (!loss || std::isfinite(*loss)) return;
   SYSTOLIC_CHECK(!raise_error_,
@@ -338,7 +334,10 @@ CSVLogger::~CSVLogger() {
   if (file_) std::fclose(file_);
 }
 
-void CSVLogger::on_train_begin(const Logs&) {
+void CSVLogger::on_train_begin(Logs&) {
+  if (file_) std::fclose(file_);
+  file_ = nullptr;
+  if (!is_chief()) return;  // under MPI the chief writes the log
   append_header_ = true;
   if (append_ && std::filesystem::exists(filename_)) {
     std::FILE* f = std::fopen(filename_.c_str(), "r");
@@ -348,14 +347,13 @@ void CSVLogger::on_train_begin(const Logs&) {
       std::fclose(f);
     }
   }
-  if (file_) std::fclose(file_);
   file_ = std::fopen(filename_.c_str(), append_ ? "a" : "w");
   SYSTOLIC_CHECK(file_, "CSVLogger: cannot open {} for writing", filename_);
   keys_.reset();
   header_written_ = false;
 }
 
-void CSVLogger::on_epoch_end(int epoch, const Logs& logs) {
+void CSVLogger::on_epoch_end(int epoch, Logs& logs) {
   if (!file_) return;
   if (!keys_) {
     std::vector<std::string> keys;
@@ -388,7 +386,7 @@ void CSVLogger::on_epoch_end(int epoch, const Logs& logs) {
                  "CSVLogger: cannot write {}", filename_);
 }
 
-void CSVLogger::on_train_end(const Logs&) {
+void CSVLogger::on_train_end(Logs&) {
   if (file_) std::fclose(file_);
   file_ = nullptr;
 }

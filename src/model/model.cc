@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "distribute/replica_group.h"
 #include "model/model_state.h"
 
 namespace systolic {
@@ -513,6 +514,28 @@ void Model::to(Device device) {
       "CPU model with another strategy instead)",
       state_->name, device.str());
   state_->to(device);
+}
+
+std::vector<Tensor> Model::get_weights() const {
+  std::vector<Tensor> out;
+  for (auto& layer : layers())
+    for (Weight* w : all_weights(*layer)) out.push_back(w->value.to(Device::cpu()).clone());
+  return out;
+}
+
+void Model::set_weights(const std::vector<Tensor>& weights) {
+  std::vector<Weight*> all;
+  for (auto& layer : layers())
+    for (Weight* w : all_weights(*layer)) all.push_back(w);
+  SYSTOLIC_CHECK(weights.size() == all.size(), "set_weights: model '{}' has {} weights, {} were given",
+                 state_->name, all.size(), weights.size());
+  for (std::size_t i = 0; i < all.size(); ++i)
+    SYSTOLIC_CHECK(weights[i].shape() == all[i]->value.shape(),
+                   "set_weights: weight {} ({}) of model '{}' has shape {}, the value given has shape {}", i,
+                   all[i]->name, state_->name, all[i]->value.shape().str(), weights[i].shape().str());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i]->value.copy_from(weights[i]);
+  // Replicas: replica 0's weights go to every replica (across workers: the chief's).
+  if (state_->replicas) state_->replicas->broadcast_weights();
 }
 
 Tensor& Model::trainable_parameters() {

@@ -76,8 +76,9 @@ class ModelState {
   // fit's steps ran). The buffers a recorded step points at move in ensure_capacity, to() and compile(),
   // which invalidate it.
   TrainFunction train_function{*this};
-  // Keras's model.stop_training: a callback sets it, fit stops after the current batch.
-  bool stop_training = false;
+  // Keras's model.stop_training / stop_evaluating / stop_predicting: a callback sets one, and fit, evaluate or
+  // predict stops after the current batch.
+  bool stop_training = false, stop_evaluating = false, stop_predicting = false;
   // Where the running fit is, for BackupAndRestore (backup_and_restore.cc) to save, and where it resumes.
   struct FitProgress {
     std::uint64_t seed = 0;  // the fit's: epoch e's order and augmentation come from (seed, e)

@@ -34,6 +34,7 @@ void TrainFunction::begin_fit(bool device_batches, bool graphs, std::int64_t ful
   }
   device_batches_ = device_batches;
   full_batch_ = full_batch;
+  recordings_ = 0;
   use_graph_ = device_batches && graphs && graph_->supported() && !refused_;
   mode_ = device_batches && !s_.device().is_cpu() ? (graph_->captured() && use_graph_ ? "graph" : "eager")
                                                   : "host";
@@ -46,10 +47,12 @@ void TrainFunction::begin_fit(bool device_batches, bool graphs, std::int64_t ful
 }
 
 void TrainFunction::record(std::int64_t n) {
-  s_.step_counter().on(s_.device());  // made by the warm-up step already; recorded steps read it there
+  // Made by the warm-up step already; recorded steps read them there.
+  s_.step_counter().on(s_.device());
+  s_.optimizer->learning_rate_on(s_.device());
   std::string why;
   if (graph_->capture([&] { step(n); }, why)) {
-    graph_lr_ = s_.optimizer->learning_rate();
+    ++recordings_;
     mode_ = "graph";
     reason_.clear();
   } else {
@@ -68,8 +71,9 @@ void TrainFunction::operator()(const Batch& batch) {
   if (batch.x.defined()) s_.set_batch(batch.x, batch.y);
   std::int64_t n = batch.size;
   bool replayable = use_graph_ && n == full_batch_;
-  // The learning rate is a constant in the recorded kernels: another one (a schedule) records again.
-  if (replayable && graph_->captured() && s_.optimizer->learning_rate() != graph_lr_) graph_->reset();
+  // The rate of this step (a schedule's, or one a callback set) goes where the recorded update reads it: a
+  // replayed graph runs with it, never recorded again for it.
+  s_.optimizer->load_learning_rate();
   if (replayable && !graph_->captured() && warm_ >= 1) record(n);  // recording runs nothing: replayed below
   if (replayable && graph_->captured()) {
     graph_->replay();
@@ -81,6 +85,7 @@ void TrainFunction::operator()(const Batch& batch) {
 }
 
 void TrainFunction::run_eagerly(std::int64_t n) {
+  s_.optimizer->load_learning_rate();
   step(n);
   s_.step_counter().advance();
 }

@@ -8,6 +8,9 @@
 // nothing on the host: the counter advances after each replay as after an eager step, so no host state has
 // to be put back. A refused recording (the step allocated device memory, a CUDA call failed) is logged once
 // and the steps run eagerly; step_mode and step_mode_reason say how the last fit ran (Model::step_mode).
+// What changes between steps lives on the device, where the recorded kernels read it: the step counter, and the
+// learning rate, which the optimizer loads before every step (a schedule's rate, or one a callback set, reaches a
+// replayed graph without recording it again).
 // Under replicas a step is the ReplicaGroup's: each replica takes its shard of the host batch, the gradients
 // are summed, and every replica applies them and advances its own counter.
 #pragma once
@@ -45,6 +48,8 @@ class TrainFunction {
   // How the last fit ran its steps: "graph", "eager" (why: reason()), or "host" (the CPU, host batches).
   const std::string& step_mode() const { return mode_; }
   const std::string& step_mode_reason() const { return reason_; }
+  // How many times the last fit recorded its step as a graph (1 when every replay reused one recording).
+  int recordings() const { return recordings_; }
 
  private:
   // forward .. apply_gradients: what a graph records.
@@ -54,9 +59,9 @@ class TrainFunction {
   ModelState& s_;
   std::unique_ptr<StepGraph> graph_;
   std::int64_t graph_batch_ = 0;  // the full batch the graph is for
-  double graph_lr_ = 0;           // the learning rate recorded in it
   bool refused_ = false;          // a recording failed: eager steps until the buffers move
-  int warm_ = 0;                  // eager full steps since the buffers last moved
+  int recordings_ = 0;
+  int warm_ = 0;  // eager full steps since the buffers last moved
   bool device_batches_ = false, use_graph_ = false;
   std::int64_t full_batch_ = 0;
   std::string mode_ = "host", reason_;

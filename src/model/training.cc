@@ -3,10 +3,10 @@
 // model's device), the model's TrainFunction runs a step on each (recorded once as a CUDA graph and replayed,
 // where it can be), and the CallbackList calls the hooks at Keras's points (the progress bar and History are
 // callbacks too). Metrics accumulate on the device and are read at the end of an epoch or when a callback
-// looks at a batch's logs. evaluate/predict gather rows (converted per batch) into the model's input buffer
-// on the model's device. Under a strategy of several replicas (s.replicas), training steps and inference run
-// on every replica (distribute/replica_group.h): each takes its shard of every batch, or its share of the
-// samples.
+// looks at a batch's logs. evaluate/predict (and fit's validation, which is evaluate with fit's callbacks, as
+// in Keras) gather rows (converted per batch) into the model's input buffer on the model's device, calling the
+// on_test_* / on_predict_* hooks. Under a strategy of several replicas (s.replicas), training steps and
+// inference run on every replica (distribute/replica_group.h): each takes its shard of every batch.
 #include <systolic/callbacks.h>
 #include <systolic/log.h>
 #include <systolic/system.h>
@@ -24,6 +24,10 @@
 namespace systolic {
 
 namespace {
+
+std::int64_t batches_of(const Tensor& x, std::int64_t batch_size) {
+  return (x.dim(0) + batch_size - 1) / batch_size;
+}
 
 std::vector<std::int64_t> range_rows(std::int64_t begin, std::int64_t end) {
   std::vector<std::int64_t> r(static_cast<std::size_t>(end - begin));
@@ -61,64 +65,89 @@ void set_totals(ModelState& s, const std::vector<double>& totals) {
   if (!s.replicas || s.replicas->global_index(0) == 0) s.totals.copy_from(host);
 }
 
-// Runs the model in inference mode over x (and y): loss and metrics, or predictions into `out`.
+// Runs the model in inference mode over x in batches (Keras's test or predict loop): with y, the loss and
+// metric sums (in the totals) and the test hooks, with the running means as each batch's logs; without, the
+// predictions into `out`'s rows and the predict hooks, with the batch's rows as logs["outputs"]. A callback's
+// stop_evaluating / stop_predicting ends it after the batch; `done` says how many samples it ran.
+// Under replicas every global batch is split among them, as a training batch is (each replica takes its
+// contiguous share of the batch's rows): the loss and metric sums are added over replicas after every batch
+// (a collective across workers, which every worker calls alike) and predictions land in their rows of `out`
+// (across workers `out` starts zeroed and each batch's rows are summed, so every worker gets every row).
 LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, std::int64_t batch_size,
-                        int verbose, Tensor* out) {
+                        CallbackList& callbacks, Tensor* out, std::int64_t& done) {
+  distribute::ReplicaGroup* group = s.replicas.get();
+  const int local = group ? group->local_size() : 1;
+  auto replica = [&](int l) -> ModelState& { return group ? group->replica(l) : s; };
   // On a GPU the samples are copied there once (uint8 stays uint8) and gathered per batch by device ops.
-  Tensor x = x_in.to(s.device()), y_dev = y_in ? y_in->to(s.device()) : Tensor();
-  const Tensor* y = y_in ? &y_dev : nullptr;
-  std::int64_t n = x.dim(0), steps = (n + batch_size - 1) / batch_size;
-  if (y) ops::fill(s.totals, 0.0);
-  Progbar bar(steps, verbose);
-  int o = s.output_node();
+  std::vector<Tensor> xs, ys;
+  for (int l = 0; l < local; ++l) {
+    xs.push_back(x_in.to(replica(l).device()));
+    ys.push_back(y_in ? y_in->to(replica(l).device()) : Tensor());
+  }
+  const bool testing = y_in != nullptr;
+  if (testing) reset_totals(s);
+  const std::int64_t n = x_in.dim(0), steps = batches_of(x_in, batch_size);
+  const int o = s.output_node();
+  // One replica's part of a batch: rows [begin, end) of x.
+  auto run = [&](int l, std::int64_t begin, std::int64_t end) {
+    if (end == begin) return;
+    ModelState& r = replica(l);
+    r.load_batch(xs[l], testing ? &ys[l] : nullptr, range_rows(begin, end));
+    r.forward(end - begin, false);
+    if (testing) {
+      r.compute_loss(end - begin);
+      r.compute_metrics(end - begin);
+    } else {
+      Tensor rows = out->slice(begin, end);
+      rows.copy_from(r.nodes[o].call.output);  // from the device to the host when the model is on a GPU
+    }
+  };
+  std::vector<double> summed;  // under replicas: the sums over replicas after the last batch
+  done = 0;
   for (std::int64_t step = 0; step < steps; ++step) {
     std::int64_t begin = step * batch_size, end = std::min(n, begin + batch_size);
-    s.load_batch(x, y, range_rows(begin, end));
-    s.forward(end - begin, false);
-    if (y) {
-      s.compute_loss(end - begin);
-      s.compute_metrics(end - begin);
+    testing ? callbacks.on_test_batch_begin(step) : callbacks.on_predict_batch_begin(step);
+    if (group) {
+      group->run([&](int l, ModelState&) {
+        auto [b, e] = group->shard(end - begin, group->global_index(l));
+        run(l, begin + b, begin + e);
+      });
+      if (testing) summed = group->sum_totals();
+      if (!testing && group->strategy().num_workers() > 1) {
+        Tensor rows = out->slice(begin, end);
+        group->comm().all_reduce_sum(rows, 0);
+      }
+    } else {
+      run(0, begin, end);
     }
-    if (out) {
-      Tensor rows = out->slice(begin, end);
-      rows.copy_from(s.nodes[o].call.output);  // from the device to the host when the model is on a GPU
+    done = end;
+    if (testing) {
+      // Read from the device only when a callback looks (the progress bar, when it redraws).
+      callbacks.on_test_batch_end(
+          step, group ? callbacks::Logs(log_values(s, summed, end))
+                      : callbacks::Logs::deferred([&s, end] { return read_totals(s, end); }));
+      if (s.stop_evaluating) break;
+    } else {
+      callbacks::Logs logs;
+      logs.set_tensor("outputs", out->slice(begin, end));
+      callbacks.on_predict_batch_end(step, std::move(logs));
+      if (s.stop_predicting) break;
     }
-    if (y && bar.wants_update(step + 1)) bar.update(step + 1, read_totals(s, end));
   }
-  synchronize(s.device());  // raises what GPU kernels flagged (a label out of range)
-  LogValues v = y && n > 0 ? read_totals(s, n) : LogValues{};
-  if (y) bar.finish(v);
-  return v;
+  for (int l = 0; l < local; ++l) synchronize(replica(l).device());  // raises what GPU kernels flagged
+  if (!testing || done == 0) return {};
+  return group ? log_values(s, summed, done) : read_totals(s, done);
 }
 
-// run_inference under replicas: replica g takes rows [g*n/G, (g+1)*n/G) (so every sample counts exactly once,
-// whatever n), in batches of batch_size / G; the loss and metric sums are added over replicas, and
-// predictions land in their rows of `out` (across workers, out starts zeroed and is summed, so every worker
-// gets every row).
-LogValues run_replicated_inference(ModelState& s, const Tensor& x, const Tensor* y, std::int64_t batch_size,
-                                   int verbose, Tensor* out) {
-  distribute::ReplicaGroup& g = *s.replicas;
-  std::int64_t n = x.dim(0), per_replica = std::max<std::int64_t>(1, batch_size / g.size());
-  g.run([&](int local, ModelState& r) {
-    auto [begin, end] = g.shard(n, g.global_index(local));
-    if (y) ops::fill(r.totals, 0.0);
-    if (end == begin) return;
-    Tensor xs = x.slice(begin, end), ys = y ? y->slice(begin, end) : Tensor(),
-           os = out ? out->slice(begin, end) : Tensor();
-    run_inference(r, xs, y ? &ys : nullptr, per_replica, 0, out ? &os : nullptr);
-  });
-  if (out && g.strategy().num_workers() > 1) g.comm().all_reduce_sum(*out, 0);
-  if (!y) return {};
-  LogValues v = n > 0 ? log_values(s, g.sum_totals(), n) : LogValues{};
-  Progbar bar((n + batch_size - 1) / batch_size, s.chief ? verbose : 0);
-  bar.finish(v);
+// Keras's evaluate loop between on_test_begin and on_test_end (fit's validation, and evaluate).
+LogValues run_test(ModelState& s, const Tensor& x, const Tensor& y, std::int64_t batch_size,
+                   CallbackList& callbacks) {
+  s.stop_evaluating = false;
+  callbacks.on_test_begin();
+  std::int64_t done = 0;
+  LogValues v = run_inference(s, x, &y, batch_size, callbacks, nullptr, done);
+  callbacks.on_test_end(v);
   return v;
-}
-
-LogValues infer(ModelState& s, const Tensor& x, const Tensor* y, std::int64_t batch_size, int verbose,
-                Tensor* out) {
-  return s.replicas ? run_replicated_inference(s, x, y, batch_size, verbose, out)
-                    : run_inference(s, x, y, batch_size, verbose, out);
 }
 
 }  // namespace
@@ -135,14 +164,27 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   SYSTOLIC_CHECK(o.validation_split >= 0 && o.validation_split < 1,
                  "fit: validation_split must be in [0, 1), got {}", o.validation_split);
   SYSTOLIC_CHECK(o.verbose >= 0 && o.verbose <= 2, "fit: verbose must be 0, 1 or 2, got {}", o.verbose);
+  SYSTOLIC_CHECK(o.validation_freq >= 1, "fit: validation_freq must be a positive number of epochs, got {}",
+                 o.validation_freq);
+  SYSTOLIC_CHECK(o.validation_batch_size >= 0,
+                 "fit: validation_batch_size must be positive (or 0: batch_size), got {}",
+                 o.validation_batch_size);
 
-  // Keras: the validation set is the last fraction of the samples, taken before any shuffling.
+  // Keras: the validation set is the last fraction of the samples, taken before any shuffling; the training
+  // set is the first floor(n * (1 - validation_split)) samples, and a split that leaves either side empty is
+  // an error.
   std::int64_t n = x.dim(0);
-  std::int64_t n_val =
-      o.validation_data ? 0 : static_cast<std::int64_t>(std::floor(double(n) * o.validation_split));
-  std::int64_t n_train = n - n_val;
-  SYSTOLIC_CHECK(n_train > 0, "fit: no training samples ({} samples, validation_split {})", n,
-                 o.validation_split);
+  std::int64_t n_train = n;
+  if (!o.validation_data && o.validation_split > 0) {
+    n_train = static_cast<std::int64_t>(std::floor(double(n) * (1.0 - o.validation_split)));
+    SYSTOLIC_CHECK(n_train > 0 && n_train < n,
+                   "fit: the training data has {} samples, which is not sufficient to split it into a "
+                   "validation and training set as specified by validation_split={}: give more data or "
+                   "another validation_split",
+                   n, o.validation_split);
+  }
+  std::int64_t n_val = n - n_train;
+  SYSTOLIC_CHECK(n_train > 0, "fit: no training samples");
   Tensor xt = x.slice(0, n_train), yt = y.slice(0, n_train);
   std::optional<ValidationData> val = o.validation_data;
   if (n_val > 0) val = ValidationData{x.slice(n_train, n), y.slice(n_train, n)};
@@ -185,7 +227,7 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
     for (auto& k : metrics_names()) history_keys.push_back("val_" + k);
   // Progress and logs from the chief only (every worker computes the same values).
   callbacks::Params params{.verbose = s.chief ? o.verbose : 0, .epochs = o.epochs, .steps = epochs.steps()};
-  CallbackList callbacks(o.callbacks, *this, params, std::move(history_keys));
+  CallbackList callbacks("fit", o.callbacks, *this, params, /*with_history=*/true, std::move(history_keys));
 
   s.stop_training = false;
   std::vector<double> summed;  // under replicas: the sums over replicas at the end of the last batch
@@ -232,8 +274,11 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
     logs = group ? log_values(s, group->sum_totals(), seen) : read_totals(s, seen);
     // Per-replica batch norm: the replicas' moving statistics are averaged, so every replica evaluates alike.
     if (group) group->average_non_trainable_weights();
-    if (val)
-      for (auto& [k, value] : infer(s, val->x, &val->y, o.batch_size, 0, nullptr))
+    // Keras's fit runs evaluate with its own callbacks: the on_test_* hooks, with fit's params.
+    if (val && (epoch + 1) % o.validation_freq == 0)
+      for (auto& [k, value] :
+           run_test(s, val->x, val->y, o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size,
+                    callbacks))
         logs.emplace_back("val_" + k, value);
     callbacks.on_epoch_end(epoch, logs);
   }
@@ -254,6 +299,18 @@ bool Model::stop_training() const {
 void Model::set_stop_training(bool stop) {
   state_->stop_training = stop;
 }
+bool Model::stop_evaluating() const {
+  return state_->stop_evaluating;
+}
+void Model::set_stop_evaluating(bool stop) {
+  state_->stop_evaluating = stop;
+}
+bool Model::stop_predicting() const {
+  return state_->stop_predicting;
+}
+void Model::set_stop_predicting(bool stop) {
+  state_->stop_predicting = stop;
+}
 
 std::vector<double> Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& o) {
   ModelState& s = *state_;
@@ -262,7 +319,10 @@ std::vector<double> Model::evaluate(const Tensor& x, const Tensor& y, const Eval
   s.check_xy(x, &y, "evaluate");
   SYSTOLIC_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive, got {}", o.batch_size);
   SYSTOLIC_CHECK(x.dim(0) > 0, "evaluate: no samples");
-  LogValues v = infer(s, x, &y, o.batch_size, o.verbose, nullptr);
+  CallbackList callbacks(
+      "evaluate", o.callbacks, *this,
+      {.verbose = s.chief ? o.verbose : 0, .epochs = 1, .steps = batches_of(x, o.batch_size)});
+  LogValues v = run_test(s, x, y, o.batch_size, callbacks);
   std::vector<double> out;
   for (auto& [k, value] : v) out.push_back(value);
   return out;
@@ -277,7 +337,15 @@ Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
   const DType out_dtype = s.outputs[0].dtype();
   Tensor out = s.replicas ? Tensor::zeros(s.outputs[0].shape().with_batch(x.dim(0)), out_dtype)
                           : Tensor(s.outputs[0].shape().with_batch(x.dim(0)), out_dtype);
-  infer(s, x, nullptr, o.batch_size, 0, &out);
+  CallbackList callbacks(
+      "predict", o.callbacks, *this,
+      {.verbose = s.chief ? o.verbose : 0, .epochs = 1, .steps = batches_of(x, o.batch_size)});
+  s.stop_predicting = false;
+  callbacks.on_predict_begin();
+  std::int64_t done = 0;
+  run_inference(s, x, nullptr, o.batch_size, callbacks, &out, done);
+  callbacks.on_predict_end();
+  if (done < out.dim(0)) out = out.slice(0, done).clone();  // stopped: the batches done, as Keras returns
   if (out.dtype() == DType::bfloat16) out = out.to(DType::float32);  // mixed precision: float32 results
   return out;
 }

@@ -89,6 +89,13 @@ class Check {
                       "{} must be a float64 [1] counter, not {} {}", name, dtype_name(t.dtype()),
                       t.shape().str());
   }
+  // A number the op reads on the device (the learning rate of an optimizer update).
+  void device_scalar(const char* name, const Tensor& t) const {
+    defined(name, t);
+    SYSTOLIC_OP_CHECK(*this, t.dtype() == DType::float64 && t.numel() == 1,
+                      "{} must be a float64 [1] tensor, not {} {}", name, dtype_name(t.dtype()),
+                      t.shape().str());
+  }
   void total(const Tensor& t) const {
     defined("total", t);
     SYSTOLIC_OP_CHECK(*this, t.dtype() == DType::float64 && t.numel() == 1,
@@ -608,40 +615,39 @@ void weights(const Check& c, const Tensor& w, const Tensor& g) {
   c.like("the gradient g", g, "w", w);
 }
 
-DType adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s,
+DType adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,
                   const Tensor& iterations) {
   Check c("adam_update");
   weights(c, w, g);
   c.like("m", m, "w", w);
   c.like("v", v, "w", w);
+  c.device_scalar("the learning rate lr", lr);  // its value: checked by the optimizer that wrote it
   c.step_counter("iterations", iterations);
-  SYSTOLIC_OP_CHECK(
-      c,
-      std::isfinite(s.lr) && s.beta_1 >= 0 && s.beta_1 < 1 && s.beta_2 >= 0 && s.beta_2 < 1 && s.epsilon >= 0,
-      "lr {}, beta_1 {}, beta_2 {}, epsilon {}: beta_1 and beta_2 must be in [0, 1), epsilon >= 0", s.lr,
-      s.beta_1, s.beta_2, s.epsilon);
+  SYSTOLIC_OP_CHECK(c, s.beta_1 >= 0 && s.beta_1 < 1 && s.beta_2 >= 0 && s.beta_2 < 1 && s.epsilon >= 0,
+                    "beta_1 {}, beta_2 {}, epsilon {}: beta_1 and beta_2 must be in [0, 1), epsilon >= 0",
+                    s.beta_1, s.beta_2, s.epsilon);
   return w.dtype();
 }
 
-DType sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool) {
+DType sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum, bool) {
   Check c("sgd_update");
   weights(c, w, g);
   if (momentum != 0.0) c.like("the velocity", velocity, "w", w);
-  SYSTOLIC_OP_CHECK(c, std::isfinite(lr) && std::isfinite(momentum), "lr {} and momentum {} must be finite",
-                    lr, momentum);
+  c.device_scalar("the learning rate lr", lr);  // its value: checked by the optimizer that wrote it
+  SYSTOLIC_OP_CHECK(c, std::isfinite(momentum), "momentum {} must be finite", momentum);
   return w.dtype();
 }
 
-DType rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,
+DType rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,
                      double momentum, double epsilon) {
   Check c("rmsprop_update");
   weights(c, w, g);
   c.like("the mean square", ms, "w", w);
   if (momentum > 0) c.like("the momentum", mom, "w", w);
-  SYSTOLIC_OP_CHECK(
-      c, std::isfinite(lr) && rho >= 0 && rho <= 1 && momentum >= 0 && epsilon >= 0,
-      "lr {}, rho {}, momentum {}, epsilon {}: rho must be in [0, 1], momentum and epsilon >= 0", lr, rho,
-      momentum, epsilon);
+  c.device_scalar("the learning rate lr", lr);  // its value: checked by the optimizer that wrote it
+  SYSTOLIC_OP_CHECK(c, rho >= 0 && rho <= 1 && momentum >= 0 && epsilon >= 0,
+                    "rho {}, momentum {}, epsilon {}: rho must be in [0, 1], momentum and epsilon >= 0", rho,
+                    momentum, epsilon);
   return w.dtype();
 }
 

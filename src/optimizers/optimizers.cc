@@ -6,22 +6,23 @@
 
 namespace systolic::optimizers {
 
-StepCounter& StepCounter::operator=(const StepCounter& other) {
+DeviceScalar& DeviceScalar::operator=(const DeviceScalar& other) {
   if (this != &other) {
-    count_ = other.count_;
+    value_ = other.value_;
     device_ = Tensor();
   }
   return *this;
 }
 
-void StepCounter::set(std::int64_t count) {
-  count_ = count;
-  if (device_.defined()) ops::fill(device_, double(count_));  // in place: a recorded step reads this address
+void DeviceScalar::set(double value) {
+  if (device_.defined() && value == value_) return;  // the device holds it already: no write
+  value_ = value;
+  if (device_.defined()) ops::fill(device_, value_);  // in place: a recorded step reads this address
 }
 
-const Tensor& StepCounter::on(Device device) {
+const Tensor& DeviceScalar::on(Device device) {
   if (!device_.defined() || device_.device() != device)
-    device_ = Tensor::full({1}, double(count_), DType::float64, device);
+    device_ = Tensor::full({1}, value_, DType::float64, device);
   return device_;
 }
 
@@ -32,6 +33,12 @@ void Optimizer::set_learning_rate(double lr) {
       "set_learning_rate_schedule(nullptr) first",
       name(), schedule_ ? schedule_->class_name() : "");
   learning_rate_ = lr;
+}
+
+void Optimizer::load_learning_rate(double lr) {
+  SYSTOLIC_CHECK(std::isfinite(lr), "optimizer {}: the learning rate is {}; it must be a finite number",
+                 name(), lr);
+  loaded_rate_.set(lr);
 }
 
 void Optimizer::build(const Tensor& params) {
@@ -45,6 +52,7 @@ void Optimizer::build(const Tensor& params) {
 void Optimizer::to(Device device) {
   for (auto& [n, t] : slots_) t = t.to(device);
   iterations_.release();
+  loaded_rate_.release();
 }
 
 Tensor& Optimizer::slot(const std::string& name) {
@@ -54,29 +62,28 @@ Tensor& Optimizer::slot(const std::string& name) {
 }
 
 void Optimizer::apply(Tensor& params, const Tensor& grads) {
+  load_learning_rate();
   apply_update(params, grads);
   iterations_.advance();
 }
 
 void Optimizer::apply_update(Tensor& params, const Tensor& grads) {
   build(params);
-  update(params, grads, iterations_.on(params.device()));
+  update(params, grads, loaded_rate_.on(params.device()), iterations_.on(params.device()));
 }
 
-void Adam::update(Tensor& params, const Tensor& grads, const Tensor& iterations) {
-  ops::adam_update(params, grads, slot(0), slot(1), {learning_rate(), beta_1_, beta_2_, epsilon_},
-                   iterations);
+void Adam::update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) {
+  ops::adam_update(params, grads, slot(0), slot(1), {beta_1_, beta_2_, epsilon_}, lr, iterations);
 }
 
-void SGD::update(Tensor& params, const Tensor& grads, const Tensor&) {
+void SGD::update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor&) {
   Tensor none;
-  ops::sgd_update(params, grads, momentum_ > 0 ? slot(0) : none, learning_rate(), momentum_, nesterov_);
+  ops::sgd_update(params, grads, momentum_ > 0 ? slot(0) : none, lr, momentum_, nesterov_);
 }
 
-void RMSprop::update(Tensor& params, const Tensor& grads, const Tensor&) {
+void RMSprop::update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor&) {
   Tensor none;
-  ops::rmsprop_update(params, grads, slot(0), momentum_ > 0 ? slot(1) : none, learning_rate(), rho_,
-                      momentum_, epsilon_);
+  ops::rmsprop_update(params, grads, slot(0), momentum_ > 0 ? slot(1) : none, lr, rho_, momentum_, epsilon_);
 }
 
 std::unique_ptr<Optimizer> get(const std::string& name) {

@@ -9,8 +9,12 @@ Writes tests/fixtures/backup_and_restore/:
                      third epoch): latest.weights.h5 (the layers and the Adam variables) and
                      training_metadata.json; keras_backup.json holds the model's JSON and its weights and
                      optimizer iterations at that backup, which a restore must bring back.
+  keras_double_checkpoint.json  double_checkpoint=True (delete_checkpoint False, save_freq "epoch"): the files in
+                     the backup folder and both metadata files after every epoch; then, with latest.weights.h5
+                     damaged, the epoch and step a new fit with the same callback resumes at (from the previous
+                     backup, which Keras copies back).
 
-Run with /work/venv/bin/python (keras 3.15, tensorflow-cpu).
+Run with a venv holding keras 3.15 and tensorflow-cpu; `--only double_checkpoint` writes the last file alone.
 """
 
 import json
@@ -108,8 +112,58 @@ def keras_backup():
     }
 
 
+class Listing(keras.callbacks.Callback):
+    """After BackupAndRestore's on_epoch_end: the backup folder's files and both metadata files."""
+
+    def __init__(self, backup):
+        super().__init__()
+        self.backup, self.events = backup, []
+
+    def on_epoch_end(self, epoch, logs=None):
+        def read(name):
+            path = os.path.join(self.backup, name)
+            return json.load(open(path)) if os.path.exists(path) else None
+
+        self.events.append({"epoch": epoch, "files": sorted(os.listdir(self.backup)),
+                            "metadata": read("training_metadata.json"),
+                            "previous_metadata": read("training_metadata.json.bkp")})
+
+
+class FirstEpoch(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.epoch, self.iterations = None, None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self.epoch is None:
+            self.epoch, self.iterations = epoch, int(self.model.optimizer.iterations.numpy())
+
+
+def double_checkpoint():
+    x, y = data()
+    d = tempfile.mkdtemp()
+    backup = os.path.join(d, "backup")
+    m = model()
+    listing = Listing(backup)
+    cb = keras.callbacks.BackupAndRestore(backup, double_checkpoint=True, delete_checkpoint=False)
+    m.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0, callbacks=[cb, listing])
+    with open(os.path.join(backup, "latest.weights.h5"), "wb") as f:
+        f.write(b"damaged: not an HDF5 file")
+    first = FirstEpoch()
+    again = model()
+    again.fit(x, y, batch_size=4, epochs=4, shuffle=False, verbose=0,
+              callbacks=[keras.callbacks.BackupAndRestore(backup, double_checkpoint=True), first])
+    shutil.rmtree(d)
+    return {"keras_version": keras.__version__, "events": listing.events,
+            "resumed_epoch": first.epoch, "resumed_iterations": first.iterations}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, "keras_double_checkpoint.json"), "w") as f:
+        json.dump(double_checkpoint(), f, indent=1)
+    if sys.argv[1:] == ["--only", "double_checkpoint"]:
+        return
     runs = [saves("epoch"), saves(3), saves(5), saves(3, delete_checkpoint=False)]
     runs[-1]["delete_checkpoint"] = False
     with open(os.path.join(OUT, "keras_saves.json"), "w") as f:

@@ -3,9 +3,15 @@ when ModelCheckpoint saves (and to which formatted path), what CSVLogger writes.
 
 Each scenario feeds one callback a fixed sequence of epoch logs through on_epoch_end (as fit does, stopping
 after the epoch where model.stop_training is set) with a small compiled model, and records Keras's decisions.
-tests/test_callbacks.cc replays the same sequences through systolic's callbacks and must agree.
+tests/test_keras_callbacks.cc replays the same sequences through systolic's callbacks and must agree.
 
-    /work/venv/bin/python tests/reference/callbacks.py   # writes tests/fixtures/callbacks/keras_callbacks.json
+Then real fit / evaluate / predict calls on a tiny model with fixed weights and data (both in the fixture), with
+a callback that records every hook in order with its index and logs ("HookOrder" cases: fit's validation
+runs the on_test_* hooks, evaluate and predict take callbacks, stop_evaluating / stop_predicting), and the
+logs' learning_rate ("LearningRateLogs" cases: which callbacks add it, what History, CSVLogger and later
+callbacks see). tests/test_callback_hooks.cc runs the same calls in systolic.
+
+    VENV/bin/python tests/reference/callbacks.py   # writes tests/fixtures/callbacks/keras_callbacks.json
 """
 
 import json
@@ -157,6 +163,172 @@ def terminate_on_nan():
             "stopped_at": stopped_at}
 
 
+# ---- real fit / evaluate / predict with a recording callback ----
+
+TINY_KERNEL = [[0.3, -0.2], [-0.5, 0.4], [0.1, 0.25]]
+TINY_BIAS = [0.1, -0.1]
+
+
+def tiny_data(n):
+    i = np.arange(n, dtype=np.float64)
+    x = np.stack([np.sin(i), np.cos(1.3 * i), (i % 3) - 1.0], axis=1).astype(np.float32)
+    y = ((i * 7) % 2).astype(np.int64)
+    return x, y
+
+
+def tiny_model(lr=0.1):
+    keras.backend.clear_session()  # the default names: sequential, dense
+    m = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="softmax")])
+    m.layers[0].set_weights([np.array(TINY_KERNEL, np.float32), np.array(TINY_BIAS, np.float32)])
+    m.compile(keras.optimizers.SGD(learning_rate=lr), "sparse_categorical_crossentropy", metrics=["accuracy"])
+    return m
+
+
+def pythonify(logs):
+    out = {}
+    for k, v in (logs or {}).items():
+        out[k] = np.asarray(v).tolist() if k == "outputs" else float(v)
+    return out
+
+
+class Recorder(keras.callbacks.Callback):
+    """Every hook, in order: {"hook", "index" (epoch or batch), "logs", "params" (at the begin hooks)}."""
+
+    def __init__(self, stop_evaluating_at=None, stop_predicting_at=None):
+        super().__init__()
+        self.events = []
+        self.stop_evaluating_at = stop_evaluating_at
+        self.stop_predicting_at = stop_predicting_at
+
+    def _log(self, hook, index, logs, params=False):
+        e = {"hook": hook}
+        if index is not None:
+            e["index"] = int(index)
+        e["logs"] = pythonify(logs)
+        if params:
+            e["params"] = {k: v for k, v in self.params.items()}
+        self.events.append(e)
+
+    def on_train_begin(self, logs=None):
+        self._log("train_begin", None, logs, params=True)
+
+    def on_train_end(self, logs=None):
+        self._log("train_end", None, logs)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._log("epoch_begin", epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._log("epoch_end", epoch, logs)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._log("train_batch_begin", batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._log("train_batch_end", batch, logs)
+
+    def on_test_begin(self, logs=None):
+        self._log("test_begin", None, logs, params=True)
+
+    def on_test_end(self, logs=None):
+        self._log("test_end", None, logs)
+
+    def on_test_batch_begin(self, batch, logs=None):
+        self._log("test_batch_begin", batch, logs)
+
+    def on_test_batch_end(self, batch, logs=None):
+        self._log("test_batch_end", batch, logs)
+        if self.stop_evaluating_at == batch:
+            self.model.stop_evaluating = True
+
+    def on_predict_begin(self, logs=None):
+        self._log("predict_begin", None, logs, params=True)
+
+    def on_predict_end(self, logs=None):
+        self._log("predict_end", None, logs)
+
+    def on_predict_batch_begin(self, batch, logs=None):
+        self._log("predict_batch_begin", batch, logs)
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self._log("predict_batch_end", batch, logs)
+        if self.stop_predicting_at == batch:
+            self.model.stop_predicting = True
+
+
+def hook_order(call, n, batch_size, **kw):
+    m = tiny_model()
+    x, y = tiny_data(n)
+    rec = Recorder(kw.pop("stop_evaluating_at", None), kw.pop("stop_predicting_at", None))
+    if call == "fit":
+        fit_kw = dict(kw)
+        if "validation_n" in fit_kw:  # validation_data: the first validation_n samples of tiny_data
+            fit_kw["validation_data"] = tiny_data(fit_kw.pop("validation_n"))
+        result = m.fit(x, y, batch_size=batch_size, verbose=0, shuffle=False, callbacks=[rec], **fit_kw).history
+    elif call == "evaluate":
+        result = m.evaluate(x, y, batch_size=batch_size, verbose=0, callbacks=[rec], return_dict=True)
+    else:
+        result = np.asarray(m.predict(x, batch_size=batch_size, verbose=0, callbacks=[rec])).tolist()
+    return {"kind": "HookOrder", "call": call, "n": n, "batch_size": batch_size, "options": kw,
+            "stop_evaluating_at": rec.stop_evaluating_at, "stop_predicting_at": rec.stop_predicting_at,
+            "events": rec.events, "result": result}
+
+
+def learning_rate_logs(name, make_callbacks, n=12, epochs=3, **kw):
+    """Which logs get learning_rate: History, CSVLogger files (before and after the callback that adds it) and a
+    recorder's epoch_end logs, in the order the callbacks are given."""
+    m = tiny_model()
+    x, y = tiny_data(n)
+    with tempfile.TemporaryDirectory() as d:
+        rec = Recorder()
+        cbs = make_callbacks(d, rec)
+        history = m.fit(x, y, batch_size=4, epochs=epochs, verbose=0, shuffle=False, callbacks=cbs, **kw)
+        csv = {}
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".csv"):
+                with open(os.path.join(d, f), "rb") as fh:
+                    lines = fh.read().decode().split("\r\n")
+                header = lines[0].split(",")
+                rows = [dict(zip(header, l.split(","))) for l in lines[1:] if l]
+                csv[f] = {"header": header,
+                          "learning_rate": [r["learning_rate"] for r in rows] if "learning_rate" in header else None}
+    return {"kind": "LearningRateLogs", "name": name, "n": n, "epochs": epochs, "options": kw,
+            "history_keys": list(history.history.keys()),
+            "history_learning_rate": history.history.get("learning_rate"),
+            "epoch_end_keys": [sorted(e["logs"].keys()) for e in rec.events if e["hook"] == "epoch_end"],
+            "train_end_keys": sorted(rec.events[-1]["logs"].keys()),
+            "csv": csv}
+
+
+def tensorboard_tags(update_freq, write_steps_per_second=False):
+    """The tags and steps (and scalar values, except histograms' and timings') Keras's TensorBoard writes in a fit
+    with validation followed by an evaluate given the same callback."""
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.util import tensor_util
+
+    m = tiny_model()
+    x, y = tiny_data(12)
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        cb = keras.callbacks.TensorBoard(d, update_freq=update_freq, histogram_freq=1, write_graph=False,
+                                         write_steps_per_second=write_steps_per_second)
+        m.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False, validation_split=0.25, callbacks=[cb])
+        m.evaluate(x, y, batch_size=4, verbose=0, callbacks=[cb])
+        for run in sorted(os.listdir(d)):
+            acc = event_accumulator.EventAccumulator(os.path.join(d, run), size_guidance={"tensors": 0})
+            acc.Reload()
+            tags = {}
+            for tag in acc.Tags()["tensors"]:
+                events = acc.Tensors(tag)
+                if tag.endswith("/histogram") or tag.endswith("steps_per_second"):
+                    tags[tag] = [[e.step, None] for e in events]
+                else:
+                    tags[tag] = [[e.step, float(tensor_util.make_ndarray(e.tensor_proto))] for e in events]
+            out[run] = tags
+    return {"kind": "TensorBoardTags", "update_freq": update_freq, "write_steps_per_second": write_steps_per_second,
+            "runs": out}
+
+
 def main():
     cases = []
     for seq in ["plateau", "noisy", "tiny"]:
@@ -191,9 +363,44 @@ def main():
     cases.append(csv_logger(False, [{"loss": 0.5, "accuracy": 0.75}, {"loss": 0.25, "accuracy": 1.0}]))
     cases.append(lr_scheduler())
     cases.append(terminate_on_nan())
+
+    # fit with validation: 14 samples, validation_split 0.3 -> Keras trains on floor(14 * 0.7) = 9 (3 batches of
+    # 3) and validates on 5 (batches of 3 and 2).
+    cases.append(hook_order("fit", 14, 3, epochs=2, validation_split=0.3))
+    cases.append(hook_order("fit", 10, 4, epochs=2, validation_n=5, initial_epoch=1))
+    # validation every second epoch, in batches of 2: the on_test_* hooks and val_ logs only in epochs 2 and 4.
+    cases.append(hook_order("fit", 10, 4, epochs=4, validation_split=0.2, validation_freq=2,
+                            validation_batch_size=1))
+    cases.append(hook_order("evaluate", 7, 3))
+    cases.append(hook_order("evaluate", 7, 3, stop_evaluating_at=1))
+    cases.append(hook_order("predict", 5, 2))
+    cases.append(hook_order("predict", 5, 2, stop_predicting_at=0))
+
+    def reduce(d, rec):
+        cb = keras.callbacks.ReduceLROnPlateau(monitor="loss", patience=1, factor=0.5, min_delta=10.0)
+        a = keras.callbacks.CSVLogger(os.path.join(d, "a_before.csv"))
+        b = keras.callbacks.CSVLogger(os.path.join(d, "b_after.csv"))
+        return [a, cb, b, rec]
+
+    cases.append(learning_rate_logs("ReduceLROnPlateau between two CSVLoggers", reduce, epochs=4))
+    cases.append(learning_rate_logs("ReduceLROnPlateau with validation", reduce, epochs=3,
+                                    validation_split=0.25))
+    cases.append(learning_rate_logs(
+        "LearningRateScheduler", lambda d, rec: [
+            keras.callbacks.LearningRateScheduler(lambda e, lr: lr * 0.5 if e > 0 else lr),
+            keras.callbacks.CSVLogger(os.path.join(d, "log.csv")), rec]))
+    cases.append(tensorboard_tags("epoch"))
+    cases.append(tensorboard_tags(1))
+    cases.append(tensorboard_tags(1, write_steps_per_second=True))
+    cases.append(learning_rate_logs(
+        "TensorBoard", lambda d, rec: [keras.callbacks.TensorBoard(os.path.join(d, "tb")),
+                                      keras.callbacks.CSVLogger(os.path.join(d, "log.csv")), rec]))
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
-        json.dump({"keras_version": keras.__version__, "sequences": SEQS, "cases": cases}, f, indent=1)
+        x, y = tiny_data(14)
+        tiny = {"kernel": TINY_KERNEL, "bias": TINY_BIAS, "x": x.tolist(), "y": y.tolist()}
+        json.dump({"keras_version": keras.__version__, "sequences": SEQS, "tiny": tiny, "cases": cases}, f,
+                  indent=1)
         f.write("\n")
     print(f"wrote {len(cases)} cases to {OUT}", file=sys.stderr)
 

@@ -292,9 +292,8 @@ sy::optimizers::Schedule lr_schedule(const TrainArgs& a, double initial, std::in
   sy::fail("--lr-schedule: unknown schedule '{}'", n);
 }
 
-// The callbacks the train flags ask for, with Keras's defaults for every option not given. Only the chief
-// writes files (ModelCheckpoint saves through save/save_weights, which other workers skip); every worker runs
-// the deciding callbacks alike, so they all stop at the same epoch.
+// The callbacks the train flags ask for, with Keras's defaults for every option not given. Every worker runs
+// them alike (so they all stop at the same epoch); the library's callbacks write files on the chief only.
 std::vector<std::shared_ptr<sy::callbacks::Callback>> train_callbacks(const TrainArgs& a) {
   namespace cb = sy::callbacks;
   std::vector<std::shared_ptr<cb::Callback>> out;
@@ -312,8 +311,8 @@ std::vector<std::shared_ptr<sy::callbacks::Callback>> train_callbacks(const Trai
   if (a.reduce_lr_on_plateau >= 0)
     out.push_back(std::make_shared<cb::ReduceLROnPlateau>(cb::ReduceLROnPlateauOptions{
         .monitor = a.monitor, .patience = a.reduce_lr_on_plateau, .verbose = a.verbose > 0}));
-  if (!a.csv_log.empty() && g_chief) out.push_back(std::make_shared<cb::CSVLogger>(a.csv_log));
-  if (!a.tensorboard.empty() && g_chief) out.push_back(std::make_shared<cb::TensorBoard>(a.tensorboard));
+  if (!a.csv_log.empty()) out.push_back(std::make_shared<cb::CSVLogger>(a.csv_log));
+  if (!a.tensorboard.empty()) out.push_back(std::make_shared<cb::TensorBoard>(a.tensorboard));
   if (!a.backup_dir.empty())
     out.push_back(std::make_shared<cb::BackupAndRestore>(
         a.backup_dir,

@@ -1,7 +1,8 @@
 // Optimizer updates on CUDA, each one fused elementwise kernel over the flat float32 parameter buffer (kernel ->
 // launcher -> entry; the arguments were checked at ops::<name>). The formulas are the CPU loops', rounded the same
-// way (rounding.cuh), so a GPU step equals the CPU's. Adam reads the iteration count on the device, so a captured
-// CUDA graph replays with the right step.
+// way (rounding.cuh), so a GPU step equals the CPU's. Each reads the learning rate (and Adam the iteration count)
+// on the device, so a captured CUDA graph replays with the rate and step of the moment, which the optimizer writes
+// there between steps.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -15,14 +16,14 @@ namespace systolic::ops::cuda {
 
 namespace {
 
-__global__ void adam_kernel(float* w, const float* g, float* m, float* v, std::int64_t n, double lr,
+__global__ void adam_kernel(float* w, const float* g, float* m, float* v, std::int64_t n, const double* lr,
                             double beta_1, double beta_2, float b1, float b2, float eps,
                             const double* iterations) {
   // The step size, once per block: two pow() per thread would cost more than the update itself.
   __shared__ float lr_shared;
   if (threadIdx.x == 0) {
     const double t = (iterations ? *iterations : 0.0) + 1.0;
-    lr_shared = static_cast<float>(lr * sqrt(1.0 - pow(beta_2, t)) / (1.0 - pow(beta_1, t)));
+    lr_shared = static_cast<float>(*lr * sqrt(1.0 - pow(beta_2, t)) / (1.0 - pow(beta_1, t)));
   }
   __syncthreads();
   const float lr_t = lr_shared;
@@ -36,8 +37,9 @@ __global__ void adam_kernel(float* w, const float* g, float* m, float* v, std::i
   }
 }
 
-__global__ void sgd_kernel(float* w, const float* g, float* velocity, std::int64_t n, float lr,
+__global__ void sgd_kernel(float* w, const float* g, float* velocity, std::int64_t n, const double* rate,
                            float momentum, bool nesterov) {
+  const float lr = static_cast<float>(*rate);
   SYSTOLIC_GRID_STRIDE(i, n) {
     const float gi = g[i];
     if (!velocity) {
@@ -50,8 +52,9 @@ __global__ void sgd_kernel(float* w, const float* g, float* velocity, std::int64
   }
 }
 
-__global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, std::int64_t n, float lr,
-                               float rho, float momentum, float eps) {
+__global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, std::int64_t n,
+                               const double* rate, float rho, float momentum, float eps) {
+  const float lr = static_cast<float>(*rate);
   const float rest = sub_rn(1.0f, rho);
   SYSTOLIC_GRID_STRIDE(i, n) {
     const float gi = g[i];
@@ -68,7 +71,7 @@ __global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, 
   }
 }
 
-cudaError_t launch_adam_update(float* w, const float* g, float* m, float* v, std::int64_t n, double lr,
+cudaError_t launch_adam_update(float* w, const float* g, float* m, float* v, std::int64_t n, const double* lr,
                                double beta_1, double beta_2, double epsilon, const double* iterations,
                                cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
@@ -78,49 +81,51 @@ cudaError_t launch_adam_update(float* w, const float* g, float* m, float* v, std
   return cudaGetLastError();
 }
 
-cudaError_t launch_sgd_update(float* w, const float* g, float* velocity, std::int64_t n, double lr,
+cudaError_t launch_sgd_update(float* w, const float* g, float* velocity, std::int64_t n, const double* lr,
                               double momentum, bool nesterov, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, velocity, n, static_cast<float>(lr),
-                                                     static_cast<float>(momentum), nesterov);
+  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, velocity, n, lr, static_cast<float>(momentum),
+                                                     nesterov);
   return cudaGetLastError();
 }
 
-cudaError_t launch_rmsprop_update(float* w, const float* g, float* ms, float* mom, std::int64_t n, double lr,
-                                  double rho, double momentum, double epsilon, cudaStream_t stream) {
+cudaError_t launch_rmsprop_update(float* w, const float* g, float* ms, float* mom, std::int64_t n,
+                                  const double* lr, double rho, double momentum, double epsilon,
+                                  cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  rmsprop_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      w, g, ms, mom, n, static_cast<float>(lr), static_cast<float>(rho), static_cast<float>(momentum),
-      static_cast<float>(epsilon));
+  rmsprop_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, ms, mom, n, lr, static_cast<float>(rho),
+                                                         static_cast<float>(momentum),
+                                                         static_cast<float>(epsilon));
   return cudaGetLastError();
 }
 
 }  // namespace
 
 const DTypes adam_update_dtypes{DType::float32};
-void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s,
+void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,
                  const Tensor& iterations) {
   Context& c = context(w);
   SYSTOLIC_CUDA_CHECK(launch_adam_update(
-      w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), w.numel(), s.lr, s.beta_1, s.beta_2,
-      s.epsilon, iterations.defined() ? iterations.data<double>() : nullptr, c.stream));
+      w.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), w.numel(), lr.data<double>(),
+      s.beta_1, s.beta_2, s.epsilon, iterations.defined() ? iterations.data<double>() : nullptr, c.stream));
 }
 
 const DTypes sgd_update_dtypes{DType::float32};
-void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, double lr, double momentum, bool nesterov) {
+void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum,
+                bool nesterov) {
   Context& c = context(w);
   SYSTOLIC_CUDA_CHECK(launch_sgd_update(w.data<float>(), g.data<float>(),
-                                        momentum != 0.0 ? velocity.data<float>() : nullptr, w.numel(), lr,
-                                        momentum, nesterov, c.stream));
+                                        momentum != 0.0 ? velocity.data<float>() : nullptr, w.numel(),
+                                        lr.data<double>(), momentum, nesterov, c.stream));
 }
 
 const DTypes rmsprop_update_dtypes{DType::float32};
-void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, double lr, double rho,
+void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,
                     double momentum, double epsilon) {
   Context& c = context(w);
   SYSTOLIC_CUDA_CHECK(launch_rmsprop_update(w.data<float>(), g.data<float>(), ms.data<float>(),
-                                            momentum > 0 ? mom.data<float>() : nullptr, w.numel(), lr, rho,
-                                            momentum, epsilon, c.stream));
+                                            momentum > 0 ? mom.data<float>() : nullptr, w.numel(),
+                                            lr.data<double>(), rho, momentum, epsilon, c.stream));
 }
 
 }  // namespace systolic::ops::cuda
