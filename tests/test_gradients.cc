@@ -275,11 +275,16 @@ TEST(GradientCheck, LayerNormalization) {
               {{2, 2, 2, 3}}, 33);
   check_layer(layers::LayerNormalization({.scale = false}), {{4, 5}}, 34);
   check_layer(layers::LayerNormalization({.rms_scaling = true}), {{3, 6}}, 35, 0.5, 2);
+  // Axes that are not the trailing ones: one in the middle, two apart, in Keras's mixed-sign order (gamma (4, 2)).
+  check_layer(layers::LayerNormalization({.axis = {1}}), {{2, 3, 2, 4}}, 52);
+  check_layer(layers::LayerNormalization({.axis = {-1, 1}, .axis_is_list = true}), {{2, 2, 3, 4}}, 53);
+  check_layer(layers::LayerNormalization({.axis = {2}, .rms_scaling = true}), {{2, 3, 4, 2}}, 54, 0.5, 2);
 }
 TEST(GradientCheck, UnitNormalization) {
   Float64Scope f64;
   check_layer(layers::UnitNormalization(), {{3, 2, 5}}, 36);
   check_layer(layers::UnitNormalization({2, 3}), {{2, 2, 3, 2}}, 37);
+  check_layer(layers::UnitNormalization({1, 3}), {{2, 2, 3, 2}}, 55);
 }
 TEST(GradientCheck, NormalizationAndLayerScale) {
   Float64Scope f64;
@@ -289,6 +294,16 @@ TEST(GradientCheck, NormalizationAndLayerScale) {
   check_layer(layers::Normalization(
                   {.invert = true, .mean = std::vector<double>{0.5}, .variance = std::vector<double>{2}}),
               {{2, 4}}, 39);
+  // Statistics of a middle axis, and of two axes apart broadcast from a list along the last of them.
+  check_layer(layers::Normalization({.axis = std::vector<int>{1},
+                                     .mean = std::vector<double>{0.5, -1, 2},
+                                     .variance = std::vector<double>{0.3, 0.5, 4}}),
+              {{2, 3, 2, 2}}, 56);
+  check_layer(layers::Normalization({.axis = std::vector<int>{1, 3},
+                                     .invert = true,
+                                     .mean = std::vector<double>{0.5, -1},
+                                     .variance = std::vector<double>{0.3, 2}}),
+              {{2, 3, 2, 2}}, 57);
   auto rescaling = layers::layer_from_config(
       "Rescaling", {{"name", "r"}, {"scale", {0.5, -2.0, 3.0}}, {"offset", {0.1, 0.2, 0.3}}});
   check_layer(LayerRef(rescaling), {{2, 2, 3}}, 51);
