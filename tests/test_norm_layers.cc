@@ -2,7 +2,7 @@
 // models saved by Keras 3.15 (model.save, legacy HDF5) load into systolic and predict what Keras predicted; each
 // model's JSON survives a round trip (systolic's to_json read back gives the same predictions); the config
 // readers refuse what systolic does not run, by name; dropout's noise shapes drop whole samples or channels;
-// Normalization.adapt() computes Keras's statistics.
+// Normalization.adapt() computes Keras's statistics and its count is written as Keras's int64.
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "io/hdf5.h"
+#include "io/keras_zip.h"
 #include "layers/config.h"
 #include "test_util.h"
 
@@ -152,6 +154,35 @@ TEST(NormLayers, AdaptAsKeras) {
               }),
               HasSubstr("non-empty"));
   EXPECT_THAT(error_of([&] { sy::layers::Dense(3)->adapt(data); }), HasSubstr("has no adapt()"));
+}
+
+// Normalization's count is an int64 variable in Keras (3 and tf.keras): systolic writes it as int64 in the legacy
+// .h5, the Keras 3 .weights.h5 and the .keras it saves, and reads it back.
+TEST(NormLayers, NormalizationCountIsWrittenAsInt64) {
+  auto model = sy::load_model(fixtures() + "/normalizations.h5");
+  sy::testing::TempDir dir;
+  const std::string h5 = dir.file("n.h5"), weights = dir.file("n.weights.h5"), zip = dir.file("n.keras");
+  model.save(h5);
+  model.save_weights(weights);
+  model.save(zip);
+  auto archive = sy::keras_io::read_keras_archive_file(zip);
+  struct Where {
+    sy::hdf5::Group file;
+    std::string group, count, mean;
+  };
+  for (auto& w :
+       {Where{sy::hdf5::open_read(h5), "model_weights/normalization_1/normalization_1", "count:0", "mean:0"},
+        Where{sy::hdf5::open_read(weights), "layers/normalization_1/vars", "2", "0"},
+        Where{sy::hdf5::open_image(archive.weights.data(), archive.weights.size(), "n.keras"),
+              "layers/normalization_1/vars", "2", "0"}}) {
+    SCOPED_TRACE(w.file.where());
+    auto g = w.file.group(w.group);
+    EXPECT_TRUE(g.dataset_is_integer(w.count));
+    EXPECT_FALSE(g.dataset_is_integer(w.mean));  // the statistics stay float32
+    EXPECT_EQ(g.read_scalar(w.count), 10.0);
+  }
+  auto back = sy::load_model(h5);
+  EXPECT_EQ(back.get_layer("normalization_1")->weights()[2].value.item(), 10.0);
 }
 
 TEST(NormLayers, NormalizationWeightsAreMeanVarianceCount) {

@@ -67,6 +67,8 @@ struct Weight {
   // Created trainable (Keras's layer._trainable_variables): trainable again when its layer is unfrozen. It fixes
   // the weight's place in Keras's order, which freezing does not change.
   bool trainable_variable = true;
+  // Keras's variable is an int64 (Normalization's count): files store it as int64, its value here is a float.
+  bool int64 = false;
 };
 
 // What a model's training step hands every layer it calls (the same for the whole step).

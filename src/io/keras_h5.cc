@@ -42,6 +42,14 @@ void log_device_copy(const Model& model) {
       }
 }
 
+// A weight's dataset, in the dtype of Keras's variable (float32, or int64 for an int64 variable).
+void write_weight(const hdf5::Group& g, const std::string& name, const Weight& w) {
+  if (w.int64)
+    g.write_int64(name, host_float32(w.value));
+  else
+    g.write_float32(name, host_float32(w.value));
+}
+
 // Copies a value read from a file into a weight, converting to the weight's dtype and device.
 void assign(Weight& w, const Tensor& value) {
   Tensor v = w.value.dtype() == DType::float32 ? value : value.to(w.value.dtype());
@@ -122,7 +130,7 @@ void write_legacy_weights(const hdf5::Group& g, const Model& model) {
       lg.set_empty_list_attribute("weight_names");
     else
       lg.set_string_list_attribute("weight_names", weight_names);
-    for (auto& [n, w] : named) lg.write_float32(n, host_float32(w->value));
+    for (auto& [n, w] : named) write_weight(lg, n, *w);
   }
 }
 
@@ -281,8 +289,7 @@ void write_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_pt
   for (std::size_t i = 0; i < layers.size(); ++i) {
     auto vars = lg.create_group(keys[i] + "/vars");
     auto& ws = layers[i]->weights();
-    for (std::size_t j = 0; j < ws.size(); ++j)
-      vars.write_float32(std::to_string(j), host_float32(ws[j].value));
+    for (std::size_t j = 0; j < ws.size(); ++j) write_weight(vars, std::to_string(j), ws[j]);
     if (as_model_layer(*layers[i]))
       write_keras3_layers(lg.create_group(keys[i] + "/layers"), layers[i]->sublayers());
   }

@@ -151,7 +151,7 @@ class NormalizationLayer final : public Layer {
     if (!o_.mean) {
       add_weight("mean", k, "zeros", false);
       add_weight("variance", k, "ones", false);
-      add_weight("count", Shape{}, "zeros", false);
+      add_weight("count", Shape{}, "zeros", false).int64 = true;
       return;
     }
     mean_ = broadcast(mean_given_, k, "mean");
