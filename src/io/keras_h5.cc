@@ -585,11 +585,17 @@ void keras_io::load_weights(Model& model, const std::string& path, const LoadWei
          path);
 }
 
-void Model::save(const std::string& path) const {
+void Model::save(const std::string& path, const SaveOptions& options) const {
   if (!state_->chief) return;  // replicas: the chief (worker 0) writes
   // The one place that picks the format from the name (the CLI's --save and checkpoints come here).
-  if (path.ends_with(".weights.h5")) return save_weights(path);  // Keras 3's weights-only layout
   bool zip = path.ends_with(".keras");
+  if (options.keras == KerasTarget::tf_keras && (zip || path.ends_with(".weights.h5")))
+    fail(
+        "save: {}: tf.keras reads neither Keras 3's .keras nor its .weights.h5; for tf.keras save a .h5 (a "
+        "full "
+        "model) or call save_weights with a .h5 name",
+        path);
+  if (path.ends_with(".weights.h5")) return save_weights(path);  // Keras 3's weights-only layout
   if (!zip && !path.ends_with(".h5") && !path.ends_with(".hdf5"))
     fail(
         "save: {}: use a name ending in .keras (Keras 3), .h5 (legacy full model) or .weights.h5 (weights "
@@ -598,7 +604,7 @@ void Model::save(const std::string& path) const {
   log_device_copy(*this);
   Model self = *this;
   if (zip) return keras_io::save_keras_archive(self, path);
-  auto config = keras_io::model_config(self);
+  auto config = keras_io::model_config(self, options.keras);
   config["keras_version"] = keras_io::kKerasVersion;
   config["backend"] = "tensorflow";
   hdf5::Lock lock;
