@@ -30,7 +30,8 @@ static void write_floats(const std::string& path, const sy::Tensor& t) {
 
 // --nested: the nested models of tests/fixtures (nested/multi.keras: several outputs, a model called twice;
 // transfer/nested.keras3.h5: a Functional holding a Sequential), each written as <name>.systolic.keras3.h5 (save's
-// default, for Keras 3), .tfkeras.h5 and .tfkeras.json (for tf.keras), .keras, with .predictions.bin.
+// default, for Keras 3), .tfkeras.h5 and .tfkeras.json (for tf.keras), .keras, .weights.legacy.h5 (save_weights,
+// tf.keras's layout), with .predictions.bin.
 static int export_nested(const std::string& fixtures, const std::string& out) {
   struct Case {
     const char *name, *file, *inputs;
@@ -45,8 +46,9 @@ static int export_nested(const std::string& fixtures, const std::string& out) {
     model.save(dst + "tfkeras.h5", {.keras = sy::KerasTarget::tf_keras});
     std::ofstream(dst + "tfkeras.json") << model.to_json(-1, sy::KerasTarget::tf_keras);
     model.save(dst + "keras");
-    std::printf("%s: wrote %s{keras3.h5,tfkeras.h5,tfkeras.json,keras,predictions.bin}\n", c.name,
-                dst.c_str());
+    model.save_weights(dst + "weights.legacy.h5");
+    std::printf("%s: wrote %s{keras3.h5,tfkeras.h5,tfkeras.json,keras,weights.legacy.h5,predictions.bin}\n",
+                c.name, dst.c_str());
   }
   return 0;
 }

@@ -18,9 +18,11 @@ multi.predictions.bin (float32, little endian) and manifest.json.
 `check` runs build/tests/keras_export --nested, which loads multi.keras and tests/fixtures/transfer/nested.keras3.h5
 (a Functional holding a Sequential, frozen, called with training=False) into systolic and writes, for each,
 <name>.systolic.keras3.h5 (save, the default: for Keras 3), <name>.systolic.tfkeras.h5 (save with
-KerasTarget::tf_keras), <name>.systolic.tfkeras.json (to_json for tf.keras), <name>.systolic.keras and
-<name>.systolic.predictions.bin. Then Keras 3 loads the .keras3.h5 and the .keras, tf.keras (tf_keras) loads the
-.tfkeras.h5 and builds the .tfkeras.json (weights from the .tfkeras.h5), and each predicts systolic's values
+KerasTarget::tf_keras), <name>.systolic.tfkeras.json (to_json for tf.keras), <name>.systolic.keras,
+<name>.systolic.weights.legacy.h5 (save_weights) and <name>.systolic.predictions.bin. Then Keras 3 loads the
+.keras3.h5 and the .keras, tf.keras (tf_keras) loads the .tfkeras.h5 and builds the .tfkeras.json (weights from the
+.tfkeras.h5, then from the save_weights file), Keras 3 reads the save_weights file too, and each predicts systolic's
+values
 (max |difference| printed, must be <= 1e-5). It also reports what each Keras does with the other's .h5 (in a child
 process with a time limit): neither loads it, as the node numbering of nested calls differs (include/systolic/
 model.h).
@@ -90,6 +92,14 @@ def write(_args):
     print("multi:", manifest, "|y| max", float(np.abs(y).max()))
 
 
+def _keras3_with_legacy_weights(keras, base):
+    m = keras.models.load_model(base + "keras", compile=False)
+    for w in m.weights:  # forget the .keras's values: they must come from the legacy weights file
+        w.assign(np.zeros(w.shape, w.dtype))
+    m.load_weights(base + "weights.legacy.h5")
+    return m
+
+
 def check(args):
     import keras
     import tf_keras
@@ -115,6 +125,16 @@ def check(args):
             m.load_weights(base + "tfkeras.h5")
             return m
         runs.append(("tf.keras", "model_from_json(.tfkeras.json) + load_weights(.tfkeras.h5)", from_json))
+
+        def tf_keras_with_legacy_weights():
+            with open(base + "tfkeras.json") as f:
+                m = tf_keras.models.model_from_json(f.read())
+            m.load_weights(base + "weights.legacy.h5")
+            return m
+        runs.append(("tf.keras", "model_from_json(.tfkeras.json) + load_weights(save_weights .h5)",
+                     tf_keras_with_legacy_weights))
+        runs.append(("Keras 3", "the .keras's model, zeroed, + load_weights(save_weights .h5)",
+                     lambda: _keras3_with_legacy_weights(keras, base)))
         for who, what, load in runs:
             m = load()
             diff = float(np.abs(m.predict(x, verbose=0) - want).max())
