@@ -181,6 +181,15 @@ TEST(GradientCheck, DropoutTrainingUsesTheSameMaskForward) {
   ops::dropout_backward(r, dx, 0.3, 99, Tensor());
   check_all(x, dx, loss, "dropout dx");
 }
+TEST(GradientCheck, SpatialDropoutAndNoiseShapeDropoutInTraining) {
+  // At a fixed training step the masks are fixed (keyed by the layer's seed and the step), so the layers are
+  // linear maps whose gradient finite differences check.
+  Float64Scope f64;
+  check_layer(layers::SpatialDropout2D(0.4, {.seed = 3}), {{3, 2, 3, 4}}, 58);
+  layers::DropoutOptions o{.seed = 4};
+  o.noise_shape = std::vector<std::optional<std::int64_t>>{std::nullopt, 1, 3};
+  check_layer(layers::Dropout(0.5, o), {{4, 2, 3}}, 59);
+}
 
 // ---- Losses: d(total)/d(prediction) with grad_scale 1.
 namespace {
@@ -249,6 +258,18 @@ TEST(GradientCheck, ChainModelWithEveryKindOfLayer) {
   auto out = layers::Dense(3, {.activation = "softmax"})(h);
   Tensor x = random_tensor({3, 6, 6, 2}, 21, DType::float64, 0, 4);
   check_model(Model(in, out), x, Tensor::from_vector<std::int32_t>({2, 0, 1}, {3}));
+}
+
+// ActivityRegularization's penalty (l1 * sum|y| + l2 * sum y^2 over the batch, divided by its size) joins the loss:
+// its gradient reaches the weights before it.
+TEST(GradientCheck, ActivityRegularizationInAModel) {
+  Float64Scope f64;
+  auto in = layers::Input({5});
+  auto h = layers::Dense(4, {.activation = "tanh"})(in);
+  h = layers::ActivityRegularization({.l1 = 0.05, .l2 = 0.3})(h);
+  auto out = layers::Dense(3, {.activation = "softmax"})(h);
+  Tensor x = random_tensor({4, 5}, 60, DType::float64);
+  check_model(Model(in, out), x, Tensor::from_vector<std::int32_t>({2, 0, 1, 1}, {4}));
 }
 
 TEST(GradientCheck, DagModelWithSharedTensors) {
