@@ -62,6 +62,9 @@ struct BatchNormalizationOptions {
   Initializer moving_variance_initializer = "ones";
   Regularizer beta_regularizer = {}, gamma_regularizer = {};
   Constraint beta_constraint = {}, gamma_constraint = {};
+  // Keras's synchronized=True: the global batch's statistics under replicas. One device: no effect (as in Keras);
+  // replicas: fit needs a strategy with sync_batch_norm, which synchronises every batch-norm layer.
+  bool synchronized = false;
   std::string name;
 };
 LayerRef BatchNormalization(const BatchNormalizationOptions& options = {});
