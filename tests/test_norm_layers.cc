@@ -181,6 +181,14 @@ TEST(NormLayers, NormalizationCountIsWrittenAsInt64) {
     EXPECT_FALSE(g.dataset_is_integer(w.mean));  // the statistics stay float32
     EXPECT_EQ(g.read_scalar(w.count), 10.0);
   }
+  // What Keras itself wrote: Keras 3's legacy .h5 and its .keras hold an int64 count too.
+  EXPECT_TRUE(sy::hdf5::open_read(fixtures() + "/normalizations.h5")
+                  .group("model_weights/normalization_1/normalization_1")
+                  .dataset_is_integer("count"));
+  auto keras_zip = sy::keras_io::read_keras_archive_file(fixtures() + "/axes_norms.keras");
+  EXPECT_TRUE(sy::hdf5::open_image(keras_zip.weights.data(), keras_zip.weights.size(), "axes_norms.keras")
+                  .group("layers/normalization/vars")
+                  .dataset_is_integer("2"));
   auto back = sy::load_model(h5);
   EXPECT_EQ(back.get_layer("normalization_1")->weights()[2].value.item(), 10.0);
 }
