@@ -5,6 +5,7 @@
 // <name>.systolic.json (to_json), .h5 (legacy save_weights), .weights.h5 (Keras 3 save_weights),
 // .predictions.bin (its predictions on the fixture inputs), and, after 3 Adam steps, .full.h5 (save) with
 // .full.predictions.bin, .keras (save as a Keras 3 zip) and .save.weights.h5 (save with a weights-only name).
+// With --nested, the nested models for tests/reference/nested_models.py (`check`) instead.
 #include <systolic/systolic.h>
 
 #include <cstdio>
@@ -27,9 +28,36 @@ static void write_floats(const std::string& path, const sy::Tensor& t) {
   if (!out) sy::fail("{}: cannot write", path);
 }
 
+// --nested: the nested models of tests/fixtures (nested/multi.keras: several outputs, a model called twice;
+// transfer/nested.keras3.h5: a Functional holding a Sequential), each written as <name>.systolic.keras3.h5 (save's
+// default, for Keras 3), .tfkeras.h5 and .tfkeras.json (for tf.keras), .keras, .weights.legacy.h5 (save_weights,
+// tf.keras's layout), with .predictions.bin.
+static int export_nested(const std::string& fixtures, const std::string& out) {
+  struct Case {
+    const char *name, *file, *inputs;
+    sy::Shape shape;
+  };
+  for (auto& c : {Case{"multi", "/nested/multi.keras", "/nested/multi.inputs.bin", {4, 6, 6, 2}},
+                  Case{"nested", "/transfer/nested.keras3.h5", "/transfer/inputs.bin", {4, 8, 8, 3}}}) {
+    auto model = sy::load_model(fixtures + c.file, {.compile = false});
+    std::string dst = out + "/" + c.name + ".systolic.";
+    write_floats(dst + "predictions.bin", model.predict(read_floats(fixtures + c.inputs, c.shape)));
+    model.save(dst + "keras3.h5");
+    model.save(dst + "tfkeras.h5", {.keras = sy::KerasTarget::tf_keras});
+    std::ofstream(dst + "tfkeras.json") << model.to_json(-1, sy::KerasTarget::tf_keras);
+    model.save(dst + "keras");
+    model.save_weights(dst + "weights.legacy.h5");
+    std::printf("%s: wrote %s{keras3.h5,tfkeras.h5,tfkeras.json,keras,weights.legacy.h5,predictions.bin}\n",
+                c.name, dst.c_str());
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) try {
+  if (argc == 4 && std::string(argv[1]) == "--nested") return export_nested(argv[2], argv[3]);
   if (argc != 3) {
-    std::fprintf(stderr, "usage: keras_export FIXTURE_DIR OUT_DIR\n");
+    std::fprintf(stderr,
+                 "usage: keras_export FIXTURE_DIR OUT_DIR | keras_export --nested FIXTURES_ROOT OUT_DIR\n");
     return 2;
   }
   std::string in = argv[1], out = argv[2];

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "io/hdf5.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -336,6 +337,36 @@ TEST(Cli, ShowAndTrainOnImageFolders) {
 }
 
 // The done-when: train, save, then evaluate and predict from the files with the seed's JSON.
+// --save-for tf.keras writes the .h5 of a model holding a nested model with tf.keras's node numbering (its
+// calls from 1); the default writes Keras 3's (from 0); what tf.keras cannot read is refused before training.
+TEST(Cli, SaveForTfKerasNumbersNestedCallsAsTfKeras) {
+  namespace L = systolic::layers;
+  fs::path dir = cifar_sample_folder("save_for");
+  if (dir.empty()) GTEST_SKIP() << "../shared/data is absent (the CIFAR-10 sample images)";
+  auto bi = L::Input({8, 8, 3});
+  systolic::Model base(bi, L::GlobalAveragePooling2D()(L::Conv2D(4, {3, 3})(bi)), "base");
+  auto in = L::Input({8, 8, 3});
+  systolic::Model outer(in, L::Dense(10)(base(in, false)), "outer");
+  const std::string model = (dir / "nested.h5").string();
+  outer.save(model);
+  for (std::string target : {"keras3", "tf.keras"}) {
+    const std::string out = (dir / ("out." + target + ".h5")).string();
+    CliResult t = run_cli("train --model " + model + " --dataset dir:" + (dir / "images").string() +
+                          " --epochs 1 --batch-size 50 --verbose 0 --optimizer adam --save-for " + target +
+                          " --save " + out);
+    ASSERT_EQ(t.code, 0) << t.describe();
+    auto config = nlohmann::json::parse(systolic::hdf5::open_read(out).string_attribute("model_config"));
+    auto& dense = config["config"]["layers"][2];
+    ASSERT_EQ(dense["inbound_nodes"][0][0][0], "base") << dense.dump();
+    EXPECT_EQ(dense["inbound_nodes"][0][0][1], target == "tf.keras" ? 1 : 0) << dense.dump();
+  }
+  CliResult bad = run_cli("train --model " + model + " --dataset dir:" + (dir / "images").string() +
+                          " --save-for tf.keras --save " + (dir / "m.keras").string());
+  EXPECT_EQ(bad.code, 1) << bad.describe();
+  EXPECT_NE(bad.err.find("--save-for tf.keras"), std::string::npos) << bad.describe();
+  fs::remove_all(dir);
+}
+
 TEST(Cli, TrainSaveEvaluatePredictWithKerasFiles) {
   fs::path dir = cifar_sample_folder("keras");
   if (dir.empty()) GTEST_SKIP() << "../shared/data is absent (the CIFAR-10 sample images)";

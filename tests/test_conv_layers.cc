@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/hdf5.h"
 #include "layers/config.h"
 #include "test_util.h"
 
@@ -105,7 +106,8 @@ TEST(ConvLayersKeras, WeightsAndConfigAsKeras) {
     (*layer)(in);
     ASSERT_EQ(layer->weights().size(), c["weights"].size());
     for (std::size_t i = 0; i < c["weights"].size(); ++i) {
-      // Keras 3 names DepthwiseConv2D's kernel variable "kernel"; its files and tf.keras say depthwise_kernel.
+      // Keras 3 names DepthwiseConv2D's kernel variable "kernel" (so does its legacy .h5); tf.keras, whose
+      // legacy layout systolic writes, names it depthwise_kernel (LegacyWeightNamesAsTfKeras).
       std::string path = c["weights"][i][0], keras_name = path.substr(path.rfind('/') + 1);
       if (c["class_name"] == "DepthwiseConv2D" && keras_name == "kernel") keras_name = "depthwise_kernel";
       EXPECT_EQ(layer->weights()[i].name, keras_name);
@@ -127,4 +129,36 @@ TEST(ConvLayersKeras, WeightsAndConfigAsKeras) {
     for (auto& [key, value] : ours.items())
       EXPECT_TRUE(keras.contains(key)) << "systolic writes '" << key << "', Keras does not";
   }
+}
+
+// The legacy .h5 systolic writes is tf.keras's layout, with tf.keras's weight names: for every case, the
+// weight_names of the layer's group equal those in the file tf.keras saved (DepthwiseConv2D's kernel is
+// "depthwise_kernel:0" there, where Keras 3's own .h5 says "kernel"). The Keras 3 formats (.weights.h5, .keras)
+// store weights by index, without names.
+TEST(ConvLayersKeras, LegacyWeightNamesAsTfKeras) {
+  systolic::testing::TempDir dir;
+  int depthwise = 0;
+  for (auto& c : manifest()["cases"]) {
+    std::string name = c["name"];
+    SCOPED_TRACE(name);
+    // The names after the layer's own "<layer>/".
+    auto names = [](const std::string& file) {
+      auto g = sy::hdf5::open_read(file).group("model_weights");
+      auto layer = g.string_list_attribute("layer_names").back();
+      std::vector<std::string> out;
+      for (auto& n : g.group(layer).string_list_attribute("weight_names"))
+        out.push_back(n.substr(n.find('/') + 1));
+      return out;
+    };
+    auto model = sy::load_model(fixtures() + "/" + name + ".h5", {.compile = false});
+    const std::string mine = dir.file(name + ".h5");
+    model.save(mine);
+    EXPECT_EQ(names(mine), names(fixtures() + "/" + name + ".tfkeras.h5"));
+    if (c["class_name"] == "DepthwiseConv2D") {
+      ++depthwise;
+      EXPECT_EQ(names(mine)[0], "depthwise_kernel:0");
+      EXPECT_EQ(names(fixtures() + "/" + name + ".h5")[0], "kernel");  // Keras 3's own legacy file
+    }
+  }
+  EXPECT_GT(depthwise, 0);
 }

@@ -181,6 +181,15 @@ TEST(GradientCheck, DropoutTrainingUsesTheSameMaskForward) {
   ops::dropout_backward(r, dx, 0.3, 99, Tensor());
   check_all(x, dx, loss, "dropout dx");
 }
+TEST(GradientCheck, SpatialDropoutAndNoiseShapeDropoutInTraining) {
+  // At a fixed training step the masks are fixed (keyed by the layer's seed and the step), so the layers are
+  // linear maps whose gradient finite differences check.
+  Float64Scope f64;
+  check_layer(layers::SpatialDropout2D(0.4, {.seed = 3}), {{3, 2, 3, 4}}, 58);
+  layers::DropoutOptions o{.seed = 4};
+  o.noise_shape = std::vector<std::optional<std::int64_t>>{std::nullopt, 1, 3};
+  check_layer(layers::Dropout(0.5, o), {{4, 2, 3}}, 59);
+}
 
 // ---- Losses: d(total)/d(prediction) with grad_scale 1.
 namespace {
@@ -251,6 +260,18 @@ TEST(GradientCheck, ChainModelWithEveryKindOfLayer) {
   check_model(Model(in, out), x, Tensor::from_vector<std::int32_t>({2, 0, 1}, {3}));
 }
 
+// ActivityRegularization's penalty (l1 * sum|y| + l2 * sum y^2 over the batch, divided by its size) joins the loss:
+// its gradient reaches the weights before it.
+TEST(GradientCheck, ActivityRegularizationInAModel) {
+  Float64Scope f64;
+  auto in = layers::Input({5});
+  auto h = layers::Dense(4, {.activation = "tanh"})(in);
+  h = layers::ActivityRegularization({.l1 = 0.05, .l2 = 0.3})(h);
+  auto out = layers::Dense(3, {.activation = "softmax"})(h);
+  Tensor x = random_tensor({4, 5}, 60, DType::float64);
+  check_model(Model(in, out), x, Tensor::from_vector<std::int32_t>({2, 0, 1, 1}, {4}));
+}
+
 TEST(GradientCheck, DagModelWithSharedTensors) {
   Float64Scope f64;
   auto in = layers::Input({4, 4, 2});
@@ -275,11 +296,16 @@ TEST(GradientCheck, LayerNormalization) {
               {{2, 2, 2, 3}}, 33);
   check_layer(layers::LayerNormalization({.scale = false}), {{4, 5}}, 34);
   check_layer(layers::LayerNormalization({.rms_scaling = true}), {{3, 6}}, 35, 0.5, 2);
+  // Axes that are not the trailing ones: one in the middle, two apart, in Keras's mixed-sign order (gamma (4, 2)).
+  check_layer(layers::LayerNormalization({.axis = {1}}), {{2, 3, 2, 4}}, 52);
+  check_layer(layers::LayerNormalization({.axis = {-1, 1}, .axis_is_list = true}), {{2, 2, 3, 4}}, 53);
+  check_layer(layers::LayerNormalization({.axis = {2}, .rms_scaling = true}), {{2, 3, 4, 2}}, 54, 0.5, 2);
 }
 TEST(GradientCheck, UnitNormalization) {
   Float64Scope f64;
   check_layer(layers::UnitNormalization(), {{3, 2, 5}}, 36);
   check_layer(layers::UnitNormalization({2, 3}), {{2, 2, 3, 2}}, 37);
+  check_layer(layers::UnitNormalization({1, 3}), {{2, 2, 3, 2}}, 55);
 }
 TEST(GradientCheck, NormalizationAndLayerScale) {
   Float64Scope f64;
@@ -289,6 +315,16 @@ TEST(GradientCheck, NormalizationAndLayerScale) {
   check_layer(layers::Normalization(
                   {.invert = true, .mean = std::vector<double>{0.5}, .variance = std::vector<double>{2}}),
               {{2, 4}}, 39);
+  // Statistics of a middle axis, and of two axes apart broadcast from a list along the last of them.
+  check_layer(layers::Normalization({.axis = std::vector<int>{1},
+                                     .mean = std::vector<double>{0.5, -1, 2},
+                                     .variance = std::vector<double>{0.3, 0.5, 4}}),
+              {{2, 3, 2, 2}}, 56);
+  check_layer(layers::Normalization({.axis = std::vector<int>{1, 3},
+                                     .invert = true,
+                                     .mean = std::vector<double>{0.5, -1},
+                                     .variance = std::vector<double>{0.3, 2}}),
+              {{2, 3, 2, 2}}, 57);
   auto rescaling = layers::layer_from_config(
       "Rescaling", {{"name", "r"}, {"scale", {0.5, -2.0, 3.0}}, {"offset", {0.1, 0.2, 0.3}}});
   check_layer(LayerRef(rescaling), {{2, 2, 3}}, 51);

@@ -904,26 +904,28 @@ void optimizer_cases(std::map<Op, std::vector<Case>>& m) {
                                      }});
 }
 
-// norm: normalisations over trailing axes, broadcasting binary ops, Normalization, transposes.
+// norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes.
 void norm_cases(std::map<Op, std::vector<Case>>& m) {
+  // The normalised axes as a set (bit a: axis a): trailing ones (oneDNN's rows for float32 on the CPU), and
+  // others (ConvNeXt-free Keras models normalise over any axes): a middle axis, two apart, the batch axis.
   struct LnShape {
     Shape x;
-    int axes;
+    std::uint32_t axes;
     double lo, hi;
   };
-  const std::vector<LnShape> shapes = {{{6, 10}, 1, -1, 3},
-                                       {{2, 3, 4, 16}, 1, -2, 2},
-                                       {{2, 3, 4, 5}, 3, 1, 4},
-                                       {{3, 5, 7}, 2, -1, 1},
-                                       {{4, 33}, 1, 99, 101}};
+  const std::vector<LnShape> shapes = {{{6, 10}, 0b10, -1, 3},        {{2, 3, 4, 16}, 0b1000, -2, 2},
+                                       {{2, 3, 4, 5}, 0b1110, 1, 4},  {{3, 5, 7}, 0b100, -1, 1},
+                                       {{4, 33}, 0b10, 99, 101},      {{2, 3, 4, 5}, 0b0010, -1, 2},
+                                       {{2, 3, 4, 5}, 0b1010, -1, 2}, {{3, 4, 6}, 0b011, -2, 1}};
   for (const LnShape& s : shapes) {
     std::int64_t K = 1;
-    for (int i = s.x.rank() - s.axes; i < s.x.rank(); ++i) K *= s.x[i];
+    for (int i = 0; i < s.x.rank(); ++i)
+      if ((s.axes >> i) & 1u) K *= s.x[i];
     const std::int64_t M = s.x.numel() / K;
-    const int axes = s.axes;
+    const std::uint32_t axes = s.axes;
     for (NormKind kind : {NormKind::layer, NormKind::rms_scaling, NormKind::unit}) {
       const bool g = kind != NormKind::unit, b = kind == NormKind::layer;
-      std::string name = fmt::format("{} over {} axes, kind {}", s.x.str(), axes, int(kind));
+      std::string name = fmt::format("{} over axes {:#b}, kind {}", s.x.str(), axes, int(kind));
       m[Op::layer_norm_forward].push_back(
           {name,
            {in("x", s.x, s.lo, s.hi), g ? param(in("gamma", {K}, 0.5, 1.5)) : none("gamma"),
@@ -948,6 +950,54 @@ void norm_cases(std::map<Op, std::vector<Case>>& m) {
            },
            Family::reduction});
     }
+  }
+  // The layer norm without gamma or beta (Keras's scale=False, center=False: oneDNN without its scale or shift),
+  // and a backward with dx alone (frozen parameters) or the parameter gradients alone.
+  for (bool scale : {false, true})
+    for (bool center : {false, true}) {
+      std::string name = fmt::format("(5, 12) scale {} center {}", scale, center);
+      m[Op::layer_norm_forward].push_back(
+          {name,
+           {in("x", {5, 12}), scale ? param(in("gamma", {12}, 0.5, 1.5)) : none("gamma"),
+            center ? param(in("beta", {12})) : none("beta"), out("y", {5, 12}), param(out("mean", {5})),
+            param(out("rstd", {5}))},
+           [](auto& t) {
+             layer_norm_forward(t[0], t[1], t[2], t[3], t[4], t[5], 0b10, NormKind::layer, 1e-5);
+           },
+           Family::reduction});
+    }
+  for (bool dx : {false, true})
+    m[Op::layer_norm_backward].push_back(
+        {fmt::format("(5, 12) {} alone", dx ? "dx" : "dgamma and dbeta"),
+         {in("x", {5, 12}), param(in("gamma", {12}, 0.5, 1.5)), in("dy", {5, 12}),
+          dx ? out("dx", {5, 12}) : none("dx"), dx ? none("dgamma") : param(acc("dgamma", {12})),
+          dx ? none("dbeta") : param(acc("dbeta", {12}))},
+         [](auto& t) {
+           DType st = t[0].dtype() == DType::float64 ? DType::float64 : DType::float32;
+           Tensor mean({5}, st, t[0].device()), rstd({5}, st, t[0].device()),
+               y(t[0].shape(), t[0].dtype(), t[0].device()), beta;
+           layer_norm_forward(t[0], t[1], beta, y, mean, rstd, 0b10, NormKind::layer, 1e-3);
+           layer_norm_backward(t[0], t[1], mean, rstd, t[2], t[3], t[4], t[5], 0b10, NormKind::layer);
+         },
+         Family::reduction});
+  // The unit norm's cap (Keras's 1/epsilon = 1e12) on rows of tiny values, and a row of zeros.
+  {
+    Arg tiny = in("x", {3, 8}, -1e-13, 1e-13);
+    m[Op::layer_norm_forward].push_back(
+        {"unit norm of tiny rows",
+         {tiny, none("gamma"), none("beta"), out("y", {3, 8}), param(out("mean", {3})),
+          param(out("rstd", {3}))},
+         [](auto& t) { layer_norm_forward(t[0], t[1], t[2], t[3], t[4], t[5], 0b10, NormKind::unit, 1e-3); },
+         Family::reduction});
+    Arg zeros = in("x", {2, 5});
+    zeros.values = Values::constant;
+    zeros.lo = 0;
+    m[Op::layer_norm_forward].push_back(
+        {"unit norm of zeros",
+         {zeros, none("gamma"), none("beta"), out("y", {2, 5}), param(out("mean", {2})),
+          param(out("rstd", {2}))},
+         [](auto& t) { layer_norm_forward(t[0], t[1], t[2], t[3], t[4], t[5], 0b10, NormKind::unit, 1e-3); },
+         Family::reduction});
   }
   // Broadcasting pairs: equal shapes, squeeze-excite (N,H,W,C)*(N,1,1,C), a per-channel vector, both sides
   // broadcast, a lower rank.
@@ -977,18 +1027,27 @@ void norm_cases(std::map<Op, std::vector<Case>>& m) {
        {in("a", {2, 3, 4}), in("b", {4}), in("dy", {2, 3, 4}), none("da"), out("db", {4})},
        [](auto& t) { broadcast_backward(BinaryKind::multiply, t[0], t[1], t[2], t[3], t[4]); },
        Family::reduction});
-  // Keras Normalization: statistics over the last axis, over a trailing block, a zero variance (the 1e-7 floor).
+  // Keras Normalization: statistics of the last axis, of a trailing block, of other axes (a middle one, two apart),
+  // one for everything (axis None), a zero variance (the 1e-7 floor).
+  struct Kept {
+    Shape x;
+    std::uint32_t axes;
+    std::int64_t k;
+  };
   for (bool invert : {false, true}) {
-    for (auto [xs, k] : {std::pair<Shape, std::int64_t>{{4, 3, 3, 5}, 5}, {{3, 4, 6}, 24}}) {
-      std::string name = fmt::format("{} by {} statistics, invert {}", xs.str(), k, invert);
+    for (const Kept& c :
+         {Kept{{4, 3, 3, 5}, 0b1000, 5}, Kept{{3, 4, 6}, 0b110, 24}, Kept{{4, 3, 2, 5}, 0b0010, 3},
+          Kept{{4, 3, 2, 5}, 0b1010, 15}, Kept{{3, 7}, 0, 1}}) {
+      std::string name = fmt::format("{} by axes {:#b}, invert {}", c.x.str(), c.axes, invert);
+      const std::uint32_t axes = c.axes;
       m[Op::normalize_forward].push_back(
           {name,
-           {in("x", xs), param(in("mean", {k})), param(in("variance", {k}, 0.1, 3)), out("y", xs)},
-           [invert](auto& t) { normalize_forward(t[0], t[1], t[2], t[3], invert); }});
+           {in("x", c.x), param(in("mean", {c.k})), param(in("variance", {c.k}, 0.1, 3)), out("y", c.x)},
+           [invert, axes](auto& t) { normalize_forward(t[0], t[1], t[2], t[3], axes, invert); }});
       m[Op::normalize_backward].push_back(
-          {name, {param(in("variance", {k}, 0.1, 3)), in("dy", xs), out("dx", xs)}, [invert](auto& t) {
-             normalize_backward(t[0], t[1], t[2], invert);
-           }});
+          {name,
+           {param(in("variance", {c.k}, 0.1, 3)), in("dy", c.x), out("dx", c.x)},
+           [invert, axes](auto& t) { normalize_backward(t[0], t[1], t[2], axes, invert); }});
     }
     Arg zero = param(in("variance", {4}));
     zero.values = Values::constant;
@@ -996,7 +1055,7 @@ void norm_cases(std::map<Op, std::vector<Case>>& m) {
     m[Op::normalize_forward].push_back(
         {fmt::format("zero variance, invert {}", invert),
          {in("x", {3, 4}), param(in("mean", {4})), zero, out("y", {3, 4})},
-         [invert](auto& t) { normalize_forward(t[0], t[1], t[2], t[3], invert); }});
+         [invert](auto& t) { normalize_forward(t[0], t[1], t[2], t[3], 0b10, invert); }});
   }
   for (auto [xs, perm] : {std::pair<Shape, std::vector<int>>{{2, 3, 4, 5}, {0, 3, 1, 2}},
                           {{3, 4, 5}, {0, 2, 1}},

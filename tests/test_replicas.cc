@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "distribute/communicator.h"
+#include "layers/config.h"
 #include "replica_test_model.h"
 #include "test_util.h"
 
@@ -114,6 +115,33 @@ TEST(Replicas, BatchThatReplicasDoNotDivideIsAnError) {
   std::string e = error_of([&] { m.fit(d.x, d.y, {.batch_size = 33, .verbose = 0}); });
   EXPECT_NE(e.find("batch_size 33"), std::string::npos) << e;
   EXPECT_NE(e.find("2 replicas"), std::string::npos) << e;
+}
+
+// Keras's BatchNormalization(synchronized=True), read from a config and written back: under replicas it needs the
+// strategy's synchronised batch norm (which it then trains with); without that, fit refuses naming the layer.
+TEST(Replicas, SynchronizedBatchNormLayerNeedsSynchronisedReplicas) {
+  auto make = [] {
+    set_random_seed(5);
+    clear_session();
+    auto in = layers::Input({8, 8, 1});
+    auto x = layers::Rescaling(1.0 / 255)(in);
+    x = layers::Conv2D(4, {3, 3}, {.padding = "same"})(x);
+    x = LayerRef(layers::layer_from_config("BatchNormalization", {{"name", "bn"}, {"synchronized", true}}))(
+        x);
+    x = layers::Flatten()(x);
+    Model m(in, layers::Dense(5, {.activation = "softmax"})(x));
+    m.compile(optimizers::SGD(0.05, 0.9), "sparse_categorical_crossentropy");
+    return m;
+  };
+  auto d = replica_test_data(32);
+  auto config = nlohmann::json::parse(make().to_json());
+  EXPECT_EQ(config["config"]["layers"][3]["config"]["synchronized"], true);
+  make().fit(d.x, d.y, {.batch_size = 16, .verbose = 0});  // one device: plain batch norm, as in Keras
+  Model plain = to_accelerator(make(), distribute::MirroredStrategy::cpu(2));
+  std::string e = error_of([&] { plain.fit(d.x, d.y, {.batch_size = 16, .verbose = 0}); });
+  EXPECT_NE(e.find("layer 'bn' has synchronized=True"), std::string::npos) << e;
+  Model synced = to_accelerator(make(), distribute::MirroredStrategy::cpu(2, {.sync_batch_norm = true}));
+  EXPECT_NO_THROW(synced.fit(d.x, d.y, {.batch_size = 16, .verbose = 0}));
 }
 
 TEST(Replicas, EvaluateAndPredictCountEverySampleOnce) {

@@ -1,6 +1,7 @@
 // Transfer learning: frozen layers (trainable=false on a layer and on a model), a frozen BatchNormalization in
 // inference mode during training, optimizer slots for trainable weights only, configs and real Keras files with
 // frozen layers (tests/reference/transfer_files.py, tests/fixtures/transfer).
+#include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
 #include <fstream>
@@ -397,4 +398,107 @@ TEST(Nested, RealKerasFilesWithANestedFrozenBase) {
     from_json.load_weights(fixtures() + "/nested.keras3.weights.h5");
     check(from_json);
   }
+}
+
+// ---- nested models of several outputs, called more than once; configs for Keras 3 and for tf.keras ------------
+
+namespace {
+
+// The node index and tensor index of every reference a layer's calls make to `to` in a config's layer list.
+std::vector<std::pair<int, int>> refs_to(const nlohmann::json& config, const std::string& layer,
+                                         const std::string& to) {
+  std::vector<std::pair<int, int>> out;
+  for (auto& l : config["config"]["layers"])
+    if (l["name"] == layer)
+      for (auto& call : l["inbound_nodes"])
+        for (auto& ref : call)
+          if (ref[0] == to) out.emplace_back(ref[1].get<int>(), ref[2].get<int>());
+  return out;
+}
+
+void copy_weights(const Model& from, Model& to) {
+  auto a = from.layers(), b = to.layers();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto wa = all_weights(*a[i]), wb = all_weights(*b[i]);
+    ASSERT_EQ(wa.size(), wb.size()) << a[i]->name();
+    for (std::size_t k = 0; k < wa.size(); ++k) wb[k]->value.copy_from(wa[k]->value);
+  }
+}
+
+}  // namespace
+
+// Keras 3's model (tests/reference/nested_models.py): base with two outputs called with training=False, head (a
+// Sequential) called twice. Loaded from .keras and from Keras 3's .h5, it predicts Keras's values; the configs
+// systolic writes number the nested calls from 0 for Keras 3 and from 1 for tf.keras (whose node 0 is the model's
+// own), take base's second output as tensor 1, and read back into the same model either way.
+TEST(Nested, SeveralOutputsAndTwoCallsFromKeras) {
+  const std::string dir = source_dir() + "/tests/fixtures/nested";
+  Tensor x = read_floats(dir + "/multi.inputs.bin", {4, 6, 6, 2});
+  Tensor want = read_floats(dir + "/multi.predictions.bin", {4, 3});
+  for (const char* file : {"multi.keras", "multi.keras3.h5"}) {
+    SCOPED_TRACE(file);
+    auto model = load_model(dir + "/" + file, {.compile = false});
+    EXPECT_LT(max_abs_diff(model.predict(x), want), 1e-6);
+    auto summary = model.summary_string();
+    // Both output shapes (cut at the column's width, as tf.keras's table cuts fields).
+    EXPECT_NE(summary.find("base (Functional)               [(None, 4), (None, 2 171"), std::string::npos)
+        << summary;
+    for (auto target : {KerasTarget::keras3, KerasTarget::tf_keras}) {
+      const int first = target == KerasTarget::tf_keras ? 1 : 0;
+      auto text = model.to_json(-1, target);
+      auto config = nlohmann::json::parse(text);
+      using Refs = std::vector<std::pair<int, int>>;
+      EXPECT_EQ(refs_to(config, "dense_3", "base"), (Refs{{first, 1}}));
+      EXPECT_EQ(refs_to(config, "head", "base"), (Refs{{first, 0}}));
+      EXPECT_EQ(refs_to(config, "concatenate", "head"), (Refs{{first, 0}, {first + 1, 0}}));
+      auto again = model_from_json(text);
+      copy_weights(model, again);
+      EXPECT_LT(max_abs_diff(again.predict(x), want), 1e-6);
+      TempDir tmp;
+      model.save(tmp.file("m.h5"), {.keras = target});
+      EXPECT_LT(max_abs_diff(load_model(tmp.file("m.h5")).predict(x), want), 1e-6);
+    }
+  }
+}
+
+// The same through the C++ API: a model of two outputs called as a layer gives both; training the caller trains
+// the nested layers; each file kind reads back into the same predictions; what cannot be written for tf.keras,
+// or called for one output, is refused by name.
+TEST(Nested, SeveralOutputsInCpp) {
+  namespace L = layers;
+  set_random_seed(9);
+  auto bi = L::Input({6, 6, 2});
+  auto h = L::Conv2D(3, {3, 3}, {.activation = "relu"})(bi);
+  auto a = L::Dense(4)(L::GlobalAveragePooling2D()(h));
+  auto b = L::Dense(2)(L::Flatten()(h));
+  Model base({bi}, {a, b}, "two");
+  auto in = L::Input({6, 6, 2});
+  auto outs = base.call({in});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[0].shape(), Shape({4}));
+  EXPECT_EQ(outs[1].shape(), Shape({2}));
+  auto y = L::Dense(2, {.activation = "softmax"})(L::Concatenate()({outs[0], outs[1]}));
+  Model model(in, y, "outer");
+  EXPECT_THAT(error_of([&] { base(in); }), ::testing::HasSubstr("has 2 outputs"));
+  model.compile("adam", "sparse_categorical_crossentropy");
+  auto data = problem(16);
+  auto before = base_weights(base);
+  model.fit(data.x, data.y, {.batch_size = 8, .epochs = 1, .verbose = 0});
+  EXPECT_FALSE(bit_identical(base_weights(base)[0], before[0]));
+  Tensor want = model.predict(data.x);
+  TempDir tmp;
+  for (auto target : {KerasTarget::keras3, KerasTarget::tf_keras})
+    for (const char* file : {"m.h5", "m.keras"}) {
+      SCOPED_TRACE(file);
+      if (target == KerasTarget::tf_keras && std::string(file) == "m.keras") {
+        EXPECT_THAT(error_of([&] { model.save(tmp.file(file), {.keras = target}); }),
+                    ::testing::HasSubstr("tf.keras reads neither"));
+        continue;
+      }
+      model.save(tmp.file(file), {.keras = target});
+      auto back = load_model(tmp.file(file));
+      EXPECT_LT(max_abs_diff(back.predict(data.x), want), 1e-6);
+      EXPECT_EQ(back.layers()[1]->class_name(), "Functional");
+    }
 }

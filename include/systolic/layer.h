@@ -67,6 +67,8 @@ struct Weight {
   // Created trainable (Keras's layer._trainable_variables): trainable again when its layer is unfrozen. It fixes
   // the weight's place in Keras's order, which freezing does not change.
   bool trainable_variable = true;
+  // Keras's variable is an int64 (Normalization's count): files store it as int64, its value here is a float.
+  bool int64 = false;
 };
 
 // What a model's training step hands every layer it calls (the same for the whole step).
@@ -143,6 +145,11 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // model.to_json() writes for this layer). Reading them back: layers/config.h.
   virtual void get_config(nlohmann::ordered_json& config) const;
 
+  // Keras's adapt(data) of a preprocessing layer (Normalization: the mean and variance of data over every axis
+  // but the kept ones): computes the layer's state from data [N, input shape...], building the layer for that
+  // input shape if it is not built yet. Other layers refuse.
+  virtual void adapt(const Tensor& data);
+
   // Which inputs need no gradient from this layer's own backward (the model tells, e.g. for a model input).
   virtual bool is_input_layer() const { return false; }
   // Whether forward() already applied the activation (fused into its op); backward still applies its gradient.
@@ -160,6 +167,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
   Layer(std::string class_name, const std::string& name, Activation activation = Activation::linear);
   // Creates the weights for these input shapes (called once, before the first output shape is used).
   virtual void build(const std::vector<Shape>& input_shapes) { (void)input_shapes; }
+  // Checks the input shapes and builds the layer for them on the first call (later calls must give the same
+  // shapes); returns the output shape.
+  Shape build_for(const std::vector<Shape>& input_shapes);
   virtual void forward(LayerCall& call) = 0;
   // Writes dinputs (=) and accumulates weight gradients (+=). call.doutput is w.r.t. the pre-activation values.
   virtual void backward(LayerCall& call) = 0;

@@ -62,6 +62,9 @@ struct BatchNormalizationOptions {
   Initializer moving_variance_initializer = "ones";
   Regularizer beta_regularizer = {}, gamma_regularizer = {};
   Constraint beta_constraint = {}, gamma_constraint = {};
+  // Keras's synchronized=True: the global batch's statistics under replicas. One device: no effect (as in Keras);
+  // replicas: fit needs a strategy with sync_batch_norm, which synchronises every batch-norm layer.
+  bool synchronized = false;
   std::string name;
 };
 LayerRef BatchNormalization(const BatchNormalizationOptions& options = {});
@@ -133,7 +136,7 @@ LayerRef Concatenate(const ConcatenateOptions& options = {});
 
 // norm: normalisations, merges with broadcasting, reshaping, LayerScale, SpatialDropout2D.
 struct LayerNormalizationOptions {
-  std::vector<int> axis = {-1};  // the normalised axes (of the full shape): a trailing set
+  std::vector<int> axis = {-1};  // the normalised axes (of the full shape; not the batch axis)
   bool axis_is_list = false;     // Keras wrote a list (written back as one)
   double epsilon = 1e-3;
   bool center = true;
@@ -146,12 +149,13 @@ struct LayerNormalizationOptions {
   std::string name;
 };
 LayerRef LayerNormalization(const LayerNormalizationOptions& options = {});
-// x / sqrt(max(sum x^2, 1e-12)) over `axis` (trailing axes).
+// x * min(1/sqrt(sum x^2), 1e12) over `axis` (any axes but the batch axis): Keras's ops.normalize.
 LayerRef UnitNormalization(std::vector<int> axis = {-1}, const NameOptions& options = {});
 struct NormalizationOptions {
-  std::optional<std::vector<int>> axis = std::vector<int>{-1};  // kept axes (trailing); nullopt: Keras's None
+  std::optional<std::vector<int>> axis = std::vector<int>{-1};  // kept axes (not the batch); nullopt: None
   bool invert = false;
-  // Constants (one value, or one per kept value, row-major); absent: weights mean, variance, count.
+  // Constants (one value, one per kept value row-major, or a list along the last kept axis, broadcast); absent:
+  // weights mean, variance and count, which layer->adapt(data) computes from data.
   std::optional<std::vector<double>> mean, variance;
   std::string name;
 };

@@ -79,6 +79,16 @@ struct History {
 };
 
 // model.load_weights(path, {.by_name = true, .skip_mismatch = true}), as in Keras (legacy .h5 files only).
+// Which Keras reads a model config systolic writes (model.to_json(), the model_config of a full-model .h5). The
+// config is the same for both but for one number: the node index of a nested model's call, which Keras 3 counts
+// from 0 and tf.keras from 1 (its node 0 is the model's own). Neither reads the other's: Keras 3.15 cannot load
+// tf.keras's own .h5 files of nested models (keras-team/keras#19669), tf.keras cannot load Keras 3's. A model
+// without nested models gives the same config for both. A .keras file is Keras 3's alone.
+enum class KerasTarget { keras3, tf_keras };
+struct SaveOptions {
+  KerasTarget keras = KerasTarget::keras3;
+};
+
 struct LoadWeightsOptions {
   bool by_name = false;  // match layers by name instead of by order
   bool skip_mismatch =
@@ -116,6 +126,9 @@ class Model {
   // the caller's graph, sharing their weights with this model. training=false runs them in inference mode (batch
   // norm with its moving statistics, no dropout) even in fit.
   SymbolicTensor operator()(const SymbolicTensor& input, std::optional<bool> training = std::nullopt) const;
+  // The same for a model of several inputs or outputs (Keras's `a, b = base([x, y])`): every output, in order.
+  std::vector<SymbolicTensor> call(const std::vector<SymbolicTensor>& inputs,
+                                   std::optional<bool> training = std::nullopt) const;
   // The model as a layer (for Sequential::add and the like).
   LayerRef as_layer() const;
 
@@ -168,10 +181,10 @@ class Model {
   // read the full models back.
   void save_weights(const std::string& path) const;
   void load_weights(const std::string& path, const LoadWeightsOptions& options = {});
-  void save(const std::string& path) const;
+  void save(const std::string& path, const SaveOptions& options = {}) const;
   // Keras's model.to_json():
   // {"class_name": "Functional" or "Sequential", "config": ..., "keras_version", ...}.
-  std::string to_json(int indent = -1) const;
+  std::string to_json(int indent = -1, KerasTarget keras = KerasTarget::keras3) const;
   bool is_sequential() const;
 
   // Where the model's weights live and its steps run. to() moves weights, optimizer state and buffers (the

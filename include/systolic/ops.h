@@ -181,7 +181,7 @@ struct CrossReplica {
   std::function<void(Tensor&)> all_reduce;
 };
 
-// norm: the normalisations over trailing axes (layer_norm_*), the broadcasting elementwise binary ops
+// norm: the normalisations over sets of axes (layer_norm_*), the broadcasting elementwise binary ops
 // (broadcast_*), the per-value normalisation by given statistics (normalize_*), transposes.
 // LayerNormalization (Keras 3): layer; its deprecated rms_scaling: rms_scaling; UnitNormalization: unit.
 enum class NormKind { layer, rms_scaling, unit };
@@ -263,20 +263,24 @@ struct ConstraintParams {
 // rmsprop_update    Keras RMSprop: ms = rho*ms + (1-rho)*g^2; step = lr*g/(sqrt(ms)+eps);
 //                   momentum > 0: mom = momentum*mom + step, w -= mom; else w -= step.
 // norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
-// layer_norm_forward  over the last `axes` axes of x (rows of K = their product values; M rows): Keras 3's
-//                   ops.layer_normalization. layer: mean, var (biased) of the row; rstd = 1/sqrt(var + eps);
-//                   y = (x - mean)*rstd*gamma + beta. rms_scaling (Keras's deprecated option): y = x*rstd*gamma
-//                   (rstd from the centred variance, x not centred; no beta). unit (UnitNormalization):
-//                   rstd = 1/sqrt(max(sum x^2, 1e-12)), y = x*rstd (no gamma, beta, eps). gamma, beta: K values
-//                   (undefined: 1 and 0); mean, rstd: [M] float32 (float64 with float64 data), written for
-//                   backward.
+// layer_norm_forward  over the axes of x in the set `axes` (bit a: axis a of x, any of them; a row is one index
+//                   of the other axes, its K values one of each combination of the set's indices, row-major over
+//                   the set's axes in ascending order; M rows): Keras 3's ops.layer_normalization. layer: mean,
+//                   var (biased) of the row; rstd = 1/sqrt(var + eps); y = (x - mean)*rstd*gamma + beta.
+//                   rms_scaling (Keras's deprecated option): y = x*rstd*gamma (rstd from the centred variance, x
+//                   not centred; no beta). unit (UnitNormalization, Keras's ops.normalize with epsilon 1e-12):
+//                   rstd = min(1/sqrt(sum x^2), 1e12), y = x*rstd (no gamma, beta, eps). gamma, beta: K values
+//                   in the columns' order (Keras's parameters reshaped to the set's dims; undefined: 1 and 0);
+//                   mean, rstd: [M] float32 (float64 with float64 data), written for backward.
 // layer_norm_backward  dx (=), dgamma, dbeta (+=) from x, gamma and the statistics forward wrote.
 // broadcast_forward  y = a (op) b with NumPy broadcasting (shapes aligned on the right, each dim equal or 1); y
 //                   has the broadcast shape. add, subtract, multiply, maximum, minimum.
 // broadcast_backward  da, db (=, each summed over the axes it was broadcast along; undefined: skipped). maximum
 //                   sends dy to a where a >= b, else to b; minimum to a where a <= b (TensorFlow's gradients).
-// normalize_forward  Keras's Normalization: with d = max(sqrt(variance), 1e-7) per value of the trailing block
-//                   (mean, variance: K values; x rows of K): y = (x - mean) / d; invert: y = mean + x * d.
+// normalize_forward  Keras's Normalization: with d = max(sqrt(variance), 1e-7) per statistic: y = (x - mean) / d;
+//                   invert: y = mean + x * d. mean, variance: K values, one per combination of the indices of
+//                   the kept axes of x (the set `axes`, bit a: axis a; row-major over them in ascending order,
+//                   as Keras reshapes its statistics); an empty set: one statistic for every value.
 // normalize_backward  dx (=) = dy / d (invert: dy * d).
 // transpose         y = x with its axes permuted: y.shape[i] = x.shape[perm[i]] (perm of 0..rank-1).
 // regul: regularizers and constraints (include/systolic/regularizers.h). total (float64 [1]) and dx (x's shape
@@ -371,20 +375,21 @@ struct ConstraintParams {
     (w, g, velocity, lr, momentum, nesterov))                                                                    \
   X(rmsprop_update, (Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,         \
                      double momentum, double epsilon), (w, g, ms, mom, lr, rho, momentum, epsilon))   \
-  /* norm: normalisations over trailing axes, broadcasting binary ops, Normalization, transposes */             \
+  /* norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes */             \
   X(layer_norm_forward, (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,     \
-                         Tensor& rstd, int axes, NormKind kind, double eps),                                     \
+                         Tensor& rstd, std::uint32_t axes, NormKind kind, double eps),                           \
     (x, gamma, beta, y, mean, rstd, axes, kind, eps))                                                           \
   X(layer_norm_backward, (const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,          \
-                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int axes, NormKind kind), \
+                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, std::uint32_t axes,       \
+                          NormKind kind),                                                                        \
     (x, gamma, mean, rstd, dy, dx, dgamma, dbeta, axes, kind))                                                   \
   X(broadcast_forward, (BinaryKind kind, const Tensor& a, const Tensor& b, Tensor& y), (kind, a, b, y))         \
   X(broadcast_backward, (BinaryKind kind, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da,       \
                          Tensor& db), (kind, a, b, dy, da, db))                                                  \
-  X(normalize_forward, (const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y, bool invert),   \
-    (x, mean, variance, y, invert))                                                                              \
-  X(normalize_backward, (const Tensor& variance, const Tensor& dy, Tensor& dx, bool invert),                    \
-    (variance, dy, dx, invert))                                                                                  \
+  X(normalize_forward, (const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y,                \
+                        std::uint32_t axes, bool invert), (x, mean, variance, y, axes, invert))                  \
+  X(normalize_backward, (const Tensor& variance, const Tensor& dy, Tensor& dx, std::uint32_t axes,             \
+                         bool invert), (variance, dy, dx, axes, invert))                                         \
   X(transpose, (const Tensor& x, Tensor& y, const std::vector<int>& perm), (x, y, perm))                         \
   /* regul: regularizers and constraints */                                                                    \
   X(regularize, (const Tensor& x, Tensor& total, Tensor& dx, double l1, double l2, double total_scale,         \

@@ -6,7 +6,9 @@
 #include <systolic/error.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -264,6 +266,14 @@ std::vector<std::int64_t> Group::dataset_shape(const std::string& name) const {
   return {dims.begin(), dims.end()};
 }
 
+bool Group::dataset_is_integer(const std::string& name) const {
+  if (!has_dataset(name)) fail("{}: missing dataset", where(name));
+  Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.valid()) fail("{}: cannot open dataset{}", where(name), last_error());
+  Handle type(H5Dget_type(ds.get()), H5Tclose);
+  return H5Tget_class(type.get()) == H5T_INTEGER;
+}
+
 Tensor Group::read_float32(const std::string& name) const {
   auto shape = dataset_shape(name);
   Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
@@ -317,6 +327,15 @@ void Group::write_float32(const std::string& name, const Tensor& value) const {
 
 void Group::write_int64_scalar(const std::string& name, std::int64_t value) const {
   write_dataset(*this, name, H5T_STD_I64LE, H5T_NATIVE_INT64, {}, true, &value);
+}
+
+void Group::write_int64(const std::string& name, const Tensor& value) const {
+  SYSTOLIC_CHECK(value.dtype() == DType::float32 && value.device().is_cpu(),
+                 "{}: internal: datasets are written from float32 CPU tensors", where(name));
+  std::vector<hsize_t> dims(value.shape().dims().begin(), value.shape().dims().end());
+  std::vector<std::int64_t> ints(std::max<std::int64_t>(value.numel(), 1), 0);
+  for (std::int64_t i = 0; i < value.numel(); ++i) ints[i] = std::llround(value.data<float>()[i]);
+  write_dataset(*this, name, H5T_STD_I64LE, H5T_NATIVE_INT64, dims, dims.empty(), ints.data());
 }
 
 void Group::write_float32_scalar(const std::string& name, float value) const {

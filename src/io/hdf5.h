@@ -70,11 +70,14 @@ class Group {
 
   // Datasets.
   std::vector<std::int64_t> dataset_shape(const std::string& name) const;
+  bool dataset_is_integer(const std::string& name) const;  // an integer dataset (else float, or other)
   // Reads any integer or float dataset, converted to float32 (HDF5 converts), into a tensor of its shape.
   Tensor read_float32(const std::string& name) const;
   double read_scalar(const std::string& name) const;                       // a one-element numeric dataset
   void write_float32(const std::string& name, const Tensor& value) const;  // value: float32 on the CPU
   void write_int64_scalar(const std::string& name, std::int64_t value) const;
+  // value: float32 on the CPU holding integers, written as an int64 dataset of its shape (rounded to nearest).
+  void write_int64(const std::string& name, const Tensor& value) const;
   void write_float32_scalar(const std::string& name, float value) const;
 
   std::string where(const std::string& child = "") const;  // "file.h5: /a/b/child" for messages

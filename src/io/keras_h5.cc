@@ -42,6 +42,14 @@ void log_device_copy(const Model& model) {
       }
 }
 
+// A weight's dataset, in the dtype of Keras's variable (float32, or int64 for an int64 variable).
+void write_weight(const hdf5::Group& g, const std::string& name, const Weight& w) {
+  if (w.int64)
+    g.write_int64(name, host_float32(w.value));
+  else
+    g.write_float32(name, host_float32(w.value));
+}
+
 // Copies a value read from a file into a weight, converting to the weight's dtype and device.
 void assign(Weight& w, const Tensor& value) {
   Tensor v = w.value.dtype() == DType::float32 ? value : value.to(w.value.dtype());
@@ -122,7 +130,7 @@ void write_legacy_weights(const hdf5::Group& g, const Model& model) {
       lg.set_empty_list_attribute("weight_names");
     else
       lg.set_string_list_attribute("weight_names", weight_names);
-    for (auto& [n, w] : named) lg.write_float32(n, host_float32(w->value));
+    for (auto& [n, w] : named) write_weight(lg, n, *w);
   }
 }
 
@@ -281,8 +289,7 @@ void write_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_pt
   for (std::size_t i = 0; i < layers.size(); ++i) {
     auto vars = lg.create_group(keys[i] + "/vars");
     auto& ws = layers[i]->weights();
-    for (std::size_t j = 0; j < ws.size(); ++j)
-      vars.write_float32(std::to_string(j), host_float32(ws[j].value));
+    for (std::size_t j = 0; j < ws.size(); ++j) write_weight(vars, std::to_string(j), ws[j]);
     if (as_model_layer(*layers[i]))
       write_keras3_layers(lg.create_group(keys[i] + "/layers"), layers[i]->sublayers());
   }
@@ -578,11 +585,17 @@ void keras_io::load_weights(Model& model, const std::string& path, const LoadWei
          path);
 }
 
-void Model::save(const std::string& path) const {
+void Model::save(const std::string& path, const SaveOptions& options) const {
   if (!state_->chief) return;  // replicas: the chief (worker 0) writes
   // The one place that picks the format from the name (the CLI's --save and checkpoints come here).
-  if (path.ends_with(".weights.h5")) return save_weights(path);  // Keras 3's weights-only layout
   bool zip = path.ends_with(".keras");
+  if (options.keras == KerasTarget::tf_keras && (zip || path.ends_with(".weights.h5")))
+    fail(
+        "save: {}: tf.keras reads neither Keras 3's .keras nor its .weights.h5; for tf.keras save a .h5 (a "
+        "full "
+        "model) or call save_weights with a .h5 name",
+        path);
+  if (path.ends_with(".weights.h5")) return save_weights(path);  // Keras 3's weights-only layout
   if (!zip && !path.ends_with(".h5") && !path.ends_with(".hdf5"))
     fail(
         "save: {}: use a name ending in .keras (Keras 3), .h5 (legacy full model) or .weights.h5 (weights "
@@ -591,7 +604,7 @@ void Model::save(const std::string& path) const {
   log_device_copy(*this);
   Model self = *this;
   if (zip) return keras_io::save_keras_archive(self, path);
-  auto config = keras_io::model_config(self);
+  auto config = keras_io::model_config(self, options.keras);
   config["keras_version"] = keras_io::kKerasVersion;
   config["backend"] = "tensorflow";
   hdf5::Lock lock;

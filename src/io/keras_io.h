@@ -19,7 +19,7 @@ inline constexpr const char* kKerasVersion = "2.15.0";
 inline constexpr const char* kKerasVersion3 = "3.15.1";
 
 // {"class_name": "Functional" | "Sequential", "config": {...}} for a model.
-json model_config(const Model& model);
+json model_config(const Model& model, KerasTarget target = KerasTarget::keras3);
 // A model from a serialised model ({"class_name", "config"}); `source` names the file or text in errors.
 Model model_from_config(const json& config, const std::string& source);
 

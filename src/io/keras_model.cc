@@ -27,19 +27,35 @@ const Layer* shown(const Node* n) {
   return n->container ? n->container.get() : n->layer.get();
 }
 
-// Every node of the model's graph, in creation order, and each layer's nodes in that order (Keras's node_index;
-// a nested model's nodes are its calls' outputs).
+// Every node of the model's graph, in creation order, and each layer's calls in that order (Keras's node_index):
+// a plain layer's call is its node; a nested model's is one of its calls (ModelLayer::Call), whose outputs are
+// nodes of the graph.
 struct Graph {
   std::vector<std::shared_ptr<Node>> nodes;
-  std::map<const Layer*, std::vector<const Node*>> layer_nodes;
+  std::map<const Layer*, std::vector<const void*>> layer_calls;
+  KerasTarget target = KerasTarget::keras3;
+
+  // The call a node stands for, and which of its outputs the node is; null for a node inside a nested call.
+  static const void* call_of(const Node* n, int* tensor = nullptr) {
+    if (tensor) *tensor = 0;
+    if (!n->container) return n;
+    for (auto& call : as_model_layer(*n->container)->calls())
+      for (std::size_t i = 0; i < call.outputs.size(); ++i)
+        if (call.outputs[i].node().get() == n) {
+          if (tensor) *tensor = static_cast<int>(i);
+          return &call;
+        }
+    return nullptr;
+  }
   int node_index(const Node* n) const {
-    auto& v = layer_nodes.at(shown(n));
-    // A nested model's calls count from 0, as Keras 3 writes and reads them (tf.keras counted them from 1).
-    return static_cast<int>(std::find(v.begin(), v.end(), n) - v.begin());
+    auto& v = layer_calls.at(shown(n));
+    const int i = static_cast<int>(std::find(v.begin(), v.end(), call_of(n)) - v.begin());
+    // Keras 3 counts a nested model's calls from 0; tf.keras from 1 (its node 0 is the model's own).
+    return n->container && target == KerasTarget::tf_keras ? i + 1 : i;
   }
 };
 
-Graph walk(const Model& model) {
+Graph walk(const Model& model, KerasTarget target) {
   std::map<std::int64_t, std::shared_ptr<Node>> found;
   std::vector<std::shared_ptr<Node>> stack;
   for (auto& o : model.outputs()) stack.push_back(o.node());
@@ -50,21 +66,20 @@ Graph walk(const Model& model) {
     for (auto& in : n->inputs) stack.push_back(in.node());
   }
   Graph g;
+  g.target = target;
   for (auto& [id, n] : found) {
     g.nodes.push_back(n);
-    if (n->container) {
-      bool output = false;
-      for (auto& call : as_model_layer(*n->container)->calls()) output = output || call.output.node() == n;
-      if (!output) continue;
-    }
-    g.layer_nodes[shown(n.get())].push_back(n.get());
+    const void* call = Graph::call_of(n.get());
+    if (!call) continue;
+    auto& calls = g.layer_calls[shown(n.get())];
+    if (std::find(calls.begin(), calls.end(), call) == calls.end()) calls.push_back(call);
   }
   return g;
 }
 
-json layer_entry(const Layer& layer) {
+json layer_entry(const Layer& layer, KerasTarget target) {
   if (auto* nested = as_model_layer(layer)) {
-    json entry = model_config(nested->model());
+    json entry = model_config(nested->model(), target);
     entry["name"] = layer.name();
     return entry;
   }
@@ -80,36 +95,39 @@ json layer_entry(const Layer& layer) {
 }
 
 json tensor_ref(const Graph& g, const SymbolicTensor& t) {
-  return json::array({shown(t.node().get())->name(), g.node_index(t.node().get()), 0});
+  int tensor = 0;
+  Graph::call_of(t.node().get(), &tensor);
+  return json::array({shown(t.node().get())->name(), g.node_index(t.node().get()), tensor});
 }
 
 }  // namespace
 
-json model_config(const Model& model) {
+json model_config(const Model& model, KerasTarget target) {
   json layers = json::array();
   if (model.is_sequential()) {
-    layers.push_back(layer_entry(*model.inputs()[0].node()->layer));
-    for (auto& l : model.layers()) layers.push_back(layer_entry(*l));
+    layers.push_back(layer_entry(*model.inputs()[0].node()->layer, target));
+    for (auto& l : model.layers()) layers.push_back(layer_entry(*l, target));
     return {{"module", "keras"},
             {"class_name", "Sequential"},
             {"config", {{"name", model.name()}, {"trainable", model.trainable()}, {"layers", layers}}},
             {"registered_name", nullptr}};
   }
-  Graph g = walk(model);
+  Graph g = walk(model, target);
   for (auto& l : model.layers()) {
-    json entry = layer_entry(*l);
+    json entry = layer_entry(*l, target);
     json inbound = json::array();
-    auto* nested = as_model_layer(*l);
-    for (auto* n : g.layer_nodes.at(&*l)) {
-      if (n->inputs.empty() && !nested) continue;  // an InputLayer's own node has no inbound tensors
-      std::vector<SymbolicTensor> inputs = n->inputs;
+    for (const void* key : g.layer_calls.at(&*l)) {
+      std::vector<SymbolicTensor> inputs;
       json kwargs = json::object();
-      if (nested)
-        for (auto& c : nested->calls())
-          if (c.output.node().get() == n) {
-            inputs = c.inputs;
-            if (c.training.has_value()) kwargs["training"] = *c.training;
-          }
+      if (as_model_layer(*l)) {
+        auto* c = static_cast<const ModelLayer::Call*>(key);
+        inputs = c->inputs;
+        if (c->training.has_value()) kwargs["training"] = *c->training;
+      } else {
+        auto* n = static_cast<const Node*>(key);
+        if (n->inputs.empty()) continue;  // an InputLayer's own node has no inbound tensors
+        inputs = n->inputs;
+      }
       json args;
       if (l->keras_call_args(args)) {
         // An operation node: Keras 3's form, its constants among the args (null marks the input tensor).
@@ -361,13 +379,17 @@ Model functional_from_config(const json& config, const std::string& source) {
     std::size_t done = 0;
   };
   std::vector<Pending> pending;
-  std::map<std::string, std::vector<SymbolicTensor>> outputs;  // layer name -> output per node
+  // layer name -> per node (call), its outputs (several for a nested model of several outputs)
+  std::map<std::string, std::vector<std::vector<SymbolicTensor>>> outputs;
   std::map<std::string, const Layer*> by_name;
-  // Keras's node index of a layer's call. tf.keras's list form counts a nested model's calls from 1 (the model's
-  // own node is 0); Keras 3's form counts them from 0.
+  // Nested models whose calls the list form counts from 0 (systolic's files for Keras 3) rather than from 1
+  // (tf.keras's, whose node 0 is the model's own and never referenced): those referenced as node 0 anywhere.
+  std::set<std::string> zero_based;
+  // Keras's node index of a layer's call. Keras 3's form counts a nested model's calls from 0.
   auto node_of = [&](const Ref& r) {
     auto it = by_name.find(r.layer);
-    if (r.legacy && it != by_name.end() && as_model_layer(*it->second)) return std::max(0, r.node - 1);
+    if (r.legacy && it != by_name.end() && as_model_layer(*it->second) && !zero_based.count(r.layer))
+      return r.node - 1;
     return r.node;
   };
   for (auto& entry : config["layers"]) {
@@ -378,7 +400,7 @@ Model functional_from_config(const json& config, const std::string& source) {
     Pending p{layer, {}, 0};
     std::string where = source + ": layer '" + layer->name() + "'";
     if (layer->is_input_layer()) {
-      outputs[layer->name()].push_back((*layer)(std::vector<SymbolicTensor>{}));
+      outputs[layer->name()].push_back({(*layer)(std::vector<SymbolicTensor>{})});
     } else {
       if (!entry.contains("inbound_nodes") || !entry["inbound_nodes"].is_array())
         fail("{}: missing \"inbound_nodes\"", where);
@@ -387,6 +409,23 @@ Model functional_from_config(const json& config, const std::string& source) {
     }
     pending.push_back(std::move(p));
   }
+  auto note_zero_based = [&](const Ref& r) {
+    if (r.legacy && r.node == 0 && by_name.count(r.layer) && as_model_layer(*by_name.at(r.layer)))
+      zero_based.insert(r.layer);
+  };
+  for (auto& p : pending)
+    for (auto& call : p.calls)
+      for (auto& r : call) note_zero_based(r);
+  for (const char* key : {"input_layers", "output_layers"})
+    if (config.contains(key))
+      for (auto& r : parse_io(config[key], source + ": " + key)) note_zero_based(r);
+  // The tensor a reference names among its call's outputs.
+  auto pick = [&](const std::vector<SymbolicTensor>& outs, const Ref& r, const std::string& who) {
+    if (r.tensor < 0 || r.tensor >= static_cast<int>(outs.size()))
+      fail("{}: {} takes output {} of '{}' node {}, which has {} output(s)", source, who, r.tensor, r.layer,
+           r.node, outs.size());
+    return outs[static_cast<std::size_t>(r.tensor)];
+  };
   // Call the layers once their inputs exist (a config may list a layer before one it consumes).
   for (bool progress = true; progress;) {
     progress = false;
@@ -399,17 +438,20 @@ Model functional_from_config(const json& config, const std::string& source) {
             fail("{}: layer '{}' takes its input from '{}', which is not in the model", source,
                  p.layer->name(), r.layer);
           int node = node_of(r);
+          if (node < 0)
+            fail("{}: layer '{}' takes node {} of '{}', which does not exist", source, p.layer->name(),
+                 r.node, r.layer);
           if (node >= static_cast<int>(it->second.size())) break;
-          if (r.tensor != 0) fail("{}: layer '{}': multi-output layers are not supported", source, r.layer);
-          ins.push_back(it->second[static_cast<std::size_t>(node)]);
+          ins.push_back(
+              pick(it->second[static_cast<std::size_t>(node)], r, "layer '" + p.layer->name() + "'"));
         }
         if (ins.size() != p.calls[p.done].size()) break;
-        SymbolicTensor out;
+        std::vector<SymbolicTensor> outs;
         if (auto* nested = dynamic_cast<ModelLayer*>(p.layer.get()))
-          out = nested->call(ins, p.calls[p.done].empty() ? std::nullopt : p.calls[p.done][0].training);
+          outs = nested->call_all(ins, p.calls[p.done].empty() ? std::nullopt : p.calls[p.done][0].training);
         else
-          out = ins.size() == 1 ? (*p.layer)(ins[0]) : (*p.layer)(ins);
-        outputs[p.layer->name()].push_back(out);
+          outs = {ins.size() == 1 ? (*p.layer)(ins[0]) : (*p.layer)(ins)};
+        outputs[p.layer->name()].push_back(outs);
         ++p.done;
         progress = true;
       }
@@ -424,9 +466,9 @@ Model functional_from_config(const json& config, const std::string& source) {
     for (auto& r : parse_io(config[key], source + ": " + key)) {
       auto it = outputs.find(r.layer);
       int node = node_of(r);
-      if (it == outputs.end() || node >= static_cast<int>(it->second.size()))
+      if (it == outputs.end() || node < 0 || node >= static_cast<int>(it->second.size()))
         fail("{}: {} names '{}' node {}, which does not exist", source, key, r.layer, r.node);
-      ts.push_back(it->second[static_cast<std::size_t>(node)]);
+      ts.push_back(pick(it->second[static_cast<std::size_t>(node)], r, key));
     }
     return ts;
   };
@@ -654,8 +696,8 @@ void compile_from_training_config(Model& model, const json& tc, const std::strin
 
 // ---- public API ------------------------------------------------------------------------------------------------
 
-std::string Model::to_json(int indent) const {
-  auto j = keras_io::model_config(*this);
+std::string Model::to_json(int indent, KerasTarget keras) const {
+  auto j = keras_io::model_config(*this, keras);
   j["keras_version"] = keras_io::kKerasVersion;
   j["backend"] = "tensorflow";
   return j.dump(indent);

@@ -2,8 +2,9 @@
 // normalises with the batch mean and biased variance and updates moving = moving*momentum + batch*(1-momentum);
 // inference uses the moving statistics, and so does training when the layer is frozen (Keras 3). Without scale
 // (center) there is no gamma (beta): the ops take them as 1 (0). Synchronised across replicas (a strategy's
-// sync_batch_norm, Keras's synchronized=True), the batch-norm ops sum their statistics over the replicas the model
-// hands the layer (LayerCall::replicas).
+// sync_batch_norm), the batch-norm ops sum their statistics over the replicas the model hands the layer
+// (LayerCall::replicas). Keras's synchronized=True is read and written back; it changes nothing on one device (as
+// in Keras), and under replicas fit asks for the strategy's sync_batch_norm.
 #include <systolic/layers.h>
 
 #include <algorithm>
@@ -43,6 +44,8 @@ class BatchNormalizationLayer final : public Layer {
     WeightOptions beta{o_.beta_regularizer, o_.beta_constraint},
         gamma{o_.gamma_regularizer, o_.gamma_constraint};
     write_regularizers(c, {{"beta", &beta}, {"gamma", &gamma}});
+    // As tf.keras, only when set (Keras 3 writes it always; both read it).
+    if (o_.synchronized) c["synchronized"] = true;
   }
 
  protected:
@@ -141,7 +144,7 @@ std::shared_ptr<Layer> batch_normalization_from_config(ConfigReader& r) {
       .name = r.name()};
   for (auto* k : {"renorm_clipping", "virtual_batch_size", "adjustment"}) r.require_null(k);
   r.require_value("renorm", false);
-  r.require_value("synchronized", false);
+  o.synchronized = r.get_bool("synchronized", false);
   r.ignore("renorm_momentum");  // only used with renorm
   r.ignore("fused");            // an implementation choice in tf.keras, same results
   return std::make_shared<BatchNormalizationLayer>(o);

@@ -100,6 +100,24 @@ SymbolicTensor Layer::operator()(const SymbolicTensor& input) {
   return (*this)(std::vector<SymbolicTensor>{input});
 }
 
+Shape Layer::build_for(const std::vector<Shape>& shapes) {
+  Shape out = compute_output_shape(shapes);
+  if (!built_) {
+    build(shapes);
+    built_shapes_ = shapes;
+    built_ = true;
+  } else if (shapes != built_shapes_) {
+    fail_shape("it was built for input shape " + built_shapes_[0].keras_str() + " and is now called on " +
+               shapes[0].keras_str());
+  }
+  return out;
+}
+
+void Layer::adapt(const Tensor&) {
+  fail("layer '{}' ({}) has no adapt(): only preprocessing layers (Normalization) compute state from data",
+       name_, class_name_);
+}
+
 SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) {
   int want = input_count();
   if (want >= 0)
@@ -113,15 +131,7 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) {
     SYSTOLIC_CHECK(in.defined(), "layer '{}' called on an undefined tensor", name_);
     shapes.push_back(in.shape());
   }
-  Shape out = compute_output_shape(shapes);
-  if (!built_) {
-    build(shapes);
-    built_shapes_ = shapes;
-    built_ = true;
-  } else if (shapes != built_shapes_) {
-    fail_shape("it was built for input shape " + built_shapes_[0].keras_str() + " and is now called on " +
-               shapes[0].keras_str());
-  }
+  Shape out = build_for(shapes);
   auto node = std::make_shared<Node>();
   node->layer = shared_from_this();
   node->inputs = inputs;

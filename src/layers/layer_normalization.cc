@@ -1,8 +1,10 @@
-// LayerNormalization (Keras 3) and UnitNormalization (Keras 3): per sample, over a trailing contiguous set of
-// axes (ops::layer_norm_forward: statistics in double on the CPU). LayerNormalization: gamma then beta, each of
-// the normalised axes' shape; rms_scaling (deprecated in Keras) keeps gamma only and scales x by
-// 1/sqrt(var + eps) without centring it. UnitNormalization: x / sqrt(max(sum x^2, 1e-12)), no weights. Axes that
-// are not the trailing ones are refused by name.
+// LayerNormalization (Keras 3) and UnitNormalization (Keras 3): per sample, over any set of its axes (`axis`: an int
+// or a list; ops::layer_norm_forward: statistics in double on the CPU's loops, oneDNN's layer_normalization for
+// float32 over trailing axes). LayerNormalization: gamma then beta, of Keras's shape (the normalised axes' dims,
+// in the order of Python's sorted(axis), negative axes first), whose values Keras reshapes to the input's rank:
+// the op reads them flat, in the normalised axes' ascending order. rms_scaling (deprecated in Keras) keeps gamma
+// only and scales x by 1/sqrt(var + eps) without centring it. UnitNormalization: x * min(1/sqrt(sum x^2), 1e12),
+// no weights. The batch axis, axes out of range and repeated axes are refused by name, as Keras cannot build them.
 #include <systolic/layers.h>
 
 #include <algorithm>
@@ -13,23 +15,23 @@ namespace systolic::layers {
 
 namespace {
 
-// The normalised axes (non-negative, of the full shape with the batch) from Keras's axis option; refuses axes
-// that are not the last ones or the batch axis.
-int trailing_axes(const Layer& layer, const std::vector<int>& axis, const Shape& in, bool& ok) {
-  const int rank = in.rank() + 1;
-  std::vector<int> a;
-  for (int x : axis) a.push_back(x < 0 ? x + rank : x);
-  std::sort(a.begin(), a.end());
-  ok = !a.empty() && std::unique(a.begin(), a.end()) == a.end();
-  for (std::size_t i = 0; ok && i < a.size(); ++i) ok = a[i] >= 1 && a[i] == rank - int(a.size()) + int(i);
-  (void)layer;
-  return int(a.size());
-}
-
 std::string axis_str(const std::vector<int>& axis) {
   std::string s = "[";
   for (std::size_t i = 0; i < axis.size(); ++i) s += (i ? ", " : "") + std::to_string(axis[i]);
   return s + "]";
+}
+
+// The normalised axes of an input of shape `in` (without the batch) as a set of the full shape's axes (bit a:
+// axis a, the batch axis 0), or 0 when `axis` names the batch axis, an axis out of range or one twice.
+std::uint32_t axes_set(const std::vector<int>& axis, const Shape& in) {
+  const int rank = in.rank() + 1;
+  std::uint32_t set = 0;
+  for (int x : axis) {
+    const int a = x < 0 ? x + rank : x;
+    if (a < 1 || a >= rank || (set >> a) & 1u) return 0;
+    set |= 1u << a;
+  }
+  return set;
 }
 
 class LayerNormLayer final : public Layer {
@@ -41,11 +43,9 @@ class LayerNormLayer final : public Layer {
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
-    bool ok;
-    trailing_axes(*this, o_.axis, in[0], ok);
-    if (!ok)
+    if (in[0].rank() + 1 > 8 || axes_set(o_.axis, in[0]) == 0)
       fail_shape("axis " + axis_str(o_.axis) + " of input " + in[0].keras_str() +
-                 ": only a set of trailing axes (not the batch axis) is supported");
+                 ": the axes must be distinct axes of the input other than the batch axis (of at most 8)");
     return in[0];
   }
 
@@ -72,11 +72,13 @@ class LayerNormLayer final : public Layer {
 
  protected:
   void build(const std::vector<Shape>& in) override {
+    axes_ = axes_set(o_.axis, in[0]);
     if (kind_ == ops::NormKind::unit) return;
-    bool ok;
-    int axes = trailing_axes(*this, o_.axis, in[0], ok);
+    // Keras's shape: input_shape[dim] for dim in sorted(axis) (Python's sort: negative axes first).
+    std::vector<int> sorted = o_.axis;
+    std::sort(sorted.begin(), sorted.end());
     std::vector<std::int64_t> dims;
-    for (int i = in[0].rank() - axes; i < in[0].rank(); ++i) dims.push_back(in[0][i]);
+    for (int a : sorted) dims.push_back(in[0][a < 0 ? a + in[0].rank() : a - 1]);
     if (o_.scale || o_.rms_scaling)
       add_weight("gamma", Shape(dims), o_.gamma_initializer, true,
                  {o_.gamma_regularizer, o_.gamma_constraint});
@@ -84,7 +86,6 @@ class LayerNormLayer final : public Layer {
       add_weight("beta", Shape(dims), o_.beta_initializer, true, {o_.beta_regularizer, o_.beta_constraint});
   }
 
-  int axes() const { return int(o_.axis.size()); }
   // The weights in Keras's order: gamma (scale or rms_scaling), then beta (center, not rms_scaling).
   Weight* gamma() {
     return kind_ != ops::NormKind::unit && (o_.scale || o_.rms_scaling) ? &weights()[0] : nullptr;
@@ -97,26 +98,32 @@ class LayerNormLayer final : public Layer {
   void forward(LayerCall& c) override {
     const Tensor& x = c.inputs[0];
     std::int64_t k = 1;
-    for (int i = x.rank() - axes(); i < x.rank(); ++i) k *= x.dim(i);
-    const std::int64_t m = x.numel() / k;
+    for (int i = 0; i < x.rank(); ++i)
+      if ((axes_ >> i) & 1u) k *= x.dim(i);
+    const std::int64_t m = k ? x.numel() / k : 0;
     DType st = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
     if (c.saved.size() != 2 || c.saved[0].numel() != m || c.saved[0].dtype() != st)
       c.saved = {Tensor({m}, st, x.device()), Tensor({m}, st, x.device())};
-    ops::layer_norm_forward(x, gamma() ? gamma()->value : Tensor(), beta() ? beta()->value : Tensor(),
-                            c.output, c.saved[0], c.saved[1], axes(), kind_, o_.epsilon);
+    ops::layer_norm_forward(x, gamma() ? flat(gamma()->value) : Tensor(),
+                            beta() ? flat(beta()->value) : Tensor(), c.output, c.saved[0], c.saved[1], axes_,
+                            kind_, o_.epsilon);
   }
 
   void backward(LayerCall& c) override {
     SYSTOLIC_CHECK(c.saved.size() == 2, "layer '{}': backward without a forward", name());
-    Tensor none_g, none_b;
-    ops::layer_norm_backward(c.inputs[0], gamma() ? gamma()->value : Tensor(), c.saved[0], c.saved[1],
-                             c.doutput, c.dinputs[0], gamma() ? gamma()->grad : none_g,
-                             beta() ? beta()->grad : none_b, axes(), kind_);
+    Tensor dgamma = gamma() && gamma()->grad.defined() ? flat(gamma()->grad) : Tensor();
+    Tensor dbeta = beta() && beta()->grad.defined() ? flat(beta()->grad) : Tensor();
+    ops::layer_norm_backward(c.inputs[0], gamma() ? flat(gamma()->value) : Tensor(), c.saved[0], c.saved[1],
+                             c.doutput, c.dinputs[0], dgamma, dbeta, axes_, kind_);
   }
 
  private:
+  // Keras's gamma and beta reshaped to one dimension: the op's K values, in the normalised axes' ascending order.
+  static Tensor flat(const Tensor& t) { return t.reshape({t.numel()}); }
+
   ops::NormKind kind_;
   LayerNormalizationOptions o_;
+  std::uint32_t axes_ = 0;  // the normalised axes of the input with its batch axis (bit a: axis a)
 };
 
 // Keras's axis: an int or a list of ints.

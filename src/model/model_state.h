@@ -188,10 +188,14 @@ class ModelLayer final : public Layer {
   // The model's flag: base.set_trainable(...) on the Model handle changes it too.
   bool trainable() const override { return state_->trainable; }
   SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs) override { return call(inputs, {}); }
+  // One call on symbolic inputs: the model's outputs, in its order. call() is for a model of one output.
+  std::vector<SymbolicTensor> call_all(const std::vector<SymbolicTensor>& inputs,
+                                       std::optional<bool> training);
   SymbolicTensor call(const std::vector<SymbolicTensor>& inputs, std::optional<bool> training);
+  int output_count() const { return static_cast<int>(state_->outputs.size()); }
   struct Call {
     std::vector<SymbolicTensor> inputs;
-    SymbolicTensor output;
+    std::vector<SymbolicTensor> outputs;  // one per output of the model
     std::optional<bool> training;
   };
   const std::vector<Call>& calls() const { return calls_; }

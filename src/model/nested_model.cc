@@ -14,10 +14,10 @@ ModelLayer::ModelLayer(std::shared_ptr<ModelState> state)
   if (!state_->trainable) Layer::set_trainable(false);
 }
 
+// The first output's shape (Layer's one output shape; call_all gives every output).
 Shape ModelLayer::compute_output_shape(const std::vector<Shape>& in) const {
-  SYSTOLIC_CHECK(in.size() == state_->inputs.size() && state_->outputs.size() == 1,
-                 "model '{}' used as a layer takes {} input(s) and gives one output (it has {})", name(),
-                 state_->inputs.size(), state_->outputs.size());
+  SYSTOLIC_CHECK(in.size() == state_->inputs.size(), "model '{}' used as a layer takes {} input(s), got {}",
+                 name(), state_->inputs.size(), in.size());
   for (std::size_t i = 0; i < in.size(); ++i)
     if (in[i] != state_->inputs[i].shape())
       fail_shape("it takes inputs of shape " + state_->inputs[i].shape().keras_str() + ", got " +
@@ -45,6 +45,13 @@ void ModelLayer::set_trainable(bool trainable) {
 }
 
 SymbolicTensor ModelLayer::call(const std::vector<SymbolicTensor>& inputs, std::optional<bool> training) {
+  SYSTOLIC_CHECK(state_->outputs.size() == 1, "model '{}' has {} outputs: Model::call gives them all", name(),
+                 state_->outputs.size());
+  return call_all(inputs, training)[0];
+}
+
+std::vector<SymbolicTensor> ModelLayer::call_all(const std::vector<SymbolicTensor>& inputs,
+                                                 std::optional<bool> training) {
   std::vector<Shape> shapes;
   for (auto& in : inputs) {
     SYSTOLIC_CHECK(in.defined(), "model '{}' called on an undefined tensor", name());
@@ -68,9 +75,10 @@ SymbolicTensor ModelLayer::call(const std::vector<SymbolicTensor>& inputs, std::
     node->training = n->training.has_value() ? n->training : training;
     made[n] = SymbolicTensor(node);
   }
-  auto out = made.at(state_->outputs[0].node().get());
-  calls_.push_back({inputs, out, training});
-  return out;
+  std::vector<SymbolicTensor> outs;
+  for (auto& o : state_->outputs) outs.push_back(made.at(o.node().get()));
+  calls_.push_back({inputs, outs, training});
+  return outs;
 }
 
 void ModelLayer::forward(LayerCall&) {
@@ -105,6 +113,12 @@ LayerRef Model::as_layer() const {
 SymbolicTensor Model::operator()(const SymbolicTensor& input, std::optional<bool> training) const {
   auto layer = as_layer();
   return static_cast<ModelLayer&>(*layer).call({input}, training);
+}
+
+std::vector<SymbolicTensor> Model::call(const std::vector<SymbolicTensor>& inputs,
+                                        std::optional<bool> training) const {
+  auto layer = as_layer();
+  return static_cast<ModelLayer&>(*layer).call_all(inputs, training);
 }
 
 }  // namespace systolic

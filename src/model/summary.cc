@@ -61,6 +61,14 @@ std::string Model::summary_string() const {
     for (auto& n : s.nodes)
       if (shown(*n.node) == layer.get()) e = &n;
     std::string shape = e ? e->node->shape.keras_str() : "multiple";
+    // A nested model of several outputs: all their shapes, as Keras lists a layer's outputs.
+    if (auto* nested = as_model_layer(*layer);
+        nested && !nested->calls().empty() && nested->calls().back().outputs.size() > 1) {
+      shape = "[";
+      for (auto& o : nested->calls().back().outputs)
+        shape += (shape.size() > 1 ? ", " : "") + o.shape().keras_str();
+      shape += "]";
+    }
     if (layer->is_input_layer()) shape = "[" + shape + "]";
     std::vector<std::string> connections;
     if (auto* nested = as_model_layer(*layer); nested && !nested->calls().empty()) {

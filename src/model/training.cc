@@ -208,6 +208,18 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
         "fit: on-device batches are not supported with {} replicas (strategy {}); batches are built on the "
         "host and split",
         replicas, group->strategy().name());
+    // Keras's BatchNormalization(synchronized=True) takes the global batch's statistics under a strategy; here a
+    // strategy's sync_batch_norm does that for every batch-norm layer, and replicas without it would not.
+    if (!group->strategy().options().sync_batch_norm)
+      for (auto* l : s.weight_layers()) {
+        nlohmann::ordered_json config;
+        l->get_config(config);
+        SYSTOLIC_CHECK(
+            !config.value("synchronized", false),
+            "fit: layer '{}' has synchronized=True, which needs synchronised batch norm across the {} "
+            "replicas: use a strategy with sync_batch_norm (train --sync-batch-norm)",
+            l->name(), replicas);
+      }
     std::int64_t last = n_train % o.batch_size;
     SYSTOLIC_CHECK(
         !group->strategy().options().sync_batch_norm || last == 0 || last >= replicas,

@@ -112,6 +112,72 @@ inline BroadcastLayout transpose_layout(const Shape& x, const std::vector<int>& 
   return l;
 }
 
+// x's elements as rows and columns by a set of its axes (bit a: axis a of x; at most 8 axes): a column is one
+// combination of the set's indices, taken row-major over the set's axes in ascending order, a row one
+// combination of the other axes'. The layer norms normalise each row over its columns (gamma and beta: one
+// value per column, Keras's parameters reshaped to x's rank); Normalization keeps one statistic per column.
+// When the set is x's last axes (the usual case), row m starts at m * cols and its columns are contiguous.
+struct AxesLayout {
+  int rank = 0;
+  std::int64_t dims[kMaxBroadcastRank] = {}, strides[kMaxBroadcastRank] = {};
+  std::uint32_t set = 0;
+  std::int64_t rows = 1, cols = 1;
+  bool trailing = true;
+
+  SYSTOLIC_NORM_HD bool in_set(int d) const { return (set >> d) & 1u; }
+  // x's offset of index `i` of the axes in the set (columns) or of the others (rows), row-major over them.
+  SYSTOLIC_NORM_HD std::int64_t offset_of(std::int64_t i, bool columns) const {
+    std::int64_t o = 0;
+    for (int d = rank - 1; d >= 0; --d)
+      if (in_set(d) == columns) {
+        o += (i % dims[d]) * strides[d];
+        i /= dims[d];
+      }
+    return o;
+  }
+  SYSTOLIC_NORM_HD std::int64_t row_offset(std::int64_t m) const {
+    return trailing ? m * cols : offset_of(m, false);
+  }
+  SYSTOLIC_NORM_HD std::int64_t col_offset(std::int64_t k) const { return trailing ? k : offset_of(k, true); }
+  // The column of x's element at offset i.
+  SYSTOLIC_NORM_HD std::int64_t column_of(std::int64_t i) const {
+    if (trailing) return i % cols;
+    std::int64_t k = 0, scale = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      const std::int64_t idx = i % dims[d];
+      i /= dims[d];
+      if (in_set(d)) {
+        k += idx * scale;
+        scale *= dims[d];
+      }
+    }
+    return k;
+  }
+};
+
+// The layout of x (rank <= 8, checked by the ops' entries) by the axes in `set`.
+inline AxesLayout axes_layout(const Shape& x, std::uint32_t set) {
+  AxesLayout l;
+  l.rank = x.rank();
+  l.set = set;
+  std::int64_t st = 1;
+  bool tail = true;  // still inside the trailing run of the set, walking from the last axis
+  for (int d = l.rank - 1; d >= 0; --d) {
+    l.dims[d] = x[d];
+    l.strides[d] = st;
+    st *= x[d];
+    if (l.in_set(d))
+      l.cols *= x[d];
+    else
+      l.rows *= x[d];
+    if (!l.in_set(d))
+      tail = false;
+    else if (!tail)
+      l.trailing = false;
+  }
+  return l;
+}
+
 template <class T>
 SYSTOLIC_NORM_HD T binary_value(BinaryKind k, T a, T b) {
   switch (k) {
@@ -145,6 +211,14 @@ SYSTOLIC_NORM_HD T binary_gradient(BinaryKind k, int which, T a, T b, T g) {
       return (a <= b) == (which == 0) ? g : T(0);
   }
   return g;
+}
+
+// UnitNormalization's 1/|x| from a row's sum of squares s: Keras's ops.normalize, min(rsqrt(s), 1/epsilon) with
+// epsilon 1e-12 (s = 0 gives the cap). At the cap the gradient through it is zero.
+inline constexpr double kUnitMaxInverse = 1e12;
+SYSTOLIC_NORM_HD double unit_inverse(double s) {
+  const double r = 1.0 / std::sqrt(s);
+  return r < kUnitMaxInverse ? r : kUnitMaxInverse;
 }
 
 // Keras Normalization's divisor, in the statistics' precision: max(sqrt(variance), epsilon 1e-7).

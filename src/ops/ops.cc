@@ -651,22 +651,28 @@ DType rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const 
   return w.dtype();
 }
 
-// ---- norm: normalisations over trailing axes, broadcasting binary ops, Normalization, transposes.
+// ---- norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes.
 
-// The product of x's last `axes` dims (a row), after checking they exist.
-std::int64_t trailing_block(const Check& c, const Tensor& x, int axes) {
-  c.floating("x", x);
-  SYSTOLIC_OP_CHECK(c, axes >= 1 && axes <= x.rank(), "axes {} is not a count of trailing axes of x {}", axes,
-                    x.shape().str());
+// The number of x's values in one combination of the indices of the axes in `axes` (bit a: axis a of x), after
+// checking that x has at most 8 axes and the set names only x's axes (and, unless `empty_ok`, at least one).
+std::int64_t axes_block(const Check& c, const char* x_name, const Tensor& x, std::uint32_t axes,
+                        bool empty_ok) {
+  SYSTOLIC_OP_CHECK(c, x.rank() <= 8, "{} {} has more than 8 axes", x_name, x.shape().str());
+  SYSTOLIC_OP_CHECK(c, (axes >> x.rank()) == 0 && (empty_ok || axes != 0),
+                    "axes {:#x} is not a {}set of the axes of {} {}", axes, empty_ok ? "" : "non-empty ",
+                    x_name, x.shape().str());
   std::int64_t k = 1;
-  for (int i = x.rank() - axes; i < x.rank(); ++i) k *= x.dim(i);
-  SYSTOLIC_OP_CHECK(c, k > 0, "x {} has empty rows", x.shape().str());
+  for (int i = 0; i < x.rank(); ++i)
+    if ((axes >> i) & 1u) k *= x.dim(i);
   return k;
 }
 
 void layer_norm_operands(const Check& c, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                         const Tensor& mean, const Tensor& rstd, int axes, NormKind kind) {
-  std::int64_t K = trailing_block(c, x, axes), M = x.numel() / K;
+                         const Tensor& mean, const Tensor& rstd, std::uint32_t axes, NormKind kind) {
+  c.floating("x", x);
+  std::int64_t K = axes_block(c, "x", x, axes, false);
+  SYSTOLIC_OP_CHECK(c, K > 0, "x {} has empty rows", x.shape().str());
+  std::int64_t M = x.numel() / K;
   if (gamma.defined()) c.statistic("gamma", gamma, x.dtype(), K);
   if (beta.defined()) c.statistic("beta", beta, x.dtype(), K);
   SYSTOLIC_OP_CHECK(c, kind != NormKind::unit || (!gamma.defined() && !beta.defined()),
@@ -681,7 +687,7 @@ void layer_norm_operands(const Check& c, const Tensor& x, const Tensor& gamma, c
 }
 
 DType layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
-                         Tensor& rstd, int axes, NormKind kind, double eps) {
+                         Tensor& rstd, std::uint32_t axes, NormKind kind, double eps) {
   Check c("layer_norm_forward");
   layer_norm_operands(c, x, gamma, beta, mean, rstd, axes, kind);
   c.dtype("y", y, x.dtype(), "x's dtype");
@@ -691,7 +697,7 @@ DType layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
 }
 
 DType layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int axes,
+                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, std::uint32_t axes,
                           NormKind kind) {
   Check c("layer_norm_backward");
   layer_norm_operands(c, x, gamma, Tensor(), mean, rstd, axes, kind);
@@ -706,6 +712,7 @@ DType layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& me
   if (dbeta.defined()) c.statistic("dbeta", dbeta, x.dtype(), K);
   SYSTOLIC_OP_CHECK(c, kind == NormKind::layer || !dbeta.defined(), "only the layer norm has a beta");
   SYSTOLIC_OP_CHECK(c, kind != NormKind::unit || !dgamma.defined(), "the unit norm has no gamma");
+  SYSTOLIC_OP_CHECK(c, !dgamma.defined() || gamma.defined(), "dgamma needs gamma");
   return x.dtype();
 }
 
@@ -754,29 +761,30 @@ DType broadcast_backward(BinaryKind, const Tensor& a, const Tensor& b, const Ten
   return a.dtype();
 }
 
-// mean and variance: K values of x's dtype (float32 under bfloat16), x rows of K.
+// mean and variance: x's dtype (float32 under bfloat16), one value per combination of the kept axes' indices.
 void normalize_statistics(const Check& c, const char* x_name, const Tensor& x, const Tensor& mean,
-                          const Tensor& variance) {
+                          const Tensor& variance, std::uint32_t axes) {
   c.floating(x_name, x);
   c.parameter("variance", variance, x.dtype());
   if (mean.defined()) c.like("mean", mean, "variance", variance);
-  std::int64_t K = variance.numel();
-  SYSTOLIC_OP_CHECK(c, K > 0 && x.numel() % K == 0, "{} {} is not rows of the statistics' {} values", x_name,
-                    x.shape().str(), K);
+  std::int64_t K = axes_block(c, x_name, x, axes, true);
+  SYSTOLIC_OP_CHECK(c, variance.numel() == K, "{} {} keeps {} statistics over axes {:#x}, variance has {}",
+                    x_name, x.shape().str(), K, axes, variance.numel());
 }
 
-DType normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y, bool) {
+DType normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y,
+                        std::uint32_t axes, bool) {
   Check c("normalize_forward");
   c.defined("mean", mean);
-  normalize_statistics(c, "x", x, mean, variance);
+  normalize_statistics(c, "x", x, mean, variance, axes);
   c.dtype("y", y, x.dtype(), "x's dtype");
   c.shape("y", y, x.shape());
   return x.dtype();
 }
 
-DType normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, bool) {
+DType normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, std::uint32_t axes, bool) {
   Check c("normalize_backward");
-  normalize_statistics(c, "dy", dy, Tensor(), variance);
+  normalize_statistics(c, "dy", dy, Tensor(), variance, axes);
   c.dtype("dx", dx, dy.dtype(), "dy's dtype");
   c.shape("dx", dx, dy.shape());
   return dy.dtype();

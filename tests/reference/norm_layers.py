@@ -1,6 +1,7 @@
 """Keras 3 fixtures for the norm area's layers (tests/test_norm_layers.cc).
 
-Builds small functional models of LayerNormalization, UnitNormalization, Normalization, LayerScale (ConvNeXt's),
+Builds small functional models of LayerNormalization, UnitNormalization, Normalization (over trailing axes and,
+in axes_norms, over others), LayerScale (ConvNeXt's),
 Multiply, Subtract, Average, Maximum, Minimum, Reshape, Permute, RepeatVector, Rescaling with per-channel lists, Dense on rank-4 inputs, Dropout
 with a noise_shape and SpatialDropout2D (identities at inference), with fixed pseudo-random weights, and writes
 for each model NAME into tests/fixtures/norm_layers/:
@@ -8,10 +9,13 @@ for each model NAME into tests/fixtures/norm_layers/:
   NAME.keras3.json      model.to_json() (each layer's config as Keras 3 writes it)
   NAME.inputs.bin       the input batch, raw little-endian float32
   NAME.predictions.bin  model.predict(inputs), raw little-endian float32
+  NAME.keras            model.save() as .keras (axes_norms only: its weights in Keras 3's own layout)
   manifest.json         input and output shapes per model, versions, and TensorFlow's tie gradients of
                         maximum / minimum (checked here: ties go to the first argument)
+and adapt.data.bin with adapt.<axis>.{mean,variance}.bin: Normalization.adapt() on that array for kept axes -1,
+(1, 3) and None (manifest "adapt": shapes, and the count Keras keeps, with its dtype).
 
-Run: /work/venv/bin/python tests/reference/norm_layers.py   (keras 3.15.1, tensorflow-cpu 2.21)
+Run: python tests/reference/norm_layers.py   (keras 3.15.1, tensorflow-cpu 2.21; any venv with both)
 """
 import json
 import os
@@ -94,6 +98,48 @@ def merges():
     return keras.Model(x, out, name="merges")
 
 
+def axes_norms():
+    # LayerNormalization, UnitNormalization and Normalization over axes that are not the trailing ones (Keras 3's
+    # weight shapes: input_shape[d] for d in sorted(axis), negative axes first), a list of axes with a gap, and
+    # UnitNormalization of tiny values (Keras's ops.normalize caps 1/|x| at 1/epsilon = 1e12).
+    x = keras.Input((3, 4, 6))
+    h = layers.LayerNormalization(axis=1)(x)
+    h = layers.LayerNormalization(axis=[1, 3], epsilon=1e-5)(h)
+    h = layers.LayerNormalization(axis=[-1, 1], center=False)(h)       # gamma (6, 3), read as (3, 6)
+    h = layers.LayerNormalization(axis=[2, -3], rms_scaling=True)(h)   # gamma (3, 4)
+    h = layers.UnitNormalization(axis=[1, 2])(h)
+    h = layers.Normalization(axis=1)(h)                                 # statistics per axis 1: (3,)
+    h = layers.Normalization(axis=(1, 3), mean=[0.5, -0.5, 0.0, 1.0, 2.0, -1.0],
+                             variance=[1.0, 4.0, 0.25, 2.0, 0.5, 3.0])(h)  # (6,) broadcast to (3, 6)
+    h = layers.Normalization(axis=(1, 3), mean=[[0.1], [0.2], [-0.3]],
+                             variance=[[2.0], [0.5], [1.5]], invert=True)(h)  # (3, 1) broadcast to (3, 6)
+    h = layers.Normalization(axis=(2,), invert=True)(h)                 # statistics (4,)
+    t = layers.Rescaling(1e-9)(h)
+    t = layers.UnitNormalization(axis=2)(t)                             # 1/|x| about 1e9: above the old 1e6 cap
+    u = layers.Rescaling(1e-14)(h)
+    u = layers.UnitNormalization(axis=[1, 2, 3])(u)                     # 1/|x| capped at 1e12
+    out = layers.Concatenate()([h, t, u])
+    return keras.Model(x, out, name="axes_norms")
+
+
+def adapt_fixture():
+    # Normalization.adapt on an array (Keras's np.mean / np.var over every axis but the kept ones) for kept axes
+    # -1, (1, 3) and None: the data and the statistics Keras computed.
+    data = rng.uniform(-3, 5, (7, 3, 4, 5)).astype("float32")
+    data.tofile(os.path.join(OUT, "adapt.data.bin"))
+    out = {"data": list(data.shape), "cases": []}
+    for axis in (-1, (1, 3), None):
+        layer = layers.Normalization(axis=axis)
+        layer.adapt(data)
+        mean, variance, count = [np.asarray(w) for w in layer.weights]
+        name = "adapt." + ("none" if axis is None else str(axis).replace(" ", "").replace(",", "_").strip("()"))
+        mean.astype("float32").tofile(os.path.join(OUT, name + ".mean.bin"))
+        variance.astype("float32").tofile(os.path.join(OUT, name + ".variance.bin"))
+        out["cases"].append({"axis": axis if not isinstance(axis, tuple) else list(axis), "file": name,
+                             "shape": list(mean.shape), "count": int(count), "count_dtype": str(count.dtype)})
+    return out
+
+
 def tie_gradients():
     a = tf.constant([1.0, 2.0, 3.0])
     b = tf.constant([1.0, 1.0, 4.0])
@@ -127,6 +173,22 @@ def main():
         y.tofile(os.path.join(OUT, model.name + ".predictions.bin"))
         manifest["models"][model.name] = {"input": list(x.shape), "output": list(y.shape)}
         print(f"{model.name}: input {x.shape} output {y.shape}, |y| max {np.abs(y).max():.4f}")
+    # Added later (keras 3.15.1): drawn after the models above, so their fixtures stay as they were.
+    for build in (axes_norms,):
+        keras.utils.clear_session()
+        model = build()
+        fill_weights(model)
+        x = rng.uniform(-2, 2, (2,) + tuple(model.input.shape[1:])).astype("float32")
+        y = model.predict(x, verbose=0).astype("float32")
+        model.save(os.path.join(OUT, model.name + ".h5"))
+        model.save(os.path.join(OUT, model.name + ".keras"))
+        with open(os.path.join(OUT, model.name + ".keras3.json"), "w") as f:
+            f.write(model.to_json())
+        x.tofile(os.path.join(OUT, model.name + ".inputs.bin"))
+        y.tofile(os.path.join(OUT, model.name + ".predictions.bin"))
+        manifest["models"][model.name] = {"input": list(x.shape), "output": list(y.shape)}
+        print(f"{model.name}: input {x.shape} output {y.shape}, |y| max {np.abs(y).max():.4f}")
+    manifest["adapt"] = adapt_fixture()
     manifest["ties"] = tie_gradients()
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

@@ -237,7 +237,7 @@ struct TrainArgs {
   int verbose = 1;
   double width_shift_range = 0, height_shift_range = 0;
   bool horizontal_flip = false;
-  std::string weights, save_weights, save;
+  std::string weights, save_weights, save, save_for = "keras3";
   bool optimizer_given = false, loss_given = false;
   double rescale = 1.0;
   // Keras callbacks (docs/cli.md): --checkpoint, --early-stopping, --reduce-lr-on-plateau, --csv-log,
@@ -415,6 +415,10 @@ void compile_for_data(sy::Model& model, const std::string& optimizer_name, doubl
 }
 
 int cmd_train(const Common& c, const TrainArgs& a) {
+  // Before any training: what --save cannot write for tf.keras (Model::save says the same).
+  if (a.save_for == "tf.keras" &&
+      (a.save.ends_with(".keras") || a.save.ends_with(".weights.h5") || a.save.empty()))
+    sy::fail("--save-for tf.keras: tf.keras reads a .h5 full model; give --save with a .h5 name");
   apply_seed(c);
   sy::Device device = resolve_device(c.device);
   std::optional<sy::Shape> shape;
@@ -451,7 +455,8 @@ int cmd_train(const Common& c, const TrainArgs& a) {
     if (g_chief) std::fprintf(stderr, "Saved the weights to %s\n", a.save_weights.c_str());
   }
   if (!a.save.empty()) {
-    model.save(a.save);
+    model.save(a.save,
+               {.keras = a.save_for == "tf.keras" ? sy::KerasTarget::tf_keras : sy::KerasTarget::keras3});
     if (g_chief) std::fprintf(stderr, "Saved the model to %s\n", a.save.c_str());
   }
   auto scores = model.evaluate(rescaled(data.x_test, a.rescale), data.y_test,
@@ -795,6 +800,12 @@ int main(int argc, char** argv) {
   train->add_option(
       "--save", train_args.save,
       "write the trained model: .keras (Keras 3), .h5 (legacy full model) or .weights.h5 (weights only)");
+  train
+      ->add_option(
+          "--save-for", train_args.save_for,
+          "the Keras that reads the .h5 --save writes: keras3 (default) or tf.keras (they number a nested "
+          "model's calls differently; a model without nested models is read by both either way)")
+      ->check(CLI::IsMember({"keras3", "tf.keras"}));
   add_callback_flags(train, train_args);
   add_schedule_flags(train, train_args);
 

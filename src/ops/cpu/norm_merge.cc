@@ -1,95 +1,94 @@
-// The norm family on the CPU: layer normalisation over trailing axes (Keras's layer norm, its rms_scaling, the
+// The norm family on the CPU: layer normalisation over any set of axes (Keras's layer norm, its rms_scaling, the
 // unit norm), the broadcasting binary ops of the merge layers and LayerScale, Keras Normalization's given
 // statistics, transposes. Loops (OpenMP over rows or output elements) for float32 and float64, statistics in
 // double; float64 is the reference of tests/test_ops.cc. Reductions of parameter gradients go over columns, each
-// summed in row order (deterministic). Contracts: include/systolic/ops.h.
+// summed in row order (deterministic). float32 layer norm over trailing axes goes to oneDNN's layer_normalization
+// primitive (onednn_dense_norm.cc). Contracts: include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/onednn.h"
 #include "ops/norm_math.h"
 
 namespace systolic::ops::cpu {
 
 namespace {
 
-std::int64_t row_size(const Tensor& x, int axes) {
-  std::int64_t k = 1;
-  for (int i = x.rank() - axes; i < x.rank(); ++i) k *= x.dim(i);
-  return k;
-}
-
 template <class T>
 void layer_norm_forward_loop(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
-                             Tensor& mean, Tensor& rstd, int axes, NormKind kind, double eps) {
-  const std::int64_t K = row_size(x, axes), M = x.numel() / K;
+                             Tensor& mean, Tensor& rstd, std::uint32_t axes, NormKind kind, double eps) {
+  const AxesLayout l = axes_layout(x.shape(), axes);
+  const std::int64_t K = l.cols, M = l.rows;
   const T* xp = x.data<T>();
   const T* gp = gamma.defined() ? gamma.data<T>() : nullptr;
   const T* bp = beta.defined() ? beta.data<T>() : nullptr;
   T *yp = y.data<T>(), *mp = mean.data<T>(), *rp = rstd.data<T>();
 #pragma omp parallel for
   for (std::int64_t m = 0; m < M; ++m) {
-    const T* row = xp + m * K;
+    const std::int64_t base = l.row_offset(m);
+    auto at = [&](std::int64_t k) { return base + l.col_offset(k); };
     double mu = 0, r;
     if (kind == NormKind::unit) {
       double s = 0;
-      for (std::int64_t k = 0; k < K; ++k) s += double(row[k]) * double(row[k]);
-      r = 1.0 / std::sqrt(std::max(s, 1e-12));
+      for (std::int64_t k = 0; k < K; ++k) s += double(xp[at(k)]) * double(xp[at(k)]);
+      r = unit_inverse(s);
     } else {
-      for (std::int64_t k = 0; k < K; ++k) mu += double(row[k]);
+      for (std::int64_t k = 0; k < K; ++k) mu += double(xp[at(k)]);
       mu /= double(K);
       double v = 0;
-      for (std::int64_t k = 0; k < K; ++k) v += (double(row[k]) - mu) * (double(row[k]) - mu);
+      for (std::int64_t k = 0; k < K; ++k) v += (double(xp[at(k)]) - mu) * (double(xp[at(k)]) - mu);
       r = 1.0 / std::sqrt(v / double(K) + eps);
     }
     mp[m] = T(mu);
     rp[m] = T(r);
-    T* out = yp + m * K;
     for (std::int64_t k = 0; k < K; ++k) {
-      double g = gp ? double(gp[k]) : 1.0;
-      double v = kind == NormKind::layer ? (double(row[k]) - mu) * r * g + (bp ? double(bp[k]) : 0.0)
-                                         : double(row[k]) * r * g;
-      out[k] = T(v);
+      const double g = gp ? double(gp[k]) : 1.0, xv = double(xp[at(k)]);
+      const double v = kind == NormKind::layer ? (xv - mu) * r * g + (bp ? double(bp[k]) : 0.0) : xv * r * g;
+      yp[at(k)] = T(v);
     }
   }
 }
 
 template <class T>
 void layer_norm_backward_loop(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-                              const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int axes,
+                              const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, std::uint32_t axes,
                               NormKind kind) {
-  const std::int64_t K = row_size(x, axes), M = x.numel() / K;
+  const AxesLayout l = axes_layout(x.shape(), axes);
+  const std::int64_t K = l.cols, M = l.rows;
   const T *xp = x.data<T>(), *mp = mean.data<T>(), *rp = rstd.data<T>(), *gy = dy.data<T>();
   const T* gp = gamma.defined() ? gamma.data<T>() : nullptr;
   if (dx.defined()) {
     T* dxp = dx.data<T>();
 #pragma omp parallel for
     for (std::int64_t m = 0; m < M; ++m) {
-      const T *row = xp + m * K, *g = gy + m * K;
+      const std::int64_t base = l.row_offset(m);
+      auto at = [&](std::int64_t k) { return base + l.col_offset(k); };
       const double mu = mp[m], r = rp[m];
-      T* out = dxp + m * K;
-      auto gg = [&](std::int64_t k) { return double(g[k]) * (gp ? double(gp[k]) : 1.0); };
+      auto xv = [&](std::int64_t k) { return double(xp[at(k)]); };
+      auto gg = [&](std::int64_t k) { return double(gy[at(k)]) * (gp ? double(gp[k]) : 1.0); };
       if (kind == NormKind::layer) {
         double a = 0, b = 0;
         for (std::int64_t k = 0; k < K; ++k) {
           a += gg(k);
-          b += gg(k) * (double(row[k]) - mu) * r;
+          b += gg(k) * (xv(k) - mu) * r;
         }
         a /= double(K), b /= double(K);
-        for (std::int64_t k = 0; k < K; ++k) out[k] = T(r * (gg(k) - a - (double(row[k]) - mu) * r * b));
+        for (std::int64_t k = 0; k < K; ++k) dxp[at(k)] = T(r * (gg(k) - a - (xv(k) - mu) * r * b));
       } else if (kind == NormKind::rms_scaling) {
         double s = 0;
-        for (std::int64_t k = 0; k < K; ++k) s += gg(k) * double(row[k]);
+        for (std::int64_t k = 0; k < K; ++k) s += gg(k) * xv(k);
         for (std::int64_t k = 0; k < K; ++k)
-          out[k] = T(r * gg(k) - r * r * r * (double(row[k]) - mu) / double(K) * s);
+          dxp[at(k)] = T(r * gg(k) - r * r * r * (xv(k) - mu) / double(K) * s);
       } else {
-        // max(sum x^2, 1e-12): below the floor, r is a constant (TensorFlow sends the tie's gradient to x).
+        // min(rsqrt(s), 1e12): at the cap, r is a constant (TensorFlow sends minimum's gradient to its first
+        // argument only where it is the smaller).
         double s = 0;
-        for (std::int64_t k = 0; k < K; ++k) s += double(g[k]) * double(row[k]);
-        const bool clamped = 1.0 / (r * r) < 1e-12;
+        for (std::int64_t k = 0; k < K; ++k) s += double(gy[at(k)]) * xv(k);
+        const bool capped = r >= kUnitMaxInverse;
         for (std::int64_t k = 0; k < K; ++k)
-          out[k] = T(r * double(g[k]) - (clamped ? 0.0 : r * r * r * double(row[k]) * s));
+          dxp[at(k)] = T(r * double(gy[at(k)]) - (capped ? 0.0 : r * r * r * xv(k) * s));
       }
     }
   }
@@ -98,9 +97,11 @@ void layer_norm_backward_loop(const Tensor& x, const Tensor& gamma, const Tensor
   if (!dgp && !dbp) return;
 #pragma omp parallel for
   for (std::int64_t k = 0; k < K; ++k) {
+    const std::int64_t col = l.col_offset(k);
     double sg = 0, sb = 0;
     for (std::int64_t m = 0; m < M; ++m) {
-      const double g = gy[m * K + k], v = xp[m * K + k];
+      const std::int64_t o = l.row_offset(m) + col;
+      const double g = gy[o], v = xp[o];
       sg += g * (kind == NormKind::layer ? (v - double(mp[m])) * double(rp[m]) : v * double(rp[m]));
       sb += g;
     }
@@ -152,26 +153,29 @@ void broadcast_backward_loop(BinaryKind kind, const Tensor& a, const Tensor& b, 
 
 template <class T>
 void normalize_forward_loop(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y,
-                            bool invert) {
-  const std::int64_t K = variance.numel(), n = x.numel();
+                            std::uint32_t axes, bool invert) {
+  const AxesLayout l = axes_layout(x.shape(), axes);
+  const std::int64_t n = x.numel();
   const T *xp = x.data<T>(), *mp = mean.data<T>(), *vp = variance.data<T>();
   T* yp = y.data<T>();
 #pragma omp parallel for
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t k = i % K;
+    const std::int64_t k = l.column_of(i);
     const T d = normalization_divisor(vp[k]);
     yp[i] = invert ? mp[k] + xp[i] * d : (xp[i] - mp[k]) / d;
   }
 }
 
 template <class T>
-void normalize_backward_loop(const Tensor& variance, const Tensor& dy, Tensor& dx, bool invert) {
-  const std::int64_t K = variance.numel(), n = dy.numel();
+void normalize_backward_loop(const Tensor& variance, const Tensor& dy, Tensor& dx, std::uint32_t axes,
+                             bool invert) {
+  const AxesLayout l = axes_layout(dy.shape(), axes);
+  const std::int64_t n = dy.numel();
   const T *vp = variance.data<T>(), *gp = dy.data<T>();
   T* dxp = dx.data<T>();
 #pragma omp parallel for
   for (std::int64_t i = 0; i < n; ++i) {
-    const T d = normalization_divisor(vp[i % K]);
+    const T d = normalization_divisor(vp[l.column_of(i)]);
     dxp[i] = invert ? gp[i] * d : gp[i] / d;
   }
 }
@@ -194,7 +198,10 @@ void transpose_loop(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
 
 const DTypes layer_norm_forward_dtypes = kFloats;
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
-                        Tensor& rstd, int axes, NormKind kind, double eps) {
+                        Tensor& rstd, std::uint32_t axes, NormKind kind, double eps) {
+  // oneDNN's layer_normalization normalises rows of contiguous values: float32 layer norm over trailing axes.
+  if (x.dtype() == DType::float32 && kind == NormKind::layer && axes_layout(x.shape(), axes).trailing)
+    return onednn::layer_norm_forward(x, gamma, beta, y, mean, rstd, axes_layout(x.shape(), axes).cols, eps);
   by_float(x.dtype(), [&](auto t) {
     layer_norm_forward_loop<decltype(t)>(x, gamma, beta, y, mean, rstd, axes, kind, eps);
   });
@@ -202,8 +209,11 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
 
 const DTypes layer_norm_backward_dtypes = kFloats;
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int axes,
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, std::uint32_t axes,
                          NormKind kind) {
+  if (x.dtype() == DType::float32 && kind == NormKind::layer && axes_layout(x.shape(), axes).trailing)
+    return onednn::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta,
+                                       axes_layout(x.shape(), axes).cols);
   by_float(x.dtype(), [&](auto t) {
     layer_norm_backward_loop<decltype(t)>(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, axes, kind);
   });
@@ -221,13 +231,16 @@ void broadcast_backward(BinaryKind kind, const Tensor& a, const Tensor& b, const
 }
 
 const DTypes normalize_forward_dtypes = kFloats;
-void normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y, bool invert) {
-  by_float(x.dtype(), [&](auto t) { normalize_forward_loop<decltype(t)>(x, mean, variance, y, invert); });
+void normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y,
+                       std::uint32_t axes, bool invert) {
+  by_float(x.dtype(),
+           [&](auto t) { normalize_forward_loop<decltype(t)>(x, mean, variance, y, axes, invert); });
 }
 
 const DTypes normalize_backward_dtypes = kFloats;
-void normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, bool invert) {
-  by_float(dy.dtype(), [&](auto t) { normalize_backward_loop<decltype(t)>(variance, dy, dx, invert); });
+void normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, std::uint32_t axes,
+                        bool invert) {
+  by_float(dy.dtype(), [&](auto t) { normalize_backward_loop<decltype(t)>(variance, dy, dx, axes, invert); });
 }
 
 const DTypes transpose_dtypes = kFloats;

@@ -22,6 +22,11 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
 bool has_fast_batch_norm(const Tensor& x, double eps);
 void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& var,
                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps);
+// Layer normalisation (kind layer) over rows of K contiguous values (x's trailing axes).
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                        Tensor& rstd, std::int64_t K, double eps);
+void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, std::int64_t K);
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db);
 void activation_forward(const Activation& a, const Tensor& x, Tensor& y);

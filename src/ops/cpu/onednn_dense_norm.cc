@@ -1,9 +1,12 @@
-// Dense layers as oneDNN matmul primitives and batch normalisation as oneDNN batch_normalization
-// primitives, float32 or bfloat16 data, on the caller's row-major / NHWC memory (no reorders: both are
-// memory-light enough that the plain layouts are what oneDNN's kernels take natively). Under bfloat16 the bias,
-// the weight gradients and the batch-norm parameters and statistics stay float32 (mixed precision).
+// Dense layers as oneDNN matmul primitives, batch normalisation as oneDNN batch_normalization primitives and
+// layer normalisation as layer_normalization primitives, on the caller's row-major / NHWC memory (no reorders: all
+// are memory-light enough that the plain layouts are what oneDNN's kernels take natively). Dense and batch norm
+// take float32 or bfloat16 data (under bfloat16 the bias, the weight gradients and the batch-norm parameters and
+// statistics stay float32, as mixed precision keeps them); layer norm takes float32.
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <unordered_map>
 
 #include "ops/cpu/onednn.h"
 #include "ops/cpu/onednn_common.h"
@@ -161,6 +164,129 @@ void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
     };
     add(e.diff_scale, dgamma);
     add(e.diff_shift, dbeta);
+  });
+}
+
+// --------------------------------------------------------------------------------------------- layer norm
+
+namespace {
+dnnl::normalization_flags layer_norm_flags(bool scale, bool shift) {
+  auto f = dnnl::normalization_flags::none;
+  if (scale) f = f | dnnl::normalization_flags::use_scale;
+  if (shift) f = f | dnnl::normalization_flags::use_shift;
+  return f;
+}
+
+struct LayerNormShape {
+  dnnl::memory::desc data, stats, params;
+};
+LayerNormShape layer_norm_shape(std::int64_t M, std::int64_t K) {
+  return {f32_md({M, K}, tag::ab), f32_md({M}, tag::a), f32_md({K}, tag::a)};
+}
+
+dnnl::layer_normalization_forward::primitive_desc layer_norm_fwd_pd(const LayerNormShape& s, float eps,
+                                                                    dnnl::normalization_flags flags) {
+  dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_training, s.data, s.stats, eps, flags);
+  return {d, engine()};
+}
+
+struct LayerNormForward {
+  dnnl::layer_normalization_forward prim;
+  dnnl::memory variance;  // oneDNN's statistic; the contract keeps rstd
+};
+
+struct LayerNormBackward {
+  dnnl::layer_normalization_backward prim;
+  dnnl::memory variance, diff_scale, diff_shift, diff_src, shift;
+};
+}  // namespace
+
+// Rows of K values; oneDNN computes the statistics (forward_training: mean and variance), rstd follows from the
+// variance.
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
+                        Tensor& rstd, std::int64_t K, double eps) {
+  const std::int64_t M = K ? x.numel() / K : 0;
+  if (M == 0) return;
+  guarded("layer_norm_forward", [&] {
+    thread_local PrimitiveCache<LayerNormForward> cache;
+    auto s = layer_norm_shape(M, K);
+    const auto flags = layer_norm_flags(gamma.defined(), beta.defined());
+    const float e = static_cast<float>(eps);
+    auto& p = cache.get({M, K, gamma.defined(), beta.defined(), std::bit_cast<std::int32_t>(e)}, [&] {
+      return LayerNormForward{dnnl::layer_normalization_forward(layer_norm_fwd_pd(s, e, flags)),
+                              dnnl::memory(s.stats, engine())};
+    });
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, wrap(s.data, x)},
+                                                  {DNNL_ARG_DST, wrap(s.data, y)},
+                                                  {DNNL_ARG_MEAN, wrap(s.stats, mean)},
+                                                  {DNNL_ARG_VARIANCE, p.variance}};
+    if (gamma.defined()) args[DNNL_ARG_SCALE] = wrap(s.params, gamma);
+    if (beta.defined()) args[DNNL_ARG_SHIFT] = wrap(s.params, beta);
+    p.prim.execute(stream(), args);
+    const float* v = static_cast<const float*>(p.variance.get_data_handle());
+    float* r = rstd.data<float>();
+    for (std::int64_t m = 0; m < M; ++m) r[m] = static_cast<float>(1.0 / std::sqrt(double(v[m]) + eps));
+  });
+}
+
+// oneDNN's backward takes the variance and epsilon; any split of 1/rstd^2 into the two gives the same gradients,
+// so it gets variance = 1/rstd^2 and epsilon 0 (the backward contract has no epsilon).
+void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, std::int64_t K) {
+  const std::int64_t M = K ? x.numel() / K : 0;
+  if (M == 0 || (!dx.defined() && !dgamma.defined() && !dbeta.defined())) return;
+  guarded("layer_norm_backward", [&] {
+    thread_local PrimitiveCache<LayerNormBackward> cache;
+    auto s = layer_norm_shape(M, K);
+    const bool scale = gamma.defined(), shift = dbeta.defined();
+    auto& p = cache.get({M, K, scale, shift, dx.defined()}, [&] {
+      // oneDNN 2.6 runs a scaled layer norm's backward only as prop_kind::backward (parameter gradients too,
+      // into scratch when the contract skips them). The shift's gradient is wanted when dbeta is; the contract
+      // gives no beta, so a zeroed stand-in (the gradients do not depend on it).
+      const auto flags = layer_norm_flags(scale, shift);
+      auto hint = layer_norm_fwd_pd(s, 0.0f, flags);
+      dnnl::layer_normalization_backward::desc d(
+          scale || shift ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data, s.data, s.data,
+          s.stats, 0.0f, flags);
+      LayerNormBackward b;
+      b.prim = dnnl::layer_normalization_backward(
+          dnnl::layer_normalization_backward::primitive_desc(d, engine(), hint));
+      b.variance = dnnl::memory(s.stats, engine());
+      if (scale) b.diff_scale = dnnl::memory(s.params, engine());
+      if (shift) {
+        b.diff_shift = dnnl::memory(s.params, engine());
+        b.shift = dnnl::memory(s.params, engine());
+        std::fill_n(static_cast<float*>(b.shift.get_data_handle()), K, 0.0f);
+      }
+      if (!dx.defined()) b.diff_src = dnnl::memory(s.data, engine());
+      return b;
+    });
+    const float* r = rstd.data<float>();
+    float* v = static_cast<float*>(p.variance.get_data_handle());
+    for (std::int64_t m = 0; m < M; ++m) v[m] = static_cast<float>(1.0 / (double(r[m]) * double(r[m])));
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, wrap(s.data, x)},
+        {DNNL_ARG_MEAN, wrap(s.stats, mean)},
+        {DNNL_ARG_VARIANCE, p.variance},
+        {DNNL_ARG_DIFF_DST, wrap(s.data, dy)},
+        {DNNL_ARG_DIFF_SRC, dx.defined() ? wrap(s.data, dx) : p.diff_src}};
+    if (scale) {
+      args[DNNL_ARG_SCALE] = wrap(s.params, gamma);
+      args[DNNL_ARG_DIFF_SCALE] = p.diff_scale;
+    }
+    if (shift) {
+      args[DNNL_ARG_SHIFT] = p.shift;
+      args[DNNL_ARG_DIFF_SHIFT] = p.diff_shift;
+    }
+    p.prim.execute(stream(), args);
+    auto add = [K](const dnnl::memory& from, Tensor& to) {
+      if (!to.defined()) return;
+      const float* g = static_cast<const float*>(from.get_data_handle());
+      float* out = to.data<float>();
+      for (std::int64_t k = 0; k < K; ++k) out[k] += g[k];
+    };
+    if (scale) add(p.diff_scale, dgamma);
+    if (shift) add(p.diff_shift, dbeta);
   });
 }
 

@@ -1,5 +1,5 @@
 // The norm family on CUDA, kernel -> launcher -> entry (the entries unpack tensors ops::<name> has checked):
-// layer normalisation over trailing axes (one thread per row, statistics in double; the parameter gradients one
+// layer normalisation over any set of axes (one thread per row, statistics in double; the parameter gradients one
 // thread per column, summed in row order: deterministic), the broadcasting binary ops (one thread per output
 // element; their backward one thread per operand element, summing the outputs it fed), Keras Normalization's
 // given statistics, transposes. bfloat16 data computes in float with float32 parameters and statistics. Plain
@@ -40,70 +40,80 @@ __device__ __forceinline__ void st(T* p, std::int64_t i, double v) {
 
 template <class T, class P>
 __global__ void layer_norm_forward_kernel(const T* x, const P* gamma, const P* beta, T* y, P* mean, P* rstd,
-                                          std::int64_t M, std::int64_t K, NormKind kind, double eps) {
-  SYSTOLIC_GRID_STRIDE(m, M) {
-    const T* row = x + m * K;
+                                          AxesLayout l, NormKind kind, double eps) {
+  const std::int64_t K = l.cols;
+  SYSTOLIC_GRID_STRIDE(m, l.rows) {
+    const std::int64_t base = l.row_offset(m);
     double mu = 0, r;
     if (kind == NormKind::unit) {
       double s = 0;
-      for (std::int64_t k = 0; k < K; ++k) s += ld(row, k) * ld(row, k);
-      r = 1.0 / sqrt(s > 1e-12 ? s : 1e-12);
+      for (std::int64_t k = 0; k < K; ++k) s += ld(x, base + l.col_offset(k)) * ld(x, base + l.col_offset(k));
+      r = unit_inverse(s);
     } else {
-      for (std::int64_t k = 0; k < K; ++k) mu += ld(row, k);
+      for (std::int64_t k = 0; k < K; ++k) mu += ld(x, base + l.col_offset(k));
       mu /= double(K);
       double v = 0;
-      for (std::int64_t k = 0; k < K; ++k) v += (ld(row, k) - mu) * (ld(row, k) - mu);
+      for (std::int64_t k = 0; k < K; ++k) {
+        const double d = ld(x, base + l.col_offset(k)) - mu;
+        v += d * d;
+      }
       r = 1.0 / sqrt(v / double(K) + eps);
     }
     mean[m] = P(mu);
     rstd[m] = P(r);
     for (std::int64_t k = 0; k < K; ++k) {
+      const std::int64_t o = base + l.col_offset(k);
       double g = gamma ? double(gamma[k]) : 1.0;
-      double v = kind == NormKind::layer ? (ld(row, k) - mu) * r * g + (beta ? double(beta[k]) : 0.0)
-                                         : ld(row, k) * r * g;
-      st(y, m * K + k, v);
+      double v = kind == NormKind::layer ? (ld(x, o) - mu) * r * g + (beta ? double(beta[k]) : 0.0)
+                                         : ld(x, o) * r * g;
+      st(y, o, v);
     }
   }
 }
 
 template <class T, class P>
 __global__ void layer_norm_dx_kernel(const T* x, const P* gamma, const P* mean, const P* rstd, const T* dy,
-                                     T* dx, std::int64_t M, std::int64_t K, NormKind kind) {
-  SYSTOLIC_GRID_STRIDE(m, M) {
-    const T* row = x + m * K;
-    const T* g = dy + m * K;
+                                     T* dx, AxesLayout l, NormKind kind) {
+  const std::int64_t K = l.cols;
+  SYSTOLIC_GRID_STRIDE(m, l.rows) {
+    const std::int64_t base = l.row_offset(m);
     const double mu = mean[m], r = rstd[m];
-    auto gg = [&](std::int64_t k) { return ld(g, k) * (gamma ? double(gamma[k]) : 1.0); };
+    auto xv = [&](std::int64_t k) { return ld(x, base + l.col_offset(k)); };
+    auto gv = [&](std::int64_t k) { return ld(dy, base + l.col_offset(k)); };
+    auto gg = [&](std::int64_t k) { return gv(k) * (gamma ? double(gamma[k]) : 1.0); };
     if (kind == NormKind::layer) {
       double a = 0, b = 0;
       for (std::int64_t k = 0; k < K; ++k) {
         a += gg(k);
-        b += gg(k) * (ld(row, k) - mu) * r;
+        b += gg(k) * (xv(k) - mu) * r;
       }
       a /= double(K), b /= double(K);
-      for (std::int64_t k = 0; k < K; ++k) st(dx, m * K + k, r * (gg(k) - a - (ld(row, k) - mu) * r * b));
+      for (std::int64_t k = 0; k < K; ++k)
+        st(dx, base + l.col_offset(k), r * (gg(k) - a - (xv(k) - mu) * r * b));
     } else if (kind == NormKind::rms_scaling) {
       double s = 0;
-      for (std::int64_t k = 0; k < K; ++k) s += gg(k) * ld(row, k);
+      for (std::int64_t k = 0; k < K; ++k) s += gg(k) * xv(k);
       for (std::int64_t k = 0; k < K; ++k)
-        st(dx, m * K + k, r * gg(k) - r * r * r * (ld(row, k) - mu) / double(K) * s);
+        st(dx, base + l.col_offset(k), r * gg(k) - r * r * r * (xv(k) - mu) / double(K) * s);
     } else {
       double s = 0;
-      for (std::int64_t k = 0; k < K; ++k) s += ld(g, k) * ld(row, k);
-      const bool clamped = 1.0 / (r * r) < 1e-12;
+      for (std::int64_t k = 0; k < K; ++k) s += gv(k) * xv(k);
+      const bool capped = r >= kUnitMaxInverse;
       for (std::int64_t k = 0; k < K; ++k)
-        st(dx, m * K + k, r * ld(g, k) - (clamped ? 0.0 : r * r * r * ld(row, k) * s));
+        st(dx, base + l.col_offset(k), r * gv(k) - (capped ? 0.0 : r * r * r * xv(k) * s));
     }
   }
 }
 
 template <class T, class P>
 __global__ void layer_norm_dparams_kernel(const T* x, const P* mean, const P* rstd, const T* dy, P* dgamma,
-                                          P* dbeta, std::int64_t M, std::int64_t K, NormKind kind) {
-  SYSTOLIC_GRID_STRIDE(k, K) {
+                                          P* dbeta, AxesLayout l, NormKind kind) {
+  SYSTOLIC_GRID_STRIDE(k, l.cols) {
+    const std::int64_t col = l.col_offset(k);
     double sg = 0, sb = 0;
-    for (std::int64_t m = 0; m < M; ++m) {
-      const double g = ld(dy, m * K + k), v = ld(x, m * K + k);
+    for (std::int64_t m = 0; m < l.rows; ++m) {
+      const std::int64_t o = l.row_offset(m) + col;
+      const double g = ld(dy, o), v = ld(x, o);
       sg += g * (kind == NormKind::layer ? (v - double(mean[m])) * double(rstd[m]) : v * double(rstd[m]));
       sb += g;
     }
@@ -137,9 +147,9 @@ __global__ void broadcast_backward_kernel(BinaryKind kind, int which, const T* a
 
 template <class T, class P>
 __global__ void normalize_forward_kernel(const T* x, const P* mean, const P* variance, T* y, std::int64_t n,
-                                         std::int64_t K, bool invert) {
+                                         AxesLayout l, bool invert) {
   SYSTOLIC_GRID_STRIDE(i, n) {
-    const std::int64_t k = i % K;
+    const std::int64_t k = l.column_of(i);
     const P d = normalization_divisor(variance[k]);
     const P v = P(ld(x, i));
     st(y, i, double(invert ? mean[k] + v * d : (v - mean[k]) / d));
@@ -147,10 +157,10 @@ __global__ void normalize_forward_kernel(const T* x, const P* mean, const P* var
 }
 
 template <class T, class P>
-__global__ void normalize_backward_kernel(const P* variance, const T* dy, T* dx, std::int64_t n,
-                                          std::int64_t K, bool invert) {
+__global__ void normalize_backward_kernel(const P* variance, const T* dy, T* dx, std::int64_t n, AxesLayout l,
+                                          bool invert) {
   SYSTOLIC_GRID_STRIDE(i, n) {
-    const P d = normalization_divisor(variance[i % K]);
+    const P d = normalization_divisor(variance[l.column_of(i)]);
     const P g = P(ld(dy, i));
     st(dx, i, double(invert ? g * d : g / d));
   }
@@ -189,47 +199,41 @@ P* mut(Tensor& t) {
   return t.defined() ? static_cast<P*>(t.raw_data()) : nullptr;
 }
 
-std::int64_t row_size(const Tensor& x, int axes) {
-  std::int64_t k = 1;
-  for (int i = x.rank() - axes; i < x.rank(); ++i) k *= x.dim(i);
-  return k;
-}
-
 constexpr DTypes kNormDTypes{DType::float32, DType::bfloat16, DType::float64};
 
 }  // namespace
 
 const DTypes layer_norm_forward_dtypes = kNormDTypes;
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,
-                        Tensor& rstd, int axes, NormKind kind, double eps) {
+                        Tensor& rstd, std::uint32_t axes, NormKind kind, double eps) {
   Context& c = context(y);
-  const std::int64_t K = row_size(x, axes), M = x.numel() / K;
-  if (M == 0) return;
+  const AxesLayout l = axes_layout(x.shape(), axes);
+  if (l.rows == 0) return;
   SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
-    layer_norm_forward_kernel<T, P><<<blocks_for(M), kThreads, 0, c.stream>>>(
-        ptr<T>(x), ptr<P>(gamma), ptr<P>(beta), mut<T>(y), mut<P>(mean), mut<P>(rstd), M, K, kind, eps);
+    layer_norm_forward_kernel<T, P><<<blocks_for(l.rows), kThreads, 0, c.stream>>>(
+        ptr<T>(x), ptr<P>(gamma), ptr<P>(beta), mut<T>(y), mut<P>(mean), mut<P>(rstd), l, kind, eps);
     return cudaGetLastError();
   }));
 }
 
 const DTypes layer_norm_backward_dtypes = kNormDTypes;
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, int axes,
+                         const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, std::uint32_t axes,
                          NormKind kind) {
   Context& c = context(dy);
-  const std::int64_t K = row_size(x, axes), M = x.numel() / K;
-  if (M == 0) return;
+  const AxesLayout l = axes_layout(x.shape(), axes);
+  if (l.rows == 0) return;
   SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
     if (dx.defined())
-      layer_norm_dx_kernel<T, P><<<blocks_for(M), kThreads, 0, c.stream>>>(
-          ptr<T>(x), ptr<P>(gamma), ptr<P>(mean), ptr<P>(rstd), ptr<T>(dy), mut<T>(dx), M, K, kind);
+      layer_norm_dx_kernel<T, P><<<blocks_for(l.rows), kThreads, 0, c.stream>>>(
+          ptr<T>(x), ptr<P>(gamma), ptr<P>(mean), ptr<P>(rstd), ptr<T>(dy), mut<T>(dx), l, kind);
     if (dgamma.defined() || dbeta.defined())
-      layer_norm_dparams_kernel<T, P><<<blocks_for(K), kThreads, 0, c.stream>>>(
-          ptr<T>(x), ptr<P>(mean), ptr<P>(rstd), ptr<T>(dy), mut<P>(dgamma), mut<P>(dbeta), M, K, kind);
+      layer_norm_dparams_kernel<T, P><<<blocks_for(l.cols), kThreads, 0, c.stream>>>(
+          ptr<T>(x), ptr<P>(mean), ptr<P>(rstd), ptr<T>(dy), mut<P>(dgamma), mut<P>(dbeta), l, kind);
     return cudaGetLastError();
   }));
 }
@@ -266,29 +270,33 @@ void broadcast_backward(BinaryKind kind, const Tensor& a, const Tensor& b, const
 }
 
 const DTypes normalize_forward_dtypes = kNormDTypes;
-void normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y, bool invert) {
+void normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y,
+                       std::uint32_t axes, bool invert) {
   Context& c = context(y);
   const std::int64_t n = x.numel();
   if (n == 0) return;
+  const AxesLayout l = axes_layout(x.shape(), axes);
   SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
     normalize_forward_kernel<T, P><<<blocks_for(n), kThreads, 0, c.stream>>>(
-        ptr<T>(x), ptr<P>(mean), ptr<P>(variance), mut<T>(y), n, variance.numel(), invert);
+        ptr<T>(x), ptr<P>(mean), ptr<P>(variance), mut<T>(y), n, l, invert);
     return cudaGetLastError();
   }));
 }
 
 const DTypes normalize_backward_dtypes = kNormDTypes;
-void normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, bool invert) {
+void normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, std::uint32_t axes,
+                        bool invert) {
   Context& c = context(dx);
   const std::int64_t n = dy.numel();
   if (n == 0) return;
+  const AxesLayout l = axes_layout(dy.shape(), axes);
   SYSTOLIC_CUDA_CHECK(by_data_type(element_of(dy.dtype()), [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
-    normalize_backward_kernel<T, P><<<blocks_for(n), kThreads, 0, c.stream>>>(
-        ptr<P>(variance), ptr<T>(dy), mut<T>(dx), n, variance.numel(), invert);
+    normalize_backward_kernel<T, P>
+        <<<blocks_for(n), kThreads, 0, c.stream>>>(ptr<P>(variance), ptr<T>(dy), mut<T>(dx), n, l, invert);
     return cudaGetLastError();
   }));
 }
