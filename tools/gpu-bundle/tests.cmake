@@ -1,5 +1,6 @@
 # Turns CTest's list of tests (ctest --show-only=json-v1) into one line per test for scripts/gpu-bundle:
-#   name <TAB> labels (comma-separated, "-" for none) <TAB> program (absolute path) <TAB> argument <TAB> argument ...
+#   name <TAB> labels (comma-separated, "-" for none) <TAB> environment (VAR=VALUE entries joined by ";", "-" for
+#   none) <TAB> program (absolute path) <TAB> argument <TAB> argument ...
 # Disabled tests and tests without a command are left out.
 #   cmake -DJSON=ctest.json -DOUT=tests.tsv -P tools/gpu-bundle/tests.cmake
 cmake_minimum_required(VERSION 3.25)
@@ -16,6 +17,7 @@ if(count GREATER 0)
       continue()
     endif()
     set(labels "")
+    set(environment "")
     set(disabled OFF)
     string(JSON nprops ERROR_VARIABLE no_props LENGTH "${test}" properties)
     if(NOT no_props AND nprops GREATER 0)
@@ -29,6 +31,13 @@ if(count GREATER 0)
             string(JSON label GET "${test}" properties ${p} value ${l})
             list(APPEND labels "${label}")
           endforeach()
+        elseif(pname STREQUAL "ENVIRONMENT")
+          string(JSON nenv LENGTH "${test}" properties ${p} value)
+          math(EXPR elast "${nenv} - 1")
+          foreach(e RANGE ${elast})
+            string(JSON entry GET "${test}" properties ${p} value ${e})
+            list(APPEND environment "${entry}")
+          endforeach()
         elseif(pname STREQUAL "DISABLED")
           string(JSON disabled GET "${test}" properties ${p} value)
         endif()
@@ -41,7 +50,11 @@ if(count GREATER 0)
     if(labels STREQUAL "")
       set(labels "-")  # no empty fields: a shell reading the line would merge two tabs
     endif()
-    set(line "${name}\t${labels}")
+    list(JOIN environment ";" environment)
+    if(environment STREQUAL "")
+      set(environment "-")
+    endif()
+    set(line "${name}\t${labels}\t${environment}")
     math(EXPR alast "${argc} - 1")
     foreach(a RANGE ${alast})
       string(JSON arg GET "${test}" command ${a})
