@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 #include <systolic/image.h>
 #include <systolic/saving.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -60,6 +64,25 @@ TEST(FuzzRegressions, EveryInputEndsInACleanError) {
 TEST(FuzzRegressions, CrashInHdf5IsReportedAsSuch) {
   auto message = error_of(kDir + "/weights_tfkeras-segv-H5HG_read.h5", "weights_tfkeras");
   EXPECT_NE(message.find("crashed the HDF5 library"), std::string::npos) << message;
+}
+
+// One byte of seed.keras3.full.h5 changed (offset 25437 XOR 0x11, from scripts/mutants): a variable-length string
+// attribute whose global-heap entry is damaged. The checking child of the previous design read it without crashing,
+// then the parent segfaulted reading it again (H5Aread -> H5T__conv_vlen -> H5HG_read, an out-of-bounds memcpy
+// whose outcome depends on the heap's layout). Now only the child calls HDF5; this process gets plain data.
+TEST(FuzzRegressions, AttributeThatCrashedTheParentEndsInACleanError) {
+  std::ifstream in(SYSTOLIC_SOURCE_DIR "/tests/fixtures/keras/seed.keras3.full.h5", std::ios::binary);
+  std::vector<char> bytes(std::istreambuf_iterator<char>(in), {});
+  ASSERT_GT(bytes.size(), 25437u);
+  bytes[25437] = static_cast<char>(bytes[25437] ^ 0x11);
+  auto path = (std::filesystem::temp_directory_path() /
+               ("systolic-regression-" + std::to_string(getpid()) + "-full_model_h5.h5"))
+                  .string();
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  auto message = error_of(path, "full_model_h5");
+  std::filesystem::remove(path);
+  EXPECT_EQ(message.rfind(path + ": ", 0), 0u) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }
 
 TEST(FuzzRegressions, TruncatedBmpIsRefusedBeforeDecoding) {
