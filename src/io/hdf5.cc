@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 
 namespace systolic::hdf5 {
 
@@ -178,6 +179,9 @@ namespace {
 struct Budget {
   std::uint64_t bytes;
   std::uint64_t objects = std::uint64_t(1) << 20;
+  // The values of one dataset on their way to the stream: one buffer for all, not initialised (HDF5 fills it).
+  std::unique_ptr<float[]> buffer;
+  std::uint64_t capacity = 0;
 };
 
 // A failure of the whole file, handed back as such.
@@ -258,7 +262,6 @@ void encode_dataset(hid_t ds, const std::string& name, TreeEncoder& out, Budget&
   if (numel != std::uint64_t(points))
     return out.dataset_error(name, "invalid dataset shape (a null dataspace, or a count that disagrees)");
   std::string data_error;
-  std::vector<float> values;
   bool have = false;
   Handle type(H5Dget_type(ds), H5Tclose);
   auto cls = type.valid() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
@@ -268,8 +271,11 @@ void encode_dataset(hid_t ds, const std::string& name, TreeEncoder& out, Budget&
     data_error = "the dataset holds more values than the file can store; refused";
   } else {
     b.bytes -= numel * sizeof(float);
-    values.resize(numel);
-    if (numel > 0 && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+    if (numel > b.capacity) {
+      b.buffer.reset(new float[numel]);
+      b.capacity = numel;
+    }
+    if (numel > 0 && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, b.buffer.get()) < 0)
       data_error = fmt::format("cannot read dataset (truncated or corrupt file?){}", last_error());
     else
       have = true;
@@ -283,7 +289,7 @@ void encode_dataset(hid_t ds, const std::string& name, TreeEncoder& out, Budget&
     else
       scalar = v;
   }
-  out.dataset(name, shape, have ? values.data() : nullptr, data_error, scalar, scalar_error);
+  out.dataset(name, shape, have ? b.buffer.get() : nullptr, data_error, scalar, scalar_error);
 }
 
 // A group's attributes, then its links in name order, each followed (hard links only) into a group or dataset.
