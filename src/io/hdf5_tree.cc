@@ -263,6 +263,7 @@ std::string ReadGroup::where(const std::string& child) const {
 
 const Node* ReadGroup::find(const std::string& name) const {
   const Node* n = node_;
+  std::string at = path_;  // n's path, for the message below
   bool any = false;
   for (std::size_t start = 0; start <= name.size();) {
     auto slash = name.find('/', start);
@@ -272,8 +273,14 @@ const Node* ReadGroup::find(const std::string& name) const {
     if (part.empty()) continue;
     if (n->kind != Node::group) return nullptr;
     auto it = n->by_name.find(part);
-    if (it == n->by_name.end()) return nullptr;
+    if (it == n->by_name.end()) {
+      // A group HDF5 could not list: whether the child exists is unknown, and the reader says why.
+      if (!n->children_error.empty())
+        fail("{}: {}: {}", file(), printable(at, 400), printable(n->children_error, 400));
+      return nullptr;
+    }
     n = it->second;
+    at = join(at, std::string(part));
     any = true;
   }
   return any ? n : nullptr;

@@ -32,7 +32,8 @@ class ReadGroup {
   const std::string& path() const { return path_; }
   const std::string& file() const;
 
-  // Children. `name` may be a path below this group ("a/b"; empty components are skipped).
+  // Children. `name` may be a path below this group ("a/b"; empty components are skipped). Asking for a child
+  // that is absent from a group HDF5 could not list raises that failure.
   bool has(const std::string& name) const;
   bool has_group(const std::string& name) const;
   bool has_dataset(const std::string& name) const;
