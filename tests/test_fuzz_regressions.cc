@@ -1,8 +1,9 @@
 // Inputs that crashed or hung systolic (found by scripts/mutants and the fuzz harnesses), each now expected to
 // end in a clean, one-line systolic::Error. tests/fuzz/regressions/KIND-WHAT.EXT: KIND says how it is read
 // (weights_tfkeras: weights into tests/fixtures/keras/zoo.tfkeras.json's model; full_model_h5: load_model;
-// image: image::read).
+// image: image::read; idx: datasets::read_idx).
 #include <gtest/gtest.h>
+#include <systolic/datasets.h>
 #include <systolic/image.h>
 #include <systolic/saving.h>
 #include <unistd.h>
@@ -29,6 +30,8 @@ std::string error_of(const std::string& file, const std::string& kind) {
       systolic::load_model(file);
     } else if (kind == "image") {
       systolic::image::read(file, 3);
+    } else if (kind == "idx") {
+      systolic::datasets::read_idx(file);
     } else {
       return "unknown kind " + kind;
     }
@@ -106,6 +109,13 @@ TEST(FuzzRegressions, GroupHdf5CannotListIsRefusedCleanly) {
   }
   std::filesystem::remove(path);
   EXPECT_EQ(message, path + ": /: cannot list the group (bad heap free list)");
+}
+
+TEST(FuzzRegressions, IdxDimensionsWhoseProductOverflowsAreRefused) {
+  // Three dimensions under 2^28 each whose product overflows an int64 (UBSan, scripts/fuzz idx).
+  auto message = error_of(kDir + "/idx-overflowing-dimensions.idx", "idx");
+  EXPECT_NE(message.find("IDX data of more than 4294967296 bytes is too large"), std::string::npos)
+      << message;
 }
 
 TEST(FuzzRegressions, TruncatedBmpIsRefusedBeforeDecoding) {
