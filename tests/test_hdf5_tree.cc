@@ -97,6 +97,8 @@ TEST(Hdf5Tree, FileComesBackAsWrittenAndThisProcessHoldsNoHdf5File) {
   ASSERT_EQ(back.shape(), kernel.shape());
   for (int i = 0; i < 6; ++i) EXPECT_EQ(back.data<float>()[i], kernel.data<float>()[i]);
   EXPECT_EQ(vars.read_scalar("1"), double((std::int64_t(1) << 53) + 1));
+  EXPECT_TRUE(vars.dataset_is_integer("1"));                                   // int64
+  EXPECT_FALSE(vars.dataset_is_integer("0") || vars.dataset_is_integer("2"));  // float32
   EXPECT_EQ(vars.read_scalar("2"), 0.25);
   EXPECT_NE(error_of([&] { vars.read_scalar("0"); }).find("expected one value, the dataset has shape (2, 3)"),
             std::string::npos);
@@ -172,8 +174,8 @@ TEST(Hdf5Tree, WhatCouldNotBeReadIsRaisedWhenAskedFor) {
     out.end_group();
     out.dataset_error("d0", "unreadable dataset shape (bad header)");
     float one = 7;
-    out.dataset("d1", {1}, &one, "", std::nullopt, "cannot read dataset (bad conversion)");
-    out.dataset("d2", {2, 2}, nullptr, "dataset is not numeric", std::nullopt, "");
+    out.dataset("d1", {1}, true, &one, "", std::nullopt, "cannot read dataset (bad conversion)");
+    out.dataset("d2", {2, 2}, false, nullptr, "dataset is not numeric", std::nullopt, "");
     out.other("x", "neither a group nor a dataset");
     out.end_group();
     out.finish();

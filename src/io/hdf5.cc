@@ -289,7 +289,8 @@ void encode_dataset(hid_t ds, const std::string& name, TreeEncoder& out, Budget&
     else
       scalar = v;
   }
-  out.dataset(name, shape, have ? b.buffer.get() : nullptr, data_error, scalar, scalar_error);
+  out.dataset(name, shape, cls == H5T_INTEGER, have ? b.buffer.get() : nullptr, data_error, scalar,
+              scalar_error);
 }
 
 // A group's attributes, then its links in name order, each followed (hard links only) into a group or dataset.

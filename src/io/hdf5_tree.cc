@@ -6,8 +6,10 @@
 //   'E'                             the group ends
 //   'A' name kind [...]             an attribute: kind 0 count + count strings; 1 not strings; 2 message
 //   'a' message / 'c' message       the group's attributes / links could not be listed
-//   'D' name rank dims... ok [...]  a dataset: ok 1 then numel float32 values, ok 0 then a message; when it
-//                                   holds one value, ok 1 + a double or ok 0 + a message
+//   'D' name rank dims... integer ok [...]
+//                                   a dataset: integer 1 when its type is an integer type; ok 1 then numel
+//                                   float32 values, ok 0 then a message; when it holds one value, ok 1 + a
+//                                   double or ok 0 + a message
 //   'd' name message                a dataset whose shape could not be read
 //   'O' name message                a link to neither a group nor a dataset (or one not followed)
 //   'Z' 0 | 'Z' 1 message           the end: success (after the root's 'E'), or a failure of the whole file
@@ -48,6 +50,7 @@ struct Node {
   std::string attributes_error, children_error;
   // A dataset.
   std::vector<std::int64_t> dims;
+  bool integer = false;        // stored as an integer type (Keras's int64 variables)
   const char* data = nullptr;  // numel float32 values (unaligned) in the stream, or nullptr with data_error
   std::string data_error;
   std::optional<double> scalar;
@@ -206,6 +209,7 @@ class Parser {
       numel *= dim;
       d.dims.push_back(static_cast<std::int64_t>(dim));
     }
+    d.integer = u8() == 1;
     if (u8() == 1) {
       if (numel > left() / sizeof(float)) malformed("a dataset larger than the stream");
       d.data = take(static_cast<std::size_t>(numel) * sizeof(float));
@@ -359,6 +363,10 @@ std::vector<std::int64_t> ReadGroup::dataset_shape(const std::string& name) cons
   return dataset(name).dims;
 }
 
+bool ReadGroup::dataset_is_integer(const std::string& name) const {
+  return dataset(name).integer;
+}
+
 Tensor ReadGroup::read_float32(const std::string& name) const {
   const Node& d = dataset(name);
   if (!d.data) fail("{}: {}", where(name), printable(d.data_error, 400));
@@ -456,8 +464,8 @@ void TreeEncoder::children_error(std::string_view message) {
   put_string(message);
 }
 
-void TreeEncoder::dataset(std::string_view name, const std::vector<std::int64_t>& dims, const float* data,
-                          std::string_view data_error, std::optional<double> scalar,
+void TreeEncoder::dataset(std::string_view name, const std::vector<std::int64_t>& dims, bool integer,
+                          const float* data, std::string_view data_error, std::optional<double> scalar,
                           std::string_view scalar_error) {
   put_u8('D');
   put_string(name);
@@ -467,6 +475,7 @@ void TreeEncoder::dataset(std::string_view name, const std::vector<std::int64_t>
     put_u64(static_cast<std::uint64_t>(d));
     numel *= static_cast<std::size_t>(d);
   }
+  put_u8(integer ? 1 : 0);
   if (data) {
     put_u8(1);
     put(data, numel * sizeof(float));

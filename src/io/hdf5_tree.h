@@ -49,6 +49,7 @@ class ReadGroup {
 
   // Datasets (any integer or float type, converted to float32 by HDF5 in the reading process).
   std::vector<std::int64_t> dataset_shape(const std::string& name) const;
+  bool dataset_is_integer(const std::string& name) const;  // stored as an integer type (else float, or other)
   Tensor read_float32(const std::string& name) const;
   double read_scalar(const std::string& name) const;  // a one-element numeric dataset
 
@@ -86,9 +87,10 @@ class TreeEncoder {
   void attribute_error(std::string_view name, std::string_view message);
   void attributes_error(std::string_view message);  // the group's attributes could not be listed
   void children_error(std::string_view message);    // the group's links could not be listed
-  // A dataset: its shape, its values as float32 (nullptr with data_error when they could not be read) and,
-  // for one value, that value as a double (scalar_error when it could not be read).
-  void dataset(std::string_view name, const std::vector<std::int64_t>& dims, const float* data,
+  // A dataset: its shape, whether its type is an integer type, its values as float32 (nullptr with data_error
+  // when they could not be read) and, for one value, that value as a double (scalar_error when it could not be
+  // read).
+  void dataset(std::string_view name, const std::vector<std::int64_t>& dims, bool integer, const float* data,
                std::string_view data_error, std::optional<double> scalar, std::string_view scalar_error);
   void dataset_error(std::string_view name, std::string_view message);  // not even its shape was read
   void other(std::string_view name, std::string_view message);  // a link to neither a group nor a dataset
