@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <systolic/error.h>
@@ -388,6 +389,20 @@ bool has_signature(std::uint64_t size, const std::function<bool(std::uint64_t, c
 
 // ---- reading: the containment ---------------------------------------------------------------------------------
 
+// In the child: a damaged file can make HDF5 allocate gigabytes (one 29 KB file asked for 2.6 GB). The child may
+// map 2 GiB plus 8 times the file's size beyond what it has mapped already (the parent's memory, and under ASan its
+// reserved shadow), which holds the values handed back (at most 4 times the file), one dataset's buffer and HDF5's
+// own structures; beyond that an allocation fails, and HDF5 reports it or the child dies: a clean error either way.
+void limit_memory(std::uint64_t file_size) {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t pages = 0;
+  if (!(statm >> pages) || pages == 0) return;
+  std::uint64_t limit =
+      pages * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)) + (std::uint64_t(2) << 30) + 8 * file_size;
+  rlimit r{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+  setrlimit(RLIMIT_AS, &r);
+}
+
 // HDF5 1.10 can crash (segfault, abort) or loop forever on a damaged file, inside the library, before any check
 // of ours runs. So a forked child reads the file (`work` writes the record stream to the fd it is given, a memfd)
 // under a time limit; this process waits for it, then maps the memfd and parses it. A signal or the time limit
@@ -429,6 +444,7 @@ ReadGroup read_in_child(const std::string& name, std::uint64_t size, const std::
       // user's: the parent reports the outcome in one line.
       int null = ::open("/dev/null", O_WRONLY);
       if (null >= 0) dup2(null, STDERR_FILENO), dup2(null, STDOUT_FILENO);
+      limit_memory(size);
       try {
         work(stream);
       } catch (...) {
