@@ -196,6 +196,23 @@ TEST(KerasZip, BadArchivesGiveClearErrors) {
   EXPECT_NE(err.find("text.keras"), std::string::npos) << err;
 }
 
+// Keras 3 loads a .keras whose compile_config has no "optimizer" (Keras 3.15 wrote one for ResNet50 compiled with
+// "adam" and saved as .h5 first) with compile's default optimizer, RMSprop with its default learning rate; the
+// saved Adam state is not restored then (Keras: "Skipping variable loading for optimizer").
+TEST(KerasZip, CompileConfigWithoutOptimizerCompilesWithRmspropAsKeras) {
+  TempDir tmp;
+  auto k = sy::keras_io::read_keras_archive_file(fixture("seed.keras"));
+  k.config["compile_config"].erase("optimizer");
+  write_zip(tmp.file("no_optimizer.keras"),
+            {{"config.json", k.config.dump()},
+             {"metadata.json", k.metadata.dump()},
+             {"model.weights.h5", std::string(k.weights.begin(), k.weights.end())}});
+  auto model = sy::load_model(tmp.file("no_optimizer.keras"));
+  ASSERT_TRUE(model.compiled());
+  EXPECT_EQ(model.optimizer().name(), "RMSprop");
+  EXPECT_NEAR(model.optimizer().learning_rate(), 0.001, 1e-9);
+}
+
 TEST(KerasZip, ShapeErrorsNumberLayersAlikeInEveryFileKind) {
   TempDir tmp;
   auto a = small_model(1);  // input, conv2d, batch_normalization, max_pooling2d, flatten, dense
