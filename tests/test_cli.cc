@@ -355,7 +355,7 @@ TEST(Cli, SaveForTfKerasNumbersNestedCallsAsTfKeras) {
                           " --epochs 1 --batch-size 50 --verbose 0 --optimizer adam --save-for " + target +
                           " --save " + out);
     ASSERT_EQ(t.code, 0) << t.describe();
-    auto config = nlohmann::json::parse(systolic::hdf5::open_read(out).string_attribute("model_config"));
+    auto config = nlohmann::json::parse(systolic::hdf5::read_file(out).string_attribute("model_config"));
     auto& dense = config["config"]["layers"][2];
     ASSERT_EQ(dense["inbound_nodes"][0][0][0], "base") << dense.dump();
     EXPECT_EQ(dense["inbound_nodes"][0][0][1], target == "tf.keras" ? 1 : 0) << dense.dump();

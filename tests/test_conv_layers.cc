@@ -143,7 +143,7 @@ TEST(ConvLayersKeras, LegacyWeightNamesAsTfKeras) {
     SCOPED_TRACE(name);
     // The names after the layer's own "<layer>/".
     auto names = [](const std::string& file) {
-      auto g = sy::hdf5::open_read(file).group("model_weights");
+      auto g = sy::hdf5::read_file(file).group("model_weights");
       auto layer = g.string_list_attribute("layer_names").back();
       std::vector<std::string> out;
       for (auto& n : g.group(layer).string_list_attribute("weight_names"))

@@ -120,7 +120,7 @@ TEST(FineTune, FrozenBaseThenFineTunedTopOnTheCifarSample) {
   // tests/reference/fine_tune_check.py checks the file with Keras itself).
   {
     auto names =
-        hdf5::open_read(path).group("model_weights/mobilenetv2_base").string_list_attribute("weight_names");
+        hdf5::read_file(path).group("model_weights/mobilenetv2_base").string_list_attribute("weight_names");
     std::vector<std::string> want_first;
     for (auto& l : top)
       for (auto& w : l->weights())

@@ -182,12 +182,12 @@ TEST(KerasFiles, WeightsRoundTripInBothLayouts) {
         EXPECT_EQ(max_abs_diff(a.layers()[i]->weights()[j].value, b.layers()[i]->weights()[j].value), 0.0);
   }
   // Files from systolic's legacy layout: one group per layer (weightless ones too), datasets at layer/layer/w:0.
-  auto root = sy::hdf5::open_read(tmp.file("w.h5"));
+  auto root = sy::hdf5::read_file(tmp.file("w.h5"));
   auto names = root.string_list_attribute("layer_names");
   ASSERT_EQ(names.size(), 6u);  // functional: the InputLayer is listed
   EXPECT_TRUE(root.has_dataset(names[1] + "/" + names[1] + "/kernel:0"));
   EXPECT_EQ(root.group(names[3]).string_list_attribute("weight_names").size(), 0u);  // max_pooling2d
-  auto k3 = sy::hdf5::open_read(tmp.file("w.weights.h5"));
+  auto k3 = sy::hdf5::read_file(tmp.file("w.weights.h5"));
   EXPECT_TRUE(k3.has_dataset("layers/batch_normalization/vars/3"));
 }
 
@@ -342,11 +342,8 @@ TEST(KerasFiles, ReadsEveryStringFormAndChunkedLayerNames) {
   auto a = small_model(1);
   perturb_all_weights(a, 3);
   a.save_weights(tmp.file("w.h5"));
-  std::vector<std::string> layer_names;
-  {
-    sy::hdf5::Lock lock;
-    layer_names = sy::hdf5::open_read(tmp.file("w.h5")).string_list_attribute("layer_names");
-  }
+  auto written = sy::hdf5::read_file(tmp.file("w.h5"));
+  auto layer_names = written.string_list_attribute("layer_names");
   auto x = systolic::testing::random_tensor({2, 6, 6, 2}, 9);
   int form = 0;
   for (bool variable : {false, true})
@@ -364,8 +361,7 @@ TEST(KerasFiles, ReadsEveryStringFormAndChunkedLayerNames) {
       write_strings(f, "layer_names1", rest, variable, utf8);
       for (auto& l : layer_names) {
         hid_t g = H5Gopen2(f, l.c_str(), H5P_DEFAULT);
-        auto ws = sy::hdf5::Group(sy::hdf5::Handle(H5Gopen2(f, l.c_str(), H5P_DEFAULT), H5Gclose), path, l)
-                      .string_list_attribute("weight_names");
+        auto ws = written.group(l).string_list_attribute("weight_names");
         if (!ws.empty()) write_strings(g, "weight_names", ws, variable, utf8);
         H5Gclose(g);
       }

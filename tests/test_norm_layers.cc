@@ -167,13 +167,13 @@ TEST(NormLayers, NormalizationCountIsWrittenAsInt64) {
   model.save(zip);
   auto archive = sy::keras_io::read_keras_archive_file(zip);
   struct Where {
-    sy::hdf5::Group file;
+    sy::hdf5::ReadGroup file;
     std::string group, count, mean;
   };
   for (auto& w :
-       {Where{sy::hdf5::open_read(h5), "model_weights/normalization_1/normalization_1", "count:0", "mean:0"},
-        Where{sy::hdf5::open_read(weights), "layers/normalization_1/vars", "2", "0"},
-        Where{sy::hdf5::open_image(archive.weights.data(), archive.weights.size(), "n.keras"),
+       {Where{sy::hdf5::read_file(h5), "model_weights/normalization_1/normalization_1", "count:0", "mean:0"},
+        Where{sy::hdf5::read_file(weights), "layers/normalization_1/vars", "2", "0"},
+        Where{sy::hdf5::read_image(archive.weights.data(), archive.weights.size(), "n.keras"),
               "layers/normalization_1/vars", "2", "0"}}) {
     SCOPED_TRACE(w.file.where());
     auto g = w.file.group(w.group);
@@ -182,11 +182,11 @@ TEST(NormLayers, NormalizationCountIsWrittenAsInt64) {
     EXPECT_EQ(g.read_scalar(w.count), 10.0);
   }
   // What Keras itself wrote: Keras 3's legacy .h5 and its .keras hold an int64 count too.
-  EXPECT_TRUE(sy::hdf5::open_read(fixtures() + "/normalizations.h5")
+  EXPECT_TRUE(sy::hdf5::read_file(fixtures() + "/normalizations.h5")
                   .group("model_weights/normalization_1/normalization_1")
                   .dataset_is_integer("count"));
   auto keras_zip = sy::keras_io::read_keras_archive_file(fixtures() + "/axes_norms.keras");
-  EXPECT_TRUE(sy::hdf5::open_image(keras_zip.weights.data(), keras_zip.weights.size(), "axes_norms.keras")
+  EXPECT_TRUE(sy::hdf5::read_image(keras_zip.weights.data(), keras_zip.weights.size(), "axes_norms.keras")
                   .group("layers/normalization/vars")
                   .dataset_is_integer("2"));
   auto back = sy::load_model(h5);

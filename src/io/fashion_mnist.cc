@@ -64,10 +64,12 @@ Tensor read_idx(const std::string& path) {
     read_exact(file.f, b, 4, path, "IDX dimensions");
     std::int64_t d = (std::int64_t(b[0]) << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
     SYSTOLIC_CHECK(d > 0 && d <= (1 << 28), "{}: IDX dimension {} is {}", path, i, d);
+    // Checked before multiplying: four dimensions of up to 2^28 overflow an int64.
+    SYSTOLIC_CHECK(count <= (std::int64_t(1) << 32) / d, "{}: IDX data of more than {} bytes is too large",
+                   path, std::int64_t(1) << 32);
     dims.push_back(d);
     count *= d;
   }
-  SYSTOLIC_CHECK(count <= (std::int64_t(1) << 32), "{}: IDX data of {} bytes is too large", path, count);
   Tensor t(Shape(dims), DType::uint8);
   read_exact(file.f, t.data<std::uint8_t>(), static_cast<std::size_t>(count), path, "IDX data");
   unsigned char extra;

@@ -1,7 +1,11 @@
 #include "io/hdf5.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <systolic/error.h>
 #include <unistd.h>
@@ -13,7 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <memory>
 
 namespace systolic::hdf5 {
 
@@ -42,30 +48,6 @@ herr_t innermost(unsigned n, const H5E_error2_t* e, void* out) {
 std::string join(const std::string& path, const std::string& child) {
   if (child.empty()) return path;
   return path == "/" ? "/" + child : path + "/" + child;
-}
-
-// True when the link `name` (possibly a path) exists below `loc`, checking each component as H5Lexists requires.
-bool link_exists(hid_t loc, const std::string& name) {
-  std::string prefix;
-  std::size_t start = 0;
-  while (start <= name.size()) {
-    auto slash = name.find('/', start);
-    auto part = name.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    prefix += (prefix.empty() ? "" : "/") + part;
-    if (H5Lexists(loc, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  return true;
-}
-
-// The object's kind (H5I_GROUP, H5I_DATASET, ...); H5Oopen + H5Iget_type reads the same on HDF5 1.10 and 1.12+.
-H5I_type_t object_type(hid_t loc, const std::string& name) {
-  hid_t obj = H5Oopen(loc, name.c_str(), H5P_DEFAULT);
-  if (obj < 0) return H5I_BADID;
-  H5I_type_t t = H5Iget_type(obj);
-  H5Oclose(obj);
-  return t;
 }
 
 Handle string_type(std::size_t size, bool variable) {
@@ -111,23 +93,6 @@ std::string Group::where(const std::string& child) const {
   return file_ + ": " + join(path_, child);
 }
 
-bool Group::has(const std::string& name) const {
-  return link_exists(id(), name);
-}
-bool Group::has_group(const std::string& name) const {
-  return has(name) && object_type(id(), name) == H5I_GROUP;
-}
-bool Group::has_dataset(const std::string& name) const {
-  return has(name) && object_type(id(), name) == H5I_DATASET;
-}
-
-Group Group::group(const std::string& name) const {
-  if (!has_group(name)) fail("{}: no group '{}'", where(), name);
-  Handle h(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), H5Gclose);
-  if (!h.valid()) fail("{}: cannot open group{}", where(name), last_error());
-  return Group(std::move(h), file_, join(path_, name));
-}
-
 Group Group::create_group(const std::string& name) const {
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.get(), 1);
@@ -135,88 +100,6 @@ Group Group::create_group(const std::string& name) const {
   Handle h(H5Gcreate2(id(), name.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   if (!h.valid()) fail("{}: cannot create group{}", where(name), last_error());
   return Group(std::move(h), file_, join(path_, name));
-}
-
-std::vector<std::string> Group::children() const {
-  std::vector<std::string> names;
-#if H5_VERSION_GE(1, 12, 0)
-  using LinkInfo = H5L_info2_t;
-#else
-  using LinkInfo = H5L_info_t;
-#endif
-  auto collect = [](hid_t, const char* name, const LinkInfo*, void* out) -> herr_t {
-    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
-    return 0;
-  };
-  if (H5Literate(id(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names) < 0)
-    fail("{}: cannot list the group{}", where(), last_error());
-  return names;
-}
-
-bool Group::has_attribute(const std::string& name) const {
-  return H5Aexists(id(), name.c_str()) > 0;
-}
-
-std::optional<std::vector<std::string>> Group::read_strings(hid_t attr, const std::string& name) const {
-  Handle type(H5Aget_type(attr), H5Tclose);
-  Handle space(H5Aget_space(attr), H5Sclose);
-  if (!type.valid() || !space.valid()) fail("{}: unreadable attribute '{}'{}", where(), name, last_error());
-  hssize_t count = H5Sget_simple_extent_npoints(space.get());
-  if (count < 0) fail("{}: attribute '{}' has an invalid shape", where(), name);
-  auto cls = H5Tget_class(type.get());
-  if (cls != H5T_STRING) {
-    // Keras writes an empty list as an empty float64 array; anything else numeric is not a string list.
-    if (count == 0) return std::vector<std::string>{};
-    return std::nullopt;
-  }
-  std::vector<std::string> out;
-  if (H5Tis_variable_str(type.get()) > 0) {
-    std::vector<char*> ptrs(static_cast<std::size_t>(count), nullptr);
-    Handle mem = string_type(0, true);
-    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
-    if (count > 0 && H5Aread(attr, mem.get(), ptrs.data()) < 0)
-      fail("{}: cannot read attribute '{}'{}", where(), name, last_error());
-    for (auto* p : ptrs) out.emplace_back(p ? p : "");
-    if (count > 0) H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
-  } else {
-    std::size_t size = H5Tget_size(type.get());
-    if (size == 0) fail("{}: attribute '{}' has a zero-size string type", where(), name);
-    std::vector<char> buf(size * static_cast<std::size_t>(count) + 1, '\0');
-    if (count > 0 && H5Aread(attr, type.get(), buf.data()) < 0)
-      fail("{}: cannot read attribute '{}'{}", where(), name, last_error());
-    for (hssize_t i = 0; i < count; ++i) {
-      const char* p = buf.data() + static_cast<std::size_t>(i) * size;
-      out.emplace_back(p, strnlen(p, size));  // NULLPAD and NULLTERM both end at the first NUL
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> Group::string_list_attribute(const std::string& name) const {
-  auto read_one = [&](const std::string& n) {
-    Handle attr(H5Aopen(id(), n.c_str(), H5P_DEFAULT), H5Aclose);
-    if (!attr.valid()) fail("{}: cannot open attribute '{}'{}", where(), n, last_error());
-    auto s = read_strings(attr.get(), n);
-    if (!s) fail("{}: attribute '{}' is not a list of strings", where(), n);
-    return *s;
-  };
-  if (has_attribute(name)) return read_one(name);
-  // Keras splits attributes over 64512 bytes into name0, name1, ...
-  std::vector<std::string> all;
-  int chunk = 0;
-  while (has_attribute(name + std::to_string(chunk))) {
-    auto part = read_one(name + std::to_string(chunk));
-    all.insert(all.end(), part.begin(), part.end());
-    ++chunk;
-  }
-  if (chunk == 0) fail("{}: missing attribute '{}'", where(), name);
-  return all;
-}
-
-std::string Group::string_attribute(const std::string& name) const {
-  auto v = string_list_attribute(name);
-  if (v.size() != 1) fail("{}: attribute '{}' should hold one string, holds {}", where(), name, v.size());
-  return v[0];
 }
 
 void Group::set_string_list_attribute(const std::string& name, const std::vector<std::string>& values) const {
@@ -252,51 +135,6 @@ void Group::set_empty_list_attribute(const std::string& name) const {
   Handle attr(H5Acreate2(id(), name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
               H5Aclose);
   if (!attr.valid()) fail("{}: cannot create attribute '{}'{}", where(), name, last_error());
-}
-
-std::vector<std::int64_t> Group::dataset_shape(const std::string& name) const {
-  if (!has_dataset(name)) fail("{}: missing dataset", where(name));
-  Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!ds.valid()) fail("{}: cannot open dataset{}", where(name), last_error());
-  Handle space(H5Dget_space(ds.get()), H5Sclose);
-  int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 0) fail("{}: unreadable dataset shape{}", where(name), last_error());
-  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
-  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  return {dims.begin(), dims.end()};
-}
-
-bool Group::dataset_is_integer(const std::string& name) const {
-  if (!has_dataset(name)) fail("{}: missing dataset", where(name));
-  Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!ds.valid()) fail("{}: cannot open dataset{}", where(name), last_error());
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  return H5Tget_class(type.get()) == H5T_INTEGER;
-}
-
-Tensor Group::read_float32(const std::string& name) const {
-  auto shape = dataset_shape(name);
-  Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  auto cls = H5Tget_class(type.get());
-  if (cls != H5T_FLOAT && cls != H5T_INTEGER) fail("{}: dataset is not numeric", where(name));
-  Tensor t(Shape(shape), DType::float32);
-  if (t.numel() > 0 &&
-      H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data<float>()) < 0)
-    fail("{}: cannot read dataset (truncated or corrupt file?){}", where(name), last_error());
-  return t;
-}
-
-double Group::read_scalar(const std::string& name) const {
-  auto shape = dataset_shape(name);
-  std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  if (n != 1) fail("{}: expected one value, the dataset has shape {}", where(name), Shape(shape).str());
-  Handle ds(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
-  double v = 0;
-  if (H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
-    fail("{}: cannot read dataset{}", where(name), last_error());
-  return v;
 }
 
 namespace {
@@ -342,55 +180,245 @@ void Group::write_float32_scalar(const std::string& name, float value) const {
   write_dataset(*this, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {}, true, &value);
 }
 
+// ---- reading: the child's walk --------------------------------------------------------------------------------
+
 namespace {
-Group open_unchecked(const std::string& path) {
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_WEAK);  // the file stays open while its groups are
-  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
-  if (!file.valid()) fail("{}: cannot open the HDF5 file (truncated or corrupt?){}", path, last_error());
-  Handle root(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose);
-  if (!root.valid()) fail("{}: cannot open the root group (truncated or corrupt?){}", path, last_error());
-  return Group(std::move(root), path, "/");
+
+// What one file may make the reader hand back: a Keras file stores its values uncompressed, at most 4 bytes per
+// float32 value (int8 weights widen 4 times), so 4 times the file's size (plus room) holds every value of an
+// intact file; a damaged one that declares more (a shape of 10^12, a dataset linked a thousand times) is
+// refused before memory runs out. The object count bounds link cycles and fan-outs.
+struct Budget {
+  std::uint64_t bytes;
+  std::uint64_t objects = std::uint64_t(1) << 20;
+  // The values of one dataset on their way to the stream: one buffer for all, not initialised (HDF5 fills it).
+  std::unique_ptr<float[]> buffer;
+  std::uint64_t capacity = 0;
+};
+
+// A failure of the whole file, handed back as such.
+struct Refused {
+  std::string message;
+};
+
+void take_object(Budget& b) {
+  if (b.objects == 0) throw Refused{"corrupt HDF5 file: more than 1048576 objects; refused"};
+  --b.objects;
 }
 
-// Every read the Keras readers can make of a group, made on every object below it: each attribute read as
-// strings, missing attributes probed, each dataset read as float32 (and as a scalar when it holds one value).
-// Failures are HDF5 reporting the damage cleanly and are ignored: the walk only has to survive.
-void walk(const Group& g, int depth) {
-  auto guard = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::exception&) {
+// An attribute's values as strings: any HDF5 string form, or an empty numeric array (Keras's empty list).
+void encode_attribute(hid_t loc, const std::string& name, TreeEncoder& out, Budget& b) {
+  Handle attr(H5Aopen(loc, name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!attr.valid())
+    return out.attribute_error(name, fmt::format("cannot open attribute '{}'{}", name, last_error()));
+  Handle type(H5Aget_type(attr.get()), H5Tclose);
+  Handle space(H5Aget_space(attr.get()), H5Sclose);
+  if (!type.valid() || !space.valid())
+    return out.attribute_error(name, fmt::format("unreadable attribute '{}'{}", name, last_error()));
+  hssize_t count = H5Sget_simple_extent_npoints(space.get());
+  if (count < 0) return out.attribute_error(name, fmt::format("attribute '{}' has an invalid shape", name));
+  if (H5Tget_class(type.get()) != H5T_STRING) {
+    // Keras writes an empty list as an empty float64 array; anything else numeric is not a string list.
+    if (count == 0) return out.attribute_strings(name, {});
+    return out.attribute_not_strings(name);
+  }
+  std::vector<std::string> values;
+  bool variable = H5Tis_variable_str(type.get()) > 0;
+  std::size_t size = variable ? sizeof(char*) : H5Tget_size(type.get());
+  if (size == 0)
+    return out.attribute_error(name, fmt::format("attribute '{}' has a zero-size string type", name));
+  if (std::uint64_t(count) > b.bytes / size)
+    return out.attribute_error(name, fmt::format("attribute '{}' is larger than the file can hold", name));
+  b.bytes -= std::uint64_t(count) * size;
+  if (variable) {
+    std::vector<char*> ptrs(static_cast<std::size_t>(count), nullptr);
+    Handle mem = string_type(0, true);
+    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
+    if (count > 0 && H5Aread(attr.get(), mem.get(), ptrs.data()) < 0)
+      return out.attribute_error(name, fmt::format("cannot read attribute '{}'{}", name, last_error()));
+    for (auto* p : ptrs) values.emplace_back(p ? p : "");
+    if (count > 0) H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
+  } else {
+    std::vector<char> buf(size * static_cast<std::size_t>(count) + 1, '\0');
+    if (count > 0 && H5Aread(attr.get(), type.get(), buf.data()) < 0)
+      return out.attribute_error(name, fmt::format("cannot read attribute '{}'{}", name, last_error()));
+    for (hssize_t i = 0; i < count; ++i) {
+      const char* p = buf.data() + static_cast<std::size_t>(i) * size;
+      values.emplace_back(p, strnlen(p, size));  // NULLPAD and NULLTERM both end at the first NUL
     }
-  };
+  }
+  out.attribute_strings(name, values);
+}
+
+// A dataset: its shape, its values as float32 (HDF5 converts any integer or float type) and, when it holds one
+// value, that value as a double (an int64 iteration count stays exact).
+void encode_dataset(hid_t ds, const std::string& name, TreeEncoder& out, Budget& b) {
+  Handle space(H5Dget_space(ds), H5Sclose);
+  int rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  if (rank < 0 || rank > 32)
+    return out.dataset_error(name, fmt::format("unreadable dataset shape{}", last_error()));
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  hssize_t points = H5Sget_simple_extent_npoints(space.get());
+  if (H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0 || points < 0)
+    return out.dataset_error(name, fmt::format("unreadable dataset shape{}", last_error()));
+  // Every product of dimensions fits an int64 with room (as the parser requires).
+  std::uint64_t numel = 1, nonzero = 1;
+  std::vector<std::int64_t> shape;
+  for (auto d : dims) {
+    if (d != 0 && nonzero > (std::uint64_t(1) << 61) / d)
+      return out.dataset_error(name, "invalid dataset shape (too large)");
+    if (d != 0) nonzero *= d;
+    numel *= d;
+    shape.push_back(static_cast<std::int64_t>(d));
+  }
+  if (numel != std::uint64_t(points))
+    return out.dataset_error(name, "invalid dataset shape (a null dataspace, or a count that disagrees)");
+  std::string data_error;
+  bool have = false;
+  Handle type(H5Dget_type(ds), H5Tclose);
+  auto cls = type.valid() ? H5Tget_class(type.get()) : H5T_NO_CLASS;
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
+    data_error = "dataset is not numeric";
+  } else if (numel > b.bytes / sizeof(float)) {
+    data_error = "the dataset holds more values than the file can store; refused";
+  } else {
+    b.bytes -= numel * sizeof(float);
+    if (numel > b.capacity) {
+      b.buffer.reset(new float[numel]);
+      b.capacity = numel;
+    }
+    if (numel > 0 && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, b.buffer.get()) < 0)
+      data_error = fmt::format("cannot read dataset (truncated or corrupt file?){}", last_error());
+    else
+      have = true;
+  }
+  std::optional<double> scalar;
+  std::string scalar_error;
+  if (numel == 1) {
+    double v = 0;
+    if (H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
+      scalar_error = fmt::format("cannot read dataset{}", last_error());
+    else
+      scalar = v;
+  }
+  out.dataset(name, shape, cls == H5T_INTEGER, have ? b.buffer.get() : nullptr, data_error, scalar,
+              scalar_error);
+}
+
+// A group's attributes, then its links in name order, each followed (hard links only) into a group or dataset.
+void encode_group(hid_t g, TreeEncoder& out, Budget& b, int depth) {
   std::vector<std::string> attrs;
-  auto collect = [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
-    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  auto collect_attr = [](hid_t, const char* name, const H5A_info_t*, void* to) -> herr_t {
+    static_cast<std::vector<std::string>*>(to)->emplace_back(name);
     return 0;
   };
-  H5Aiterate2(g.id(), H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &attrs);
-  for (const auto& a : attrs) guard([&] { g.string_list_attribute(a); });
-  guard([&] { g.has_attribute("systolic-absent-attribute"); });
-  std::vector<std::string> kids;
-  guard([&] { kids = g.children(); });
-  for (const auto& k : kids) {
-    guard([&] {
-      if (g.has_group(k)) {
-        if (depth < 64) walk(g.group(k), depth + 1);  // Keras nests a few levels; a link cycle stops here
-      } else if (g.has_dataset(k)) {
-        Tensor t = g.read_float32(k);
-        if (t.numel() == 1) g.read_scalar(k);
-      }
-    });
+  if (H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr, &attrs) < 0)
+    out.attributes_error(fmt::format("cannot list the attributes{}", last_error()));
+  for (const auto& a : attrs) {
+    take_object(b);
+    encode_attribute(g, a, out, b);
+  }
+#if H5_VERSION_GE(1, 12, 0)
+  using LinkInfo = H5L_info2_t;
+#else
+  using LinkInfo = H5L_info_t;
+#endif
+  using Links = std::vector<std::pair<std::string, H5L_type_t>>;
+  Links links;
+  auto collect_link = [](hid_t, const char* name, const LinkInfo* info, void* to) -> herr_t {
+    static_cast<Links*>(to)->emplace_back(name, info->type);
+    return 0;
+  };
+  if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_link, &links) < 0)
+    out.children_error(fmt::format("cannot list the group{}", last_error()));
+  for (const auto& [name, link_type] : links) {
+    take_object(b);
+    if (link_type != H5L_TYPE_HARD) {
+      // Keras writes none; an external link would make HDF5 open another file of this machine.
+      out.other(name, "a soft or external link, which systolic does not follow");
+      continue;
+    }
+    Handle obj(H5Oopen(g, name.c_str(), H5P_DEFAULT), H5Oclose);
+    H5I_type_t kind = obj.valid() ? H5Iget_type(obj.get()) : H5I_BADID;
+    if (kind == H5I_GROUP && depth < 64) {  // Keras nests a few levels; a link cycle stops here
+      out.begin_group(name);
+      encode_group(obj.get(), out, b, depth + 1);
+      out.end_group();
+    } else if (kind == H5I_GROUP) {
+      out.other(name, "a group nested more than 64 deep");
+    } else if (kind == H5I_DATASET) {
+      encode_dataset(obj.get(), name, out, b);
+    } else {
+      out.other(name, fmt::format("neither a group nor a dataset{}", obj.valid() ? "" : last_error()));
+    }
   }
 }
 
-// HDF5 1.10 can crash (segfault, abort) or loop forever on a damaged file, inside the library, before any
-// check of ours runs. So an untrusted file is first read whole in a forked child: open, every group,
-// attribute and dataset, the reads the readers make and more. Only when the child ends normally does this
-// process open the file. A signal or the time limit in the child is reported as a corrupt file.
-// `open` opens the file (a path, or an image in memory) without the check; `size` is its size in bytes.
-void check_in_child(const std::string& path, std::uintmax_t size, const std::function<Group()>& open) {
+// The child's work: opens the file (`open_file` returns its handle) and writes the whole tree to `fd`.
+void write_tree(const std::function<Handle()>& open_file, std::uint64_t size, int fd) {
+  TreeEncoder out(fd);
+  Budget b{4 * size + (std::uint64_t(64) << 20)};
+  try {
+    Handle file = open_file();
+    Handle root(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose);
+    if (!root.valid())
+      throw Refused{fmt::format("cannot open the root group (truncated or corrupt?){}", last_error())};
+    out.begin_group("");
+    encode_group(root.get(), out, b, 0);
+    out.end_group();
+    out.finish();
+  } catch (const Refused& r) {
+    out.fail_file(r.message);
+  }
+}
+
+// Opens a file for the walk: the file at `path`, or the image of `size` bytes at `image` (HDF5's core driver over
+// a copy). A failure is the whole file's, with HDF5's reason read before anything else clears it.
+Handle open_for_walk(const std::string& path, const void* image, std::size_t size) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_WEAK);  // the file stays open while its groups are
+  if (image && (H5Pset_fapl_core(fapl.get(), 1 << 20, 0) < 0 ||
+                H5Pset_file_image(fapl.get(), const_cast<void*>(image), size) < 0))
+    throw Refused{fmt::format("cannot set up an in-memory HDF5 file{}", last_error())};
+  // HDF5 1.10's core driver refuses an image whose name is an existing file: an image is named where no file
+  // can be.
+  Handle file(H5Fopen(image ? "/dev/null/systolic-hdf5-image" : path.c_str(), H5F_ACC_RDONLY, fapl.get()),
+              H5Fclose);
+  if (!file.valid())
+    throw Refused{fmt::format("cannot open the HDF5 file (truncated or corrupt?){}", last_error())};
+  return file;
+}
+
+// HDF5 looks for its signature at 0, 512, 1024, 2048, ... (`at(offset, 8 bytes)` reads the file there).
+bool has_signature(std::uint64_t size, const std::function<bool(std::uint64_t, char*)>& at) {
+  static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  char buf[8];
+  for (std::uint64_t offset = 0; offset + 8 <= size; offset = offset ? offset * 2 : 512)
+    if (at(offset, buf) && std::memcmp(buf, kSignature, 8) == 0) return true;
+  return false;
+}
+
+// ---- reading: the containment ---------------------------------------------------------------------------------
+
+// In the child: a damaged file can make HDF5 allocate gigabytes (one 29 KB file asked for 2.6 GB). The child may
+// map 2 GiB plus 8 times the file's size beyond what it has mapped already (the parent's memory, and under ASan its
+// reserved shadow), which holds the values handed back (at most 4 times the file), one dataset's buffer and HDF5's
+// own structures; beyond that an allocation fails, and HDF5 reports it or the child dies: a clean error either way.
+void limit_memory(std::uint64_t file_size) {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t pages = 0;
+  if (!(statm >> pages) || pages == 0) return;
+  std::uint64_t limit =
+      pages * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)) + (std::uint64_t(2) << 30) + 8 * file_size;
+  rlimit r{static_cast<rlim_t>(limit), static_cast<rlim_t>(limit)};
+  setrlimit(RLIMIT_AS, &r);
+}
+
+// HDF5 1.10 can crash (segfault, abort) or loop forever on a damaged file, inside the library, before any check
+// of ours runs. So a forked child reads the file (`work` writes the record stream to the fd it is given, a memfd)
+// under a time limit; this process waits for it, then maps the memfd and parses it. A signal or the time limit
+// in the child is reported as a corrupt file; nothing the child did reaches this process but the stream.
+ReadGroup read_in_child(const std::string& name, std::uint64_t size, const std::function<void(int)>& work) {
   // Reading is hundreds of MB/s; the limit is generous for big trusted files and short for small corrupt ones:
   // SYSTOLIC_HDF5_CHECK_SECONDS (default 5), plus a second per 64 MiB.
   double base = 5;
@@ -402,32 +430,55 @@ void check_in_child(const std::string& path, std::uintmax_t size, const std::fun
   }
   auto limit = std::chrono::milliseconds(static_cast<std::int64_t>(base * 1000)) +
                std::chrono::milliseconds(size / (64 << 10));
+  auto cannot_start = [&](int error) {
+    fail("{}: cannot start the process that reads the HDF5 file: {}", name, std::strerror(error));
+  };
+  int stream = memfd_create("systolic-hdf5", MFD_CLOEXEC);
+  if (stream < 0) cannot_start(errno);
   // The child holds the write end of a pipe; its end (exit or signal) closes it, which wakes poll() at once.
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0)
-    fail("{}: cannot start the process that checks the HDF5 file: {}", path, std::strerror(errno));
-  std::fflush(nullptr);  // nothing buffered is written twice
-  pid_t pid = fork();
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    int error = errno;
+    close(stream);
+    cannot_start(error);
+  }
+  pid_t pid;
+  {
+    // No other thread is inside HDF5 while the child is made (the child must not take the lock: its owner is
+    // the parent's thread).
+    Lock lock;
+    std::fflush(nullptr);  // nothing buffered is written twice
+    pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      // What the child's crash prints (glibc's "free(): invalid pointer", HDF5's error stacks) is not the
+      // user's: the parent reports the outcome in one line.
+      int null = ::open("/dev/null", O_WRONLY);
+      if (null >= 0) dup2(null, STDERR_FILENO), dup2(null, STDOUT_FILENO);
+      limit_memory(size);
+      try {
+        work(stream);
+      } catch (...) {
+        _exit(3);  // the stream could not be written
+      }
+      _exit(0);
+    }
+  }
   if (pid < 0) {
+    int error = errno;
     close(fds[0]);
     close(fds[1]);
-    fail("{}: cannot start the process that checks the HDF5 file: {}", path, std::strerror(errno));
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    // What the child's crash prints (glibc's "free(): invalid pointer", HDF5's error stacks) is not the
-    // user's: the parent reports the outcome in one line.
-    int null = ::open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, STDERR_FILENO), dup2(null, STDOUT_FILENO);
-    try {
-      walk(open(), 0);
-    } catch (const std::exception&) {
-    }
-    _exit(0);
+    close(stream);
+    cannot_start(error);
   }
   close(fds[1]);
   auto deadline = std::chrono::steady_clock::now() + limit;
   int status = 0;
+  auto give_up = [&](const std::string& why) {
+    close(fds[0]);
+    close(stream);
+    fail("{}: {}", name, why);
+  };
   for (;;) {
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -441,59 +492,63 @@ void check_in_child(const std::string& path, std::uintmax_t size, const std::fun
       kill(pid, SIGKILL);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
-      close(fds[0]);
-      if (w < 0) fail("{}: lost the process that checks the HDF5 file", path);
-      fail("{}: corrupt HDF5 file: reading it did not finish in {:.1f} s; refused", path,
-           std::chrono::duration<double>(limit).count());
+      if (w < 0) give_up("lost the process that reads the HDF5 file");
+      give_up(fmt::format("corrupt HDF5 file: reading it did not finish in {:.1f} s; refused",
+                          std::chrono::duration<double>(limit).count()));
     }
   }
   close(fds[0]);
   if (WIFSIGNALED(status))
-    fail("{}: corrupt HDF5 file: reading it crashed the HDF5 library ({}); refused", path,
-         strsignal(WTERMSIG(status)));
+    give_up(fmt::format("corrupt HDF5 file: reading it crashed the HDF5 library ({}); refused",
+                        strsignal(WTERMSIG(status))));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    fail("{}: corrupt HDF5 file: the process that checks it failed; refused", path);
+    give_up(fmt::format("the process that reads the HDF5 file failed (exit status {}); refused",
+                        WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+  struct stat st {};
+  if (fstat(stream, &st) != 0 || st.st_size <= 0)
+    give_up("the process that reads the HDF5 file handed back nothing");
+  auto bytes = static_cast<std::size_t>(st.st_size);
+  void* map = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, stream, 0);
+  close(stream);  // the mapping keeps the memory
+  if (map == MAP_FAILED)
+    fail("{}: cannot map what the process that reads the HDF5 file handed back: {}", name,
+         std::strerror(errno));
+  std::shared_ptr<const void> owner(map, [bytes](const void* p) { munmap(const_cast<void*>(p), bytes); });
+  return decode_tree(std::move(owner), static_cast<const char*>(map), bytes, name);
 }
+
 }  // namespace
 
-Group open_read(const std::string& path) {
+ReadGroup read_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail("{}: no such file", path);
   if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, not an HDF5 file", path);
-  htri_t is = H5Fis_hdf5(path.c_str());
-  if (is == 0) fail("{}: not an HDF5 file (no HDF5 signature)", path);
-  if (is < 0) fail("{}: cannot read the file{}", path, last_error());
-  std::error_code size_error;
-  auto size = std::filesystem::file_size(path, size_error);
-  check_in_child(path, size_error ? 0 : size, [&] { return open_unchecked(path); });
-  return open_unchecked(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read the file: {}", path, std::strerror(errno));
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) fail("{}: cannot read the file: {}", path, ec.message());
+  bool signed_ = has_signature(size, [&](std::uint64_t offset, char* buf) {
+    in.clear();
+    return bool(in.seekg(static_cast<std::streamoff>(offset)).read(buf, 8));
+  });
+  if (!signed_) fail("{}: not an HDF5 file (no HDF5 signature)", path);
+  return read_in_child(
+      path, size, [&](int fd) { write_tree([&] { return open_for_walk(path, nullptr, 0); }, size, fd); });
 }
 
-namespace {
-Group open_image_unchecked(const void* data, std::size_t size, const std::string& name) {
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_WEAK);
-  if (H5Pset_fapl_core(fapl.get(), 1 << 20, 0) < 0 ||
-      H5Pset_file_image(fapl.get(), const_cast<void*>(data), size) < 0)
-    fail("{}: cannot set up an in-memory HDF5 file{}", name, last_error());
-  Handle file(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
-  if (!file.valid()) fail("{}: cannot open the HDF5 file (truncated or corrupt?){}", name, last_error());
-  Handle root(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose);
-  if (!root.valid()) fail("{}: cannot open the root group (truncated or corrupt?){}", name, last_error());
-  return Group(std::move(root), name, "/");
+void write_tree_of_image(const void* data, std::size_t size, const std::string& name, int fd) {
+  Lock lock;
+  write_tree([&] { return open_for_walk(name, data, size); }, size, fd);
 }
-}  // namespace
 
-Group open_image(const void* data, std::size_t size, const std::string& name) {
-  // HDF5 looks for its signature at 0, 512, 1024, 2048, ...
-  static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
-  bool signed_ = false;
-  for (std::size_t at = 0; at + 8 <= size && !signed_; at = at ? at * 2 : 512)
-    signed_ = std::memcmp(static_cast<const char*>(data) + at, kSignature, 8) == 0;
+ReadGroup read_image(const void* data, std::size_t size, const std::string& name) {
+  bool signed_ = has_signature(size, [&](std::uint64_t offset, char* buf) {
+    std::memcpy(buf, static_cast<const char*>(data) + offset, 8);
+    return true;
+  });
   if (!signed_) fail("{}: not an HDF5 file (no HDF5 signature)", name);
-  // An image from an untrusted file (a .keras zip's model.weights.h5) is contained as files are.
-  check_in_child(name, size, [&] { return open_image_unchecked(data, size, name); });
-  return open_image_unchecked(data, size, name);
+  return read_in_child(
+      name, size, [&](int fd) { write_tree([&] { return open_for_walk(name, data, size); }, size, fd); });
 }
 
 Group create(const std::string& path) {

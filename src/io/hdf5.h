@@ -1,9 +1,12 @@
-// A thin RAII layer over the HDF5 C library, just what Keras files need: groups, string attributes in all the
-// forms h5py and Keras write (fixed- and variable-length, ASCII and UTF-8, scalar or array, chunked as name0,
-// name1, ...), and float32 / int64 datasets. Every failure throws systolic::Error naming the file and the
-// object; HDF5's own error stack is silenced and its innermost message appended.
+// A thin RAII layer over the HDF5 C library, just what Keras files need. Writing: groups, string attributes as
+// Keras writes them, float32 / int64 datasets. Reading: a contained child process reads a whole file, string
+// attributes in all the forms h5py and Keras write (fixed- and variable-length, ASCII and UTF-8, scalar or
+// array) and every dataset as float32, and hands it back as plain data (hdf5_tree.h). Every failure throws
+// systolic::Error naming the file and the object; HDF5's own error stack is silenced and its innermost message
+// appended.
 //
-// The serial HDF5 library is not thread-safe: callers hold hdf5::Lock for the whole of a file operation.
+// The serial HDF5 library is not thread-safe: writers hold hdf5::Lock for the whole of a file operation;
+// read_file and read_image take it themselves.
 #pragma once
 
 #include <hdf5.h>
@@ -13,6 +16,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "io/hdf5_tree.h"
 
 namespace systolic::hdf5 {
 
@@ -42,6 +47,7 @@ class Handle {
   herr_t (*close_)(hid_t) = nullptr;
 };
 
+// A group of a file being written. (Files are read through read_file / read_image, as plain data.)
 class Group {
  public:
   Group(Handle handle, std::string file, std::string path)
@@ -50,30 +56,14 @@ class Group {
   const std::string& file() const { return file_; }
   hid_t id() const { return handle_.get(); }
 
-  // Children. `name` may contain '/' (a path below this group).
-  bool has(const std::string& name) const;
-  bool has_group(const std::string& name) const;
-  bool has_dataset(const std::string& name) const;
-  Group group(const std::string& name) const;         // throws naming the path when absent
   Group create_group(const std::string& name) const;  // creates intermediate groups
-  std::vector<std::string> children() const;          // names of the direct children, in name order
 
   // Attributes.
-  bool has_attribute(const std::string& name) const;
-  // A string or an array of strings (any HDF5 string form), or an empty numeric array (Keras's empty list).
-  // Chunked attributes: when `name` is absent and name0, name1, ... exist, their contents are concatenated.
-  std::vector<std::string> string_list_attribute(const std::string& name) const;
-  std::string string_attribute(const std::string& name) const;  // a scalar string (or a one-element array)
   void set_string_list_attribute(const std::string& name, const std::vector<std::string>& values) const;
   void set_string_attribute(const std::string& name, const std::string& value) const;
   void set_empty_list_attribute(const std::string& name) const;  // an empty float64 array, as Keras writes
 
   // Datasets.
-  std::vector<std::int64_t> dataset_shape(const std::string& name) const;
-  bool dataset_is_integer(const std::string& name) const;  // an integer dataset (else float, or other)
-  // Reads any integer or float dataset, converted to float32 (HDF5 converts), into a tensor of its shape.
-  Tensor read_float32(const std::string& name) const;
-  double read_scalar(const std::string& name) const;                       // a one-element numeric dataset
   void write_float32(const std::string& name, const Tensor& value) const;  // value: float32 on the CPU
   void write_int64_scalar(const std::string& name, std::int64_t value) const;
   // value: float32 on the CPU holding integers, written as an int64 dataset of its shape (rounded to nearest).
@@ -83,18 +73,24 @@ class Group {
   std::string where(const std::string& child = "") const;  // "file.h5: /a/b/child" for messages
 
  private:
-  std::optional<std::vector<std::string>> read_strings(hid_t attr, const std::string& name) const;
   Handle handle_;
   std::string file_, path_;
 };
 
-// Opens an existing file for reading; the error says whether it is missing, not HDF5, or unreadable.
-// The file is untrusted: a forked child reads all of it first, so that a crash or hang of the HDF5 library on
-// a damaged file becomes a clean error here (docs/security.md).
-Group open_read(const std::string& path);
-// Opens an HDF5 file held in memory (HDF5's core driver over a copy of the bytes) for reading; `name` names it in
+// Reads an HDF5 file (an untrusted one: any file from outside) as plain data. A forked child process reads
+// all of it with HDF5, under a time limit (SYSTOLIC_HDF5_CHECK_SECONDS, default 5 s, plus 1 s per 64 MiB), and
+// hands back every group, attribute and dataset (hdf5_tree.h); this process parses that and never calls HDF5
+// on the file, so a crash or hang of the HDF5 library on a damaged file is a clean error here
+// (docs/security.md). The error says whether the file is missing, not HDF5, unreadable, or crashed or hung
+// the library.
+ReadGroup read_file(const std::string& path);
+// The same for an HDF5 file held in memory (the bytes of a .keras zip's model.weights.h5); `name` names it in
 // errors, e.g. "m.keras: model.weights.h5".
-Group open_image(const void* data, std::size_t size, const std::string& name);
+ReadGroup read_image(const void* data, std::size_t size, const std::string& name);
+// What the child of read_image does, in this process: reads the image with HDF5 and writes the record stream
+// to `fd`. Not contained: for the fuzz harness of the reader itself (tests/fuzz/fuzz_hdf5_reader.cc).
+void write_tree_of_image(const void* data, std::size_t size, const std::string& name, int fd);
+
 // Creates (truncates) a file for writing.
 Group create(const std::string& path);
 

@@ -139,7 +139,7 @@ struct FileLayer {
   std::vector<std::string> weight_names;
 };
 
-std::vector<FileLayer> legacy_file_layers(const hdf5::Group& g) {
+std::vector<FileLayer> legacy_file_layers(const hdf5::ReadGroup& g) {
   std::vector<FileLayer> out;
   for (auto& name : g.string_list_attribute("layer_names")) {
     if (!g.has_group(name))
@@ -154,7 +154,7 @@ std::string shape_of(const Weight& w) {
   return w.value.shape().str();
 }
 
-void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOptions& o) {
+void load_legacy_weights(const hdf5::ReadGroup& g, Model& model, const LoadWeightsOptions& o) {
   auto file_layers = legacy_file_layers(g);
   std::vector<const FileLayer*> file_with;
   for (auto& f : file_layers)
@@ -176,7 +176,7 @@ void load_legacy_weights(const hdf5::Group& g, Model& model, const LoadWeightsOp
     for (std::size_t i = 0; i < ws.size(); ++i) {
       const auto& wn = f.weight_names[i];
       if (!lg.has_dataset(wn))
-        fail("{}: missing dataset '{}' (listed in weight_names)", printable(lg.where()), printable(wn));
+        fail("{}: missing dataset '{}' (listed in weight_names)", lg.where(), printable(wn));
       auto dims = lg.dataset_shape(wn);
       if (Shape(dims) != ws[i].value.shape())
         return fmt::format(
@@ -304,7 +304,7 @@ void write_keras3_weights(const hdf5::Group& root, Model& model) {
 
 using Loads = std::vector<std::pair<Weight*, Tensor>>;
 
-void read_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_ptr<Layer>>& layers,
+void read_keras3_layers(const hdf5::ReadGroup& lg, const std::vector<std::shared_ptr<Layer>>& layers,
                         const LoadWeightsOptions& o, const std::string& where, Loads& loads) {
   auto keys = keras3_layer_keys(layers);
   for (std::size_t i = 0; i < layers.size(); ++i) {
@@ -354,7 +354,7 @@ void read_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_ptr
 
 // The optimizer's variables that write_keras3_optimizer wrote (Keras 3 reads them back in load_weights, so a
 // backup resumes with its optimizer): an empty string, or why they were not read.
-std::string read_keras3_optimizer(const hdf5::Group& root, Model& model) {
+std::string read_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
   auto& opt = model.optimizer();
   auto vars = root.group("optimizer/vars");
   auto slices = trainable_slices(model);
@@ -384,7 +384,7 @@ std::string read_keras3_optimizer(const hdf5::Group& root, Model& model) {
   return "";
 }
 
-void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeightsOptions& o) {
+void load_keras3_weights(const hdf5::ReadGroup& root, Model& model, const LoadWeightsOptions& o) {
   if (o.by_name)
     fail("{}: by_name applies to legacy .h5 files, not Keras 3 .weights.h5 (as in Keras)", root.file());
   Loads loads;
@@ -400,7 +400,7 @@ void load_keras3_weights(const hdf5::Group& root, Model& model, const LoadWeight
 // Keras 3's optimizer/vars (as write_keras3_optimizer writes them): 0 the iteration count, 1 the learning rate,
 // then for each trainable weight its slots (Adam: momentum then velocity). Returns an empty string on success,
 // else why the state was not restored.
-std::string load_keras3_optimizer(const hdf5::Group& root, Model& model) {
+std::string load_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
   if (!root.has_group("optimizer/vars")) return "the file has no optimizer/vars";
   auto g = root.group("optimizer/vars");
   auto& opt = model.optimizer();
@@ -470,7 +470,7 @@ std::string systolic_slot_name(const optimizers::Optimizer& opt, const std::stri
 
 // Reads optimizer_weights written by systolic, tf.keras (2.x, both optimizer generations) or Keras 3's legacy h5
 // writer. Returns an empty string on success, else why the state was not restored (the model keeps fresh state).
-std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
+std::string load_optimizer_weights(const hdf5::ReadGroup& root, Model& model) {
   if (!root.has_group("optimizer_weights")) return "the file has no optimizer_weights";
   auto g = root.group("optimizer_weights");
   auto names = g.string_list_attribute("weight_names");
@@ -502,7 +502,7 @@ std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
         last = last.substr(u + 1);
       slot = systolic_slot_name(opt, last);
     }
-    if (slot.empty()) return "unrecognised optimizer weight '" + n + "'";
+    if (slot.empty()) return "unrecognised optimizer weight '" + printable(n) + "'";
     per_slot[slot].push_back(n);
   }
   if (!iterations) return "no iteration count";
@@ -518,7 +518,8 @@ std::string load_optimizer_weights(const hdf5::Group& root, Model& model) {
       const Shape& shape = trainable[i].weight->value.shape();
       auto dims = g.dataset_shape(it->second[i]);
       if (Shape(dims) != shape)
-        return fmt::format("'{}' has shape {}, the weight {}", it->second[i], Shape(dims).str(), shape.str());
+        return fmt::format("'{}' has shape {}, the weight {}", printable(it->second[i]), Shape(dims).str(),
+                           shape.str());
       copies.emplace_back(trainable[i].of(buf), g.read_float32(it->second[i]));
     }
   }
@@ -572,8 +573,11 @@ void Model::load_weights(const std::string& path, const LoadWeightsOptions& opti
 }
 
 void keras_io::load_weights(Model& model, const std::string& path, const LoadWeightsOptions& options) {
-  hdf5::Lock lock;
-  auto root = hdf5::open_read(path);
+  load_weights(model, hdf5::read_file(path), options);
+}
+
+void keras_io::load_weights(Model& model, const hdf5::ReadGroup& root, const LoadWeightsOptions& options) {
+  const std::string& path = root.file();
   if (root.has_group("model_weights"))
     load_legacy_weights(root.group("model_weights"), model, options);
   else if (root.has_attribute("layer_names") || root.has_attribute("layer_names0"))
@@ -627,8 +631,11 @@ Model load_model(const std::string& path, const LoadModelOptions& options) {
     auto bytes = io::read_file(path);
     return keras_io::load_keras_archive(bytes.data(), bytes.size(), path, options);
   }
-  hdf5::Lock lock;
-  auto root = hdf5::open_read(path);
+  return keras_io::load_model_h5(hdf5::read_file(path), options);
+}
+
+Model keras_io::load_model_h5(const hdf5::ReadGroup& root, const LoadModelOptions& options) {
+  const std::string& path = root.file();
   if (!root.has_attribute("model_config")) {
     if (root.has_attribute("layer_names") || root.has_group("layers"))
       fail(
@@ -700,8 +707,7 @@ Model load_keras_archive(const void* data, std::size_t size, const std::string& 
   auto k = read_keras_archive(data, size, path);
   Model model = model_from_config(k.config, path + ": config.json");
   std::string where = path + ": model.weights.h5";
-  hdf5::Lock lock;
-  auto root = hdf5::open_image(k.weights.data(), k.weights.size(), where);
+  auto root = hdf5::read_image(k.weights.data(), k.weights.size(), where);
   if (!root.has_group("layers")) fail("{}: no layers group (not Keras 3's layout)", where);
   load_keras3_weights(root, model, {});
   if (options.compile && k.config.contains("compile_config") && k.config["compile_config"].is_object() &&

@@ -9,6 +9,10 @@
 #include <utility>
 #include <vector>
 
+namespace systolic::hdf5 {
+class ReadGroup;
+}
+
 namespace systolic::keras_io {
 
 using json = nlohmann::ordered_json;
@@ -43,7 +47,11 @@ Model load_keras_archive(const void* data, std::size_t size, const std::string& 
 void save_weights(const Model& model, const std::string& path,
                   const std::vector<std::pair<std::string, std::string>>& root_attributes,
                   const std::vector<std::pair<std::string, Tensor>>& datasets = {});
-// Model::load_weights into this process's first replica only (the caller shares them among the replicas).
+// Model::load_weights into this process's first replica only (the caller shares them among the replicas); the
+// second form from a file already read (hdf5::read_file), whose root is `root`.
 void load_weights(Model& model, const std::string& path, const LoadWeightsOptions& options);
+void load_weights(Model& model, const hdf5::ReadGroup& root, const LoadWeightsOptions& options);
+// load_model of a legacy full-model .h5 already read (hdf5::read_file), whose root is `root`.
+Model load_model_h5(const hdf5::ReadGroup& root, const LoadModelOptions& options);
 
 }  // namespace systolic::keras_io

@@ -664,10 +664,17 @@ json compile_config(const Model& model) {
 }
 
 void compile_from_keras3_config(Model& model, const json& cc, const std::string& source) {
-  if (!cc.is_object() || !cc.contains("optimizer") || !cc.contains("loss"))
-    fail("{}: compile_config needs \"optimizer\" and \"loss\"", source);
-  json opt = cc["optimizer"];
-  if (opt.is_string()) opt = {{"class_name", opt}, {"config", json::object()}};  // compile(optimizer="adam")
+  if (!cc.is_object() || !cc.contains("loss")) fail("{}: compile_config needs \"loss\"", source);
+  // Keras 3 compiles with the config's entries (Trainer.compile_from_config: compile(**config)), so without an
+  // "optimizer" it takes compile's default, "rmsprop" (Keras 3.15 wrote such a file for an applications model
+  // compiled with "adam", and loads it with RMSprop).
+  json opt = cc.value("optimizer", json("rmsprop"));
+  if (opt.is_string()) {  // a name, as keras.optimizers.get takes it
+    static const std::map<std::string, std::string> classes = {
+        {"adam", "Adam"}, {"sgd", "SGD"}, {"rmsprop", "RMSprop"}};
+    auto it = classes.find(opt.get<std::string>());
+    opt = {{"class_name", it == classes.end() ? opt : json(it->second)}, {"config", json::object()}};
+  }
   json tc = {{"loss", cc["loss"]}, {"optimizer_config", opt}};
   for (auto* k : {"metrics", "weighted_metrics", "loss_weights"})
     if (cc.contains(k)) tc[k] = cc[k];

@@ -243,13 +243,10 @@ void BackupAndRestore::restore() {
       if (fs::exists(weights_path_)) {
         std::optional<std::string> state;
         Tensor replica_rows;
-        {
-          hdf5::Lock lock;
-          auto root = hdf5::open_read(weights_path_);
-          if (root.has_attribute(kStateAttribute)) state = root.string_attribute(kStateAttribute);
-          if (row_values > 0 && root.has_dataset(kReplicaRows))
-            replica_rows = root.read_float32(kReplicaRows);
-        }
+        // Read once (in the contained child, as every file: docs/security.md), used for the state and the weights.
+        auto root = hdf5::read_file(weights_path_);
+        if (root.has_attribute(kStateAttribute)) state = root.string_attribute(kStateAttribute);
+        if (row_values > 0 && root.has_dataset(kReplicaRows)) replica_rows = root.read_float32(kReplicaRows);
         if (state) {
           std::string where = weights_path_ + " (" + kStateAttribute + ")";
           found = parse_state(parse_json(*state, where), where, s.fit, totals_size);
@@ -271,7 +268,7 @@ void BackupAndRestore::restore() {
             found->epoch = m["epoch"].get<int>();
           }
         }
-        keras_io::load_weights(model(), weights_path_, {});
+        keras_io::load_weights(model(), root, {});
       }
     };
     try {

@@ -12,6 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "io/hdf5_tree.h"
 
 namespace systolic::fuzz {
 
@@ -46,6 +49,29 @@ void expect_clean(F&& f) {
     f();
   } catch (const systolic::Error&) {
   }
+}
+
+// Every read a Keras loader makes, on every object below `g` (a file read as plain data, io/hdf5_tree.h): the
+// attributes Keras files carry, each child as a group or a dataset, each dataset's values and scalar.
+inline void exercise(const systolic::hdf5::ReadGroup& g, int depth = 0) {
+  for (const char* a :
+       {"layer_names", "weight_names", "model_config", "training_config", "keras_version", "backend"})
+    expect_clean(
+        [&] { g.has_attribute(a) ? (void)g.string_list_attribute(a) : (void)g.string_attribute(a); });
+  std::vector<std::string> names;
+  expect_clean([&] { names = g.children(); });
+  for (const auto& n : names)
+    expect_clean([&] {
+      if (g.has_group(n)) {
+        if (depth < 70) exercise(g.group(n), depth + 1);
+      } else if (g.has_dataset(n)) {
+        g.dataset_shape(n);
+        g.read_float32(n);
+        g.read_scalar(n);
+      } else {
+        g.group(n);
+      }
+    });
 }
 
 }  // namespace systolic::fuzz

@@ -1,17 +1,22 @@
 """Writes the seed corpora of the libFuzzer harnesses, tests/fuzz/corpus/NAME/, from small real files.
 
-  /work/venv/bin/python tests/reference/fuzz_corpus.py
+  /work/venv/bin/python tests/reference/fuzz_corpus.py [--tree-seeds build/tests/fuzz/hdf5_tree_seeds]
 
 Keras files are copies of the small fixtures in tests/fixtures/keras (written by tf_keras and Keras 3 through
 tests/reference/keras_files.py); images and CIFAR-10 records come from the real CIFAR-10 sample in
 ../shared/data/cifar10-sample; IDX files are the first records of Debian's Fashion-MNIST
 (/usr/share/datasets/fashion-mnist); the npz is written by NumPy and the tar.gz by Python's tarfile.
+hdf5_reader's seeds are links to the HDF5 seeds of the others; hdf5_tree's are the record streams the HDF5
+reading child hands back for them, written by systolic's own encoder (the built hdf5_tree_seeds, given with
+--tree-seeds; without it that folder is left as it is).
 """
+import argparse
 import gzip
 import io
 import os
 import shutil
 import struct
+import subprocess
 import tarfile
 
 import numpy as np
@@ -36,7 +41,14 @@ def write(d, name, data):
         f.write(data)
 
 
+HDF5_SEEDS = ("weights_tfkeras/zoo.tfkeras.h5", "weights_keras3/zoo.keras3.weights.h5",
+              "full_model_h5/zoo.tfkeras.full.h5", "full_model_h5/zoo.keras3.full.h5")
+
+
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tree-seeds", help="the built tests/fuzz/hdf5_tree_seeds, to write hdf5_tree's seeds")
+    args = ap.parse_args()
     d = folder("weights_tfkeras")
     shutil.copy(os.path.join(KERAS, "zoo.tfkeras.h5"), d)
     d = folder("weights_keras3")
@@ -44,6 +56,12 @@ def main():
     d = folder("full_model_h5")
     shutil.copy(os.path.join(KERAS, "zoo.tfkeras.full.h5"), d)
     shutil.copy(os.path.join(KERAS, "zoo.keras3.full.h5"), d)
+    d = folder("hdf5_reader")
+    for f in HDF5_SEEDS:
+        os.symlink(os.path.join("..", f), os.path.join(d, os.path.basename(f)))
+    if args.tree_seeds:
+        d = folder("hdf5_tree")
+        subprocess.run([args.tree_seeds, d] + [os.path.join(CORPUS, f) for f in HDF5_SEEDS], check=True)
     d = folder("keras_zip")  # Keras 3 .keras files (tests/reference/keras_zip.py)
     for f in ("nested.keras", "adam.keras"):
         shutil.copy(os.path.join(ROOT, "tests", "fixtures", "keras_zip", f), d)
