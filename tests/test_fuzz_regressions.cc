@@ -1,7 +1,7 @@
 // Inputs that crashed or hung systolic (found by scripts/mutants and the fuzz harnesses), each now expected to
 // end in a clean, one-line systolic::Error. tests/fuzz/regressions/KIND-WHAT.EXT: KIND says how it is read
 // (weights_tfkeras: weights into tests/fixtures/keras/zoo.tfkeras.json's model; full_model_h5: load_model;
-// image: image::read; idx: datasets::read_idx).
+// image: image::read; idx: datasets::read_idx; model_json: model_from_json_file).
 #include <gtest/gtest.h>
 #include <systolic/datasets.h>
 #include <systolic/image.h>
@@ -32,6 +32,8 @@ std::string error_of(const std::string& file, const std::string& kind) {
       systolic::image::read(file, 3);
     } else if (kind == "idx") {
       systolic::datasets::read_idx(file);
+    } else if (kind == "model_json") {
+      systolic::model_from_json_file(file);
     } else {
       return "unknown kind " + kind;
     }
@@ -110,6 +112,23 @@ TEST(FuzzRegressions, GroupHdf5CannotListIsRefusedCleanly) {
   }
   std::filesystem::remove(path);
   EXPECT_EQ(message, path + ": /: cannot list the group (bad heap free list)");
+}
+
+TEST(FuzzRegressions, ModelJsonOfTheWrongTypesIsAMalformedConfig) {
+  // fuzz_model_json: a layer entry whose "config" is a string (the mutation swapped two keys' names). The message
+  // for its unknown key read the config's name with nlohmann's value(), which threw its own type_error: not a
+  // systolic::Error, and a message naming neither the file nor the layer.
+  auto file = kDir + "/model_json-config-not-an-object.json";
+  EXPECT_EQ(error_of(file, "model_json"), file + ": layer entry for '?': unsupported key 'fcniog'");
+  // Any other value of the wrong type that the reader meets through value() or get(): a malformed config.
+  auto path = (std::filesystem::temp_directory_path() /
+               ("systolic-regression-" + std::to_string(getpid()) + "-name.json"))
+                  .string();
+  std::ofstream(path) << R"({"class_name": "Sequential", "config": {"name": 5, "layers": []}})";
+  auto message = error_of(path, "model_json");
+  std::filesystem::remove(path);
+  EXPECT_EQ(message,
+            path + ": malformed config: [json.exception.type_error.302] type must be string, but is number");
 }
 
 TEST(FuzzRegressions, IdxDimensionsWhoseProductOverflowsAreRefused) {

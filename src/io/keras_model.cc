@@ -171,8 +171,29 @@ json model_config(const Model& model, KerasTarget target) {
 }
 
 Model model_from_config(const json& serialized, const std::string& source);
+Model model_from_config_unchecked(const json& serialized, const std::string& source);
+void compile_from_keras3_config_unchecked(Model& model, const json& cc, const std::string& source);
+void compile_from_training_config_unchecked(Model& model, const json& tc, const std::string& source);
 
 namespace {
+
+// nlohmann's own exceptions (json::value() on a value that is no object, or on a key whose value has another type
+// than the default's) mean a malformed config: they are reported as systolic errors naming the source, never let
+// through as another exception type (found by fuzz_model_json).
+template <class F>
+auto json_checked(const std::string& source, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const json::exception& e) {
+    fail("{}: malformed config: {}", source, e.what());
+  }
+}
+
+// The name in a layer entry's config, for messages ("?" when the config or its name is not what Keras writes).
+std::string entry_name(const json& entry) {
+  const json& c = entry["config"];
+  return c.is_object() && c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "?";
+}
 
 // A Keras 3 operation node (keras.src.ops.numpy: `x + 3.0`). Keras's legacy .h5 writer drops the module; such an
 // entry is still one when its one call mixes a tensor with a number, which no merge layer takes (Keras 3.15
@@ -209,13 +230,12 @@ std::shared_ptr<Layer> layer_from_entry(const json& entry, const std::string& so
     if (k != "class_name" && k != "config" && k != "module" && k != "registered_name" &&
         k != "build_config" && k != "name" && k != "inbound_nodes" && k != "shared_object_id" &&
         !(k == "compile_config" && is_model_class(entry) && (v.is_null() || v.empty())))
-      fail("{}: layer entry for '{}': unsupported key '{}'", source, entry["config"].value("name", "?"), k);
+      fail("{}: layer entry for '{}': unsupported key '{}'", source, entry_name(entry), k);
   if (is_operation_entry(entry)) {
     // A Keras 3 operation node (x + 3.0): its constant is in its one call's args.
     const json& nodes = entry.contains("inbound_nodes") ? entry["inbound_nodes"] : json();
     if (!nodes.is_array() || nodes.size() != 1 || !nodes[0].is_object() || !nodes[0].contains("args"))
-      fail("{}: operation '{}' needs one inbound node in Keras 3's form", source,
-           entry["config"].value("name", "?"));
+      fail("{}: operation '{}' needs one inbound node in Keras 3's form", source, entry_name(entry));
     try {
       return layers::numpy_operation_from_entry(entry["class_name"].get<std::string>(), entry["config"],
                                                 nodes[0]["args"]);
@@ -480,6 +500,10 @@ Model functional_from_config(const json& config, const std::string& source) {
 }  // namespace
 
 Model model_from_config(const json& serialized, const std::string& source) {
+  return json_checked(source, [&] { return model_from_config_unchecked(serialized, source); });
+}
+
+Model model_from_config_unchecked(const json& serialized, const std::string& source) {
   if (!serialized.is_object() || !serialized.contains("class_name") ||
       !serialized["class_name"].is_string() || !serialized.contains("config"))
     fail("{}: not a Keras model config (expected {{\"class_name\": ..., \"config\": ...}})", source);
@@ -664,6 +688,10 @@ json compile_config(const Model& model) {
 }
 
 void compile_from_keras3_config(Model& model, const json& cc, const std::string& source) {
+  json_checked(source, [&] { compile_from_keras3_config_unchecked(model, cc, source); });
+}
+
+void compile_from_keras3_config_unchecked(Model& model, const json& cc, const std::string& source) {
   if (!cc.is_object() || !cc.contains("loss")) fail("{}: compile_config needs \"loss\"", source);
   // Keras 3 compiles with the config's entries (Trainer.compile_from_config: compile(**config)), so without an
   // "optimizer" it takes compile's default, "rmsprop" (Keras 3.15 wrote such a file for an applications model
@@ -682,6 +710,10 @@ void compile_from_keras3_config(Model& model, const json& cc, const std::string&
 }
 
 void compile_from_training_config(Model& model, const json& tc, const std::string& source) {
+  json_checked(source, [&] { compile_from_training_config_unchecked(model, tc, source); });
+}
+
+void compile_from_training_config_unchecked(Model& model, const json& tc, const std::string& source) {
   if (!tc.is_object() || !tc.contains("loss") || !tc.contains("optimizer_config"))
     fail("{}: training_config needs \"loss\" and \"optimizer_config\"", source);
   auto opt = optimizer_from_config(tc["optimizer_config"], source);
