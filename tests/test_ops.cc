@@ -472,8 +472,15 @@ void batch_norm_cases(std::map<Op, std::vector<Case>>& m) {
   };
   // Offset data (a non-zero mean; counts small enough that biased and unbiased variance differ), rows, rank 3, a
   // large mean over a small spread (the variance must not cancel).
-  std::vector<NormShape> shapes = {{{3, 5, 7, 6}, 1, 4}, {{1, 4, 4, 17}, -1, 3}, {{64, 10}, -2, 3},
-                                   {{2, 3, 9}, -1, 3},   {{4, 8, 8, 32}, 1, 4},  {{8, 16, 16, 8}, 999, 1001}};
+  std::vector<NormShape> shapes = {{{3, 5, 7, 6}, 1, 4},
+                                   {{1, 4, 4, 17}, -1, 3},
+                                   {{64, 10}, -2, 3},
+                                   {{2, 3, 9}, -1, 3},
+                                   {{4, 8, 8, 32}, 1, 4},
+                                   {{8, 16, 16, 8}, 999, 1001},
+                                   // few channels (an image's 3; rows not a multiple of the loops' 8)
+                                   {{5, 3, 3, 3}, -1, 3},
+                                   {{37, 2}, 1, 4}};
   for (const NormShape& s : shapes) {
     const std::int64_t C = s.x[-1];
     std::string name = fmt::format("{} in [{}, {}]", s.x.str(), s.lo, s.hi);

@@ -67,6 +67,23 @@ void dense_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Ten
   }
 }
 
+// a[c] += the sum over rows [r0, r1) of f(r, c) for a compile-time number of channels: K rows at a time into K x CC
+// accumulators held in registers. (The plain loop's a[c] += runs one dependent chain per channel through memory:
+// with the 3 channels of an image batch-normalised on input it was latency-bound, 4 % of a seed CNN step.)
+template <int CC, class F>
+void row_sums_few_channels(std::int64_t r0, std::int64_t r1, double* a, F& f) {
+  constexpr int K = 8;
+  double acc[K][CC] = {};
+  std::int64_t r = r0;
+  for (; r + K <= r1; r += K)
+    for (int k = 0; k < K; ++k)
+      for (int c = 0; c < CC; ++c) acc[k][c] += f(r + k, c);
+  for (; r < r1; ++r)
+    for (int c = 0; c < CC; ++c) acc[0][c] += f(r, c);
+  for (int k = 0; k < K; ++k)
+    for (int c = 0; c < CC; ++c) a[c] += acc[k][c];
+}
+
 // out[c] += the sum over rows r of f(r, c), in double: blocks of rows over the OpenMP threads, their partial sums
 // added in thread order (so a run with the same thread count gives the same bits).
 template <class F>
@@ -75,10 +92,26 @@ void channel_sums(std::int64_t R, std::int64_t C, double* out, F&& f) {
   std::vector<double> part(static_cast<std::size_t>(threads * C), 0.0);
 #pragma omp parallel num_threads(threads)
   {
-    double* a = part.data() + std::int64_t(omp_get_thread_num()) * C;
-#pragma omp for schedule(static)
-    for (std::int64_t r = 0; r < R; ++r)
-      for (std::int64_t c = 0; c < C; ++c) a[c] += f(r, c);
+    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const std::int64_t r0 = R * t / nt, r1 = R * (t + 1) / nt;
+    double* a = part.data() + t * C;
+    switch (C) {
+      case 1:
+        row_sums_few_channels<1>(r0, r1, a, f);
+        break;
+      case 2:
+        row_sums_few_channels<2>(r0, r1, a, f);
+        break;
+      case 3:
+        row_sums_few_channels<3>(r0, r1, a, f);
+        break;
+      case 4:
+        row_sums_few_channels<4>(r0, r1, a, f);
+        break;
+      default:
+        for (std::int64_t r = r0; r < r1; ++r)
+          for (std::int64_t c = 0; c < C; ++c) a[c] += f(r, c);
+    }
   }
   for (int t = 0; t < threads; ++t)
     for (std::int64_t c = 0; c < C; ++c) out[c] += part[t * C + c];
