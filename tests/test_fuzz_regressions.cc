@@ -129,6 +129,13 @@ TEST(FuzzRegressions, ModelJsonOfTheWrongTypesIsAMalformedConfig) {
   std::filesystem::remove(path);
   EXPECT_EQ(message,
             path + ": malformed config: [json.exception.type_error.302] type must be string, but is number");
+  // fuzz_model_json: a number too large for a double is nlohmann's out_of_range, not its parse_error.
+  auto overflow = kDir + "/model_json-number-overflow.json";
+  auto parsed = error_of(overflow, "model_json");
+  EXPECT_EQ(parsed.rfind(
+                overflow + ": not valid JSON: [json.exception.out_of_range.406] number overflow parsing", 0),
+            0u)
+      << parsed;
 }
 
 TEST(FuzzRegressions, IdxDimensionsWhoseProductOverflowsAreRefused) {

@@ -647,7 +647,7 @@ Model keras_io::load_model_h5(const hdf5::ReadGroup& root, const LoadModelOption
   json config;
   try {
     config = json::parse(root.string_attribute("model_config"));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     fail("{}: model_config is not valid JSON: {}", path, printable(e.what(), 400));
   }
   Model model = keras_io::model_from_config(config, path);
@@ -657,7 +657,7 @@ Model keras_io::load_model_h5(const hdf5::ReadGroup& root, const LoadModelOption
     json tc;
     try {
       tc = json::parse(root.string_attribute("training_config"));
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
       fail("{}: training_config is not valid JSON: {}", path, printable(e.what(), 400));
     }
     keras_io::compile_from_training_config(model, tc, path);

@@ -746,7 +746,7 @@ Model model_from_json(const std::string& text) {
   keras_io::json j;
   try {
     j = keras_io::json::parse(text);
-  } catch (const keras_io::json::parse_error& e) {
+  } catch (const keras_io::json::exception& e) {
     fail("model JSON: not valid JSON: {}", e.what());
   }
   return keras_io::model_from_config(j, "model JSON");
@@ -760,7 +760,7 @@ Model model_from_json_file(const std::string& path) {
   keras_io::json j;
   try {
     j = keras_io::json::parse(ss.str());
-  } catch (const keras_io::json::parse_error& e) {
+  } catch (const keras_io::json::exception& e) {
     fail("{}: not valid JSON: {}", path, e.what());
   }
   return keras_io::model_from_config(j, path);
