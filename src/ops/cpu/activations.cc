@@ -19,6 +19,22 @@ bool onednn_runs(const Activation& a, DType t) {
                               a == Activation::tanh || a == Activation::softmax);
 }
 
+// The element-wise loops, one instance per activation kind: with the kind a constant, activation_math.h's switch
+// folds away and the loop vectorises (the switch inside the loop kept MobileNetV2's ReLU(max_value=6) scalar:
+// half of its inference time).
+template <class T, int K>
+void forward_elements(const T* xp, T* yp, std::int64_t n, const activation::Params<T>& p) {
+#pragma omp parallel for
+  for (std::int64_t i = 0; i < n; ++i) yp[i] = activation::forward<T>(Activation::Kind(K), xp[i], p);
+}
+template <class T, int K>
+void backward_elements(const T* xp, const T* yp, const T* gp, T* dxp, std::int64_t n,
+                       const activation::Params<T>& p) {
+#pragma omp parallel for
+  for (std::int64_t i = 0; i < n; ++i)
+    dxp[i] = activation::backward<T>(Activation::Kind(K), xp[i], yp[i], gp[i], p);
+}
+
 template <class T>
 void forward_loop(const Activation& a, const Tensor& x, Tensor& y) {
   const std::int64_t n = x.numel();
@@ -45,9 +61,13 @@ void forward_loop(const Activation& a, const Tensor& x, Tensor& y) {
     return;
   }
   const auto p = activation::params_of<T>(a);
-  const auto k = a.kind;
-#pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i) yp[i] = activation::forward<T>(k, xp[i], p);
+  switch (a.kind) {
+#define SYSTOLIC_ACTIVATION_CASE(kind, name, alias) \
+  case Activation::kind:                            \
+    return forward_elements<T, Activation::kind>(xp, yp, n, p);
+    SYSTOLIC_ACTIVATIONS(SYSTOLIC_ACTIVATION_CASE)
+#undef SYSTOLIC_ACTIVATION_CASE
+  }
 }
 
 template <class T>
@@ -78,9 +98,13 @@ void backward_loop(const Activation& a, const Tensor& x, const Tensor& y, const 
   }
   const T* xp = x.defined() ? x.data<T>() : yp;  // read only by kinds that need it (x is then defined)
   const auto p = activation::params_of<T>(a);
-  const auto k = a.kind;
-#pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i) dxp[i] = activation::backward<T>(k, xp[i], yp[i], gp[i], p);
+  switch (a.kind) {
+#define SYSTOLIC_ACTIVATION_CASE(kind, name, alias) \
+  case Activation::kind:                            \
+    return backward_elements<T, Activation::kind>(xp, yp, gp, dxp, n, p);
+    SYSTOLIC_ACTIVATIONS(SYSTOLIC_ACTIVATION_CASE)
+#undef SYSTOLIC_ACTIVATION_CASE
+  }
 }
 
 }  // namespace
