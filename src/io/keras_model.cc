@@ -171,9 +171,6 @@ json model_config(const Model& model, KerasTarget target) {
 }
 
 Model model_from_config(const json& serialized, const std::string& source);
-Model model_from_config_unchecked(const json& serialized, const std::string& source);
-void compile_from_keras3_config_unchecked(Model& model, const json& cc, const std::string& source);
-void compile_from_training_config_unchecked(Model& model, const json& tc, const std::string& source);
 
 namespace {
 
@@ -500,17 +497,15 @@ Model functional_from_config(const json& config, const std::string& source) {
 }  // namespace
 
 Model model_from_config(const json& serialized, const std::string& source) {
-  return json_checked(source, [&] { return model_from_config_unchecked(serialized, source); });
-}
-
-Model model_from_config_unchecked(const json& serialized, const std::string& source) {
-  if (!serialized.is_object() || !serialized.contains("class_name") ||
-      !serialized["class_name"].is_string() || !serialized.contains("config"))
-    fail("{}: not a Keras model config (expected {{\"class_name\": ..., \"config\": ...}})", source);
-  auto cls = serialized["class_name"].get<std::string>();
-  if (cls == "Sequential") return sequential_from_config(serialized["config"], source);
-  if (cls == "Functional" || cls == "Model") return functional_from_config(serialized["config"], source);
-  fail("{}: model class '{}' is not supported (Sequential, Functional)", source, cls);
+  return json_checked(source, [&] {
+    if (!serialized.is_object() || !serialized.contains("class_name") ||
+        !serialized["class_name"].is_string() || !serialized.contains("config"))
+      fail("{}: not a Keras model config (expected {{\"class_name\": ..., \"config\": ...}})", source);
+    auto cls = serialized["class_name"].get<std::string>();
+    if (cls == "Sequential") return sequential_from_config(serialized["config"], source);
+    if (cls == "Functional" || cls == "Model") return functional_from_config(serialized["config"], source);
+    fail("{}: model class '{}' is not supported (Sequential, Functional)", source, cls);
+  });
 }
 
 // ---- training config ---------------------------------------------------------------------------------------
@@ -688,47 +683,44 @@ json compile_config(const Model& model) {
 }
 
 void compile_from_keras3_config(Model& model, const json& cc, const std::string& source) {
-  json_checked(source, [&] { compile_from_keras3_config_unchecked(model, cc, source); });
-}
-
-void compile_from_keras3_config_unchecked(Model& model, const json& cc, const std::string& source) {
-  if (!cc.is_object() || !cc.contains("loss")) fail("{}: compile_config needs \"loss\"", source);
-  // Keras 3 compiles with the config's entries (Trainer.compile_from_config: compile(**config)), so without an
-  // "optimizer" it takes compile's default, "rmsprop" (Keras 3.15 wrote such a file for an applications model
-  // compiled with "adam", and loads it with RMSprop).
-  json opt = cc.value("optimizer", json("rmsprop"));
-  if (opt.is_string()) {  // a name, as keras.optimizers.get takes it
-    static const std::map<std::string, std::string> classes = {
-        {"adam", "Adam"}, {"sgd", "SGD"}, {"rmsprop", "RMSprop"}};
-    auto it = classes.find(opt.get<std::string>());
-    opt = {{"class_name", it == classes.end() ? opt : json(it->second)}, {"config", json::object()}};
-  }
-  json tc = {{"loss", cc["loss"]}, {"optimizer_config", opt}};
-  for (auto* k : {"metrics", "weighted_metrics", "loss_weights"})
-    if (cc.contains(k)) tc[k] = cc[k];
-  compile_from_training_config(model, tc, source + ": compile_config");
+  json_checked(source, [&] {
+    if (!cc.is_object() || !cc.contains("loss")) fail("{}: compile_config needs \"loss\"", source);
+    // Keras 3 compiles with the config's entries (Trainer.compile_from_config: compile(**config)), so without an
+    // "optimizer" it takes compile's default, "rmsprop" (Keras 3.15 wrote such a file for an applications model
+    // compiled with "adam", and loads it with RMSprop).
+    json opt = cc.value("optimizer", json("rmsprop"));
+    if (opt.is_string()) {  // a name, as keras.optimizers.get takes it
+      static const std::map<std::string, std::string> classes = {
+          {"adam", "Adam"}, {"sgd", "SGD"}, {"rmsprop", "RMSprop"}};
+      auto it = classes.find(opt.get<std::string>());
+      opt = {{"class_name", it == classes.end() ? opt : json(it->second)}, {"config", json::object()}};
+    }
+    json tc = {{"loss", cc["loss"]}, {"optimizer_config", opt}};
+    for (auto* k : {"metrics", "weighted_metrics", "loss_weights"})
+      if (cc.contains(k)) tc[k] = cc[k];
+    compile_from_training_config(model, tc, source + ": compile_config");
+  });
 }
 
 void compile_from_training_config(Model& model, const json& tc, const std::string& source) {
-  json_checked(source, [&] { compile_from_training_config_unchecked(model, tc, source); });
-}
-
-void compile_from_training_config_unchecked(Model& model, const json& tc, const std::string& source) {
-  if (!tc.is_object() || !tc.contains("loss") || !tc.contains("optimizer_config"))
-    fail("{}: training_config needs \"loss\" and \"optimizer_config\"", source);
-  auto opt = optimizer_from_config(tc["optimizer_config"], source);
-  auto loss = loss_from_config(tc["loss"], source);
-  std::vector<std::string> metrics;
-  if (tc.contains("metrics")) collect_metric_names(tc["metrics"], metrics, source);
-  if (tc.contains("weighted_metrics") && !tc["weighted_metrics"].is_null() && !tc["weighted_metrics"].empty())
-    fail("{}: training_config: weighted_metrics are not supported", source);
-  if (tc.contains("loss_weights") && !tc["loss_weights"].is_null())
-    fail("{}: training_config: loss_weights are not supported", source);
-  try {
-    model.compile(*opt, *loss, metrics);
-  } catch (const Error& e) {
-    fail("{}: {}", source, e.what());
-  }
+  json_checked(source, [&] {
+    if (!tc.is_object() || !tc.contains("loss") || !tc.contains("optimizer_config"))
+      fail("{}: training_config needs \"loss\" and \"optimizer_config\"", source);
+    auto opt = optimizer_from_config(tc["optimizer_config"], source);
+    auto loss = loss_from_config(tc["loss"], source);
+    std::vector<std::string> metrics;
+    if (tc.contains("metrics")) collect_metric_names(tc["metrics"], metrics, source);
+    if (tc.contains("weighted_metrics") && !tc["weighted_metrics"].is_null() &&
+        !tc["weighted_metrics"].empty())
+      fail("{}: training_config: weighted_metrics are not supported", source);
+    if (tc.contains("loss_weights") && !tc["loss_weights"].is_null())
+      fail("{}: training_config: loss_weights are not supported", source);
+    try {
+      model.compile(*opt, *loss, metrics);
+    } catch (const Error& e) {
+      fail("{}: {}", source, e.what());
+    }
+  });
 }
 
 }  // namespace keras_io
