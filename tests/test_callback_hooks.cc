@@ -17,36 +17,24 @@
 #include <string>
 #include <vector>
 
+#include "keras_callbacks_fixture.h"
 #include "test_util.h"
 #include "tfevents_reader.h"
 
 using namespace systolic;
 using json = nlohmann::json;
+using systolic::testing::keras_callback_cases;
+using systolic::testing::keras_callbacks_fixture;
 using systolic::testing::TempDir;
 
 namespace {
-
-const json& fixture() {
-  static json j = [] {
-    std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/callbacks/keras_callbacks.json");
-    return json::parse(in);
-  }();
-  return j;
-}
-
-std::vector<json> cases(const std::string& kind) {
-  std::vector<json> out;
-  for (auto& c : fixture()["cases"])
-    if (c["kind"] == kind) out.push_back(c);
-  return out;
-}
 
 // The script's tiny model: Dense(2, softmax) on 3 inputs with its fixed weights, SGD(lr), accuracy.
 Model tiny_model(double lr = 0.1) {
   clear_session();
   Sequential m({layers::Input({3}), layers::Dense(2, {.activation = "softmax"})});
   m.compile(optimizers::SGD(lr), "sparse_categorical_crossentropy", {"accuracy"});
-  const json& t = fixture()["tiny"];
+  const json& t = keras_callbacks_fixture()["tiny"];
   std::vector<float> kernel, bias;
   for (auto& row : t["kernel"])
     for (auto& v : row) kernel.push_back(v.get<float>());
@@ -61,7 +49,7 @@ struct Data {
 
 // The first n samples of the script's tiny_data.
 Data tiny_data(std::int64_t n) {
-  const json& t = fixture()["tiny"];
+  const json& t = keras_callbacks_fixture()["tiny"];
   std::vector<float> x;
   std::vector<std::int32_t> y;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -203,7 +191,7 @@ void run_case(const json& c, Model& m, const std::shared_ptr<Recorder>& rec) {
 }  // namespace
 
 TEST(CallbackHooks, FitEvaluateAndPredictCallTheHooksAsKeras) {
-  auto all = cases("HookOrder");
+  auto all = keras_callback_cases("HookOrder");
   ASSERT_EQ(all.size(), 7u);
   for (auto& c : all) {
     SCOPED_TRACE(c["call"].get<std::string>() + " " + c["options"].dump() + " stop " +
@@ -217,7 +205,7 @@ TEST(CallbackHooks, FitEvaluateAndPredictCallTheHooksAsKeras) {
 
 TEST(CallbackHooks, UnderTwoReplicasTheHooksAndLogsAreKeras) {
   // Each global batch is split between the replicas; the logs are the sums over both, as one replica's.
-  for (auto& c : cases("HookOrder")) {
+  for (auto& c : keras_callback_cases("HookOrder")) {
     if (c["call"] == "fit" && c["batch_size"].get<int>() % 2 != 0) continue;  // fit: the batch divides
     SCOPED_TRACE(c["call"].get<std::string>() + " " + c["options"].dump());
     Model m = to_accelerator(tiny_model(), distribute::MirroredStrategy::cpu(2));
@@ -228,7 +216,7 @@ TEST(CallbackHooks, UnderTwoReplicasTheHooksAndLogsAreKeras) {
 }
 
 TEST(CallbackHooks, LearningRateInTheLogsAsKeras) {
-  auto all = cases("LearningRateLogs");
+  auto all = keras_callback_cases("LearningRateLogs");
   ASSERT_EQ(all.size(), 4u);
   for (auto& c : all) {
     std::string name = c["name"];
@@ -357,7 +345,7 @@ TEST(CallbackHooks, TensorBoardWritesWhatKerasWrites) {
   // TensorBoard wrote (read by TensorBoard's reader), under train/ and validation/, with update_freq "epoch"
   // and 1 (evaluation_<key>_vs_iterations at the optimizer's iterations after each evaluation), and with
   // write_steps_per_second.
-  auto all = cases("TensorBoardTags");
+  auto all = keras_callback_cases("TensorBoardTags");
   ASSERT_EQ(all.size(), 3u);
   for (auto& c : all) {
     SCOPED_TRACE("update_freq " + c["update_freq"].dump());

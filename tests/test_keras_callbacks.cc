@@ -16,12 +16,15 @@
 
 #include "io/files.h"
 #include "io/tfevents.h"
+#include "keras_callbacks_fixture.h"
 #include "replica_test_model.h"
 #include "test_util.h"
 #include "tfevents_reader.h"
 
 using namespace systolic;
 using json = nlohmann::json;
+using systolic::testing::keras_callback_cases;
+using systolic::testing::keras_callbacks_fixture;
 namespace fs = std::filesystem;
 using systolic::testing::only_file;
 using systolic::testing::read_events;
@@ -32,24 +35,9 @@ using systolic::testing::temp_logs;
 
 namespace {
 
-const json& fixture() {
-  static json j = [] {
-    std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/callbacks/keras_callbacks.json");
-    return json::parse(in);
-  }();
-  return j;
-}
-
-std::vector<json> cases(const std::string& kind) {
-  std::vector<json> out;
-  for (auto& c : fixture()["cases"])
-    if (c["kind"] == kind) out.push_back(c);
-  return out;
-}
-
 // The logs the reference script gave at this epoch: the monitored key follows the sequence.
 callbacks::Logs logs_for(const json& c, const std::string& monitor, int epoch) {
-  double v = fixture()["sequences"][c["seq"].get<std::string>()][epoch].get<double>();
+  double v = keras_callbacks_fixture()["sequences"][c["seq"].get<std::string>()][epoch].get<double>();
   std::vector<std::pair<std::string, double>> items = {
       {"accuracy", 0.5}, {"loss", 1.5 - 0.01 * epoch}, {"val_accuracy", 0.5}, {"val_loss", 1.0}};
   for (auto& [k, x] : items)
@@ -58,7 +46,7 @@ callbacks::Logs logs_for(const json& c, const std::string& monitor, int epoch) {
 }
 
 int epochs_of(const json& c) {
-  return int(fixture()["sequences"][c["seq"].get<std::string>()].size());
+  return int(keras_callbacks_fixture()["sequences"][c["seq"].get<std::string>()].size());
 }
 
 // A compiled model (metrics: accuracy) that the callbacks can reach, as the script's.
@@ -81,7 +69,7 @@ std::string describe(const json& c) {
 }  // namespace
 
 TEST(KerasCallbacks, EarlyStoppingStopsWhereKerasStops) {
-  auto all = cases("EarlyStopping");
+  auto all = keras_callback_cases("EarlyStopping");
   ASSERT_GE(all.size(), 20u);
   for (auto& c : all) {
     SCOPED_TRACE(c["seq"].get<std::string>() + " " + c["options"].dump());
@@ -120,7 +108,7 @@ TEST(KerasCallbacks, EarlyStoppingStopsWhereKerasStops) {
 }
 
 TEST(KerasCallbacks, ReduceLROnPlateauChangesTheRateWhereKerasDoes) {
-  auto all = cases("ReduceLROnPlateau");
+  auto all = keras_callback_cases("ReduceLROnPlateau");
   ASSERT_GE(all.size(), 10u);
   for (auto& c : all) {
     SCOPED_TRACE(c["seq"].get<std::string>() + " " + c["options"].dump());
@@ -147,7 +135,7 @@ TEST(KerasCallbacks, ReduceLROnPlateauChangesTheRateWhereKerasDoes) {
 }
 
 TEST(KerasCallbacks, ModelCheckpointSavesWhereKerasSaves) {
-  auto all = cases("ModelCheckpoint");
+  auto all = keras_callback_cases("ModelCheckpoint");
   ASSERT_GE(all.size(), 10u);
   for (auto& c : all) {
     SCOPED_TRACE(describe(c));
@@ -182,7 +170,7 @@ TEST(KerasCallbacks, ModelCheckpointSavesWhereKerasSaves) {
 }
 
 TEST(KerasCallbacks, ModelCheckpointSavesEveryNBatchesAsKeras) {
-  auto all = cases("ModelCheckpointBatches");
+  auto all = keras_callback_cases("ModelCheckpointBatches");
   ASSERT_EQ(all.size(), 2u);
   for (auto& c : all) {
     SCOPED_TRACE(describe(c));
@@ -226,7 +214,7 @@ TEST(KerasCallbacks, ModelCheckpointRejectsBadPathsAndTemplates) {
 }
 
 TEST(KerasCallbacks, CSVLoggerWritesKerasBytes) {
-  auto all = cases("CSVLogger");
+  auto all = keras_callback_cases("CSVLogger");
   ASSERT_EQ(all.size(), 3u);
   for (auto& c : all) {
     SCOPED_TRACE(describe(c));
@@ -249,7 +237,7 @@ TEST(KerasCallbacks, CSVLoggerWritesKerasBytes) {
 }
 
 TEST(KerasCallbacks, LearningRateSchedulerAndTerminateOnNaNAsKeras) {
-  auto lrs = cases("LearningRateScheduler").at(0)["learning_rates"];
+  auto lrs = keras_callback_cases("LearningRateScheduler").at(0)["learning_rates"];
   Model m = small_model(0.1);
   callbacks::LearningRateScheduler sched([](int epoch, double lr) { return epoch < 3 ? lr : lr * 0.5; });
   attach(sched, m);
@@ -258,7 +246,7 @@ TEST(KerasCallbacks, LearningRateSchedulerAndTerminateOnNaNAsKeras) {
     EXPECT_EQ(float(m.optimizer().learning_rate()), float(lrs[epoch].get<double>())) << epoch;
   }
 
-  auto t = cases("TerminateOnNaN").at(0);
+  auto t = keras_callback_cases("TerminateOnNaN").at(0);
   callbacks::TerminateOnNaN nan_cb;
   attach(nan_cb, m);
   m.set_stop_training(false);
