@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -173,6 +174,33 @@ TEST(Cli, Info) {
   EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(systolic::build_info().cuda ? "CUDA on (runtime" : "CUDA off"), std::string::npos)
       << r.out;
+}
+
+TEST(Cli, InfoSaysWhetherOpsAreDeterministic) {
+  // Off by default; TensorFlow's TF_DETERMINISTIC_OPS=1 and systolic's SYSTOLIC_DETERMINISTIC_OPS=1 turn it on
+  // (system.h). The command inherits this process's environment.
+  auto saved = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  auto tf = saved("TF_DETERMINISTIC_OPS"), own = saved("SYSTOLIC_DETERMINISTIC_OPS");
+  ::unsetenv("TF_DETERMINISTIC_OPS");
+  ::unsetenv("SYSTOLIC_DETERMINISTIC_OPS");
+  CliResult off = run_cli("info");
+  ::setenv("TF_DETERMINISTIC_OPS", "1", 1);
+  CliResult tf_on = run_cli("info");
+  ::unsetenv("TF_DETERMINISTIC_OPS");
+  ::setenv("SYSTOLIC_DETERMINISTIC_OPS", "true", 1);
+  CliResult own_on = run_cli("info");
+  ::setenv("SYSTOLIC_DETERMINISTIC_OPS", "0", 1);
+  CliResult own_off = run_cli("info");
+  ::unsetenv("SYSTOLIC_DETERMINISTIC_OPS");
+  if (tf) ::setenv("TF_DETERMINISTIC_OPS", tf->c_str(), 1);
+  if (own) ::setenv("SYSTOLIC_DETERMINISTIC_OPS", own->c_str(), 1);
+  EXPECT_NE(off.out.find("Deterministic ops: off"), std::string::npos) << off.describe();
+  EXPECT_NE(tf_on.out.find("Deterministic ops: on"), std::string::npos) << tf_on.describe();
+  EXPECT_NE(own_on.out.find("Deterministic ops: on"), std::string::npos) << own_on.describe();
+  EXPECT_NE(own_off.out.find("Deterministic ops: off"), std::string::npos) << own_off.describe();
 }
 
 TEST(Cli, ShortTrainingRunIsRepeatable) {

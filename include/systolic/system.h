@@ -43,6 +43,16 @@ struct GpuInfo {
 };
 std::vector<GpuInfo> gpu_info();
 
+// Deterministic ops: the same inputs give bit-identical results from run to run, and a step replayed from a CUDA
+// graph gives the eager step's bits (TensorFlow's tf.config.experimental.enable_op_determinism, PyTorch's
+// torch.backends.cudnn.deterministic). Off by default: cuDNN may then pick its fastest convolution algorithms,
+// some of which add partial sums with atomics in a varying order. On: only algorithms cuDNN reports as
+// deterministic. Every other op of systolic is deterministic either way (fixed-order reductions). The
+// environment variable SYSTOLIC_DETERMINISTIC_OPS=1 (or TensorFlow's TF_DETERMINISTIC_OPS=1) turns it on at start.
+// A change applies to convolutions whose algorithms are chosen afterwards (each shape's choice is cached).
+void enable_op_determinism(bool enabled = true);
+bool op_determinism_enabled();
+
 // Waits until every op queued on the device has finished (a no-op on the CPU). Errors raised inside GPU kernels
 // surface here (or at the next copy to the host).
 void synchronize(Device device);

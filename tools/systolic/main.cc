@@ -665,6 +665,8 @@ int cmd_info() {
                          : "off",
               build.mpi ? "on" : "off");
   std::printf("Default device: %s\n", sy::default_device().str().c_str());
+  std::printf("Deterministic ops: %s\n",
+              sy::op_determinism_enabled() ? "on" : "off (SYSTOLIC_DETERMINISTIC_OPS=1 turns them on)");
   return 0;
 }
 
@@ -734,6 +736,7 @@ int cmd_benchmark(const Common& c, const BenchArgs& a) {
                       {"steps_per_epoch", (n + a.batch_size - 1) / a.batch_size},
                       {"step_mode", model.step_mode()},
                       {"policy", c.policy},
+                      {"deterministic_ops", sy::op_determinism_enabled()},
                       {"input_shape", shape.dims()},
                       {"threads", sy::cpu_info().threads},
                       {"replicas", replicas_of(c)}};

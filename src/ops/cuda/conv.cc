@@ -21,8 +21,12 @@
 //   on buffers it allocates itself, and waits for the GPU: it runs at the first call, the warm-up step), within
 //   kWorkspaceLimit of workspace; under CUDA graph capture, or if Find fails, cuDNN's heuristics
 //   (cudnnGet*Algorithm_v7) choose instead. The choice, with the math type it was timed with, is cached; so
-//   are the descriptors. Steady-state calls allocate nothing: all scratch is Context::workspace.
+//   are the descriptors. Steady-state calls allocate nothing: all scratch is Context::workspace. With op
+//   determinism on (system.h), only algorithms cuDNN reports as deterministic are taken (some of the fastest
+//   add partial sums with atomics, in an order that varies from run to run); the switch is part of the cache
+//   key.
 #include <fmt/format.h>
+#include <systolic/system.h>
 
 #include <algorithm>
 #include <map>
@@ -122,11 +126,14 @@ std::unique_ptr<ConvPlan> make_plan(const ConvGeometry& g, DType dtype) {
   return e;
 }
 
-// The first result (Find and Get_v7 list the fastest first) that ran and fits the workspace limit.
+// The first result (Find and Get_v7 list the fastest first) that ran and fits the workspace limit, and is
+// deterministic when op determinism is on.
 template <class Perf>
-const Perf* first_usable(const std::vector<Perf>& perfs, int count) {
+const Perf* first_usable(const std::vector<Perf>& perfs, int count, bool deterministic) {
   for (int i = 0; i < count && i < static_cast<int>(perfs.size()); ++i)
-    if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].memory <= kWorkspaceLimit) return &perfs[i];
+    if (perfs[i].status == CUDNN_STATUS_SUCCESS && perfs[i].memory <= kWorkspaceLimit &&
+        (!deterministic || perfs[i].determinism == CUDNN_DETERMINISTIC))
+      return &perfs[i];
   return nullptr;
 }
 
@@ -138,14 +145,16 @@ Perf choose(Context& c, int max_count, Find&& find, Heuristic&& heuristic, const
   std::vector<Perf> perfs(static_cast<std::size_t>(std::max(max_count, 1)));
   int count = 0;
   const Perf* best = nullptr;
-  if (!capturing(c.stream) && find(perfs, count) == CUDNN_STATUS_SUCCESS) best = first_usable(perfs, count);
+  const bool deterministic = op_determinism_enabled();
+  if (!capturing(c.stream) && find(perfs, count) == CUDNN_STATUS_SUCCESS)
+    best = first_usable(perfs, count, deterministic);
   if (!best) {
     count = 0;
     SYSTOLIC_CUDNN_CHECK(heuristic(perfs, count));
-    best = first_usable(perfs, count);
+    best = first_usable(perfs, count, deterministic);
   }
-  SYSTOLIC_CHECK(best, "conv2d: cuDNN has no {} algorithm for {} within {} MiB of workspace", direction,
-                 g.str(), kWorkspaceLimit >> 20);
+  SYSTOLIC_CHECK(best, "conv2d: cuDNN has no {}{} algorithm for {} within {} MiB of workspace",
+                 deterministic ? "deterministic " : "", direction, g.str(), kWorkspaceLimit >> 20);
   return *best;
 }
 
@@ -247,7 +256,8 @@ ConvPlan& conv_plan(Context& c, const ConvGeometry& g, DType dtype, int need) {
                                 g.p.pad_bottom,
                                 g.p.pad_left,
                                 g.p.pad_right,
-                                g.G};
+                                g.G,
+                                op_determinism_enabled() ? 1 : 0};
   std::lock_guard lock(*mutex);
   auto& slot = (*plans)[key];
   if (!slot) slot = make_plan(g, dtype);
