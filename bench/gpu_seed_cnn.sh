@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU benchmark of issue 5: the seed CNN on CIFAR-shaped data (50,000 uint8 images, batch 1024), one warm-up
 # epoch then 5 timed epochs, systolic beside PyTorch on the same GPU: eager (channels_last) and torch.compile
-# (max-autotune), float32 (TF32 allowed) and bf16 (systolic's mixed_bfloat16 policy, PyTorch's bf16 autocast).
+# (COMPILE_MODE, default "default": max-autotune had not finished its warm-up epoch after 284 s on an H200),
+# float32 (TF32 allowed) and bf16 (systolic's mixed_bfloat16 policy, PyTorch's bf16 autocast); and systolic float32
+# with deterministic ops (SYSTOLIC_DETERMINISTIC_OPS=1: what reproducibility costs).
 # One JSON line per run, into bench/gpu_results.jsonl (or $1). Needs a CUDA build (scripts/build) and python3 with
 # PyTorch and a GPU.
 # Environment: SYSTOLIC (the command; default ./build/systolic), PYTHON (the python3 that holds PyTorch; default
@@ -14,6 +16,7 @@ out=${1:-bench/gpu_results.jsonl}
 systolic=${SYSTOLIC:-./build/systolic}
 python=${PYTHON:-python3}
 samples=${SAMPLES:-50000}
+compile_mode=${COMPILE_MODE:-default}
 batch=${BATCH:-1024}
 epochs=${EPOCHS:-5}
 deadline=0
@@ -58,10 +61,13 @@ for policy in float32 mixed_bfloat16; do
   measure "systolic $policy" "$systolic" benchmark --model seed-cnn --device cuda --policy "$policy" \
     --batch-size "$batch" --samples "$samples" --epochs "$epochs"
 done
+measure "systolic float32 deterministic" env SYSTOLIC_DETERMINISTIC_OPS=1 "$systolic" benchmark --model seed-cnn \
+  --device cuda --policy float32 --batch-size "$batch" --samples "$samples" --epochs "$epochs"
 for mode in eager compile; do
   for precision in float32 bf16; do
     measure "pytorch $mode $precision" "$python" bench/pytorch_seed_cnn_gpu.py --mode "$mode" \
-      --precision "$precision" --samples "$samples" --batch-size "$batch" --epochs "$epochs"
+      --compile-mode "$compile_mode" --precision "$precision" --samples "$samples" --batch-size "$batch" \
+      --epochs "$epochs"
   done
 done
 exit "$status"
