@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "io/keras_io.h"
 #include "replica_test_model.h"
+#include "saving/keras_io.h"
 #include "test_util.h"
 
 using namespace systolic;

@@ -210,7 +210,7 @@ std::vector<std::vector<double>> replica_params(Model& m) {
   auto& s = *ModelInternals::state(m);
   if (!s.replicas) return {s.params.to_doubles()};
   for (int l = 0; l < s.replicas->local_size(); ++l)
-    out.push_back(s.replicas->replica(l).params.to_doubles());
+    out.push_back(s.replicas->replica(l).trainable_buffer().to_doubles());
   return out;
 }
 

@@ -9,8 +9,8 @@
 
 #include "core/text.h"
 #include "io/hdf5.h"
-#include "io/keras_zip.h"
 #include "local_http.h"
+#include "saving/keras_zip.h"
 #include "small_model.h"
 #include "test_util.h"
 

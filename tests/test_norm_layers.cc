@@ -11,8 +11,8 @@
 #include <set>
 
 #include "io/hdf5.h"
-#include "io/keras_zip.h"
 #include "layers/config.h"
+#include "saving/keras_zip.h"
 #include "test_util.h"
 
 namespace sy = systolic;

@@ -50,7 +50,6 @@ class BackupAndRestore : public Callback {
   void on_train_end(Logs& logs) override;
 
   const std::string& weights_path() const { return weights_path_; }
-  const std::string& metadata_path() const { return metadata_path_; }
 
  private:
   void save();

@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "model/model_state.h"
-
 namespace systolic::distribute {
 
 namespace {
@@ -26,20 +24,11 @@ class OmpThreads {
   int saved_;
 };
 
-// Every non-trainable weight of a replica (batch norm's moving statistics), in layer order.
-std::vector<Tensor*> non_trainable(ModelState& s) {
-  std::vector<Tensor*> out;
-  for (auto* l : s.weight_layers())
-    for (auto& w : l->weights())
-      if (!w.trainable) out.push_back(&w.value);
-  return out;
-}
-
 }  // namespace
 
-ReplicaGroup::ReplicaGroup(const Strategy& strategy, ModelState* first,
-                           std::vector<std::shared_ptr<ModelState>> others,
-                           std::unique_ptr<Communicator> comm, int threads_per_replica)
+ReplicaGroup::ReplicaGroup(const Strategy& strategy, Replica* first,
+                           std::vector<std::shared_ptr<Replica>> others, std::unique_ptr<Communicator> comm,
+                           int threads_per_replica)
     : strategy_(strategy),
       owned_(std::move(others)),
       comm_(std::move(comm)),
@@ -51,13 +40,9 @@ ReplicaGroup::ReplicaGroup(const Strategy& strategy, ModelState* first,
                  comm_->local_size(), local_size());
   cross_replicas_.resize(states_.size());
   for (int l = 0; l < local_size(); ++l) {
-    ModelState& s = replica(l);
-    s.chief = chief() && l == 0;
-    s.training_step.replica = global_index(l);
-    if (strategy_.options().sync_batch_norm) {
-      cross_replicas_[l].all_reduce = [this, l](Tensor& t) { comm_->all_reduce_sum(t, l); };
-      s.training_step.replicas = &cross_replicas_[l];
-    }
+    const bool sync = strategy_.options().sync_batch_norm;
+    if (sync) cross_replicas_[l].all_reduce = [this, l](Tensor& t) { comm_->all_reduce_sum(t, l); };
+    replica(l).join_strategy(global_index(l), chief() && l == 0, sync ? &cross_replicas_[l] : nullptr);
   }
   for (int l = 1; l < local_size(); ++l) threads_.emplace_back([this, l] { worker_loop(l); });
 }
@@ -86,7 +71,7 @@ void ReplicaGroup::worker_loop(int local) {
   omp_set_num_threads(threads_per_replica_);
   std::uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int, ModelState&)>* job = nullptr;
+    const std::function<void(int, Replica&)>* job = nullptr;
     {
       std::unique_lock l(m_);
       job_cv_.wait(l, [&] { return stop_ || job_generation_ != seen; });
@@ -106,7 +91,7 @@ void ReplicaGroup::worker_loop(int local) {
   }
 }
 
-void ReplicaGroup::run(const std::function<void(int, ModelState&)>& fn) {
+void ReplicaGroup::run(const std::function<void(int, Replica&)>& fn) {
   {
     std::lock_guard l(m_);
     first_error_ = nullptr;
@@ -133,41 +118,22 @@ void ReplicaGroup::run(const std::function<void(int, ModelState&)>& fn) {
 void ReplicaGroup::train_step(const Tensor& x, const Tensor& y) {
   std::int64_t n = x.dim(0);
   // Every replica updates with the model's rate (replica 0's optimizer: the one callbacks and schedules change).
-  double lr = replica(0).optimizer->learning_rate();
-  run([&](int local, ModelState& s) {
-    s.optimizer->load_learning_rate(lr);
+  double lr = replica(0).learning_rate();
+  run([&](int local, Replica& r) {
     auto [begin, end] = shard(n, global_index(local));
-    std::int64_t m = end - begin;
-    if (m > 0) {
-      if (s.device().is_cpu()) {
-        std::vector<std::int64_t> rows(static_cast<std::size_t>(m));
-        std::iota(rows.begin(), rows.end(), begin);
-        s.load_batch(x, &y, rows);
-      } else {
-        Tensor xs = x.slice(begin, end).to(s.device()), ys = y.slice(begin, end).to(s.device());
-        std::vector<std::int64_t> rows(static_cast<std::size_t>(m));
-        std::iota(rows.begin(), rows.end(), 0);
-        s.load_batch(xs, &ys, rows);
-      }
-      // Scaled by the global batch: the summed gradients are those of the global batch's mean loss.
-      s.forward(m, /*training=*/true);
-      bool grad_is_preactivation = s.compute_loss(m, 1.0 / double(n));
-      s.compute_metrics(m);
-      s.backward(m, grad_is_preactivation);
-    } else {
-      // A last batch smaller than the replicas leaves some without samples: they add zero gradients.
-      ops::fill(s.grads, 0.0);
-    }
-    comm_->all_reduce_sum(s.grads, local);
-    s.apply_gradients();
-    s.step_counter().advance();
+    if (end > begin)
+      r.compute_gradients(x, y, begin, end, n);
+    else
+      ops::fill(r.gradient_buffer(), 0.0);  // a last batch smaller than the replicas: zero gradients
+    comm_->all_reduce_sum(r.gradient_buffer(), local);
+    r.apply_update(lr);
   });
 }
 
 std::vector<double> ReplicaGroup::sum_totals() {
-  std::vector<double> t = replica(0).totals.to_doubles();
+  std::vector<double> t = replica(0).totals_buffer().to_doubles();
   for (int l = 1; l < local_size(); ++l) {
-    auto u = replica(l).totals.to_doubles();
+    auto u = replica(l).totals_buffer().to_doubles();
     for (std::size_t i = 0; i < t.size(); ++i) t[i] += u[i];
   }
   if (strategy_.num_workers() > 1) comm_->all_reduce_sum(t, 0);  // one replica per worker: MPI
@@ -175,33 +141,31 @@ std::vector<double> ReplicaGroup::sum_totals() {
 }
 
 void ReplicaGroup::reset_totals() {
-  for (int l = 0; l < local_size(); ++l) ops::fill(replica(l).totals, 0.0);
+  for (int l = 0; l < local_size(); ++l) ops::fill(replica(l).totals_buffer(), 0.0);
 }
 
 void ReplicaGroup::broadcast_weights() {
-  run([&](int local, ModelState& s) {
+  run([&](int local, Replica& r) {
     // A broadcast as a sum: every replica but 0 contributes zeros (x + 0 is exact).
     bool root = global_index(local) == 0;
     auto share = [&](Tensor& t) {
       if (!root) ops::fill(t, 0.0);
       comm_->all_reduce_sum(t, local);
     };
-    share(s.params);
-    for (Tensor* t : non_trainable(s)) share(*t);
-    if (s.optimizer) {
-      for (auto& [name, slot] : s.optimizer->slots()) share(s.optimizer->slot(name));
-      std::vector<double> it{root ? double(s.optimizer->iterations()) : 0.0};
-      comm_->all_reduce_sum(it, local);
-      s.optimizer->set_iterations(static_cast<std::int64_t>(it[0]));
-    }
+    share(r.trainable_buffer());
+    for (Tensor* t : r.non_trainable_weights()) share(*t);
+    for (Tensor* t : r.optimizer_slots()) share(*t);
+    std::vector<double> it{root ? double(r.iterations()) : 0.0};
+    comm_->all_reduce_sum(it, local);
+    r.set_iterations(static_cast<std::int64_t>(it[0]));
   });
 }
 
 std::vector<double> ReplicaGroup::gather_non_trainable_weights() {
   std::vector<double> rows;
-  run([&](int local, ModelState& s) {
+  run([&](int local, Replica& r) {
     std::vector<double> v;
-    for (Tensor* t : non_trainable(s)) {
+    for (Tensor* t : r.non_trainable_weights()) {
       auto d = t->to_doubles();
       v.insert(v.end(), d.begin(), d.end());
     }
@@ -215,8 +179,8 @@ std::vector<double> ReplicaGroup::gather_non_trainable_weights() {
 }
 
 void ReplicaGroup::scatter_non_trainable_weights(const std::vector<double>& rows) {
-  run([&](int local, ModelState& s) {
-    auto weights = non_trainable(s);
+  run([&](int local, Replica& r) {
+    auto weights = r.non_trainable_weights();
     std::size_t per_replica = 0;
     for (Tensor* t : weights) per_replica += static_cast<std::size_t>(t->numel());
     SYSTOLIC_CHECK(rows.size() == per_replica * static_cast<std::size_t>(size()),
@@ -234,8 +198,8 @@ void ReplicaGroup::scatter_non_trainable_weights(const std::vector<double>& rows
 }
 
 void ReplicaGroup::average_non_trainable_weights() {
-  run([&](int local, ModelState& s) {
-    auto weights = non_trainable(s);
+  run([&](int local, Replica& r) {
+    auto weights = r.non_trainable_weights();
     if (weights.empty()) return;
     std::vector<double> v;
     for (Tensor* t : weights) {

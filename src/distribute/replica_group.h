@@ -1,6 +1,6 @@
-// The replicas of a model under a data-parallel strategy: one ModelState per local replica (index 0 is the
-// model's own), the threads that drive replicas 1..L-1, and the communicator that sums across every replica.
-// The model's state owns the group; the group owns the other replicas' states.
+// The replicas of a model under a data-parallel strategy: one Replica (replica.h) per local replica (index 0 is
+// the model's own), the threads that drive replicas 1..L-1, and the communicator that sums across every replica.
+// The model's state owns the group; the group owns the other replicas.
 #pragma once
 
 #include <systolic/distribute.h>
@@ -15,17 +15,14 @@
 #include <vector>
 
 #include "distribute/communicator.h"
-
-namespace systolic {
-class ModelState;
-}
+#include "distribute/replica.h"
 
 namespace systolic::distribute {
 
 class ReplicaGroup {
  public:
-  // `first` is the model's own state; `others` the rest of this process's replicas.
-  ReplicaGroup(const Strategy& strategy, ModelState* first, std::vector<std::shared_ptr<ModelState>> others,
+  // `first` is the model's own replica; `others` the rest of this process's replicas.
+  ReplicaGroup(const Strategy& strategy, Replica* first, std::vector<std::shared_ptr<Replica>> others,
                std::unique_ptr<Communicator> comm, int threads_per_replica);
   ~ReplicaGroup();
   ReplicaGroup(const ReplicaGroup&) = delete;
@@ -37,7 +34,7 @@ class ReplicaGroup {
   int global_index(int local) const { return strategy_.worker_index() * local_size() + local; }
   bool chief() const { return strategy_.is_chief(); }
   Communicator& comm() { return *comm_; }
-  ModelState& replica(int local) { return *states_[static_cast<std::size_t>(local)]; }
+  Replica& replica(int local) { return *states_[static_cast<std::size_t>(local)]; }
 
   // Rows [begin, end) of n that replica `global` takes: contiguous, as even as n allows.
   std::pair<std::int64_t, std::int64_t> shard(std::int64_t n, int global) const {
@@ -47,7 +44,7 @@ class ReplicaGroup {
   // Runs fn(local, state) for every local replica at once (local 0 on the calling thread), each on its share
   // of the cores. When one replica throws, the collectives are aborted (so no replica waits for it) and the
   // first error is rethrown here.
-  void run(const std::function<void(int, ModelState&)>& fn);
+  void run(const std::function<void(int, Replica&)>& fn);
 
   // One training step on a global batch (host tensors; every worker passes the same batch): each replica
   // computes the gradients of its shard scaled by 1 / batch, the gradients are summed, every replica applies
@@ -75,8 +72,8 @@ class ReplicaGroup {
   void record_error(int local, std::exception_ptr e, const std::string& what);
 
   Strategy strategy_;
-  std::vector<ModelState*> states_;
-  std::vector<std::shared_ptr<ModelState>> owned_;
+  std::vector<Replica*> states_;
+  std::vector<std::shared_ptr<Replica>> owned_;
   std::unique_ptr<Communicator> comm_;
   int threads_per_replica_;
   std::vector<ops::CrossReplica> cross_replicas_;  // what the replicas' synchronised batch norm sums with
@@ -84,11 +81,21 @@ class ReplicaGroup {
   std::vector<std::thread> threads_;
   std::mutex m_;
   std::condition_variable job_cv_, done_cv_;
-  const std::function<void(int, ModelState&)>* job_ = nullptr;
+  const std::function<void(int, Replica&)>* job_ = nullptr;
   std::uint64_t job_generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
   std::exception_ptr first_error_;
 };
+
+// Saving under a strategy. Only the chief (worker 0) writes files: every worker holds the same weights, and
+// one writer keeps a file whole. Weights read into a model's first replica go to every replica; across workers
+// the chief's file wins. A null group is a model of one replica: it writes, and has nothing to share.
+inline bool writes_files(const ReplicaGroup* group) {
+  return !group || group->chief();
+}
+inline void share_loaded_weights(ReplicaGroup* group) {
+  if (group) group->broadcast_weights();
+}
 
 }  // namespace systolic::distribute

@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 
+#include "distribute/replica.h"
 #include "model/train_function.h"
 
 namespace systolic {
@@ -35,7 +36,9 @@ struct NodeExec {
       cast_grad;  // per input whose dtype differs: the cast input; its gradient, cast
 };
 
-class ModelState {
+// A model's state is also one replica of it under a strategy (distribute/replica.h: the interface the replicas
+// are driven through).
+class ModelState final : public distribute::Replica {
  public:
   std::string name;
   bool sequential = false;
@@ -160,7 +163,28 @@ class ModelState {
   optimizers::StepCounter& step_counter() { return optimizer->iterations_counter(); }
 
   void check_xy(const Tensor& x, const Tensor* y, const char* what) const;
+
+  // ---- distribute::Replica (model.cc) ----
+  Device replica_device() const override { return device(); }
+  void join_strategy(int global_index, bool chief, const ops::CrossReplica* sync_batch_norm) override;
+  void compute_gradients(const Tensor& x, const Tensor& y, std::int64_t begin, std::int64_t end,
+                         std::int64_t global_batch) override;
+  void apply_update(double learning_rate) override;
+  double learning_rate() const override;
+  Tensor& gradient_buffer() override { return grads; }
+  Tensor& trainable_buffer() override { return params; }
+  Tensor& totals_buffer() override { return totals; }
+  std::vector<Tensor*> non_trainable_weights() override;
+  std::vector<Tensor*> optimizer_slots() override;
+  std::int64_t iterations() const override;
+  void set_iterations(std::int64_t iterations) override;
 };
+
+// The state behind a replica of a model's group (ReplicaGroup::replica, run): every replica of a model is a
+// ModelState.
+inline ModelState& state_of(distribute::Replica& replica) {
+  return static_cast<ModelState&>(replica);
+}
 
 // The state behind a Model handle (for to_accelerator and the replicas).
 struct ModelInternals {

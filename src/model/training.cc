@@ -77,7 +77,7 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, s
                         CallbackList& callbacks, Tensor* out, std::int64_t& done) {
   distribute::ReplicaGroup* group = s.replicas.get();
   const int local = group ? group->local_size() : 1;
-  auto replica = [&](int l) -> ModelState& { return group ? group->replica(l) : s; };
+  auto replica = [&](int l) -> ModelState& { return group ? state_of(group->replica(l)) : s; };
   // On a GPU the samples are copied there once (uint8 stays uint8) and gathered per batch by device ops.
   std::vector<Tensor> xs, ys;
   for (int l = 0; l < local; ++l) {
@@ -108,7 +108,7 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, s
     std::int64_t begin = step * batch_size, end = std::min(n, begin + batch_size);
     testing ? callbacks.on_test_batch_begin(step) : callbacks.on_predict_batch_begin(step);
     if (group) {
-      group->run([&](int l, ModelState&) {
+      group->run([&](int l, distribute::Replica&) {
         auto [b, e] = group->shard(end - begin, group->global_index(l));
         run(l, begin + b, begin + e);
       });

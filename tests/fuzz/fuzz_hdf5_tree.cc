@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "io/keras_io.h"
+#include "saving/keras_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace sy = systolic;

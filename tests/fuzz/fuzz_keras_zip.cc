@@ -1,7 +1,7 @@
 // Keras 3 .keras files (model.save("m.keras")): the zip (config.json, metadata.json, model.weights.h5), the
 // model from its config, the weights from the HDF5 image inside, the optimizer and its state.
 #include "fuzz_util.h"
-#include "io/keras_io.h"
+#include "saving/keras_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   systolic::fuzz::short_hdf5_limit();

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "io/keras_io.h"
+#include "saving/keras_io.h"
 
 namespace systolic::keras_io {
 

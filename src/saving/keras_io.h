@@ -1,4 +1,6 @@
-// Shared pieces of the Keras file formats (JSON configs, HDF5 weights, full models).
+// Shared pieces of the Keras file formats (HDF5 weights, full models, .keras, compile settings): src/saving, the
+// floor above the model. It reads and writes models through their public API, model_config.h (the model's Keras
+// config) and model/saving_access.h; who writes and how loaded weights reach every replica is distribute's policy.
 #pragma once
 
 #include <systolic/model.h>
@@ -9,23 +11,22 @@
 #include <utility>
 #include <vector>
 
+#include "model/model_config.h"
+
 namespace systolic::hdf5 {
 class ReadGroup;
 }
 
 namespace systolic::keras_io {
 
-using json = nlohmann::ordered_json;
+using keras_config::json;
+using keras_config::json_checked;
+using keras_config::kKerasVersion;
+using keras_config::model_config;
+using keras_config::model_from_config;
 
-// The Keras version the files systolic writes declare (their layout is tf.keras 2.x's, which Keras 3 reads).
-inline constexpr const char* kKerasVersion = "2.15.0";
 // The version systolic's .keras files declare in metadata.json (their layout is Keras 3.15's).
 inline constexpr const char* kKerasVersion3 = "3.15.1";
-
-// {"class_name": "Functional" | "Sequential", "config": {...}} for a model.
-json model_config(const Model& model, KerasTarget target = KerasTarget::keras3);
-// A model from a serialised model ({"class_name", "config"}); `source` names the file or text in errors.
-Model model_from_config(const json& config, const std::string& source);
 
 // Keras's training_config (loss, metrics, optimizer_config) of a compiled model, and its inverse.
 json training_config(const Model& model);

@@ -11,8 +11,8 @@
 #include "distribute/replica_group.h"
 #include "io/files.h"
 #include "io/hdf5.h"
-#include "io/keras_io.h"
 #include "model/model_state.h"
+#include "saving/keras_io.h"
 
 namespace systolic::callbacks {
 
@@ -328,7 +328,7 @@ void BackupAndRestore::restore() {
     // The step (Keras's iterations, which dropout masks are keyed by) and the learning rate exactly: an
     // optimizer without slots writes no variables, and the file holds the rate as float32.
     for (int l = 0; l < (group ? group->local_size() : 1); ++l) {
-      ModelState& replica = group ? group->replica(l) : s;
+      ModelState& replica = group ? state_of(group->replica(l)) : s;
       replica.optimizer->set_iterations(static_cast<std::int64_t>(shared[6]));
       // A schedule's rate follows from the step; a constant one (changed by ReduceLROnPlateau) is restored.
       if (!replica.optimizer->learning_rate_schedule()) replica.optimizer->set_learning_rate(shared[7]);

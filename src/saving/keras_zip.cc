@@ -1,5 +1,5 @@
 // Keras 3 `.keras` zips through libarchive (see keras_zip.h for the rules).
-#include "io/keras_zip.h"
+#include "saving/keras_zip.h"
 
 #include <archive.h>
 #include <archive_entry.h>

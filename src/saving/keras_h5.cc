@@ -16,9 +16,9 @@
 #include "distribute/replica_group.h"
 #include "io/files.h"
 #include "io/hdf5.h"
-#include "io/keras_io.h"
-#include "io/keras_zip.h"
-#include "model/model_state.h"
+#include "model/saving_access.h"
+#include "saving/keras_io.h"
+#include "saving/keras_zip.h"
 
 namespace systolic {
 
@@ -83,7 +83,8 @@ std::vector<std::pair<std::string, Weight*>> legacy_weights(Layer& l, const std:
   std::vector<std::pair<std::string, Weight*>> out;
   for (auto& w : l.weights()) out.emplace_back(prefix + legacy_weight_name(l, w), &w);
   for (auto& sub : l.sublayers()) {
-    auto more = legacy_weights(*sub, as_model_layer(*sub) ? prefix + sub->name() + "/" : prefix);
+    auto more =
+        legacy_weights(*sub, saving_access::is_nested_model(*sub) ? prefix + sub->name() + "/" : prefix);
     out.insert(out.end(), more.begin(), more.end());
   }
   return out;
@@ -239,7 +240,7 @@ struct TrainableSlice {
 std::vector<TrainableSlice> trainable_slices(const Model& model) {
   std::vector<TrainableSlice> out;
   std::int64_t at = 0;
-  for (auto* l : ModelInternals::state(model)->weight_layers())
+  for (auto* l : saving_access::weight_layers(model))
     for (auto& w : l->weights())
       if (w.trainable) {
         out.push_back({l, &w, at});
@@ -290,7 +291,7 @@ void write_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_pt
     auto vars = lg.create_group(keys[i] + "/vars");
     auto& ws = layers[i]->weights();
     for (std::size_t j = 0; j < ws.size(); ++j) write_weight(vars, std::to_string(j), ws[j]);
-    if (as_model_layer(*layers[i]))
+    if (saving_access::is_nested_model(*layers[i]))
       write_keras3_layers(lg.create_group(keys[i] + "/layers"), layers[i]->sublayers());
   }
 }
@@ -309,7 +310,7 @@ void read_keras3_layers(const hdf5::ReadGroup& lg, const std::vector<std::shared
   auto keys = keras3_layer_keys(layers);
   for (std::size_t i = 0; i < layers.size(); ++i) {
     auto& layer = *layers[i];
-    if (as_model_layer(layer)) {
+    if (saving_access::is_nested_model(layer)) {
       std::string sub = keys[i] + "/layers";
       if (!lg.has_group(sub)) {
         if (all_weights(layer).empty()) continue;
@@ -541,7 +542,7 @@ void Model::save_weights(const std::string& path) const {
 void keras_io::save_weights(const Model& model, const std::string& path,
                             const std::vector<std::pair<std::string, std::string>>& root_attributes,
                             const std::vector<std::pair<std::string, Tensor>>& datasets) {
-  if (!ModelInternals::state(model)->chief) return;  // replicas: the chief (worker 0) writes
+  if (!distribute::writes_files(saving_access::replicas(model))) return;
   bool keras3 = path.ends_with(".weights.h5");
   if (!keras3 && !path.ends_with(".h5") && !path.ends_with(".hdf5") && !path.ends_with(".keras"))
     fail("save_weights: {}: use a name ending in .h5 / .hdf5 (tf.keras layout) or .weights.h5 (Keras 3)",
@@ -568,8 +569,7 @@ void keras_io::save_weights(const Model& model, const std::string& path,
 
 void Model::load_weights(const std::string& path, const LoadWeightsOptions& options) {
   keras_io::load_weights(*this, path, options);
-  // Replicas: the weights read into replica 0 go to every replica (across workers: the chief's file wins).
-  if (state_->replicas) state_->replicas->broadcast_weights();
+  distribute::share_loaded_weights(saving_access::replicas(*this));
 }
 
 void keras_io::load_weights(Model& model, const std::string& path, const LoadWeightsOptions& options) {
@@ -590,7 +590,7 @@ void keras_io::load_weights(Model& model, const hdf5::ReadGroup& root, const Loa
 }
 
 void Model::save(const std::string& path, const SaveOptions& options) const {
-  if (!state_->chief) return;  // replicas: the chief (worker 0) writes
+  if (!distribute::writes_files(saving_access::replicas(*this))) return;
   // The one place that picks the format from the name (the CLI's --save and checkpoints come here).
   bool zip = path.ends_with(".keras");
   if (options.keras == KerasTarget::tf_keras && (zip || path.ends_with(".weights.h5")))
