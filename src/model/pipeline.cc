@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/dtype_dispatch.h"
 #include "ops/cpu/augment_image.h"
 
 namespace systolic {
@@ -45,44 +46,19 @@ void convert(const S* in, T* out, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
 }
 
+// f(TypeTag<S>{}) for the data set's element type S.
 template <class F>
 void with_source_type(DType d, F&& f) {
-  switch (d) {
-    case DType::uint8:
-      f(std::uint8_t{});
-      break;
-    case DType::int32:
-      f(std::int32_t{});
-      break;
-    case DType::float32:
-      f(float{});
-      break;
-    case DType::float64:
-      f(double{});
-      break;
-    default:
-      fail("input pipeline: data of dtype {} is not supported", dtype_name(d));
-  }
+  visit_dtype<std::uint8_t, std::int32_t, float, double>(
+      d, f, [](DType t) { fail("input pipeline: data of dtype {} is not supported", dtype_name(t)); });
 }
 
+// f(TypeTag<T>{}) for the batch's element type T; bfloat16 under mixed precision (the batch in the first layer's
+// compute dtype).
 template <class F>
 void with_target_type(DType d, F&& f) {
-  switch (d) {
-    case DType::int32:
-      f(std::int32_t{});
-      break;
-    case DType::float32:
-      f(float{});
-      break;
-    case DType::float64:
-      f(double{});
-      break;
-    case DType::bfloat16:  // mixed precision: the batch in the first layer's compute dtype
-      f(bfloat16{});
-      break;
-    default:
-      fail("input pipeline: batches of dtype {} are not supported", dtype_name(d));
-  }
+  visit_dtype<std::int32_t, float, double, bfloat16>(
+      d, f, [](DType t) { fail("input pipeline: batches of dtype {} are not supported", dtype_name(t)); });
 }
 
 }  // namespace
@@ -127,10 +103,10 @@ struct BatchPipeline::Impl {
     else
       s.x = s.x.reshape(xs);
     with_source_type(x.dtype(), [&](auto stag) {
-      using S = decltype(stag);
+      using S = typename decltype(stag)::type;
       const S* src = static_cast<const S*>(x.raw_data());
       with_target_type(o.x_dtype, [&](auto ttag) {
-        using T = decltype(ttag);
+        using T = typename decltype(ttag)::type;
         T* dst = static_cast<T*>(s.x.raw_data());
         for (std::int64_t i = 0; i < n; ++i) {
           const S* row = src + order[first + i] * row_x;
@@ -160,10 +136,10 @@ struct BatchPipeline::Impl {
     else
       s.y = s.y.reshape(ys);
     with_source_type(y.dtype(), [&](auto stag) {
-      using S = decltype(stag);
+      using S = typename decltype(stag)::type;
       const S* src = static_cast<const S*>(y.raw_data());
       with_target_type(o.y_dtype, [&](auto ttag) {
-        using T = decltype(ttag);
+        using T = typename decltype(ttag)::type;
         T* dst = static_cast<T*>(s.y.raw_data());
         for (std::int64_t i = 0; i < n; ++i) convert(src + order[first + i] * row_y, dst + i * row_y, row_y);
       });

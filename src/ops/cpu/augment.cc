@@ -104,8 +104,8 @@ const DTypes gaussian_noise_forward_dtypes = kFloats;
 void gaussian_noise_forward(const Tensor& x, Tensor& y, const NoiseParams& p, std::uint64_t seed,
                             const Tensor& step) {
   std::uint64_t key = philox::dropout_key(seed, step_of(step));
-  by_float(x.dtype(), [&](auto t) {
-    using T = decltype(t);
+  visit_dtype<float, double>(x.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
     noise_loop(x.data<T>(), y.data<T>(), x.numel(), p, key, true);
   });
 }
@@ -114,8 +114,8 @@ const DTypes gaussian_noise_backward_dtypes = kFloats;
 void gaussian_noise_backward(const Tensor& dy, Tensor& dx, const NoiseParams& p, std::uint64_t seed,
                              const Tensor& step) {
   std::uint64_t key = philox::dropout_key(seed, step_of(step));
-  by_float(dy.dtype(), [&](auto t) {
-    using T = decltype(t);
+  visit_dtype<float, double>(dy.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
     noise_loop(dy.data<T>(), dx.data<T>(), dy.numel(), p, key, false);
   });
 }
@@ -138,14 +138,16 @@ void random_image_transforms(Tensor& transforms, const ImageTransformParams& p, 
 const DTypes affine_transform_images_dtypes = kFloats;
 void affine_transform_images(const Tensor& x, const Tensor& transforms, Tensor& y,
                              const AffineTransformParams& p) {
-  by_float(x.dtype(), [&](auto t) { affine_loop<decltype(t)>(x, transforms, y, p); });
+  visit_dtype<float, double>(x.dtype(),
+                             [&](auto t) { affine_loop<typename decltype(t)::type>(x, transforms, y, p); });
 }
 
 const DTypes random_contrast_dtypes = kFloats;
 void random_contrast(const Tensor& x, Tensor& y, const ContrastParams& p, std::uint64_t seed,
                      const Tensor& step) {
   const std::uint64_t key = philox::dropout_key(seed, step_of(step));
-  by_float(x.dtype(), [&](auto t) { contrast_loop<decltype(t)>(x, y, p, key); });
+  visit_dtype<float, double>(x.dtype(),
+                             [&](auto t) { contrast_loop<typename decltype(t)::type>(x, y, p, key); });
 }
 
 template void augment_image<std::uint8_t>(const std::uint8_t*, float*, std::int64_t, std::int64_t,

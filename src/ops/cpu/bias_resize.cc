@@ -28,8 +28,8 @@ void bias_grad_loop(const Tensor& dy, Tensor& db) {
   std::vector<double> sum(static_cast<std::size_t>(C), 0.0);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < C; ++c) sum[c] += g[r * C + c];
-  by_float(db.dtype(), [&](auto t) {
-    using D = decltype(t);
+  visit_dtype<float, double>(db.dtype(), [&](auto t) {
+    using D = typename decltype(t)::type;
     D* out = db.data<D>();
     for (std::int64_t c = 0; c < C; ++c) out[c] += static_cast<D>(sum[c]);
   });
@@ -112,25 +112,27 @@ void resize_backward_loop(const Tensor& dy, Tensor& dx, Interpolation mode) {
 
 const DTypes bias_add_forward_dtypes = kFloats;
 void bias_add_forward(const Tensor& x, const Tensor& b, Tensor& y) {
-  by_float(x.dtype(), [&](auto t) { bias_add_loop<decltype(t)>(x, b, y); });
+  visit_dtype<float, double>(x.dtype(), [&](auto t) { bias_add_loop<typename decltype(t)::type>(x, b, y); });
 }
 
 const DTypes bias_add_backward_dtypes = kFloats;
 void bias_add_backward(const Tensor& dy, Tensor& db) {
-  by_float(dy.dtype(), [&](auto t) { bias_grad_loop<decltype(t)>(dy, db); });
+  visit_dtype<float, double>(dy.dtype(), [&](auto t) { bias_grad_loop<typename decltype(t)::type>(dy, db); });
 }
 
 const DTypes resize2d_forward_dtypes = kFloats;
 void resize2d_forward(const Tensor& x, Tensor& y, Interpolation mode) {
   if (y.numel() == 0) return;
-  by_float(x.dtype(), [&](auto t) { resize_forward_loop<decltype(t)>(x, y, mode); });
+  visit_dtype<float, double>(x.dtype(),
+                             [&](auto t) { resize_forward_loop<typename decltype(t)::type>(x, y, mode); });
 }
 
 const DTypes resize2d_backward_dtypes = kFloats;
 void resize2d_backward(const Tensor& dy, Tensor& dx, Interpolation mode) {
   if (dx.numel() == 0) return;
   if (dy.numel() == 0) return dx.fill(0.0);
-  by_float(dx.dtype(), [&](auto t) { resize_backward_loop<decltype(t)>(dy, dx, mode); });
+  visit_dtype<float, double>(dx.dtype(),
+                             [&](auto t) { resize_backward_loop<typename decltype(t)::type>(dy, dx, mode); });
 }
 
 }  // namespace systolic::ops::cpu

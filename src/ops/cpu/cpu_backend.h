@@ -6,6 +6,7 @@
 
 #include <type_traits>
 
+#include "core/dtype_dispatch.h"
 #include "ops/backend.h"
 
 namespace systolic::ops::cpu {
@@ -19,16 +20,6 @@ inline constexpr DTypes kFloats{DType::float32, DType::float64};
 // ... and bfloat16, for the ops with oneDNN's bfloat16 kernels (widened where the CPU lacks them:
 // bf16_emulation.h).
 inline constexpr DTypes kFloatsAndBf16{DType::float32, DType::float64, DType::bfloat16};
-
-// Calls f(float{}) or f(double{}) for a float32 or float64 tensor; other dtypes never get here (the table says
-// which dtypes each op takes).
-template <class F>
-void by_float(DType t, F&& f) {
-  if (t == DType::float64)
-    f(double{});
-  else
-    f(float{});
-}
 
 // The loops' storage types and their arithmetic: bfloat16 values are computed with in float32.
 template <class T>
@@ -51,17 +42,6 @@ T narrow(double v) {
     return bfloat16(static_cast<float>(v));
   else
     return static_cast<T>(v);
-}
-
-// Calls f(float{}), f(double{}) or f(bfloat16{}) for a tensor of that dtype (loops that take bfloat16 storage).
-template <class F>
-void by_storage(DType t, F&& f) {
-  if (t == DType::float64)
-    f(double{});
-  else if (t == DType::bfloat16)
-    f(bfloat16{});
-  else
-    f(float{});
 }
 
 }  // namespace systolic::ops::cpu

@@ -230,7 +230,8 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& 
 const DTypes batch_norm_forward_training_dtypes = kFloatsAndBf16;
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                                  Tensor& mean, Tensor& var, double eps, const CrossReplica* replicas) {
-  by_storage(x.dtype(), [&](auto t) { moments_loop<decltype(t)>(x, mean, var, replicas); });
+  visit_dtype<float, double, bfloat16>(
+      x.dtype(), [&](auto t) { moments_loop<typename decltype(t)::type>(x, mean, var, replicas); });
   batch_norm_forward_inference(x, gamma, beta, mean, var, y, eps);
 }
 
@@ -240,8 +241,9 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
   Tensor g = or_constant(gamma, x, 1.0), b = or_constant(beta, x, 0.0);
   if (onednn::takes(x.dtype()) && onednn::has_fast_batch_norm(x, eps))
     return onednn::batch_norm_forward_inference(x, g, b, mean, var, y, eps);
-  by_storage(x.dtype(),
-             [&](auto t) { batch_norm_forward_inference_loop<decltype(t)>(x, g, b, mean, var, y, eps); });
+  visit_dtype<float, double, bfloat16>(x.dtype(), [&](auto t) {
+    batch_norm_forward_inference_loop<typename decltype(t)::type>(x, g, b, mean, var, y, eps);
+  });
 }
 
 const DTypes batch_norm_backward_dtypes = kFloatsAndBf16;
@@ -252,8 +254,9 @@ void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   // Across replicas the loops sum the statistics' gradients over the replicas; oneDNN's primitive cannot.
   if (!replicas && onednn::takes(x.dtype()) && onednn::has_fast_batch_norm(x, eps))
     return onednn::batch_norm_backward(x, g, mean, var, dy, dx, dgamma, dbeta, eps);
-  by_storage(x.dtype(), [&](auto t) {
-    batch_norm_backward_loop<decltype(t)>(x, g, mean, var, dy, dx, dgamma, dbeta, eps, replicas);
+  visit_dtype<float, double, bfloat16>(x.dtype(), [&](auto t) {
+    batch_norm_backward_loop<typename decltype(t)::type>(x, g, mean, var, dy, dx, dgamma, dbeta, eps,
+                                                         replicas);
   });
 }
 
