@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/dtype_dispatch.h"
-#include "ops/cpu/augment_image.h"
+#include "ops/augment.h"
 
 namespace systolic {
 
@@ -29,7 +29,8 @@ void Augmentation::check() const {
 
 namespace {
 
-// The per-image augmentation is the CPU backend's (ops/augment_math.h holds the math the CUDA kernel shares).
+// The per-image augmentation is ops::augment_images' (ops/augment.h; ops/augment_math.h holds the math the CUDA
+// kernel shares).
 ops::AugmentParams augment_params(const Augmentation& a) {
   return {.width_shift_range = a.width_shift_range,
           .height_shift_range = a.height_shift_range,
@@ -65,7 +66,7 @@ void with_target_type(DType d, F&& f) {
 
 void augment_image(const float* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C,
                    const Augmentation& a, std::uint64_t seed, std::uint64_t index) {
-  ops::cpu::augment_image(in, out, H, W, C, augment_params(a), seed, index);
+  ops::augment::augment_image(in, out, H, W, C, augment_params(a), seed, index);
 }
 
 struct BatchPipeline::Impl {
@@ -112,15 +113,15 @@ struct BatchPipeline::Impl {
           const S* row = src + order[first + i] * row_x;
           if constexpr (std::is_same_v<T, float>) {
             if (o.augmentation.enabled()) {
-              ops::cpu::augment_image(row, dst + i * row_x, H, W, C, augment, o.seed,
-                                      std::uint64_t(first + i));
+              ops::augment::augment_image(row, dst + i * row_x, H, W, C, augment, o.seed,
+                                          std::uint64_t(first + i));
               continue;
             }
           } else if constexpr (std::is_same_v<T, bfloat16>) {
             if (o.augmentation.enabled()) {  // augmented in float32, then rounded once
               augmented.resize(std::size_t(row_x));
-              ops::cpu::augment_image(row, augmented.data(), H, W, C, augment, o.seed,
-                                      std::uint64_t(first + i));
+              ops::augment::augment_image(row, augmented.data(), H, W, C, augment, o.seed,
+                                          std::uint64_t(first + i));
               convert(augmented.data(), dst + i * row_x, row_x);
               continue;
             }
