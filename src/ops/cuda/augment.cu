@@ -82,16 +82,14 @@ __global__ void contrast_kernel(const float* x, float* y, std::int64_t N, std::i
 cudaError_t launch_noise(const float* in, float* out, std::int64_t n, const NoiseParams& p, bool forward,
                          std::uint64_t seed, const double* step, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  noise_kernel<<<blocks_for((n + 1) / 2), kThreads, 0, stream>>>(in, out, n, p.stddev, p.multiplicative,
-                                                                 forward, seed, step);
-  return cudaGetLastError();
+  return launch_elementwise(noise_kernel, (n + 1) / 2, stream, in, out, n, p.stddev, p.multiplicative,
+                            forward, seed, step);
 }
 
 cudaError_t launch_transforms(float* m, std::int64_t N, const image::TransformConfig& config, std::int64_t H,
                               std::int64_t W, std::uint64_t seed, const double* step, cudaStream_t stream) {
   if (N == 0) return cudaSuccess;
-  transforms_kernel<<<blocks_for(N), kThreads, 0, stream>>>(m, N, config, H, W, seed, step);
-  return cudaGetLastError();
+  return launch_elementwise(transforms_kernel, N, stream, m, N, config, H, W, seed, step);
 }
 
 cudaError_t launch_affine(const float* x, const float* m, float* y, std::int64_t N, std::int64_t H,
@@ -99,17 +97,15 @@ cudaError_t launch_affine(const float* x, const float* m, float* y, std::int64_t
                           const image::SampleConfig& s, cudaStream_t stream) {
   const std::int64_t pixels = N * OH * OW;
   if (pixels == 0 || C == 0) return cudaSuccess;
-  affine_kernel<<<blocks_for(pixels), kThreads, 0, stream>>>(x, m, y, N, H, W, C, OH, OW, s);
-  return cudaGetLastError();
+  return launch_elementwise(affine_kernel, pixels, stream, x, m, y, N, H, W, C, OH, OW, s);
 }
 
 cudaError_t launch_contrast(const float* x, float* y, std::int64_t N, std::int64_t HW, std::int64_t C,
                             const ContrastParams& p, std::uint64_t seed, const double* step,
                             cudaStream_t stream) {
   if (N * C == 0 || HW == 0) return cudaSuccess;
-  contrast_kernel<<<blocks_for(N * C), kThreads, 0, stream>>>(x, y, N, HW, C, p.lower, p.upper, p.value_min,
-                                                              p.value_max, seed, step);
-  return cudaGetLastError();
+  return launch_elementwise(contrast_kernel, N * C, stream, x, y, N, HW, C, p.lower, p.upper, p.value_min,
+                            p.value_max, seed, step);
 }
 
 const double* step_of(const Tensor& step) {
