@@ -1,7 +1,9 @@
 // The CPU backend: oneDNN primitives for float32 convolution, pooling, batch norm, dense and the activations it
 // has; plain C++ loops (OpenMP-parallel) for float64 and for the ops oneDNN has no primitive for. Each op is
-// defined in the file of its family (conv_pool.cc, dense_norm.cc, activations.cc, elementwise.cc, losses.cc,
-// optimizers.cc) with the dtypes it takes; backend.cc builds the table.
+// defined, with the dtypes it takes, in the file of its family, named as the CUDA backend's (cuda_backend.h lists
+// the families; tests/test_source_layout.cc checks it): conv.cc, pool.cc, dense.cc, batch_norm.cc,
+// activations.cc, elementwise.cc, augment.cc, losses.cc, optimizers.cc, norm_merge.cc, regularizers.cc,
+// resize.cc. onednn*.cc hold the oneDNN primitives they call; backend.cc builds the table.
 #pragma once
 
 #include <type_traits>

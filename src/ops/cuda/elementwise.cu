@@ -1,9 +1,7 @@
 // Elementwise and data-movement ops on CUDA, each as kernel -> launcher -> entry (the entry unpacks the checked
 // tensors: the checks ran at ops::<name>, src/ops/ops.cc): fill, copy, cast, add_n, accumulate, scale_shift,
-// moving_average, the activations (activation_math.h's formulas; softmax and log_softmax over rows), dropout,
-// padding, concatenation (strided copies), gathering rows, image augmentation. Grid-stride loops over 64-bit
-// indices; bfloat16 computes in float, float64 in double. Row kernels give each row to one warp, whose lanes
-// stride over the columns and combine by shuffles. No entry synchronises or allocates, except gather_rows'
+// moving_average, dropout, padding, concatenation (strided copies), gathering rows. Grid-stride loops over 64-bit
+// indices; bfloat16 computes in float, float64 in double. No entry synchronises or allocates, except gather_rows'
 // host-index path in ops.cc, which uploads the indices (not a path of captured training steps).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -14,8 +12,6 @@
 #include <type_traits>
 
 #include "core/philox.h"
-#include "ops/activation_math.h"
-#include "ops/augment.h"
 #include "ops/concat_layout.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/cuda_backend.h"
@@ -78,97 +74,6 @@ __global__ void scale_shift_kernel(const T* x, T* y, std::int64_t n, acc_t<T> a,
 template <class T>
 __global__ void moving_average_kernel(T* m, const T* v, std::int64_t n, acc_t<T> momentum, acc_t<T> rest) {
   SYSTOLIC_GRID_STRIDE(i, n) store(m, i, add_rn(mul_rn(load(m, i), momentum), mul_rn(load(v, i), rest)));
-}
-
-// ---- activations: elementwise kinds through activation_math.h, one kernel per kind (K is a constant, so the
-// formula's switch folds away); softmax and log_softmax over rows.
-
-template <class T, Activation::Kind K>
-__global__ void activation_forward_kernel(const T* x, T* y, std::int64_t n, activation::Params<acc_t<T>> p) {
-  SYSTOLIC_GRID_STRIDE(i, n) store(y, i, activation::forward<acc_t<T>>(K, load(x, i), p));
-}
-
-// x may be y (then unread: the kind's gradient is a function of y).
-template <class T, Activation::Kind K>
-__global__ void activation_backward_kernel(const T* x, const T* y, const T* dy, T* dx, std::int64_t n,
-                                           activation::Params<acc_t<T>> p) {
-  SYSTOLIC_GRID_STRIDE(i, n)
-  store(dx, i, activation::backward<acc_t<T>>(K, load(x, i), load(y, i), load(dy, i), p));
-}
-
-// A row's maximum and the sum of exp(x - maximum), over the warp that holds the row (every lane gets both).
-template <class T>
-__device__ __forceinline__ void row_max_and_sum_exp(const T* in, std::int64_t cols, int lane, float& mx,
-                                                    float& s) {
-  mx = -INFINITY;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    float v = load(in, c);
-    mx = v > mx ? v : mx;
-  }
-  mx = warp_max(mx);
-  s = 0.0f;
-  for (std::int64_t c = lane; c < cols; c += 32) s += expf(load(in, c) - mx);
-  s = warp_sum(s);
-}
-
-// y = exp(x - max) / sum exp(x - max) per row. y may alias x: the last pass reads x[c] and writes y[c] in the
-// same lane, and the earlier passes only read.
-template <class T>
-__global__ void softmax_forward_kernel(const T* x, T* y, std::int64_t rows, std::int64_t cols) {
-  const int lane = threadIdx.x & 31;
-  SYSTOLIC_WARP_ROWS(r, rows) {
-    const T* in = x + r * cols;
-    T* out = y + r * cols;
-    float mx, s;
-    row_max_and_sum_exp(in, cols, lane, mx, s);
-    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, expf(load(in, c) - mx) / s);
-  }
-}
-
-// dx = y * (dy - sum(dy * y)) per row; dx may alias dy (same argument as the forward's).
-template <class T>
-__global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t rows,
-                                        std::int64_t cols) {
-  const int lane = threadIdx.x & 31;
-  SYSTOLIC_WARP_ROWS(r, rows) {
-    const T* yr = y + r * cols;
-    const T* gr = dy + r * cols;
-    T* out = dx + r * cols;
-    float dot = 0.0f;
-    for (std::int64_t c = lane; c < cols; c += 32) dot += load(gr, c) * load(yr, c);
-    dot = warp_sum(dot);
-    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(yr, c) * (load(gr, c) - dot));
-  }
-}
-
-// y = x - max - log(sum exp(x - max)) per row; y may alias x (as softmax's).
-template <class T>
-__global__ void log_softmax_forward_kernel(const T* x, T* y, std::int64_t rows, std::int64_t cols) {
-  const int lane = threadIdx.x & 31;
-  SYSTOLIC_WARP_ROWS(r, rows) {
-    const T* in = x + r * cols;
-    T* out = y + r * cols;
-    float mx, s;
-    row_max_and_sum_exp(in, cols, lane, mx, s);
-    const float lse = mx + logf(s);
-    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(in, c) - lse);
-  }
-}
-
-// dx = dy - exp(y) * sum(dy) per row; dx may alias dy.
-template <class T>
-__global__ void log_softmax_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t rows,
-                                            std::int64_t cols) {
-  const int lane = threadIdx.x & 31;
-  SYSTOLIC_WARP_ROWS(r, rows) {
-    const T* yr = y + r * cols;
-    const T* gr = dy + r * cols;
-    T* out = dx + r * cols;
-    float s = 0.0f;
-    for (std::int64_t c = lane; c < cols; c += 32) s += load(gr, c);
-    s = warp_sum(s);
-    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(gr, c) - expf(load(yr, c)) * s);
-  }
 }
 
 // ---- dropout: thread g handles elements 4g .. 4g+3 with the four words of Philox block g, as the CPU loop
@@ -279,21 +184,6 @@ __global__ void cast_kernel(const S* src, D* dst, std::int64_t n) {
   }
 }
 
-// ---- augmentation: one thread per output pixel (all its channels)
-
-__global__ void augment_kernel(const float* x, float* y, std::int64_t N, std::int64_t H, std::int64_t W,
-                               std::int64_t C, augment::Config config, std::uint64_t seed,
-                               std::uint64_t first) {
-  const std::int64_t pixels = H * W;
-  SYSTOLIC_GRID_STRIDE(p, N * pixels) {
-    std::int64_t k = p / pixels, rest = p - k * pixels;
-    std::int64_t row = rest / W, col = rest - row * W;
-    augment::Draw d = augment::draw(config, H, W, seed, first + static_cast<std::uint64_t>(k));
-    augment::pixel(x + k * pixels * C, W, C, augment::tap(H, row, d.rows, false),
-                   augment::tap(W, col, d.cols, d.flip), config, y + p * C);
-  }
-}
-
 // ---- launchers
 
 cudaError_t launch_fill(void* x, std::int64_t n, int element_bytes, std::uint64_t bits, cudaStream_t stream) {
@@ -335,55 +225,6 @@ cudaError_t launch_moving_average(void* moving, const void* value, std::int64_t 
                               static_cast<const T*>(value), n, static_cast<acc_t<T>>(momentum),
                               static_cast<acc_t<T>>(1.0 - momentum));
   });
-}
-
-// The kernel of an activation's kind.
-template <class T>
-cudaError_t launch_activation_forward(const Activation& a, const T* x, T* y, std::int64_t rows,
-                                      std::int64_t cols, cudaStream_t stream) {
-  const std::int64_t n = rows * cols;
-  if (n == 0) return cudaSuccess;
-  if (a.kind == Activation::softmax) {
-    softmax_forward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(x, y, rows, cols);
-    return cudaGetLastError();
-  }
-  if (a.kind == Activation::log_softmax) {
-    log_softmax_forward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(x, y, rows, cols);
-    return cudaGetLastError();
-  }
-  const auto p = activation::params_of<acc_t<T>>(a);
-  switch (a.kind) {
-#define SYSTOLIC_FORWARD_KIND(kind, name, alias) \
-  case Activation::kind:                         \
-    return launch_elementwise(activation_forward_kernel<T, Activation::kind>, n, stream, x, y, n, p);
-    SYSTOLIC_ACTIVATIONS(SYSTOLIC_FORWARD_KIND)
-#undef SYSTOLIC_FORWARD_KIND
-  }
-  return cudaErrorInvalidValue;
-}
-
-template <class T>
-cudaError_t launch_activation_backward(const Activation& a, const T* x, const T* y, const T* dy, T* dx,
-                                       std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
-  const std::int64_t n = rows * cols;
-  if (n == 0) return cudaSuccess;
-  if (a.kind == Activation::softmax) {
-    softmax_backward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(y, dy, dx, rows, cols);
-    return cudaGetLastError();
-  }
-  if (a.kind == Activation::log_softmax) {
-    log_softmax_backward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(y, dy, dx, rows, cols);
-    return cudaGetLastError();
-  }
-  const auto p = activation::params_of<acc_t<T>>(a);
-  switch (a.kind) {
-#define SYSTOLIC_BACKWARD_KIND(kind, name, alias) \
-  case Activation::kind:                          \
-    return launch_elementwise(activation_backward_kernel<T, Activation::kind>, n, stream, x, y, dy, dx, n, p);
-    SYSTOLIC_ACTIVATIONS(SYSTOLIC_BACKWARD_KIND)
-#undef SYSTOLIC_BACKWARD_KIND
-  }
-  return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_dropout(const void* in, void* out, std::int64_t n, float threshold, float scale,
@@ -455,14 +296,6 @@ cudaError_t launch_gather_rows(const void* src, Element src_type, std::int64_t s
   });
 }
 
-cudaError_t launch_augment_images(const float* x, float* y, std::int64_t N, std::int64_t H, std::int64_t W,
-                                  std::int64_t C, const augment::Config& config, std::uint64_t seed,
-                                  std::uint64_t first, cudaStream_t stream) {
-  std::int64_t n = N * H * W;
-  if (n == 0 || C == 0) return cudaSuccess;
-  return launch_elementwise(augment_kernel, n, stream, x, y, N, H, W, C, config, seed, first);
-}
-
 cudaError_t launch_cast(const void* src, Element src_type, void* dst, Element dst_type, std::int64_t n,
                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
@@ -493,12 +326,6 @@ std::uint64_t fill_bits(DType t, double value) {
     std::memcpy(&bits, &v, sizeof bits);
     return static_cast<std::uint64_t>(bits);
   });
-}
-
-// Rows and columns of an activation: softmax and log_softmax run over rows of the last axis.
-void activation_extent(const Activation& a, const Tensor& t, std::int64_t& rows, std::int64_t& cols) {
-  cols = a.over_last_axis() ? t.dim(-1) : 1;
-  rows = cols ? t.numel() / cols : 0;
 }
 
 const double* step_pointer(const Tensor& step) {
@@ -572,35 +399,6 @@ void moving_average(Tensor& moving, const Tensor& value, double momentum) {
                                             element_of(moving.dtype()), c.stream));
 }
 
-const DTypes activation_forward_dtypes = kFloat32Or16;
-void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
-  Context& c = context(y);
-  if (a.kind == Activation::linear) return copy(x, y);
-  std::int64_t rows, cols;
-  activation_extent(a, x, rows, cols);
-  SYSTOLIC_CUDA_CHECK((visit_dtype<float, __nv_bfloat16>(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    return launch_activation_forward<T>(a, static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
-                                        rows, cols, c.stream);
-  })));
-}
-
-const DTypes activation_backward_dtypes = kFloat32Or16;
-void activation_backward(const Activation& a, const Tensor& x, const Tensor& y, const Tensor& dy,
-                         Tensor& dx) {
-  Context& c = context(dx);
-  if (a.kind == Activation::linear) return copy(dy, dx);
-  std::int64_t rows, cols;
-  activation_extent(a, y, rows, cols);
-  SYSTOLIC_CUDA_CHECK((visit_dtype<float, __nv_bfloat16>(y.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* yp = static_cast<const T*>(y.raw_data());
-    const T* xp = x.defined() ? static_cast<const T*>(x.raw_data()) : yp;  // read only by kinds that need it
-    return launch_activation_backward<T>(a, xp, yp, static_cast<const T*>(dy.raw_data()),
-                                         static_cast<T*>(dx.raw_data()), rows, cols, c.stream);
-  })));
-}
-
 const DTypes dropout_forward_dtypes = kFloat32Or16;
 void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
   Context& c = context(y);
@@ -667,12 +465,4 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
                                          element_of(dst.dtype()), c.error_flags, kIndexOutOfRange, c.stream));
 }
 
-const DTypes augment_images_dtypes{DType::float32};
-void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed,
-                    std::uint64_t first) {
-  augment::Dims d = augment::dims_of(x);
-  Context& c = context(y);
-  SYSTOLIC_CUDA_CHECK(launch_augment_images(x.data<float>(), y.data<float>(), d.N, d.H, d.W, d.C,
-                                            augment::config_of(p), seed, first, c.stream));
-}
 }  // namespace systolic::ops::cuda

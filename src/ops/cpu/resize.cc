@@ -1,5 +1,5 @@
-// Bias addition over the last axis (Conv2DTranspose's bias) and image resizing (UpSampling2D) on the CPU: plain
-// loops for float32 and float64 (the reference). Contracts: include/systolic/ops.h.
+// Image resizing (UpSampling2D) on the CPU: plain loops for float32 and float64 (the reference). Contracts:
+// include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -9,31 +9,6 @@
 namespace systolic::ops::cpu {
 
 namespace {
-
-template <class T>
-void bias_add_loop(const Tensor& x, const Tensor& b, Tensor& y) {
-  std::int64_t C = x.dim(-1), rows = C ? x.numel() / C : 0;
-  const T* xp = x.data<T>();
-  T* yp = y.data<T>();
-  auto bv = b.to_doubles();
-#pragma omp parallel for
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = xp[r * C + c] + static_cast<T>(bv[c]);
-}
-
-template <class T>
-void bias_grad_loop(const Tensor& dy, Tensor& db) {
-  std::int64_t C = dy.dim(-1), rows = C ? dy.numel() / C : 0;
-  const T* g = dy.data<T>();
-  std::vector<double> sum(static_cast<std::size_t>(C), 0.0);
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < C; ++c) sum[c] += g[r * C + c];
-  visit_dtype<float, double>(db.dtype(), [&](auto t) {
-    using D = typename decltype(t)::type;
-    D* out = db.data<D>();
-    for (std::int64_t c = 0; c < C; ++c) out[c] += static_cast<D>(sum[c]);
-  });
-}
 
 // Where output row (or column) o reads along one axis: cells lo and hi with weights 1-f and f.
 struct Tap {
@@ -109,16 +84,6 @@ void resize_backward_loop(const Tensor& dy, Tensor& dx, Interpolation mode) {
 }
 
 }  // namespace
-
-const DTypes bias_add_forward_dtypes = kFloats;
-void bias_add_forward(const Tensor& x, const Tensor& b, Tensor& y) {
-  visit_dtype<float, double>(x.dtype(), [&](auto t) { bias_add_loop<typename decltype(t)::type>(x, b, y); });
-}
-
-const DTypes bias_add_backward_dtypes = kFloats;
-void bias_add_backward(const Tensor& dy, Tensor& db) {
-  visit_dtype<float, double>(dy.dtype(), [&](auto t) { bias_grad_loop<typename decltype(t)::type>(dy, db); });
-}
 
 const DTypes resize2d_forward_dtypes = kFloats;
 void resize2d_forward(const Tensor& x, Tensor& y, Interpolation mode) {
