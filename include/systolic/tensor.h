@@ -72,6 +72,7 @@ class Tensor {
   bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
 
  private:
+  friend struct TensorInternals;  // src/core/tensor_internals.h
   void check_type(DType t) const;
   std::shared_ptr<Storage> storage_;
   std::size_t offset_ = 0;  // bytes

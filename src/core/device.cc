@@ -8,26 +8,63 @@
 
 #include <charconv>
 
+#include "core/xla/pjrt.h"
+
 namespace systolic {
+
+namespace {
+
+// "" -> 0, ":I" -> I; -1 for anything else.
+int index_suffix(std::string_view rest) {
+  if (rest.empty()) return 0;
+  if (rest[0] != ':' || rest.size() < 2) return -1;
+  int index = -1;
+  auto digits = rest.substr(1);
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  return ec == std::errc() && ptr == digits.data() + digits.size() && index >= 0 ? index : -1;
+}
+
+}  // namespace
 
 Device Device::parse(std::string_view text) {
   if (text == "cpu") return cpu();
-  if (text == "cuda") return cuda(0);
-  if (text.starts_with("cuda:")) {
-    int index = -1;
-    auto digits = text.substr(5);
-    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-    if (ec == std::errc() && ptr == digits.data() + digits.size() && index >= 0) return cuda(index);
-  }
-  fail("unknown device '{}' (expected cpu, cuda or cuda:I)", text);
+  struct Prefix {
+    std::string_view text;
+    Device device;
+  };
+  // Longest first: "xla:cuda" before "cuda".
+  for (const Prefix& p :
+       {Prefix{"xla:cuda", xla(XlaPlatform::cuda)}, Prefix{"xla:cpu", xla(XlaPlatform::cpu)},
+        Prefix{"xla:tpu", tpu()}, Prefix{"tpu", tpu()}, Prefix{"cuda", cuda()}})
+    if (text.starts_with(p.text)) {
+      int index = index_suffix(text.substr(p.text.size()));
+      if (index >= 0) return p.device.with_index(index);
+      break;
+    }
+  fail(
+      "unknown device '{}' (expected cpu, cuda, cuda:I, xla:cpu, xla:cuda, xla:tpu or tpu, each with an "
+      "optional :I)",
+      text);
 }
 
 std::string Device::str() const {
-  return kind_ == DeviceKind::cpu ? "cpu" : "cuda:" + std::to_string(index_);
+  switch (kind_) {
+    case DeviceKind::cpu:
+      return "cpu";
+    case DeviceKind::cuda:
+      return "cuda:" + std::to_string(index_);
+    case DeviceKind::xla:
+      return std::string("xla:") + xla::platform_name(platform_) + ":" + std::to_string(index_);
+  }
+  return "?";
 }
 
 bool device_available(Device device) {
   if (device.is_cpu()) return true;
+  if (device.is_xla()) {
+    auto p = device.xla_platform();
+    return xla::Runtime::available(p) && device.index() < xla::Runtime::get(p).device_count();
+  }
 #if SYSTOLIC_HAS_CUDA
   return device.index() < cuda::device_count();
 #else
@@ -48,7 +85,7 @@ std::vector<GpuInfo> gpu_info() {
 }
 
 void synchronize(Device device) {
-  if (device.is_cpu()) return;
+  if (device.is_cpu() || device.is_xla()) return;  // an XLA program has finished when its run returns
 #if SYSTOLIC_HAS_CUDA
   cuda::synchronize(device.index());
 #else

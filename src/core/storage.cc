@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/xla/trace.h"
+
 namespace systolic {
 
 namespace {
@@ -17,7 +19,16 @@ namespace {
 }
 }  // namespace
 
-Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(device) {
+Storage::Storage(std::size_t bytes, Device device, DType dtype) : bytes_(bytes), device_(device) {
+  if (device.is_xla()) {
+    auto& runtime = xla::Runtime::get(device.xla_platform());
+    SYSTOLIC_CHECK(device.index() < runtime.device_count(),
+                   "device {} is not available (the plugin has {} devices)", device.str(),
+                   runtime.device_count());
+    xla_ = std::make_shared<xla::Array>(device.xla_platform(), device.index(), dtype,
+                                        static_cast<std::int64_t>(bytes / dtype_size(dtype)));
+    return;
+  }
   if (!device.is_cpu()) {
 #if SYSTOLIC_HAS_CUDA
     data_ = cuda::allocate(bytes, device.index());  // the caching allocator: no cudaMalloc in a steady loop
@@ -33,6 +44,7 @@ Storage::Storage(std::size_t bytes, Device device) : bytes_(bytes), device_(devi
 }
 
 Storage::~Storage() {
+  if (device_.is_xla()) return;  // the array goes with xla_
 #if SYSTOLIC_HAS_CUDA
   if (!device_.is_cpu()) {
     cuda::deallocate(data_, device_.index());

@@ -5,6 +5,7 @@
 
 #include "core/dtype_dispatch.h"
 #include "core/storage.h"
+#include "core/xla/trace.h"
 
 namespace systolic {
 
@@ -20,7 +21,7 @@ double to_double(T v) {
 
 Tensor::Tensor(Shape shape, DType dtype, Device device) : shape_(std::move(shape)), dtype_(dtype) {
   for (auto d : shape_.dims()) SYSTOLIC_CHECK(d >= 0, "Tensor: negative dimension in shape {}", shape_.str());
-  storage_ = std::make_shared<Storage>(nbytes(), device);
+  storage_ = std::make_shared<Storage>(nbytes(), device, dtype);
 }
 
 Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
@@ -39,10 +40,14 @@ Device Tensor::device() const {
 
 void* Tensor::raw_data() {
   SYSTOLIC_CHECK(storage_, "access to the data of an undefined tensor");
+  SYSTOLIC_CHECK(!storage_->xla_array(), "a tensor on {} has no address (copy it to the CPU first)",
+                 device().str());
   return static_cast<char*>(storage_->data()) + offset_;
 }
 const void* Tensor::raw_data() const {
   SYSTOLIC_CHECK(storage_, "access to the data of an undefined tensor");
+  SYSTOLIC_CHECK(!storage_->xla_array(), "a tensor on {} has no address (copy it to the CPU first)",
+                 device().str());
   return static_cast<const char*>(storage_->data()) + offset_;
 }
 
@@ -113,6 +118,7 @@ void Tensor::copy_from(const Tensor& other) {
   SYSTOLIC_CHECK(other.numel() == numel() && other.dtype_ == dtype_,
                  "copy_from: source {} {} does not match destination {} {}", dtype_name(other.dtype_),
                  other.shape_.str(), dtype_name(dtype_), shape_.str());
+  if (device().is_xla() || other.device().is_xla()) return xla::copy(*this, other);
   copy_bytes(raw_data(), device(), other.raw_data(), other.device(), nbytes());
 }
 

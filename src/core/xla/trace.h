@@ -1,0 +1,154 @@
+// Tracing: how the XLA backend runs ops. A tensor on an xla device lives in an Array (the storage's device memory:
+// one flat PJRT buffer of its dtype). While a Trace is current on the thread, ops do not run: they emit StableHLO
+// (hlo.h) on the values of the arrays they read, and leave new values for the arrays they write. A trace is
+// functional: a read of a tensor slices its array's current value; a write updates the array's value with
+// dynamic_update_slice. finish() makes the program: its arguments are the arrays read before the trace wrote
+// them (in the order of first use), its results the arrays the trace wrote that are still alive (temporaries freed
+// during the trace are simply not results). Running it passes the arguments' buffers and gives the results' arrays
+// their new buffers; a Recorded program runs again with whatever the same arrays hold then (the way a CUDA graph
+// replays over the same addresses: what changes between steps must live in arrays, never in the trace).
+//
+// An op called with no trace current is traced alone and run at once (eager: compiled once per distinct program
+// text, then taken from a cache). Host copies into and out of arrays run outside traces; a copy from the host into
+// an array inside a trace becomes an argument bound to a copy of those bytes, kept by the recording (a constant of
+// the program, as a CUDA graph would bake a host copy in).
+#pragma once
+
+#include <systolic/tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/xla/hlo.h"
+#include "core/xla/pjrt.h"
+
+namespace systolic::xla {
+
+class Trace;
+
+// The device memory of one storage on an xla device.
+class Array : public std::enable_shared_from_this<Array> {
+ public:
+  Array(Platform platform, int device, DType dtype, std::int64_t numel);
+  ~Array();
+  Array(const Array&) = delete;
+  Array& operator=(const Array&) = delete;
+
+  Platform platform() const { return platform_; }
+  int device() const { return device_; }
+  DType dtype() const { return dtype_; }
+  std::int64_t numel() const { return numel_; }
+  Type type() const { return {elem_of(dtype_), {numel_}}; }
+
+  // The buffer (zeros the first time, for an array never written: a program reads every argument).
+  Buffer& materialized();
+  void set_buffer(std::shared_ptr<Buffer> buffer) { buffer_ = std::move(buffer); }
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+
+  // Host copies of `bytes` at `byte_offset` (outside a trace, or of an array the current trace has not written).
+  void read_bytes(std::size_t byte_offset, void* dst, std::size_t bytes);
+  void write_bytes(std::size_t byte_offset, const void* src, std::size_t bytes);
+
+ private:
+  friend class Trace;
+  Platform platform_;
+  int device_;
+  DType dtype_;
+  std::int64_t numel_;
+  std::shared_ptr<Buffer> buffer_;
+  Trace* trace_ = nullptr;  // the trace that holds a value of this array
+};
+
+// The array behind a tensor on an xla device (Error for any other tensor), with the tensor's element offset in it.
+struct ArrayView {
+  std::shared_ptr<Array> array;
+  std::int64_t offset = 0;  // elements
+};
+ArrayView array_of(const Tensor& t);
+
+// A finished trace: the program, what it reads and writes, compiled.
+class Recorded {
+ public:
+  // Runs the program: the arguments' current buffers in, the results' arrays get the outputs. False (and nothing
+  // runs) when an array it reads or writes no longer exists: record again.
+  bool run();
+  const std::string& text() const { return text_; }
+  int arguments() const { return static_cast<int>(args_.size()); }
+  int results() const { return static_cast<int>(results_.size()); }
+
+ private:
+  friend class Trace;
+  std::string text_;
+  Platform platform_ = Platform::cpu;
+  int replicas_ = 1;
+  std::vector<std::weak_ptr<Array>> args_, results_;
+  std::vector<Type> result_types_;
+  std::vector<std::shared_ptr<Array>> constants_;  // host bytes copied in during the trace
+  std::shared_ptr<Executable> exe_;
+};
+
+class Trace {
+ public:
+  explicit Trace(int replicas = 1);
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  // The trace current on this thread (null when ops run eagerly).
+  static Trace* current();
+
+  Builder& builder() { return b_; }
+  int replicas() const { return replicas_; }
+
+  // The value of `dims` elements of `array` from `offset` (flat order), shaped `dims`.
+  Value read(const std::shared_ptr<Array>& array, std::int64_t offset, const std::vector<std::int64_t>& dims);
+  // Elements [offset, offset + v's size) of `array` become v (v's element type must be the array's).
+  void write(const std::shared_ptr<Array>& array, std::int64_t offset, const Value& v);
+  // Tensors.
+  Value read(const Tensor& t);
+  void write(const Tensor& t, const Value& v);
+  // Bytes from the host into an array, inside the trace (a constant of the recording).
+  void write_host(const std::shared_ptr<Array>& array, std::int64_t offset, const void* src,
+                  std::int64_t count);
+  // Whether the trace has written the array (its buffer is then not its value).
+  bool wrote(const Array& array) const;
+
+  // The program (compiled: text -> executable, cached per process). The trace is then empty.
+  std::shared_ptr<Recorded> finish();
+
+ private:
+  friend class Array;
+  struct State {
+    std::string value;  // the array's current value in the program
+    int argument = -1;  // its index among the arguments, when read before written
+    bool written = false;
+    std::int64_t order = 0;       // first write
+    std::shared_ptr<Array> keep;  // the trace's own arrays (constants) stay alive until finish
+  };
+  State& state(const std::shared_ptr<Array>& array);
+  void forget(Array* array);  // an array freed during the trace
+
+  Builder b_;
+  int replicas_;
+  Trace* outer_;
+  std::map<Array*, State> states_;
+  std::vector<std::weak_ptr<Array>> args_;
+  std::vector<Type> arg_types_;
+  std::vector<std::shared_ptr<Array>> constants_;
+  std::int64_t writes_ = 0;
+  bool placed_ = false;
+  Platform platform_ = Platform::cpu;
+  int device_ = 0;
+};
+
+// Runs `emit` in the current trace, or, when none is current, in a trace of its own that runs at once.
+void traced(const std::function<void()>& emit);
+
+// Copies between tensors when either is on an xla device (Tensor::copy_from); same numel and dtype.
+void copy(const Tensor& dst, const Tensor& src);
+
+}  // namespace systolic::xla
