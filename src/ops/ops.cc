@@ -5,9 +5,11 @@
 // data.
 #include <systolic/ops.h>
 
+#include "core/tensor_internals.h"
 #include "ops/backend.h"
 #include "ops/concat_layout.h"
 #include "ops/cpu/cpu_backend.h"
+#include "ops/xla/xla_backend.h"
 #if SYSTOLIC_HAS_CUDA
 #include "ops/cuda/cuda_backend.h"
 #endif
@@ -106,10 +108,16 @@ class Check {
   const char* op_;
 };
 
+// Whether two tensors share bytes of one storage (on any device: by storage and offset, not by address).
 bool overlap(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0) return false;
-  auto ap = static_cast<const char*>(a.raw_data()), bp = static_cast<const char*>(b.raw_data());
-  return ap < bp + b.nbytes() && bp < ap + a.nbytes();
+  if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0 || !a.shares_storage_with(b))
+    return false;
+  std::size_t ao = TensorInternals::byte_offset(a), bo = TensorInternals::byte_offset(b);
+  return ao < bo + b.nbytes() && bo < ao + a.nbytes();
+}
+// Whether two tensors start at the same byte of one storage.
+bool same_start(const Tensor& a, const Tensor& b) {
+  return a.shares_storage_with(b) && TensorInternals::byte_offset(a) == TensorInternals::byte_offset(b);
 }
 
 // The output extent of a window sliding over `in` cells, as TensorFlow computes it: floor((in + pads - span) /
@@ -742,8 +750,8 @@ DType broadcast_forward(BinaryKind, const Tensor& a, const Tensor& b, Tensor& y)
   Shape ys = broadcast_operands(c, a, b);
   c.dtype("y", y, a.dtype(), "a's dtype");
   c.shape("y", y, ys);
-  SYSTOLIC_OP_CHECK(c, !overlap(y, a) || y.raw_data() == a.raw_data(), "y may be a, but not overlap it");
-  SYSTOLIC_OP_CHECK(c, !overlap(y, b) || y.raw_data() == b.raw_data(), "y may be b, but not overlap it");
+  SYSTOLIC_OP_CHECK(c, !overlap(y, a) || same_start(y, a), "y may be a, but not overlap it");
+  SYSTOLIC_OP_CHECK(c, !overlap(y, b) || same_start(y, b), "y may be b, but not overlap it");
   return a.dtype();
 }
 
@@ -863,7 +871,7 @@ DType bias_add_forward(const Tensor& x, const Tensor& b, Tensor& y) {
   SYSTOLIC_OP_CHECK(c, b.numel() == C, "b {} does not match x's last dimension ({})", b.shape().str(), C);
   c.dtype("y", y, x.dtype(), "x's dtype");
   c.shape("y", y, x.shape());
-  SYSTOLIC_OP_CHECK(c, y.raw_data() == x.raw_data() || !overlap(x, y), "y overlaps x without being x");
+  SYSTOLIC_OP_CHECK(c, same_start(y, x) || !overlap(x, y), "y overlaps x without being x");
   return x.dtype();
 }
 
@@ -1050,6 +1058,7 @@ DTypes Backend::dtypes(Op op) const {
 
 const Backend& backend_for(Device device) {
   if (device.is_cpu()) return cpu::backend();
+  if (device.is_xla()) return xla::backend();
 #if SYSTOLIC_HAS_CUDA
   return cuda::backend();
 #else
@@ -1059,7 +1068,7 @@ const Backend& backend_for(Device device) {
 
 bool supports(Op op, DType dtype, Device device) {
 #if !SYSTOLIC_HAS_CUDA
-  if (!device.is_cpu()) return false;
+  if (device.is_cuda()) return false;
 #endif
   return backend_for(device).dtypes(op).contains(dtype);
 }

@@ -5,6 +5,7 @@
 #include <systolic/error.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -24,15 +25,24 @@ std::unordered_map<std::string, std::shared_ptr<Executable>>& cache() {
   return *c;
 }
 
+CompileStats g_stats;
+
 std::shared_ptr<Executable> compiled(Platform platform, int replicas, const std::string& text, int outputs) {
   std::string key = fmt::format("{}/{}/", platform_name(platform), replicas) + text;
   {
     std::lock_guard lock(g_cache_mutex);
     auto it = cache().find(key);
-    if (it != cache().end()) return it->second;
+    if (it != cache().end()) {
+      ++g_stats.hits;
+      return it->second;
+    }
   }
+  auto t0 = std::chrono::steady_clock::now();
   auto exe = std::make_shared<Executable>(Runtime::get(platform), text, replicas, outputs);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard lock(g_cache_mutex);
+  ++g_stats.compiles;
+  g_stats.seconds += seconds;
   return cache().emplace(key, exe).first->second;
 }
 
@@ -41,6 +51,11 @@ std::size_t elem_bytes(DType t) {
 }
 
 }  // namespace
+
+CompileStats compile_stats() {
+  std::lock_guard lock(g_cache_mutex);
+  return g_stats;
+}
 
 // ---- Array --------------------------------------------------------------------------------------------------------
 

@@ -148,6 +148,13 @@ class Trace {
 // Runs `emit` in the current trace, or, when none is current, in a trace of its own that runs at once.
 void traced(const std::function<void()>& emit);
 
+// How many programs this process compiled, in how many seconds, and how often one came from the cache.
+struct CompileStats {
+  std::int64_t compiles = 0, hits = 0;
+  double seconds = 0;
+};
+CompileStats compile_stats();
+
 // Copies between tensors when either is on an xla device (Tensor::copy_from); same numel and dtype.
 void copy(const Tensor& dst, const Tensor& src);
 

@@ -1,0 +1,131 @@
+// Elementwise ops, padding, concatenation and row gathers on the XLA backend (xla_backend.h). Dropout: philox.h.
+#include <systolic/error.h>
+
+#include "ops/concat_layout.h"
+#include "ops/xla/emit.h"
+#include "ops/xla/xla_backend.h"
+
+namespace systolic::ops::xla {
+
+const DTypes fill_dtypes = kAllDTypes;
+void fill(Tensor& x, double value) {
+  traced([&] { write(x, constant(value, Type{systolic::xla::elem_of(x.dtype()), x.shape().dims()})); });
+}
+
+const DTypes copy_dtypes = kAllDTypes;
+void copy(const Tensor& src, Tensor& dst) {
+  traced([&] { trace().write(dst, hlo().reshape(trace().read(src), dst.shape().dims())); });
+}
+
+const DTypes cast_dtypes = kFloatsAndBf16;
+void cast(const Tensor& src, Tensor& dst) {
+  traced([&] { write(dst, reshape(read_as(src, systolic::xla::elem_of(dst.dtype())), dst.shape().dims())); });
+}
+
+const DTypes add_n_dtypes = kFloatsAndBf16;
+void add_n(const std::vector<Tensor>& xs, Tensor& y) {
+  traced([&] {
+    E total = read(xs[0]);
+    for (std::size_t i = 1; i < xs.size(); ++i) total = total + reshape(read(xs[i]), total.dims());
+    write(y, total);
+  });
+}
+
+const DTypes accumulate_dtypes = kFloatsAndBf16;
+void accumulate(const Tensor& src, Tensor& dst) {
+  traced([&] { accumulate_into(dst, read(src)); });
+}
+
+const DTypes scale_shift_dtypes = kFloatsAndBf16;
+void scale_shift(const Tensor& x, Tensor& y, double scale, double shift) {
+  traced([&] { write(y, read(x) * scale + shift); });
+}
+
+const DTypes moving_average_dtypes = kFloatsAndBf16;
+void moving_average(Tensor& moving, const Tensor& value, double momentum) {
+  traced([&] {
+    E m = read(moving);
+    write(moving, m * momentum + reshape(read(value), m.dims()) * (1.0 - momentum));
+  });
+}
+
+const DTypes gather_rows_dtypes{DType::float32, DType::float64, DType::bfloat16, DType::int32};
+void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
+  traced([&] {
+    const std::int64_t n = indices.numel();
+    std::vector<std::int64_t> row = src.shape().dims();
+    const std::int64_t rank = static_cast<std::int64_t>(row.size());
+    E s = trace().read(src);
+    E idx = reshape(read_as(indices, Elem::i32), {n, 1});
+    std::vector<std::int64_t> sizes = row, offset_dims, out = {n};
+    sizes[0] = 1;
+    for (std::int64_t d = 1; d < rank; ++d) {
+      offset_dims.push_back(d);
+      out.push_back(row[static_cast<std::size_t>(d)]);
+    }
+    std::string list;
+    for (std::size_t i = 0; i < offset_dims.size(); ++i)
+      list += (i ? ", " : "") + std::to_string(offset_dims[i]);
+    E g = hlo().op("stablehlo.gather", {s.v, idx.v}, Type{s.elem(), out},
+                   "dimension_numbers = #stablehlo.gather<offset_dims = [" + list +
+                       "], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, "
+                       "indices_are_sorted = false, slice_sizes = " +
+                       systolic::xla::i64_array(sizes));
+    write(dst, reshape(convert(g, systolic::xla::elem_of(dst.dtype())), dst.shape().dims()));
+  });
+}
+
+const DTypes pad2d_forward_dtypes = kFloatsAndBf16;
+void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) {
+  traced([&] {
+    E v = read(x);
+    E zero = constant(0.0, Type{v.elem(), {}});
+    write(y, hlo().pad(v.v, zero.v, {0, p.top, p.left, 0}, {0, p.bottom, p.right, 0}));
+  });
+}
+
+const DTypes pad2d_backward_dtypes = kFloatsAndBf16;
+void pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) {
+  traced([&] {
+    E g = read(dy);
+    auto d = g.dims();
+    write(dx, hlo().slice(g.v, {0, p.top, p.left, 0}, {d[0], d[1] - p.bottom, d[2] - p.right, d[3]}));
+  });
+}
+
+const DTypes concat_forward_dtypes = kFloatsAndBf16;
+void concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis) {
+  traced([&] {
+    std::vector<Value> parts;
+    for (auto& x : xs) parts.push_back(read(x).v);
+    write(y, hlo().concatenate(parts, axis));
+  });
+}
+
+const DTypes concat_backward_dtypes = kFloatsAndBf16;
+void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) {
+  traced([&] {
+    E g = read(dy);
+    ConcatLayout l = concat_layout(dy, dxs, axis);
+    const std::int64_t inner = dy.dim(axis) ? l.row / dy.dim(axis) : 1;  // elements per step along the axis
+    std::vector<std::int64_t> start(g.dims().size(), 0), limit = g.dims();
+    for (std::size_t k = 0; k < dxs.size(); ++k) {
+      if (!dxs[k].defined()) continue;
+      start[static_cast<std::size_t>(axis)] = l.offset[k] / inner;
+      limit[static_cast<std::size_t>(axis)] = (l.offset[k] + l.width[k]) / inner;
+      write(dxs[k], hlo().slice(g.v, start, limit));
+    }
+  });
+}
+
+const DTypes dropout_forward_dtypes{};
+void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
+  fail("xla: dropout_forward is not emitted yet");
+}
+
+const DTypes dropout_backward_dtypes{};
+void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) {
+  fail("xla: dropout_backward is not emitted yet");
+}
+
+}  // namespace systolic::ops::xla

@@ -1,0 +1,114 @@
+// Losses and accuracy on the XLA backend (xla_backend.h), as the CPU loops compute them: the loss in float64 (its
+// sum is added to the float64 total), the gradient in the data's type. A sparse label out of range makes that
+// row's loss NaN (an XLA program cannot raise an error; the NaN reaches the logs), where the CPU raises an Error.
+#include <cmath>
+
+#include "ops/xla/emit.h"
+#include "ops/xla/xla_backend.h"
+
+namespace systolic::ops::xla {
+
+namespace {
+
+struct Labels {
+  bool sparse;
+  E y;         // [R, C] float64: one-hot for sparse labels
+  E in_range;  // [R] predicate (sparse), else all true
+};
+
+Labels labels_of(const Tensor& labels, std::int64_t rows, std::int64_t classes) {
+  Labels l;
+  l.sparse = labels.dtype() == DType::int32;
+  if (l.sparse) {
+    E idx = reshape(read_as(labels, Elem::i32), {rows});
+    E classes_iota = iota({rows, classes}, 1, Elem::i32);
+    E pick = eq(classes_iota, broadcast_rows(idx, {rows, classes}));
+    l.y = where(pick, constant(1.0, Type{Elem::f64, {rows, classes}}), 0.0);
+    l.in_range = idx >= constant(0.0, idx.type()) && idx < constant(double(classes), idx.type());
+  } else {
+    l.y = reshape(read_as(labels, Elem::f64), {rows, classes});
+    l.in_range = constant(1.0, Type{Elem::i1, {rows}});
+  }
+  return l;
+}
+
+// NaN where the row's label is out of range.
+E guard(const E& per_row, const Labels& l) {
+  return where(l.in_range, per_row, like(NAN, per_row));
+}
+
+void add_total(const Tensor& total, const E& value) {
+  accumulate_into(total, reshape(convert(value, Elem::f64), total.shape().dims()));
+}
+
+// The row's argmax: the first index of the maximum.
+E argmax_rows(const E& z) {
+  const auto& d = z.dims();
+  E mx = broadcast_rows(reduce_max(z, {1}), d);
+  E idx = iota(d, 1, Elem::i32);
+  return reduce_min(where(eq(z, mx), idx, constant(double(d[1]), idx.type())), {1});
+}
+
+}  // namespace
+
+const DTypes softmax_cross_entropy_dtypes = kFloatsAndBf16;
+void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
+                           double grad_scale) {
+  traced([&] {
+    const std::int64_t C = logits.dim(-1), R = logits.numel() / C;
+    std::vector<std::int64_t> d{R, C};
+    E z = reshape(read_as(logits, Elem::f64), d);
+    Labels l = labels_of(labels, R, C);
+    E mx = reduce_max(z, {1});
+    E lse = mx + log(sum(exp(z - broadcast_rows(mx, d)), {1}));
+    E lse_b = broadcast_rows(lse, d);
+    E per_row = sum(l.y * (lse_b - z), {1});
+    add_total(total, sum_all(guard(per_row, l)));
+    if (dlogits.defined()) {
+      E p = exp(z - lse_b);
+      E g = l.sparse ? p - l.y : p * broadcast_rows(sum(l.y, {1}), d) - l.y;
+      write(dlogits, g * grad_scale);
+    }
+  });
+}
+
+const DTypes crossentropy_from_probabilities_dtypes = kFloatsAndBf16;
+void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs,
+                                     double grad_scale, double eps) {
+  traced([&] {
+    const std::int64_t C = probs.dim(-1), R = probs.numel() / C;
+    std::vector<std::int64_t> d{R, C};
+    E p = reshape(read_as(probs, Elem::f64), d);
+    Labels l = labels_of(labels, R, C);
+    E per_row = sum(-l.y * log(clip(p, eps, 1.0 - eps)), {1});
+    add_total(total, sum_all(guard(per_row, l)));
+    if (dprobs.defined()) write(dprobs, where(p > eps && p < 1.0 - eps, -l.y / p * grad_scale, 0.0));
+  });
+}
+
+const DTypes mean_squared_error_dtypes = kFloatsAndBf16;
+void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
+                        double grad_scale) {
+  traced([&] {
+    const std::int64_t R = pred.dim(0), D = R ? pred.numel() / R : 0;
+    E p = reshape(read_as(pred, Elem::f64), {pred.numel()}),
+      t = reshape(read_as(target, Elem::f64), {pred.numel()});
+    E diff = p - t;
+    add_total(total, sum_all(diff * diff / double(D)));
+    if (dpred.defined()) write(dpred, diff * (2.0 / double(D) * grad_scale));
+  });
+}
+
+const DTypes accuracy_count_dtypes = kFloatsAndBf16;
+void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
+  traced([&] {
+    const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+    E z = reshape(read(pred), {R, C});
+    E truth = labels.dtype() == DType::int32 ? reshape(read_as(labels, Elem::i32), {R})
+                                             : argmax_rows(reshape(read(labels), {R, C}));
+    E hit = where(eq(argmax_rows(z), truth), constant(1.0, Type{Elem::f64, {R}}), 0.0);
+    add_total(total, sum_all(hit));
+  });
+}
+
+}  // namespace systolic::ops::xla

@@ -1,0 +1,70 @@
+// Optimizer updates on the XLA backend (xla_backend.h) over flat parameter buffers, as the CPU loops compute them:
+// the learning rate and Adam's bias correction in float64 from the device scalars `lr` and `iterations` (read by
+// the program, so a recorded step runs with the rate and step of the moment), the update in the data's type.
+#include "ops/xla/emit.h"
+#include "ops/xla/xla_backend.h"
+
+namespace systolic::ops::xla {
+
+namespace {
+// A float64 scalar as the data's compute type, broadcast to `like`.
+E as_like(const E& scalar64, const E& like_value) {
+  return broadcast(convert(scalar64, like_value.elem()), like_value.dims(), {});
+}
+E pow(const E& base, const E& exponent) {
+  return hlo().binary("stablehlo.power", base.v, exponent.v);
+}
+}  // namespace
+
+const DTypes adam_update_dtypes = kFloats;
+void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,
+                 const Tensor& iterations) {
+  traced([&] {
+    E t = read_scalar(iterations, Elem::f64) + 1.0;
+    E b1 = constant(s.beta_1, t.type()), b2 = constant(s.beta_2, t.type());
+    E lr_t = read_scalar(lr, Elem::f64) * sqrt(1.0 - pow(b2, t)) / (1.0 - pow(b1, t));
+    E gv = read(g), mv = read(m), vv = read(v), wv = read(w);
+    E m2 = mv + (gv - mv) * (1.0 - s.beta_1);
+    E v2 = vv + (gv * gv - vv) * (1.0 - s.beta_2);
+    write(m, m2);
+    write(v, v2);
+    write(w, wv - as_like(lr_t, wv) * m2 / (sqrt(v2) + s.epsilon));
+  });
+}
+
+const DTypes sgd_update_dtypes = kFloats;
+void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum,
+                bool nesterov) {
+  traced([&] {
+    E wv = read(w), gv = read(g);
+    E a = as_like(read_scalar(lr, Elem::f64), wv);
+    if (momentum == 0.0) {
+      write(w, wv - a * gv);
+      return;
+    }
+    E vel = read(velocity) * momentum - a * gv;
+    write(velocity, vel);
+    write(w, wv + (nesterov ? vel * momentum - a * gv : vel));
+  });
+}
+
+const DTypes rmsprop_update_dtypes = kFloats;
+void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,
+                    double momentum, double epsilon) {
+  traced([&] {
+    E wv = read(w), gv = read(g);
+    E a = as_like(read_scalar(lr, Elem::f64), wv);
+    E s2 = read(ms) * rho + gv * gv * (1.0 - rho);
+    write(ms, s2);
+    E step = a * gv / (sqrt(s2) + epsilon);
+    if (momentum > 0) {
+      E m2 = read(mom) * momentum + step;
+      write(mom, m2);
+      write(w, wv - m2);
+    } else {
+      write(w, wv - step);
+    }
+  });
+}
+
+}  // namespace systolic::ops::xla
