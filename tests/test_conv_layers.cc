@@ -4,6 +4,7 @@
 // saved (.h5 full model and .weights.h5), with its inputs and Keras's outputs: systolic loads both files and
 // predicts the same values (1e-5 relative), builds the same weights, and writes the layer's config as Keras does;
 // and the same layers saved by tf.keras.
+#include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "io/hdf5.h"
 #include "layers/config.h"
+#include "layers/conv_geometry.h"
 #include "test_util.h"
 
 namespace sy = systolic;
@@ -161,4 +163,45 @@ TEST(ConvLayersKeras, LegacyWeightNamesAsTfKeras) {
     }
   }
   EXPECT_GT(depthwise, 0);
+}
+
+// The geometry every convolution and pooling layer takes its padding from (layers/conv_geometry.h): TensorFlow's
+// rule per axis, and a 1-D geometry running as the W axis of the 2-D ops. The values are tf.nn.conv1d's and
+// conv2d's (and Keras's causal padding: k_eff - 1 zeros before).
+TEST(ConvGeometry, PadsAsTensorFlow) {
+  using sy::layers::pad_axis;
+  using sy::layers::WindowAxis;
+  auto same = pad_axis(10, WindowAxis{3, 2, 1}, "same");  // out 5, pad (5-1)*2 + 3 - 10 = 1
+  EXPECT_EQ(same.out, 5);
+  EXPECT_EQ(same.before, 0);
+  EXPECT_EQ(same.after, 1);
+  auto dilated = pad_axis(7, WindowAxis{3, 1, 2}, "same");  // k_eff 5: pad 4
+  EXPECT_EQ(dilated.out, 7);
+  EXPECT_EQ(dilated.before, 2);
+  EXPECT_EQ(dilated.after, 2);
+  EXPECT_EQ(pad_axis(10, WindowAxis{3, 2, 1}, "valid").out, 4);
+  EXPECT_EQ(pad_axis(2, WindowAxis{3, 1, 1}, "valid").out, 0);  // the kernel does not fit
+  auto causal = pad_axis(10, WindowAxis{3, 1, 2}, "causal");
+  EXPECT_EQ(causal.out, 10);
+  EXPECT_EQ(causal.before, 4);
+  EXPECT_EQ(causal.after, 0);
+
+  sy::layers::ConvGeometry g1(3, 2, 1, "same");  // a 1-D convolution over (N, L, C): (N, 1, L, C)
+  auto p = g1.conv2d_params(sy::Shape{4, 10, 8}, 1, sy::Activation::relu);
+  EXPECT_EQ(p.stride_h, 1);
+  EXPECT_EQ(p.stride_w, 2);
+  EXPECT_EQ(p.pad_top + p.pad_bottom, 0);
+  EXPECT_EQ(p.pad_left, 0);
+  EXPECT_EQ(p.pad_right, 1);
+  EXPECT_EQ(p.activation, sy::Activation::relu);
+  EXPECT_EQ(g1.output_extents(sy::Shape{10, 8})[0], 5);
+
+  sy::layers::ConvGeometry g2({3, 1}, {1, 1}, {1, 1}, "causal");
+  EXPECT_THAT(sy::testing::error_of([&] { g2.check("c"); }),
+              ::testing::HasSubstr("is not 'valid' or 'same'"));
+  g2.check("c", {.causal = true});
+  sy::layers::ConvGeometry g3({3, 3}, {2, 2}, {2, 1}, "valid");
+  EXPECT_THAT(sy::testing::error_of([&] { g3.check("c"); }),
+              ::testing::HasSubstr("together with dilation_rate"));
+  g3.check("c", {.strides_with_dilation = true});
 }

@@ -1,6 +1,8 @@
 // Core types: shapes, tensors and views, dtype conversion, devices, the Philox generator.
+#include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
+#include "core/dtype_dispatch.h"
 #include "core/philox.h"
 #include "test_util.h"
 
@@ -43,6 +45,24 @@ TEST(Tensor, DtypeConversion) {
   EXPECT_EQ(float(bfloat16(1.0f + 1.0f / 256)), 1.0f);
   EXPECT_EQ(float(bfloat16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);
   EXPECT_EQ(Tensor::full({2}, 3.0, DType::bfloat16).to_doubles()[1], 3.0);
+}
+
+// visit_dtype (core/dtype_dispatch.h): every dtype's storage type, a list of types, a fallback for the others.
+TEST(DType, VisitGivesTheStorageType) {
+  for (DType t : {DType::float32, DType::float64, DType::bfloat16, DType::uint8, DType::int32}) {
+    std::size_t size = visit_dtype(t, [](auto tag) { return sizeof(typename decltype(tag)::type); });
+    EXPECT_EQ(size, dtype_size(t)) << dtype_name(t);
+    DType back = visit_dtype(t, [](auto tag) { return dtype_v<typename decltype(tag)::type>; });
+    EXPECT_EQ(back, t);
+  }
+  EXPECT_EQ((visit_dtype<float, double>(DType::float64,
+                                        [](auto tag) { return sizeof(typename decltype(tag)::type); })),
+            8u);
+  EXPECT_THAT(systolic::testing::error_of([] { visit_dtype<float, double>(DType::int32, [](auto) {}); }),
+              ::testing::HasSubstr("dtype int32 is not handled here"));
+  int fallback = visit_dtype<float>(
+      DType::uint8, [](auto) { return 1; }, [](DType) { return 2; });
+  EXPECT_EQ(fallback, 2);
 }
 
 TEST(Device, ParseAndAvailability) {

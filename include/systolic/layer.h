@@ -154,6 +154,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual bool is_input_layer() const { return false; }
   // Whether forward() already applied the activation (fused into its op); backward still applies its gradient.
   virtual bool fuses_activation() const { return false; }
+  // Whether the layer asks for statistics over the global batch under replicas (Keras's
+  // BatchNormalization(synchronized=True)): fit refuses a strategy that does not synchronise batch norm.
+  virtual bool synchronized() const { return false; }
   // A Keras 3 operation node (keras.src.ops.numpy.Add, ...: what `x + 3.0` on a symbolic tensor makes) rather
   // than a layer: its module, and the call's arguments as Keras writes them, with null where the input tensor
   // goes (false: a layer, whose call arguments are its inputs alone).

@@ -11,10 +11,6 @@ namespace systolic {
 
 std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> counter,
                                         std::array<std::uint32_t, 2> key);
-// Uniform float in [0, 1) from 32 random bits (24 significant bits).
-inline float uint_to_unit_float(std::uint32_t x) {
-  return static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
-}
 
 // A stream of random numbers: key = seed, counter advances. Keras's SeedGenerator plays this role.
 class Generator {

@@ -1,6 +1,8 @@
 #include <systolic/dtype.h>
 #include <systolic/error.h>
 
+#include "core/dtype_dispatch.h"
+
 namespace systolic {
 
 std::size_t dtype_size(DType dtype) {
@@ -43,6 +45,10 @@ DType dtype_from_name(std::string_view name) {
 
 bool is_floating(DType dtype) {
   return dtype == DType::float32 || dtype == DType::float64 || dtype == DType::bfloat16;
+}
+
+void detail::unhandled_dtype(DType t) {
+  fail("dtype {} is not handled here", dtype_name(t));
 }
 
 }  // namespace systolic

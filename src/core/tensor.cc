@@ -3,41 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dtype_dispatch.h"
 #include "core/storage.h"
 
 namespace systolic {
 
 namespace {
-template <class F>
-void visit_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::float32:
-      f(float{});
-      break;
-    case DType::float64:
-      f(double{});
-      break;
-    case DType::bfloat16:
-      f(bfloat16{});
-      break;
-    case DType::uint8:
-      f(std::uint8_t{});
-      break;
-    case DType::int32:
-      f(std::int32_t{});
-      break;
-  }
-}
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    return bfloat16(static_cast<float>(v));
-  } else if constexpr (std::is_integral_v<T>) {
-    return static_cast<T>(std::nearbyint(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
 template <class T>
 double to_double(T v) {
   if constexpr (std::is_same_v<T, bfloat16>)
@@ -127,12 +98,12 @@ Tensor Tensor::to(DType dtype) const {
   Tensor t(shape_, dtype, device());
   std::int64_t n = numel();
   visit_dtype(dtype_, [&](auto src_tag) {
-    using S = decltype(src_tag);
+    using S = typename decltype(src_tag)::type;
     const S* src = static_cast<const S*>(raw_data());
     visit_dtype(dtype, [&](auto dst_tag) {
-      using D = decltype(dst_tag);
+      using D = typename decltype(dst_tag)::type;
       D* dst = static_cast<D*>(t.raw_data());
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = from_double<D>(to_double(src[i]));
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = value_as<D>(to_double(src[i]));
     });
   });
   return t;
@@ -149,8 +120,8 @@ void Tensor::fill(double value) {
   SYSTOLIC_CHECK(device().is_cpu(), "Tensor::fill runs on the CPU; use ops::fill on devices");
   std::int64_t n = numel();
   visit_dtype(dtype_, [&](auto tag) {
-    using T = decltype(tag);
-    T v = from_double<T>(value);
+    using T = typename decltype(tag)::type;
+    T v = value_as<T>(value);
     std::fill_n(static_cast<T*>(raw_data()), n, v);
   });
 }
@@ -159,7 +130,7 @@ std::vector<double> Tensor::to_doubles() const {
   Tensor host = to(Device::cpu());
   std::vector<double> out(static_cast<std::size_t>(numel()));
   visit_dtype(dtype_, [&](auto tag) {
-    using T = decltype(tag);
+    using T = typename decltype(tag)::type;
     const T* p = static_cast<const T*>(host.raw_data());
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = to_double(p[i]);
   });

@@ -23,6 +23,8 @@ class BatchNormalizationLayer final : public Layer {
     SYSTOLIC_CHECK(o.momentum >= 0 && o.momentum <= 1, "layer '{}': momentum must be in [0, 1]", name());
   }
 
+  bool synchronized() const override { return o_.synchronized; }
+
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     if (in[0].rank() < 1) fail_shape("expects an input with a channel axis");
     if (o_.axis != -1 && o_.axis != in[0].rank())

@@ -3,7 +3,7 @@
 #include <systolic/layers.h>
 
 #include "layers/config.h"
-#include "layers/padding.h"
+#include "layers/conv_geometry.h"
 
 namespace systolic::layers {
 
@@ -14,19 +14,13 @@ class Conv2DLayer final : public Layer {
       : Layer("Conv2D", o.name, activation_from_name(o.activation)),
         filters_(filters),
         kernel_(kernel),
-        o_(o) {
+        o_(o),
+        geometry_(kernel, o.strides, o.dilation_rate, o.padding) {
     SYSTOLIC_CHECK(filters > 0, "layer '{}': filters must be positive, got {}", name(), filters);
-    SYSTOLIC_CHECK(kernel[0] > 0 && kernel[1] > 0, "layer '{}': kernel_size must be positive", name());
-    SYSTOLIC_CHECK(o.strides[0] > 0 && o.strides[1] > 0, "layer '{}': strides must be positive", name());
-    SYSTOLIC_CHECK(o.dilation_rate[0] > 0 && o.dilation_rate[1] > 0,
-                   "layer '{}': dilation_rate must be positive", name());
+    geometry_.check(name());
     SYSTOLIC_CHECK(o.groups > 0 && filters % o.groups == 0,
                    "layer '{}': groups ({}) must be positive and divide filters ({})", name(), o.groups,
                    filters);
-    SYSTOLIC_CHECK(
-        (o.strides[0] == 1 && o.strides[1] == 1) || (o.dilation_rate[0] == 1 && o.dilation_rate[1] == 1),
-        "layer '{}': strides > 1 together with dilation_rate > 1 is not supported (as in Keras)", name());
-    check_padding_name(o.padding, name());
     set_activity_regularizer(o.activity_regularizer);
   }
 
@@ -35,11 +29,10 @@ class Conv2DLayer final : public Layer {
     if (in[0][2] % o_.groups != 0)
       fail_shape("groups " + std::to_string(o_.groups) + " does not divide the input channels of " +
                  in[0].keras_str());
-    auto h = tf_padding(in[0][0], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
-    auto w = tf_padding(in[0][1], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
-    if (h.out <= 0 || w.out <= 0)
+    if (!geometry_.fits(in[0]))
       fail_shape("the kernel does not fit the input " + in[0].keras_str() + " with padding 'valid'");
-    return {h.out, w.out, filters_};
+    auto [h, w] = geometry_.output_extents(in[0]);
+    return {h, w, filters_};
   }
 
   void get_config(json& c) const override {
@@ -68,18 +61,7 @@ class Conv2DLayer final : public Layer {
   }
 
   ops::Conv2DParams params(const Shape& x) const {
-    auto h = tf_padding(x[1], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
-    auto w = tf_padding(x[2], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
-    return {.stride_h = o_.strides[0],
-            .stride_w = o_.strides[1],
-            .dilation_h = o_.dilation_rate[0],
-            .dilation_w = o_.dilation_rate[1],
-            .pad_top = h.before,
-            .pad_bottom = h.after,
-            .pad_left = w.before,
-            .pad_right = w.after,
-            .groups = o_.groups,
-            .activation = fuses_activation() ? Activation::relu : Activation::linear};
+    return geometry_.conv2d_params(x, o_.groups, fuses_activation() ? Activation::relu : Activation::linear);
   }
   bool fuses_activation() const override { return activation_ == Activation::relu; }
 
@@ -98,6 +80,7 @@ class Conv2DLayer final : public Layer {
   int filters_;
   Pair kernel_;
   Conv2DOptions o_;
+  ConvGeometry geometry_;
 };
 }  // namespace
 

@@ -11,7 +11,7 @@
 #include <systolic/layers.h>
 
 #include "layers/config.h"
-#include "layers/padding.h"
+#include "layers/conv_geometry.h"
 
 namespace systolic::layers {
 
@@ -22,20 +22,17 @@ class Conv2DTransposeLayer final : public Layer {
       : Layer("Conv2DTranspose", o.name, activation_from_name(o.activation)),
         filters_(filters),
         kernel_(kernel),
-        o_(o) {
+        o_(o),
+        geometry_(kernel, o.strides, o.dilation_rate, o.padding) {
     set_activity_regularizer(o.activity_regularizer);
     SYSTOLIC_CHECK(filters > 0, "layer '{}': filters must be positive, got {}", name(), filters);
-    SYSTOLIC_CHECK(kernel[0] > 0 && kernel[1] > 0, "layer '{}': kernel_size must be positive", name());
-    SYSTOLIC_CHECK(o.strides[0] > 0 && o.strides[1] > 0, "layer '{}': strides must be positive", name());
-    SYSTOLIC_CHECK(o.dilation_rate[0] > 0 && o.dilation_rate[1] > 0,
-                   "layer '{}': dilation_rate must be positive", name());
+    geometry_.check(name(), {.strides_with_dilation = true});
     if (o.output_padding)
       for (int a = 0; a < 2; ++a)
         SYSTOLIC_CHECK(
             (*o.output_padding)[a] >= 0 && (*o.output_padding)[a] < o.strides[a],
             "layer '{}': output_padding {} must be at least 0 and less than the stride {} (as in Keras)",
             name(), (*o.output_padding)[a], o.strides[a]);
-    check_padding_name(o.padding, name());
   }
 
   // The output extent along axis a for an input extent `in`.
@@ -52,8 +49,8 @@ class Conv2DTransposeLayer final : public Layer {
     if (h <= 0 || w <= 0) fail_shape("no output for the input " + in[0].keras_str());
     // The convolution of the output must give back the input's extent (TensorFlow checks the same).
     for (int a = 0; a < 2; ++a) {
-      auto p = tf_padding(a ? w : h, kernel_[a], o_.strides[a], o_.dilation_rate[a], o_.padding);
-      if (p.out != in[0][a]) fail_shape("output_padding does not fit the input " + in[0].keras_str());
+      if (geometry_.pad(a, a ? w : h).out != in[0][a])
+        fail_shape("output_padding does not fit the input " + in[0].keras_str());
     }
     return {h, w, filters_};
   }
@@ -84,18 +81,7 @@ class Conv2DTransposeLayer final : public Layer {
   }
 
   // The convolution from the output (y) back to the input's shape.
-  ops::Conv2DParams params(const Shape& y) const {
-    auto h = tf_padding(y[1], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
-    auto w = tf_padding(y[2], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
-    return {.stride_h = o_.strides[0],
-            .stride_w = o_.strides[1],
-            .dilation_h = o_.dilation_rate[0],
-            .dilation_w = o_.dilation_rate[1],
-            .pad_top = h.before,
-            .pad_bottom = h.after,
-            .pad_left = w.before,
-            .pad_right = w.after};
-  }
+  ops::Conv2DParams params(const Shape& y) const { return geometry_.conv2d_params(y); }
 
   void forward(LayerCall& c) override {
     Tensor none;
@@ -117,6 +103,7 @@ class Conv2DTransposeLayer final : public Layer {
   int filters_;
   Pair kernel_;
   Conv2DTransposeOptions o_;
+  ConvGeometry geometry_;
 };
 }  // namespace
 

@@ -4,7 +4,7 @@
 #include <systolic/layers.h>
 
 #include "layers/config.h"
-#include "layers/padding.h"
+#include "layers/conv_geometry.h"
 
 namespace systolic::layers {
 
@@ -16,18 +16,20 @@ Tensor view_or_none(const Tensor& t, const Shape& s) {
 class DepthwiseConv2DLayer final : public Layer {
  public:
   DepthwiseConv2DLayer(Pair kernel, const DepthwiseConv2DOptions& o)
-      : Layer("DepthwiseConv2D", o.name, activation_from_name(o.activation)), kernel_(kernel), o_(o) {
+      : Layer("DepthwiseConv2D", o.name, activation_from_name(o.activation)),
+        kernel_(kernel),
+        o_(o),
+        geometry_(kernel, o.strides, o.dilation_rate, o.padding) {
     set_activity_regularizer(o.activity_regularizer);
-    check_depthwise_options(name(), kernel, o.strides, o.dilation_rate, o.depth_multiplier, o.padding);
+    check_depthwise_options(name(), geometry_, o.depth_multiplier);
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     if (in[0].rank() != 3) fail_shape("expects input (H, W, C), got " + in[0].keras_str());
-    auto h = tf_padding(in[0][0], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
-    auto w = tf_padding(in[0][1], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
-    if (h.out <= 0 || w.out <= 0)
+    if (!geometry_.fits(in[0]))
       fail_shape("the kernel does not fit the input " + in[0].keras_str() + " with padding 'valid'");
-    return {h.out, w.out, in[0][2] * o_.depth_multiplier};
+    auto [h, w] = geometry_.output_extents(in[0]);
+    return {h, w, in[0][2] * o_.depth_multiplier};
   }
 
   void get_config(json& c) const override {
@@ -62,18 +64,8 @@ class DepthwiseConv2DLayer final : public Layer {
   }
 
   ops::Conv2DParams params(const Shape& x) const {
-    auto h = tf_padding(x[1], kernel_[0], o_.strides[0], o_.dilation_rate[0], o_.padding);
-    auto w = tf_padding(x[2], kernel_[1], o_.strides[1], o_.dilation_rate[1], o_.padding);
-    return {.stride_h = o_.strides[0],
-            .stride_w = o_.strides[1],
-            .dilation_h = o_.dilation_rate[0],
-            .dilation_w = o_.dilation_rate[1],
-            .pad_top = h.before,
-            .pad_bottom = h.after,
-            .pad_left = w.before,
-            .pad_right = w.after,
-            .groups = static_cast<int>(channels_),
-            .activation = fuses_activation() ? Activation::relu : Activation::linear};
+    return geometry_.conv2d_params(x, static_cast<int>(channels_),
+                                   fuses_activation() ? Activation::relu : Activation::linear);
   }
   bool fuses_activation() const override { return activation_ == Activation::relu; }
   // The kernel (KH, KW, C, M) as the grouped convolution's (KH, KW, 1, C*M).
@@ -95,6 +87,7 @@ class DepthwiseConv2DLayer final : public Layer {
  private:
   Pair kernel_;
   DepthwiseConv2DOptions o_;
+  ConvGeometry geometry_;
   std::int64_t channels_ = 0;
 };
 }  // namespace

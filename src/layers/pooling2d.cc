@@ -3,7 +3,7 @@
 #include <systolic/layers.h>
 
 #include "layers/config.h"
-#include "layers/padding.h"
+#include "layers/conv_geometry.h"
 
 namespace systolic::layers {
 
@@ -15,18 +15,18 @@ class Pooling2DLayer final : public Layer {
         kind_(kind),
         pool_(pool),
         strides_(o.strides.value_or(pool)),
-        padding_(o.padding) {
+        padding_(o.padding),
+        geometry_(pool_, strides_, {1, 1}, padding_) {
     SYSTOLIC_CHECK(pool[0] > 0 && pool[1] > 0 && strides_[0] > 0 && strides_[1] > 0,
                    "layer '{}': pool_size and strides must be positive", name());
-    check_padding_name(padding_, name());
+    check_padding(padding_, name());
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     if (in[0].rank() != 3) fail_shape("expects input (H, W, C), got " + in[0].keras_str());
-    auto h = tf_padding(in[0][0], pool_[0], strides_[0], 1, padding_);
-    auto w = tf_padding(in[0][1], pool_[1], strides_[1], 1, padding_);
-    if (h.out <= 0 || w.out <= 0) fail_shape("the pool does not fit the input " + in[0].keras_str());
-    return {h.out, w.out, in[0][2]};
+    if (!geometry_.fits(in[0])) fail_shape("the pool does not fit the input " + in[0].keras_str());
+    auto [h, w] = geometry_.output_extents(in[0]);
+    return {h, w, in[0][2]};
   }
 
   void get_config(json& c) const override {
@@ -38,11 +38,7 @@ class Pooling2DLayer final : public Layer {
   }
 
  protected:
-  ops::Pool2DParams params(const Shape& x) const {
-    auto h = tf_padding(x[1], pool_[0], strides_[0], 1, padding_);
-    auto w = tf_padding(x[2], pool_[1], strides_[1], 1, padding_);
-    return {kind_, pool_[0], pool_[1], strides_[0], strides_[1], h.before, h.after, w.before, w.after};
-  }
+  ops::Pool2DParams params(const Shape& x) const { return geometry_.pool2d_params(x, kind_); }
   // saved[0]: the backend's workspace, which a training forward fills for backward (oneDNN's argmax indices).
   void forward(LayerCall& c) override {
     Tensor none;
@@ -60,6 +56,7 @@ class Pooling2DLayer final : public Layer {
   ops::PoolKind kind_;
   Pair pool_, strides_;
   std::string padding_;
+  ConvGeometry geometry_;
 };
 std::shared_ptr<Layer> pooling_from_config(ConfigReader& r, const char* class_name, ops::PoolKind kind) {
   Pair pool = r.get_pair("pool_size", {2, 2});

@@ -13,7 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "ops/cpu/augment_image.h"
+#include "core/dtype_dispatch.h"
+#include "ops/augment.h"
 
 namespace systolic {
 
@@ -28,7 +29,8 @@ void Augmentation::check() const {
 
 namespace {
 
-// The per-image augmentation is the CPU backend's (ops/augment_math.h holds the math the CUDA kernel shares).
+// The per-image augmentation is ops::augment_images' (ops/augment.h; ops/augment_math.h holds the math the CUDA
+// kernel shares).
 ops::AugmentParams augment_params(const Augmentation& a) {
   return {.width_shift_range = a.width_shift_range,
           .height_shift_range = a.height_shift_range,
@@ -45,51 +47,26 @@ void convert(const S* in, T* out, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(in[i]);
 }
 
+// f(TypeTag<S>{}) for the data set's element type S.
 template <class F>
 void with_source_type(DType d, F&& f) {
-  switch (d) {
-    case DType::uint8:
-      f(std::uint8_t{});
-      break;
-    case DType::int32:
-      f(std::int32_t{});
-      break;
-    case DType::float32:
-      f(float{});
-      break;
-    case DType::float64:
-      f(double{});
-      break;
-    default:
-      fail("input pipeline: data of dtype {} is not supported", dtype_name(d));
-  }
+  visit_dtype<std::uint8_t, std::int32_t, float, double>(
+      d, f, [](DType t) { fail("input pipeline: data of dtype {} is not supported", dtype_name(t)); });
 }
 
+// f(TypeTag<T>{}) for the batch's element type T; bfloat16 under mixed precision (the batch in the first layer's
+// compute dtype).
 template <class F>
 void with_target_type(DType d, F&& f) {
-  switch (d) {
-    case DType::int32:
-      f(std::int32_t{});
-      break;
-    case DType::float32:
-      f(float{});
-      break;
-    case DType::float64:
-      f(double{});
-      break;
-    case DType::bfloat16:  // mixed precision: the batch in the first layer's compute dtype
-      f(bfloat16{});
-      break;
-    default:
-      fail("input pipeline: batches of dtype {} are not supported", dtype_name(d));
-  }
+  visit_dtype<std::int32_t, float, double, bfloat16>(
+      d, f, [](DType t) { fail("input pipeline: batches of dtype {} are not supported", dtype_name(t)); });
 }
 
 }  // namespace
 
 void augment_image(const float* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C,
                    const Augmentation& a, std::uint64_t seed, std::uint64_t index) {
-  ops::cpu::augment_image(in, out, H, W, C, augment_params(a), seed, index);
+  ops::augment::augment_image(in, out, H, W, C, augment_params(a), seed, index);
 }
 
 struct BatchPipeline::Impl {
@@ -127,24 +104,24 @@ struct BatchPipeline::Impl {
     else
       s.x = s.x.reshape(xs);
     with_source_type(x.dtype(), [&](auto stag) {
-      using S = decltype(stag);
+      using S = typename decltype(stag)::type;
       const S* src = static_cast<const S*>(x.raw_data());
       with_target_type(o.x_dtype, [&](auto ttag) {
-        using T = decltype(ttag);
+        using T = typename decltype(ttag)::type;
         T* dst = static_cast<T*>(s.x.raw_data());
         for (std::int64_t i = 0; i < n; ++i) {
           const S* row = src + order[first + i] * row_x;
           if constexpr (std::is_same_v<T, float>) {
             if (o.augmentation.enabled()) {
-              ops::cpu::augment_image(row, dst + i * row_x, H, W, C, augment, o.seed,
-                                      std::uint64_t(first + i));
+              ops::augment::augment_image(row, dst + i * row_x, H, W, C, augment, o.seed,
+                                          std::uint64_t(first + i));
               continue;
             }
           } else if constexpr (std::is_same_v<T, bfloat16>) {
             if (o.augmentation.enabled()) {  // augmented in float32, then rounded once
               augmented.resize(std::size_t(row_x));
-              ops::cpu::augment_image(row, augmented.data(), H, W, C, augment, o.seed,
-                                      std::uint64_t(first + i));
+              ops::augment::augment_image(row, augmented.data(), H, W, C, augment, o.seed,
+                                          std::uint64_t(first + i));
               convert(augmented.data(), dst + i * row_x, row_x);
               continue;
             }
@@ -160,10 +137,10 @@ struct BatchPipeline::Impl {
     else
       s.y = s.y.reshape(ys);
     with_source_type(y.dtype(), [&](auto stag) {
-      using S = decltype(stag);
+      using S = typename decltype(stag)::type;
       const S* src = static_cast<const S*>(y.raw_data());
       with_target_type(o.y_dtype, [&](auto ttag) {
-        using T = decltype(ttag);
+        using T = typename decltype(ttag)::type;
         T* dst = static_cast<T*>(s.y.raw_data());
         for (std::int64_t i = 0; i < n; ++i) convert(src + order[first + i] * row_y, dst + i * row_y, row_y);
       });

@@ -18,6 +18,7 @@
 #include "distribute/replica_group.h"
 #include "model/callback_list.h"
 #include "model/epoch_iterator.h"
+#include "model/fit_plan.h"
 #include "model/model_state.h"
 #include "model/progbar.h"
 
@@ -152,99 +153,71 @@ LogValues run_test(ModelState& s, const Tensor& x, const Tensor& y, std::int64_t
 
 }  // namespace
 
-// fit: its batches come from the EpochIterator, its steps from the model's TrainFunction, and what happens
-// around them (progress bar, History, the callbacks given) from the CallbackList, at Keras's points.
+namespace {
+
+// One epoch of fit: its batches (from a restored backup's point when `resume` says so), each a step between the
+// batch hooks; then the epoch's logs, the replicas' moving statistics averaged (per-replica batch norm: every
+// replica then evaluates alike) and the validation, which Keras's fit runs as evaluate with fit's callbacks.
+// `summed` gets the sums over replicas after each step (what BackupAndRestore saves).
+LogValues run_epoch(ModelState& s, const FitPlan& plan, const FitOptions& o, EpochIterator& epochs,
+                    CallbackList& callbacks, int epoch,
+                    const std::optional<ModelState::FitProgress::Resume>& resume,
+                    std::vector<double>& summed) {
+  distribute::ReplicaGroup* group = plan.replicas;
+  reset_totals(s);
+  std::int64_t seen = 0;
+  if (resume && resume->epoch == epoch && resume->batches > 0) {
+    epochs.begin_epoch(epoch, resume->batches);
+    set_totals(s, resume->totals);
+    summed = resume->totals;
+    s.fit.batches = resume->batches;
+    seen = std::min(plan.x.dim(0), resume->batches * o.batch_size);
+  } else {
+    epochs.begin_epoch(epoch);
+  }
+  for (Batch batch; epochs.next(batch);) {
+    callbacks.on_train_batch_begin(batch.index);
+    s.train_function(batch);
+    seen += batch.size;
+    s.fit.batches = batch.index + 1;
+    if (group) {  // summed on every step: across workers a collective, which every worker must call alike
+      summed = group->sum_totals();
+      callbacks.on_train_batch_end(batch.index, log_values(s, summed, seen));
+    } else {  // read from the device only when a callback looks (the progress bar, when it redraws)
+      callbacks.on_train_batch_end(batch.index,
+                                   callbacks::Logs::deferred([&s, seen] { return read_totals(s, seen); }));
+    }
+    if (s.stop_training) break;
+  }
+  synchronize(s.device());  // raises what the steps' kernels flagged on a GPU (a label out of range)
+  LogValues logs = group ? log_values(s, group->sum_totals(), seen) : read_totals(s, seen);
+  if (group) group->average_non_trainable_weights();
+  if (plan.validation && (epoch + 1) % o.validation_freq == 0)
+    for (auto& [k, value] :
+         run_test(s, plan.validation->x, plan.validation->y, plan.validation_batch_size, callbacks))
+      logs.emplace_back("val_" + k, value);
+  return logs;
+}
+
+}  // namespace
+
+// fit, as Keras's: the plan (every check, before the first step), the EpochIterator for the batches, the model's
+// TrainFunction for the steps, and the CallbackList for what happens around them (progress bar, History, the
+// callbacks given), at Keras's points.
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   ModelState& s = *state_;
-  SYSTOLIC_CHECK(s.loss, "fit: compile model '{}' first", s.name);
-  s.check_trainable("fit");
-  s.check_single_io("fit");
-  s.check_xy(x, &y, "fit");
-  SYSTOLIC_CHECK(o.batch_size > 0, "fit: batch_size must be positive, got {}", o.batch_size);
-  SYSTOLIC_CHECK(o.validation_split >= 0 && o.validation_split < 1,
-                 "fit: validation_split must be in [0, 1), got {}", o.validation_split);
-  SYSTOLIC_CHECK(o.verbose >= 0 && o.verbose <= 2, "fit: verbose must be 0, 1 or 2, got {}", o.verbose);
-  SYSTOLIC_CHECK(o.validation_freq >= 1, "fit: validation_freq must be a positive number of epochs, got {}",
-                 o.validation_freq);
-  SYSTOLIC_CHECK(o.validation_batch_size >= 0,
-                 "fit: validation_batch_size must be positive (or 0: batch_size), got {}",
-                 o.validation_batch_size);
-
-  // Keras: the validation set is the last fraction of the samples, taken before any shuffling; the training
-  // set is the first floor(n * (1 - validation_split)) samples, and a split that leaves either side empty is
-  // an error.
-  std::int64_t n = x.dim(0);
-  std::int64_t n_train = n;
-  if (!o.validation_data && o.validation_split > 0) {
-    n_train = static_cast<std::int64_t>(std::floor(double(n) * (1.0 - o.validation_split)));
-    SYSTOLIC_CHECK(n_train > 0 && n_train < n,
-                   "fit: the training data has {} samples, which is not sufficient to split it into a "
-                   "validation and training set as specified by validation_split={}: give more data or "
-                   "another validation_split",
-                   n, o.validation_split);
-  }
-  std::int64_t n_val = n - n_train;
-  SYSTOLIC_CHECK(n_train > 0, "fit: no training samples");
-  Tensor xt = x.slice(0, n_train), yt = y.slice(0, n_train);
-  std::optional<ValidationData> val = o.validation_data;
-  if (n_val > 0) val = ValidationData{x.slice(n_train, n), y.slice(n_train, n)};
-  if (val) s.check_xy(val->x, &val->y, "fit (validation data)");
-  o.augmentation.check();
-  if (o.augmentation.enabled())
-    SYSTOLIC_CHECK(x.rank() == 3 || x.rank() == 4,
-                   "fit: augmentation needs images (N, H, W, C); x has shape {}", x.shape().str());
-  SYSTOLIC_CHECK(o.workers >= 0 && o.workers <= 64, "fit: workers must be 0 to 64, got {}", o.workers);
-  SYSTOLIC_CHECK(o.max_queue_size >= 1, "fit: max_queue_size must be at least 1, got {}", o.max_queue_size);
-  distribute::ReplicaGroup* group = s.replicas.get();
-  if (group) {
-    int replicas = group->size();
-    SYSTOLIC_CHECK(
-        o.batch_size % replicas == 0,
-        "fit: batch_size {} does not divide among the {} replicas of strategy {}: use a multiple of {} (each "
-        "replica takes batch_size / {} samples of every batch)",
-        o.batch_size, replicas, group->strategy().name(), replicas, replicas);
-    SYSTOLIC_CHECK(
-        o.batches != FitOptions::Batches::on_device,
-        "fit: on-device batches are not supported with {} replicas (strategy {}); batches are built on the "
-        "host and split",
-        replicas, group->strategy().name());
-    // Keras's BatchNormalization(synchronized=True) takes the global batch's statistics under a strategy; here a
-    // strategy's sync_batch_norm does that for every batch-norm layer, and replicas without it would not.
-    if (!group->strategy().options().sync_batch_norm)
-      for (auto* l : s.weight_layers()) {
-        nlohmann::ordered_json config;
-        l->get_config(config);
-        SYSTOLIC_CHECK(
-            !config.value("synchronized", false),
-            "fit: layer '{}' has synchronized=True, which needs synchronised batch norm across the {} "
-            "replicas: use a strategy with sync_batch_norm (train --sync-batch-norm)",
-            l->name(), replicas);
-      }
-    std::int64_t last = n_train % o.batch_size;
-    SYSTOLIC_CHECK(
-        !group->strategy().options().sync_batch_norm || last == 0 || last >= replicas,
-        "fit: with synchronised batch norm every replica needs samples in every batch, but the last batch "
-        "of {} training samples in batches of {} has {} samples for {} replicas; use another batch size or "
-        "sample count",
-        n_train, o.batch_size, last, replicas);
-  }
-
-  EpochIterator epochs(s, xt, yt, o);
-  if (val) val = epochs.place(*val);
-  TrainFunction& train_function = s.train_function;
-  train_function.begin_fit(epochs.on_device(), o.step_graph, epochs.full_batch());
-
-  std::vector<std::string> history_keys = metrics_names();
-  if (val)
-    for (auto& k : metrics_names()) history_keys.push_back("val_" + k);
-  // Progress and logs from the chief only (every worker computes the same values).
-  callbacks::Params params{.verbose = s.chief ? o.verbose : 0, .epochs = o.epochs, .steps = epochs.steps()};
-  CallbackList callbacks("fit", o.callbacks, *this, params, /*with_history=*/true, std::move(history_keys));
+  FitPlan plan = FitPlan::make(s, x, y, o);
+  EpochIterator epochs(s, plan.x, plan.y, o);
+  if (plan.validation) plan.validation = epochs.place(*plan.validation);
+  s.train_function.begin_fit(epochs.on_device(), o.step_graph, epochs.full_batch());
+  CallbackList callbacks("fit", o.callbacks, *this, plan.callback_params(o, epochs.steps()),
+                         /*with_history=*/true, plan.history_keys);
 
   s.stop_training = false;
   std::vector<double> summed;  // under replicas: the sums over replicas at the end of the last batch
-  s.fit = {.seed = epochs.seed(), .samples = n_train, .batch_size = o.batch_size, .steps = epochs.steps()};
-  s.fit.totals = [&s, &summed, group] { return group ? summed : s.totals.to_doubles(); };
+  s.fit = {
+      .seed = epochs.seed(), .samples = plan.x.dim(0), .batch_size = o.batch_size, .steps = epochs.steps()};
+  s.fit.totals = [&s, &summed, group = plan.replicas] { return group ? summed : s.totals.to_doubles(); };
   callbacks.on_train_begin();
   // A callback that restored a backup (BackupAndRestore) says where the backed-up fit was.
   std::optional<ModelState::FitProgress::Resume> resume = std::move(s.fit.resume);
@@ -255,43 +228,7 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
     s.fit.epoch = epoch;
     s.fit.batches = 0;
     callbacks.on_epoch_begin(epoch);
-    reset_totals(s);
-    std::int64_t seen = 0;
-    if (resume && resume->epoch == epoch && resume->batches > 0) {
-      epochs.begin_epoch(epoch, resume->batches);
-      set_totals(s, resume->totals);
-      summed = resume->totals;
-      s.fit.batches = resume->batches;
-      seen = std::min(n_train, resume->batches * o.batch_size);
-    } else {
-      epochs.begin_epoch(epoch);
-    }
-    for (Batch batch; epochs.next(batch);) {
-      callbacks.on_train_batch_begin(batch.index);
-      train_function(batch);
-      seen += batch.size;
-      s.fit.batches = batch.index + 1;
-      if (group) {
-        // Summed on every step: across workers it is a collective, which every worker must call alike.
-        summed = group->sum_totals();
-        callbacks.on_train_batch_end(batch.index, log_values(s, summed, seen));
-      } else {
-        // Read from the device only when a callback looks (the progress bar, when it redraws).
-        callbacks.on_train_batch_end(batch.index,
-                                     callbacks::Logs::deferred([&s, seen] { return read_totals(s, seen); }));
-      }
-      if (s.stop_training) break;
-    }
-    synchronize(s.device());  // raises what the steps' kernels flagged on a GPU (a label out of range)
-    logs = group ? log_values(s, group->sum_totals(), seen) : read_totals(s, seen);
-    // Per-replica batch norm: the replicas' moving statistics are averaged, so every replica evaluates alike.
-    if (group) group->average_non_trainable_weights();
-    // Keras's fit runs evaluate with its own callbacks: the on_test_* hooks, with fit's params.
-    if (val && (epoch + 1) % o.validation_freq == 0)
-      for (auto& [k, value] :
-           run_test(s, val->x, val->y, o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size,
-                    callbacks))
-        logs.emplace_back("val_" + k, value);
+    logs = run_epoch(s, plan, o, epochs, callbacks, epoch, resume, summed);
     callbacks.on_epoch_end(epoch, logs);
   }
   callbacks.on_train_end(logs);

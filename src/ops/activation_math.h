@@ -1,5 +1,5 @@
-// The activations' formulas, once for every backend: the CPU loops (cpu/activations.cc) and the CUDA kernels
-// (cuda/activations.cu) call these. Keras 3's definitions (keras/src/activations/activations.py over the
+// The activations' formulas, once for every backend: the CPU loops (ops/cpu/activations.cc) and the CUDA kernels
+// (ops/cuda/activations.cu) call these. Keras 3's definitions (keras/src/activations/activations.py over the
 // TensorFlow backend's keras/src/backend/tensorflow/nn.py); derivatives are those of the same formulas,
 // matching TensorFlow's gradients. Elementwise kinds only: softmax and log_softmax work on rows (their loops
 // are in the backends).

@@ -1,8 +1,13 @@
 // The host side of ops::augment_images shared by the backends: the options in the form of ops/augment_math.h
-// (which nvcc compiles for the kernel) and the images' dimensions. The arguments are checked in ops.cc.
+// (which nvcc compiles for the kernel), the images' dimensions, and one image's augmentation on the host, which the
+// CPU backend's op and the input pipeline (src/model/pipeline.cc, from its own threads) both run. The arguments
+// are checked in ops.cc.
 #pragma once
 
 #include <systolic/ops.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "ops/augment_math.h"
 #include "ops/image_transform_math.h"
@@ -15,6 +20,22 @@ inline Config config_of(const AugmentParams& p) {
           .horizontal_flip = p.horizontal_flip,
           .fill_constant = p.fill_constant,
           .cval = static_cast<float>(p.cval)};
+}
+
+// One image (H, W, C) augmented serially into `out` (float, same shape), converting `in`'s values (uint8, int32,
+// float, double) to float on the fly: ops/augment_math.h's formulas, as the CUDA kernel computes them. Sample
+// `index` draws from Philox at (seed, index).
+template <class S>
+void augment_image(const S* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C,
+                   const AugmentParams& p, std::uint64_t seed, std::uint64_t index) {
+  Config a = config_of(p);
+  Draw d = draw(a, H, W, seed, index);
+  std::vector<Tap> cols(static_cast<std::size_t>(W));
+  for (std::int64_t x = 0; x < W; ++x) cols[x] = tap(W, x, d.cols, d.flip);
+  for (std::int64_t y = 0; y < H; ++y) {
+    Tap row = tap(H, y, d.rows, false);
+    for (std::int64_t x = 0; x < W; ++x) pixel(in, W, C, row, cols[x], a, out + (y * W + x) * C);
+  }
 }
 
 struct Dims {

@@ -1,7 +1,7 @@
 // The scalar math of image augmentation (ops::augment_images, contract in include/systolic/ops.h), shared by
-// the CPU loop (ops/cpu/loops_augment.cc, which the input pipeline calls too) and the CUDA kernel
-// (ops/cuda/elementwise.cu): compiled by g++ and nvcc alike, so the shifts, flips and interpolation cannot
-// drift between devices.
+// the host loop (augment::augment_image in ops/augment.h, which the CPU backend's op, ops/cpu/augment.cc, and the
+// input pipeline run) and the CUDA kernel (ops/cuda/augment.cu): compiled by g++ and nvcc alike, so the shifts,
+// flips and interpolation cannot drift between devices.
 //
 // Sample `index` draws four Philox words at counter (index, 0x5eed) under key `seed`: word 0 the row shift,
 // word 1 the column shift, word 2 the flip. Keras's ImageDataGenerator: tx (rows) from height_shift_range, ty

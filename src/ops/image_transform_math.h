@@ -45,12 +45,6 @@ SYSTOLIC_HOST_DEVICE NormalPair normal_pair(std::uint64_t key, std::uint64_t g) 
   return {radius * cos(angle), radius * sin(angle)};
 }
 
-// The standard normal number of element i.
-SYSTOLIC_HOST_DEVICE double normal_at(std::uint64_t key, std::uint64_t i) {
-  NormalPair p = normal_pair(key, i >> 1);
-  return (i & 1) ? p.z1 : p.z0;
-}
-
 // ---- Per-image transforms
 
 // What random_image_transforms draws (ops::ImageTransformParams in nvcc's form).

@@ -113,7 +113,7 @@ const DTypes activation_forward_dtypes = kFloatsAndBf16;
 void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
   if (onednn_runs(a, x.dtype())) return onednn::activation_forward(a, x, y);
   if (x.dtype() == DType::bfloat16) return Widened<&activation_forward>::run(a, x, y);
-  by_float(x.dtype(), [&](auto t) { forward_loop<decltype(t)>(a, x, y); });
+  visit_dtype<float, double>(x.dtype(), [&](auto t) { forward_loop<typename decltype(t)::type>(a, x, y); });
 }
 
 const DTypes activation_backward_dtypes = kFloatsAndBf16;
@@ -121,7 +121,8 @@ void activation_backward(const Activation& a, const Tensor& x, const Tensor& y, 
                          Tensor& dx) {
   if (onednn_runs(a, y.dtype())) return onednn::activation_backward(a, y, dy, dx);
   if (y.dtype() == DType::bfloat16) return Widened<&activation_backward>::run(a, x, y, dy, dx);
-  by_float(y.dtype(), [&](auto t) { backward_loop<decltype(t)>(a, x, y, dy, dx); });
+  visit_dtype<float, double>(y.dtype(),
+                             [&](auto t) { backward_loop<typename decltype(t)::type>(a, x, y, dy, dx); });
 }
 
 }  // namespace systolic::ops::cpu

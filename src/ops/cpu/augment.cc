@@ -1,29 +1,15 @@
-// Image augmentation on the CPU: the math is ops/augment_math.h's, shared with the CUDA kernel. augment_image
-// does one image serially (the input pipeline calls it from its own threads, converting uint8 rows on the
-// fly); the op augment_images runs a batch over OpenMP threads, one sample per iteration.
+// Image augmentation on the CPU: the math is ops/augment_math.h's, shared with the CUDA kernel. The op
+// augment_images runs a batch over OpenMP threads, one sample per iteration, each through augment::augment_image
+// (ops/augment.h), which the input pipeline also calls, one image at a time, from its own threads.
 #include "ops/augment.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "ops/cpu/augment_image.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/image_transform_math.h"
 
 namespace systolic::ops::cpu {
-
-template <class S>
-void augment_image(const S* in, float* out, std::int64_t H, std::int64_t W, std::int64_t C,
-                   const AugmentParams& p, std::uint64_t seed, std::uint64_t index) {
-  augment::Config a = augment::config_of(p);
-  augment::Draw d = augment::draw(a, H, W, seed, index);
-  std::vector<augment::Tap> cols(static_cast<std::size_t>(W));
-  for (std::int64_t x = 0; x < W; ++x) cols[x] = augment::tap(W, x, d.cols, d.flip);
-  for (std::int64_t y = 0; y < H; ++y) {
-    augment::Tap row = augment::tap(H, y, d.rows, false);
-    for (std::int64_t x = 0; x < W; ++x) augment::pixel(in, W, C, row, cols[x], a, out + (y * W + x) * C);
-  }
-}
 
 const DTypes augment_images_dtypes{DType::float32};
 void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed,
@@ -35,7 +21,8 @@ void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uin
   std::int64_t image = H * W * C;
 #pragma omp parallel for
   for (std::int64_t k = 0; k < N; ++k)
-    augment_image(xp + k * image, yp + k * image, H, W, C, p, seed, first + static_cast<std::uint64_t>(k));
+    augment::augment_image(xp + k * image, yp + k * image, H, W, C, p, seed,
+                           first + static_cast<std::uint64_t>(k));
 }
 
 // ---- augment (branch augment): the noise and augmentation layers' ops (formulas: ops/image_transform_math.h).
@@ -104,8 +91,8 @@ const DTypes gaussian_noise_forward_dtypes = kFloats;
 void gaussian_noise_forward(const Tensor& x, Tensor& y, const NoiseParams& p, std::uint64_t seed,
                             const Tensor& step) {
   std::uint64_t key = philox::dropout_key(seed, step_of(step));
-  by_float(x.dtype(), [&](auto t) {
-    using T = decltype(t);
+  visit_dtype<float, double>(x.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
     noise_loop(x.data<T>(), y.data<T>(), x.numel(), p, key, true);
   });
 }
@@ -114,8 +101,8 @@ const DTypes gaussian_noise_backward_dtypes = kFloats;
 void gaussian_noise_backward(const Tensor& dy, Tensor& dx, const NoiseParams& p, std::uint64_t seed,
                              const Tensor& step) {
   std::uint64_t key = philox::dropout_key(seed, step_of(step));
-  by_float(dy.dtype(), [&](auto t) {
-    using T = decltype(t);
+  visit_dtype<float, double>(dy.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
     noise_loop(dy.data<T>(), dx.data<T>(), dy.numel(), p, key, false);
   });
 }
@@ -138,23 +125,16 @@ void random_image_transforms(Tensor& transforms, const ImageTransformParams& p, 
 const DTypes affine_transform_images_dtypes = kFloats;
 void affine_transform_images(const Tensor& x, const Tensor& transforms, Tensor& y,
                              const AffineTransformParams& p) {
-  by_float(x.dtype(), [&](auto t) { affine_loop<decltype(t)>(x, transforms, y, p); });
+  visit_dtype<float, double>(x.dtype(),
+                             [&](auto t) { affine_loop<typename decltype(t)::type>(x, transforms, y, p); });
 }
 
 const DTypes random_contrast_dtypes = kFloats;
 void random_contrast(const Tensor& x, Tensor& y, const ContrastParams& p, std::uint64_t seed,
                      const Tensor& step) {
   const std::uint64_t key = philox::dropout_key(seed, step_of(step));
-  by_float(x.dtype(), [&](auto t) { contrast_loop<decltype(t)>(x, y, p, key); });
+  visit_dtype<float, double>(x.dtype(),
+                             [&](auto t) { contrast_loop<typename decltype(t)::type>(x, y, p, key); });
 }
-
-template void augment_image<std::uint8_t>(const std::uint8_t*, float*, std::int64_t, std::int64_t,
-                                          std::int64_t, const AugmentParams&, std::uint64_t, std::uint64_t);
-template void augment_image<std::int32_t>(const std::int32_t*, float*, std::int64_t, std::int64_t,
-                                          std::int64_t, const AugmentParams&, std::uint64_t, std::uint64_t);
-template void augment_image<float>(const float*, float*, std::int64_t, std::int64_t, std::int64_t,
-                                   const AugmentParams&, std::uint64_t, std::uint64_t);
-template void augment_image<double>(const double*, float*, std::int64_t, std::int64_t, std::int64_t,
-                                    const AugmentParams&, std::uint64_t, std::uint64_t);
 
 }  // namespace systolic::ops::cpu

@@ -1,11 +1,14 @@
 // The CPU backend: oneDNN primitives for float32 convolution, pooling, batch norm, dense and the activations it
 // has; plain C++ loops (OpenMP-parallel) for float64 and for the ops oneDNN has no primitive for. Each op is
-// defined in the file of its family (conv_pool.cc, dense_norm.cc, activations.cc, elementwise.cc, losses.cc,
-// optimizers.cc) with the dtypes it takes; backend.cc builds the table.
+// defined, with the dtypes it takes, in the file of its family, named as the CUDA backend's (cuda_backend.h lists
+// the families; tests/test_source_layout.cc checks it): conv.cc, pool.cc, dense.cc, batch_norm.cc,
+// activations.cc, elementwise.cc, augment.cc, losses.cc, optimizers.cc, norm_merge.cc, regularizers.cc,
+// resize.cc. onednn*.cc hold the oneDNN primitives they call; backend.cc builds the table.
 #pragma once
 
 #include <type_traits>
 
+#include "core/dtype_dispatch.h"
 #include "ops/backend.h"
 
 namespace systolic::ops::cpu {
@@ -19,16 +22,6 @@ inline constexpr DTypes kFloats{DType::float32, DType::float64};
 // ... and bfloat16, for the ops with oneDNN's bfloat16 kernels (widened where the CPU lacks them:
 // bf16_emulation.h).
 inline constexpr DTypes kFloatsAndBf16{DType::float32, DType::float64, DType::bfloat16};
-
-// Calls f(float{}) or f(double{}) for a float32 or float64 tensor; other dtypes never get here (the table says
-// which dtypes each op takes).
-template <class F>
-void by_float(DType t, F&& f) {
-  if (t == DType::float64)
-    f(double{});
-  else
-    f(float{});
-}
 
 // The loops' storage types and their arithmetic: bfloat16 values are computed with in float32.
 template <class T>
@@ -51,17 +44,6 @@ T narrow(double v) {
     return bfloat16(static_cast<float>(v));
   else
     return static_cast<T>(v);
-}
-
-// Calls f(float{}), f(double{}) or f(bfloat16{}) for a tensor of that dtype (loops that take bfloat16 storage).
-template <class F>
-void by_storage(DType t, F&& f) {
-  if (t == DType::float64)
-    f(double{});
-  else if (t == DType::bfloat16)
-    f(bfloat16{});
-  else
-    f(float{});
 }
 
 }  // namespace systolic::ops::cpu

@@ -144,8 +144,9 @@ template <class T>
 void gather_rows_loop(const Tensor& src, const std::int32_t* indices, std::int64_t count, Tensor& dst) {
   std::int64_t rows = src.dim(0), row = rows ? src.numel() / rows : 0;
   T* out = dst.data<T>();
-  auto run = [&](auto tag) {
-    using S = decltype(tag);
+  // Sources: uint8, int32, float32, float64 (bfloat16 rows are refused by gather_rows).
+  visit_dtype<float, double, std::uint8_t, std::int32_t>(src.dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
     const S* in = static_cast<const S*>(src.raw_data());
 #pragma omp parallel for
     for (std::int64_t k = 0; k < count; ++k) {
@@ -153,21 +154,7 @@ void gather_rows_loop(const Tensor& src, const std::int32_t* indices, std::int64
       T* d = out + k * row;
       for (std::int64_t j = 0; j < row; ++j) d[j] = static_cast<T>(s[j]);
     }
-  };
-  switch (src.dtype()) {
-    case DType::uint8:
-      run(std::uint8_t{});
-      break;
-    case DType::int32:
-      run(std::int32_t{});
-      break;
-    case DType::float64:
-      run(double{});
-      break;
-    default:
-      run(float{});
-      break;
-  }
+  });
 }
 
 template <class T>
@@ -240,29 +227,34 @@ void cast(const Tensor& src, Tensor& dst) {
 
 const DTypes add_n_dtypes = kFloatsAndBf16;
 void add_n(const std::vector<Tensor>& xs, Tensor& y) {
-  by_storage(y.dtype(), [&](auto t) { add_n_loop<decltype(t)>(xs, y); });
+  visit_dtype<float, double, bfloat16>(y.dtype(),
+                                       [&](auto t) { add_n_loop<typename decltype(t)::type>(xs, y); });
 }
 
 const DTypes accumulate_dtypes = kFloatsAndBf16;
 void accumulate(const Tensor& src, Tensor& dst) {
-  by_storage(dst.dtype(), [&](auto t) { accumulate_loop<decltype(t)>(src, dst); });
+  visit_dtype<float, double, bfloat16>(
+      dst.dtype(), [&](auto t) { accumulate_loop<typename decltype(t)::type>(src, dst); });
 }
 
 const DTypes scale_shift_dtypes = kFloatsAndBf16;
 void scale_shift(const Tensor& x, Tensor& y, double scale, double shift) {
-  by_storage(x.dtype(), [&](auto t) { scale_shift_loop<decltype(t)>(x, y, scale, shift); });
+  visit_dtype<float, double, bfloat16>(
+      x.dtype(), [&](auto t) { scale_shift_loop<typename decltype(t)::type>(x, y, scale, shift); });
 }
 
 const DTypes moving_average_dtypes = kFloats;
 void moving_average(Tensor& moving, const Tensor& value, double momentum) {
-  by_float(moving.dtype(), [&](auto t) { moving_average_loop<decltype(t)>(moving, value, momentum); });
+  visit_dtype<float, double>(moving.dtype(), [&](auto t) {
+    moving_average_loop<typename decltype(t)::type>(moving, value, momentum);
+  });
 }
 
 const DTypes dropout_forward_dtypes = kFloatsAndBf16;
 void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
   std::uint64_t key = philox::dropout_key(seed, step_value(step));
-  by_storage(x.dtype(), [&](auto t) {
-    using T = decltype(t);
+  visit_dtype<float, double, bfloat16>(x.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
     dropout_apply(x.data<T>(), y.data<T>(), x.numel(), rate, key);
   });
 }
@@ -270,30 +262,34 @@ void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed
 const DTypes dropout_backward_dtypes = kFloatsAndBf16;
 void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) {
   std::uint64_t key = philox::dropout_key(seed, step_value(step));
-  by_storage(dy.dtype(), [&](auto t) {
-    using T = decltype(t);
+  visit_dtype<float, double, bfloat16>(dy.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
     dropout_apply(dy.data<T>(), dx.data<T>(), dy.numel(), rate, key);
   });
 }
 
 const DTypes pad2d_forward_dtypes = kFloats;
 void pad2d_forward(const Tensor& x, Tensor& y, const Pad2D& p) {
-  by_float(x.dtype(), [&](auto t) { pad2d_forward_loop<decltype(t)>(x, y, p); });
+  visit_dtype<float, double>(x.dtype(),
+                             [&](auto t) { pad2d_forward_loop<typename decltype(t)::type>(x, y, p); });
 }
 
 const DTypes pad2d_backward_dtypes = kFloats;
 void pad2d_backward(const Tensor& dy, Tensor& dx, const Pad2D& p) {
-  by_float(dy.dtype(), [&](auto t) { pad2d_backward_loop<decltype(t)>(dy, dx, p); });
+  visit_dtype<float, double>(dy.dtype(),
+                             [&](auto t) { pad2d_backward_loop<typename decltype(t)::type>(dy, dx, p); });
 }
 
 const DTypes concat_forward_dtypes = kFloats;
 void concat_forward(const std::vector<Tensor>& xs, Tensor& y, int axis) {
-  by_float(y.dtype(), [&](auto t) { concat_forward_loop<decltype(t)>(xs, y, axis); });
+  visit_dtype<float, double>(y.dtype(),
+                             [&](auto t) { concat_forward_loop<typename decltype(t)::type>(xs, y, axis); });
 }
 
 const DTypes concat_backward_dtypes = kFloats;
 void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) {
-  by_float(dy.dtype(), [&](auto t) { concat_backward_loop<decltype(t)>(dy, dxs, axis); });
+  visit_dtype<float, double>(
+      dy.dtype(), [&](auto t) { concat_backward_loop<typename decltype(t)::type>(dy, dxs, axis); });
 }
 
 // Data sets of any dtype into float32, float64, bfloat16 or int32 (labels); indices out of range are an Error here.
@@ -304,16 +300,9 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   const std::int64_t count = indices.numel(), rows = src.dim(0);
   for (std::int64_t k = 0; k < count; ++k)
     SYSTOLIC_CHECK(ip[k] >= 0 && ip[k] < rows, "gather_rows: row {} out of range [0, {})", ip[k], rows);
-  switch (dst.dtype()) {
-    case DType::int32:
-      return gather_rows_loop<std::int32_t>(src, ip, count, dst);
-    case DType::float64:
-      return gather_rows_loop<double>(src, ip, count, dst);
-    case DType::bfloat16:  // each value rounded once, as the float32 rows cast to bfloat16
-      return gather_rows_loop<bfloat16>(src, ip, count, dst);
-    default:
-      return gather_rows_loop<float>(src, ip, count, dst);
-  }
+  // A bfloat16 target: each value rounded once, as the float32 rows cast to bfloat16.
+  visit_dtype<float, double, bfloat16, std::int32_t>(
+      dst.dtype(), [&](auto tag) { gather_rows_loop<typename decltype(tag)::type>(src, ip, count, dst); });
 }
 
 }  // namespace systolic::ops::cpu

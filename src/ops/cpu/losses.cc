@@ -134,29 +134,32 @@ void accuracy_count_loop(const Tensor& pred, const Tensor& labels, Tensor& total
 const DTypes softmax_cross_entropy_dtypes = kFloats;
 void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
                            double grad_scale) {
-  by_float(logits.dtype(), [&](auto t) {
-    softmax_cross_entropy_loop<decltype(t)>(logits, labels, total, dlogits, grad_scale);
+  visit_dtype<float, double>(logits.dtype(), [&](auto t) {
+    softmax_cross_entropy_loop<typename decltype(t)::type>(logits, labels, total, dlogits, grad_scale);
   });
 }
 
 const DTypes crossentropy_from_probabilities_dtypes = kFloats;
 void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs,
                                      double grad_scale, double eps) {
-  by_float(probs.dtype(), [&](auto t) {
-    crossentropy_from_probabilities_loop<decltype(t)>(probs, labels, total, dprobs, grad_scale, eps);
+  visit_dtype<float, double>(probs.dtype(), [&](auto t) {
+    crossentropy_from_probabilities_loop<typename decltype(t)::type>(probs, labels, total, dprobs, grad_scale,
+                                                                     eps);
   });
 }
 
 const DTypes mean_squared_error_dtypes = kFloats;
 void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
                         double grad_scale) {
-  by_float(pred.dtype(),
-           [&](auto t) { mean_squared_error_loop<decltype(t)>(pred, target, total, dpred, grad_scale); });
+  visit_dtype<float, double>(pred.dtype(), [&](auto t) {
+    mean_squared_error_loop<typename decltype(t)::type>(pred, target, total, dpred, grad_scale);
+  });
 }
 
 const DTypes accuracy_count_dtypes = kFloats;
 void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
-  by_float(pred.dtype(), [&](auto t) { accuracy_count_loop<decltype(t)>(pred, labels, total); });
+  visit_dtype<float, double>(
+      pred.dtype(), [&](auto t) { accuracy_count_loop<typename decltype(t)::type>(pred, labels, total); });
 }
 
 }  // namespace systolic::ops::cpu

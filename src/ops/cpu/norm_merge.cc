@@ -202,8 +202,8 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   // oneDNN's layer_normalization normalises rows of contiguous values: float32 layer norm over trailing axes.
   if (x.dtype() == DType::float32 && kind == NormKind::layer && axes_layout(x.shape(), axes).trailing)
     return onednn::layer_norm_forward(x, gamma, beta, y, mean, rstd, axes_layout(x.shape(), axes).cols, eps);
-  by_float(x.dtype(), [&](auto t) {
-    layer_norm_forward_loop<decltype(t)>(x, gamma, beta, y, mean, rstd, axes, kind, eps);
+  visit_dtype<float, double>(x.dtype(), [&](auto t) {
+    layer_norm_forward_loop<typename decltype(t)::type>(x, gamma, beta, y, mean, rstd, axes, kind, eps);
   });
 }
 
@@ -214,38 +214,46 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   if (x.dtype() == DType::float32 && kind == NormKind::layer && axes_layout(x.shape(), axes).trailing)
     return onednn::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta,
                                        axes_layout(x.shape(), axes).cols);
-  by_float(x.dtype(), [&](auto t) {
-    layer_norm_backward_loop<decltype(t)>(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, axes, kind);
+  visit_dtype<float, double>(x.dtype(), [&](auto t) {
+    layer_norm_backward_loop<typename decltype(t)::type>(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, axes,
+                                                         kind);
   });
 }
 
 const DTypes broadcast_forward_dtypes = kFloats;
 void broadcast_forward(BinaryKind kind, const Tensor& a, const Tensor& b, Tensor& y) {
-  by_float(a.dtype(), [&](auto t) { broadcast_forward_loop<decltype(t)>(kind, a, b, y); });
+  visit_dtype<float, double>(
+      a.dtype(), [&](auto t) { broadcast_forward_loop<typename decltype(t)::type>(kind, a, b, y); });
 }
 
 const DTypes broadcast_backward_dtypes = kFloats;
 void broadcast_backward(BinaryKind kind, const Tensor& a, const Tensor& b, const Tensor& dy, Tensor& da,
                         Tensor& db) {
-  by_float(a.dtype(), [&](auto t) { broadcast_backward_loop<decltype(t)>(kind, a, b, dy, da, db); });
+  visit_dtype<float, double>(a.dtype(), [&](auto t) {
+    broadcast_backward_loop<typename decltype(t)::type>(kind, a, b, dy, da, db);
+  });
 }
 
 const DTypes normalize_forward_dtypes = kFloats;
 void normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& variance, Tensor& y,
                        std::uint32_t axes, bool invert) {
-  by_float(x.dtype(),
-           [&](auto t) { normalize_forward_loop<decltype(t)>(x, mean, variance, y, axes, invert); });
+  visit_dtype<float, double>(x.dtype(), [&](auto t) {
+    normalize_forward_loop<typename decltype(t)::type>(x, mean, variance, y, axes, invert);
+  });
 }
 
 const DTypes normalize_backward_dtypes = kFloats;
 void normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, std::uint32_t axes,
                         bool invert) {
-  by_float(dy.dtype(), [&](auto t) { normalize_backward_loop<decltype(t)>(variance, dy, dx, axes, invert); });
+  visit_dtype<float, double>(dy.dtype(), [&](auto t) {
+    normalize_backward_loop<typename decltype(t)::type>(variance, dy, dx, axes, invert);
+  });
 }
 
 const DTypes transpose_dtypes = kFloats;
 void transpose(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
-  by_float(x.dtype(), [&](auto t) { transpose_loop<decltype(t)>(x, y, perm); });
+  visit_dtype<float, double>(x.dtype(),
+                             [&](auto t) { transpose_loop<typename decltype(t)::type>(x, y, perm); });
 }
 
 }  // namespace systolic::ops::cpu

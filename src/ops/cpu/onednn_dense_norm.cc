@@ -98,7 +98,7 @@ bool has_fast_batch_norm(const Tensor& x, double eps) {
 }
 
 namespace {
-// y from given statistics (oneDNN's use_global_stats): inference, and training once dense_norm.cc has the batch's
+// y from given statistics (oneDNN's use_global_stats): inference, and training once batch_norm.cc has the batch's
 // statistics.
 void batch_norm_forward(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         const Tensor& mean, const Tensor& var, Tensor& y, double eps) {

@@ -73,23 +73,26 @@ void adam_update(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamSte
                  const Tensor& iterations) {
   double t = (iterations.defined() ? iterations.data<double>()[0] : 0.0) + 1.0;
   double lr_t = lr.data<double>()[0] * std::sqrt(1.0 - std::pow(s.beta_2, t)) / (1.0 - std::pow(s.beta_1, t));
-  by_float(w.dtype(), [&](auto type) { adam_update_loop<decltype(type)>(w, g, m, v, s, lr_t); });
+  visit_dtype<float, double>(
+      w.dtype(), [&](auto type) { adam_update_loop<typename decltype(type)::type>(w, g, m, v, s, lr_t); });
 }
 
 const DTypes sgd_update_dtypes = kFloats;
 void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum,
                 bool nesterov) {
   double rate = lr.data<double>()[0];
-  by_float(w.dtype(),
-           [&](auto t) { sgd_update_loop<decltype(t)>(w, g, velocity, rate, momentum, nesterov); });
+  visit_dtype<float, double>(w.dtype(), [&](auto t) {
+    sgd_update_loop<typename decltype(t)::type>(w, g, velocity, rate, momentum, nesterov);
+  });
 }
 
 const DTypes rmsprop_update_dtypes = kFloats;
 void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,
                     double momentum, double epsilon) {
   double rate = lr.data<double>()[0];
-  by_float(w.dtype(),
-           [&](auto t) { rmsprop_update_loop<decltype(t)>(w, g, ms, mom, rate, rho, momentum, epsilon); });
+  visit_dtype<float, double>(w.dtype(), [&](auto t) {
+    rmsprop_update_loop<typename decltype(t)::type>(w, g, ms, mom, rate, rho, momentum, epsilon);
+  });
 }
 
 }  // namespace systolic::ops::cpu

@@ -113,21 +113,22 @@ void constrain_loop(Tensor& w, const ConstraintParams& p) {
 const DTypes regularize_dtypes = kFloats;
 void regularize(const Tensor& x, Tensor& total, Tensor& dx, double l1, double l2, double total_scale,
                 double grad_scale) {
-  by_float(x.dtype(),
-           [&](auto t) { regularize_loop<decltype(t)>(x, total, dx, l1, l2, total_scale, grad_scale); });
+  visit_dtype<float, double>(x.dtype(), [&](auto t) {
+    regularize_loop<typename decltype(t)::type>(x, total, dx, l1, l2, total_scale, grad_scale);
+  });
 }
 
 const DTypes orthogonal_regularize_dtypes = kFloats;
 void orthogonal_regularize(const Tensor& x, Tensor& total, Tensor& dx, double factor, bool columns,
                            double total_scale, double grad_scale) {
-  by_float(x.dtype(), [&](auto t) {
-    orthogonal_loop<decltype(t)>(x, total, dx, factor, columns, total_scale, grad_scale);
+  visit_dtype<float, double>(x.dtype(), [&](auto t) {
+    orthogonal_loop<typename decltype(t)::type>(x, total, dx, factor, columns, total_scale, grad_scale);
   });
 }
 
 const DTypes constrain_dtypes = kFloats;
 void constrain(Tensor& w, const ConstraintParams& p) {
-  by_float(w.dtype(), [&](auto t) { constrain_loop<decltype(t)>(w, p); });
+  visit_dtype<float, double>(w.dtype(), [&](auto t) { constrain_loop<typename decltype(t)::type>(w, p); });
 }
 
 }  // namespace systolic::ops::cpu

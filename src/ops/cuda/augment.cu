@@ -1,7 +1,8 @@
-// The noise and augmentation layers' ops on CUDA (augment branch): gaussian_noise_forward/backward,
-// random_image_transforms, affine_transform_images, random_contrast. Plain kernels (cuDNN has none of these), the
-// formulas of ops/image_transform_math.h, shared with the CPU loops, so the draws equal the CPU's. float32 data.
-// Each reads kernel -> launcher (takes a stream) -> entry.
+// Image augmentation on CUDA: augment_images (the input pipeline's shifts and flips over batches on the device,
+// ops/augment_math.h's formulas) and the noise and augmentation layers' ops (augment branch):
+// gaussian_noise_forward/backward, random_image_transforms, affine_transform_images, random_contrast. Plain kernels
+// (cuDNN has none of these), the formulas shared with the CPU loops (ops/augment_math.h, ops/image_transform_math.h),
+// so the draws equal the CPU's. float32 data. Each reads kernel -> launcher (takes a stream) -> entry.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -18,6 +19,21 @@ namespace systolic::ops::cuda {
 namespace {
 
 // ---- kernels
+
+// augment_images: one thread per output pixel (all its channels).
+
+__global__ void augment_kernel(const float* x, float* y, std::int64_t N, std::int64_t H, std::int64_t W,
+                               std::int64_t C, augment::Config config, std::uint64_t seed,
+                               std::uint64_t first) {
+  const std::int64_t pixels = H * W;
+  SYSTOLIC_GRID_STRIDE(p, N * pixels) {
+    std::int64_t k = p / pixels, rest = p - k * pixels;
+    std::int64_t row = rest / W, col = rest - row * W;
+    augment::Draw d = augment::draw(config, H, W, seed, first + static_cast<std::uint64_t>(k));
+    augment::pixel(x + k * pixels * C, W, C, augment::tap(H, row, d.rows, false),
+                   augment::tap(W, col, d.cols, d.flip), config, y + p * C);
+  }
+}
 
 // Thread g: elements 2g and 2g+1 from one Box-Muller pair, as the CPU loop.
 __global__ void noise_kernel(const float* in, float* out, std::int64_t n, double stddev, bool multiplicative,
@@ -79,19 +95,25 @@ __global__ void contrast_kernel(const float* x, float* y, std::int64_t N, std::i
 
 // ---- launchers
 
+cudaError_t launch_augment_images(const float* x, float* y, std::int64_t N, std::int64_t H, std::int64_t W,
+                                  std::int64_t C, const augment::Config& config, std::uint64_t seed,
+                                  std::uint64_t first, cudaStream_t stream) {
+  std::int64_t n = N * H * W;
+  if (n == 0 || C == 0) return cudaSuccess;
+  return launch_elementwise(augment_kernel, n, stream, x, y, N, H, W, C, config, seed, first);
+}
+
 cudaError_t launch_noise(const float* in, float* out, std::int64_t n, const NoiseParams& p, bool forward,
                          std::uint64_t seed, const double* step, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  noise_kernel<<<blocks_for((n + 1) / 2), kThreads, 0, stream>>>(in, out, n, p.stddev, p.multiplicative,
-                                                                 forward, seed, step);
-  return cudaGetLastError();
+  return launch_elementwise(noise_kernel, (n + 1) / 2, stream, in, out, n, p.stddev, p.multiplicative,
+                            forward, seed, step);
 }
 
 cudaError_t launch_transforms(float* m, std::int64_t N, const image::TransformConfig& config, std::int64_t H,
                               std::int64_t W, std::uint64_t seed, const double* step, cudaStream_t stream) {
   if (N == 0) return cudaSuccess;
-  transforms_kernel<<<blocks_for(N), kThreads, 0, stream>>>(m, N, config, H, W, seed, step);
-  return cudaGetLastError();
+  return launch_elementwise(transforms_kernel, N, stream, m, N, config, H, W, seed, step);
 }
 
 cudaError_t launch_affine(const float* x, const float* m, float* y, std::int64_t N, std::int64_t H,
@@ -99,17 +121,15 @@ cudaError_t launch_affine(const float* x, const float* m, float* y, std::int64_t
                           const image::SampleConfig& s, cudaStream_t stream) {
   const std::int64_t pixels = N * OH * OW;
   if (pixels == 0 || C == 0) return cudaSuccess;
-  affine_kernel<<<blocks_for(pixels), kThreads, 0, stream>>>(x, m, y, N, H, W, C, OH, OW, s);
-  return cudaGetLastError();
+  return launch_elementwise(affine_kernel, pixels, stream, x, m, y, N, H, W, C, OH, OW, s);
 }
 
 cudaError_t launch_contrast(const float* x, float* y, std::int64_t N, std::int64_t HW, std::int64_t C,
                             const ContrastParams& p, std::uint64_t seed, const double* step,
                             cudaStream_t stream) {
   if (N * C == 0 || HW == 0) return cudaSuccess;
-  contrast_kernel<<<blocks_for(N * C), kThreads, 0, stream>>>(x, y, N, HW, C, p.lower, p.upper, p.value_min,
-                                                              p.value_max, seed, step);
-  return cudaGetLastError();
+  return launch_elementwise(contrast_kernel, N * C, stream, x, y, N, HW, C, p.lower, p.upper, p.value_min,
+                            p.value_max, seed, step);
 }
 
 const double* step_of(const Tensor& step) {
@@ -119,6 +139,15 @@ const double* step_of(const Tensor& step) {
 }  // namespace
 
 // ---- entries
+
+const DTypes augment_images_dtypes{DType::float32};
+void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed,
+                    std::uint64_t first) {
+  augment::Dims d = augment::dims_of(x);
+  Context& c = context(y);
+  SYSTOLIC_CUDA_CHECK(launch_augment_images(x.data<float>(), y.data<float>(), d.N, d.H, d.W, d.C,
+                                            augment::config_of(p), seed, first, c.stream));
+}
 
 const DTypes gaussian_noise_forward_dtypes{DType::float32};
 void gaussian_noise_forward(const Tensor& x, Tensor& y, const NoiseParams& p, std::uint64_t seed,

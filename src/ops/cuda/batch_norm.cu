@@ -174,17 +174,16 @@ cudaError_t launch_batch_norm_forward_training(const void* x, Element type, cons
   if (R <= 0 || C <= 0) return cudaSuccess;
   float* coef = static_cast<float*>(workspace);
   float* partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + coefficient_bytes(C));
-  return with_float_type(type, [&](auto tag) {
-    using T = decltype(tag);
+  return visit_element<float, __nv_bfloat16>(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x);
     cudaError_t e = reduce::column_sums<1>(SumX<T>{xp, C}, WriteMean{mean, R}, R, C, partial, stream);
     if (e != cudaSuccess) return e;
     e = reduce::column_sums<1>(CentredSquares<T>{xp, mean, C, 0.0f}, WriteVar{var, gamma, coef, R, eps}, R, C,
                                partial, stream);
     if (e != cudaSuccess) return e;
-    normalize_kernel<T>
-        <<<blocks_for(R * C), kThreads, 0, stream>>>(xp, static_cast<T*>(y), mean, coef, beta, R, C);
-    return cudaGetLastError();
+    return launch_elementwise(normalize_kernel<T>, R * C, stream, xp, static_cast<T*>(y), mean, coef, beta, R,
+                              C);
   });
 }
 
@@ -193,11 +192,10 @@ cudaError_t launch_batch_norm_forward_inference(const void* x, Element type, con
                                                 void* y, std::int64_t R, std::int64_t C, float eps,
                                                 cudaStream_t stream) {
   if (R <= 0 || C <= 0) return cudaSuccess;
-  return with_float_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    normalize_inference_kernel<T><<<blocks_for(R * C), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(y), gamma, beta, mean, var, R, C, eps);
-    return cudaGetLastError();
+  return visit_element<float, __nv_bfloat16>(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(normalize_inference_kernel<T>, R * C, stream, static_cast<const T*>(x),
+                              static_cast<T*>(y), gamma, beta, mean, var, R, C, eps);
   });
 }
 
@@ -208,17 +206,16 @@ cudaError_t launch_batch_norm_backward(const void* x, const void* dy, Element ty
   if (R <= 0 || C <= 0) return cudaSuccess;
   float* coef = static_cast<float*>(workspace);
   float* partial = reinterpret_cast<float*>(static_cast<char*>(workspace) + coefficient_bytes(C));
-  return with_float_type(type, [&](auto tag) {
-    using T = decltype(tag);
+  return visit_element<float, __nv_bfloat16>(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x);
     const T* dyp = static_cast<const T*>(dy);
     cudaError_t e = reduce::column_sums<2>(BackwardSums<T>{xp, dyp, mean, C, 0.0f},
                                            BackwardFinish{gamma, var, dgamma, dbeta, coef, R, C, eps}, R, C,
                                            partial, stream);
     if (e != cudaSuccess || !dx) return e;
-    backward_data_kernel<T>
-        <<<blocks_for(R * C), kThreads, 0, stream>>>(xp, dyp, static_cast<T*>(dx), mean, coef, R, C);
-    return cudaGetLastError();
+    return launch_elementwise(backward_data_kernel<T>, R * C, stream, xp, dyp, static_cast<T*>(dx), mean,
+                              coef, R, C);
   });
 }
 
@@ -253,36 +250,34 @@ void synchronised_forward(const Tensor& x, const Tensor& gamma, const Tensor& be
   Tensor sums({s.C + 1}, DType::float64, x.device()), squares({s.C + 1}, DType::float64, x.device());
   float* coef = static_cast<float*>(c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C)));
   float* partial = reinterpret_cast<float*>(reinterpret_cast<char*>(coef) + dnn::coefficient_bytes(s.C));
-  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
-    using T = decltype(tag);
+  SYSTOLIC_CUDA_CHECK((visit_element<float, __nv_bfloat16>(element_of(x.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
     return reduce::column_sums<1>(dnn::SumX<T>{static_cast<const T*>(x.raw_data()), s.C},
                                   dnn::KeepSums<1>{sums.data<double>(), s.R, s.C}, s.R, s.C, partial,
                                   c.stream);
-  }));
+  })));
   replicas.all_reduce(sums);
   const double* count = sums.data<double>() + s.C;
-  dnn::finish_from_sums<1><<<blocks_for(s.C), kThreads, 0, c.stream>>>(
-      sums.data<double>(), s.C, dnn::WriteMean{mean.data<float>(), s.R, count});
-  SYSTOLIC_CUDA_CHECK(cudaGetLastError());
-  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
-    using T = decltype(tag);
+  SYSTOLIC_CUDA_CHECK(launch_elementwise(dnn::finish_from_sums<1, dnn::WriteMean>, s.C, c.stream,
+                                         sums.data<double>(), s.C,
+                                         dnn::WriteMean{mean.data<float>(), s.R, count}));
+  SYSTOLIC_CUDA_CHECK((visit_element<float, __nv_bfloat16>(element_of(x.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
     return reduce::column_sums<1>(
         dnn::CentredSquares<T>{static_cast<const T*>(x.raw_data()), mean.data<float>(), s.C, 0.0f},
         dnn::KeepSums<1>{squares.data<double>(), s.R, s.C}, s.R, s.C, partial, c.stream);
-  }));
+  })));
   replicas.all_reduce(squares);
-  dnn::finish_from_sums<1><<<blocks_for(s.C), kThreads, 0, c.stream>>>(
-      squares.data<double>(), s.C,
-      dnn::WriteVar{var.data<float>(), data_or_null(gamma), coef, s.R, static_cast<float>(eps), count});
-  SYSTOLIC_CUDA_CHECK(cudaGetLastError());
+  SYSTOLIC_CUDA_CHECK(launch_elementwise(
+      dnn::finish_from_sums<1, dnn::WriteVar>, s.C, c.stream, squares.data<double>(), s.C,
+      dnn::WriteVar{var.data<float>(), data_or_null(gamma), coef, s.R, static_cast<float>(eps), count}));
   if (x.numel() == 0) return;
-  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
-    using T = decltype(tag);
-    dnn::normalize_kernel<T><<<blocks_for(s.R * s.C), kThreads, 0, c.stream>>>(
-        static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), mean.data<float>(), coef,
-        data_or_null(beta), s.R, s.C);
-    return cudaGetLastError();
-  }));
+  SYSTOLIC_CUDA_CHECK((visit_element<float, __nv_bfloat16>(element_of(x.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(dnn::normalize_kernel<T>, s.R * s.C, c.stream,
+                              static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
+                              mean.data<float>(), coef, data_or_null(beta), s.R, s.C);
+  })));
 }
 
 }  // namespace
@@ -323,35 +318,32 @@ void synchronised_backward(const Tensor& x, const Tensor& gamma, const Tensor& m
   Tensor sums({2 * s.C + 1}, DType::float64, x.device());
   float* coef = static_cast<float*>(c.workspace(dnn::batch_norm_workspace_bytes(s.R, s.C)));
   float* partial = reinterpret_cast<float*>(reinterpret_cast<char*>(coef) + dnn::coefficient_bytes(s.C));
-  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
-    using T = decltype(tag);
+  SYSTOLIC_CUDA_CHECK((visit_element<float, __nv_bfloat16>(element_of(x.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
     return reduce::column_sums<2>(
         dnn::BackwardSums<T>{static_cast<const T*>(x.raw_data()), static_cast<const T*>(dy.raw_data()),
                              mean.data<float>(), s.C, 0.0f},
         dnn::KeepSums<2>{sums.data<double>(), s.R, s.C}, s.R, s.C, partial, c.stream);
-  }));
+  })));
   float* dg = dgamma.defined() ? dgamma.data<float>() : nullptr;
   float* db = dbeta.defined() ? dbeta.data<float>() : nullptr;
   if (dg || db) {
-    dnn::finish_from_sums<2><<<blocks_for(s.C), kThreads, 0, c.stream>>>(
-        sums.data<double>(), s.C,
-        dnn::BackwardFinish{data_or_null(gamma), var.data<float>(), dg, db, coef, s.R, s.C, eps});
-    SYSTOLIC_CUDA_CHECK(cudaGetLastError());
+    SYSTOLIC_CUDA_CHECK(launch_elementwise(
+        dnn::finish_from_sums<2, dnn::BackwardFinish>, s.C, c.stream, sums.data<double>(), s.C,
+        dnn::BackwardFinish{data_or_null(gamma), var.data<float>(), dg, db, coef, s.R, s.C, eps}));
   }
   replicas.all_reduce(sums);
   if (!dx.defined() || x.numel() == 0) return;
-  dnn::finish_from_sums<2><<<blocks_for(s.C), kThreads, 0, c.stream>>>(
-      sums.data<double>(), s.C,
+  SYSTOLIC_CUDA_CHECK(launch_elementwise(
+      dnn::finish_from_sums<2, dnn::BackwardFinish>, s.C, c.stream, sums.data<double>(), s.C,
       dnn::BackwardFinish{data_or_null(gamma), var.data<float>(), nullptr, nullptr, coef, s.R, s.C, eps,
-                          sums.data<double>() + 2 * s.C});
-  SYSTOLIC_CUDA_CHECK(cudaGetLastError());
-  SYSTOLIC_CUDA_CHECK(with_float_type(element_of(x.dtype()), [&](auto tag) {
-    using T = decltype(tag);
-    dnn::backward_data_kernel<T><<<blocks_for(s.R * s.C), kThreads, 0, c.stream>>>(
-        static_cast<const T*>(x.raw_data()), static_cast<const T*>(dy.raw_data()),
-        static_cast<T*>(dx.raw_data()), mean.data<float>(), coef, s.R, s.C);
-    return cudaGetLastError();
-  }));
+                          sums.data<double>() + 2 * s.C}));
+  SYSTOLIC_CUDA_CHECK((visit_element<float, __nv_bfloat16>(element_of(x.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(dnn::backward_data_kernel<T>, s.R * s.C, c.stream,
+                              static_cast<const T*>(x.raw_data()), static_cast<const T*>(dy.raw_data()),
+                              static_cast<T*>(dx.raw_data()), mean.data<float>(), coef, s.R, s.C);
+  })));
 }
 
 }  // namespace

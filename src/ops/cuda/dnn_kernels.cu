@@ -127,10 +127,10 @@ cudaError_t launch_transpose(const void* in, Element in_type, void* out, Element
   std::int64_t tiles = tiles_r * tiles_c;
   unsigned grid = static_cast<unsigned>(tiles < 65535 * 8 ? tiles : 65535 * 8);
   dim3 block(kTile, kTileRows);
-  return with_float_type(in_type, [&](auto tin) {
-    using Tin = decltype(tin);
-    return with_float_type(out_type, [&](auto tout) {
-      using Tout = decltype(tout);
+  return visit_element<float, __nv_bfloat16>(in_type, [&](auto tin) {
+    using Tin = typename decltype(tin)::type;
+    return visit_element<float, __nv_bfloat16>(out_type, [&](auto tout) {
+      using Tout = typename decltype(tout)::type;
       if (accumulate)
         transpose_kernel<Tin, Tout, true><<<grid, block, 0, stream>>>(
             static_cast<const Tin*>(in), static_cast<Tout*>(out), rows, cols, tiles_r, tiles_c);
@@ -147,11 +147,10 @@ cudaError_t launch_pad_nhwc(const void* x, void* y, Element type, std::int64_t N
                             std::int64_t top, std::int64_t left, float value, cudaStream_t stream) {
   std::int64_t n = N * PH * PW * C;
   if (n <= 0) return cudaSuccess;
-  return with_float_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    pad_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), N, H,
-                                                          W, C, PH, PW, top, left, value);
-    return cudaGetLastError();
+  return visit_element<float, __nv_bfloat16>(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(pad_kernel<T>, n, stream, static_cast<const T*>(x), static_cast<T*>(y), N, H, W,
+                              C, PH, PW, top, left, value);
   });
 }
 
@@ -160,11 +159,10 @@ cudaError_t launch_crop_nhwc(const void* y, void* x, Element type, std::int64_t 
                              std::int64_t top, std::int64_t left, cudaStream_t stream) {
   std::int64_t n = N * H * W * C;
   if (n <= 0) return cudaSuccess;
-  return with_float_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    crop_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(y), static_cast<T*>(x), N, H,
-                                                           W, C, PH, PW, top, left);
-    return cudaGetLastError();
+  return visit_element<float, __nv_bfloat16>(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(crop_kernel<T>, n, stream, static_cast<const T*>(y), static_cast<T*>(x), N, H,
+                              W, C, PH, PW, top, left);
   });
 }
 
@@ -174,12 +172,11 @@ cudaError_t launch_pool_count_rescale(const void* in, void* out, Element type, s
                                       int pad_top, int pad_left, cudaStream_t stream) {
   std::int64_t n = N * OH * OW * C;
   if (n <= 0) return cudaSuccess;
-  return with_float_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    pool_count_rescale_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(in), static_cast<T*>(out), N, OH, OW, C, H, W, window_h, window_w, stride_h,
-        stride_w, pad_top, pad_left);
-    return cudaGetLastError();
+  return visit_element<float, __nv_bfloat16>(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(pool_count_rescale_kernel<T>, n, stream, static_cast<const T*>(in),
+                              static_cast<T*>(out), N, OH, OW, C, H, W, window_h, window_w, stride_h,
+                              stride_w, pad_top, pad_left);
   });
 }
 
@@ -187,13 +184,12 @@ cudaError_t launch_add_bias(void* y, Element y_type, const void* b, Element b_ty
                             std::int64_t cols, bool relu, cudaStream_t stream) {
   std::int64_t n = rows * cols;
   if (n <= 0) return cudaSuccess;
-  return with_float_type(y_type, [&](auto ty) {
-    using Ty = decltype(ty);
-    return with_float_type(b_type, [&](auto tb) {
-      using Tb = decltype(tb);
-      add_bias_kernel<Ty, Tb><<<blocks_for(n), kThreads, 0, stream>>>(
-          static_cast<Ty*>(y), static_cast<const Tb*>(b), rows, cols, relu);
-      return cudaGetLastError();
+  return visit_element<float, __nv_bfloat16>(y_type, [&](auto ty) {
+    using Ty = typename decltype(ty)::type;
+    return visit_element<float, __nv_bfloat16>(b_type, [&](auto tb) {
+      using Tb = typename decltype(tb)::type;
+      return launch_elementwise(add_bias_kernel<Ty, Tb>, n, stream, static_cast<Ty*>(y),
+                                static_cast<const Tb*>(b), rows, cols, relu);
     });
   });
 }
@@ -205,10 +201,10 @@ std::size_t bias_grad_partial_bytes(std::int64_t rows, std::int64_t cols) {
 cudaError_t launch_bias_grad(const void* dy, Element dy_type, void* db, Element db_type, std::int64_t rows,
                              std::int64_t cols, void* partial, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
-  return with_float_type(dy_type, [&](auto tdy) {
-    using Tdy = decltype(tdy);
-    return with_float_type(db_type, [&](auto tdb) {
-      using Tdb = decltype(tdb);
+  return visit_element<float, __nv_bfloat16>(dy_type, [&](auto tdy) {
+    using Tdy = typename decltype(tdy)::type;
+    return visit_element<float, __nv_bfloat16>(db_type, [&](auto tdb) {
+      using Tdb = typename decltype(tdb)::type;
       return reduce::column_sums<1>(ColumnOf<Tdy>{static_cast<const Tdy*>(dy), cols},
                                     AddInto<Tdb>{static_cast<Tdb*>(db)}, rows, cols,
                                     static_cast<float*>(partial), stream);

@@ -1,9 +1,7 @@
 // Elementwise and data-movement ops on CUDA, each as kernel -> launcher -> entry (the entry unpacks the checked
 // tensors: the checks ran at ops::<name>, src/ops/ops.cc): fill, copy, cast, add_n, accumulate, scale_shift,
-// moving_average, the activations (activation_math.h's formulas; softmax and log_softmax over rows), dropout,
-// padding, concatenation (strided copies), gathering rows, image augmentation. Grid-stride loops over 64-bit
-// indices; bfloat16 computes in float, float64 in double. Row kernels give each row to one warp, whose lanes
-// stride over the columns and combine by shuffles. No entry synchronises or allocates, except gather_rows'
+// moving_average, dropout, padding, concatenation (strided copies), gathering rows. Grid-stride loops over 64-bit
+// indices; bfloat16 computes in float, float64 in double. No entry synchronises or allocates, except gather_rows'
 // host-index path in ops.cc, which uploads the indices (not a path of captured training steps).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -14,8 +12,6 @@
 #include <type_traits>
 
 #include "core/philox.h"
-#include "ops/activation_math.h"
-#include "ops/augment.h"
 #include "ops/concat_layout.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/cuda_backend.h"
@@ -25,45 +21,6 @@
 namespace systolic::ops::cuda {
 
 namespace {
-
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-// The compute type: float for float32 and bfloat16, double for float64.
-template <class T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <class T>
-__device__ __forceinline__ acc_t<T> load(const T* p, std::int64_t i) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __bfloat162float(p[i]);
-  else
-    return p[i];
-}
-template <class T>
-__device__ __forceinline__ void store(T* p, std::int64_t i, acc_t<T> v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    p[i] = __float2bfloat16(v);
-  else
-    p[i] = v;
-}
-
-// Calls f(Tag<T>{}) for a floating element type (float32, bfloat16, float64); others are an invalid value.
-template <class F>
-cudaError_t by_float_type(Element t, F&& f) {
-  switch (t) {
-    case Element::float32:
-      return f(Tag<float>{});
-    case Element::bfloat16:
-      return f(Tag<__nv_bfloat16>{});
-    case Element::float64:
-      return f(Tag<double>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
 
 // Calls f(Tag<U>{}) with an unsigned integer type of the element's size, for kernels that only move elements.
 template <class F>
@@ -80,26 +37,6 @@ cudaError_t by_size(int bytes, F&& f) {
     default:
       return cudaErrorInvalidValue;
   }
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Row kernels: warp w of the grid takes rows w, w + warps, ...; all lanes of a warp share the row (so the
-// warp stays converged for the shuffles), lane l takes columns l, l + 32, ...
-#define SYSTOLIC_WARP_ROWS(r, rows)                                                                    \
-  for (std::int64_t r = std::int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); r < (rows); \
-       r += std::int64_t(gridDim.x) * (blockDim.x >> 5))
-
-// Blocks of kThreads for one warp per row.
-unsigned blocks_for_rows(std::int64_t rows) {
-  return blocks_for(rows * 32);
 }
 
 // ---- fill
@@ -137,97 +74,6 @@ __global__ void scale_shift_kernel(const T* x, T* y, std::int64_t n, acc_t<T> a,
 template <class T>
 __global__ void moving_average_kernel(T* m, const T* v, std::int64_t n, acc_t<T> momentum, acc_t<T> rest) {
   SYSTOLIC_GRID_STRIDE(i, n) store(m, i, add_rn(mul_rn(load(m, i), momentum), mul_rn(load(v, i), rest)));
-}
-
-// ---- activations: elementwise kinds through activation_math.h, one kernel per kind (K is a constant, so the
-// formula's switch folds away); softmax and log_softmax over rows.
-
-template <class T, Activation::Kind K>
-__global__ void activation_forward_kernel(const T* x, T* y, std::int64_t n, activation::Params<acc_t<T>> p) {
-  SYSTOLIC_GRID_STRIDE(i, n) store(y, i, activation::forward<acc_t<T>>(K, load(x, i), p));
-}
-
-// x may be y (then unread: the kind's gradient is a function of y).
-template <class T, Activation::Kind K>
-__global__ void activation_backward_kernel(const T* x, const T* y, const T* dy, T* dx, std::int64_t n,
-                                           activation::Params<acc_t<T>> p) {
-  SYSTOLIC_GRID_STRIDE(i, n)
-  store(dx, i, activation::backward<acc_t<T>>(K, load(x, i), load(y, i), load(dy, i), p));
-}
-
-// A row's maximum and the sum of exp(x - maximum), over the warp that holds the row (every lane gets both).
-template <class T>
-__device__ __forceinline__ void row_max_and_sum_exp(const T* in, std::int64_t cols, int lane, float& mx,
-                                                    float& s) {
-  mx = -INFINITY;
-  for (std::int64_t c = lane; c < cols; c += 32) {
-    float v = load(in, c);
-    mx = v > mx ? v : mx;
-  }
-  mx = warp_max(mx);
-  s = 0.0f;
-  for (std::int64_t c = lane; c < cols; c += 32) s += expf(load(in, c) - mx);
-  s = warp_sum(s);
-}
-
-// y = exp(x - max) / sum exp(x - max) per row. y may alias x: the last pass reads x[c] and writes y[c] in the
-// same lane, and the earlier passes only read.
-template <class T>
-__global__ void softmax_forward_kernel(const T* x, T* y, std::int64_t rows, std::int64_t cols) {
-  const int lane = threadIdx.x & 31;
-  SYSTOLIC_WARP_ROWS(r, rows) {
-    const T* in = x + r * cols;
-    T* out = y + r * cols;
-    float mx, s;
-    row_max_and_sum_exp(in, cols, lane, mx, s);
-    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, expf(load(in, c) - mx) / s);
-  }
-}
-
-// dx = y * (dy - sum(dy * y)) per row; dx may alias dy (same argument as the forward's).
-template <class T>
-__global__ void softmax_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t rows,
-                                        std::int64_t cols) {
-  const int lane = threadIdx.x & 31;
-  SYSTOLIC_WARP_ROWS(r, rows) {
-    const T* yr = y + r * cols;
-    const T* gr = dy + r * cols;
-    T* out = dx + r * cols;
-    float dot = 0.0f;
-    for (std::int64_t c = lane; c < cols; c += 32) dot += load(gr, c) * load(yr, c);
-    dot = warp_sum(dot);
-    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(yr, c) * (load(gr, c) - dot));
-  }
-}
-
-// y = x - max - log(sum exp(x - max)) per row; y may alias x (as softmax's).
-template <class T>
-__global__ void log_softmax_forward_kernel(const T* x, T* y, std::int64_t rows, std::int64_t cols) {
-  const int lane = threadIdx.x & 31;
-  SYSTOLIC_WARP_ROWS(r, rows) {
-    const T* in = x + r * cols;
-    T* out = y + r * cols;
-    float mx, s;
-    row_max_and_sum_exp(in, cols, lane, mx, s);
-    const float lse = mx + logf(s);
-    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(in, c) - lse);
-  }
-}
-
-// dx = dy - exp(y) * sum(dy) per row; dx may alias dy.
-template <class T>
-__global__ void log_softmax_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t rows,
-                                            std::int64_t cols) {
-  const int lane = threadIdx.x & 31;
-  SYSTOLIC_WARP_ROWS(r, rows) {
-    const T* yr = y + r * cols;
-    const T* gr = dy + r * cols;
-    T* out = dx + r * cols;
-    float s = 0.0f;
-    for (std::int64_t c = lane; c < cols; c += 32) s += load(gr, c);
-    s = warp_sum(s);
-    for (std::int64_t c = lane; c < cols; c += 32) store(out, c, load(gr, c) - expf(load(yr, c)) * s);
-  }
 }
 
 // ---- dropout: thread g handles elements 4g .. 4g+3 with the four words of Philox block g, as the CPU loop
@@ -338,29 +184,13 @@ __global__ void cast_kernel(const S* src, D* dst, std::int64_t n) {
   }
 }
 
-// ---- augmentation: one thread per output pixel (all its channels)
-
-__global__ void augment_kernel(const float* x, float* y, std::int64_t N, std::int64_t H, std::int64_t W,
-                               std::int64_t C, augment::Config config, std::uint64_t seed,
-                               std::uint64_t first) {
-  const std::int64_t pixels = H * W;
-  SYSTOLIC_GRID_STRIDE(p, N * pixels) {
-    std::int64_t k = p / pixels, rest = p - k * pixels;
-    std::int64_t row = rest / W, col = rest - row * W;
-    augment::Draw d = augment::draw(config, H, W, seed, first + static_cast<std::uint64_t>(k));
-    augment::pixel(x + k * pixels * C, W, C, augment::tap(H, row, d.rows, false),
-                   augment::tap(W, col, d.cols, d.flip), config, y + p * C);
-  }
-}
-
 // ---- launchers
 
 cudaError_t launch_fill(void* x, std::int64_t n, int element_bytes, std::uint64_t bits, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return by_size(element_bytes, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    fill_kernel<U><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<U*>(x), n, static_cast<U>(bits));
-    return cudaGetLastError();
+    return launch_elementwise(fill_kernel<U>, n, stream, static_cast<U*>(x), n, static_cast<U>(bits));
   });
 }
 
@@ -370,100 +200,43 @@ cudaError_t launch_add_n(const void* const* xs, int count, void* y, bool accumul
   if (n == 0) return cudaSuccess;
   Inputs in{};
   for (int k = 0; k < count; ++k) in.p[k] = xs[k];
-  return by_float_type(t, [&](auto tag) {
+  return visit_element<float, __nv_bfloat16, double>(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    add_n_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(in, count, static_cast<T*>(y), accumulate, n);
-    return cudaGetLastError();
+    return launch_elementwise(add_n_kernel<T>, n, stream, in, count, static_cast<T*>(y), accumulate, n);
   });
 }
 
 cudaError_t launch_scale_shift(const void* x, void* y, std::int64_t n, double scale, double shift, Element t,
                                cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  return by_float_type(t, [&](auto tag) {
+  return visit_element<float, __nv_bfloat16, double>(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scale_shift_kernel<T>
-        <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n,
-                                                 static_cast<acc_t<T>>(scale), static_cast<acc_t<T>>(shift));
-    return cudaGetLastError();
+    return launch_elementwise(scale_shift_kernel<T>, n, stream, static_cast<const T*>(x), static_cast<T*>(y),
+                              n, static_cast<acc_t<T>>(scale), static_cast<acc_t<T>>(shift));
   });
 }
 
 cudaError_t launch_moving_average(void* moving, const void* value, std::int64_t n, double momentum, Element t,
                                   cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  return by_float_type(t, [&](auto tag) {
+  return visit_element<float, __nv_bfloat16, double>(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    moving_average_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
-        static_cast<T*>(moving), static_cast<const T*>(value), n, static_cast<acc_t<T>>(momentum),
-        static_cast<acc_t<T>>(1.0 - momentum));
-    return cudaGetLastError();
+    return launch_elementwise(moving_average_kernel<T>, n, stream, static_cast<T*>(moving),
+                              static_cast<const T*>(value), n, static_cast<acc_t<T>>(momentum),
+                              static_cast<acc_t<T>>(1.0 - momentum));
   });
-}
-
-// The kernel of an activation's kind.
-template <class T>
-cudaError_t launch_activation_forward(const Activation& a, const T* x, T* y, std::int64_t rows,
-                                      std::int64_t cols, cudaStream_t stream) {
-  const std::int64_t n = rows * cols;
-  if (n == 0) return cudaSuccess;
-  if (a.kind == Activation::softmax) {
-    softmax_forward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(x, y, rows, cols);
-    return cudaGetLastError();
-  }
-  if (a.kind == Activation::log_softmax) {
-    log_softmax_forward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(x, y, rows, cols);
-    return cudaGetLastError();
-  }
-  const auto p = activation::params_of<acc_t<T>>(a);
-  switch (a.kind) {
-#define SYSTOLIC_FORWARD_KIND(kind, name, alias)                                                        \
-  case Activation::kind:                                                                                \
-    activation_forward_kernel<T, Activation::kind><<<blocks_for(n), kThreads, 0, stream>>>(x, y, n, p); \
-    break;
-    SYSTOLIC_ACTIVATIONS(SYSTOLIC_FORWARD_KIND)
-#undef SYSTOLIC_FORWARD_KIND
-  }
-  return cudaGetLastError();
-}
-
-template <class T>
-cudaError_t launch_activation_backward(const Activation& a, const T* x, const T* y, const T* dy, T* dx,
-                                       std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
-  const std::int64_t n = rows * cols;
-  if (n == 0) return cudaSuccess;
-  if (a.kind == Activation::softmax) {
-    softmax_backward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(y, dy, dx, rows, cols);
-    return cudaGetLastError();
-  }
-  if (a.kind == Activation::log_softmax) {
-    log_softmax_backward_kernel<T><<<blocks_for_rows(rows), kThreads, 0, stream>>>(y, dy, dx, rows, cols);
-    return cudaGetLastError();
-  }
-  const auto p = activation::params_of<acc_t<T>>(a);
-  switch (a.kind) {
-#define SYSTOLIC_BACKWARD_KIND(kind, name, alias)                     \
-  case Activation::kind:                                              \
-    activation_backward_kernel<T, Activation::kind>                   \
-        <<<blocks_for(n), kThreads, 0, stream>>>(x, y, dy, dx, n, p); \
-    break;
-    SYSTOLIC_ACTIVATIONS(SYSTOLIC_BACKWARD_KIND)
-#undef SYSTOLIC_BACKWARD_KIND
-  }
-  return cudaGetLastError();
 }
 
 cudaError_t launch_dropout(const void* in, void* out, std::int64_t n, float threshold, float scale,
                            std::uint64_t seed, const double* step, Element t, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  return by_float_type(t, [&](auto tag) {
+  return visit_element<float, __nv_bfloat16, double>(t, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, double>) {
       return cudaErrorInvalidValue;
     } else {
-      dropout_kernel<T><<<blocks_for((n + 3) / 4), kThreads, 0, stream>>>(
-          static_cast<const T*>(in), static_cast<T*>(out), n, threshold, scale, seed, step);
-      return cudaGetLastError();
+      return launch_elementwise(dropout_kernel<T>, (n + 3) / 4, stream, static_cast<const T*>(in),
+                                static_cast<T*>(out), n, threshold, scale, seed, step);
     }
   });
 }
@@ -475,9 +248,8 @@ cudaError_t launch_pad2d_forward(const void* x, void* y, std::int64_t N, std::in
   if (n == 0) return cudaSuccess;
   return by_size(element_bytes, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    pad2d_forward_kernel<U><<<blocks_for(n), kThreads, 0, stream>>>(
-        static_cast<const U*>(x), static_cast<U*>(y), N, H, W, C, OH, OW, top, left);
-    return cudaGetLastError();
+    return launch_elementwise(pad2d_forward_kernel<U>, n, stream, static_cast<const U*>(x),
+                              static_cast<U*>(y), N, H, W, C, OH, OW, top, left);
   });
 }
 
@@ -488,9 +260,8 @@ cudaError_t launch_pad2d_backward(const void* dy, void* dx, std::int64_t N, std:
   if (n == 0) return cudaSuccess;
   return by_size(element_bytes, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    pad2d_backward_kernel<U><<<blocks_for(n), kThreads, 0, stream>>>(
-        static_cast<const U*>(dy), static_cast<U*>(dx), N, H, W, C, OH, OW, top, left);
-    return cudaGetLastError();
+    return launch_elementwise(pad2d_backward_kernel<U>, n, stream, static_cast<const U*>(dy),
+                              static_cast<U*>(dx), N, H, W, C, OH, OW, top, left);
   });
 }
 
@@ -500,41 +271,9 @@ cudaError_t launch_copy_rows(const void* src, std::int64_t src_pitch, void* dst,
   if (n == 0) return cudaSuccess;
   return by_size(element_bytes, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    copy_rows_kernel<U><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const U*>(src), src_pitch,
-                                                                static_cast<U*>(dst), dst_pitch, rows, width);
-    return cudaGetLastError();
+    return launch_elementwise(copy_rows_kernel<U>, n, stream, static_cast<const U*>(src), src_pitch,
+                              static_cast<U*>(dst), dst_pitch, rows, width);
   });
-}
-
-template <class F>
-cudaError_t by_gather_source(Element t, F&& f) {
-  switch (t) {
-    case Element::uint8:
-      return f(Tag<std::uint8_t>{});
-    case Element::int32:
-      return f(Tag<std::int32_t>{});
-    case Element::float32:
-      return f(Tag<float>{});
-    case Element::float64:
-      return f(Tag<double>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-template <class F>
-cudaError_t by_gather_target(Element t, F&& f) {
-  switch (t) {
-    case Element::float32:
-      return f(Tag<float>{});
-    case Element::bfloat16:
-      return f(Tag<__nv_bfloat16>{});
-    case Element::float64:
-      return f(Tag<double>{});
-    case Element::int32:
-      return f(Tag<std::int32_t>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
 }
 
 cudaError_t launch_gather_rows(const void* src, Element src_type, std::int64_t src_rows, std::int64_t row,
@@ -542,42 +281,30 @@ cudaError_t launch_gather_rows(const void* src, Element src_type, std::int64_t s
                                Element dst_type, int* error_flags, int flag, cudaStream_t stream) {
   std::int64_t n = count * row;
   if (n == 0) return cudaSuccess;
-  return by_gather_source(src_type, [&](auto stag) {
+  return visit_element<std::uint8_t, std::int32_t, float, double>(src_type, [&](auto stag) {
     using S = typename decltype(stag)::type;
-    return by_gather_target(dst_type, [&](auto dtag) {
+    return visit_element<float, __nv_bfloat16, double, std::int32_t>(dst_type, [&](auto dtag) {
       using D = typename decltype(dtag)::type;
       auto sp = static_cast<const S*>(src);
       auto dp = static_cast<D*>(dst);
       if (indices_64)
-        gather_rows_kernel<S, D, std::int64_t><<<blocks_for(n), kThreads, 0, stream>>>(
-            sp, src_rows, row, static_cast<const std::int64_t*>(indices), count, dp, error_flags, flag);
-      else
-        gather_rows_kernel<S, D, std::int32_t><<<blocks_for(n), kThreads, 0, stream>>>(
-            sp, src_rows, row, static_cast<const std::int32_t*>(indices), count, dp, error_flags, flag);
-      return cudaGetLastError();
+        return launch_elementwise(gather_rows_kernel<S, D, std::int64_t>, n, stream, sp, src_rows, row,
+                                  static_cast<const std::int64_t*>(indices), count, dp, error_flags, flag);
+      return launch_elementwise(gather_rows_kernel<S, D, std::int32_t>, n, stream, sp, src_rows, row,
+                                static_cast<const std::int32_t*>(indices), count, dp, error_flags, flag);
     });
   });
-}
-
-cudaError_t launch_augment_images(const float* x, float* y, std::int64_t N, std::int64_t H, std::int64_t W,
-                                  std::int64_t C, const augment::Config& config, std::uint64_t seed,
-                                  std::uint64_t first, cudaStream_t stream) {
-  std::int64_t n = N * H * W;
-  if (n == 0 || C == 0) return cudaSuccess;
-  augment_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, y, N, H, W, C, config, seed, first);
-  return cudaGetLastError();
 }
 
 cudaError_t launch_cast(const void* src, Element src_type, void* dst, Element dst_type, std::int64_t n,
                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  return by_float_type(src_type, [&](auto s) {
+  return visit_element<float, __nv_bfloat16, double>(src_type, [&](auto s) {
     using S = typename decltype(s)::type;
-    return by_float_type(dst_type, [&](auto d) {
+    return visit_element<float, __nv_bfloat16, double>(dst_type, [&](auto d) {
       using D = typename decltype(d)::type;
-      cast_kernel<S, D>
-          <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
-      return cudaGetLastError();
+      return launch_elementwise(cast_kernel<S, D>, n, stream, static_cast<const S*>(src),
+                                static_cast<D*>(dst), n);
     });
   });
 }
@@ -588,39 +315,17 @@ namespace {
 
 // The bits of `value` in a tensor of dtype t, rounded as Tensor::fill rounds on the host.
 std::uint64_t fill_bits(DType t, double value) {
-  switch (t) {
-    case DType::float32: {
-      float f = static_cast<float>(value);
-      std::uint32_t u;
-      std::memcpy(&u, &f, 4);
-      return u;
-    }
-    case DType::float64: {
-      std::uint64_t u;
-      std::memcpy(&u, &value, 8);
-      return u;
-    }
-    case DType::bfloat16:
-      return bfloat16(static_cast<float>(value)).bits;
-    case DType::int32:
-      return static_cast<std::uint32_t>(static_cast<std::int32_t>(std::nearbyint(value)));
-    case DType::uint8:
-      return static_cast<std::uint8_t>(std::nearbyint(value));
-  }
-  return 0;
-}
-
-// Calls f(T*) with a null pointer of the storage type of a float32 or bfloat16 tensor.
-template <class F>
-cudaError_t with_storage(DType t, F&& f) {
-  if (t == DType::bfloat16) return f(static_cast<__nv_bfloat16*>(nullptr));
-  return f(static_cast<float*>(nullptr));
-}
-
-// Rows and columns of an activation: softmax and log_softmax run over rows of the last axis.
-void activation_extent(const Activation& a, const Tensor& t, std::int64_t& rows, std::int64_t& cols) {
-  cols = a.over_last_axis() ? t.dim(-1) : 1;
-  rows = cols ? t.numel() / cols : 0;
+  return visit_dtype(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Bits = std::conditional_t<
+        sizeof(T) == 8, std::uint64_t,
+        std::conditional_t<sizeof(T) == 4, std::uint32_t,
+                           std::conditional_t<sizeof(T) == 2, std::uint16_t, std::uint8_t>>>;
+    const T v = value_as<T>(value);
+    Bits bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return static_cast<std::uint64_t>(bits);
+  });
 }
 
 const double* step_pointer(const Tensor& step) {
@@ -694,35 +399,6 @@ void moving_average(Tensor& moving, const Tensor& value, double momentum) {
                                             element_of(moving.dtype()), c.stream));
 }
 
-const DTypes activation_forward_dtypes = kFloat32Or16;
-void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
-  Context& c = context(y);
-  if (a.kind == Activation::linear) return copy(x, y);
-  std::int64_t rows, cols;
-  activation_extent(a, x, rows, cols);
-  SYSTOLIC_CUDA_CHECK(with_storage(x.dtype(), [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    return launch_activation_forward<T>(a, static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
-                                        rows, cols, c.stream);
-  }));
-}
-
-const DTypes activation_backward_dtypes = kFloat32Or16;
-void activation_backward(const Activation& a, const Tensor& x, const Tensor& y, const Tensor& dy,
-                         Tensor& dx) {
-  Context& c = context(dx);
-  if (a.kind == Activation::linear) return copy(dy, dx);
-  std::int64_t rows, cols;
-  activation_extent(a, y, rows, cols);
-  SYSTOLIC_CUDA_CHECK(with_storage(y.dtype(), [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    const T* yp = static_cast<const T*>(y.raw_data());
-    const T* xp = x.defined() ? static_cast<const T*>(x.raw_data()) : yp;  // read only by kinds that need it
-    return launch_activation_backward<T>(a, xp, yp, static_cast<const T*>(dy.raw_data()),
-                                         static_cast<T*>(dx.raw_data()), rows, cols, c.stream);
-  }));
-}
-
 const DTypes dropout_forward_dtypes = kFloat32Or16;
 void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
   Context& c = context(y);
@@ -789,12 +465,4 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
                                          element_of(dst.dtype()), c.error_flags, kIndexOutOfRange, c.stream));
 }
 
-const DTypes augment_images_dtypes{DType::float32};
-void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed,
-                    std::uint64_t first) {
-  augment::Dims d = augment::dims_of(x);
-  Context& c = context(y);
-  SYSTOLIC_CUDA_CHECK(launch_augment_images(x.data<float>(), y.data<float>(), d.N, d.H, d.W, d.C,
-                                            augment::config_of(p), seed, first, c.stream));
-}
 }  // namespace systolic::ops::cuda

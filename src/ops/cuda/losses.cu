@@ -29,39 +29,6 @@ struct Labels {
   Element dense_type = Element::float32;
 };
 
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-// Reductions add to one address per block: a grid of at most this many blocks (grid-stride loops do the
-// rest).
-constexpr unsigned kMaxReductionBlocks = 1024;
-unsigned reduction_blocks(std::int64_t threads_needed) {
-  return std::min(blocks_for(threads_needed), kMaxReductionBlocks);
-}
-
-template <class T>
-__device__ __forceinline__ float load(const T* p, std::int64_t i) {
-  return to_float(p[i]);
-}
-template <class T>
-__device__ __forceinline__ void store(T* p, std::int64_t i, double v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    p[i] = __double2bfloat16(v);
-  else
-    p[i] = static_cast<float>(v);
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // Adds the sum of v over the block to *total (one atomic per block). Every thread of the block must call it.
 __device__ void block_add(double v, double* total) {
   __shared__ double partial[kThreads / 32];
@@ -75,10 +42,6 @@ __device__ void block_add(double v, double* total) {
     atomicAdd(total, s);
   }
 }
-
-#define SYSTOLIC_WARP_ROWS(r, rows)                                                                    \
-  for (std::int64_t r = std::int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); r < (rows); \
-       r += std::int64_t(gridDim.x) * (blockDim.x >> 5))
 
 // Sparse label of row r, or -1 (after flagging it) when it is out of [0, classes).
 __device__ __forceinline__ std::int64_t checked_label(const std::int32_t* labels, std::int64_t r,
@@ -118,8 +81,9 @@ __global__ void softmax_cross_entropy_kernel(const T* logits, const std::int32_t
       __syncwarp();  // z[label] is read before any lane writes the gradient (which may share its memory)
       if (g)
         for (std::int64_t c = lane; c < C; c += 32)
-          store(g, c,
-                label < 0 ? 0.0 : (exp(double(load(z, c)) - lse) - (c == label ? 1.0 : 0.0)) * grad_scale);
+          store_double(
+              g, c,
+              label < 0 ? 0.0 : (exp(double(load(z, c)) - lse) - (c == label ? 1.0 : 0.0)) * grad_scale);
     } else {
       const L* y = dense + r * C;
       double part = 0, ysum = 0;
@@ -133,7 +97,7 @@ __global__ void softmax_cross_entropy_kernel(const T* logits, const std::int32_t
       if (lane == 0) acc += part;
       if (g)
         for (std::int64_t c = lane; c < C; c += 32)
-          store(g, c, (exp(double(load(z, c)) - lse) * ysum - double(load(y, c))) * grad_scale);
+          store_double(g, c, (exp(double(load(z, c)) - lse) * ysum - double(load(y, c))) * grad_scale);
     }
   }
   block_add(acc, total);
@@ -159,7 +123,7 @@ __global__ void crossentropy_kernel(const T* probs, const std::int32_t* sparse, 
     }
     const double p = double(load(probs, i));
     const double clipped = p < eps ? eps : (hi < p ? hi : p);  // std::clamp(p, eps, hi)
-    if (dprobs) store(dprobs, i, (p > eps && p < hi) ? -y / p * grad_scale : 0.0);
+    if (dprobs) store_double(dprobs, i, (p > eps && p < hi) ? -y / p * grad_scale : 0.0);
     acc += -y * log(clipped);
   }
   block_add(acc, total);
@@ -174,7 +138,7 @@ __global__ void mean_squared_error_kernel(const T* pred, const L* target, std::i
   SYSTOLIC_GRID_STRIDE(i, n) {
     const double d = double(load(pred, i)) - double(load(target, i));
     acc += d * d / double(D);
-    if (dpred) store(dpred, i, 2.0 * d / double(D) * grad_scale);
+    if (dpred) store_double(dpred, i, 2.0 * d / double(D) * grad_scale);
   }
   block_add(acc, total);
 }
@@ -218,24 +182,9 @@ __global__ void accuracy_kernel(const T* pred, const std::int32_t* sparse, const
 // f(Tag<T>{}, Tag<L>{}) for predictions T and dense labels L in {float, bfloat16}.
 template <class F>
 cudaError_t by_types(Element t, Element l, F&& f) {
-  auto with_label = [&](auto ttag) -> cudaError_t {
-    switch (l) {
-      case Element::float32:
-        return f(ttag, Tag<float>{});
-      case Element::bfloat16:
-        return f(ttag, Tag<__nv_bfloat16>{});
-      default:
-        return cudaErrorInvalidValue;
-    }
-  };
-  switch (t) {
-    case Element::float32:
-      return with_label(Tag<float>{});
-    case Element::bfloat16:
-      return with_label(Tag<__nv_bfloat16>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return visit_element<float, __nv_bfloat16>(t, [&](auto ttag) {
+    return visit_element<float, __nv_bfloat16>(l, [&](auto ltag) { return f(ttag, ltag); });
+  });
 }
 
 cudaError_t launch_softmax_cross_entropy(const void* logits, Element type, const Labels& labels,

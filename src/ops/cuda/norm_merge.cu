@@ -175,19 +175,10 @@ __global__ void transpose_kernel(const T* x, T* y, std::int64_t n, BroadcastLayo
   }
 }
 
-// Calls f(T{}, P{}) for the data's element type and its parameter type.
+// Calls f(Tag<T>{}) for the data's element type T; its parameters (gamma, beta, statistics) are acc_t<T>.
 template <class F>
 cudaError_t by_data_type(Element e, F&& f) {
-  switch (e) {
-    case Element::float32:
-      return f(float{}, float{});
-    case Element::bfloat16:
-      return f(__nv_bfloat16{}, float{});
-    case Element::float64:
-      return f(double{}, double{});
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return visit_element<float, __nv_bfloat16, double>(e, f);
 }
 
 template <class P>
@@ -209,12 +200,11 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   Context& c = context(y);
   const AxesLayout l = axes_layout(x.shape(), axes);
   if (l.rows == 0) return;
-  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto p) {
-    using T = decltype(t);
-    using P = decltype(p);
-    layer_norm_forward_kernel<T, P><<<blocks_for(l.rows), kThreads, 0, c.stream>>>(
-        ptr<T>(x), ptr<P>(gamma), ptr<P>(beta), mut<T>(y), mut<P>(mean), mut<P>(rstd), l, kind, eps);
-    return cudaGetLastError();
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using P = acc_t<T>;
+    return launch_elementwise(layer_norm_forward_kernel<T, P>, l.rows, c.stream, ptr<T>(x), ptr<P>(gamma),
+                              ptr<P>(beta), mut<T>(y), mut<P>(mean), mut<P>(rstd), l, kind, eps);
   }));
 }
 
@@ -225,16 +215,17 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   Context& c = context(dy);
   const AxesLayout l = axes_layout(x.shape(), axes);
   if (l.rows == 0) return;
-  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto p) {
-    using T = decltype(t);
-    using P = decltype(p);
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using P = acc_t<T>;
+    cudaError_t status = cudaSuccess;
     if (dx.defined())
-      layer_norm_dx_kernel<T, P><<<blocks_for(l.rows), kThreads, 0, c.stream>>>(
-          ptr<T>(x), ptr<P>(gamma), ptr<P>(mean), ptr<P>(rstd), ptr<T>(dy), mut<T>(dx), l, kind);
-    if (dgamma.defined() || dbeta.defined())
-      layer_norm_dparams_kernel<T, P><<<blocks_for(l.cols), kThreads, 0, c.stream>>>(
-          ptr<T>(x), ptr<P>(mean), ptr<P>(rstd), ptr<T>(dy), mut<P>(dgamma), mut<P>(dbeta), l, kind);
-    return cudaGetLastError();
+      status = launch_elementwise(layer_norm_dx_kernel<T, P>, l.rows, c.stream, ptr<T>(x), ptr<P>(gamma),
+                                  ptr<P>(mean), ptr<P>(rstd), ptr<T>(dy), mut<T>(dx), l, kind);
+    if (status == cudaSuccess && (dgamma.defined() || dbeta.defined()))
+      status = launch_elementwise(layer_norm_dparams_kernel<T, P>, l.cols, c.stream, ptr<T>(x), ptr<P>(mean),
+                                  ptr<P>(rstd), ptr<T>(dy), mut<P>(dgamma), mut<P>(dbeta), l, kind);
+    return status;
   }));
 }
 
@@ -244,11 +235,10 @@ void broadcast_forward(BinaryKind kind, const Tensor& a, const Tensor& b, Tensor
   const std::int64_t n = y.numel();
   if (n == 0) return;
   const BroadcastLayout l = broadcast_layout(a.shape(), b.shape(), y.shape());
-  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(a.dtype()), [&](auto t, auto) {
-    using T = decltype(t);
-    broadcast_forward_kernel<T>
-        <<<blocks_for(n), kThreads, 0, c.stream>>>(kind, ptr<T>(a), ptr<T>(b), mut<T>(y), n, l);
-    return cudaGetLastError();
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(a.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(broadcast_forward_kernel<T>, n, c.stream, kind, ptr<T>(a), ptr<T>(b), mut<T>(y),
+                              n, l);
   }));
 }
 
@@ -257,15 +247,16 @@ void broadcast_backward(BinaryKind kind, const Tensor& a, const Tensor& b, const
                         Tensor& db) {
   Context& c = context(dy);
   const BroadcastLayout l = broadcast_layout(a.shape(), b.shape(), dy.shape());
-  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(a.dtype()), [&](auto t, auto) {
-    using T = decltype(t);
-    for (int which = 0; which < 2; ++which) {
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(a.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cudaError_t status = cudaSuccess;
+    for (int which = 0; which < 2 && status == cudaSuccess; ++which) {
       Tensor& d = which ? db : da;
       if (!d.defined() || d.numel() == 0) continue;
-      broadcast_backward_kernel<T><<<blocks_for(d.numel()), kThreads, 0, c.stream>>>(
-          kind, which, ptr<T>(a), ptr<T>(b), ptr<T>(dy), mut<T>(d), d.numel(), l);
+      status = launch_elementwise(broadcast_backward_kernel<T>, d.numel(), c.stream, kind, which, ptr<T>(a),
+                                  ptr<T>(b), ptr<T>(dy), mut<T>(d), d.numel(), l);
     }
-    return cudaGetLastError();
+    return status;
   }));
 }
 
@@ -276,12 +267,11 @@ void normalize_forward(const Tensor& x, const Tensor& mean, const Tensor& varian
   const std::int64_t n = x.numel();
   if (n == 0) return;
   const AxesLayout l = axes_layout(x.shape(), axes);
-  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto p) {
-    using T = decltype(t);
-    using P = decltype(p);
-    normalize_forward_kernel<T, P><<<blocks_for(n), kThreads, 0, c.stream>>>(
-        ptr<T>(x), ptr<P>(mean), ptr<P>(variance), mut<T>(y), n, l, invert);
-    return cudaGetLastError();
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using P = acc_t<T>;
+    return launch_elementwise(normalize_forward_kernel<T, P>, n, c.stream, ptr<T>(x), ptr<P>(mean),
+                              ptr<P>(variance), mut<T>(y), n, l, invert);
   }));
 }
 
@@ -292,12 +282,11 @@ void normalize_backward(const Tensor& variance, const Tensor& dy, Tensor& dx, st
   const std::int64_t n = dy.numel();
   if (n == 0) return;
   const AxesLayout l = axes_layout(dy.shape(), axes);
-  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(dy.dtype()), [&](auto t, auto p) {
-    using T = decltype(t);
-    using P = decltype(p);
-    normalize_backward_kernel<T, P>
-        <<<blocks_for(n), kThreads, 0, c.stream>>>(ptr<P>(variance), ptr<T>(dy), mut<T>(dx), n, l, invert);
-    return cudaGetLastError();
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(dy.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using P = acc_t<T>;
+    return launch_elementwise(normalize_backward_kernel<T, P>, n, c.stream, ptr<P>(variance), ptr<T>(dy),
+                              mut<T>(dx), n, l, invert);
   }));
 }
 
@@ -307,10 +296,9 @@ void transpose(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
   const std::int64_t n = y.numel();
   if (n == 0) return;
   const BroadcastLayout l = transpose_layout(x.shape(), perm);
-  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto t, auto) {
-    using T = decltype(t);
-    transpose_kernel<T><<<blocks_for(n), kThreads, 0, c.stream>>>(ptr<T>(x), mut<T>(y), n, l);
-    return cudaGetLastError();
+  SYSTOLIC_CUDA_CHECK(by_data_type(element_of(x.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(transpose_kernel<T>, n, c.stream, ptr<T>(x), mut<T>(y), n, l);
   }));
 }
 

@@ -75,28 +75,24 @@ cudaError_t launch_adam_update(float* w, const float* g, float* m, float* v, std
                                double beta_1, double beta_2, double epsilon, const double* iterations,
                                cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  adam_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      w, g, m, v, n, lr, beta_1, beta_2, static_cast<float>(1.0 - beta_1), static_cast<float>(1.0 - beta_2),
-      static_cast<float>(epsilon), iterations);
-  return cudaGetLastError();
+  return launch_elementwise(adam_kernel, n, stream, w, g, m, v, n, lr, beta_1, beta_2,
+                            static_cast<float>(1.0 - beta_1), static_cast<float>(1.0 - beta_2),
+                            static_cast<float>(epsilon), iterations);
 }
 
 cudaError_t launch_sgd_update(float* w, const float* g, float* velocity, std::int64_t n, const double* lr,
                               double momentum, bool nesterov, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, velocity, n, lr, static_cast<float>(momentum),
-                                                     nesterov);
-  return cudaGetLastError();
+  return launch_elementwise(sgd_kernel, n, stream, w, g, velocity, n, lr, static_cast<float>(momentum),
+                            nesterov);
 }
 
 cudaError_t launch_rmsprop_update(float* w, const float* g, float* ms, float* mom, std::int64_t n,
                                   const double* lr, double rho, double momentum, double epsilon,
                                   cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  rmsprop_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, ms, mom, n, lr, static_cast<float>(rho),
-                                                         static_cast<float>(momentum),
-                                                         static_cast<float>(epsilon));
-  return cudaGetLastError();
+  return launch_elementwise(rmsprop_kernel, n, stream, w, g, ms, mom, n, lr, static_cast<float>(rho),
+                            static_cast<float>(momentum), static_cast<float>(epsilon));
 }
 
 }  // namespace

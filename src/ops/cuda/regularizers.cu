@@ -20,26 +20,6 @@ namespace systolic::ops::cuda {
 
 namespace {
 
-template <class T>
-__device__ __forceinline__ double load(const T* p, std::int64_t i) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return double(__bfloat162float(p[i]));
-  else
-    return double(p[i]);
-}
-template <class T>
-__device__ __forceinline__ void store(T* p, std::int64_t i, double v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    p[i] = __double2bfloat16(v);
-  else
-    p[i] = static_cast<T>(v);
-}
-
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // The sums of a and b over the block, returned to every thread. Every thread of the block must call it.
 __device__ void block_sum2(double& a, double& b) {
   __shared__ double pa[kThreads / 32], pb[kThreads / 32];
@@ -54,18 +34,16 @@ __device__ void block_sum2(double& a, double& b) {
   for (int w = 0; w < int(blockDim.x >> 5); ++w) a += pa[w], b += pb[w];
 }
 
-constexpr unsigned kMaxReductionBlocks = 1024;
-
 template <class T>
 __global__ void regularize_kernel(const T* x, std::int64_t n, double* total, T* dx, double l1, double l2,
                                   double total_scale, double grad_scale) {
   double acc = 0, unused = 0;
   SYSTOLIC_GRID_STRIDE(i, n) {
-    const double v = load(x, i);
+    const double v = load_double(x, i);
     acc += l1 * fabs(v) + l2 * v * v;
     if (dx) {
       const double sign = v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0);
-      store(dx, i, load(dx, i) + grad_scale * (l1 * sign + 2.0 * l2 * v));
+      store_double(dx, i, load_double(dx, i) + grad_scale * (l1 * sign + 2.0 * l2 * v));
     }
   }
   if (!total) return;  // uniform over the grid: no thread waits in block_sum2
@@ -83,7 +61,8 @@ __global__ void orthogonal_kernel(const T* x, std::int64_t n, std::int64_t len, 
   for (std::int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const T* xi = x + i * si;
     double sq_i = 0, unused = 0;
-    for (std::int64_t k = threadIdx.x; k < len; k += blockDim.x) sq_i += load(xi, k * sk) * load(xi, k * sk);
+    for (std::int64_t k = threadIdx.x; k < len; k += blockDim.x)
+      sq_i += load_double(xi, k * sk) * load_double(xi, k * sk);
     block_sum2(sq_i, unused);
     bool branch_i;
     const double inv_i = normalize_scale(sq_i, branch_i);
@@ -93,8 +72,8 @@ __global__ void orthogonal_kernel(const T* x, std::int64_t n, std::int64_t len, 
       const T* xj = x + j * si;
       double dot = 0, sq_j = 0;
       for (std::int64_t k = threadIdx.x; k < len; k += blockDim.x) {
-        const double vj = load(xj, k * sk);
-        dot += load(xi, k * sk) * vj;
+        const double vj = load_double(xj, k * sk);
+        dot += load_double(xi, k * sk) * vj;
         sq_j += vj * vj;
       }
       block_sum2(dot, sq_j);
@@ -106,12 +85,14 @@ __global__ void orthogonal_kernel(const T* x, std::int64_t n, std::int64_t len, 
         const double s = g > 0 ? 1.0 : (g < 0 ? -1.0 : 0.0);
         if (s != 0)
           for (std::int64_t k = threadIdx.x; k < len; k += blockDim.x)
-            store(dx + i * si, k * sk, load(dx + i * si, k * sk) + c * inv_i * s * load(xj, k * sk) * inv_j);
+            store_double(dx + i * si, k * sk,
+                         load_double(dx + i * si, k * sk) + c * inv_i * s * load_double(xj, k * sk) * inv_j);
       }
     }
     if (dx && branch_i)
       for (std::int64_t k = threadIdx.x; k < len; k += blockDim.x)
-        store(dx + i * si, k * sk, load(dx + i * si, k * sk) - c * inv_i * load(xi, k * sk) * inv_i * sum);
+        store_double(dx + i * si, k * sk,
+                     load_double(dx + i * si, k * sk) - c * inv_i * load_double(xi, k * sk) * inv_i * sum);
     if (total && threadIdx.x == 0) atomicAdd(total, total_scale * factor * 0.5 * sum / pairs);
   }
 }
@@ -119,7 +100,7 @@ __global__ void orthogonal_kernel(const T* x, std::int64_t n, std::int64_t len, 
 template <class T>
 __global__ void non_neg_kernel(T* w, std::int64_t n) {
   SYSTOLIC_GRID_STRIDE(i, n) {
-    if (!(load(w, i) > 0)) store(w, i, 0.0);
+    if (!(load_double(w, i) > 0)) store_double(w, i, 0.0);
   }
 }
 
@@ -130,31 +111,23 @@ __global__ void constrain_kernel(T* w, NormLayout l, int kind, double min_value,
     T* base = w + l.group_offset(g);
     double sq = 0;
     for (std::int64_t r = 0; r < l.reduced; ++r) {
-      const double v = load(base, l.reduced_offset(r));
+      const double v = load_double(base, l.reduced_offset(r));
       sq += v * v;
     }
     const double f = constraint_factor(kind, sqrt(sq), min_value, max_value, rate);
     for (std::int64_t r = 0; r < l.reduced; ++r) {
       const std::int64_t at = l.reduced_offset(r);
-      store(base, at, load(base, at) * f);
+      store_double(base, at, load_double(base, at) * f);
     }
   }
-}
-
-template <class F>
-cudaError_t by_type(Element e, F&& f) {
-  if (e == Element::float32) return f(float{});
-  if (e == Element::bfloat16) return f(__nv_bfloat16{});
-  if (e == Element::float64) return f(double{});
-  return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_regularize(const void* x, Element t, std::int64_t n, double* total, void* dx, double l1,
                               double l2, double total_scale, double grad_scale, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  return by_type(t, [&](auto tag) {
-    using T = decltype(tag);
-    regularize_kernel<T><<<std::min(blocks_for(n), kMaxReductionBlocks), kThreads, 0, stream>>>(
+  return visit_element<float, __nv_bfloat16, double>(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    regularize_kernel<T><<<reduction_blocks(n), kThreads, 0, stream>>>(
         static_cast<const T*>(x), n, total, static_cast<T*>(dx), l1, l2, total_scale, grad_scale);
     return cudaGetLastError();
   });
@@ -163,8 +136,8 @@ cudaError_t launch_regularize(const void* x, Element t, std::int64_t n, double* 
 cudaError_t launch_orthogonal(const void* x, Element t, std::int64_t n, std::int64_t len, std::int64_t si,
                               std::int64_t sk, double* total, void* dx, double factor, double total_scale,
                               double grad_scale, cudaStream_t stream) {
-  return by_type(t, [&](auto tag) {
-    using T = decltype(tag);
+  return visit_element<float, __nv_bfloat16, double>(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(n, 65535));
     orthogonal_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), n, len, si, sk, total,
                                                           static_cast<T*>(dx), factor, total_scale,
@@ -176,14 +149,12 @@ cudaError_t launch_orthogonal(const void* x, Element t, std::int64_t n, std::int
 cudaError_t launch_constrain(void* w, Element t, std::int64_t n, const NormLayout& l,
                              const ConstraintParams& p, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  return by_type(t, [&](auto tag) {
-    using T = decltype(tag);
+  return visit_element<float, __nv_bfloat16, double>(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
     if (p.kind == ConstraintParams::non_neg)
-      non_neg_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(w), n);
-    else
-      constrain_kernel<T><<<blocks_for(l.groups), kThreads, 0, stream>>>(static_cast<T*>(w), l, int(p.kind),
-                                                                         p.min_value, p.max_value, p.rate);
-    return cudaGetLastError();
+      return launch_elementwise(non_neg_kernel<T>, n, stream, static_cast<T*>(w), n);
+    return launch_elementwise(constrain_kernel<T>, l.groups, stream, static_cast<T*>(w), l, int(p.kind),
+                              p.min_value, p.max_value, p.rate);
   });
 }
 

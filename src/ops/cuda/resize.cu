@@ -17,24 +17,6 @@ namespace systolic::ops::cuda {
 
 namespace {
 
-template <class T>
-using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <class T>
-__device__ __forceinline__ acc_t<T> load(const T* p, std::int64_t i) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __bfloat162float(p[i]);
-  else
-    return p[i];
-}
-template <class T>
-__device__ __forceinline__ void store(T* p, std::int64_t i, acc_t<T> v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    p[i] = __float2bfloat16(v);
-  else
-    p[i] = v;
-}
-
 struct Tap {
   std::int64_t lo, hi;
   double f;
@@ -110,36 +92,27 @@ __global__ void resize_backward_kernel(const T* dy, T* dx, std::int64_t N, std::
   }
 }
 
-template <class F>
-cudaError_t by_dtype(DType t, F&& f) {
-  if (t == DType::float64) return f(static_cast<double*>(nullptr));
-  if (t == DType::bfloat16) return f(static_cast<__nv_bfloat16*>(nullptr));
-  return f(static_cast<float*>(nullptr));
-}
-
-cudaError_t launch_resize_forward(const void* x, void* y, DType t, std::int64_t N, std::int64_t H,
+cudaError_t launch_resize_forward(const void* x, void* y, Element t, std::int64_t N, std::int64_t H,
                                   std::int64_t W, std::int64_t C, std::int64_t OH, std::int64_t OW,
                                   bool bilinear, cudaStream_t stream) {
   std::int64_t n = N * OH * OW * C;
   if (n == 0) return cudaSuccess;
-  return by_dtype(t, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    resize_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(y), N, H, W, C, OH, OW, bilinear);
-    return cudaGetLastError();
+  return visit_element<float, __nv_bfloat16, double>(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(resize_forward_kernel<T>, n, stream, static_cast<const T*>(x),
+                              static_cast<T*>(y), N, H, W, C, OH, OW, bilinear);
   });
 }
 
-cudaError_t launch_resize_backward(const void* dy, void* dx, DType t, std::int64_t N, std::int64_t H,
+cudaError_t launch_resize_backward(const void* dy, void* dx, Element t, std::int64_t N, std::int64_t H,
                                    std::int64_t W, std::int64_t C, std::int64_t OH, std::int64_t OW,
                                    bool bilinear, cudaStream_t stream) {
   std::int64_t n = N * H * W * C;
   if (n == 0) return cudaSuccess;
-  return by_dtype(t, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    resize_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(dy), static_cast<T*>(dx), N, H, W, C, OH, OW, bilinear);
-    return cudaGetLastError();
+  return visit_element<float, __nv_bfloat16, double>(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_elementwise(resize_backward_kernel<T>, n, stream, static_cast<const T*>(dy),
+                              static_cast<T*>(dx), N, H, W, C, OH, OW, bilinear);
   });
 }
 
@@ -148,16 +121,16 @@ cudaError_t launch_resize_backward(const void* dy, void* dx, DType t, std::int64
 const DTypes resize2d_forward_dtypes{DType::float32, DType::bfloat16, DType::float64};
 void resize2d_forward(const Tensor& x, Tensor& y, Interpolation mode) {
   Context& c = context(y);
-  SYSTOLIC_CUDA_CHECK(launch_resize_forward(x.raw_data(), y.raw_data(), x.dtype(), x.dim(0), x.dim(1),
-                                            x.dim(2), x.dim(3), y.dim(1), y.dim(2),
+  SYSTOLIC_CUDA_CHECK(launch_resize_forward(x.raw_data(), y.raw_data(), element_of(x.dtype()), x.dim(0),
+                                            x.dim(1), x.dim(2), x.dim(3), y.dim(1), y.dim(2),
                                             mode == Interpolation::bilinear, c.stream));
 }
 
 const DTypes resize2d_backward_dtypes{DType::float32, DType::bfloat16, DType::float64};
 void resize2d_backward(const Tensor& dy, Tensor& dx, Interpolation mode) {
   Context& c = context(dx);
-  SYSTOLIC_CUDA_CHECK(launch_resize_backward(dy.raw_data(), dx.raw_data(), dx.dtype(), dx.dim(0), dx.dim(1),
-                                             dx.dim(2), dx.dim(3), dy.dim(1), dy.dim(2),
+  SYSTOLIC_CUDA_CHECK(launch_resize_backward(dy.raw_data(), dx.raw_data(), element_of(dx.dtype()), dx.dim(0),
+                                             dx.dim(1), dx.dim(2), dx.dim(3), dy.dim(1), dy.dim(2),
                                              mode == Interpolation::bilinear, c.stream));
 }
 

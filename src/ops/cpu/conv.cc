@@ -1,7 +1,8 @@
-// Convolution and pooling on the CPU: oneDNN primitives for float32 and bfloat16 (onednn_conv.cc), direct NHWC
-// loops for float64, the reference every backend is tested against (tests/test_ops.cc). Contracts: include/systolic/ops.h.
+// Convolution on the CPU: oneDNN primitives for float32 and bfloat16 (onednn_conv.cc), direct NHWC loops for
+// float64, the reference every backend is tested against (tests/test_ops.cc); and the bias addition over the last
+// axis (Conv2DTranspose's bias), plain loops for float32 and float64. Contracts: include/systolic/ops.h.
 #include <algorithm>
-#include <limits>
+#include <vector>
 
 #include "ops/cpu/bf16_emulation.h"
 #include "ops/cpu/cpu_backend.h"
@@ -117,77 +118,31 @@ void conv2d_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Te
   }
 }
 
-// Visits the valid (unpadded) input cells of one pooling window.
-template <class F>
-void for_window(const Pool2DParams& p, std::int64_t H, std::int64_t W, std::int64_t oh, std::int64_t ow,
-                F&& f) {
-  for (int i = 0; i < p.window_h; ++i) {
-    std::int64_t ih = oh * p.stride_h + i - p.pad_top;
-    if (ih < 0 || ih >= H) continue;
-    for (int j = 0; j < p.window_w; ++j) {
-      std::int64_t iw = ow * p.stride_w + j - p.pad_left;
-      if (iw < 0 || iw >= W) continue;
-      f(ih, iw);
-    }
-  }
-}
+// ---- bias_add
 
 template <class T>
-void pool2d_forward_loop(const Tensor& x, Tensor& y, const Pool2DParams& p) {
-  std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = y.dim(1), OW = y.dim(2);
+void bias_add_loop(const Tensor& x, const Tensor& b, Tensor& y) {
+  std::int64_t C = x.dim(-1), rows = C ? x.numel() / C : 0;
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t oh = 0; oh < OH; ++oh)
-      for (std::int64_t ow = 0; ow < OW; ++ow)
-        for (std::int64_t c = 0; c < C; ++c) {
-          T acc = p.kind == PoolKind::max ? -std::numeric_limits<T>::infinity() : T(0);
-          std::int64_t count = 0;
-          for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
-            T v = xp[((n * H + ih) * W + iw) * C + c];
-            if (p.kind == PoolKind::max)
-              acc = v > acc ? v : acc;
-            else
-              acc += v;
-            ++count;
-          });
-          if (p.kind == PoolKind::average) acc = count ? acc / T(count) : T(0);
-          yp[((n * OH + oh) * OW + ow) * C + c] = acc;
-        }
+  auto bv = b.to_doubles();
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = xp[r * C + c] + static_cast<T>(bv[c]);
 }
 
 template <class T>
-void pool2d_backward_loop(const Tensor& x, const Tensor& dy, Tensor& dx, const Pool2DParams& p) {
-  std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = dy.dim(1), OW = dy.dim(2);
-  const T* xp = x.data<T>();
-  const T* gp = dy.data<T>();
-  T* dxp = dx.data<T>();
-  std::fill_n(dxp, dx.numel(), T(0));
-#pragma omp parallel for
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t oh = 0; oh < OH; ++oh)
-      for (std::int64_t ow = 0; ow < OW; ++ow)
-        for (std::int64_t c = 0; c < C; ++c) {
-          T g = gp[((n * OH + oh) * OW + ow) * C + c];
-          if (p.kind == PoolKind::max) {
-            // The gradient goes to the first maximum in scan order.
-            T best = -std::numeric_limits<T>::infinity();
-            std::int64_t at = -1;
-            for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
-              std::int64_t k = ((n * H + ih) * W + iw) * C + c;
-              if (at < 0 || xp[k] > best) best = xp[k], at = k;
-            });
-            if (at >= 0) dxp[at] += g;
-          } else {
-            std::int64_t count = 0;
-            for_window(p, H, W, oh, ow, [&](std::int64_t, std::int64_t) { ++count; });
-            if (!count) continue;
-            for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
-              dxp[((n * H + ih) * W + iw) * C + c] += g / T(count);
-            });
-          }
-        }
+void bias_grad_loop(const Tensor& dy, Tensor& db) {
+  std::int64_t C = dy.dim(-1), rows = C ? dy.numel() / C : 0;
+  const T* g = dy.data<T>();
+  std::vector<double> sum(static_cast<std::size_t>(C), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < C; ++c) sum[c] += g[r * C + c];
+  visit_dtype<float, double>(db.dtype(), [&](auto t) {
+    using D = typename decltype(t)::type;
+    D* out = db.data<D>();
+    for (std::int64_t c = 0; c < C; ++c) out[c] += static_cast<D>(sum[c]);
+  });
 }
 
 }  // namespace
@@ -207,19 +162,14 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
   onednn::conv2d_backward(x, w, dy, dx, dw, db, p);  // x may be undefined
 }
 
-const DTypes pool2d_forward_dtypes = kFloatsAndBf16;
-void pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p) {
-  if (x.dtype() == DType::float64) return pool2d_forward_loop<double>(x, y, p);
-  if (!onednn::takes(x.dtype())) return Widened<&pool2d_forward>::run(x, y, workspace, p);
-  onednn::pool2d_forward(x, y, workspace, p);
+const DTypes bias_add_forward_dtypes = kFloats;
+void bias_add_forward(const Tensor& x, const Tensor& b, Tensor& y) {
+  visit_dtype<float, double>(x.dtype(), [&](auto t) { bias_add_loop<typename decltype(t)::type>(x, b, y); });
 }
 
-const DTypes pool2d_backward_dtypes = kFloatsAndBf16;
-void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& workspace, Tensor& dx,
-                     const Pool2DParams& p) {
-  if (x.dtype() == DType::float64) return pool2d_backward_loop<double>(x, dy, dx, p);
-  if (!onednn::takes(x.dtype())) return Widened<&pool2d_backward>::run(x, y, dy, workspace, dx, p);
-  onednn::pool2d_backward(x, y, dy, workspace, dx, p);
+const DTypes bias_add_backward_dtypes = kFloats;
+void bias_add_backward(const Tensor& dy, Tensor& db) {
+  visit_dtype<float, double>(dy.dtype(), [&](auto t) { bias_grad_loop<typename decltype(t)::type>(dy, db); });
 }
 
 }  // namespace systolic::ops::cpu

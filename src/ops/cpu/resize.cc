@@ -1,5 +1,5 @@
-// Bias addition over the last axis (Conv2DTranspose's bias) and image resizing (UpSampling2D) on the CPU: plain
-// loops for float32 and float64 (the reference). Contracts: include/systolic/ops.h.
+// Image resizing (UpSampling2D) on the CPU: plain loops for float32 and float64 (the reference). Contracts:
+// include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -9,31 +9,6 @@
 namespace systolic::ops::cpu {
 
 namespace {
-
-template <class T>
-void bias_add_loop(const Tensor& x, const Tensor& b, Tensor& y) {
-  std::int64_t C = x.dim(-1), rows = C ? x.numel() / C : 0;
-  const T* xp = x.data<T>();
-  T* yp = y.data<T>();
-  auto bv = b.to_doubles();
-#pragma omp parallel for
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = xp[r * C + c] + static_cast<T>(bv[c]);
-}
-
-template <class T>
-void bias_grad_loop(const Tensor& dy, Tensor& db) {
-  std::int64_t C = dy.dim(-1), rows = C ? dy.numel() / C : 0;
-  const T* g = dy.data<T>();
-  std::vector<double> sum(static_cast<std::size_t>(C), 0.0);
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < C; ++c) sum[c] += g[r * C + c];
-  by_float(db.dtype(), [&](auto t) {
-    using D = decltype(t);
-    D* out = db.data<D>();
-    for (std::int64_t c = 0; c < C; ++c) out[c] += static_cast<D>(sum[c]);
-  });
-}
 
 // Where output row (or column) o reads along one axis: cells lo and hi with weights 1-f and f.
 struct Tap {
@@ -110,27 +85,19 @@ void resize_backward_loop(const Tensor& dy, Tensor& dx, Interpolation mode) {
 
 }  // namespace
 
-const DTypes bias_add_forward_dtypes = kFloats;
-void bias_add_forward(const Tensor& x, const Tensor& b, Tensor& y) {
-  by_float(x.dtype(), [&](auto t) { bias_add_loop<decltype(t)>(x, b, y); });
-}
-
-const DTypes bias_add_backward_dtypes = kFloats;
-void bias_add_backward(const Tensor& dy, Tensor& db) {
-  by_float(dy.dtype(), [&](auto t) { bias_grad_loop<decltype(t)>(dy, db); });
-}
-
 const DTypes resize2d_forward_dtypes = kFloats;
 void resize2d_forward(const Tensor& x, Tensor& y, Interpolation mode) {
   if (y.numel() == 0) return;
-  by_float(x.dtype(), [&](auto t) { resize_forward_loop<decltype(t)>(x, y, mode); });
+  visit_dtype<float, double>(x.dtype(),
+                             [&](auto t) { resize_forward_loop<typename decltype(t)::type>(x, y, mode); });
 }
 
 const DTypes resize2d_backward_dtypes = kFloats;
 void resize2d_backward(const Tensor& dy, Tensor& dx, Interpolation mode) {
   if (dx.numel() == 0) return;
   if (dy.numel() == 0) return dx.fill(0.0);
-  by_float(dx.dtype(), [&](auto t) { resize_backward_loop<decltype(t)>(dy, dx, mode); });
+  visit_dtype<float, double>(dx.dtype(),
+                             [&](auto t) { resize_backward_loop<typename decltype(t)::type>(dy, dx, mode); });
 }
 
 }  // namespace systolic::ops::cpu

@@ -1,71 +1,18 @@
-// Dense layers and batch normalisation on the CPU: oneDNN primitives for float32 and bfloat16
-// (onednn_dense_norm.cc), loops for float64, the reference every backend is tested against (tests/test_ops.cc). Contracts:
-// include/systolic/ops.h.
+// Batch normalisation on the CPU: the batch's statistics in double (loops), normalisation by oneDNN's primitive for
+// float32 and bfloat16 where it is fast (onednn_dense_norm.cc), loops otherwise and for float64, the reference every
+// backend is tested against (tests/test_ops.cc). Contracts: include/systolic/ops.h.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "ops/cpu/bf16_emulation.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/cpu/onednn.h"
 
 namespace systolic::ops::cpu {
 
 namespace {
-
-template <class T>
-void dense_forward_loop(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  std::int64_t K = w.dim(0), U = w.dim(1), M = x.numel() / K;
-  const T* xp = x.data<T>();
-  const T* wp = w.data<T>();
-  const T* bp = b.defined() ? b.data<T>() : nullptr;
-  T* yp = y.data<T>();
-#pragma omp parallel for
-  for (std::int64_t m = 0; m < M; ++m) {
-    T* out = yp + m * U;
-    for (std::int64_t u = 0; u < U; ++u) out[u] = bp ? bp[u] : T(0);
-    for (std::int64_t k = 0; k < K; ++k) {
-      T xv = xp[m * K + k];
-      const T* wr = wp + k * U;
-      for (std::int64_t u = 0; u < U; ++u) out[u] += xv * wr[u];
-    }
-  }
-}
-
-template <class T>
-void dense_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw,
-                         Tensor& db) {
-  std::int64_t K = w.dim(0), U = w.dim(1), M = x.numel() / K;
-  const T* xp = x.data<T>();
-  const T* wp = w.data<T>();
-  const T* gp = dy.data<T>();
-  if (dx.defined()) {
-    T* dxp = dx.data<T>();
-#pragma omp parallel for
-    for (std::int64_t m = 0; m < M; ++m)
-      for (std::int64_t k = 0; k < K; ++k) {
-        T s = 0;
-        for (std::int64_t u = 0; u < U; ++u) s += gp[m * U + u] * wp[k * U + u];
-        dxp[m * K + k] = s;
-      }
-  }
-  if (dw.defined()) {
-    T* dwp = dw.data<T>();
-#pragma omp parallel for
-    for (std::int64_t k = 0; k < K; ++k)
-      for (std::int64_t m = 0; m < M; ++m) {
-        T xv = xp[m * K + k];
-        for (std::int64_t u = 0; u < U; ++u) dwp[k * U + u] += xv * gp[m * U + u];
-      }
-  }
-  if (db.defined()) {
-    T* dbp = db.data<T>();
-    for (std::int64_t m = 0; m < M; ++m)
-      for (std::int64_t u = 0; u < U; ++u) dbp[u] += gp[m * U + u];
-  }
-}
 
 // a[c] += the sum over rows [r0, r1) of f(r, c) for a compile-time number of channels: K rows at a time into K x CC
 // accumulators held in registers. (The plain loop's a[c] += runs one dependent chain per channel through memory:
@@ -213,24 +160,11 @@ Tensor or_constant(const Tensor& t, const Tensor& x, double value) {
 
 }  // namespace
 
-const DTypes dense_forward_dtypes = kFloatsAndBf16;
-void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  if (x.dtype() == DType::float64) return dense_forward_loop<double>(x, w, b, y);
-  if (!onednn::takes(x.dtype())) return Widened<&dense_forward>::run(x, w, b, y);
-  onednn::dense_forward(x, w, b, y);
-}
-
-const DTypes dense_backward_dtypes = kFloatsAndBf16;
-void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db) {
-  if (x.dtype() == DType::float64) return dense_backward_loop<double>(x, w, dy, dx, dw, db);
-  if (!onednn::takes(x.dtype())) return Widened<&dense_backward>::run(x, w, dy, dx, dw, db);
-  onednn::dense_backward(x, w, dy, dx, dw, db);
-}
-
 const DTypes batch_norm_forward_training_dtypes = kFloatsAndBf16;
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                                  Tensor& mean, Tensor& var, double eps, const CrossReplica* replicas) {
-  by_storage(x.dtype(), [&](auto t) { moments_loop<decltype(t)>(x, mean, var, replicas); });
+  visit_dtype<float, double, bfloat16>(
+      x.dtype(), [&](auto t) { moments_loop<typename decltype(t)::type>(x, mean, var, replicas); });
   batch_norm_forward_inference(x, gamma, beta, mean, var, y, eps);
 }
 
@@ -240,8 +174,9 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
   Tensor g = or_constant(gamma, x, 1.0), b = or_constant(beta, x, 0.0);
   if (onednn::takes(x.dtype()) && onednn::has_fast_batch_norm(x, eps))
     return onednn::batch_norm_forward_inference(x, g, b, mean, var, y, eps);
-  by_storage(x.dtype(),
-             [&](auto t) { batch_norm_forward_inference_loop<decltype(t)>(x, g, b, mean, var, y, eps); });
+  visit_dtype<float, double, bfloat16>(x.dtype(), [&](auto t) {
+    batch_norm_forward_inference_loop<typename decltype(t)::type>(x, g, b, mean, var, y, eps);
+  });
 }
 
 const DTypes batch_norm_backward_dtypes = kFloatsAndBf16;
@@ -252,8 +187,9 @@ void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   // Across replicas the loops sum the statistics' gradients over the replicas; oneDNN's primitive cannot.
   if (!replicas && onednn::takes(x.dtype()) && onednn::has_fast_batch_norm(x, eps))
     return onednn::batch_norm_backward(x, g, mean, var, dy, dx, dgamma, dbeta, eps);
-  by_storage(x.dtype(), [&](auto t) {
-    batch_norm_backward_loop<decltype(t)>(x, g, mean, var, dy, dx, dgamma, dbeta, eps, replicas);
+  visit_dtype<float, double, bfloat16>(x.dtype(), [&](auto t) {
+    batch_norm_backward_loop<typename decltype(t)::type>(x, g, mean, var, dy, dx, dgamma, dbeta, eps,
+                                                         replicas);
   });
 }
 

@@ -1,0 +1,106 @@
+// FitPlan::make: every check fit makes before its first step (fit_plan.h).
+#include "model/fit_plan.h"
+
+#include <cmath>
+
+#include "distribute/replica_group.h"
+#include "model/model_state.h"
+
+namespace systolic {
+
+namespace {
+
+void check_options(const FitOptions& o) {
+  SYSTOLIC_CHECK(o.batch_size > 0, "fit: batch_size must be positive, got {}", o.batch_size);
+  SYSTOLIC_CHECK(o.validation_split >= 0 && o.validation_split < 1,
+                 "fit: validation_split must be in [0, 1), got {}", o.validation_split);
+  SYSTOLIC_CHECK(o.verbose >= 0 && o.verbose <= 2, "fit: verbose must be 0, 1 or 2, got {}", o.verbose);
+  SYSTOLIC_CHECK(o.validation_freq >= 1, "fit: validation_freq must be a positive number of epochs, got {}",
+                 o.validation_freq);
+  SYSTOLIC_CHECK(o.validation_batch_size >= 0,
+                 "fit: validation_batch_size must be positive (or 0: batch_size), got {}",
+                 o.validation_batch_size);
+  o.augmentation.check();
+  SYSTOLIC_CHECK(o.workers >= 0 && o.workers <= 64, "fit: workers must be 0 to 64, got {}", o.workers);
+  SYSTOLIC_CHECK(o.max_queue_size >= 1, "fit: max_queue_size must be at least 1, got {}", o.max_queue_size);
+}
+
+// Keras: the validation set is the last fraction of the samples, taken before any shuffling; the training set is
+// the first floor(n * (1 - validation_split)) samples, and a split that leaves either side empty is an error.
+std::int64_t training_samples(std::int64_t n, const FitOptions& o) {
+  if (o.validation_data || o.validation_split == 0) return n;
+  auto n_train = static_cast<std::int64_t>(std::floor(double(n) * (1.0 - o.validation_split)));
+  SYSTOLIC_CHECK(
+      n_train > 0 && n_train < n,
+      "fit: the training data has {} samples, which is not sufficient to split it into a validation "
+      "and training set as specified by validation_split={}: give more data or another "
+      "validation_split",
+      n, o.validation_split);
+  return n_train;
+}
+
+// What a strategy of several replicas asks of fit: batches that divide among them, built on the host, and
+// synchronised batch norm wherever a layer asks for it (and then samples for every replica in every batch).
+void check_replicas(const ModelState& s, const distribute::ReplicaGroup& group, std::int64_t n_train,
+                    const FitOptions& o) {
+  const int replicas = group.size();
+  const auto& strategy = group.strategy();
+  SYSTOLIC_CHECK(
+      o.batch_size % replicas == 0,
+      "fit: batch_size {} does not divide among the {} replicas of strategy {}: use a multiple of {} (each "
+      "replica takes batch_size / {} samples of every batch)",
+      o.batch_size, replicas, strategy.name(), replicas, replicas);
+  SYSTOLIC_CHECK(
+      o.batches != FitOptions::Batches::on_device,
+      "fit: on-device batches are not supported with {} replicas (strategy {}); batches are built on "
+      "the host and split",
+      replicas, strategy.name());
+  // Keras's BatchNormalization(synchronized=True) takes the global batch's statistics under a strategy; here a
+  // strategy's sync_batch_norm does that for every batch-norm layer, and replicas without it would not.
+  if (!strategy.options().sync_batch_norm)
+    for (auto* l : s.weight_layers())
+      SYSTOLIC_CHECK(
+          !l->synchronized(),
+          "fit: layer '{}' has synchronized=True, which needs synchronised batch norm across the {} "
+          "replicas: use a strategy with sync_batch_norm (train --sync-batch-norm)",
+          l->name(), replicas);
+  std::int64_t last = n_train % o.batch_size;
+  SYSTOLIC_CHECK(!strategy.options().sync_batch_norm || last == 0 || last >= replicas,
+                 "fit: with synchronised batch norm every replica needs samples in every batch, but the last "
+                 "batch of {} training samples in batches of {} has {} samples for {} replicas; use another "
+                 "batch size or sample count",
+                 n_train, o.batch_size, last, replicas);
+}
+
+}  // namespace
+
+FitPlan FitPlan::make(ModelState& s, const Tensor& x, const Tensor& y, const FitOptions& o) {
+  SYSTOLIC_CHECK(s.loss, "fit: compile model '{}' first", s.name);
+  s.check_trainable("fit");
+  s.check_single_io("fit");
+  s.check_xy(x, &y, "fit");
+  check_options(o);
+  FitPlan plan;
+  const std::int64_t n = x.dim(0), n_train = training_samples(n, o);
+  SYSTOLIC_CHECK(n_train > 0, "fit: no training samples");
+  plan.x = x.slice(0, n_train);
+  plan.y = y.slice(0, n_train);
+  plan.validation = o.validation_data;
+  if (n_train < n) plan.validation = ValidationData{x.slice(n_train, n), y.slice(n_train, n)};
+  if (plan.validation) s.check_xy(plan.validation->x, &plan.validation->y, "fit (validation data)");
+  plan.validation_batch_size = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
+  if (o.augmentation.enabled())
+    SYSTOLIC_CHECK(x.rank() == 3 || x.rank() == 4,
+                   "fit: augmentation needs images (N, H, W, C); x has shape {}", x.shape().str());
+  plan.replicas = s.replicas.get();
+  if (plan.replicas) check_replicas(s, *plan.replicas, n_train, o);
+  plan.verbose = s.chief ? o.verbose : 0;
+  std::vector<std::string> names{"loss"};
+  for (auto& m : s.metrics) names.push_back(m->name());
+  for (const char* prefix : {"", "val_"})
+    if (*prefix == 0 || plan.validation)
+      for (auto& k : names) plan.history_keys.push_back(prefix + k);
+  return plan;
+}
+
+}  // namespace systolic

@@ -1,0 +1,42 @@
+// Fit's plan: what Keras's fit settles before its loop (the data adapter's checks, the validation split, the
+// strategy's rules, what the callbacks are told), checked and decided once, before the first step, so that
+// Model::fit (training.cc) only runs the loop.
+#pragma once
+
+#include <systolic/callbacks.h>
+#include <systolic/model.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace systolic {
+
+class ModelState;
+namespace distribute {
+class ReplicaGroup;
+}
+
+struct FitPlan {
+  // The training samples: the first floor(n * (1 - validation_split)) of x and y (Keras splits before any
+  // shuffling), and the validation data (validation_data, or the rest).
+  Tensor x, y;
+  std::optional<ValidationData> validation;
+  std::int64_t validation_batch_size = 0;
+  // The strategy's replicas (null: the model is one replica). Under replicas batches are built on the host, split
+  // evenly, and a layer that asks for synchronised statistics gets them.
+  distribute::ReplicaGroup* replicas = nullptr;
+  // What the callbacks are told: progress from the chief only (every worker computes the same values), and the
+  // History's keys (loss, metrics, then val_ ones).
+  int verbose = 0;
+  std::vector<std::string> history_keys;
+
+  callbacks::Params callback_params(const FitOptions& o, std::int64_t steps) const {
+    return {.verbose = verbose, .epochs = o.epochs, .steps = steps};
+  }
+
+  // Checks the model, the data and the options, naming what is wrong (an Error), and settles the rest.
+  static FitPlan make(ModelState& s, const Tensor& x, const Tensor& y, const FitOptions& o);
+};
+
+}  // namespace systolic
