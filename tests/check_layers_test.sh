@@ -30,10 +30,10 @@ echo '#include "model/model_state.h"' >>"$work/src/io/files.cc"
 expect_break "an include of a floor above" 'src/io/files.cc:[0-9]*: includes "model/model_state.h": floor .model. (level 8) is above .io. (level 2)'
 cp "$work/files.cc.orig" "$work/src/io/files.cc"
 
-cp "$work/src/optimizers/optimizers.cc" "$work/optimizers.cc.orig"
-echo '#include "layers/config.h"' >>"$work/src/optimizers/optimizers.cc"
-expect_break "an include of a floor beside" 'src/optimizers/optimizers.cc:[0-9]*: includes "layers/config.h": floor .layers. is beside .optimizers.'
-cp "$work/optimizers.cc.orig" "$work/src/optimizers/optimizers.cc"
+cp "$work/src/optimizers/optimizer.cc" "$work/optimizer.cc.orig"
+echo '#include "layers/config.h"' >>"$work/src/optimizers/optimizer.cc"
+expect_break "an include of a floor beside" 'src/optimizers/optimizer.cc:[0-9]*: includes "layers/config.h": floor .layers. is beside .optimizers.'
+cp "$work/optimizer.cc.orig" "$work/src/optimizers/optimizer.cc"
 
 cp "$work/src/layers/dense.cc" "$work/dense.cc.orig"
 echo '#include "ops/cpu/cpu_backend.h"' >>"$work/src/layers/dense.cc"

@@ -1,11 +1,13 @@
 // Optimizers, with Keras's defaults and update formulas. They update a model's flat parameter buffer (all
-// trainable weights in one allocation) in one op per step; their slots (m, v, ...) are flat buffers too.
+// trainable weights in one allocation) in one op per step; their slots (m, v, ...) are flat buffers too. Each
+// class is listed once, in src/optimizers/registry.cc, which reads and writes their Keras configs.
 #pragma once
 
 #include <systolic/schedules.h>
 #include <systolic/tensor.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,11 +60,28 @@ class StepCounter {
   DeviceScalar device_;
 };
 
+// One of an optimizer's slots (a flat buffer as large as the parameters) and its names in Keras's files.
+struct Slot {
+  std::string name;  // systolic's, and tf.keras <= 2.10's (optimizer_weights: "Adam/<layer>/<weight>/m:0")
+  std::string tf_keras;  // tf.keras 2.11+'s ("Adam/m/<weight>:0")
+  std::string keras3;    // Keras 3's ("adam/<weight>_momentum" in a legacy .h5)
+  // Which of the calls of Keras 3's build (add_optimizer_variables) makes it: Keras 3's optimizer/vars (.keras,
+  // .weights.h5) hold the slots call by call, each call's slots interleaved per variable (Adam makes momentum and
+  // velocity in one call: m0 v0 m1 v1 ...; RMSprop velocity, then momentum: v0 v1 ... m0 m1 ...).
+  int keras3_call = 0;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
+  // Keras's class name ("Adam"); the registry (src/optimizers/registry.cc) knows its other names.
   virtual std::string name() const = 0;
   virtual std::unique_ptr<Optimizer> clone() const = 0;
+  // Keras's get_config() of the class's own arguments, in Keras's order ({"beta_1", "beta_2", "epsilon",
+  // "amsgrad"}); the registry writes the base class's (name, learning rate, ...) around them.
+  virtual nlohmann::ordered_json get_config() const = 0;
+  // The slots this optimizer keeps, in Keras's order, with their names in Keras's files.
+  virtual std::vector<Slot> slot_specs() const = 0;
   // The rate of the next update: the constant, or the schedule at iterations() (Keras's
   // optimizer.learning_rate).
   double learning_rate() const { return schedule_ ? (*schedule_)(iterations()) : learning_rate_; }
@@ -100,14 +119,13 @@ class Optimizer {
   void apply_update(Tensor& params, const Tensor& grads);
   // Moves the slots to `device` (the model moves its optimizer with its weights).
   void to(Device device);
-  // The slot buffers, named as Keras names them ("m", "v", "momentum", ...).
+  // The slot buffers (after build), in slot_specs()'s order, by their names ("m", "v", "momentum", ...).
   const std::vector<std::pair<std::string, Tensor>>& slots() const { return slots_; }
   // The slot buffer named `name` (after build), to restore saved optimizer state.
   Tensor& slot(const std::string& name);
 
  protected:
   explicit Optimizer(double learning_rate) : learning_rate_(learning_rate), loaded_rate_(learning_rate) {}
-  virtual std::vector<std::string> slot_names() const = 0;
   // params -= f(grads), reading the rate `lr` and the step count `iterations` on the device.
   virtual void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) = 0;
   Tensor& slot(std::size_t i) { return slots_[i].second; }
@@ -120,20 +138,22 @@ class Optimizer {
   std::vector<std::pair<std::string, Tensor>> slots_;
 };
 
+// Keras's optimizers (src/optimizers/<name>.cc), with Keras's defaults.
 class Adam : public Optimizer {
  public:
-  // Keras defaults. The seed's tf.train.AdamOptimizer is the same with epsilon 1e-8.
+  // The seed's tf.train.AdamOptimizer is the same with epsilon 1e-8.
   explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
                 double epsilon = 1e-7)
       : Optimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
   std::string name() const override { return "Adam"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adam>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
   double beta_1() const { return beta_1_; }
   double beta_2() const { return beta_2_; }
   double epsilon() const { return epsilon_; }
 
  protected:
-  std::vector<std::string> slot_names() const override { return {"m", "v"}; }
   void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
 
  private:
@@ -146,13 +166,12 @@ class SGD : public Optimizer {
       : Optimizer(learning_rate), momentum_(momentum), nesterov_(nesterov) {}
   std::string name() const override { return "SGD"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<SGD>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
   double momentum() const { return momentum_; }
   bool nesterov() const { return nesterov_; }
 
  protected:
-  std::vector<std::string> slot_names() const override {
-    return momentum_ > 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
-  }
   void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
 
  private:
@@ -167,21 +186,23 @@ class RMSprop : public Optimizer {
       : Optimizer(learning_rate), rho_(rho), momentum_(momentum), epsilon_(epsilon) {}
   std::string name() const override { return "RMSprop"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<RMSprop>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
   double rho() const { return rho_; }
   double momentum() const { return momentum_; }
   double epsilon() const { return epsilon_; }
 
  protected:
-  std::vector<std::string> slot_names() const override {
-    return momentum_ > 0 ? std::vector<std::string>{"rms", "momentum"} : std::vector<std::string>{"rms"};
-  }
   void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
 
  private:
   double rho_, momentum_, epsilon_;
 };
 
-// "adam", "sgd", "rmsprop" with Keras's defaults.
+// keras.optimizers.get: a class name or one of the names Keras takes for it, in any case ("adam", "SGD",
+// "rmsprop"), with Keras's defaults; Error naming the known ones.
 std::unique_ptr<Optimizer> get(const std::string& name);
+// The names get() takes, one per class: "adam", "sgd", "rmsprop".
+std::vector<std::string> names();
 
 }  // namespace systolic::optimizers

@@ -1,6 +1,7 @@
 // ActivityRegularization (Keras): the identity, with the activity regularizer L1L2(l1, l2) on its output (Keras 3
 // passes it to the base Layer; the model adds the penalty, divided by the batch size, to the loss and its
-// gradient to the output's gradient: src/model/model.cc). Config: l1, l2 (no activity_regularizer key).
+// gradient to the output's gradient: a loss term, src/model/loss_terms.cc). Config: l1, l2 (no
+// activity_regularizer key).
 #include <systolic/layers.h>
 
 #include "layers/config.h"

@@ -324,6 +324,53 @@ KernelOptions read_kernel_options(ConfigReader& r) {
   return o;
 }
 
+// regul: a weight's regularizer and constraint, through their registries (src/regularizers/registry.cc).
+Regularizer regularizer_from_config(const json& value) {
+  return regularizers::deserialize(value);
+}
+json regularizer_config(const Regularizer& r) {
+  return regularizers::serialize(r);
+}
+Constraint constraint_from_config(const json& value) {
+  return constraints::deserialize(value);
+}
+json constraint_config(const Constraint& c) {
+  return constraints::serialize(c);
+}
+
+Regularizer ConfigReader::get_regularizer(const std::string& key) {
+  if (!has(key)) return {};
+  auto& v = at(key);
+  try {
+    return regularizers::deserialize(v);
+  } catch (const Error& e) {
+    fail_option(key, e.what());
+  }
+}
+
+Constraint ConfigReader::get_constraint(const std::string& key) {
+  if (!has(key)) return {};
+  auto& v = at(key);
+  try {
+    return constraints::deserialize(v);
+  } catch (const Error& e) {
+    fail_option(key, e.what());
+  }
+}
+
+WeightOptions ConfigReader::get_weight_options(const std::string& prefix) {
+  return {.regularizer = get_regularizer(prefix + "_regularizer"),
+          .constraint = get_constraint(prefix + "_constraint")};
+}
+
+void write_regularizers(json& config,
+                        std::initializer_list<std::pair<const char*, const WeightOptions*>> weights) {
+  for (auto& [prefix, o] : weights)
+    config[std::string(prefix) + "_regularizer"] = regularizer_config(o->regularizer);
+  for (auto& [prefix, o] : weights)
+    config[std::string(prefix) + "_constraint"] = constraint_config(o->constraint);
+}
+
 json base_config(const Layer& layer) {
   // tf.keras 2.x writes a mixed policy as {"class_name": "Policy", "config": {"name": "mixed_bfloat16"}}.
   json dtype = layer.compute_dtype() == layer.dtype()

@@ -80,7 +80,8 @@ json base_config(const Layer& layer);
 
 // regul: Keras's serialised regularizers and constraints ({"module": "keras.regularizers", "class_name": "L2",
 // "config": {"l2": 0.01}, "registered_name": null}; tf.keras's {"class_name", "config"}; a name such as "l2"):
-// read (throwing Error on what is not supported) and written as Keras 3 writes them (null for none).
+// read (throwing Error on what is not supported) and written as Keras 3 writes them (null for none), through their
+// registries (regularizers::deserialize / serialize, src/regularizers/registry.cc).
 Regularizer regularizer_from_config(const json& value);
 json regularizer_config(const Regularizer& r);
 Constraint constraint_from_config(const json& value);

@@ -2,7 +2,6 @@
 // forward through the nodes in topological order, loss, metrics, backward in reverse order (summing the
 // gradients of tensors used twice), optimizer update over the flat parameter buffer.
 #include <systolic/log.h>
-#include <systolic/regularizers.h>
 #include <systolic/system.h>
 
 #include <algorithm>
@@ -163,6 +162,7 @@ void ModelState::pack_weights() {
   capacity = 0;  // the gradient buffers follow needs_grad
   train_function.invalidate();
   if (optimizer) optimizer->build(params);
+  collect_training_terms();
 }
 
 void ModelState::check_trainable(const char* what) const {
@@ -328,18 +328,8 @@ bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
   losses::LossArgs args{
       out.call.output, logits, labels, total, grad, grad, grad_scale > 0 ? grad_scale : 1.0 / double(n)};
   bool pre = loss->compute(args);  // true: the gradient it wrote is w.r.t. the logits, the pre-softmax values
-  // regul: the regularization losses, as Keras 3 adds them to every batch's loss (totals hold n * the batch's
-  // loss): each trainable weight's penalty, and each call's activity penalty divided by the batch size.
-  // Their gradients are backward's.
-  Tensor none;
-  for (auto* l : weight_layers())
-    for (auto& w : l->weights())
-      if (w.trainable && w.regularizer)
-        regularizers::apply(w.regularizer, w.value, total, none, double(n), 0.0);
-  for (auto& e : nodes)
-    if (!e.is_input && e.node->layer->activity_regularizer())
-      regularizers::apply(e.node->layer->activity_regularizer(), e.call.output, total, none, 1.0, 0.0);
-  regularization_grad_scale = grad_scale > 0 ? grad_scale : 0.0;
+  for (auto& t : terms.loss_terms) t.add_loss(n, total);
+  terms.grad_scale = grad_scale > 0 ? grad_scale : 0.0;
   return pre;
 }
 
@@ -354,15 +344,11 @@ void ModelState::compute_metrics(std::int64_t n) {
 
 void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
   ops::fill(grads, 0.0);  // the layers accumulate their weights' gradients
-  // regul: the weight regularizers' gradients (the batch's loss holds each penalty once: n * scale = 1 for one
-  // model; under replicas each adds its share).
-  const double reg_scale = regularization_grad_scale;
-  Tensor none;
-  if (reg_scale > 0)
-    for (auto* l : weight_layers())
-      for (auto& w : l->weights())
-        if (w.trainable && w.regularizer)
-          regularizers::apply(w.regularizer, w.value, none, w.grad, 0.0, double(n) * reg_scale);
+  const double term_scale = terms.grad_scale;
+  LayerCall no_call;
+  if (term_scale > 0)
+    for (auto& t : terms.loss_terms)
+      if (t.node < 0) t.add_gradient(n, term_scale, no_call, false);
   std::vector<char> written(nodes.size(), 0);
   int o = output_node();
   written[o] = 1;
@@ -393,18 +379,10 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
         pending.push_back(static_cast<int>(k));
       }
     }
-    // regul: the activity regularizer's gradient joins the output's (w.r.t. the layer's activated output; when
-    // the loss's gradient is w.r.t. the logits, through the activation's gradient first).
-    if (const Regularizer& act = e.node->layer->activity_regularizer(); act && reg_scale > 0) {
-      if (grad_is_preactivation && i == o) {
-        Tensor d = Tensor::zeros(c.output.shape(), c.output.dtype(), c.output.device());
-        regularizers::apply(act, c.output, none, d, 0.0, reg_scale);
-        ops::activation_backward(e.node->layer->activation(), c.preactivation, c.output, d, d);
-        ops::accumulate(d, c.doutput);
-      } else {
-        regularizers::apply(act, c.output, none, c.doutput, 0.0, reg_scale);
-      }
-    }
+    // The loss terms on this node's output add their gradients to the output's.
+    if (term_scale > 0)
+      for (auto& t : terms.loss_terms)
+        if (t.node == i) t.add_gradient(n, term_scale, c, grad_is_preactivation && i == o);
     e.node->layer->call_backward(c, grad_is_preactivation && i == o);
     for (int k : cast_first) {
       Tensor dst = nodes[e.inputs[k]].grad_buf.slice(0, n);
@@ -426,10 +404,7 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
 
 void ModelState::apply_gradients() {
   optimizer->apply_update(params, grads);
-  // regul: Keras 3 applies each variable's constraint after the optimizer's update.
-  for (auto* l : weight_layers())
-    for (auto& w : l->weights())
-      if (w.trainable && w.constraint) constraints::apply(w.constraint, w.value);
+  for (auto& hook : terms.post_update) hook();  // the constraints, after the update (Keras 3)
 }
 
 const std::string& Model::name() const {

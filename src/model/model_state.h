@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "distribute/replica.h"
+#include "model/loss_terms.h"
 #include "model/train_function.h"
 
 namespace systolic {
@@ -72,9 +73,10 @@ class ModelState final : public distribute::Replica {
   std::int64_t capacity = 0;
   Tensor x_buf, y_buf;
   Tensor totals;  // float64 [1 + metrics]: loss sum, metric counts
-  // regul: the gradient scale of the last compute_loss (0: none asked), which backward gives the gradients of
-  // the regularization losses (weight and activity regularizers).
-  double regularization_grad_scale = 0;
+  // What compile registered besides the loss and the optimizer (loss_terms.h): the regularizers' loss terms and
+  // the constraints' post-update hooks, collected by pack_weights.
+  TrainingTerms terms;
+  void collect_training_terms();
   // Runs fit's training steps; keeps what outlives one fit (the step recorded as a CUDA graph, how the last
   // fit's steps ran). The buffers a recorded step points at move in ensure_capacity, to() and compile(),
   // which invalidate it.
@@ -122,7 +124,8 @@ class ModelState final : public distribute::Replica {
   // Builds nodes and layers from inputs/outputs and packs the weights.
   void finalize();
   // Packs the trainable weights into params/grads (frozen ones keep storage of their own), marks the nodes
-  // backward visits, and builds the optimizer's slots for the trainable weights.
+  // backward visits, builds the optimizer's slots for the trainable weights and collects the loss terms and
+  // post-update hooks.
   void pack_weights();
   // Throws, naming the layer, when a layer was frozen or unfrozen since the weights were packed.
   void check_trainable(const char* what) const;
@@ -145,9 +148,10 @@ class ModelState final : public distribute::Replica {
   //
   // Runs the layers in topological order; in training mode they read the step counter's device copy.
   void forward(std::int64_t n, bool training);
-  // Adds the summed loss of the last forward's n samples to totals[0], with n times the regularization losses
-  // (Keras 3's compute_loss adds sum(model.losses) to each batch's loss). With grad_scale > 0 it also writes the
-  // gradient of grad_scale * that sum into the output node's gradient buffer, and returns whether it is the
+  // Adds the summed loss of the last forward's n samples to totals[0], with the loss terms (n times the
+  // regularization losses: Keras 3's compute_loss adds sum(model.losses) to each batch's loss). With
+  // grad_scale > 0 it also writes the gradient of grad_scale * that sum into the output node's gradient buffer
+  // (backward adds the loss terms' gradients), and returns whether it is the
   // gradient w.r.t. the output layer's pre-activation values (a crossentropy after softmax is computed from
   // the logits), which is what backward needs to know.
   bool compute_loss(std::int64_t n, double grad_scale = 0);

@@ -249,6 +249,22 @@ std::vector<TrainableSlice> trainable_slices(const Model& model) {
   return out;
 }
 
+// Keras 3's order of the optimizer's slot variables after iterations and the learning rate (optimizer/vars): the
+// slots of each of its build's add_optimizer_variables calls (Slot::keras3_call), each call's interleaved per
+// trainable variable. Each item: (the trainable slice's index, the slot's index in slots()).
+std::vector<std::pair<std::size_t, std::size_t>> keras3_slot_order(const optimizers::Optimizer& opt,
+                                                                   std::size_t slices) {
+  auto specs = opt.slot_specs();
+  int calls = 0;
+  for (auto& s : specs) calls = std::max(calls, s.keras3_call + 1);
+  std::vector<std::pair<std::size_t, std::size_t>> order;
+  for (int call = 0; call < calls; ++call)
+    for (std::size_t t = 0; t < slices; ++t)
+      for (std::size_t k = 0; k < specs.size(); ++k)
+        if (specs[k].keras3_call == call) order.emplace_back(t, k);
+  return order;
+}
+
 // ---- Keras 3 layout ----------------------------------------------------------------------------------------
 
 // Keras 3 keys layers by class: conv2d, conv2d_1, ... in model.layers order (not by layer name); a nested
@@ -270,8 +286,8 @@ std::vector<std::shared_ptr<Layer>> model_layers(const Model& model) {
   return out;
 }
 
-// The optimizer's variables as Keras 3 orders them: iteration, learning_rate, then per trainable weight its
-// slots (Adam: m, v), for a model whose optimizer has state.
+// The optimizer's variables as Keras 3 orders them: iteration, learning_rate, then the slots in Keras 3's order
+// (keras3_slot_order: Adam's m and v per trainable weight), for a model whose optimizer has state.
 void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
   auto& opt = model.optimizer();
   auto vars = root.create_group("optimizer/vars");
@@ -280,9 +296,9 @@ void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
   int index = 1;
   if (!opt.learning_rate_schedule())
     vars.write_float32_scalar(std::to_string(index++), static_cast<float>(opt.learning_rate()));
-  for (auto& t : trainable_slices(model))
-    for (auto& [name, slot] : opt.slots())
-      vars.write_float32(std::to_string(index++), host_float32(t.of(slot)));
+  auto slices = trainable_slices(model);
+  for (auto [t, k] : keras3_slot_order(opt, slices.size()))
+    vars.write_float32(std::to_string(index++), host_float32(slices[t].of(opt.slots()[k].second)));
 }
 
 void write_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_ptr<Layer>>& layers) {
@@ -367,15 +383,15 @@ std::string read_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
                        vars.children().size(), opt.name(), slices.size(), want);
   std::vector<std::pair<Tensor, Tensor>> values;  // (slot view, value)
   int index = head;
-  for (auto& t : slices)
-    for (auto& [name, slot] : opt.slots()) {
-      auto key = std::to_string(index++);
-      if (!vars.has_dataset(key)) return "no dataset " + vars.where(key);
-      if (Shape(vars.dataset_shape(key)) != t.weight->value.shape())
-        return fmt::format("{} has shape {}, the weight '{}' {}", vars.where(key),
-                           Shape(vars.dataset_shape(key)).str(), t.weight->name, shape_of(*t.weight));
-      values.emplace_back(t.of(slot), vars.read_float32(key));
-    }
+  for (auto [i, k] : keras3_slot_order(opt, slices.size())) {
+    auto& t = slices[i];
+    auto key = std::to_string(index++);
+    if (!vars.has_dataset(key)) return "no dataset " + vars.where(key);
+    if (Shape(vars.dataset_shape(key)) != t.weight->value.shape())
+      return fmt::format("{} has shape {}, the weight '{}' {}", vars.where(key),
+                         Shape(vars.dataset_shape(key)).str(), t.weight->name, shape_of(*t.weight));
+    values.emplace_back(t.of(opt.slots()[k].second), vars.read_float32(key));
+  }
   if (!vars.has_dataset("0") || (!scheduled && !vars.has_dataset("1")))
     return "no iterations or learning rate";
   auto iterations = vars.read_scalar("0");
@@ -399,14 +415,12 @@ void load_keras3_weights(const hdf5::ReadGroup& root, Model& model, const LoadWe
 }
 
 // Keras 3's optimizer/vars (as write_keras3_optimizer writes them): 0 the iteration count, 1 the learning rate,
-// then for each trainable weight its slots (Adam: momentum then velocity). Returns an empty string on success,
-// else why the state was not restored.
+// then the slots in Keras 3's order (keras3_slot_order). Returns an empty string on success, else why the state was
+// not restored.
 std::string load_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
   if (!root.has_group("optimizer/vars")) return "the file has no optimizer/vars";
   auto g = root.group("optimizer/vars");
   auto& opt = model.optimizer();
-  if (opt.name() != "Adam" && opt.name() != "SGD")
-    return "reading Keras 3's " + opt.name() + " state is not supported (Adam, SGD)";
   opt.build(model.trainable_parameters());
   auto trainable = trainable_slices(model);
   std::size_t per = opt.slots().size();
@@ -420,16 +434,16 @@ std::string load_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
   if (!g.has_dataset("0")) return "no iteration count";
   std::vector<std::pair<Tensor, Tensor>> copies;  // destination view, value
   std::size_t index = head;
-  for (auto& t : trainable)
-    for (auto& [slot_name, slot] : opt.slots()) {
-      auto name = std::to_string(index++);
-      if (!g.has_dataset(name)) return "no variable " + name;
-      auto dims = g.dataset_shape(name);
-      if (Shape(dims) != t.weight->value.shape())
-        return fmt::format("variable {} has shape {}, the weight {}", name, Shape(dims).str(),
-                           t.weight->value.shape().str());
-      copies.emplace_back(t.of(opt.slot(slot_name)), g.read_float32(name));
-    }
+  for (auto [i, k] : keras3_slot_order(opt, trainable.size())) {
+    auto& t = trainable[i];
+    auto name = std::to_string(index++);
+    if (!g.has_dataset(name)) return "no variable " + name;
+    auto dims = g.dataset_shape(name);
+    if (Shape(dims) != t.weight->value.shape())
+      return fmt::format("variable {} has shape {}, the weight {}", name, Shape(dims).str(),
+                         t.weight->value.shape().str());
+    copies.emplace_back(t.of(opt.slots()[k].second), g.read_float32(name));
+  }
   for (auto& [dst, value] : copies)
     dst.copy_from(dst.dtype() == DType::float32 ? value : value.to(dst.dtype()));
   opt.set_iterations(static_cast<std::int64_t>(g.read_scalar("0")));
@@ -455,18 +469,23 @@ void write_optimizer_weights(const hdf5::Group& root, Model& model) {
   g.set_string_list_attribute("weight_names", names);
 }
 
-// Keras's slot names for systolic's: Keras 3 calls Adam's m and v "momentum" and "velocity".
+// The slot (systolic's name) that a name Keras gives it in one of its layouts means (Slot: Adam's "m" is tf.keras's
+// "m" and Keras 3's "momentum"), or "".
 std::string systolic_slot_name(const optimizers::Optimizer& opt, const std::string& keras) {
-  if (opt.name() == "Adam") {
-    if (keras == "m" || keras == "momentum") return "m";
-    if (keras == "v" || keras == "velocity") return "v";
-  } else if (opt.name() == "RMSprop") {
-    if (keras == "rms" || keras == "velocity") return "rms";
-    if (keras == "momentum" || keras == "momentums") return "momentum";
-  } else if (opt.name() == "SGD") {
-    if (keras == "momentum" || keras == "m") return "momentum";
-  }
+  for (auto& s : opt.slot_specs())
+    if (keras == s.name || keras == s.tf_keras || keras == s.keras3) return s.name;
   return "";
+}
+
+// The slot of a Keras 3 legacy-.h5 variable name, "<path>_<keras3 slot name>" ("dense_kernel_momentum"), or "".
+std::string keras3_suffix_slot(const optimizers::Optimizer& opt, const std::string& name) {
+  std::string best, found;
+  for (auto& s : opt.slot_specs())
+    if (name.size() > s.keras3.size() && name.ends_with("_" + s.keras3) && s.keras3.size() > best.size()) {
+      best = s.keras3;
+      found = s.name;
+    }
+  return found;
 }
 
 // Reads optimizer_weights written by systolic, tf.keras (2.x, both optimizer generations) or Keras 3's legacy h5
@@ -499,9 +518,8 @@ std::string load_optimizer_weights(const hdf5::ReadGroup& root, Model& model) {
     } else if (parts.size() >= 2) {
       auto last = parts.back();  // tf.keras <= 2.10: Adam/<var>/m:0; Keras 3: adam/<var>_momentum
       if (auto colon = last.find(':'); colon != std::string::npos) last = last.substr(0, colon);
-      if (auto u = last.rfind('_'); systolic_slot_name(opt, last).empty() && u != std::string::npos)
-        last = last.substr(u + 1);
       slot = systolic_slot_name(opt, last);
+      if (slot.empty()) slot = keras3_suffix_slot(opt, last);
     }
     if (slot.empty()) return "unrecognised optimizer weight '" + printable(n) + "'";
     per_slot[slot].push_back(n);

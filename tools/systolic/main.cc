@@ -35,6 +35,13 @@ struct Common {
 // Whether this process prints results and writes files: false on MPI workers other than 0.
 bool g_chief = true;
 
+// "a, b, c": the names a registry knows, for a flag's help.
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 sy::Shape parse_shape(const std::string& text) {
   std::vector<std::int64_t> dims;
   std::stringstream ss(text);
@@ -770,10 +777,12 @@ int main(int argc, char** argv) {
   train->add_option("--batch-size", train_args.batch_size, "batch size")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  train->add_option("--optimizer", train_args.optimizer, "adam, sgd or rmsprop")->capture_default_str();
+  train->add_option("--optimizer", train_args.optimizer, "Keras's name: " + joined(sy::optimizers::names()))
+      ->capture_default_str();
   train
       ->add_option("--loss", train_args.loss,
-                   "loss for a model without a training config, or to recompile one (Keras names)")
+                   "loss for a model without a training config, or to recompile one (Keras's name: " +
+                       joined(sy::losses::names()) + ")")
       ->capture_default_str();
   train->add_option("--lr", train_args.lr, "learning rate (default: the optimizer's Keras default)")
       ->check(CLI::PositiveNumber);

@@ -1,4 +1,5 @@
-// Optimizers: Keras's update rules over the flat parameter buffer, one op per step.
+// The optimizers' base class: the learning rate and step count on the device, the slots (flat buffers as large as
+// the parameters), the update step. The classes are in src/optimizers/<name>.cc.
 #include <systolic/ops.h>
 #include <systolic/optimizers.h>
 
@@ -42,11 +43,11 @@ void Optimizer::load_learning_rate(double lr) {
 }
 
 void Optimizer::build(const Tensor& params) {
-  auto names = slot_names();
-  if (slots_.size() == names.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;
+  auto specs = slot_specs();
+  if (slots_.size() == specs.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;
   slots_.clear();
-  for (auto& n : names)
-    slots_.emplace_back(n, Tensor::zeros(params.shape(), params.dtype(), params.device()));
+  for (auto& s : specs)
+    slots_.emplace_back(s.name, Tensor::zeros(params.shape(), params.dtype(), params.device()));
 }
 
 void Optimizer::to(Device device) {
@@ -70,27 +71,6 @@ void Optimizer::apply(Tensor& params, const Tensor& grads) {
 void Optimizer::apply_update(Tensor& params, const Tensor& grads) {
   build(params);
   update(params, grads, loaded_rate_.on(params.device()), iterations_.on(params.device()));
-}
-
-void Adam::update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) {
-  ops::adam_update(params, grads, slot(0), slot(1), {beta_1_, beta_2_, epsilon_}, lr, iterations);
-}
-
-void SGD::update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor&) {
-  Tensor none;
-  ops::sgd_update(params, grads, momentum_ > 0 ? slot(0) : none, lr, momentum_, nesterov_);
-}
-
-void RMSprop::update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor&) {
-  Tensor none;
-  ops::rmsprop_update(params, grads, slot(0), momentum_ > 0 ? slot(1) : none, lr, rho_, momentum_, epsilon_);
-}
-
-std::unique_ptr<Optimizer> get(const std::string& name) {
-  if (name == "adam" || name == "Adam") return std::make_unique<Adam>();
-  if (name == "sgd" || name == "SGD") return std::make_unique<SGD>();
-  if (name == "rmsprop" || name == "RMSprop") return std::make_unique<RMSprop>();
-  fail("unknown optimizer '{}' (known: adam, sgd, rmsprop)", name);
 }
 
 }  // namespace systolic::optimizers

@@ -1,0 +1,63 @@
+// The registry of Keras's metrics: the one list of them (a line per entry; the class's file defines it), and
+// compile's metric names, the metrics of Keras files, through it.
+#include "metrics/registry.h"
+
+namespace systolic::metrics {
+
+using keras_object::json;
+
+// X(name): the entry `const Entry& name_entry()` defined in src/metrics/*.cc.
+#define SYSTOLIC_METRIC_CLASSES(X) \
+  X(accuracy)                      \
+  X(sparse_categorical_accuracy)   \
+  X(categorical_accuracy)
+
+#define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
+#define SYSTOLIC_LIST_ENTRY(name) name##_entry(),
+SYSTOLIC_METRIC_CLASSES(SYSTOLIC_DECLARE_ENTRY)
+
+namespace {
+
+const keras_object::Registry<Entry>& registry() {
+  static const keras_object::Registry<Entry> r("metric", {SYSTOLIC_METRIC_CLASSES(SYSTOLIC_LIST_ENTRY)});
+  return r;
+}
+
+}  // namespace
+
+std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels) {
+  auto m = registry().at(name).make(name, loss_has_sparse_labels);
+  SYSTOLIC_CHECK(m->sparse_labels() == loss_has_sparse_labels,
+                 "metric '{}' reads {} labels but the loss takes {} labels", name,
+                 m->sparse_labels() ? "integer" : "one-hot", loss_has_sparse_labels ? "integer" : "one-hot");
+  return m;
+}
+
+std::vector<std::string> names() {
+  std::vector<std::string> out;
+  for (auto& e : registry().entries()) out.push_back(e.aliases.empty() ? e.class_name : e.aliases[0]);
+  return out;
+}
+
+std::string name_from_config(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  auto [cls, config] = keras_object::class_and_config(value, "metric");
+  keras_object::StrictConfig c(config, "metric " + cls);
+  c.ignore("dtype");
+  if (cls == "MeanMetricWrapper") {  // tf.keras 2.11+: the function it wraps, by name
+    auto fn = c.string("fn", "");
+    if (!registry().find(fn)) c.fail("fn '" + fn + "' is not supported (" + registry().known(true) + ")");
+  } else if (!registry().find(cls) || cls.empty()) {
+    fail("metric class '{}' is not supported ({})", cls, registry().known());
+  }
+  auto name = c.string("name", cls);
+  c.finish();
+  return name;
+}
+
+json serialize(const Metric& metric, keras_object::Form form) {
+  if (form == keras_object::Form::keras3) return metric.name();
+  return {{"class_name", metric.class_name()}, {"config", {{"name", metric.name()}, {"dtype", "float32"}}}};
+}
+
+}  // namespace systolic::metrics

@@ -1,0 +1,35 @@
+// The registry of Keras's metrics: one entry per class (or per name compile resolves, "accuracy"), defined in the
+// class's own file (src/metrics/<name>.cc) and listed once in src/metrics/registry.cc. compile's names and saving
+// go through it.
+#pragma once
+
+#include <systolic/metrics.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/keras_object.h"
+
+namespace systolic::metrics {
+
+struct Entry {
+  // Keras's class ("SparseCategoricalAccuracy"); empty for a name that compile resolves to a class ("accuracy").
+  std::string class_name;
+  // The other names keras.metrics.get (or compile) takes: "sparse_categorical_accuracy".
+  std::vector<std::string> aliases;
+  // The metric, shown as `name`, for a loss that takes integer labels (true) or not.
+  std::unique_ptr<Metric> (*make)(const std::string& name, bool loss_has_sparse_labels);
+};
+
+// The name compile takes for a metric of a training_config: a name, or a serialized metric ({"class_name",
+// "config": {"name", "dtype"}}; tf.keras 2.11+'s MeanMetricWrapper with "fn"), whose class (or fn) the registry
+// must know; Error naming it otherwise.
+std::string name_from_config(const keras_object::json& value);
+// What a Keras file holds for the metric: in a .h5 the Keras metric object of its class ({"class_name":
+// "SparseCategoricalAccuracy", "config": {"name": "accuracy", "dtype": "float32"}}: tf.keras reads a bare
+// "accuracy" as categorical accuracy whatever the labels, Keras 3 cannot call tf.keras's MeanMetricWrapper
+// form, both read this one right); in a .keras the name, as Keras 3 writes it.
+keras_object::json serialize(const Metric& metric, keras_object::Form form);
+
+}  // namespace systolic::metrics

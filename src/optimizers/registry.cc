@@ -1,0 +1,115 @@
+// The registry of Keras's optimizers: the one list of them (a line per class; the class's file defines its entry),
+// and keras.optimizers get, deserialize and serialize through it, with the base class's arguments.
+#include "optimizers/registry.h"
+
+#include <cctype>
+
+namespace systolic::optimizers {
+
+using keras_object::json;
+
+// X(name): the entry `const Entry& name_entry()` defined in src/optimizers/<name>.cc.
+#define SYSTOLIC_OPTIMIZER_CLASSES(X) \
+  X(adam)                             \
+  X(sgd)                              \
+  X(rmsprop)
+
+#define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
+#define SYSTOLIC_LIST_ENTRY(name) name##_entry(),
+SYSTOLIC_OPTIMIZER_CLASSES(SYSTOLIC_DECLARE_ENTRY)
+
+namespace {
+
+const keras_object::Registry<Entry>& registry() {
+  static const keras_object::Registry<Entry> r("optimizer",
+                                               {SYSTOLIC_OPTIMIZER_CLASSES(SYSTOLIC_LIST_ENTRY)});
+  return r;
+}
+
+// Keras 3 matches optimizer names in any case (keras.optimizers.deserialize lowercases the class name).
+const Entry* find(const std::string& name) {
+  if (auto* e = registry().find(name)) return e;
+  std::string lower = name;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return registry().find(lower);
+}
+
+const Entry& entry_of(const Optimizer& optimizer) {
+  auto* e = registry().find(optimizer.name());
+  if (!e) fail("optimizer '{}' is not in the registry (src/optimizers/registry.cc)", optimizer.name());
+  return *e;
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> get(const std::string& name) {
+  if (!find(name)) registry().at(name);  // Error naming the known ones
+  return deserialize(json(name));
+}
+
+std::vector<std::string> names() {
+  std::vector<std::string> out;
+  for (auto& e : registry().entries()) out.push_back(e.aliases.empty() ? e.class_name : e.aliases[0]);
+  return out;
+}
+
+std::unique_ptr<Optimizer> deserialize(const json& value) {
+  auto [cls, config] = keras_object::class_and_config(value, "optimizer");
+  const Entry* entry = find(cls);
+  if (!entry) fail("optimizer '{}' is not supported ({})", cls, registry().known());
+  keras_object::StrictConfig c(config, "optimizer " + entry->class_name);
+  Schedule schedule;
+  std::optional<double> lr;
+  if (c.has("learning_rate") && c.raw("learning_rate").is_object()) {
+    schedule = schedules::from_config(c.raw("learning_rate"), c.what());
+    lr = (*schedule)(0);
+  } else if (c.has("learning_rate")) {
+    lr = c.number("learning_rate", 0.0);
+  } else if (c.has("lr")) {
+    lr = c.number("lr", 0.0);  // Keras 2.0 wrote "lr"
+  }
+  c.ignore("learning_rate");
+  c.ignore("lr");
+  auto opt = entry->from_config(c, lr);
+  // The base class's other arguments (Keras 3's Optimizer, tf.keras 2.11+'s, the legacy optimizers'), unless the
+  // class took them: those with no effect here, and those systolic does not implement, accepted when off.
+  for (auto* k : {"name", "jit_compile", "is_legacy_optimizer", "ema_momentum", "ema_overwrite_frequency"})
+    c.ignore(k);
+  for (auto* k : {"weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "loss_scale_factor",
+                  "gradient_accumulation_steps"})
+    if (!c.taken(k)) c.off(k);
+  if (!c.taken("use_ema")) c.off("use_ema", false);
+  if (!c.taken("decay")) c.off("decay", 0.0);
+  c.finish();
+  opt->set_learning_rate_schedule(schedule);
+  return opt;
+}
+
+json serialize(const Optimizer& optimizer, keras_object::Form form) {
+  const Entry& e = entry_of(optimizer);
+  json lr = optimizer.learning_rate_schedule() ? schedules::serialize(*optimizer.learning_rate_schedule())
+                                               : json(optimizer.learning_rate());
+  json own = optimizer.get_config();
+  if (form == keras_object::Form::h5) {
+    // The legacy form both tf.keras (its optimizer of this class) and Keras 3 read from a full-model .h5.
+    json config = {{"name", e.class_name}, {"learning_rate", lr}};
+    config.update(own);
+    return {{"class_name", e.class_name}, {"config", config}};
+  }
+  // Keras 3's Optimizer.get_config: the base class's arguments, then the class's.
+  json config = {{"name", e.keras3_name},
+                 {"learning_rate", lr},
+                 {"weight_decay", nullptr},
+                 {"clipnorm", nullptr},
+                 {"global_clipnorm", nullptr},
+                 {"clipvalue", nullptr},
+                 {"use_ema", false},
+                 {"ema_momentum", 0.99},
+                 {"ema_overwrite_frequency", nullptr},
+                 {"loss_scale_factor", nullptr},
+                 {"gradient_accumulation_steps", nullptr}};
+  config.update(own);
+  return keras_object::serialized("keras.optimizers", e.class_name, config);
+}
+
+}  // namespace systolic::optimizers
