@@ -1,7 +1,7 @@
 // The seed, in C++: the Keras notebook that trains a CNN on CIFAR-10 on a TPU, step for step, on the best
 // device present. Each step is headed by the notebook's line it stands for (in Python, as a comment).
 //
-//   cifar10_tpu [--dataset cifar10|fashion_mnist] [--epochs N] [--device auto|cpu|cuda|cuda:I] [--replicas N]
+//   cifar10_tpu [--dataset cifar10|fashion_mnist] [--epochs N] [--device auto|cpu|cuda[:I]|xla:cpu|tpu] [--replicas N]
 //               [--limit N] [--output DIR] [--seed S] [--policy float32|mixed_bfloat16]
 //
 // When CIFAR-10 is neither cached nor downloadable (no network), it says so in one line and runs the same
@@ -121,6 +121,11 @@ sy::distribute::Strategy make_strategy(sy::Device device, int replicas) {
   // The seed's 8 TPU cores: N replicas, each on 1/N of every batch. On the CPU they split the cores; on GPUs
   // they are cuda:0 .. cuda:N-1.
   if (device.is_cpu()) return sy::distribute::MirroredStrategy::cpu(replicas);
+  if (device.is_xla()) {  // the plugin's devices xla:<platform>:0 .. N-1
+    std::vector<sy::Device> devices;
+    for (int i = 0; i < replicas; ++i) devices.push_back(device.with_index(i));
+    return sy::distribute::MirroredStrategy(devices);
+  }
   std::vector<sy::Device> gpus;
   for (int i = 0; i < replicas; ++i) {
     SYSTOLIC_CHECK(sy::device_available(sy::Device::cuda(i)), "--replicas {}: GPU cuda:{} is not available",

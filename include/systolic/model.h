@@ -148,8 +148,9 @@ class Model {
   // [loss, metrics...]
   std::vector<double> evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
   Tensor predict(const Tensor& x, const PredictOptions& options = {});
-  // How the last fit ran its steps on a GPU: "graph" (replayed from a captured CUDA graph), "eager" (why: in
-  // step_mode_reason), or "host" (the CPU, or host-built batches).
+  // How the last fit ran its steps on a GPU or an XLA device: "graph" (replayed from a captured CUDA graph, or run
+  // as one compiled XLA program), "eager" (why: in step_mode_reason), or "host" (the CPU, or host-built batches
+  // on a GPU).
   std::string step_mode() const;
   std::string step_mode_reason() const;
   // Keras's model.stop_training: a callback sets it to end fit after the current batch (fit clears it when

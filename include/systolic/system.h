@@ -43,6 +43,18 @@ struct GpuInfo {
 };
 std::vector<GpuInfo> gpu_info();
 
+// The PJRT plugin that serves an XLA platform (xla:cpu, xla:cuda, xla:tpu; docs/xla.md): loaded at first use from
+// $SYSTOLIC_PJRT_PLUGIN or the known install locations. `available` false: `why` says what is missing or wrong.
+struct XlaPluginInfo {
+  bool available = false;
+  std::string why;
+  std::string path;              // the shared library
+  std::string platform_version;  // the plugin's own ("PJRT C API", a libtpu build)
+  int api_major = 0, api_minor = 0;
+  std::vector<std::string> devices;  // one line per addressable device: "xla:cpu:0 (cpu)"
+};
+XlaPluginInfo xla_plugin_info(XlaPlatform platform);
+
 // Deterministic ops: the same inputs give bit-identical results from run to run, and a step replayed from a CUDA
 // graph gives the eager step's bits (TensorFlow's tf.config.experimental.enable_op_determinism, PyTorch's
 // torch.backends.cudnn.deterministic). Off by default: cuDNN may then pick its fastest convolution algorithms,

@@ -70,6 +70,10 @@ class Tensor {
   double item() const;  // the single value of a one-element tensor
 
   bool shares_storage_with(const Tensor& other) const { return storage_ == other.storage_; }
+  // Whether both start at the same byte of one storage (on any device; an XLA tensor has no address to compare).
+  bool same_start_as(const Tensor& other) const {
+    return storage_ == other.storage_ && offset_ == other.offset_;
+  }
 
  private:
   friend struct TensorInternals;  // src/core/tensor_internals.h

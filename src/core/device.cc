@@ -76,6 +76,27 @@ Device default_device() {
   return device_available(Device::cuda(0)) ? Device::cuda(0) : Device::cpu();
 }
 
+XlaPluginInfo xla_plugin_info(XlaPlatform platform) {
+  XlaPluginInfo out;
+  if (!xla::Runtime::available(platform, &out.why)) return out;
+  try {
+    auto& runtime = xla::Runtime::get(platform);
+    const auto& info = runtime.info();
+    out.available = true;
+    out.path = info.path;
+    out.platform_version = info.platform_version;
+    out.api_major = info.api_major;
+    out.api_minor = info.api_minor;
+    for (int i = 0; i < runtime.device_count(); ++i)
+      out.devices.push_back(Device::xla(platform, i).str() + " (" +
+                            info.device_kinds[static_cast<std::size_t>(i)] + ")");
+  } catch (const std::exception& e) {
+    out = {};
+    out.why = e.what();
+  }
+  return out;
+}
+
 std::vector<GpuInfo> gpu_info() {
 #if SYSTOLIC_HAS_CUDA
   return cuda::gpus();

@@ -1,31 +1,40 @@
-// StepGraph where no CUDA backend is built (CPU only): nothing is captured.
+// StepGraph (step_graph.h): the recorder of the device's kind.
 #include "core/step_graph.h"
-
-#if !SYSTOLIC_HAS_CUDA
 
 #include <systolic/error.h>
 
 namespace systolic {
 
-struct StepGraph::Impl {};
+StepGraph::StepGraph(Device device) : device_(device) {
+  if (device.is_xla())
+    recorder_ = xla_step_recorder(device);
+  else if (!device.is_cpu())
+    recorder_ = cuda_step_recorder(device);
+}
 
-StepGraph::StepGraph(Device device) : device_(device) {}
 StepGraph::~StepGraph() = default;
-bool StepGraph::supported() const {
-  return false;
+
+bool StepGraph::capture(const std::function<void()>& step, std::string& why) {
+  if (!recorder_) {
+    why = device_.is_cpu() ? "graphs need a CUDA or an XLA device" : "this build has no CUDA support";
+    return false;
+  }
+  return recorder_->capture(step, why);
 }
-bool StepGraph::captured() const {
-  return false;
-}
-bool StepGraph::capture(const std::function<void()>&, std::string& why) {
-  why = "this build has no CUDA support";
-  return false;
-}
+
 void StepGraph::replay() {
-  fail("StepGraph::replay: nothing was captured");
+  SYSTOLIC_CHECK(captured(), "StepGraph::replay: nothing was captured");
+  recorder_->replay();
 }
-void StepGraph::reset() {}
+
+void StepGraph::reset() {
+  if (recorder_) recorder_->reset();
+}
+
+#if !SYSTOLIC_HAS_CUDA
+std::unique_ptr<StepRecorder> cuda_step_recorder(Device) {
+  return nullptr;
+}
+#endif
 
 }  // namespace systolic
-
-#endif

@@ -1,13 +1,15 @@
-// StepGraph: a training step recorded once as a CUDA graph and replayed (one launch per step instead of ~100
-// kernel launches, and no gaps between kernels on the GPU). On the CPU, or in a build without CUDA, it just
-// runs the step.
+// StepGraph: a training step recorded once and replayed. On a GPU it is a CUDA graph (one launch per step
+// instead of ~100 kernel launches, and no gaps between kernels on the GPU); on an XLA device it is one XLA program
+// (the step's ops traced into StableHLO, compiled once, executed per step). On the CPU, or for a device whose kind
+// this build lacks, nothing is recorded and the caller runs the step.
 //
-// capture(step) records everything `step` queues on the device's stream; nothing runs while recording, so the
-// caller replays once right after. A capture is refused (returns false, and the caller runs its steps
-// eagerly) when the step allocated or freed device memory while recording (its addresses would be baked into
-// the graph) or a CUDA call failed during recording. Values that vary from step to step must therefore live
-// in device memory (the step counter, the batch's row indices), and every buffer must exist before the
-// capture (a warm-up step).
+// capture(step) records what `step` does on the device; nothing runs while recording, so the caller replays once
+// right after. A capture is refused (returns false, and the caller runs its steps eagerly) when it cannot be
+// recorded: for a CUDA graph, when the step allocated or freed device memory while recording (its addresses would
+// be baked into the graph) or a CUDA call failed during recording; for XLA, when an op has no emitter or the
+// program does not compile. Values that vary from step to step must therefore live in device memory (the step
+// counter, the learning rate, the batch's rows), and for a CUDA graph every buffer must exist before the capture
+// (a warm-up step); an XLA program reads the buffers it uses whenever they were made.
 #pragma once
 
 #include <systolic/device.h>
@@ -18,6 +20,16 @@
 
 namespace systolic {
 
+// What one kind of device records and replays (core/cuda/step_graph.cc, core/xla/step_program.cc).
+class StepRecorder {
+ public:
+  virtual ~StepRecorder() = default;
+  virtual bool captured() const = 0;
+  virtual bool capture(const std::function<void()>& step, std::string& why) = 0;
+  virtual void replay() = 0;
+  virtual void reset() = 0;
+};
+
 class StepGraph {
  public:
   explicit StepGraph(Device device);
@@ -25,18 +37,23 @@ class StepGraph {
   StepGraph(const StepGraph&) = delete;
   StepGraph& operator=(const StepGraph&) = delete;
 
-  // Whether graphs are available for this device (a CUDA device in a CUDA build).
-  bool supported() const;
-  bool captured() const;
+  // Whether steps can be recorded for this device (a CUDA device in a CUDA build, an XLA device).
+  bool supported() const { return recorder_ != nullptr; }
+  // Whether a recording must follow an eager warm-up step that made every buffer (CUDA graphs).
+  bool needs_warm_up() const { return !device_.is_xla(); }
+  bool captured() const { return recorder_ && recorder_->captured(); }
   // Records `step`; on refusal, `why` says what went wrong (for the log) and the graph stays empty.
   bool capture(const std::function<void()>& step, std::string& why);
-  void replay();  // queues the recorded step on the device's stream
+  void replay();  // runs (on a GPU: queues) the recorded step
   void reset();
 
  private:
   Device device_;
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<StepRecorder> recorder_;
 };
+
+// The recorders: null where this build or this device has none.
+std::unique_ptr<StepRecorder> cuda_step_recorder(Device device);
+std::unique_ptr<StepRecorder> xla_step_recorder(Device device);
 
 }  // namespace systolic

@@ -97,6 +97,11 @@ Model to_accelerator(const Model& cpu_model, const distribute::Strategy& strateg
   Model copy = copy_model(cpu_model, devices[0]);
   if (strategy.num_replicas_in_sync() == 1) return copy;  // one replica: the plain model, nothing to sum
 
+  SYSTOLIC_CHECK(
+      !devices[0].is_xla(),
+      "to_accelerator: {} replicas on XLA devices are not supported yet (one SPMD program over the "
+      "plugin's devices is the plan: docs/xla.md); one XLA device runs with OneDeviceStrategy",
+      strategy.num_replicas_in_sync());
   SYSTOLIC_CHECK(!strategy.options().sync_batch_norm || devices[0].is_cpu(),
                  "to_accelerator: synchronised batch norm runs on CPU replicas only (strategy {} has {})",
                  strategy.name(), devices[0].str());

@@ -177,7 +177,7 @@ void ModelState::check_trainable(const char* what) const {
       ++k;
       if (!w.trainable) continue;
       // Another model that shares the layer (a nested model frozen and unfrozen on its own) packed it since.
-      SYSTOLIC_CHECK(w.value.raw_data() == params.view(at, w.value.shape()).raw_data(),
+      SYSTOLIC_CHECK(w.value.same_start_as(params.view(at, w.value.shape())),
                      "{}: the weights of layer '{}' were repacked by another model since model '{}' was "
                      "compiled; compile the model again",
                      what, l->name(), name);

@@ -1,6 +1,8 @@
-// TrainFunction (train_function.h): a training step as five plain calls, and its CUDA graph.
+// TrainFunction (train_function.h): a training step as five plain calls, and its recording (a CUDA graph, an XLA
+// program).
 #include "model/train_function.h"
 
+#include <fmt/format.h>
 #include <systolic/log.h>
 
 #include "distribute/replica_group.h"
@@ -19,7 +21,31 @@ void TrainFunction::step(std::int64_t n) {
   s_.apply_gradients();
 }
 
+void TrainFunction::inference_step(std::int64_t n, bool testing) {
+  auto body = [&] {
+    s_.forward(n, /*training=*/false);
+    if (testing) {
+      s_.compute_loss(n);
+      s_.compute_metrics(n);
+    }
+  };
+  if (!s_.device().is_xla()) return body();
+  auto& program = inference_[{n, testing}];
+  if (!program) {
+    program = std::make_unique<StepGraph>(s_.device());
+    std::string why;
+    if (!program->capture(body, why))
+      log_line(fmt::format("systolic: {} steps of {} samples run op by op, not as one XLA program: {}",
+                           testing ? "test" : "predict", n, why));
+  }
+  if (program->captured())
+    program->replay();
+  else
+    body();
+}
+
 void TrainFunction::invalidate() {
+  inference_.clear();
   if (graph_) graph_->reset();
   graph_batch_ = -1;  // begin_fit makes a new graph, for the model's device
   warm_ = 0;
@@ -35,13 +61,16 @@ void TrainFunction::begin_fit(bool device_batches, bool graphs, std::int64_t ful
   device_batches_ = device_batches;
   full_batch_ = full_batch;
   recordings_ = 0;
-  use_graph_ = device_batches && graphs && graph_->supported() && !refused_;
-  mode_ = device_batches && !s_.device().is_cpu() ? (graph_->captured() && use_graph_ ? "graph" : "eager")
-                                                  : "host";
+  // A CUDA graph reads the batch where ops built it on the device; an XLA program reads the input buffers, which
+  // a host batch is copied into before each step.
+  const bool recordable = device_batches || s_.device().is_xla();
+  use_graph_ = recordable && graphs && graph_->supported() && !refused_;
+  mode_ =
+      recordable && !s_.device().is_cpu() ? (graph_->captured() && use_graph_ ? "graph" : "eager") : "host";
   reason_ = s_.replicas            ? "replicas: batches built on the host and split"
-            : !device_batches      ? "batches built on the host"
+            : !recordable          ? "batches built on the host"
             : !graphs              ? "step graphs turned off (FitOptions::step_graph)"
-            : !graph_->supported() ? "CUDA graphs need a GPU"
+            : !graph_->supported() ? "step graphs need a GPU or an XLA device"
             : refused_             ? reason_
                                    : "";
 }
@@ -59,7 +88,8 @@ void TrainFunction::record(std::int64_t n) {
     use_graph_ = false;
     refused_ = true;
     reason_ = why;
-    log_line("systolic: training steps run without a CUDA graph: " + why);
+    log_line(std::string("systolic: training steps run without ") +
+             (s_.device().is_xla() ? "a compiled XLA program: " : "a CUDA graph: ") + why);
   }
 }
 
@@ -74,7 +104,8 @@ void TrainFunction::operator()(const Batch& batch) {
   // The rate of this step (a schedule's, or one a callback set) goes where the recorded update reads it: a
   // replayed graph runs with it, never recorded again for it.
   s_.optimizer->load_learning_rate();
-  if (replayable && !graph_->captured() && warm_ >= 1) record(n);  // recording runs nothing: replayed below
+  // Recording runs nothing: replayed below. A CUDA graph is recorded after a warm-up step made every buffer.
+  if (replayable && !graph_->captured() && (warm_ >= 1 || !graph_->needs_warm_up())) record(n);
   if (replayable && graph_->captured()) {
     graph_->replay();
   } else {

@@ -4,7 +4,8 @@
 //
 // With batches built on a GPU (EpochIterator::on_device) the step is recorded once as a CUDA graph
 // (StepGraph), after an eager warm-up step has made every buffer, and replayed for every later full batch
-// (the last, partial batch of an epoch runs eagerly). Recording runs nothing, and the recorded calls change
+// (the last, partial batch of an epoch runs eagerly). On an XLA device the first full step is traced into one
+// XLA program, compiled, and run for every full batch, the host's batches copied into the input buffers first. Recording runs nothing, and the recorded calls change
 // nothing on the host: the counter advances after each replay as after an eager step, so no host state has
 // to be put back. A refused recording (the step allocated device memory, a CUDA call failed) is logged once
 // and the steps run eagerly; step_mode and step_mode_reason say how the last fit ran (Model::step_mode).
@@ -16,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -41,6 +43,10 @@ class TrainFunction {
   void operator()(const Batch& batch);
   // One eager step on the n samples in the model's buffers (train_on_batch).
   void run_eagerly(std::int64_t n);
+  // One inference step on the n samples in the model's input buffers (Keras's test_step with `testing`: the
+  // loss and metric sums; its predict_step without: the outputs). On an XLA device it runs as one program per
+  // batch size and kind, traced and compiled at its first use; elsewhere op by op.
+  void inference_step(std::int64_t n, bool testing);
   // The buffers a recorded step points at have moved (ensure_capacity grew them, to(), compile()): the next
   // replayed step is recorded again, after a warm-up step.
   void invalidate();
@@ -58,6 +64,8 @@ class TrainFunction {
 
   ModelState& s_;
   std::unique_ptr<StepGraph> graph_;
+  // The inference programs, by batch size and kind (testing); one that could not be recorded stays empty.
+  std::map<std::pair<std::int64_t, bool>, std::unique_ptr<StepGraph>> inference_;
   std::int64_t graph_batch_ = 0;  // the full batch the graph is for
   bool refused_ = false;          // a recording failed: eager steps until the buffers move
   int recordings_ = 0;

@@ -94,11 +94,8 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, s
     if (end == begin) return;
     ModelState& r = replica(l);
     r.load_batch(xs[l], testing ? &ys[l] : nullptr, range_rows(begin, end));
-    r.forward(end - begin, false);
-    if (testing) {
-      r.compute_loss(end - begin);
-      r.compute_metrics(end - begin);
-    } else {
+    r.train_function.inference_step(end - begin, testing);
+    if (!testing) {
       Tensor rows = out->slice(begin, end);
       rows.copy_from(r.nodes[o].call.output);  // from the device to the host when the model is on a GPU
     }

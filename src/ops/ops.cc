@@ -117,7 +117,7 @@ bool overlap(const Tensor& a, const Tensor& b) {
 }
 // Whether two tensors start at the same byte of one storage.
 bool same_start(const Tensor& a, const Tensor& b) {
-  return a.shares_storage_with(b) && TensorInternals::byte_offset(a) == TensorInternals::byte_offset(b);
+  return a.same_start_as(b);
 }
 
 // The output extent of a window sliding over `in` cells, as TensorFlow computes it: floor((in + pads - span) /

@@ -63,6 +63,12 @@ sy::Shape parse_shape(const std::string& text) {
 
 sy::Device resolve_device(const std::string& text) {
   sy::Device d = text == "auto" ? sy::default_device() : sy::Device::parse(text);
+  if (d.is_xla()) {
+    auto plugin = sy::xla_plugin_info(d.xla_platform());
+    SYSTOLIC_CHECK(plugin.available, "--device {}: not available: {}", text, plugin.why);
+    SYSTOLIC_CHECK(sy::device_available(d), "--device {}: not available (the plugin has {} devices)", text,
+                   plugin.devices.size());
+  }
   SYSTOLIC_CHECK(sy::device_available(d), "--device {}: not available ({}; use cpu)", text,
                  sy::build_info().cuda ? "no such GPU found" : "this build of systolic has no CUDA support");
   return d;
@@ -91,7 +97,7 @@ sy::Model place(const sy::Model& model, sy::Device device, const Common& c) {
   if (c.replicas > 1) {
     std::vector<sy::Device> devices;
     for (int i = 0; i < c.replicas; ++i)
-      devices.push_back(device.is_cpu() ? sy::Device::cpu() : sy::Device::cuda(i));
+      devices.push_back(device.is_cpu() ? sy::Device::cpu() : device.with_index(i));
     for (auto& d : devices)
       SYSTOLIC_CHECK(sy::device_available(d), "--replicas {}: GPU {} is not available ({} GPUs found)",
                      c.replicas, d.str(), sy::gpu_info().size());
@@ -197,7 +203,9 @@ void add_common(CLI::App* app, Common& c, bool with_model = true) {
   app->add_option("--input-shape", c.input_shape, "input shape H,W,C for built-in models");
   app->add_option("--classes-count", c.classes, "number of classes for built-in models")
       ->check(CLI::PositiveNumber);
-  app->add_option("--device", c.device, "auto, cpu, cuda or cuda:I")->capture_default_str();
+  app->add_option("--device", c.device,
+                  "auto, cpu, cuda[:I], xla:cpu|xla:cuda|xla:tpu[:I] or tpu (XLA through PJRT)")
+      ->capture_default_str();
   app->add_option("--policy", c.policy, "dtype policy of built-in models: float32, or mixed_bfloat16")
       ->capture_default_str();
   app->add_option_function<std::uint64_t>(
@@ -665,6 +673,20 @@ int cmd_info() {
   else
     std::printf("GPUs: %zu\n", gpus.size());
   for (auto& g : gpus) std::printf("  %s\n", sy::describe_device(sy::Device::cuda(g.index)).c_str());
+  // The PJRT plugins of the XLA backend (docs/xla.md), one line each, then their devices.
+  for (auto platform : {sy::XlaPlatform::cpu, sy::XlaPlatform::cuda, sy::XlaPlatform::tpu}) {
+    const char* name = platform == sy::XlaPlatform::cpu    ? "cpu"
+                       : platform == sy::XlaPlatform::cuda ? "cuda"
+                                                           : "tpu";
+    auto plugin = sy::xla_plugin_info(platform);
+    if (!plugin.available) {
+      std::printf("XLA %s: none (%s)\n", name, plugin.why.c_str());
+      continue;
+    }
+    std::printf("XLA %s: %s, PJRT API %d.%d, %s, %zu devices\n", name, plugin.path.c_str(), plugin.api_major,
+                plugin.api_minor, plugin.platform_version.c_str(), plugin.devices.size());
+    for (auto& d : plugin.devices) std::printf("  %s\n", d.c_str());
+  }
   std::printf("Build: oneDNN %s, OpenMP, CUDA %s, MPI %s\n", build.onednn_version.c_str(),
               build.cuda ? fmt::format("on (runtime {}, cuDNN {}, cuBLASLt {})", build.cuda_runtime,
                                        build.cudnn_version, build.cublas_version)
