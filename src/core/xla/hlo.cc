@@ -232,6 +232,16 @@ Value Builder::constant(double value, const Type& type) {
             "value = dense<" + literal(value, type.elem) + "> : " + type.str());
 }
 
+Value Builder::constant(const std::vector<double>& values, const Type& type) {
+  SYSTOLIC_CHECK(static_cast<std::int64_t>(values.size()) == type.numel(), "xla: {} values for a constant {}",
+                 values.size(), type.str());
+  Type flat = type.with(std::vector<std::int64_t>{type.numel()});
+  std::string list;
+  for (std::size_t i = 0; i < values.size(); ++i) list += (i ? ", " : "") + literal(values[i], type.elem);
+  return reshape(op("stablehlo.constant", {}, flat, "value = dense<[" + list + "]> : " + flat.str()),
+                 type.dims);
+}
+
 Value Builder::constant_u64(std::uint64_t value, const Type& type) {
   return op("stablehlo.constant", {}, type, fmt::format("value = dense<{}> : {}", value, type.str()));
 }
