@@ -26,6 +26,8 @@ void cast(const Tensor& src, Tensor& dst) {
 const DTypes add_n_dtypes = kFloatsAndBf16;
 void add_n(const std::vector<Tensor>& xs, Tensor& y) {
   traced([&] {
+    // No inputs: the empty sum, zeros (as the CPU's loop gives).
+    if (xs.empty()) return write(y, constant(0.0, Type{compute_elem(y.dtype()), y.shape().dims()}));
     E total = read(xs[0]);
     for (std::size_t i = 1; i < xs.size(); ++i) total = total + reshape(read(xs[i]), total.dims());
     write(y, total);
