@@ -116,13 +116,14 @@ std::string literal(double value, Elem elem) {
     }
     case Elem::i1:
       return value != 0 ? "true" : "false";
+    // Integers round to nearest, as Tensor::fill rounds (value_as, core/dtype_dispatch.h).
     case Elem::u8:
     case Elem::u32:
     case Elem::u64:
-      return fmt::format("{}", static_cast<std::uint64_t>(value));
+      return fmt::format("{}", static_cast<std::uint64_t>(std::nearbyint(value)));
     case Elem::i32:
     case Elem::i64:
-      return fmt::format("{}", static_cast<std::int64_t>(value));
+      return fmt::format("{}", static_cast<std::int64_t>(std::nearbyint(value)));
   }
   return "0";
 }
