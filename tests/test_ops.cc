@@ -26,11 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "gpu_test_util.h"
 #include "core/xla/trace.h"
-#include "xla_test_util.h"
+#include "gpu_test_util.h"
 #include "ops/cpu/onednn.h"
 #include "test_util.h"
+#include "xla_test_util.h"
 
 namespace systolic::ops {
 namespace {
@@ -1298,10 +1298,11 @@ TEST_P(XlaOps, MatchTheCpu) {
   SYSTOLIC_REQUIRE_XLA();
   Op op = GetParam();
   auto before = systolic::xla::compile_stats();
-  EXPECT_GT(check_op(op, cases().at(op), systolic::testing::xla_cpu()), 0) << op_name(op) << " ran no case on XLA";
+  EXPECT_GT(check_op(op, cases().at(op), systolic::testing::xla_cpu()), 0)
+      << op_name(op) << " ran no case on XLA";
   auto after = systolic::xla::compile_stats();
-  std::printf("%s: %lld XLA programs compiled in %.2f s\n", op_name(op), (long long)(after.compiles - before.compiles),
-              after.seconds - before.seconds);
+  std::printf("%s: %lld XLA programs compiled in %.2f s\n", std::string(op_name(op)).c_str(),
+              (long long)(after.compiles - before.compiles), after.seconds - before.seconds);
 }
 
 std::string param_name(const ::testing::TestParamInfo<Op>& info) {

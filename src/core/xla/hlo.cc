@@ -116,13 +116,14 @@ std::string literal(double value, Elem elem) {
     }
     case Elem::i1:
       return value != 0 ? "true" : "false";
+    // Integers round to nearest, as Tensor::fill rounds (value_as, core/dtype_dispatch.h).
     case Elem::u8:
     case Elem::u32:
     case Elem::u64:
-      return fmt::format("{}", static_cast<std::uint64_t>(value));
+      return fmt::format("{}", static_cast<std::uint64_t>(std::nearbyint(value)));
     case Elem::i32:
     case Elem::i64:
-      return fmt::format("{}", static_cast<std::int64_t>(value));
+      return fmt::format("{}", static_cast<std::int64_t>(std::nearbyint(value)));
   }
   return "0";
 }
@@ -230,6 +231,16 @@ std::string Builder::binary_region(const std::string& op, Elem elem) {
 Value Builder::constant(double value, const Type& type) {
   return op("stablehlo.constant", {}, type,
             "value = dense<" + literal(value, type.elem) + "> : " + type.str());
+}
+
+Value Builder::constant(const std::vector<double>& values, const Type& type) {
+  SYSTOLIC_CHECK(static_cast<std::int64_t>(values.size()) == type.numel(), "xla: {} values for a constant {}",
+                 values.size(), type.str());
+  Type flat = type.with(std::vector<std::int64_t>{type.numel()});
+  std::string list;
+  for (std::size_t i = 0; i < values.size(); ++i) list += (i ? ", " : "") + literal(values[i], type.elem);
+  return reshape(op("stablehlo.constant", {}, flat, "value = dense<[" + list + "]> : " + flat.str()),
+                 type.dims);
 }
 
 Value Builder::constant_u64(std::uint64_t value, const Type& type) {

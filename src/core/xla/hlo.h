@@ -63,6 +63,8 @@ class Builder {
   // ---- common ops ----
   Value constant(double value, const Type& type);  // every element `value` (rounded to the element type)
   Value constant_u64(std::uint64_t value, const Type& type);
+  // The values, row-major, as a tensor of `type` (a 1-D literal reshaped: weights and indices known when tracing).
+  Value constant(const std::vector<double>& values, const Type& type);
   Value iota(const Type& type, int dimension);
   Value unary(const std::string& op, const Value& a);  // "stablehlo.exponential", ...
   Value binary(const std::string& op, const Value& a, const Value& b);
@@ -73,6 +75,15 @@ class Builder {
   Value max(const Value& a, const Value& b) { return binary("stablehlo.maximum", a, b); }
   Value min(const Value& a, const Value& b) { return binary("stablehlo.minimum", a, b); }
   Value neg(const Value& a) { return unary("stablehlo.negate", a); }
+  // Bitwise ops of integers (the counter-based random streams' words; and, or, xor also of predicates) and logical
+  // shifts (b holds the shift counts, of a's type).
+  Value bit_and(const Value& a, const Value& b) { return binary("stablehlo.and", a, b); }
+  Value bit_or(const Value& a, const Value& b) { return binary("stablehlo.or", a, b); }
+  Value bit_xor(const Value& a, const Value& b) { return binary("stablehlo.xor", a, b); }
+  Value shift_left(const Value& a, const Value& b) { return binary("stablehlo.shift_left", a, b); }
+  Value shift_right_logical(const Value& a, const Value& b) {
+    return binary("stablehlo.shift_right_logical", a, b);
+  }
   // a op scalar: the scalar broadcast to a's type.
   Value scalar(double value, const Value& like) { return constant(value, like.type); }
   Value compare(const Value& a, const Value& b, Compare direction);

@@ -3,6 +3,7 @@
 
 #include "ops/concat_layout.h"
 #include "ops/xla/emit.h"
+#include "ops/xla/philox.h"
 #include "ops/xla/xla_backend.h"
 
 namespace systolic::ops::xla {
@@ -25,6 +26,8 @@ void cast(const Tensor& src, Tensor& dst) {
 const DTypes add_n_dtypes = kFloatsAndBf16;
 void add_n(const std::vector<Tensor>& xs, Tensor& y) {
   traced([&] {
+    // No inputs: the empty sum, zeros (as the CPU's loop gives).
+    if (xs.empty()) return write(y, constant(0.0, Type{compute_elem(y.dtype()), y.shape().dims()}));
     E total = read(xs[0]);
     for (std::size_t i = 1; i < xs.size(); ++i) total = total + reshape(read(xs[i]), total.dims());
     write(y, total);
@@ -118,14 +121,36 @@ void concat_backward(const Tensor& dy, std::vector<Tensor>& dxs, int axis) {
   });
 }
 
-const DTypes dropout_forward_dtypes{};
-void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
-  fail("xla: dropout_forward is not emitted yet");
+namespace {
+
+// Inverted dropout as the CPU's dropout_apply (ops/cpu/elementwise.cc): element i keeps v[i] * scale when word
+// i % 4 of random4(key, i / 4), as (word >> 8) >= rate * 2^24 in float32, holds; else +0 (NaN included). scale is
+// 1/(1-rate) in the compute type (float32 for bfloat16, rounded once when written), so the float32 result is the
+// CPU's bit for bit.
+void dropout_apply(const Tensor& in, const Tensor& out, double rate, std::uint64_t seed, const Tensor& step) {
+  E v = read(in);
+  const std::int64_t n = in.numel(), groups = (n + 3) / 4;
+  philox::Words w = philox::random4(philox::dropout_key(seed, step), groups);
+  std::vector<Value> parts;
+  for (const E& word : w) parts.push_back(reshape(word, {groups, 1}).v);
+  E words = reshape(E(hlo().concatenate(parts, 1)), {4 * groups});
+  words = hlo().slice(words.v, {0}, {n});
+  const float threshold = static_cast<float>(rate) * 16777216.0f;
+  E keep = convert(shift_right(words, 8), Elem::f32) >= static_cast<double>(threshold);
+  E flat = reshape(v, {n});
+  write(out, where(keep, flat * (1.0 / (1.0 - rate)), 0.0));
 }
 
-const DTypes dropout_backward_dtypes{};
+}  // namespace
+
+const DTypes dropout_forward_dtypes = kFloatsAndBf16;
+void dropout_forward(const Tensor& x, Tensor& y, double rate, std::uint64_t seed, const Tensor& step) {
+  traced([&] { dropout_apply(x, y, rate, seed, step); });
+}
+
+const DTypes dropout_backward_dtypes = kFloatsAndBf16;
 void dropout_backward(const Tensor& dy, Tensor& dx, double rate, std::uint64_t seed, const Tensor& step) {
-  fail("xla: dropout_backward is not emitted yet");
+  traced([&] { dropout_apply(dy, dx, rate, seed, step); });
 }
 
 }  // namespace systolic::ops::xla

@@ -27,6 +27,10 @@ E constant(double value, const Type& type) {
   return hlo().constant(value, type);
 }
 
+E constant(const std::vector<double>& values, const Type& type) {
+  return hlo().constant(values, type);
+}
+
 E operator+(const E& a, const E& b) {
   return bin("stablehlo.add", a, b);
 }
@@ -104,6 +108,25 @@ E operator||(const E& a, const E& b) {
 }
 E operator!(const E& a) {
   return un("stablehlo.not", a);
+}
+
+E operator&(const E& a, const E& b) {
+  return bin("stablehlo.and", a, b);
+}
+E operator|(const E& a, const E& b) {
+  return bin("stablehlo.or", a, b);
+}
+E operator^(const E& a, const E& b) {
+  return bin("stablehlo.xor", a, b);
+}
+E shift_left(const E& a, int bits) {
+  return hlo().shift_left(a.v, uconstant(static_cast<std::uint64_t>(bits), a.type()).v);
+}
+E shift_right(const E& a, int bits) {
+  return hlo().shift_right_logical(a.v, uconstant(static_cast<std::uint64_t>(bits), a.type()).v);
+}
+E uconstant(std::uint64_t value, const Type& type) {
+  return hlo().constant_u64(value, type);
 }
 
 E where(const E& predicate, const E& on_true, const E& on_false) {

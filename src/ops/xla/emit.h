@@ -52,6 +52,7 @@ struct E {
 };
 
 E constant(double value, const Type& type);
+E constant(const std::vector<double>& values, const Type& type);  // row-major
 inline E like(double value, const E& x) {
   return constant(value, x.type());
 }
@@ -83,6 +84,18 @@ E eq(const E& a, double b);
 E operator&&(const E& a, const E& b);  // of predicates
 E operator||(const E& a, const E& b);
 E operator!(const E& a);
+
+// Bitwise ops of integers (unsigned words: ui32, ui64) and logical shifts by a count of bits; integer constants
+// exact to 64 bits (constant() takes a double, exact to 53).
+E operator&(const E& a, const E& b);
+E operator|(const E& a, const E& b);
+E operator^(const E& a, const E& b);
+E shift_left(const E& a, int bits);
+E shift_right(const E& a, int bits);  // logical
+E uconstant(std::uint64_t value, const Type& type);
+inline E ulike(std::uint64_t value, const E& x) {
+  return uconstant(value, x.type());
+}
 
 E where(const E& predicate, const E& on_true, const E& on_false);
 E where(const E& predicate, const E& on_true, double on_false);
