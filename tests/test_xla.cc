@@ -49,7 +49,9 @@ TEST(XlaTraining, SgdStepsOfASmallModelMatchTheCpu) {
     FitOptions o{.batch_size = 8, .epochs = 2, .verbose = 0, .shuffle = false};
     *history = m.fit(d.x, d.y, o);
     EXPECT_EQ(m.optimizer().iterations(), 8);
-    if (device.is_xla()) EXPECT_EQ(m.step_mode(), "graph") << m.step_mode_reason();
+    if (device.is_xla()) {
+      EXPECT_EQ(m.step_mode(), "graph") << m.step_mode_reason();
+    }
     return m.get_weights();
   };
   History on_cpu, on_xla;
@@ -70,4 +72,67 @@ TEST(XlaTraining, SgdStepsOfASmallModelMatchTheCpu) {
     for (int e = 0; e < 2; ++e)
       EXPECT_NEAR(on_cpu.history.at(key)[e], on_xla.history.at(key)[e], 1e-5) << key << " epoch " << e;
   }
+}
+
+// The check: 3 SGD steps of the seed CNN (conv, batch norm, pooling, dropout) on xla:cpu give the oneDNN
+// backend's weights within 1e-4: the same initial weights, the same batches, the same dropout masks (Philox,
+// written in the program's integer ops, keyed by the step counter the program reads).
+TEST(XlaTraining, ThreeSgdStepsOfTheSeedCnnMatchOneDnn) {
+  SYSTOLIC_REQUIRE_XLA();
+  const std::int64_t n = 48;
+  Tensor x = systolic::testing::random_tensor({n, 32, 32, 3}, 5, DType::float32, 0.0, 1.0);
+  Tensor y({n}, DType::int32);
+  for (std::int64_t i = 0; i < n; ++i)
+    y.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 3 + 1) % 10);
+  auto train = [&](Device device) {
+    clear_session();
+    set_random_seed(7);
+    Model cpu_model = models::seed_cnn({32, 32, 3}, 10);
+    cpu_model.compile(optimizers::SGD(0.01), "sparse_categorical_crossentropy", {"accuracy"});
+    Model m = to_accelerator(cpu_model, distribute::OneDeviceStrategy(device));
+    History h = m.fit(x, y, {.batch_size = 16, .epochs = 1, .verbose = 0, .shuffle = false});
+    EXPECT_EQ(m.optimizer().iterations(), 3);
+    if (device.is_xla()) {
+      EXPECT_EQ(m.step_mode(), "graph") << m.step_mode_reason();
+    }
+    return std::make_pair(m.get_weights(), h.history.at("loss")[0]);
+  };
+  auto [w_cpu, loss_cpu] = train(Device::cpu());
+  auto [w_xla, loss_xla] = train(xla_cpu());
+  ASSERT_EQ(w_cpu.size(), w_xla.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < w_cpu.size(); ++i)
+    worst = std::max(worst, largest_difference(w_cpu[i].to_doubles(), w_xla[i].to_doubles()));
+  std::printf("seed CNN, 3 SGD steps: largest weight difference xla:cpu vs oneDNN %g, loss %.7f vs %.7f\n",
+              worst, loss_xla, loss_cpu);
+  EXPECT_LT(worst, 1e-4);
+  EXPECT_NEAR(loss_cpu, loss_xla, 1e-5);
+}
+
+// evaluate and predict run as programs of their own, one per batch size (the last, smaller batch is another):
+// they give the CPU's losses, metrics and outputs.
+TEST(XlaInference, EvaluateAndPredictMatchTheCpu) {
+  SYSTOLIC_REQUIRE_XLA();
+  Data d = small_data(21);  // batches of 8, 8 and 5
+  clear_session();
+  Model cpu_model = systolic::testing::small_model(2);
+  cpu_model.compile(optimizers::Adam(), "sparse_categorical_crossentropy", {"accuracy"});
+  Model m = to_accelerator(cpu_model, distribute::OneDeviceStrategy(xla_cpu()));
+  auto before = xla::compile_stats();
+  auto on_xla = m.evaluate(d.x, d.y, {.batch_size = 8, .verbose = 0});
+  auto again = m.evaluate(d.x, d.y, {.batch_size = 8, .verbose = 0});
+  auto mid = xla::compile_stats();
+  auto on_cpu = cpu_model.evaluate(d.x, d.y, {.batch_size = 8, .verbose = 0});
+  ASSERT_EQ(on_xla.size(), on_cpu.size());
+  for (std::size_t i = 0; i < on_cpu.size(); ++i) {
+    EXPECT_NEAR(on_xla[i], on_cpu[i], 1e-5) << i;
+    EXPECT_EQ(on_xla[i], again[i]) << i;
+  }
+  Tensor p_xla = m.predict(d.x, {.batch_size = 8, .verbose = 0});
+  Tensor p_cpu = cpu_model.predict(d.x, {.batch_size = 8, .verbose = 0});
+  EXPECT_LT(largest_difference(p_xla.to_doubles(), p_cpu.to_doubles()), 1e-5);
+  auto after = xla::compile_stats();
+  std::printf("evaluate twice: %lld programs compiled; predict: %lld\n",
+              static_cast<long long>(mid.compiles - before.compiles),
+              static_cast<long long>(after.compiles - mid.compiles));
 }

@@ -22,10 +22,10 @@ inline std::string xla_unavailable() {
 }
 
 // Skips the test (GoogleTest's SKIPPED, which CTest reports as "Not Run (Skipped)") without the XLA CPU plugin.
-#define SYSTOLIC_REQUIRE_XLA()                                                                        \
-  do {                                                                                                \
-    std::string why_not = ::systolic::testing::xla_unavailable();                                     \
-    if (!why_not.empty()) GTEST_SKIP() << "XLA test not run: " << why_not;                            \
+#define SYSTOLIC_REQUIRE_XLA()                                             \
+  do {                                                                     \
+    std::string why_not = ::systolic::testing::xla_unavailable();          \
+    if (!why_not.empty()) GTEST_SKIP() << "XLA test not run: " << why_not; \
   } while (0)
 
 }  // namespace systolic::testing

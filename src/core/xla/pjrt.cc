@@ -25,15 +25,26 @@ namespace fs = std::filesystem;
 
 // The functions this host calls; a plugin of an older minor version whose function table ends before one of them
 // is refused by name.
-#define SYSTOLIC_PJRT_FUNCTIONS(X)                                                                         \
-  X(PJRT_Error_Destroy)                                                                                    \
-  X(PJRT_Error_Message)                                                                                    \
-  X(PJRT_Plugin_Initialize)                                                                                \
-  X(PJRT_Event_Destroy) X(PJRT_Event_Await) X(PJRT_Client_Create) X(PJRT_Client_PlatformName)              \
-      X(PJRT_Client_PlatformVersion) X(PJRT_Client_AddressableDevices) X(PJRT_Client_Compile)              \
-          X(PJRT_Client_BufferFromHostBuffer) X(PJRT_DeviceDescription_Kind) X(PJRT_Device_GetDescription) \
-              X(PJRT_LoadedExecutable_Destroy) X(PJRT_LoadedExecutable_Execute) X(PJRT_Buffer_Destroy)     \
-                  X(PJRT_Buffer_ToHostBuffer)
+// clang-format off
+#define SYSTOLIC_PJRT_FUNCTIONS(X) \
+  X(PJRT_Error_Destroy) \
+  X(PJRT_Error_Message) \
+  X(PJRT_Plugin_Initialize) \
+  X(PJRT_Event_Destroy) \
+  X(PJRT_Event_Await) \
+  X(PJRT_Client_Create) \
+  X(PJRT_Client_PlatformName) \
+  X(PJRT_Client_PlatformVersion) \
+  X(PJRT_Client_AddressableDevices) \
+  X(PJRT_Client_Compile) \
+  X(PJRT_Client_BufferFromHostBuffer) \
+  X(PJRT_DeviceDescription_Kind) \
+  X(PJRT_Device_GetDescription) \
+  X(PJRT_LoadedExecutable_Destroy) \
+  X(PJRT_LoadedExecutable_Execute) \
+  X(PJRT_Buffer_Destroy) \
+  X(PJRT_Buffer_ToHostBuffer)
+// clang-format on
 
 template <class T>
 T make_args(std::size_t size) {

@@ -64,7 +64,8 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
     const auto& gd = g.dims();  // N, OH, OW, F
     const std::int64_t KH = w.dim(0), KW = w.dim(1), G = p.groups;
     const std::int64_t s[2] = {p.stride_h, p.stride_w}, dil[2] = {p.dilation_h, p.dilation_w};
-    const std::int64_t lo[2] = {p.pad_top, p.pad_left}, hi[2] = {p.pad_bottom, p.pad_right}, K[2] = {KH, KW};
+    const std::int64_t lo[2] = {p.pad_top, p.pad_left},
+                       K[2] = {KH, KW};  // the high pads follow from the extents
     const std::int64_t out_sp[2] = {gd[1], gd[2]};
     std::vector<std::int64_t> in_dims = dx.defined() ? dx.shape().dims() : x.shape().dims();
     const std::int64_t in_sp[2] = {in_dims[1], in_dims[2]};
