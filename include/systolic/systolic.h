@@ -27,3 +27,4 @@
 #include <systolic/system.h>
 #include <systolic/tensor.h>
 #include <systolic/version.h>
+#include <systolic/xla.h>

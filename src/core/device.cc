@@ -1,6 +1,7 @@
 #include <systolic/device.h>
 #include <systolic/error.h>
 #include <systolic/system.h>
+#include <systolic/xla.h>
 
 #if SYSTOLIC_HAS_CUDA
 #include "core/cuda/runtime.h"
@@ -9,6 +10,7 @@
 #include <charconv>
 
 #include "core/xla/pjrt.h"
+#include "core/xla/trace.h"
 
 namespace systolic {
 
@@ -74,6 +76,11 @@ bool device_available(Device device) {
 
 Device default_device() {
   return device_available(Device::cuda(0)) ? Device::cuda(0) : Device::cpu();
+}
+
+XlaCompileStats xla_compile_stats() {
+  auto s = xla::compile_stats();
+  return {.programs = s.compiles, .cache_hits = s.hits, .seconds = s.seconds};
 }
 
 XlaPluginInfo xla_plugin_info(XlaPlatform platform) {
