@@ -226,6 +226,10 @@ bool Runtime::available(Platform p, std::string* why) {
 
 Runtime::Runtime(Platform p) : platform_(p) {
   info_.path = find_plugin(p);
+  // XLA's plugins log INFO lines to stderr on every client they make ("cpu_device_count set via create_options",
+  // absl's "All log messages before absl::InitializeLog()"): keep their warnings and errors only, unless the user
+  // set the level (TensorFlow's variable, which XLA reads).
+  ::setenv("TF_CPP_MIN_LOG_LEVEL", "1", /*overwrite=*/0);
   void* handle = ::dlopen(info_.path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) fail("xla: {}: cannot load the PJRT plugin: {}", info_.path, ::dlerror());
   using GetApi = const PJRT_Api* (*)();
