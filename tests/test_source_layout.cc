@@ -1,6 +1,7 @@
 // Rules of the source tree that no compiler checks, read from the sources (SYSTOLIC_SOURCE_DIR):
 // - every op of the list SYSTOLIC_OPS (include/systolic/ops.h) is defined in the file of the same family on each
-//   backend: src/ops/cpu/<family>.cc and src/ops/cuda/<family>.cu or .cc (docs/architecture.md, "Adding an op").
+//   backend: src/ops/cpu/<family>.cc, src/ops/cuda/<family>.cu or .cc and src/ops/xla/<family>.cc
+//   (docs/architecture.md, "Adding an op").
 //   An op's definition is its `const DTypes <name>_dtypes` at the start of a line, which the backend's file of the
 //   op holds (helper files such as onednn_conv.cc or dnn_kernels.cu define no op entry);
 // - layers and the model reach the backends through the op entry points only: no file of src/layers or src/model
@@ -69,7 +70,7 @@ std::string family_of(const std::string& file) {
 TEST(SourceLayout, EveryOpIsDefinedInTheSameFamilyOnEveryBackend) {
   const std::vector<std::string> ops = op_list();
   ASSERT_GE(ops.size(), 50u) << "the list SYSTOLIC_OPS was not found in include/systolic/ops.h";
-  const auto cpu = definitions("cpu"), cuda = definitions("cuda");
+  const auto cpu = definitions("cpu"), cuda = definitions("cuda"), xla = definitions("xla");
   for (const std::string& op : ops) {
     auto only = [&](const std::map<std::string, std::vector<std::string>>& defs, const std::string& backend) {
       auto it = defs.find(op);
@@ -85,13 +86,16 @@ TEST(SourceLayout, EveryOpIsDefinedInTheSameFamilyOnEveryBackend) {
       }
       return it->second.front();
     };
-    const std::string c = only(cpu, "cpu"), g = only(cuda, "cuda");
-    if (c.empty() || g.empty()) continue;
-    EXPECT_EQ(family_of(c), family_of(g)) << "op " << op << " is defined in " << c << " and " << g
-                                          << ": the family files must have the same name";
+    const std::string c = only(cpu, "cpu"), g = only(cuda, "cuda"), x = only(xla, "xla");
+    if (!c.empty() && !g.empty())
+      EXPECT_EQ(family_of(c), family_of(g)) << "op " << op << " is defined in " << c << " and " << g
+                                            << ": the family files must have the same name";
+    if (!c.empty() && !x.empty())
+      EXPECT_EQ(family_of(c), family_of(x)) << "op " << op << " is defined in " << c << " and " << x
+                                            << ": the family files must have the same name";
   }
   // Nothing but the list's ops has an entry.
-  for (const auto* defs : {&cpu, &cuda})
+  for (const auto* defs : {&cpu, &cuda, &xla})
     for (const auto& [name, files] : *defs)
       EXPECT_NE(std::find(ops.begin(), ops.end(), name), ops.end())
           << files.front() << " defines " << name << "_dtypes, which is no op of SYSTOLIC_OPS";
