@@ -13,6 +13,7 @@
 #pragma once
 
 #include <systolic/device.h>
+#include <systolic/tensor.h>
 
 #include <functional>
 #include <memory>
@@ -51,6 +52,10 @@ class StepGraph {
   Device device_;
   std::unique_ptr<StepRecorder> recorder_;
 };
+
+// Marks a buffer whose contents need not outlive a recorded step (a layer's activations and gradients): an XLA
+// step program then does not return it. No effect on other devices.
+void mark_step_scratch(const Tensor& t);
 
 // The recorders: null where this build or this device has none.
 std::unique_ptr<StepRecorder> cuda_step_recorder(Device device);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/step_graph.h"
 #include "distribute/replica_group.h"
 #include "model/model_state.h"
 
@@ -217,6 +218,14 @@ void ModelState::ensure_capacity(std::int64_t n) {
       e.cast_in[k] = cast ? Tensor(p.node->shape.with_batch(n), e.dtype, d) : Tensor();
       e.cast_grad[k] = Tensor();
     }
+  }
+  // Activations and gradients live within a step: a recorded XLA step need not return them (the output's values
+  // stay: predict reads them).
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    NodeExec& e = nodes[i];
+    if (!e.is_input && static_cast<int>(i) != output_node()) mark_step_scratch(e.out_buf);
+    mark_step_scratch(e.grad_buf);
+    for (auto& c : e.cast_in) mark_step_scratch(c);
   }
   x_buf = nodes[input_node()].out_buf;
   const NodeExec& o = nodes[output_node()];

@@ -20,6 +20,7 @@ class XlaStep : public StepRecorder {
     reset();
     try {
       xla::Trace trace;
+      trace.drop_scratch_results();
       step();
       program_ = trace.finish();
     } catch (const std::exception& e) {
@@ -40,6 +41,10 @@ class XlaStep : public StepRecorder {
 };
 
 }  // namespace
+
+void mark_step_scratch(const Tensor& t) {
+  if (t.defined() && t.device().is_xla()) xla::array_of(t).array->set_scratch(true);
+}
 
 std::unique_ptr<StepRecorder> xla_step_recorder(Device device) {
   if (!device.is_xla()) return nullptr;

@@ -215,10 +215,11 @@ std::shared_ptr<Recorded> Trace::finish() {
   rec->replicas_ = replicas_;
   rec->args_ = args_;
   rec->constants_ = constants_;
-  // Results: the arrays written and still alive, in the order of their first write.
+  // Results: the arrays written and still alive, in the order of their first write (for a whole step, not the
+  // scratch ones).
   std::vector<std::pair<std::int64_t, Array*>> written;
   for (auto& [array, st] : states_)
-    if (st.written) written.emplace_back(st.order, array);
+    if (st.written && !(drop_scratch_ && array->scratch())) written.emplace_back(st.order, array);
   std::sort(written.begin(), written.end());
   std::vector<std::string> result_values;
   for (auto& [order, array] : written) {

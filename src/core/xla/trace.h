@@ -49,6 +49,12 @@ class Array : public std::enable_shared_from_this<Array> {
   void set_buffer(std::shared_ptr<Buffer> buffer) { buffer_ = std::move(buffer); }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
 
+  // Whether the array's value matters only inside the program that writes it (a layer's activations and gradients
+  // in a recorded step): a program traced with Trace::drop_scratch_results does not return it, so XLA need not
+  // write it out, and the array keeps its old buffer. Ops traced alone always return what they write.
+  bool scratch() const { return scratch_; }
+  void set_scratch(bool scratch) { scratch_ = scratch; }
+
   // Host copies of `bytes` at `byte_offset` (outside a trace, or of an array the current trace has not written).
   void read_bytes(std::size_t byte_offset, void* dst, std::size_t bytes);
   void write_bytes(std::size_t byte_offset, const void* src, std::size_t bytes);
@@ -60,6 +66,7 @@ class Array : public std::enable_shared_from_this<Array> {
   DType dtype_;
   std::int64_t numel_;
   std::shared_ptr<Buffer> buffer_;
+  bool scratch_ = false;
   Trace* trace_ = nullptr;  // the trace that holds a value of this array
 };
 
@@ -117,6 +124,9 @@ class Trace {
   // Whether the trace has written the array (its buffer is then not its value).
   bool wrote(const Array& array) const;
 
+  // The program leaves out of its results the scratch arrays it wrote (Array::scratch): for a whole step.
+  void drop_scratch_results() { drop_scratch_ = true; }
+
   // The program (compiled: text -> executable, cached per process). The trace is then empty.
   std::shared_ptr<Recorded> finish();
 
@@ -141,6 +151,7 @@ class Trace {
   std::vector<std::shared_ptr<Array>> constants_;
   std::int64_t writes_ = 0;
   bool placed_ = false;
+  bool drop_scratch_ = false;
   Platform platform_ = Platform::cpu;
   int device_ = 0;
 };
