@@ -136,3 +136,98 @@ TEST(XlaInference, EvaluateAndPredictMatchTheCpu) {
               static_cast<long long>(mid.compiles - before.compiles),
               static_cast<long long>(after.compiles - mid.compiles));
 }
+
+namespace {
+
+// A small convolutional model with batch normalisation (and, with `dropout`, a Dropout layer) for the replica
+// tests: input (8, 8, 3), 5 classes.
+Model replica_model(bool dropout) {
+  namespace L = layers;
+  set_random_seed(3);
+  auto in = L::Input({8, 8, 3});
+  auto x = L::Conv2D(4, {3, 3}, {.padding = "same"})(in);
+  x = L::BatchNormalization()(x);
+  x = L::Activation("relu")(x);
+  x = L::MaxPooling2D()(x);
+  x = L::Flatten()(x);
+  if (dropout) x = L::Dropout(0.3)(x);
+  auto out = L::Dense(5, {.activation = "softmax"})(x);
+  return Model(in, out);
+}
+
+struct Trained {
+  std::vector<Tensor> weights;  // on the host
+  History history;
+  std::string step_mode;
+};
+
+// fit on (x, y) under `strategy`: batches of `batch`, 2 epochs, no shuffling, SGD with momentum.
+Trained train_replicas(bool dropout, const distribute::Strategy& strategy, const Tensor& x, const Tensor& y,
+                       std::int64_t batch) {
+  clear_session();
+  Model cpu_model = replica_model(dropout);
+  cpu_model.compile(optimizers::SGD(0.05, 0.9), "sparse_categorical_crossentropy", {"accuracy"});
+  Model m = to_accelerator(cpu_model, strategy);
+  Trained t;
+  t.history = m.fit(x, y, {.batch_size = batch, .epochs = 2, .verbose = 0, .shuffle = false});
+  t.step_mode = m.step_mode();
+  for (auto& w : m.get_weights()) t.weights.push_back(w.to(Device::cpu()));
+  return t;
+}
+
+void expect_same_training(const Trained& a, const Trained& b, const char* what) {
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < a.weights.size(); ++i)
+    worst = std::max(worst, largest_difference(a.weights[i].to_doubles(), b.weights[i].to_doubles()));
+  std::printf("%s: largest difference of the weights (moving statistics included) %g\n", what, worst);
+  EXPECT_LT(worst, 1e-4) << what;
+  for (int e = 0; e < 2; ++e)
+    EXPECT_NEAR(a.history.history.at("loss")[e], b.history.history.at("loss")[e], 1e-5)
+        << what << " epoch " << e;
+}
+
+std::vector<Device> xla_devices(int n) {
+  std::vector<Device> d;
+  for (int i = 0; i < n; ++i) d.push_back(xla_cpu(i));
+  return d;
+}
+
+Data replica_data(std::int64_t n) {
+  Data d{systolic::testing::random_tensor({n, 8, 8, 3}, 21), Tensor({n}, DType::int32)};
+  for (std::int64_t i = 0; i < n; ++i)
+    d.y.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 5 + 2) % 5);
+  return d;
+}
+
+}  // namespace
+
+// The check: 8 replicas on xla:cpu with synchronised batch norm (one SPMD program: the gradients and the
+// batch statistics summed by all_reduce inside it) train as 1 replica does on the whole batch, within 1e-4. Each
+// epoch has 2 full batches of 64 (8 per replica: the program) and a last one of 12, whose shards differ in size (1
+// or 2 rows: op by op, the sums through the host).
+TEST(XlaReplicas, EightReplicasWithSynchronisedBatchNormEqualOneReplica) {
+  SYSTOLIC_REQUIRE_XLA();
+  Data d = replica_data(140);
+  auto before = xla::compile_stats();
+  Trained one = train_replicas(false, distribute::OneDeviceStrategy(xla_cpu()), d.x, d.y, 64);
+  Trained eight = train_replicas(
+      false, distribute::MirroredStrategy(xla_devices(8), {.sync_batch_norm = true}), d.x, d.y, 64);
+  auto after = xla::compile_stats();
+  std::printf("XLA programs compiled: %lld in %.2f s\n",
+              static_cast<long long>(after.compiles - before.compiles), after.seconds - before.seconds);
+  EXPECT_EQ(eight.step_mode, "graph");
+  expect_same_training(one, eight, "8 xla:cpu replicas with synchronised batch norm vs 1");
+}
+
+// Without synchronised batch norm each replica normalises its own shard and draws its own dropout masks (the seed
+// of replica r, a value of the SPMD program: stablehlo.replica_id): 8 replicas on xla:cpu train as 8 CPU replicas
+// (threads, the oneDNN backend) do, within 1e-4.
+TEST(XlaReplicas, EightReplicasWithDropoutEqualEightCpuReplicas) {
+  SYSTOLIC_REQUIRE_XLA();
+  Data d = replica_data(128);
+  Trained cpu = train_replicas(true, distribute::MirroredStrategy::cpu(8), d.x, d.y, 64);
+  Trained xla = train_replicas(true, distribute::MirroredStrategy(xla_devices(8)), d.x, d.y, 64);
+  EXPECT_EQ(xla.step_mode, "graph");
+  expect_same_training(cpu, xla, "8 xla:cpu replicas vs 8 CPU replicas, dropout per replica");
+}

@@ -17,6 +17,14 @@ struct U32x4 {
   std::uint32_t v[4];
 };
 
+// Each replica of a data-parallel step draws its own random numbers (as each replica of a tf.distribute strategy
+// does): replica r's random layers use seed + r * kReplicaStride. On XLA devices the replica is a value of the
+// SPMD program (stablehlo.replica_id), so that every replica runs the same program (ops/xla/philox.cc).
+constexpr std::uint64_t kReplicaStride = 0xD1B54A32D192ED03ull;
+SYSTOLIC_HOST_DEVICE std::uint64_t replica_seed(std::uint64_t seed, int replica) {
+  return seed + kReplicaStride * static_cast<std::uint64_t>(replica);
+}
+
 // Salmon et al., "Parallel random numbers: as easy as 1, 2, 3": ten rounds over a 128-bit counter, 64-bit
 // key.
 SYSTOLIC_HOST_DEVICE U32x4 philox4x32(U32x4 c, std::uint32_t k0, std::uint32_t k1) {

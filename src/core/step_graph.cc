@@ -22,6 +22,14 @@ bool StepGraph::capture(const std::function<void()>& step, std::string& why) {
   return recorder_->capture(step, why);
 }
 
+bool StepGraph::capture_replicas(int replicas, const std::function<void(int)>& step, std::string& why) {
+  if (!recorder_) {
+    why = "one program over several devices needs XLA devices";
+    return false;
+  }
+  return recorder_->capture_replicas(replicas, step, why);
+}
+
 void StepGraph::replay() {
   SYSTOLIC_CHECK(captured(), "StepGraph::replay: nothing was captured");
   recorder_->replay();

@@ -29,6 +29,14 @@ class StepRecorder {
   virtual bool capture(const std::function<void()>& step, std::string& why) = 0;
   virtual void replay() = 0;
   virtual void reset() = 0;
+  // One SPMD step over several devices (XLA only): see StepGraph::capture_replicas.
+  virtual bool capture_replicas(int /*replicas*/, const std::function<void(int)>& /*step*/,
+                                std::string& why) {
+    why = "one program over several devices needs XLA devices";
+    return false;
+  }
+  // Whether the buffers the recording reads and writes all still exist.
+  virtual bool current() const { return true; }
 };
 
 class StepGraph {
@@ -47,6 +55,15 @@ class StepGraph {
   bool capture(const std::function<void()>& step, std::string& why);
   void replay();  // runs (on a GPU: queues) the recorded step
   void reset();
+
+  // Records one step of data-parallel replicas as one SPMD program (XLA devices; refused elsewhere): step(r) is
+  // replica r's part (r = 0 .. replicas-1), on the buffers of its own device (xla:<platform>:r), its collectives
+  // (the gradient sum, synchronised batch norm) inside it. Each replica is traced in turn; the traces must be one
+  // program, compiled once for `replicas` devices; replay() runs it on all of them at once.
+  bool capture_replicas(int replicas, const std::function<void(int)>& step, std::string& why);
+  // Whether every buffer the recording reads and writes still exists; when not (a buffer grew or was replaced
+  // since), capture again before replaying.
+  bool current() const { return recorder_ && recorder_->current(); }
 
  private:
   Device device_;

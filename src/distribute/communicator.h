@@ -5,6 +5,7 @@
 //   replica's buffer in replica order 0..N-1, so every replica gets bit-identical sums.
 // - MPI (one replica per process): MPI_Iallreduce, polled with MPI_Test against a deadline.
 // - NCCL (GPU replicas in one process; CUDA builds with NCCL): ncclAllReduce on each device's stream.
+// - XLA (replicas on the devices of a PJRT plugin): stablehlo.all_reduce inside the step's SPMD program.
 //
 // Faults: a replica that fails or does not arrive within the timeout (SYSTOLIC_REPLICA_TIMEOUT seconds,
 // default 60) never makes the others wait forever: threads raise Error in every replica; MPI prints why and
@@ -43,6 +44,9 @@ class Communicator {
 double replica_timeout_seconds();
 
 std::unique_ptr<Communicator> make_thread_communicator(int replicas, double timeout_s);
+// XLA replicas of one process: an all_reduce inside the step's SPMD program when one is being traced, else
+// through the host (xla_communicator.cc).
+std::unique_ptr<Communicator> make_xla_communicator(int replicas, double timeout_s);
 
 // MPI (builds with MPI only; Error otherwise). MPI is initialised on first use and finalised at exit.
 bool mpi_compiled();

@@ -1,8 +1,10 @@
 // ReplicaGroup: runs the replicas of a step side by side and keeps them identical (see replica_group.h).
 #include "distribute/replica_group.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 #include <systolic/error.h>
+#include <systolic/log.h>
 
 #include <algorithm>
 #include <numeric>
@@ -45,6 +47,7 @@ ReplicaGroup::ReplicaGroup(const Strategy& strategy, Replica* first,
     replica(l).join_strategy(global_index(l), chief() && l == 0, sync ? &cross_replicas_[l] : nullptr);
   }
   for (int l = 1; l < local_size(); ++l) threads_.emplace_back([this, l] { worker_loop(l); });
+  spmd_ = replica(0).replica_device().is_xla() && strategy_.num_workers() == 1;
 }
 
 ReplicaGroup::~ReplicaGroup() {
@@ -116,18 +119,55 @@ void ReplicaGroup::run(const std::function<void(int, Replica&)>& fn) {
 }
 
 void ReplicaGroup::train_step(const Tensor& x, const Tensor& y) {
-  std::int64_t n = x.dim(0);
+  const std::int64_t n = x.dim(0);
   // Every replica updates with the model's rate (replica 0's optimizer: the one callbacks and schedules change).
-  double lr = replica(0).learning_rate();
-  run([&](int local, Replica& r) {
+  const double lr = replica(0).learning_rate();
+  auto load = [&](int local, Replica& r) {
+    auto [begin, end] = shard(n, global_index(local));
+    r.load_step(x, y, begin, end, lr);
+  };
+  auto step = [&](int local, Replica& r) {  // device work only: what an SPMD program records
     auto [begin, end] = shard(n, global_index(local));
     if (end > begin)
-      r.compute_gradients(x, y, begin, end, n);
+      r.compute_gradients(end - begin, n);
     else
       ops::fill(r.gradient_buffer(), 0.0);  // a last batch smaller than the replicas: zero gradients
     comm_->all_reduce_sum(r.gradient_buffer(), local);
-    r.apply_update(lr);
+    r.apply_update();
+  };
+  if (spmd_ && n % size() == 0) {  // one SPMD program, when every shard is of one size
+    for (int l = 0; l < local_size(); ++l) load(l, replica(l));
+    if (StepGraph* program = spmd_program(n, step)) {
+      program->replay();
+      for (int l = 0; l < local_size(); ++l) replica(l).end_step();
+      return;
+    }
+    run([&](int local, Replica& r) {
+      step(local, r);
+      r.end_step();
+    });
+    return;
+  }
+  run([&](int local, Replica& r) {
+    load(local, r);
+    step(local, r);
+    r.end_step();
   });
+}
+
+StepGraph* ReplicaGroup::spmd_program(std::int64_t n, const std::function<void(int, Replica&)>& step) {
+  auto& program = programs_[n];
+  if (!program) program = std::make_unique<StepGraph>(replica(0).replica_device());
+  if (program->captured() && program->current()) return program.get();
+  std::string why;
+  if (program->capture_replicas(
+          local_size(), [&](int local) { step(local, replica(local)); }, why))
+    return program.get();
+  log_line(
+      fmt::format("systolic: the {} replicas' steps run op by op, not as one XLA program: {}", size(), why));
+  spmd_ = false;
+  programs_.clear();
+  return nullptr;
 }
 
 std::vector<double> ReplicaGroup::sum_totals() {

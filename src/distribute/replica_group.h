@@ -8,12 +8,14 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "core/step_graph.h"
 #include "distribute/communicator.h"
 #include "distribute/replica.h"
 
@@ -49,7 +51,12 @@ class ReplicaGroup {
   // One training step on a global batch (host tensors; every worker passes the same batch): each replica
   // computes the gradients of its shard scaled by 1 / batch, the gradients are summed, every replica applies
   // the update with the model's learning rate (replica 0's optimizer, which callbacks and schedules change).
+  // Replicas on XLA devices run the step as one SPMD program (the sum an all_reduce inside it), recorded once per
+  // shard size, when the batch splits into shards of one size; otherwise, and on other devices, each replica runs
+  // its ops on its own thread.
   void train_step(const Tensor& x, const Tensor& y);
+  // Whether the steps run as SPMD programs (XLA replicas, once one is recorded and none was refused).
+  bool runs_programs() const { return spmd_ && !programs_.empty(); }
   // Metric totals (loss sum, metric counts) summed over every replica. Collective across workers.
   std::vector<double> sum_totals();
   void reset_totals();
@@ -69,6 +76,9 @@ class ReplicaGroup {
 
  private:
   void worker_loop(int local);
+  // The SPMD program of a global batch of n (its shards loaded), recorded at first use or when a buffer it used was
+  // replaced; null (logged once, and steps then run op by op) when the step cannot be one program.
+  StepGraph* spmd_program(std::int64_t n, const std::function<void(int, Replica&)>& step);
   void record_error(int local, std::exception_ptr e, const std::string& what);
 
   Strategy strategy_;
@@ -77,6 +87,8 @@ class ReplicaGroup {
   std::unique_ptr<Communicator> comm_;
   int threads_per_replica_;
   std::vector<ops::CrossReplica> cross_replicas_;  // what the replicas' synchronised batch norm sums with
+  bool spmd_ = false;                              // XLA replicas of one process: steps as SPMD programs
+  std::map<std::int64_t, std::unique_ptr<StepGraph>> programs_;  // by global batch
 
   std::vector<std::thread> threads_;
   std::mutex m_;

@@ -6,6 +6,7 @@
 // noise shape (N, 1, 1, C).
 #include <systolic/layers.h>
 
+#include "core/philox.h"
 #include "layers/config.h"
 
 namespace systolic::layers {
@@ -82,7 +83,7 @@ class DropoutLayer final : public Layer {
   // Replica 0 (and a model without a strategy) uses the layer's seed; replica r a seed of its own, as each replica of
   // a tf.distribute strategy draws its own random numbers.
   std::uint64_t seed_for(const LayerCall& c) const {
-    return seed_ + 0xD1B54A32D192ED03ull * static_cast<std::uint64_t>(c.training ? c.training->replica : 0);
+    return philox::replica_seed(seed_, c.training ? c.training->replica : 0);
   }
   bool spatial() const { return class_name() == "SpatialDropout2D"; }
   // This step's mask of the noise shape (kept in c.saved: ones, then the mask), like x's dtype and device.

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "core/philox.h"
 #include "layers/config.h"
 
 namespace systolic::layers {
@@ -58,7 +59,7 @@ class GaussianNoiseLayer final : public Layer {
  private:
   // Each replica draws its own noise (as Dropout's masks).
   std::uint64_t seed_for(const LayerCall& c) const {
-    return seed_ + 0xD1B54A32D192ED03ull * static_cast<std::uint64_t>(c.training ? c.training->replica : 0);
+    return philox::replica_seed(seed_, c.training ? c.training->replica : 0);
   }
   double amount_;
   bool multiplicative_;

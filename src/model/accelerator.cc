@@ -76,6 +76,7 @@ void log_hardware(const distribute::Strategy& strategy, int threads_per_replica)
                   strategy.name(), replicas,
                   workers > 1           ? "MPI"
                   : devices[0].is_cpu() ? "a shared-memory all-reduce"
+                  : devices[0].is_xla() ? "an all_reduce inside one XLA program over the replicas"
                                         : "NCCL",
                   strategy.options().sync_batch_norm ? "; batch norm statistics are synchronised"
                                                      : "; batch norm statistics are per replica"));
@@ -97,14 +98,22 @@ Model to_accelerator(const Model& cpu_model, const distribute::Strategy& strateg
   Model copy = copy_model(cpu_model, devices[0]);
   if (strategy.num_replicas_in_sync() == 1) return copy;  // one replica: the plain model, nothing to sum
 
-  SYSTOLIC_CHECK(
-      !devices[0].is_xla(),
-      "to_accelerator: {} replicas on XLA devices are not supported yet (one SPMD program over the "
-      "plugin's devices is the plan: docs/xla.md); one XLA device runs with OneDeviceStrategy",
-      strategy.num_replicas_in_sync());
-  SYSTOLIC_CHECK(!strategy.options().sync_batch_norm || devices[0].is_cpu(),
-                 "to_accelerator: synchronised batch norm runs on CPU replicas only (strategy {} has {})",
+  SYSTOLIC_CHECK(!strategy.options().sync_batch_norm || devices[0].is_cpu() || devices[0].is_xla(),
+                 "to_accelerator: synchronised batch norm runs on CPU and XLA replicas (strategy {} has {})",
                  strategy.name(), devices[0].str());
+  if (devices[0].is_xla()) {
+    // One SPMD program runs replica r on the plugin's device r.
+    for (int i = 0; i < local; ++i)
+      SYSTOLIC_CHECK(
+          devices[static_cast<std::size_t>(i)] == Device::xla(devices[0].xla_platform(), i),
+          "to_accelerator: XLA replicas run on the plugin's devices 0..{} in order (strategy {} has {} "
+          "as replica {})",
+          local - 1, strategy.name(), devices[static_cast<std::size_t>(i)].str(), i);
+    SYSTOLIC_CHECK(
+        strategy.num_workers() == 1,
+        "to_accelerator: XLA replicas across workers are not supported yet (strategy {} has {} workers)",
+        strategy.name(), strategy.num_workers());
+  }
   double timeout = strategy.options().timeout_seconds > 0 ? strategy.options().timeout_seconds
                                                           : distribute::replica_timeout_seconds();
   std::unique_ptr<distribute::Communicator> comm;
@@ -116,6 +125,8 @@ Model to_accelerator(const Model& cpu_model, const distribute::Strategy& strateg
     comm = distribute::make_mpi_communicator(timeout);
   } else if (devices[0].is_cpu()) {
     comm = distribute::make_thread_communicator(local, timeout);
+  } else if (devices[0].is_xla()) {
+    comm = distribute::make_xla_communicator(local, timeout);
   } else {
     SYSTOLIC_CHECK(distribute::nccl_compiled(),
                    "to_accelerator: {} GPU replicas need NCCL, which this build of "

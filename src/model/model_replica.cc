@@ -12,10 +12,14 @@ void ModelState::join_strategy(int global_index, bool is_chief, const ops::Cross
   training_step.replicas = sync_batch_norm;
 }
 
-void ModelState::compute_gradients(const Tensor& x, const Tensor& y, std::int64_t begin, std::int64_t end,
-                                   std::int64_t global_batch) {
-  const std::int64_t m = end - begin;
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(m));
+void ModelState::load_step(const Tensor& x, const Tensor& y, std::int64_t begin, std::int64_t end,
+                           double learning_rate) {
+  // Made before any recording, which must not bake their first values in.
+  step_counter().on(device());
+  optimizer->load_learning_rate(learning_rate);
+  optimizer->learning_rate_on(device());
+  if (end <= begin) return;
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(end - begin));
   if (device().is_cpu()) {
     std::iota(rows.begin(), rows.end(), begin);
     load_batch(x, &y, rows);
@@ -24,15 +28,20 @@ void ModelState::compute_gradients(const Tensor& x, const Tensor& y, std::int64_
     std::iota(rows.begin(), rows.end(), 0);
     load_batch(xs, &ys, rows);
   }
+}
+
+void ModelState::compute_gradients(std::int64_t m, std::int64_t global_batch) {
   forward(m, /*training=*/true);
   bool grad_is_preactivation = compute_loss(m, 1.0 / double(global_batch));
   compute_metrics(m);
   backward(m, grad_is_preactivation);
 }
 
-void ModelState::apply_update(double learning_rate) {
-  optimizer->load_learning_rate(learning_rate);
+void ModelState::apply_update() {
   apply_gradients();
+}
+
+void ModelState::end_step() {
   step_counter().advance();
 }
 

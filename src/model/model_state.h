@@ -171,9 +171,11 @@ class ModelState final : public distribute::Replica {
   // ---- distribute::Replica (model.cc) ----
   Device replica_device() const override { return device(); }
   void join_strategy(int global_index, bool chief, const ops::CrossReplica* sync_batch_norm) override;
-  void compute_gradients(const Tensor& x, const Tensor& y, std::int64_t begin, std::int64_t end,
-                         std::int64_t global_batch) override;
-  void apply_update(double learning_rate) override;
+  void load_step(const Tensor& x, const Tensor& y, std::int64_t begin, std::int64_t end,
+                 double learning_rate) override;
+  void compute_gradients(std::int64_t rows, std::int64_t global_batch) override;
+  void apply_update() override;
+  void end_step() override;
   double learning_rate() const override;
   Tensor& gradient_buffer() override { return grads; }
   Tensor& trainable_buffer() override { return params; }

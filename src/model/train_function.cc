@@ -96,6 +96,10 @@ void TrainFunction::record(std::int64_t n) {
 void TrainFunction::operator()(const Batch& batch) {
   if (s_.replicas) {
     s_.replicas->train_step(batch.x, batch.y);
+    if (s_.replicas->runs_programs()) {
+      mode_ = "graph";
+      reason_.clear();
+    }
     return;
   }
   if (batch.x.defined()) s_.set_batch(batch.x, batch.y);

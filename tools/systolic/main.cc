@@ -99,8 +99,11 @@ sy::Model place(const sy::Model& model, sy::Device device, const Common& c) {
     for (int i = 0; i < c.replicas; ++i)
       devices.push_back(device.is_cpu() ? sy::Device::cpu() : device.with_index(i));
     for (auto& d : devices)
-      SYSTOLIC_CHECK(sy::device_available(d), "--replicas {}: GPU {} is not available ({} GPUs found)",
-                     c.replicas, d.str(), sy::gpu_info().size());
+      SYSTOLIC_CHECK(
+          sy::device_available(d), "--replicas {}: {} is not available ({})", c.replicas, d.str(),
+          d.is_xla() ? fmt::format("the {} plugin has {} devices", sy::Device::xla(d.xla_platform()).str(),
+                                   sy::xla_plugin_info(d.xla_platform()).devices.size())
+                     : fmt::format("{} GPUs found", sy::gpu_info().size()));
     return sy::to_accelerator(model, dist::MirroredStrategy(devices, options));
   }
   SYSTOLIC_CHECK(!c.sync_batch_norm, "--sync-batch-norm needs replicas (--replicas N, or mpirun)");
@@ -216,8 +219,9 @@ void add_common(CLI::App* app, Common& c, bool with_model = true) {
 void add_replicas(CLI::App* app, Common& c) {
   app->add_option(
          "--replicas", c.replicas,
-         "data-parallel replicas: CPU replicas sharing the cores (--device cpu) or GPUs cuda:0..N-1; under "
-         "mpirun, one per process")
+         "data-parallel replicas: CPU replicas sharing the cores (--device cpu), GPUs cuda:0..N-1, or the "
+         "devices 0..N-1 of an XLA plugin (--device xla:cpu, tpu: one SPMD program); under mpirun, one per "
+         "process")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app->add_flag("--sync-batch-norm", c.sync_batch_norm,

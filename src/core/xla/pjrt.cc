@@ -420,13 +420,13 @@ void Buffer::to_host(void* data, std::size_t bytes) const {
 
 // ---- Executable ---------------------------------------------------------------------------------------------------
 
-std::string compile_options(int replicas) {
+std::string compile_options(int replicas, int first_device) {
   std::string build;
   put_int(build, 4, static_cast<std::uint64_t>(replicas));  // num_replicas
   put_int(build, 5, 1);                                     // num_partitions
-  if (replicas > 1) {
+  if (replicas > 1 || first_device > 0) {
     std::string ids;
-    for (int i = 0; i < replicas; ++i) put_varint(ids, static_cast<std::uint64_t>(i));
+    for (int i = 0; i < replicas; ++i) put_varint(ids, static_cast<std::uint64_t>(first_device + i));
     std::string devices;
     put_field(devices, 1, ids);  // replica_device_ids, packed
     std::string assignment;
@@ -436,16 +436,18 @@ std::string compile_options(int replicas) {
     put_field(build, 9, assignment);                               // device_assignment
   }
   std::string options;
-  put_field(options, 3, build);  // executable_build_options
+  put_field(options, 3, build);                                    // executable_build_options
+  if (replicas == 1 && first_device == 0) put_int(options, 4, 1);  // compile_portable_executable
   return options;
 }
 
-Executable::Executable(Runtime& runtime, const std::string& stablehlo, int replicas, int outputs)
-    : runtime_(runtime), replicas_(replicas), outputs_(outputs) {
-  SYSTOLIC_CHECK(replicas >= 1 && replicas <= runtime.device_count(),
-                 "xla:{}: a program for {} replicas needs as many devices; the plugin has {}",
-                 runtime.info().platform, replicas, runtime.device_count());
-  std::string options = compile_options(replicas);
+Executable::Executable(Runtime& runtime, const std::string& stablehlo, int replicas, int outputs,
+                       int first_device)
+    : runtime_(runtime), replicas_(replicas), outputs_(outputs), first_device_(first_device) {
+  SYSTOLIC_CHECK(replicas >= 1 && first_device >= 0 && first_device + replicas <= runtime.device_count(),
+                 "xla:{}: a program for {} replicas from device {} needs as many devices; the plugin has {}",
+                 runtime.info().platform, replicas, first_device, runtime.device_count());
+  std::string options = compile_options(replicas, first_device);
   auto program = ARGS(PJRT_Program);
   program.code = const_cast<char*>(stablehlo.data());
   program.code_size = stablehlo.size();
@@ -474,20 +476,24 @@ Executable::~Executable() {
 
 std::vector<std::vector<std::shared_ptr<Buffer>>> Executable::execute(
     const std::vector<std::vector<Buffer*>>& args, const std::vector<std::vector<std::int64_t>>& out_dims,
-    const std::vector<DType>& out_dtypes) {
+    const std::vector<DType>& out_dtypes, int device) {
   SYSTOLIC_CHECK(static_cast<int>(args.size()) == replicas_, "xla: {} argument lists for {} replicas",
                  args.size(), replicas_);
   SYSTOLIC_CHECK(static_cast<int>(out_dims.size()) == outputs_ && out_dtypes.size() == out_dims.size(),
                  "xla: {} output shapes for {} outputs", out_dims.size(), outputs_);
   const std::size_t nargs = args[0].size();
+  // A one-device program runs on the device it is given (compiled once, for any device of the plugin).
+  if (replicas_ > 1) device = first_device_;
   std::vector<std::vector<PJRT_Buffer*>> raw(args.size());
   std::vector<PJRT_Buffer* const*> arg_lists;
   for (std::size_t r = 0; r < args.size(); ++r) {
     SYSTOLIC_CHECK(args[r].size() == nargs, "xla: replica {} has {} arguments, replica 0 {}", r,
                    args[r].size(), nargs);
     for (auto* b : args[r]) {
-      SYSTOLIC_CHECK(b && b->device() == static_cast<int>(r),
-                     "xla: an argument of replica {} is not on its device", r);
+      SYSTOLIC_CHECK(b && b->device() == device + static_cast<int>(r),
+                     "xla: argument {} of replica {} is on device {}, not on the replica's (xla:{}:{})",
+                     raw[r].size(), r, b ? b->device() : -1, runtime_.info().platform,
+                     device + static_cast<int>(r));
       raw[r].push_back(b->get());
     }
     arg_lists.push_back(raw[r].data());
@@ -506,13 +512,15 @@ std::vector<std::vector<std::shared_ptr<Buffer>>> Executable::execute(
   a.num_args = nargs;
   a.output_lists = out_lists.data();
   a.device_complete_events = done.data();
+  // A portable (one-device) program names its device at each run.
+  if (replicas_ == 1) a.execute_device = runtime_.device(device);
   runtime_.check(runtime_.api()->PJRT_LoadedExecutable_Execute(&a), "PJRT_LoadedExecutable_Execute");
   for (auto* ev : done) await(runtime_, ev, "running a program");
   std::vector<std::vector<std::shared_ptr<Buffer>>> result(args.size());
   for (std::size_t r = 0; r < args.size(); ++r)
     for (std::size_t i = 0; i < out_dims.size(); ++i)
-      result[r].push_back(
-          std::make_shared<Buffer>(runtime_, outs[r][i], out_dtypes[i], out_dims[i], static_cast<int>(r)));
+      result[r].push_back(std::make_shared<Buffer>(runtime_, outs[r][i], out_dtypes[i], out_dims[i],
+                                                   device + static_cast<int>(r)));
   return result;
 }
 

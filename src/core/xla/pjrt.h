@@ -110,10 +110,11 @@ class Buffer {
   int device_;
 };
 
-// A compiled program: StableHLO text (format "mlir") compiled for `replicas` devices.
+// A compiled program: StableHLO text (format "mlir") compiled for `replicas` devices, first_device ..
+// first_device + replicas - 1 (a one-device program runs on the device of its arrays).
 class Executable {
  public:
-  Executable(Runtime& runtime, const std::string& stablehlo, int replicas, int outputs);
+  Executable(Runtime& runtime, const std::string& stablehlo, int replicas, int outputs, int first_device = 0);
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
@@ -123,11 +124,12 @@ class Executable {
     DType dtype;
     std::vector<std::int64_t> dims;
   };
-  // Runs on devices 0..replicas-1 (args[r]: replica r's arguments, in order) and waits; returns each replica's
+  // Runs on its devices (args[r]: replica r's arguments, on device first_device + r, in order) and waits; returns each replica's
   // outputs as new buffers, of the dims and dtypes the program declares.
+  // A one-device program (compiled portable) runs on `device`.
   std::vector<std::vector<std::shared_ptr<Buffer>>> execute(
       const std::vector<std::vector<Buffer*>>& args, const std::vector<std::vector<std::int64_t>>& out_dims,
-      const std::vector<DType>& out_dtypes);
+      const std::vector<DType>& out_dtypes, int device = 0);
   int replicas() const { return replicas_; }
 
  private:
@@ -135,9 +137,11 @@ class Executable {
   PJRT_LoadedExecutable* exe_ = nullptr;
   int replicas_;
   int outputs_;
+  int first_device_;
 };
 
-// The serialised xla.CompileOptionsProto for `replicas` replicas (devices 0..replicas-1), one partition.
-std::string compile_options(int replicas);
+// The serialised xla.CompileOptionsProto for `replicas` replicas (devices first_device ..
+// first_device + replicas - 1), one partition.
+std::string compile_options(int replicas, int first_device = 0);
 
 }  // namespace systolic::xla

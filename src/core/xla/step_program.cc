@@ -13,31 +13,56 @@ namespace {
 
 class XlaStep : public StepRecorder {
  public:
-  bool captured() const override { return program_ != nullptr; }
-  void reset() override { program_.reset(); }
+  bool captured() const override { return !programs_.empty(); }
+  void reset() override { programs_.clear(); }
 
   bool capture(const std::function<void()>& step, std::string& why) override {
+    return capture_replicas(
+        1, [&](int) { step(); }, why);
+  }
+
+  // Replica r's trace on its own arrays, r = 0 .. replicas-1; compiling happens once (the texts are one program,
+  // and compiled programs are cached by text).
+  bool capture_replicas(int replicas, const std::function<void(int)>& step, std::string& why) override {
     reset();
     try {
-      xla::Trace trace;
-      trace.drop_scratch_results();
-      step();
-      program_ = trace.finish();
+      for (int r = 0; r < replicas; ++r) {
+        xla::Trace trace(replicas, r);
+        trace.drop_scratch_results();
+        step(r);
+        programs_.push_back(trace.finish());
+      }
+      if (replicas > 1) check_one_program();
     } catch (const std::exception& e) {
       why = e.what();
-      program_.reset();
+      reset();
       return false;
     }
     return true;
   }
 
+  bool current() const override {
+    for (auto& p : programs_)
+      if (!p->current()) return false;
+    return true;
+  }
+
   void replay() override {
-    SYSTOLIC_CHECK(program_->run(),
+    std::vector<xla::Recorded*> list;
+    for (auto& p : programs_) list.push_back(p.get());
+    SYSTOLIC_CHECK(xla::Recorded::run_replicas(list),
                    "xla: a buffer of the recorded step was freed since it was recorded (record it again)");
   }
 
  private:
-  std::shared_ptr<xla::Recorded> program_;
+  void check_one_program() const {
+    for (std::size_t r = 1; r < programs_.size(); ++r)
+      if (programs_[r]->text() != programs_[0]->text())
+        fail("xla: replica {} traced another program than replica 0 ({})", r,
+             xla::Recorded::first_difference(programs_[0]->text(), programs_[r]->text()));
+  }
+
+  std::vector<std::shared_ptr<xla::Recorded>> programs_;
 };
 
 }  // namespace

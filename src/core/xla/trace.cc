@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <unordered_map>
 
@@ -18,10 +19,11 @@ namespace {
 
 thread_local Trace* t_current = nullptr;
 
-// Compiled programs by (platform, replicas, text): a program is compiled once per process.
+// Compiled programs by (platform, replicas, text): a program is compiled once per process. Threads that want the
+// same program at once (the replicas' eager ops) wait for the one compiling it.
 std::mutex g_cache_mutex;
-std::unordered_map<std::string, std::shared_ptr<Executable>>& cache() {
-  static auto* c = new std::unordered_map<std::string, std::shared_ptr<Executable>>;
+std::unordered_map<std::string, std::shared_future<std::shared_ptr<Executable>>>& cache() {
+  static auto* c = new std::unordered_map<std::string, std::shared_future<std::shared_ptr<Executable>>>;
   return *c;
 }
 
@@ -29,21 +31,35 @@ CompileStats g_stats;
 
 std::shared_ptr<Executable> compiled(Platform platform, int replicas, const std::string& text, int outputs) {
   std::string key = fmt::format("{}/{}/", platform_name(platform), replicas) + text;
+  std::promise<std::shared_ptr<Executable>> promise;
+  std::shared_future<std::shared_ptr<Executable>> pending;
   {
     std::lock_guard lock(g_cache_mutex);
     auto it = cache().find(key);
     if (it != cache().end()) {
       ++g_stats.hits;
-      return it->second;
+      pending = it->second;
+    } else {
+      cache().emplace(key, promise.get_future().share());
     }
   }
+  if (pending.valid())
+    return pending.get();  // compiled, or being compiled by another thread (its error rethrown)
   auto t0 = std::chrono::steady_clock::now();
-  auto exe = std::make_shared<Executable>(Runtime::get(platform), text, replicas, outputs);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::lock_guard lock(g_cache_mutex);
-  ++g_stats.compiles;
-  g_stats.seconds += seconds;
-  return cache().emplace(key, exe).first->second;
+  try {
+    auto exe = std::make_shared<Executable>(Runtime::get(platform), text, replicas, outputs);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    promise.set_value(exe);
+    std::lock_guard lock(g_cache_mutex);
+    ++g_stats.compiles;
+    g_stats.seconds += seconds;
+    return exe;
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    std::lock_guard lock(g_cache_mutex);
+    cache().erase(key);  // a later call tries again
+    throw;
+  }
 }
 
 std::size_t elem_bytes(DType t) {
@@ -114,7 +130,9 @@ ArrayView array_of(const Tensor& t) {
 
 // ---- Trace --------------------------------------------------------------------------------------------------------
 
-Trace::Trace(int replicas) : replicas_(replicas), outer_(t_current) {
+Trace::Trace(int replicas, int replica) : replicas_(replicas), replica_(replica), outer_(t_current) {
+  SYSTOLIC_CHECK(replicas >= 1 && replica >= 0 && replica < replicas, "xla: replica {} of a program for {}",
+                 replica, replicas);
   t_current = this;
 }
 
@@ -149,6 +167,19 @@ void Trace::forget(Array* array) {
 bool Trace::wrote(const Array& array) const {
   auto it = states_.find(const_cast<Array*>(&array));
   return it != states_.end() && it->second.written;
+}
+
+Value Trace::all_reduce_sum(const Value& v) {
+  if (replicas_ == 1) return v;
+  std::string groups;
+  for (int r = 0; r < replicas_; ++r) groups += (r ? ", " : "") + std::to_string(r);
+  return b_.op("stablehlo.all_reduce", {v}, v.type,
+               fmt::format("replica_groups = dense<[[{}]]> : tensor<1x{}xi64>", groups, replicas_),
+               b_.binary_region("stablehlo.add", v.type.elem));
+}
+
+Value Trace::replica_id() {
+  return b_.op("stablehlo.replica_id", {}, Type{Elem::u32, {}});
 }
 
 Value Trace::read(const std::shared_ptr<Array>& array, std::int64_t offset,
@@ -210,9 +241,12 @@ void Trace::write_host(const std::shared_ptr<Array>& array, std::int64_t offset,
 }
 
 std::shared_ptr<Recorded> Trace::finish() {
+  SYSTOLIC_CHECK(replicas_ == 1 || !placed_ || device_ == replica_,
+                 "xla: replica {} of an SPMD program traced on the arrays of device {}", replica_, device_);
   auto rec = std::make_shared<Recorded>();
   rec->platform_ = platform_;
   rec->replicas_ = replicas_;
+  rec->device_ = device_;
   rec->args_ = args_;
   rec->constants_ = constants_;
   // Results: the arrays written and still alive, in the order of their first write (for a whole step, not the
@@ -240,6 +274,8 @@ std::shared_ptr<Recorded> Trace::finish() {
       "  func.func public @main({}) -> ({}) {{\n{}    \"func.return\"({}) : ({}) -> ()\n  }}\n}}\n",
       replicas_, sig, ret_types, b_.body(), ret_values, ret_types);
   if (!rec->results_.empty() && placed_)
+    // Replica r of an SPMD program traces on device r; a one-device program runs where its arrays are
+    // (Executable::execute picks the device).
     rec->exe_ = compiled(platform_, replicas_, rec->text_, static_cast<int>(rec->results_.size()));
   for (auto& [array, st] : states_) array->trace_ = nullptr;
   states_.clear();
@@ -248,29 +284,59 @@ std::shared_ptr<Recorded> Trace::finish() {
 
 // ---- Recorded -----------------------------------------------------------------------------------------------------
 
-bool Recorded::run() {
-  if (!exe_) return true;  // nothing written: nothing to run
-  std::vector<std::shared_ptr<Array>> args, results;
-  for (auto& w : args_) {
-    auto a = w.lock();
-    if (!a) return false;
-    args.push_back(a);
+bool Recorded::current() const {
+  for (auto& w : args_)
+    if (w.expired()) return false;
+  for (auto& w : results_)
+    if (w.expired()) return false;
+  return true;
+}
+
+std::string Recorded::first_difference(const std::string& a, const std::string& b) {
+  std::size_t at = 0;
+  while (at < a.size() && at < b.size() && a[at] == b[at]) ++at;
+  std::size_t begin = at == 0 ? 0 : a.rfind('\n', at - 1);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  std::size_t end = a.find('\n', at);
+  if (end == std::string::npos) end = a.size();
+  return "the first difference is in \"" + a.substr(begin, std::min<std::size_t>(end - begin, 200)) + "\"";
+}
+
+bool Recorded::run_replicas(const std::vector<Recorded*>& programs) {
+  SYSTOLIC_CHECK(!programs.empty(), "xla: internal: no program to run");
+  const Recorded& first = *programs[0];
+  if (!first.exe_) return true;  // nothing written: nothing to run
+  SYSTOLIC_CHECK(static_cast<int>(programs.size()) == first.replicas_,
+                 "xla: a program for {} replicas run with {} argument lists", first.replicas_,
+                 programs.size());
+  for (std::size_t r = 1; r < programs.size(); ++r)
+    if (programs[r]->exe_ != first.exe_)  // one text, one executable (compiled programs are cached by text)
+      fail("xla: replica {} traced another program than replica 0 (an SPMD step must be one program): {}", r,
+           first_difference(first.text_, programs[r]->text_));
+  std::vector<std::vector<std::shared_ptr<Array>>> args(programs.size()), results(programs.size());
+  std::vector<std::vector<Buffer*>> lists(programs.size());
+  for (std::size_t r = 0; r < programs.size(); ++r) {
+    for (auto& w : programs[r]->args_) {
+      auto a = w.lock();
+      if (!a) return false;
+      args[r].push_back(a);
+    }
+    for (auto& w : programs[r]->results_) {
+      auto a = w.lock();
+      if (!a) return false;
+      results[r].push_back(a);
+    }
+    for (auto& a : args[r]) lists[r].push_back(&a->materialized());
   }
-  for (auto& w : results_) {
-    auto a = w.lock();
-    if (!a) return false;
-    results.push_back(a);
-  }
-  std::vector<Buffer*> list;
-  for (auto& a : args) list.push_back(&a->materialized());
   std::vector<std::vector<std::int64_t>> dims;
   std::vector<DType> dtypes;
-  for (auto& t : result_types_) {
+  for (auto& t : first.result_types_) {
     dims.push_back(t.dims);
     dtypes.push_back(dtype_of(t.elem));
   }
-  auto out = exe_->execute({list}, dims, dtypes);
-  for (std::size_t i = 0; i < results.size(); ++i) results[i]->set_buffer(out[0][i]);
+  auto out = first.exe_->execute(lists, dims, dtypes, first.device_);
+  for (std::size_t r = 0; r < programs.size(); ++r)
+    for (std::size_t i = 0; i < results[r].size(); ++i) results[r][i]->set_buffer(out[r][i]);
   return true;
 }
 

@@ -82,7 +82,17 @@ class Recorded {
  public:
   // Runs the program: the arguments' current buffers in, the results' arrays get the outputs. False (and nothing
   // runs) when an array it reads or writes no longer exists: record again.
-  bool run();
+  bool run() { return run_replicas({this}); }
+  // One SPMD program over N devices: programs[r] is replica r's trace of the same step (Trace(N, r), on its own
+  // arrays, on device r), and every trace must be the same text. Runs them as one execution of the program with N
+  // argument lists. False (and nothing runs) when an array of one of them no longer exists; Error when the texts
+  // differ (naming the first line that does).
+  static bool run_replicas(const std::vector<Recorded*>& programs);
+  // Whether every array it reads and writes still exists.
+  bool current() const;
+  // The first line of `a` that differs from `b` (for errors: what made two replicas' traces differ belongs in an
+  // array, not in the program).
+  static std::string first_difference(const std::string& a, const std::string& b);
   const std::string& text() const { return text_; }
   int arguments() const { return static_cast<int>(args_.size()); }
   int results() const { return static_cast<int>(results_.size()); }
@@ -92,6 +102,7 @@ class Recorded {
   std::string text_;
   Platform platform_ = Platform::cpu;
   int replicas_ = 1;
+  int device_ = 0;  // a one-device program's device
   std::vector<std::weak_ptr<Array>> args_, results_;
   std::vector<Type> result_types_;
   std::vector<std::shared_ptr<Array>> constants_;  // host bytes copied in during the trace
@@ -100,7 +111,9 @@ class Recorded {
 
 class Trace {
  public:
-  explicit Trace(int replicas = 1);
+  // A trace of one device's program, or of replica `replica`'s copy of an SPMD program over `replicas` devices
+  // (each replica traces the step on its own arrays; Recorded::run_replicas runs the copies as one program).
+  explicit Trace(int replicas = 1, int replica = 0);
   ~Trace();
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;
@@ -110,6 +123,12 @@ class Trace {
 
   Builder& builder() { return b_; }
   int replicas() const { return replicas_; }
+  int replica() const { return replica_; }
+
+  // The sum of v over every replica of the program (stablehlo.all_reduce over replicas 0..N-1), on each.
+  Value all_reduce_sum(const Value& v);
+  // This replica's index (stablehlo.replica_id): a ui32 scalar.
+  Value replica_id();
 
   // The value of `dims` elements of `array` from `offset` (flat order), shaped `dims`.
   Value read(const std::shared_ptr<Array>& array, std::int64_t offset, const std::vector<std::int64_t>& dims);
@@ -143,7 +162,7 @@ class Trace {
   void forget(Array* array);  // an array freed during the trace
 
   Builder b_;
-  int replicas_;
+  int replicas_, replica_;
   Trace* outer_;
   std::map<Array*, State> states_;
   std::vector<std::weak_ptr<Array>> args_;
