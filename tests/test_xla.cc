@@ -231,3 +231,36 @@ TEST(XlaReplicas, EightReplicasWithDropoutEqualEightCpuReplicas) {
   EXPECT_EQ(xla.step_mode, "graph");
   expect_same_training(cpu, xla, "8 xla:cpu replicas vs 8 CPU replicas, dropout per replica");
 }
+
+// An array a program reads and writes is donated (its argument aliases its result: tf.aliasing_output), so XLA
+// updates it in place: once the program ran, the plugin has deleted the buffer the array held before, and the
+// array holds the result. An array only read keeps its buffer.
+TEST(XlaTrace, ArraysReadAndWrittenAreDonated) {
+  SYSTOLIC_REQUIRE_XLA();
+  auto a = std::make_shared<xla::Array>(XlaPlatform::cpu, 0, DType::float32, 4);
+  auto b = std::make_shared<xla::Array>(XlaPlatform::cpu, 0, DType::float32, 4);
+  const float one[4] = {1, 2, 3, 4};
+  a->write_bytes(0, one, sizeof one);
+  b->write_bytes(0, one, sizeof one);
+  std::shared_ptr<xla::Recorded> program;
+  {
+    xla::Trace t;
+    xla::Value va = t.read(a, 0, {4}), vb = t.read(b, 0, {4});
+    t.write(a, 0, t.builder().add(va, vb));
+    program = t.finish();
+  }
+  EXPECT_NE(program->text().find("%arg0: tensor<4xf32> {tf.aliasing_output = 0 : i32}"), std::string::npos)
+      << program->text();
+  EXPECT_NE(program->text().find("%arg1: tensor<4xf32>)"), std::string::npos) << program->text();
+  auto a_before = a->buffer(), b_before = b->buffer();
+  ASSERT_TRUE(program->run());
+  EXPECT_TRUE(a_before->deleted()) << "the written array's old buffer was not donated";
+  EXPECT_FALSE(b_before->deleted());
+  EXPECT_EQ(b->buffer(), b_before);
+  float got[4];
+  a->read_bytes(0, got, sizeof got);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], 2 * one[i]);
+  ASSERT_TRUE(program->run());  // again, on the donated result
+  a->read_bytes(0, got, sizeof got);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], 3 * one[i]);
+}

@@ -43,6 +43,7 @@ namespace fs = std::filesystem;
   X(PJRT_LoadedExecutable_Destroy) \
   X(PJRT_LoadedExecutable_Execute) \
   X(PJRT_Buffer_Destroy) \
+  X(PJRT_Buffer_IsDeleted) \
   X(PJRT_Buffer_ToHostBuffer)
 // clang-format on
 
@@ -406,6 +407,13 @@ std::shared_ptr<Buffer> Buffer::from_host(Runtime& runtime, const void* data, DT
   runtime.check(runtime.api()->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
   await(runtime, a.done_with_host_buffer, "copying to the device");
   return std::make_shared<Buffer>(runtime, a.buffer, dtype, std::move(dims), device);
+}
+
+bool Buffer::deleted() const {
+  auto a = ARGS(PJRT_Buffer_IsDeleted_Args);
+  a.buffer = buffer_;
+  runtime_.check(runtime_.api()->PJRT_Buffer_IsDeleted(&a), "PJRT_Buffer_IsDeleted");
+  return a.is_deleted;
 }
 
 void Buffer::to_host(void* data, std::size_t bytes) const {

@@ -95,6 +95,8 @@ class Buffer {
                                            std::vector<std::int64_t> dims, int device);
   // Copies the whole array into host memory (`bytes` must be its size); waits for it.
   void to_host(void* data, std::size_t bytes) const;
+  // Whether the plugin deleted it (a buffer donated to a program that ran).
+  bool deleted() const;
 
   PJRT_Buffer* get() const { return buffer_; }
   DType dtype() const { return dtype_; }

@@ -256,15 +256,21 @@ std::shared_ptr<Recorded> Trace::finish() {
     if (st.written && !(drop_scratch_ && array->scratch())) written.emplace_back(st.order, array);
   std::sort(written.begin(), written.end());
   std::vector<std::string> result_values;
+  // An array the program reads and writes (weights, optimizer slots, the step's totals) is donated: its argument
+  // aliases its result, so XLA updates the buffer in place instead of writing a new one.
+  std::vector<int> aliases(arg_types_.size(), -1);
   for (auto& [order, array] : written) {
     State& st = states_[array];
+    if (st.argument >= 0)
+      aliases[static_cast<std::size_t>(st.argument)] = static_cast<int>(result_values.size());
     rec->result_types_.push_back(array->type());
     result_values.push_back(st.value);
     rec->results_.push_back(array->weak_from_this());
   }
   std::string sig, ret_types, ret_values;
   for (std::size_t i = 0; i < arg_types_.size(); ++i)
-    sig += fmt::format("{}%arg{}: {}", i ? ", " : "", i, arg_types_[i].str());
+    sig += fmt::format("{}%arg{}: {}{}", i ? ", " : "", i, arg_types_[i].str(),
+                       aliases[i] >= 0 ? fmt::format(" {{tf.aliasing_output = {} : i32}}", aliases[i]) : "");
   for (std::size_t i = 0; i < result_values.size(); ++i) {
     ret_types += (i ? ", " : "") + rec->result_types_[i].str();
     ret_values += (i ? ", " : "") + result_values[i];
