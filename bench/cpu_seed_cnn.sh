@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Side-by-side CPU benchmark of the seed CNN (32x32x3, batch 128, 10 steps): systolic, Keras 3 on TensorFlow and
 # PyTorch 2.x, each in float32 and in bfloat16 (systolic and Keras: --policy mixed_bfloat16; PyTorch: bf16
-# autocast), training images/s and single-image predict latency. The frameworks take turns within each round, so
-# they see the same machine state. Prints one JSON line per run, then a table of the medians.
+# autocast), training images/s and single-image predict latency; and systolic on XLA:CPU (the PJRT CPU plugin that
+# scripts/setup fetches; float32): one device, and 8 replicas (the plugin's 8 devices, one SPMD program, the same
+# global batch of 128), with the seconds spent compiling XLA programs. The frameworks take turns within each round,
+# so they see the same machine state. Prints one JSON line per run, then a table of the medians.
 #
 #   bench/cpu_seed_cnn.sh [rounds]
 #
@@ -37,6 +39,13 @@ for _ in $(seq "$rounds"); do
     "$keras_py" bench/keras_seed_cnn.py --batch-size 128 --steps 10 --policy "$policy" |
       sed "s/^{/{\"precision\": \"$policy\", /" | tee -a "$out"
   done
+  if "$build/systolic" info 2>/dev/null | grep -q '^XLA cpu: /'; then
+    for replicas in 1 8; do
+      "$build/systolic" benchmark --model seed-cnn --batch-size 128 --steps 10 --device xla:cpu \
+        --replicas "$replicas" 2>/dev/null |
+        sed "s/^{/{\"framework\": \"systolic xla:cpu x$replicas\", \"precision\": \"float32\", /" | tee -a "$out"
+    done
+  fi
   for precision in float32 bf16; do
     "$torch_py" bench/pytorch_seed_cnn.py --batch-size 128 --steps 10 --precision "$precision" | tee -a "$out"
     if ((debian_torch)); then
@@ -54,13 +63,15 @@ for line in open(sys.argv[1]):
     name = r["framework"]
     ver = r.get("torch_version") or r.get("keras_version") or r.get("version") or ""
     key = (f"{name} {ver}".strip(), prec)
-    runs.setdefault(key, []).append((r["train_images_per_sec"], r.get("predict_ms")))
+    runs.setdefault(key, []).append((r["train_images_per_sec"], r.get("predict_ms"), r.get("xla_warmup_compile_s")))
 print()
-print("| framework | precision | runs | train img/s (median) | train img/s (min-max) | predict ms (median) |")
-print("|---|---|---:|---:|---:|---:|")
+print("| framework | precision | runs | train img/s (median) | train img/s (min-max) | predict ms (median) "
+      "| XLA compile s (median) |")
+print("|---|---|---:|---:|---:|---:|---:|")
 for (name, prec), v in runs.items():
-    t = [a for a, _ in v]
-    p = [b for _, b in v if b is not None]
+    t = [a for a, _, _ in v]
+    p = [b for _, b, _ in v if b is not None]
+    c = [x for _, _, x in v if x is not None]
     print(f"| {name} | {prec} | {len(v)} | {statistics.median(t):.1f} | {min(t):.1f}-{max(t):.1f} | "
-          f"{statistics.median(p):.2f} |" if p else "")
+          f"{f'{statistics.median(p):.2f}' if p else '-'} | {f'{statistics.median(c):.2f}' if c else '-'} |")
 PY
