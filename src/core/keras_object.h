@@ -85,14 +85,19 @@ class Registry {
     if (auto* e = find(name)) return *e;
     throw Error("unknown " + kind_ + " '" + name + "' (known: " + known(true) + ")");
   }
-  // The entries' class names (or first aliases: the names users type, "adam"), in the registry's order,
-  // comma-separated. An entry without a class name ("accuracy", which compile resolves) shows its first alias.
+  // The entries' names, in the registry's order: their class names, or with `by_alias` their first aliases (the
+  // names users type: "adam"). An entry without a class name ("accuracy", which compile resolves) gives its first
+  // alias, one without aliases its class name.
+  std::vector<std::string> names(bool by_alias) const {
+    std::vector<std::string> out;
+    for (auto& e : entries_)
+      out.push_back(e.class_name.empty() || (by_alias && !e.aliases.empty()) ? e.aliases[0] : e.class_name);
+    return out;
+  }
+  // names(), comma-separated, for errors.
   std::string known(bool by_alias = false) const {
     std::string out;
-    for (auto& e : entries_) {
-      std::string n = e.class_name.empty() || (by_alias && !e.aliases.empty()) ? e.aliases[0] : e.class_name;
-      out += (out.empty() ? "" : ", ") + n;
-    }
+    for (auto& n : names(by_alias)) out += (out.empty() ? "" : ", ") + n;
     return out;
   }
 

@@ -34,9 +34,7 @@ std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels
 }
 
 std::vector<std::string> names() {
-  std::vector<std::string> out;
-  for (auto& e : registry().entries()) out.push_back(e.aliases.empty() ? e.class_name : e.aliases[0]);
-  return out;
+  return registry().names(/*by_alias=*/true);
 }
 
 std::string name_from_config(const json& value) {

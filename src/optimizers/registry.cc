@@ -48,9 +48,7 @@ std::unique_ptr<Optimizer> get(const std::string& name) {
 }
 
 std::vector<std::string> names() {
-  std::vector<std::string> out;
-  for (auto& e : registry().entries()) out.push_back(e.aliases.empty() ? e.class_name : e.aliases[0]);
-  return out;
+  return registry().names(/*by_alias=*/true);
 }
 
 std::unique_ptr<Optimizer> deserialize(const json& value) {

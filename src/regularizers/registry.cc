@@ -72,12 +72,6 @@ Value deserialize_with(const Registry& registry, const json& value, const std::s
   c.finish();
   return v;
 }
-template <class Registry>
-std::vector<std::string> names_of(const Registry& registry) {
-  std::vector<std::string> out;
-  for (auto& e : registry.entries()) out.push_back(e.class_name);
-  return out;
-}
 }  // namespace
 
 namespace regularizers {
@@ -103,7 +97,7 @@ json serialize(const Regularizer& r) {
 }
 
 std::vector<std::string> names() {
-  return names_of(registry());
+  return registry().names(/*by_alias=*/false);
 }
 
 }  // namespace regularizers
@@ -124,7 +118,7 @@ json serialize(const Constraint& c) {
 }
 
 std::vector<std::string> names() {
-  return names_of(registry());
+  return registry().names(/*by_alias=*/false);
 }
 
 }  // namespace constraints

@@ -23,13 +23,8 @@ namespace {
 template <class T>
 using param_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-template <class T>
-__device__ __forceinline__ double ld(const T* p, std::int64_t i) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return double(__bfloat162float(p[i]));
-  else
-    return double(p[i]);
-}
+// A double stored as T (kernels.cuh's load_double reads): bfloat16 through float, as these kernels always rounded
+// (store_double rounds once, straight from double).
 template <class T>
 __device__ __forceinline__ void st(T* p, std::int64_t i, double v) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>)
@@ -47,14 +42,15 @@ __global__ void layer_norm_forward_kernel(const T* x, const P* gamma, const P* b
     double mu = 0, r;
     if (kind == NormKind::unit) {
       double s = 0;
-      for (std::int64_t k = 0; k < K; ++k) s += ld(x, base + l.col_offset(k)) * ld(x, base + l.col_offset(k));
+      for (std::int64_t k = 0; k < K; ++k)
+        s += load_double(x, base + l.col_offset(k)) * load_double(x, base + l.col_offset(k));
       r = unit_inverse(s);
     } else {
-      for (std::int64_t k = 0; k < K; ++k) mu += ld(x, base + l.col_offset(k));
+      for (std::int64_t k = 0; k < K; ++k) mu += load_double(x, base + l.col_offset(k));
       mu /= double(K);
       double v = 0;
       for (std::int64_t k = 0; k < K; ++k) {
-        const double d = ld(x, base + l.col_offset(k)) - mu;
+        const double d = load_double(x, base + l.col_offset(k)) - mu;
         v += d * d;
       }
       r = 1.0 / sqrt(v / double(K) + eps);
@@ -64,8 +60,8 @@ __global__ void layer_norm_forward_kernel(const T* x, const P* gamma, const P* b
     for (std::int64_t k = 0; k < K; ++k) {
       const std::int64_t o = base + l.col_offset(k);
       double g = gamma ? double(gamma[k]) : 1.0;
-      double v = kind == NormKind::layer ? (ld(x, o) - mu) * r * g + (beta ? double(beta[k]) : 0.0)
-                                         : ld(x, o) * r * g;
+      double v = kind == NormKind::layer ? (load_double(x, o) - mu) * r * g + (beta ? double(beta[k]) : 0.0)
+                                         : load_double(x, o) * r * g;
       st(y, o, v);
     }
   }
@@ -78,8 +74,8 @@ __global__ void layer_norm_dx_kernel(const T* x, const P* gamma, const P* mean, 
   SYSTOLIC_GRID_STRIDE(m, l.rows) {
     const std::int64_t base = l.row_offset(m);
     const double mu = mean[m], r = rstd[m];
-    auto xv = [&](std::int64_t k) { return ld(x, base + l.col_offset(k)); };
-    auto gv = [&](std::int64_t k) { return ld(dy, base + l.col_offset(k)); };
+    auto xv = [&](std::int64_t k) { return load_double(x, base + l.col_offset(k)); };
+    auto gv = [&](std::int64_t k) { return load_double(dy, base + l.col_offset(k)); };
     auto gg = [&](std::int64_t k) { return gv(k) * (gamma ? double(gamma[k]) : 1.0); };
     if (kind == NormKind::layer) {
       double a = 0, b = 0;
@@ -113,7 +109,7 @@ __global__ void layer_norm_dparams_kernel(const T* x, const P* mean, const P* rs
     double sg = 0, sb = 0;
     for (std::int64_t m = 0; m < l.rows; ++m) {
       const std::int64_t o = l.row_offset(m) + col;
-      const double g = ld(dy, o), v = ld(x, o);
+      const double g = load_double(dy, o), v = load_double(x, o);
       sg += g * (kind == NormKind::layer ? (v - double(mean[m])) * double(rstd[m]) : v * double(rstd[m]));
       sb += g;
     }
@@ -128,7 +124,7 @@ __global__ void broadcast_forward_kernel(BinaryKind kind, const T* a, const T* b
   SYSTOLIC_GRID_STRIDE(i, n) {
     std::int64_t oa, ob;
     l.offsets(i, oa, ob);
-    st(y, i, binary_value(kind, ld(a, oa), ld(b, ob)));
+    st(y, i, binary_value(kind, load_double(a, oa), load_double(b, ob)));
   }
 }
 
@@ -138,8 +134,9 @@ __global__ void broadcast_backward_kernel(BinaryKind kind, int which, const T* a
   SYSTOLIC_GRID_STRIDE(i, n) {
     double s = 0;
     l.for_each_source(which, i, [&](std::int64_t oy, std::int64_t oo) {
-      const double av = which ? ld(a, oo) : ld(a, i), bv = which ? ld(b, i) : ld(b, oo);
-      s += binary_gradient(kind, which, av, bv, ld(dy, oy));
+      const double av = which ? load_double(a, oo) : load_double(a, i),
+                   bv = which ? load_double(b, i) : load_double(b, oo);
+      s += binary_gradient(kind, which, av, bv, load_double(dy, oy));
     });
     st(d, i, s);
   }
@@ -151,7 +148,7 @@ __global__ void normalize_forward_kernel(const T* x, const P* mean, const P* var
   SYSTOLIC_GRID_STRIDE(i, n) {
     const std::int64_t k = l.column_of(i);
     const P d = normalization_divisor(variance[k]);
-    const P v = P(ld(x, i));
+    const P v = P(load_double(x, i));
     st(y, i, double(invert ? mean[k] + v * d : (v - mean[k]) / d));
   }
 }
@@ -161,7 +158,7 @@ __global__ void normalize_backward_kernel(const P* variance, const T* dy, T* dx,
                                           bool invert) {
   SYSTOLIC_GRID_STRIDE(i, n) {
     const P d = normalization_divisor(variance[l.column_of(i)]);
-    const P g = P(ld(dy, i));
+    const P g = P(load_double(dy, i));
     st(dx, i, double(invert ? g * d : g / d));
   }
 }
