@@ -171,11 +171,13 @@ TEST_P(ApplicationsOnXla, PredictsAsOnTheCpu) {
       family.c_str(), vs_cpu, vs_keras, seconds, again_seconds);
 }
 
-INSTANTIATE_TEST_SUITE_P(Xla, ApplicationsOnXla, ::testing::Values("ResNet50", "MobileNetV2", "EfficientNetB0"),
+INSTANTIATE_TEST_SUITE_P(Xla, ApplicationsOnXla,
+                         ::testing::Values("ResNet50", "MobileNetV2", "EfficientNetB0"),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(DISABLED_Xla, ApplicationsOnXla,
-                         ::testing::Values("ResNet50V2", "MobileNetV3Small", "EfficientNetV2B0", "DenseNet121",
-                                           "VGG16", "Xception", "InceptionV3", "NASNetMobile", "ConvNeXtTiny"),
+                         ::testing::Values("ResNet50V2", "MobileNetV3Small", "EfficientNetV2B0",
+                                           "DenseNet121", "VGG16", "Xception", "InceptionV3", "NASNetMobile",
+                                           "ConvNeXtTiny"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
