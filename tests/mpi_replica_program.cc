@@ -12,6 +12,10 @@
 //                                       OUTDIR/rankRANK (so the test sees which writes), and writes
 //                                       OUTDIR/decisions.RANK and OUTDIR/values.RANK (what it decided and
 //                                       computed).
+//   mpi_replica_program kv OUTDIR       the key-value store of PJRT's multi-host mode over MPI, through the C
+//                                       callbacks a plugin calls: rank r puts "node/r" (a large value, so that MPI
+//                                       sends it by rendezvous), gets every rank's, and a key nobody puts times out;
+//                                       writes OUTDIR/kv.RANK (what it got, and the timeout's error).
 #include <systolic/systolic.h>
 #include <unistd.h>
 
@@ -20,18 +24,40 @@
 #include <fstream>
 #include <string>
 
+#include "core/xla/pjrt.h"
+#include "distribute/communicator.h"
 #include "replica_test_model.h"
 
 using namespace systolic;
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s train|forever|callbacks OUTDIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s train|forever|callbacks|kv OUTDIR\n", argv[0]);
     return 2;
   }
   std::string mode = argv[1], dir = argv[2];
   set_log_stream(stderr);
   try {
+    if (mode == "kv") {
+      auto world = distribute::mpi_world();
+      auto store = distribute::make_mpi_key_value_store();
+      auto value_of = [](int r) {
+        return std::string(200000, static_cast<char>('a' + r)) + std::to_string(r);
+      };
+      xla::key_value_put_through_pjrt(*store, "node/" + std::to_string(world.rank), value_of(world.rank));
+      std::ofstream out(dir + "/kv." + std::to_string(world.rank));
+      for (int r = 0; r < world.size; ++r) {
+        std::string got = xla::key_value_get_through_pjrt(*store, "node/" + std::to_string(r), 20000);
+        out << "node/" << r << (got == value_of(r) ? " ok" : " WRONG") << "\n";
+      }
+      try {
+        xla::key_value_get_through_pjrt(*store, "nobody/puts/this", 200);
+        out << "no timeout\n";
+      } catch (const Error& e) {
+        out << "timeout: " << e.what() << "\n";
+      }
+      return 0;
+    }
     Model cpu = testing::replica_test_model(false);
     auto d = testing::replica_test_data(96);
     int rank = 0;

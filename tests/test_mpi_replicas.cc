@@ -183,3 +183,24 @@ TEST(MpiReplicas, CallbacksDecideAlikeAndOnlyTheChiefWrites) {
   ASSERT_EQ(values.size(), run.values.size());
   for (std::size_t i = 0; i < values.size(); ++i) EXPECT_NEAR(values[i], run.values[i], 1e-5) << i;
 }
+
+// PJRT's multi-host mode needs a key-value store shared by the job's processes (PJRT_Client_Create's kv callbacks).
+// Under mpirun each process's PJRT clients get one over MPI; the CPU plugin has no multi-host mode to use it, so the
+// store is tested alone, through the same C callbacks a plugin calls: each of 2 ranks puts a 200 kB value and gets
+// both, and a key nobody puts times out with an error naming it.
+TEST(MpiKeyValueStore, TwoProcessesShareValuesThroughThePjrtCallbacks) {
+  SYSTOLIC_REQUIRE_MPI();
+  TempDir dir;
+  pid_t mpirun = start_mpirun("kv", dir.str(), dir.file("log.txt"), 30);
+  int status = wait_for(mpirun, 60);
+  std::string log = read_text(dir.file("log.txt"));
+  ASSERT_EQ(status, 0) << log;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string got = read_text(dir.file("kv." + std::to_string(rank)));
+    EXPECT_NE(got.find("node/0 ok\nnode/1 ok\n"), std::string::npos) << "rank " << rank << ": " << got;
+    EXPECT_NE(got.find("timeout: key-value store over MPI (rank " + std::to_string(rank) +
+                       " of 2): no process put 'nobody/puts/this' within 200 ms"),
+              std::string::npos)
+        << "rank " << rank << ": " << got;
+  }
+}

@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+namespace systolic::xla {
+class KeyValueStore;
+}
+
 namespace systolic::distribute {
 
 class Communicator {
@@ -56,6 +60,9 @@ struct MpiWorld {
 };
 MpiWorld mpi_world();  // initialises MPI
 std::unique_ptr<Communicator> make_mpi_communicator(double timeout_s);
+// The key-value store of PJRT's multi-host mode over MPI (mpi_key_value_store.cc), which every PJRT client of a
+// process started by an MPI launcher is given.
+std::shared_ptr<xla::KeyValueStore> make_mpi_key_value_store();
 
 // NCCL over the given GPUs of this process (CUDA builds with NCCL only; Error otherwise).
 bool nccl_compiled();

@@ -111,7 +111,9 @@ Model to_accelerator(const Model& cpu_model, const distribute::Strategy& strateg
           local - 1, strategy.name(), devices[static_cast<std::size_t>(i)].str(), i);
     SYSTOLIC_CHECK(
         strategy.num_workers() == 1,
-        "to_accelerator: XLA replicas across workers are not supported yet (strategy {} has {} workers)",
+        "to_accelerator: XLA replicas across workers are not supported yet: their clients share a key-value "
+        "store over MPI, but one SPMD program over several hosts is not built (strategy {} has {} workers; "
+        "docs/xla.md)",
         strategy.name(), strategy.num_workers());
   }
   double timeout = strategy.options().timeout_seconds > 0 ? strategy.options().timeout_seconds

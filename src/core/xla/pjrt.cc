@@ -206,7 +206,91 @@ std::string find_plugin(Platform p) {
                           : candidates.front() + " and Python's site-packages");
 }
 
+// ---- the key-value store's callbacks ---------------------------------------------------------------------------
+
+std::mutex g_store_mutex;
+// Made on first use: src/distribute installs its factory while the library's statics are being initialised.
+std::function<std::shared_ptr<KeyValueStore>()>& factory_slot() {
+  static auto* f = new std::function<std::shared_ptr<KeyValueStore>()>;
+  return *f;
+}
+
+std::function<std::shared_ptr<KeyValueStore>()> store_factory() {
+  std::lock_guard lock(g_store_mutex);
+  return factory_slot();
+}
+
+// A callback never lets an exception reach the plugin: it becomes the plugin's PJRT_Error.
+PJRT_Error* callback_failed(PJRT_CallbackError* make_error, PJRT_Error_Code code, const std::string& why) {
+  return (*make_error)(code, why.data(), why.size());
+}
+
+PJRT_Error* kv_get(PJRT_KeyValueGetCallback_Args* a) {
+  try {
+    std::string value =
+        static_cast<KeyValueStore*>(a->user_arg)->get(std::string(a->key, a->key_size), a->timeout_in_ms);
+    char* out = new char[value.size() + 1];
+    std::memcpy(out, value.data(), value.size());
+    a->value = out;
+    a->value_size = value.size();
+    a->value_deleter_callback = [](char* v) { delete[] v; };
+    return nullptr;
+  } catch (const std::exception& e) {
+    return callback_failed(a->callback_error, PJRT_Error_Code_DEADLINE_EXCEEDED, e.what());
+  }
+}
+
+PJRT_Error* kv_put(PJRT_KeyValuePutCallback_Args* a) {
+  try {
+    static_cast<KeyValueStore*>(a->user_arg)
+        ->put(std::string(a->key, a->key_size), std::string(a->value, a->value_size));
+    return nullptr;
+  } catch (const std::exception& e) {
+    return callback_failed(a->callback_error, PJRT_Error_Code_INTERNAL, e.what());
+  }
+}
+
+// What the tests give the callbacks for PJRT_CallbackError: a message kept here, a non-null marker returned.
+thread_local std::string t_callback_error;
+PJRT_Error* test_callback_error(PJRT_Error_Code, const char* message, size_t size) {
+  t_callback_error.assign(message, size);
+  return reinterpret_cast<PJRT_Error*>(&t_callback_error);
+}
+
 }  // namespace
+
+void set_key_value_store_factory(std::function<std::shared_ptr<KeyValueStore>()> factory) {
+  std::lock_guard lock(g_store_mutex);
+  factory_slot() = std::move(factory);
+}
+
+std::string key_value_get_through_pjrt(KeyValueStore& store, const std::string& key, int timeout_ms) {
+  PJRT_CallbackError make_error = &test_callback_error;
+  auto a = ARGS(PJRT_KeyValueGetCallback_Args);
+  a.key = key.data();
+  a.key_size = key.size();
+  a.timeout_in_ms = timeout_ms;
+  a.callback_error = &make_error;
+  a.user_arg = &store;
+  if (kv_get(&a)) fail("{}", t_callback_error);
+  std::string value(a.value, a.value_size);
+  a.value_deleter_callback(a.value);
+  return value;
+}
+
+void key_value_put_through_pjrt(KeyValueStore& store, const std::string& key, const std::string& value) {
+  PJRT_CallbackError make_error = &test_callback_error;
+  auto a = ARGS(PJRT_KeyValuePutCallback_Args);
+  a.key = key.data();
+  a.key_size = key.size();
+  a.value = value.data();
+  a.value_size = value.size();
+  a.callback_error = &make_error;
+  a.user_arg = &store;
+  if (kv_put(&a)) fail("{}", t_callback_error);
+}
+
+namespace {}  // namespace
 
 Runtime& Runtime::get(Platform p) {
   std::lock_guard lock(g_runtimes_mutex);
@@ -277,6 +361,13 @@ Runtime::Runtime(Platform p) : platform_(p) {
     auto a = ARGS(PJRT_Client_Create_Args);
     a.create_options = options.data();
     a.num_options = options.size();
+    if (auto factory = store_factory()) store_ = factory();
+    if (store_) {  // for a multi-host client (the CPU plugin has no such mode and ignores them)
+      a.kv_get_callback = &kv_get;
+      a.kv_get_user_arg = store_.get();
+      a.kv_put_callback = &kv_put;
+      a.kv_put_user_arg = store_.get();
+    }
     check(api_->PJRT_Client_Create(&a), "PJRT_Client_Create");
     client_ = a.client;
   }

@@ -17,6 +17,7 @@
 #include <systolic/dtype.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,23 @@ struct PluginInfo {
   std::vector<std::string> device_kinds;  // one per addressable device
 };
 
+// A key-value store shared by the processes of a job: how the clients of one plugin in several processes find each
+// other (PJRT_Client_Create's kv_get and kv_put callbacks, which PJRT's multi-host mode needs). Thread-safe.
+class KeyValueStore {
+ public:
+  virtual ~KeyValueStore() = default;
+  virtual void put(const std::string& key, const std::string& value) = 0;
+  // The value some process put under `key`, waiting for it up to timeout_ms; Error when none came in time.
+  virtual std::string get(const std::string& key, int timeout_ms) = 0;
+};
+// What makes the store of this process when a platform's client is created (null factory, or a null store: no
+// callbacks). src/distribute installs one that makes an MPI store under an MPI launcher.
+void set_key_value_store_factory(std::function<std::shared_ptr<KeyValueStore>()> factory);
+// The C callbacks a client is given, called as a plugin calls them (for tests): a get's value, or the Error the
+// callback returned to the plugin.
+std::string key_value_get_through_pjrt(KeyValueStore& store, const std::string& key, int timeout_ms);
+void key_value_put_through_pjrt(KeyValueStore& store, const std::string& key, const std::string& value);
+
 // The runtime of one platform: its plugin, client and addressable devices.
 class Runtime {
  public:
@@ -66,6 +84,7 @@ class Runtime {
   PluginInfo info_;
   const PJRT_Api* api_ = nullptr;
   PJRT_Client* client_ = nullptr;
+  std::shared_ptr<KeyValueStore> store_;  // shared with the plugin's clients of other processes, if any
   std::vector<PJRT_Device*> devices_;
 };
 
