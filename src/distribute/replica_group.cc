@@ -135,21 +135,17 @@ void ReplicaGroup::train_step(const Tensor& x, const Tensor& y) {
     comm_->all_reduce_sum(r.gradient_buffer(), local);
     r.apply_update();
   };
-  if (spmd_ && n % size() == 0) {  // one SPMD program, when every shard is of one size
+  const bool one_program = spmd_ && n % size() == 0;  // one SPMD program, when every shard is of one size
+  if (one_program) {
     for (int l = 0; l < local_size(); ++l) load(l, replica(l));
     if (StepGraph* program = spmd_program(n, step)) {
       program->replay();
       for (int l = 0; l < local_size(); ++l) replica(l).end_step();
       return;
     }
-    run([&](int local, Replica& r) {
-      step(local, r);
-      r.end_step();
-    });
-    return;
   }
   run([&](int local, Replica& r) {
-    load(local, r);
+    if (!one_program) load(local, r);  // else loaded above
     step(local, r);
     r.end_step();
   });

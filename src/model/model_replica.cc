@@ -14,10 +14,8 @@ void ModelState::join_strategy(int global_index, bool is_chief, const ops::Cross
 
 void ModelState::load_step(const Tensor& x, const Tensor& y, std::int64_t begin, std::int64_t end,
                            double learning_rate) {
-  // Made before any recording, which must not bake their first values in.
-  step_counter().on(device());
   optimizer->load_learning_rate(learning_rate);
-  optimizer->learning_rate_on(device());
+  make_step_scalars();
   if (end <= begin) return;
   std::vector<std::int64_t> rows(static_cast<std::size_t>(end - begin));
   if (device().is_cpu()) {

@@ -165,6 +165,12 @@ class ModelState final : public distribute::Replica {
   void apply_gradients();
   // The training step count: the optimizer's (Keras's optimizer.iterations); compiled models only.
   optimizers::StepCounter& step_counter() { return optimizer->iterations_counter(); }
+  // The step counter and the learning rate on the device, made before a step is recorded (a recording reads them
+  // there and must not bake their first values in).
+  void make_step_scalars() {
+    step_counter().on(device());
+    optimizer->learning_rate_on(device());
+  }
 
   void check_xy(const Tensor& x, const Tensor* y, const char* what) const;
 

@@ -76,9 +76,7 @@ void TrainFunction::begin_fit(bool device_batches, bool graphs, std::int64_t ful
 }
 
 void TrainFunction::record(std::int64_t n) {
-  // Made by the warm-up step already; recorded steps read them there.
-  s_.step_counter().on(s_.device());
-  s_.optimizer->learning_rate_on(s_.device());
+  s_.make_step_scalars();
   std::string why;
   if (graph_->capture([&] { step(n); }, why)) {
     ++recordings_;

@@ -290,8 +290,6 @@ void key_value_put_through_pjrt(KeyValueStore& store, const std::string& key, co
   if (kv_put(&a)) fail("{}", t_callback_error);
 }
 
-namespace {}  // namespace
-
 Runtime& Runtime::get(Platform p) {
   std::lock_guard lock(g_runtimes_mutex);
   auto& slot = runtimes()[p];
@@ -519,13 +517,13 @@ void Buffer::to_host(void* data, std::size_t bytes) const {
 
 // ---- Executable ---------------------------------------------------------------------------------------------------
 
-std::string compile_options(int replicas, int first_device) {
+std::string compile_options(int replicas) {
   std::string build;
   put_int(build, 4, static_cast<std::uint64_t>(replicas));  // num_replicas
   put_int(build, 5, 1);                                     // num_partitions
-  if (replicas > 1 || first_device > 0) {
+  if (replicas > 1) {
     std::string ids;
-    for (int i = 0; i < replicas; ++i) put_varint(ids, static_cast<std::uint64_t>(first_device + i));
+    for (int i = 0; i < replicas; ++i) put_varint(ids, static_cast<std::uint64_t>(i));
     std::string devices;
     put_field(devices, 1, ids);  // replica_device_ids, packed
     std::string assignment;
@@ -535,18 +533,17 @@ std::string compile_options(int replicas, int first_device) {
     put_field(build, 9, assignment);                               // device_assignment
   }
   std::string options;
-  put_field(options, 3, build);                                    // executable_build_options
-  if (replicas == 1 && first_device == 0) put_int(options, 4, 1);  // compile_portable_executable
+  put_field(options, 3, build);               // executable_build_options
+  if (replicas == 1) put_int(options, 4, 1);  // compile_portable_executable
   return options;
 }
 
-Executable::Executable(Runtime& runtime, const std::string& stablehlo, int replicas, int outputs,
-                       int first_device)
-    : runtime_(runtime), replicas_(replicas), outputs_(outputs), first_device_(first_device) {
-  SYSTOLIC_CHECK(replicas >= 1 && first_device >= 0 && first_device + replicas <= runtime.device_count(),
-                 "xla:{}: a program for {} replicas from device {} needs as many devices; the plugin has {}",
-                 runtime.info().platform, replicas, first_device, runtime.device_count());
-  std::string options = compile_options(replicas, first_device);
+Executable::Executable(Runtime& runtime, const std::string& stablehlo, int replicas, int outputs)
+    : runtime_(runtime), replicas_(replicas), outputs_(outputs) {
+  SYSTOLIC_CHECK(replicas >= 1 && replicas <= runtime.device_count(),
+                 "xla:{}: a program for {} replicas needs as many devices; the plugin has {}",
+                 runtime.info().platform, replicas, runtime.device_count());
+  std::string options = compile_options(replicas);
   auto program = ARGS(PJRT_Program);
   program.code = const_cast<char*>(stablehlo.data());
   program.code_size = stablehlo.size();
@@ -582,7 +579,7 @@ std::vector<std::vector<std::shared_ptr<Buffer>>> Executable::execute(
                  "xla: {} output shapes for {} outputs", out_dims.size(), outputs_);
   const std::size_t nargs = args[0].size();
   // A one-device program runs on the device it is given (compiled once, for any device of the plugin).
-  if (replicas_ > 1) device = first_device_;
+  if (replicas_ > 1) device = 0;
   std::vector<std::vector<PJRT_Buffer*>> raw(args.size());
   std::vector<PJRT_Buffer* const*> arg_lists;
   for (std::size_t r = 0; r < args.size(); ++r) {

@@ -131,11 +131,11 @@ class Buffer {
   int device_;
 };
 
-// A compiled program: StableHLO text (format "mlir") compiled for `replicas` devices, first_device ..
-// first_device + replicas - 1 (a one-device program runs on the device of its arrays).
+// A compiled program: StableHLO text (format "mlir") compiled for `replicas` devices 0 .. replicas-1, or, for one
+// device, compiled portable: it runs on the device each execute names.
 class Executable {
  public:
-  Executable(Runtime& runtime, const std::string& stablehlo, int replicas, int outputs, int first_device = 0);
+  Executable(Runtime& runtime, const std::string& stablehlo, int replicas, int outputs);
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
@@ -145,9 +145,8 @@ class Executable {
     DType dtype;
     std::vector<std::int64_t> dims;
   };
-  // Runs on its devices (args[r]: replica r's arguments, on device first_device + r, in order) and waits; returns each replica's
-  // outputs as new buffers, of the dims and dtypes the program declares.
-  // A one-device program (compiled portable) runs on `device`.
+  // Runs on its devices (args[r]: replica r's arguments, on device r, in order; a one-device program's on
+  // `device`) and waits; returns each replica's outputs as new buffers, of the dims and dtypes the program declares.
   std::vector<std::vector<std::shared_ptr<Buffer>>> execute(
       const std::vector<std::vector<Buffer*>>& args, const std::vector<std::vector<std::int64_t>>& out_dims,
       const std::vector<DType>& out_dtypes, int device = 0);
@@ -158,11 +157,10 @@ class Executable {
   PJRT_LoadedExecutable* exe_ = nullptr;
   int replicas_;
   int outputs_;
-  int first_device_;
 };
 
-// The serialised xla.CompileOptionsProto for `replicas` replicas (devices first_device ..
-// first_device + replicas - 1), one partition.
-std::string compile_options(int replicas, int first_device = 0);
+// The serialised xla.CompileOptionsProto for `replicas` replicas (devices 0..replicas-1), one partition; one replica
+// compiles portable.
+std::string compile_options(int replicas);
 
 }  // namespace systolic::xla

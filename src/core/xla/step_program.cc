@@ -32,7 +32,7 @@ class XlaStep : public StepRecorder {
         step(r);
         programs_.push_back(trace.finish());
       }
-      if (replicas > 1) check_one_program();
+      xla::Recorded::check_one_program(list());
     } catch (const std::exception& e) {
       why = e.what();
       reset();
@@ -48,18 +48,15 @@ class XlaStep : public StepRecorder {
   }
 
   void replay() override {
-    std::vector<xla::Recorded*> list;
-    for (auto& p : programs_) list.push_back(p.get());
-    SYSTOLIC_CHECK(xla::Recorded::run_replicas(list),
+    SYSTOLIC_CHECK(xla::Recorded::run_replicas(list()),
                    "xla: a buffer of the recorded step was freed since it was recorded (record it again)");
   }
 
  private:
-  void check_one_program() const {
-    for (std::size_t r = 1; r < programs_.size(); ++r)
-      if (programs_[r]->text() != programs_[0]->text())
-        fail("xla: replica {} traced another program than replica 0 ({})", r,
-             xla::Recorded::first_difference(programs_[0]->text(), programs_[r]->text()));
+  std::vector<xla::Recorded*> list() const {
+    std::vector<xla::Recorded*> out;
+    for (auto& p : programs_) out.push_back(p.get());
+    return out;
   }
 
   std::vector<std::shared_ptr<xla::Recorded>> programs_;

@@ -298,14 +298,22 @@ bool Recorded::current() const {
   return true;
 }
 
-std::string Recorded::first_difference(const std::string& a, const std::string& b) {
-  std::size_t at = 0;
-  while (at < a.size() && at < b.size() && a[at] == b[at]) ++at;
-  std::size_t begin = at == 0 ? 0 : a.rfind('\n', at - 1);
-  begin = begin == std::string::npos ? 0 : begin + 1;
-  std::size_t end = a.find('\n', at);
-  if (end == std::string::npos) end = a.size();
-  return "the first difference is in \"" + a.substr(begin, std::min<std::size_t>(end - begin, 200)) + "\"";
+void Recorded::check_one_program(const std::vector<Recorded*>& programs) {
+  const std::string& a = programs[0]->text_;
+  for (std::size_t r = 1; r < programs.size(); ++r) {
+    const std::string& b = programs[r]->text_;
+    if (b == a) continue;
+    std::size_t at = 0;
+    while (at < a.size() && at < b.size() && a[at] == b[at]) ++at;
+    std::size_t begin = at == 0 ? 0 : a.rfind('\n', at - 1);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    std::size_t end = a.find('\n', at);
+    if (end == std::string::npos) end = a.size();
+    fail(
+        "xla: replica {} traced another program than replica 0 (an SPMD step must be one program): the first "
+        "difference is in \"{}\"",
+        r, a.substr(begin, std::min<std::size_t>(end - begin, 200)));
+  }
 }
 
 bool Recorded::run_replicas(const std::vector<Recorded*>& programs) {
@@ -315,10 +323,9 @@ bool Recorded::run_replicas(const std::vector<Recorded*>& programs) {
   SYSTOLIC_CHECK(static_cast<int>(programs.size()) == first.replicas_,
                  "xla: a program for {} replicas run with {} argument lists", first.replicas_,
                  programs.size());
-  for (std::size_t r = 1; r < programs.size(); ++r)
-    if (programs[r]->exe_ != first.exe_)  // one text, one executable (compiled programs are cached by text)
-      fail("xla: replica {} traced another program than replica 0 (an SPMD step must be one program): {}", r,
-           first_difference(first.text_, programs[r]->text_));
+  for (auto* p : programs)
+    if (p->exe_ != first.exe_)
+      check_one_program(programs);  // one text is one executable: names the difference
   std::vector<std::vector<std::shared_ptr<Array>>> args(programs.size()), results(programs.size());
   std::vector<std::vector<Buffer*>> lists(programs.size());
   for (std::size_t r = 0; r < programs.size(); ++r) {

@@ -84,15 +84,14 @@ class Recorded {
   // runs) when an array it reads or writes no longer exists: record again.
   bool run() { return run_replicas({this}); }
   // One SPMD program over N devices: programs[r] is replica r's trace of the same step (Trace(N, r), on its own
-  // arrays, on device r), and every trace must be the same text. Runs them as one execution of the program with N
-  // argument lists. False (and nothing runs) when an array of one of them no longer exists; Error when the texts
-  // differ (naming the first line that does).
+  // arrays, on device r), and every trace must be the same text (check_one_program). Runs them as one execution of
+  // the program with N argument lists. False (and nothing runs) when an array of one of them no longer exists.
   static bool run_replicas(const std::vector<Recorded*>& programs);
+  // Error unless the replicas' traces are one program, naming the first line where one differs (whatever made it
+  // differ belongs in an array, not in the program).
+  static void check_one_program(const std::vector<Recorded*>& programs);
   // Whether every array it reads and writes still exists.
   bool current() const;
-  // The first line of `a` that differs from `b` (for errors: what made two replicas' traces differ belongs in an
-  // array, not in the program).
-  static std::string first_difference(const std::string& a, const std::string& b);
   const std::string& text() const { return text_; }
   int arguments() const { return static_cast<int>(args_.size()); }
   int results() const { return static_cast<int>(results_.size()); }

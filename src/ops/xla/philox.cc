@@ -14,6 +14,18 @@ E splat(const E& scalar, const std::vector<std::int64_t>& dims) {
   return broadcast(scalar, dims, {});
 }
 
+// The seed as a value. A replica's random layers are given replica_seed(seed, r) (core/philox.h); in an SPMD program
+// the replica is stablehlo.replica_id, so the program takes r's stride back out of the seed and adds replica_id's:
+// every replica traces the same text and draws its own numbers.
+E seed_value(std::uint64_t seed) {
+  Trace& t = trace();
+  if (t.replicas() == 1) return scalar_u(seed, Elem::u64);
+  const std::uint64_t first =
+      seed - systolic::philox::kReplicaStride * static_cast<std::uint64_t>(t.replica());
+  return scalar_u(first, Elem::u64) +
+         scalar_u(systolic::philox::kReplicaStride, Elem::u64) * convert(E(t.replica_id()), Elem::u64);
+}
+
 }  // namespace
 
 Words philox4x32(const Words& c0, const E& key0, const E& key1) {
@@ -33,22 +45,6 @@ Words philox4x32(const Words& c0, const E& key0, const E& key1) {
   }
   return c;
 }
-
-namespace {
-
-// The seed as a value. A replica's random layers are given replica_seed(seed, r) (core/philox.h); in an SPMD program
-// the replica is stablehlo.replica_id, so the program takes r's stride back out of the seed and adds replica_id's:
-// every replica traces the same text and draws its own numbers.
-E seed_value(std::uint64_t seed) {
-  const Trace& t = trace();
-  if (t.replicas() == 1) return scalar_u(seed, Elem::u64);
-  const std::uint64_t first =
-      seed - systolic::philox::kReplicaStride * static_cast<std::uint64_t>(t.replica());
-  return scalar_u(first, Elem::u64) +
-         scalar_u(systolic::philox::kReplicaStride, Elem::u64) * convert(E(trace().replica_id()), Elem::u64);
-}
-
-}  // namespace
 
 E dropout_key(std::uint64_t seed, const Tensor& step) {
   // mix64(seed + 0x9E3779B97F4A7C15 * (uint64(step) + 1)), splitmix64's finaliser.
