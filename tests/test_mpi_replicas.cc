@@ -93,14 +93,24 @@ std::pair<int, double> fault(int signal, const TempDir& dir, double timeout_s, s
   return {status, took};
 }
 
+// mpirun -np 2 of the replica program in `mode`, waited for up to `limit_s`: its exit status and its log (to print
+// on failure).
+struct MpiRun {
+  int status;
+  std::string log;
+};
+MpiRun run_mpirun(const std::string& mode, TempDir& dir, double limit_s) {
+  pid_t mpirun = start_mpirun(mode, dir.str(), dir.file("log.txt"), 30);
+  int status = wait_for(mpirun, limit_s);
+  return {status, read_text(dir.file("log.txt"))};
+}
+
 }  // namespace
 
 TEST(MpiReplicas, TwoProcessesEndWithTheWeightsOfOne) {
   SYSTOLIC_REQUIRE_MPI();
   TempDir dir;
-  pid_t mpirun = start_mpirun("train", dir.str(), dir.file("log.txt"), 30);
-  int status = wait_for(mpirun, 120);
-  std::string log = read_text(dir.file("log.txt"));
+  auto [status, log] = run_mpirun("train", dir, 120);
   ASSERT_EQ(status, 0) << log;
   EXPECT_NE(log.find("Found 2 replicas: cpu (worker 0), cpu (worker 1)"), std::string::npos) << log;
   EXPECT_NE(log.find("Num workers: 2"), std::string::npos) << log;
@@ -156,9 +166,7 @@ TEST(MpiReplicas, CallbacksDecideAlikeAndOnlyTheChiefWrites) {
   // chief's folder gets files, and what they decide is what one process decides.
   SYSTOLIC_REQUIRE_MPI();
   TempDir dir;
-  pid_t mpirun = start_mpirun("callbacks", dir.str(), dir.file("log.txt"), 30);
-  int status = wait_for(mpirun, 120);
-  std::string log = read_text(dir.file("log.txt"));
+  auto [status, log] = run_mpirun("callbacks", dir, 120);
   ASSERT_EQ(status, 0) << log;
   std::string decisions = read_text(dir.file("decisions.0"));
   EXPECT_EQ(read_text(dir.file("decisions.1")), decisions);
@@ -191,9 +199,7 @@ TEST(MpiReplicas, CallbacksDecideAlikeAndOnlyTheChiefWrites) {
 TEST(MpiKeyValueStore, TwoProcessesShareValuesThroughThePjrtCallbacks) {
   SYSTOLIC_REQUIRE_MPI();
   TempDir dir;
-  pid_t mpirun = start_mpirun("kv", dir.str(), dir.file("log.txt"), 30);
-  int status = wait_for(mpirun, 60);
-  std::string log = read_text(dir.file("log.txt"));
+  auto [status, log] = run_mpirun("kv", dir, 60);
   ASSERT_EQ(status, 0) << log;
   for (int rank = 0; rank < 2; ++rank) {
     std::string got = read_text(dir.file("kv." + std::to_string(rank)));
