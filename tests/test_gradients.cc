@@ -227,10 +227,44 @@ TEST(GradientCheck, CrossEntropyFromProbabilities) {
                  Tensor& g) { ops::crossentropy_from_probabilities(p, onehot, t, g, 1.0, 1e-7); },
              probs.clone());
 }
-TEST(GradientCheck, MeanSquaredError) {
-  Tensor target = random_tensor({3, 4}, 14, DType::float64);
-  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) { ops::mean_squared_error(p, target, t, g, 1.0); },
-             random_tensor({3, 4}, 15, DType::float64));
+// Every elementwise loss, on predictions away from its kinks (finite differences straddle none).
+TEST(GradientCheck, ElementwiseLosses) {
+  using K = ops::ElementLoss;
+  struct Case {
+    ops::ElementLossParams p;
+    double lo, hi;  // predictions
+    Tensor target;
+  };
+  Tensor reals = random_tensor({3, 2, 4}, 14, DType::float64, -2, 2);
+  Tensor positive = random_tensor({3, 2, 4}, 16, DType::float64, 0, 3);
+  Tensor soft = random_tensor({3, 2, 4}, 17, DType::float64, 0, 1);
+  Tensor binary = Tensor::from_vector<double>({0, 1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 0,  //
+                                               1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1},
+                                              {3, 2, 4});
+  const std::vector<Case> cases{
+      {{.kind = K::squared_error}, -2, 2, reals},
+      {{.kind = K::absolute_error}, -2, 2, reals},
+      {{.kind = K::absolute_percentage_error}, -2, 2, reals},
+      {{.kind = K::squared_logarithmic_error}, 0.05, 3, positive},
+      {{.kind = K::huber, .delta = 0.8}, -2, 2, reals},
+      {{.kind = K::log_cosh}, -2, 2, reals},
+      {{.kind = K::poisson}, 0.05, 3, positive},
+      {{.kind = K::hinge}, -2, 2, binary},
+      {{.kind = K::squared_hinge}, -2, 2, soft},
+      {{.kind = K::kl_divergence}, 0.05, 0.95, soft},
+      {{.kind = K::binary_crossentropy, .label_smoothing = 0.1}, 0.05, 0.95, soft},
+      {{.kind = K::binary_crossentropy, .from_logits = true}, -4, 4, binary},
+      {{.kind = K::binary_focal_crossentropy, .gamma = 1.5, .class_balancing = true}, 0.05, 0.95, binary},
+      {{.kind = K::binary_focal_crossentropy, .from_logits = true, .label_smoothing = 0.2}, -4, 4, soft},
+  };
+  std::uint64_t seed = 40;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(static_cast<int>(c.p.kind));
+    Tensor pred = random_tensor({3, 2, 4}, seed++, DType::float64, c.lo, c.hi);
+    check_loss(
+        [&](const Tensor& p, Tensor& t, Tensor& g) { ops::elementwise_loss(p, c.target, t, g, c.p, 1.0); },
+        pred);
+  }
 }
 
 // ---- Whole models: every trainable parameter's gradient of the training-mode batch loss.

@@ -857,13 +857,59 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
                                        Family::reduction});
     }
   }
-  for (Shape s : {Shape{37, 5, 3}, Shape{1000003, 1}}) {
-    m[Op::mean_squared_error].push_back(
-        {"mse " + s.str(),
-         {in("predictions", s), param(in("targets", s)), total(), out("dpred", s)},
-         [s](auto& t) { mean_squared_error(t[0], t[1], t[2], t[3], 1.0 / s[0]); },
+  // Every elementwise kind, on predictions and targets in its domain; squared error also on a long batch.
+  using K = ElementLoss;
+  struct Kind {
+    std::string name;
+    ElementLossParams p;
+    double lo, hi, tlo, thi;  // predictions, targets
+    bool binary_targets = false;
+  };
+  const std::vector<Kind> kinds{
+      {"squared_error", {.kind = K::squared_error}, -2, 2, -2, 2},
+      {"absolute_error", {.kind = K::absolute_error}, -2, 2, -2, 2},
+      {"absolute_percentage_error", {.kind = K::absolute_percentage_error}, -2, 2, 0.5, 2},
+      {"squared_logarithmic_error", {.kind = K::squared_logarithmic_error}, 0.05, 3, 0, 3},
+      {"huber", {.kind = K::huber, .delta = 0.7}, -2, 2, -2, 2},
+      {"log_cosh", {.kind = K::log_cosh}, -3, 3, -3, 3},
+      {"poisson", {.kind = K::poisson}, 0.05, 3, 0, 3},
+      {"hinge, 0/1 targets", {.kind = K::hinge}, -2, 2, 0, 1, true},
+      {"hinge", {.kind = K::hinge}, -2, 2, -1, 1},
+      {"squared_hinge, 0/1 targets", {.kind = K::squared_hinge}, -2, 2, 0, 1, true},
+      {"kl_divergence", {.kind = K::kl_divergence}, 0.01, 0.99, 0, 1},
+      {"binary_crossentropy", {.kind = K::binary_crossentropy, .label_smoothing = 0.1}, 0.01, 0.99, 0, 1},
+      {"binary_crossentropy from logits", {.kind = K::binary_crossentropy, .from_logits = true}, -5, 5, 0, 1},
+      {"binary_focal_crossentropy",
+       {.kind = K::binary_focal_crossentropy, .gamma = 1.5, .class_balancing = true},
+       0.01,
+       0.99,
+       0,
+       1,
+       true},
+      {"binary_focal_crossentropy from logits",
+       {.kind = K::binary_focal_crossentropy, .from_logits = true, .label_smoothing = 0.2},
+       -5,
+       5,
+       0,
+       1},
+  };
+  for (const Kind& k : kinds) {
+    const Shape s{37, 5, 3};
+    Arg target = param(in("targets", s, k.tlo, k.thi));
+    if (k.binary_targets) target.values = Values::integers;
+    ElementLossParams p = k.p;
+    m[Op::elementwise_loss].push_back(
+        {k.name + " " + s.str(),
+         {in("predictions", s, k.lo, k.hi), target, total(), out("dpred", s)},
+         [s, p](auto& t) { elementwise_loss(t[0], t[1], t[2], t[3], p, 1.0 / s[0]); },
          Family::reduction});
   }
+  const Shape s{1000003, 1};
+  m[Op::elementwise_loss].push_back(
+      {"squared_error " + s.str(),
+       {in("predictions", s), param(in("targets", s)), total(), out("dpred", s)},
+       [s](auto& t) { elementwise_loss(t[0], t[1], t[2], t[3], {}, 1.0 / s[0]); },
+       Family::reduction});
 }
 
 void optimizer_cases(std::map<Op, std::vector<Case>>& m) {

@@ -178,7 +178,7 @@ TEST(LossRegistry, EveryNameAndConfig) {
   }
   EXPECT_EQ(sy::losses::get("mse")->class_name(), "MeanSquaredError");
   EXPECT_EQ(sy::losses::get("MSE")->class_name(), "MeanSquaredError");
-  EXPECT_THAT(error_of([] { sy::losses::get("hinge"); }), HasSubstr("unknown loss 'hinge'"));
+  EXPECT_THAT(error_of([] { sy::losses::get("dice"); }), HasSubstr("unknown loss 'dice'"));
   // A loss with other arguments: Keras 3's whole get_config in a .keras, the changed ones in a .h5.
   sy::losses::SparseCategoricalCrossentropy logits({.from_logits = true});
   EXPECT_EQ(sy::losses::serialize(logits, Form::keras3).dump(),
@@ -210,7 +210,10 @@ TEST(MetricRegistry, EveryNameAndConfig) {
   EXPECT_EQ(sy::metrics::get("acc", true)->class_name(), "SparseCategoricalAccuracy");
   EXPECT_EQ(sy::metrics::get("accuracy", false)->class_name(), "CategoricalAccuracy");
   EXPECT_THAT(error_of([] { sy::metrics::get("sparse_categorical_accuracy", false); }),
-              HasSubstr("reads integer labels but the loss takes one-hot labels"));
+              HasSubstr("reads integer labels but the loss takes dense labels"));
+  // "accuracy" on an output of one unit is Keras's BinaryAccuracy.
+  EXPECT_EQ(sy::metrics::get("accuracy", false, true)->class_name(), "BinaryAccuracy");
+  EXPECT_EQ(sy::metrics::get("acc", true, true)->class_name(), "SparseCategoricalAccuracy");
   // tf.keras 2.11+'s wrapper names the function.
   EXPECT_EQ(sy::metrics::name_from_config(json{
                 {"class_name", "MeanMetricWrapper"},

@@ -5,6 +5,7 @@
 // their Keras configs.
 #pragma once
 
+#include <systolic/ops.h>
 #include <systolic/tensor.h>
 
 #include <memory>
@@ -15,13 +16,14 @@
 namespace systolic::losses {
 
 struct LossArgs {
-  const Tensor& output;  // the model's output
-  const Tensor& logits;  // the output layer's pre-softmax values, or undefined
-  const Tensor& labels;  // int32 [N] for sparse losses, else the output's shape
-  Tensor& total;         // float64 scalar accumulator
-  Tensor& doutput;       // gradient w.r.t. output (undefined: no gradient wanted)
-  Tensor& dlogits;       // gradient w.r.t. logits, used when computing from logits
-  double grad_scale;     // 1 / global batch size
+  const Tensor& output;          // the model's output
+  const Tensor& logits;          // the output layer's pre-softmax values, or undefined
+  const Tensor& sigmoid_logits;  // the output layer's pre-sigmoid values, or undefined
+  const Tensor& labels;          // int32 [N] for sparse losses, else the output's shape
+  Tensor& total;                 // float64 scalar accumulator
+  Tensor& doutput;               // gradient w.r.t. output (undefined: no gradient wanted)
+  Tensor& dlogits;               // gradient w.r.t. logits, used when computing from logits
+  double grad_scale;             // 1 / global batch size
 };
 
 class Loss {
@@ -32,6 +34,8 @@ class Loss {
   virtual std::string name() const = 0;
   // Keras's class ("SparseCategoricalCrossentropy").
   virtual std::string class_name() const = 0;
+  // The class's default `name` in its config: name() but for Huber ("huber_loss").
+  virtual std::string config_name() const { return name(); }
   // Keras 3's get_config() of the class's own arguments, in Keras's order ({"from_logits": false, "ignore_class":
   // null, "axis": -1}); the registry writes the base class's (name, reduction) before them.
   virtual nlohmann::ordered_json get_config() const { return nlohmann::ordered_json::object(); }
@@ -78,12 +82,89 @@ class CategoricalCrossentropy : public Loss {
   CrossentropyOptions options_;
 };
 
-class MeanSquaredError : public Loss {
+// Keras's losses whose value is the mean (KLDivergence: the sum over the last axis) of an element function of the
+// prediction and the target (ops::elementwise_loss, whose ElementLoss kinds give the formulas). The binary
+// crossentropies are computed from the logits when the output layer ends in a sigmoid (as Keras's TensorFlow
+// backend does) or with from_logits.
+class ElementwiseLoss : public Loss {
  public:
-  std::string name() const override { return "mean_squared_error"; }
-  std::string class_name() const override { return "MeanSquaredError"; }
-  std::unique_ptr<Loss> clone() const override { return std::make_unique<MeanSquaredError>(*this); }
+  std::string name() const override { return name_; }
+  std::string class_name() const override { return class_name_; }
+  std::string config_name() const override { return config_name_; }
+  nlohmann::ordered_json get_config() const override;
+  std::unique_ptr<Loss> clone() const override { return std::make_unique<ElementwiseLoss>(*this); }
+  bool from_logits() const override { return params_.from_logits; }
   bool compute(LossArgs& args) const override;
+  const ops::ElementLossParams& params() const { return params_; }
+
+ protected:
+  ElementwiseLoss(std::string class_name, std::string name, const ops::ElementLossParams& params,
+                  std::string config_name = "")
+      : class_name_(std::move(class_name)),
+        name_(std::move(name)),
+        config_name_(config_name.empty() ? name_ : std::move(config_name)),
+        params_(params) {}
+
+ private:
+  std::string class_name_, name_, config_name_;
+  ops::ElementLossParams params_;
+};
+
+// The ones without arguments: MeanSquaredError() ...
+#define SYSTOLIC_ELEMENTWISE_LOSS(Class, function, element)                             \
+  class Class : public ElementwiseLoss {                                                \
+   public:                                                                              \
+    Class() : ElementwiseLoss(#Class, function, {.kind = ops::ElementLoss::element}) {} \
+  };
+SYSTOLIC_ELEMENTWISE_LOSS(MeanSquaredError, "mean_squared_error", squared_error)
+SYSTOLIC_ELEMENTWISE_LOSS(MeanAbsoluteError, "mean_absolute_error", absolute_error)
+SYSTOLIC_ELEMENTWISE_LOSS(MeanAbsolutePercentageError, "mean_absolute_percentage_error",
+                          absolute_percentage_error)
+SYSTOLIC_ELEMENTWISE_LOSS(MeanSquaredLogarithmicError, "mean_squared_logarithmic_error",
+                          squared_logarithmic_error)
+SYSTOLIC_ELEMENTWISE_LOSS(LogCosh, "log_cosh", log_cosh)
+SYSTOLIC_ELEMENTWISE_LOSS(Poisson, "poisson", poisson)
+SYSTOLIC_ELEMENTWISE_LOSS(Hinge, "hinge", hinge)
+SYSTOLIC_ELEMENTWISE_LOSS(SquaredHinge, "squared_hinge", squared_hinge)
+SYSTOLIC_ELEMENTWISE_LOSS(KLDivergence, "kl_divergence", kl_divergence)
+#undef SYSTOLIC_ELEMENTWISE_LOSS
+
+// Huber(delta): its config name is "huber_loss", its function "huber".
+class Huber : public ElementwiseLoss {
+ public:
+  explicit Huber(double delta = 1.0)
+      : ElementwiseLoss("Huber", "huber", {.kind = ops::ElementLoss::huber, .delta = delta}, "huber_loss") {}
+};
+
+struct BinaryCrossentropyOptions {
+  bool from_logits = false;
+  double label_smoothing = 0.0;
+};
+class BinaryCrossentropy : public ElementwiseLoss {
+ public:
+  explicit BinaryCrossentropy(const BinaryCrossentropyOptions& o = {})
+      : ElementwiseLoss("BinaryCrossentropy", "binary_crossentropy",
+                        {.kind = ops::ElementLoss::binary_crossentropy,
+                         .from_logits = o.from_logits,
+                         .label_smoothing = o.label_smoothing}) {}
+};
+
+struct BinaryFocalCrossentropyOptions {
+  bool apply_class_balancing = false;
+  double alpha = 0.25, gamma = 2.0;
+  bool from_logits = false;
+  double label_smoothing = 0.0;
+};
+class BinaryFocalCrossentropy : public ElementwiseLoss {
+ public:
+  explicit BinaryFocalCrossentropy(const BinaryFocalCrossentropyOptions& o = {})
+      : ElementwiseLoss("BinaryFocalCrossentropy", "binary_focal_crossentropy",
+                        {.kind = ops::ElementLoss::binary_focal_crossentropy,
+                         .from_logits = o.from_logits,
+                         .label_smoothing = o.label_smoothing,
+                         .alpha = o.alpha,
+                         .gamma = o.gamma,
+                         .class_balancing = o.apply_class_balancing}) {}
 };
 
 // keras.losses.get: a class or function name, or one of Keras's aliases ("SparseCategoricalCrossentropy",

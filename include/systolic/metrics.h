@@ -24,10 +24,12 @@ class Metric {
 };
 
 // The metric compile makes of a name: a class or function name of Keras's ("sparse_categorical_accuracy",
-// "CategoricalAccuracy"), or "accuracy"/"acc", which means the one that fits the loss's labels (sparse labels ->
-// sparse_categorical_accuracy), as Keras's compile resolves it. Error when it is unknown or reads other labels than
-// the loss.
-std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels);
+// "CategoricalAccuracy", "mae", "binary_accuracy"), or "accuracy"/"acc", which means, as Keras's compile resolves
+// it, binary_accuracy on an output of one unit (binary_output), else the one that fits the loss's labels (sparse
+// labels -> sparse_categorical_accuracy). Error when it is unknown or reads other labels than the loss. The
+// elementwise metrics (binary_accuracy with threshold 0.5, and the mean of a loss function: mean_squared_error,
+// mean_absolute_error, ..., binary_crossentropy from probabilities) are ops::elementwise_loss without a gradient.
+std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels, bool binary_output = false);
 // The names get() takes, one per entry.
 std::vector<std::string> names();
 

@@ -139,6 +139,36 @@ struct AugmentParams {
 // UpSampling2D and Resizing compute).
 enum class Interpolation { nearest, bilinear };
 
+// elementwise_loss: Keras's losses whose per-sample value is a mean (or, for kl_divergence, a sum) over the last
+// axis of an element function of (prediction, target), then a mean over the other non-batch axes.
+enum class ElementLoss {
+  squared_error,              // (p - t)^2
+  absolute_error,             // |p - t|
+  absolute_percentage_error,  // 100 |p - t| / max(|t|, eps)
+  squared_logarithmic_error,  // (log(max(p, eps) + 1) - log(max(t, eps) + 1))^2
+  huber,                      // e = p - t: 0.5 e^2 where |e| <= delta, else delta |e| - 0.5 delta^2
+  log_cosh,                   // e + softplus(-2e) - log 2
+  poisson,                    // p - t log(p + eps)
+  hinge,                      // max(1 - t p, 0); 0/1 targets (all of the batch's) taken as -1/1
+  squared_hinge,              // max(1 - t p, 0)^2, targets as hinge's
+  kl_divergence,  // t' log(t' / p'), t' = clip(t, eps, 1), p' = clip(p, eps, 1); summed over the last axis
+  binary_crossentropy,        // -(t log p' + (1-t) log(1-p')), p' = clip(p, eps, 1-eps); from logits z:
+                              // max(z, 0) - z t + log(1 + exp(-|z|))
+  binary_focal_crossentropy,  // w (1 - p_t)^gamma bce, p_t = t p + (1-t)(1-p), w = t alpha + (1-t)(1-alpha) with
+  // class balancing, else 1; bce binary_crossentropy's (from the logits when given them)
+  binary_accuracy,  // 1 where t == (p > threshold), else 0 (a metric: no gradient, dpred gets 0)
+};
+struct ElementLossParams {
+  ElementLoss kind = ElementLoss::squared_error;
+  bool from_logits = false;      // the binary crossentropies: predictions are logits z, p = sigmoid(z)
+  double label_smoothing = 0.0;  // the binary crossentropies: t = t (1 - s) + s / 2
+  double delta = 1.0;            // huber
+  double alpha = 0.25, gamma = 2.0;
+  bool class_balancing = false;  // binary_focal_crossentropy
+  double threshold = 0.5;        // binary_accuracy
+  double epsilon = 1e-7;         // keras.backend.epsilon()
+};
+
 struct AdamStep {
   double beta_1, beta_2, epsilon;
 };
@@ -248,7 +278,10 @@ struct ConstraintParams {
 // argument when it is defined (the caller picks grad_scale = 1/global batch for Keras's per-batch mean):
 // softmax_cross_entropy  cross entropy from logits[N,C]; labels int32 [N] (sparse) or float [N,C] (categorical).
 // crossentropy_from_probabilities  from probabilities, clipped to [eps, 1-eps] before the log (Keras: 1e-7).
-// mean_squared_error  per sample, the mean over the non-batch axes; target has pred's shape.
+// elementwise_loss  ElementLoss's kinds (formulas there): per sample, the element function's mean (kl_divergence:
+//                   sum) over the last axis, averaged over the other non-batch axes (Keras's sum_over_batch_size of
+//                   its [N, ...] losses, times N); target has pred's numel. The gradient is TensorFlow's of the
+//                   same formula (a clip or maximum passes it where its input is selected, at ties too).
 // accuracy_count    ADDS the count of rows whose argmax(pred) equals the label (int32 [N]) or argmax(labels[N,C])
 //                   to `total` (float64 scalar).
 // Optimizer updates over flat parameter buffers (a model's trainable weights, one allocation). `lr` (float64 [1] on
@@ -366,8 +399,8 @@ struct ConstraintParams {
                             double grad_scale), (logits, labels, total, dlogits, grad_scale))                    \
   X(crossentropy_from_probabilities, (const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs, \
                                       double grad_scale, double eps), (probs, labels, total, dprobs, grad_scale, eps)) \
-  X(mean_squared_error, (const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,               \
-                         double grad_scale), (pred, target, total, dpred, grad_scale))                           \
+  X(elementwise_loss, (const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,                 \
+                       const ElementLossParams& p, double grad_scale), (pred, target, total, dpred, p, grad_scale)) \
   X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total), (pred, labels, total))           \
   X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,        \
                   const Tensor& iterations), (w, g, m, v, s, lr, iterations))                                     \

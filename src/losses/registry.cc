@@ -10,7 +10,18 @@ using keras_object::json;
 #define SYSTOLIC_LOSS_CLASSES(X)     \
   X(sparse_categorical_crossentropy) \
   X(categorical_crossentropy)        \
-  X(mean_squared_error)
+  X(binary_crossentropy)             \
+  X(binary_focal_crossentropy)       \
+  X(mean_squared_error)              \
+  X(mean_absolute_error)             \
+  X(mean_absolute_percentage_error)  \
+  X(mean_squared_logarithmic_error)  \
+  X(huber)                           \
+  X(log_cosh)                        \
+  X(poisson)                         \
+  X(kl_divergence)                   \
+  X(hinge)                           \
+  X(squared_hinge)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),
@@ -68,7 +79,7 @@ json serialize(const Loss& loss, keras_object::Form form) {
       if (!defaults.contains(k) || defaults[k] != v) changed[k] = v;
     return {{"class_name", e.class_name}, {"config", changed}};
   }
-  json config = {{"name", loss.name()}, {"reduction", "sum_over_batch_size"}};
+  json config = {{"name", loss.config_name()}, {"reduction", "sum_over_batch_size"}};
   config.update(own);
   return keras_object::serialized("keras.losses", e.class_name, config);
 }

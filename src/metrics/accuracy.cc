@@ -1,6 +1,7 @@
 // Keras's accuracy metrics: argmax(prediction) == label (SparseCategoricalAccuracy: integer labels) or
 // == argmax(labels) (CategoricalAccuracy: one-hot), counted by ops::accuracy_count; and "accuracy"/"acc", which
-// compile resolves to the one that fits the loss's labels.
+// compile resolves as Keras does: BinaryAccuracy on an output of one unit, else the one that fits the loss's
+// labels.
 #include <systolic/ops.h>
 
 #include "metrics/registry.h"
@@ -30,7 +31,7 @@ class Accuracy final : public Metric {
 const Entry& sparse_categorical_accuracy_entry() {
   static const Entry e{"SparseCategoricalAccuracy",
                        {"sparse_categorical_accuracy"},
-                       [](const std::string& name, bool) -> std::unique_ptr<Metric> {
+                       [](const std::string& name, bool, bool) -> std::unique_ptr<Metric> {
                          return std::make_unique<Accuracy>(name, true);
                        }};
   return e;
@@ -39,17 +40,19 @@ const Entry& sparse_categorical_accuracy_entry() {
 const Entry& categorical_accuracy_entry() {
   static const Entry e{"CategoricalAccuracy",
                        {"categorical_accuracy"},
-                       [](const std::string& name, bool) -> std::unique_ptr<Metric> {
+                       [](const std::string& name, bool, bool) -> std::unique_ptr<Metric> {
                          return std::make_unique<Accuracy>(name, false);
                        }};
   return e;
 }
 
 const Entry& accuracy_entry() {
-  static const Entry e{
-      "", {"accuracy", "acc"}, [](const std::string& name, bool sparse) -> std::unique_ptr<Metric> {
-        return std::make_unique<Accuracy>(name, sparse);
-      }};
+  static const Entry e{"",
+                       {"accuracy", "acc"},
+                       [](const std::string& name, bool sparse, bool binary) -> std::unique_ptr<Metric> {
+                         if (binary && !sparse) return binary_accuracy(name);
+                         return std::make_unique<Accuracy>(name, sparse);
+                       }};
   return e;
 }
 

@@ -7,10 +7,21 @@ namespace systolic::metrics {
 using keras_object::json;
 
 // X(name): the entry `const Entry& name_entry()` defined in src/metrics/*.cc.
-#define SYSTOLIC_METRIC_CLASSES(X) \
-  X(accuracy)                      \
-  X(sparse_categorical_accuracy)   \
-  X(categorical_accuracy)
+#define SYSTOLIC_METRIC_CLASSES(X)  \
+  X(accuracy)                       \
+  X(sparse_categorical_accuracy)    \
+  X(categorical_accuracy)           \
+  X(binary_accuracy)                \
+  X(binary_crossentropy)            \
+  X(mean_squared_error)             \
+  X(mean_absolute_error)            \
+  X(mean_absolute_percentage_error) \
+  X(mean_squared_logarithmic_error) \
+  X(log_cosh)                       \
+  X(poisson)                        \
+  X(kl_divergence)                  \
+  X(hinge)                          \
+  X(squared_hinge)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),
@@ -25,11 +36,11 @@ const keras_object::Registry<Entry>& registry() {
 
 }  // namespace
 
-std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels) {
-  auto m = registry().at(name).make(name, loss_has_sparse_labels);
+std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels, bool binary_output) {
+  auto m = registry().at(name).make(name, loss_has_sparse_labels, binary_output);
   SYSTOLIC_CHECK(m->sparse_labels() == loss_has_sparse_labels,
                  "metric '{}' reads {} labels but the loss takes {} labels", name,
-                 m->sparse_labels() ? "integer" : "one-hot", loss_has_sparse_labels ? "integer" : "one-hot");
+                 m->sparse_labels() ? "integer" : "dense", loss_has_sparse_labels ? "integer" : "dense");
   return m;
 }
 

@@ -18,9 +18,13 @@ struct Entry {
   std::string class_name;
   // The other names keras.metrics.get (or compile) takes: "sparse_categorical_accuracy".
   std::vector<std::string> aliases;
-  // The metric, shown as `name`, for a loss that takes integer labels (true) or not.
-  std::unique_ptr<Metric> (*make)(const std::string& name, bool loss_has_sparse_labels);
+  // The metric, shown as `name`, for a loss that takes integer labels (sparse) or not, on an output whose last
+  // axis holds one value (binary) or more.
+  std::unique_ptr<Metric> (*make)(const std::string& name, bool sparse, bool binary);
 };
+
+// BinaryAccuracy shown as `name` (what "accuracy" means on an output of one unit).
+std::unique_ptr<Metric> binary_accuracy(const std::string& name);
 
 // The name compile takes for a metric of a training_config: a name, or a serialized metric ({"class_name",
 // "config": {"name", "dtype"}}; tf.keras 2.11+'s MeanMetricWrapper with "fn"), whose class (or fn) the registry

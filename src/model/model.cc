@@ -275,8 +275,10 @@ void ModelState::check_xy(const Tensor& x, const Tensor* y, const char* what) co
   if (loss->sparse_labels())
     SYSTOLIC_CHECK(y->numel() == y->dim(0), "{}: loss {} takes one integer label per sample, y has shape {}",
                    what, loss->name(), y->shape().str());
-  else
-    SYSTOLIC_CHECK(y->shape().without_batch() == out,
+  else  // Keras squeezes or expands a last axis of 1 ((N,) labels for an (N, 1) output)
+    SYSTOLIC_CHECK(y->shape().without_batch() == out || (y->numel() == y->dim(0) * out.numel() &&
+                                                         ((out.rank() >= 1 && out[out.rank() - 1] == 1) ||
+                                                          (y->rank() >= 2 && y->dim(-1) == 1))),
                    "{}: y has samples of shape {}; the model's output is {}", what,
                    y->shape().without_batch().str(), out.str());
 }
@@ -333,9 +335,12 @@ bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
   Tensor labels = y_buf.slice(0, n);
   Tensor total = totals.view(0, {1});
   Tensor grad = grad_scale > 0 ? out.grad_buf.slice(0, n) : Tensor();
-  Tensor logits = out.node->layer->activation() == Activation::softmax ? out.call.preactivation : Tensor();
+  const Activation& act = out.node->layer->activation();
+  Tensor logits = act == Activation::softmax ? out.call.preactivation : Tensor();
+  Tensor sigmoid_logits = act == Activation::sigmoid ? out.call.preactivation : Tensor();
   losses::LossArgs args{
-      out.call.output, logits, labels, total, grad, grad, grad_scale > 0 ? grad_scale : 1.0 / double(n)};
+      out.call.output, logits, sigmoid_logits, labels,
+      total,           grad,   grad,           grad_scale > 0 ? grad_scale : 1.0 / double(n)};
   bool pre = loss->compute(args);  // true: the gradient it wrote is w.r.t. the logits, the pre-softmax values
   for (auto& t : terms.loss_terms) t.add_loss(n, total);
   terms.grad_scale = grad_scale > 0 ? grad_scale : 0.0;
@@ -539,7 +544,9 @@ void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& 
   state_->optimizer = optimizer.clone();
   state_->loss = loss.clone();
   state_->metrics.clear();
-  for (auto& m : metrics) state_->metrics.push_back(metrics::get(m, loss.sparse_labels()));
+  const Shape out = state_->outputs[0].shape();
+  const bool binary = out.rank() >= 1 && out[out.rank() - 1] == 1;
+  for (auto& m : metrics) state_->metrics.push_back(metrics::get(m, loss.sparse_labels(), binary));
   state_->totals =
       Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64, state_->device());
   // Packs the weights that are trainable now (layers frozen or unfrozen since the last compile) and builds the

@@ -599,8 +599,13 @@ DType crossentropy_from_probabilities(const Tensor& probs, const Tensor& l, Tens
   return probs.dtype();
 }
 
-DType mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred, double) {
-  Check c("mean_squared_error");
+DType elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
+                       const ElementLossParams& p, double) {
+  Check c("elementwise_loss");
+  SYSTOLIC_OP_CHECK(c, p.label_smoothing >= 0 && p.label_smoothing <= 1,
+                    "label_smoothing {} is outside [0, 1]", p.label_smoothing);
+  SYSTOLIC_OP_CHECK(c, p.kind != ElementLoss::huber || p.delta >= 0, "huber's delta {} is negative", p.delta);
+  SYSTOLIC_OP_CHECK(c, p.epsilon > 0, "epsilon {} is not positive", p.epsilon);
   c.floating("predictions", pred);
   SYSTOLIC_OP_CHECK(c, pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
   c.parameter("targets", target, pred.dtype());

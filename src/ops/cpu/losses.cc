@@ -1,10 +1,11 @@
 // Losses and metrics on the CPU, as OpenMP loops that sum in double: softmax cross entropy, cross entropy from
-// probabilities, mean squared error, accuracy. Sparse labels are checked against the class count here (the
+// probabilities, the elementwise losses (loss_math.h's formulas), accuracy. Sparse labels are checked against the class count here (the
 // values are the backend's to see). Contracts: include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/cpu_backend.h"
+#include "ops/loss_math.h"
 
 namespace systolic::ops::cpu {
 
@@ -93,20 +94,24 @@ void crossentropy_from_probabilities_loop(const Tensor& probs, const Tensor& lab
 }
 
 template <class T>
-void mean_squared_error_loop(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
-                             double grad_scale) {
-  std::int64_t R = pred.dim(0), D = R ? pred.numel() / R : 0;
+void elementwise_loss_loop(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
+                           ElementLossParams p, double grad_scale) {
+  const std::int64_t n = pred.numel(), R = pred.dim(0), D = R ? n / R : 0;
+  const double w = loss::element_weight(p.kind, D, pred.rank() >= 2 ? pred.dim(-1) : 1);
   const T* pp = pred.data<T>();
   const T* tp = target.data<T>();
   T* gp = dpred.defined() ? dpred.data<T>() : nullptr;
+  bool binary = loss::hinge_targets(p.kind);
+  for (std::int64_t i = 0; i < n && binary; ++i) binary = loss::binary_target(double(tp[i]));
   double sum = 0;
 #pragma omp parallel for reduction(+ : sum)
-  for (std::int64_t i = 0; i < R * D; ++i) {
-    double d = double(pp[i]) - double(tp[i]);
-    sum += d * d / double(D);
-    if (gp) gp[i] = T(2.0 * d / double(D) * grad_scale);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double t = binary ? 2.0 * double(tp[i]) - 1.0 : double(tp[i]);
+    loss::ValueGrad<double> e = loss::element<loss::DoubleMath>(p, double(pp[i]), t);
+    sum += e.value;
+    if (gp) gp[i] = T(e.grad * w * grad_scale);
   }
-  add_to_total(total, sum);
+  add_to_total(total, sum * w);
 }
 
 template <class T>
@@ -148,11 +153,11 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
   });
 }
 
-const DTypes mean_squared_error_dtypes = kFloats;
-void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
-                        double grad_scale) {
+const DTypes elementwise_loss_dtypes = kFloats;
+void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
+                      const ElementLossParams& p, double grad_scale) {
   visit_dtype<float, double>(pred.dtype(), [&](auto t) {
-    mean_squared_error_loop<typename decltype(t)::type>(pred, target, total, dpred, grad_scale);
+    elementwise_loss_loop<typename decltype(t)::type>(pred, target, total, dpred, p, grad_scale);
   });
 }
 

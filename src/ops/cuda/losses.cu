@@ -16,6 +16,7 @@
 #include "ops/cuda/context.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.cuh"
+#include "ops/loss_math.h"
 
 namespace systolic::ops::cuda {
 
@@ -129,16 +130,32 @@ __global__ void crossentropy_kernel(const T* probs, const std::int32_t* sparse, 
   block_add(acc, total);
 }
 
-// ---- mean squared error: per row mean of (p - t)^2; gradient 2 (p - t) / D.
+// ---- elementwise losses: loss_math.h's formulas, in double; each element's loss weighted by its share of its
+// sample's (w). A hinge kind first learns whether every target is 0 or 1 (not_binary: set by the first kernel,
+// read by the second).
+
+template <class L>
+__global__ void non_binary_targets_kernel(const L* target, std::int64_t n, int* not_binary) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    if (!loss::binary_target(double(load(target, i)))) {
+      atomicOr(not_binary, 1);
+      return;
+    }
+  }
+}
 
 template <class T, class L>
-__global__ void mean_squared_error_kernel(const T* pred, const L* target, std::int64_t n, std::int64_t D,
-                                          double* total, T* dpred, double grad_scale) {
+__global__ void elementwise_loss_kernel(const T* pred, const L* target, std::int64_t n, ElementLossParams p,
+                                        double w, const int* not_binary, double* total, T* dpred,
+                                        double grad_scale) {
+  const bool binary = not_binary && *not_binary == 0;
   double acc = 0;
   SYSTOLIC_GRID_STRIDE(i, n) {
-    const double d = double(load(pred, i)) - double(load(target, i));
-    acc += d * d / double(D);
-    if (dpred) store_double(dpred, i, 2.0 * d / double(D) * grad_scale);
+    const double t = double(load(target, i));
+    const loss::ValueGrad<double> e =
+        loss::element<loss::DoubleMath>(p, double(load(pred, i)), binary ? 2.0 * t - 1.0 : t);
+    acc += e.value * w;
+    if (dpred) store_double(dpred, i, e.grad * w * grad_scale);
   }
   block_add(acc, total);
 }
@@ -217,17 +234,23 @@ cudaError_t launch_crossentropy_from_probabilities(const void* probs, Element ty
   });
 }
 
-cudaError_t launch_mean_squared_error(const void* pred, Element type, const void* target, Element target_type,
-                                      std::int64_t rows, std::int64_t per_row, double* total, void* dpred,
-                                      double grad_scale, cudaStream_t stream) {
-  const std::int64_t n = rows * per_row;
+cudaError_t launch_elementwise_loss(const void* pred, Element type, const void* target, Element target_type,
+                                    std::int64_t n, const ElementLossParams& p, double w, int* not_binary,
+                                    double* total, void* dpred, double grad_scale, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return by_types(type, target_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
     using L = typename decltype(ltag)::type;
-    mean_squared_error_kernel<T, L><<<reduction_blocks(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), static_cast<const L*>(target), n, per_row, total, static_cast<T*>(dpred),
-        grad_scale);
+    if (not_binary) {
+      cudaError_t e = cudaMemsetAsync(not_binary, 0, sizeof(int), stream);
+      if (e != cudaSuccess) return e;
+      non_binary_targets_kernel<L>
+          <<<reduction_blocks(n), kThreads, 0, stream>>>(static_cast<const L*>(target), n, not_binary);
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    elementwise_loss_kernel<T, L><<<reduction_blocks(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(pred), static_cast<const L*>(target), n, p, w, not_binary, total,
+        static_cast<T*>(dpred), grad_scale);
     return cudaGetLastError();
   });
 }
@@ -294,14 +317,16 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
       gradient_of(dprobs), grad_scale, eps, c.error_flags, kLabelOutOfRange, c.stream));
 }
 
-const DTypes mean_squared_error_dtypes = kFloat32Or16;
-void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
-                        double grad_scale) {
-  const std::int64_t rows = pred.dim(0), per_row = rows ? pred.numel() / rows : 0;
+const DTypes elementwise_loss_dtypes = kFloat32Or16;
+void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
+                      const ElementLossParams& p, double grad_scale) {
+  const std::int64_t n = pred.numel(), rows = pred.dim(0), per_row = rows ? n / rows : 0;
+  const double w = loss::element_weight(p.kind, per_row, pred.rank() >= 2 ? pred.dim(-1) : 1);
   Context& c = context(pred);
-  SYSTOLIC_CUDA_CHECK(launch_mean_squared_error(
-      pred.raw_data(), element_of(pred.dtype()), target.raw_data(), element_of(target.dtype()), rows, per_row,
-      total.data<double>(), gradient_of(dpred), grad_scale, c.stream));
+  int* not_binary = loss::hinge_targets(p.kind) ? static_cast<int*>(c.workspace(sizeof(int))) : nullptr;
+  SYSTOLIC_CUDA_CHECK(launch_elementwise_loss(
+      pred.raw_data(), element_of(pred.dtype()), target.raw_data(), element_of(target.dtype()), n, p, w,
+      not_binary, total.data<double>(), gradient_of(dpred), grad_scale, c.stream));
 }
 
 const DTypes accuracy_count_dtypes = kFloat32Or16;

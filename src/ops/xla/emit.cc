@@ -205,6 +205,9 @@ E cos(const E& x) {
 E square(const E& x) {
   return x * x;
 }
+E pow(const E& x, double y) {
+  return bin("stablehlo.power", x, like(y, x));
+}
 
 E convert(const E& x, Elem to) {
   return hlo().convert(x.v, to);

@@ -123,6 +123,7 @@ E erf(const E& x);
 E sin(const E& x);
 E cos(const E& x);
 E square(const E& x);
+E pow(const E& x, double y);  // x^y, y a constant
 
 E convert(const E& x, Elem to);
 E reshape(const E& x, const std::vector<std::int64_t>& dims);

@@ -3,6 +3,7 @@
 // row's loss NaN (an XLA program cannot raise an error; the NaN reaches the logs), where the CPU raises an Error.
 #include <cmath>
 
+#include "ops/loss_math.h"
 #include "ops/xla/emit.h"
 #include "ops/xla/xla_backend.h"
 
@@ -31,6 +32,24 @@ Labels labels_of(const Tensor& labels, std::int64_t rows, std::int64_t classes) 
   }
   return l;
 }
+
+// loss_math.h's formulas over expressions.
+struct Math {
+  static E where(const E& c, const E& a, const E& b) { return xla::where(c, a, b); }
+  static E where(const E& c, const E& a, double b) { return xla::where(c, a, b); }
+  static E like(double value, const E& x) { return xla::like(value, x); }
+  static E eq(const E& a, const E& b) { return xla::eq(a, b); }
+  static E max(const E& a, double b) { return maximum(a, b); }
+  static E clip(const E& x, double lo, double hi) { return xla::clip(x, lo, hi); }
+  static E abs(const E& x) { return xla::abs(x); }
+  static E sign(const E& x) { return xla::sign(x); }
+  static E log(const E& x) { return xla::log(x); }
+  static E log1p(const E& x) { return xla::log1p(x); }
+  static E exp(const E& x) { return xla::exp(x); }
+  static E tanh(const E& x) { return xla::tanh(x); }
+  static E sigmoid(const E& x) { return xla::sigmoid(x); }
+  static E pow(const E& x, double y) { return xla::pow(x, y); }
+};
 
 // NaN where the row's label is out of range.
 E guard(const E& per_row, const Labels& l) {
@@ -86,16 +105,22 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
   });
 }
 
-const DTypes mean_squared_error_dtypes = kFloatsAndBf16;
-void mean_squared_error(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
-                        double grad_scale) {
+const DTypes elementwise_loss_dtypes = kFloatsAndBf16;
+void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
+                      const ElementLossParams& p, double grad_scale) {
   traced([&] {
-    const std::int64_t R = pred.dim(0), D = R ? pred.numel() / R : 0;
-    E p = reshape(read_as(pred, Elem::f64), {pred.numel()}),
-      t = reshape(read_as(target, Elem::f64), {pred.numel()});
-    E diff = p - t;
-    add_total(total, sum_all(diff * diff / double(D)));
-    if (dpred.defined()) write(dpred, diff * (2.0 / double(D) * grad_scale));
+    const std::int64_t n = pred.numel(), R = pred.dim(0), D = R ? n / R : 0;
+    const double w = loss::element_weight(p.kind, D, pred.rank() >= 2 ? pred.dim(-1) : 1);
+    E x = reshape(read_as(pred, Elem::f64), {n}), t = reshape(read_as(target, Elem::f64), {n});
+    if (loss::hinge_targets(p.kind) && n > 0) {
+      // Every target 0 or 1: all of them taken as -1/1.
+      E binary = eq(t, 0.0) || eq(t, 1.0);
+      E all = reduce_min(where(binary, like(1.0, t), 0.0), {0});
+      t = where(broadcast(eq(all, 1.0), {n}, {}), 2.0 * t - 1.0, t);
+    }
+    loss::ValueGrad<E> e = loss::element<Math>(p, x, t);
+    add_total(total, sum_all(e.value) * w);
+    if (dpred.defined()) write(dpred, e.grad * (w * grad_scale));
   });
 }
 

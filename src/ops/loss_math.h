@@ -1,0 +1,149 @@
+// The elementwise losses' formulas (ops::elementwise_loss, ElementLoss in include/systolic/ops.h), once for every
+// backend: the CPU loops (ops/cpu/losses.cc) and the CUDA kernels (ops/cuda/losses.cu) call them with doubles
+// (DoubleMath), the XLA emitter (ops/xla/losses.cc) with its expressions (E, through its own Math), so the three
+// cannot drift apart. Keras 3.15's definitions (keras/src/losses/losses.py over the TensorFlow backend); the
+// gradients are TensorFlow's of the same formulas: a clip passes the gradient where min <= x <= max, a maximum to
+// its first argument where it is >= the second, abs's is sign(x) (0 at 0).
+#pragma once
+
+#include <systolic/ops.h>
+
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define SYSTOLIC_LOSS_HD __host__ __device__ __forceinline__
+#else
+#define SYSTOLIC_LOSS_HD inline
+#endif
+
+namespace systolic::ops::loss {
+
+// The math of doubles, on the host and the device. A backend's Math has the same static functions for its values.
+struct DoubleMath {
+  static SYSTOLIC_LOSS_HD double where(bool c, double a, double b) { return c ? a : b; }
+  static SYSTOLIC_LOSS_HD double like(double value, double) { return value; }  // a constant of x's kind
+  static SYSTOLIC_LOSS_HD bool eq(double a, double b) { return a == b; }
+  static SYSTOLIC_LOSS_HD double max(double a, double b) { return a >= b ? a : b; }
+  static SYSTOLIC_LOSS_HD double clip(double x, double lo, double hi) {
+    return x < lo ? lo : x > hi ? hi : x;
+  }
+  static SYSTOLIC_LOSS_HD double abs(double x) { return ::fabs(x); }
+  static SYSTOLIC_LOSS_HD double sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
+  static SYSTOLIC_LOSS_HD double log(double x) { return ::log(x); }
+  static SYSTOLIC_LOSS_HD double log1p(double x) { return ::log1p(x); }
+  static SYSTOLIC_LOSS_HD double exp(double x) { return ::exp(x); }
+  static SYSTOLIC_LOSS_HD double tanh(double x) { return ::tanh(x); }
+  static SYSTOLIC_LOSS_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
+  static SYSTOLIC_LOSS_HD double pow(double x, double y) { return ::pow(x, y); }
+};
+
+template <class V>
+struct ValueGrad {
+  V value;  // the element's loss
+  V grad;   // its derivative w.r.t. the prediction (the logits when from_logits)
+};
+
+// Whether the kind reads its targets as hinge labels (0/1 targets, when every target of the batch is 0 or 1, are
+// taken as -1/1: Keras's convert_binary_labels_to_hinge).
+SYSTOLIC_LOSS_HD bool hinge_targets(ElementLoss k) {
+  return k == ElementLoss::hinge || k == ElementLoss::squared_hinge;
+}
+SYSTOLIC_LOSS_HD bool binary_target(double t) {
+  return t == 0.0 || t == 1.0;
+}
+
+// What an element's loss counts in its sample's: the mean over the last axis (of `last` values) and over the
+// other non-batch axes is 1/per_sample; kl_divergence sums over the last axis, so last/per_sample.
+SYSTOLIC_LOSS_HD double element_weight(ElementLoss k, long long per_sample, long long last) {
+  if (per_sample == 0) return 0.0;
+  return (k == ElementLoss::kl_divergence ? double(last) : 1.0) / double(per_sample);
+}
+
+// softplus as TensorFlow computes it: log(1 + exp(-|x|)) + max(x, 0).
+template <class M, class V>
+SYSTOLIC_LOSS_HD V softplus(const V& x) {
+  return M::log1p(M::exp(-M::abs(x))) + M::max(x, 0.0);
+}
+
+// Binary crossentropy of probabilities q (clipped to [eps, 1 - eps]) and its derivative w.r.t. q.
+template <class M, class V>
+SYSTOLIC_LOSS_HD ValueGrad<V> bce_of_probabilities(const V& q, const V& t, double eps) {
+  V c = M::clip(q, eps, 1.0 - eps);
+  V value = -(t * M::log(c) + (1.0 - t) * M::log(1.0 - c));
+  V grad = M::where(q >= eps && q <= 1.0 - eps, (1.0 - t) / (1.0 - c) - t / c, M::like(0.0, q));
+  return {value, grad};
+}
+// From logits z (TensorFlow's sigmoid_cross_entropy_with_logits), and its derivative w.r.t. z.
+template <class M, class V>
+SYSTOLIC_LOSS_HD ValueGrad<V> bce_of_logits(const V& z, const V& t) {
+  return {M::max(z, 0.0) - z * t + M::log1p(M::exp(-M::abs(z))), M::sigmoid(z) - t};
+}
+
+// The element's loss and derivative for prediction x and target t (a hinge kind's t already converted, see
+// hinge_targets). `logits`: x is a logit (the binary crossentropies computed from the pre-sigmoid values).
+template <class M, class V>
+SYSTOLIC_LOSS_HD ValueGrad<V> element(const ElementLossParams& p, const V& x, V t) {
+  const double eps = p.epsilon;
+  switch (p.kind) {
+    case ElementLoss::squared_error: {
+      V e = x - t;
+      return {e * e, 2.0 * e};
+    }
+    case ElementLoss::absolute_error: {
+      V e = x - t;
+      return {M::abs(e), M::sign(e)};
+    }
+    case ElementLoss::absolute_percentage_error: {
+      V e = x - t, d = M::max(M::abs(t), eps);
+      return {100.0 * M::abs(e) / d, 100.0 * M::sign(e) / d};
+    }
+    case ElementLoss::squared_logarithmic_error: {
+      V xp = M::max(x, eps) + 1.0;
+      V a = M::log(xp) - M::log(M::max(t, eps) + 1.0);
+      return {a * a, M::where(x >= eps, 2.0 * a / xp, M::like(0.0, a))};
+    }
+    case ElementLoss::huber: {
+      V e = x - t, ae = M::abs(e);
+      const double d = p.delta;
+      return {M::where(ae <= d, 0.5 * e * e, d * ae - 0.5 * d * d), M::where(ae <= d, e, d * M::sign(e))};
+    }
+    case ElementLoss::log_cosh: {
+      V e = x - t;
+      // Keras subtracts ops.log(2.0), computed in float32 whatever the data's type: log 2 rounded to float32.
+      return {e + softplus<M>(-2.0 * e) - 0.693147182464599609375, M::tanh(e)};
+    }
+    case ElementLoss::poisson:
+      return {x - t * M::log(x + eps), 1.0 - t / (x + eps)};
+    case ElementLoss::hinge:
+    case ElementLoss::squared_hinge: {
+      V m = 1.0 - t * x, h = M::max(m, 0.0);
+      if (p.kind == ElementLoss::hinge) return {h, M::where(m >= 0.0, -t, M::like(0.0, t))};
+      return {h * h, -2.0 * t * h};
+    }
+    case ElementLoss::kl_divergence: {
+      V tc = M::clip(t, eps, 1.0), pc = M::clip(x, eps, 1.0);
+      return {tc * M::log(tc / pc), M::where(x >= eps && x <= 1.0, -tc / pc, M::like(0.0, x))};
+    }
+    case ElementLoss::binary_crossentropy:
+      t = t * (1.0 - p.label_smoothing) + 0.5 * p.label_smoothing;
+      return p.from_logits ? bce_of_logits<M>(x, t) : bce_of_probabilities<M>(x, t, eps);
+    case ElementLoss::binary_focal_crossentropy: {
+      t = t * (1.0 - p.label_smoothing) + 0.5 * p.label_smoothing;
+      V q = p.from_logits ? M::sigmoid(x) : x;
+      ValueGrad<V> bce = p.from_logits ? bce_of_logits<M>(x, t) : bce_of_probabilities<M>(x, t, eps);
+      V a = 1.0 - (t * q + (1.0 - t) * (1.0 - q));  // 1 - p_t
+      V focal = M::pow(a, p.gamma);
+      V dfocal = p.gamma * M::pow(a, p.gamma - 1.0) * (1.0 - 2.0 * t);  // d focal / d q
+      if (p.from_logits) dfocal = dfocal * q * (1.0 - q);               // d focal / d z
+      V w = p.class_balancing ? t * p.alpha + (1.0 - t) * (1.0 - p.alpha) : M::like(1.0, t);
+      return {w * focal * bce.value, w * (dfocal * bce.value + focal * bce.grad)};
+    }
+    case ElementLoss::binary_accuracy: {
+      V zero = M::like(0.0, x), one = M::like(1.0, x);
+      return {M::where(M::eq(t, M::where(x > p.threshold, one, zero)), one, zero), zero};
+    }
+  }
+  return {x, x};  // not reached
+}
+
+}  // namespace systolic::ops::loss

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/losses/keras_losses.json: Keras 3's elementwise losses (values, gradients, configs), computed
+by real Keras, for tests/test_losses.cc.
+
+    python3 tests/reference/losses.py [--out DIR]
+
+Needs keras (3.x) and tensorflow-cpu from pip: run it with the python3 of a virtual environment that has them
+(outside the repository).
+
+Each case is a keras.losses class with arguments, called with its default reduction (sum_over_batch_size) on
+float64 inputs: `value` is the loss, `grad` d(value)/d(input) by tf.GradientTape, where the input is
+- `pred`, the predictions (input "pred"), or
+- `logits`, passed through keras.activations.sigmoid first (input "sigmoid": what a model whose last layer ends
+  in a sigmoid hands the loss; Keras's TensorFlow backend then computes its crossentropy from the logits), or
+  straight to a loss with from_logits=True (input "logits").
+`config` is the loss's get_config() and `serialized` keras.losses.serialize(loss).
+"""
+import argparse
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np
+import tensorflow as tf
+import keras
+
+rng = np.random.default_rng(20261127)
+
+
+def arr(shape, lo, hi):
+    return rng.uniform(lo, hi, size=shape)
+
+
+def binary(shape):
+    return rng.integers(0, 2, size=shape).astype(np.float64)
+
+
+def case(cls, kwargs, inp, x, y):
+    loss = getattr(keras.losses, cls)(**kwargs)
+    xt = tf.constant(x)
+    yt = tf.constant(y)
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        p = keras.activations.sigmoid(xt) if inp == "sigmoid" else xt
+        v = loss(yt, p)
+    g = tape.gradient(v, xt)
+    return {
+        "class_name": cls,
+        "kwargs": kwargs,
+        "input": inp,
+        "shape": list(x.shape),
+        "x": [float(a) for a in x.reshape(-1)],
+        "y": [float(a) for a in y.reshape(-1)],
+        "value": float(v),
+        "grad": [float(a) for a in np.array(g).reshape(-1)],
+        "config": loss.get_config(),
+        "serialized": keras.losses.serialize(loss),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "fixtures", "losses"))
+    args = ap.parse_args()
+    keras.backend.set_floatx("float64")
+    cases = []
+    for shape in [(5, 3), (2, 3, 2)]:
+        reals = arr(shape, -2, 2)
+        targets = arr(shape, -2, 2)
+        positive = arr(shape, 0.05, 3)
+        positive_t = arr(shape, 0.0, 3)
+        probs = arr(shape, 0.02, 0.98)
+        soft = arr(shape, 0, 1)
+        labels = binary(shape)
+        logits = arr(shape, -4, 4)
+        for cls, kw in [("MeanSquaredError", {}), ("MeanAbsoluteError", {}), ("Huber", {}), ("Huber", {"delta": 0.5}),
+                        ("LogCosh", {})]:
+            cases.append(case(cls, kw, "pred", reals, targets))
+        targets_with_zero = targets.copy()
+        targets_with_zero.reshape(-1)[0] = 0.0
+        cases.append(case("MeanAbsolutePercentageError", {}, "pred", reals, targets_with_zero))
+        positive_t_zero = positive_t.copy()
+        positive_t_zero.reshape(-1)[1] = -0.5  # clipped to epsilon
+        cases.append(case("MeanSquaredLogarithmicError", {}, "pred", positive, positive_t_zero))
+        cases.append(case("Poisson", {}, "pred", positive, positive_t))
+        for y in (labels, labels * 2 - 1, soft * 2 - 1):  # 0/1 (converted to -1/1), -1/1, other values (kept)
+            cases.append(case("Hinge", {}, "pred", reals, y))
+            cases.append(case("SquaredHinge", {}, "pred", reals, y))
+        cases.append(case("KLDivergence", {}, "pred", probs, soft))
+        for kw in [{}, {"label_smoothing": 0.2}]:
+            for y in (labels, soft):
+                cases.append(case("BinaryCrossentropy", kw, "pred", probs, y))
+                cases.append(case("BinaryCrossentropy", kw, "sigmoid", logits, y))
+                cases.append(case("BinaryCrossentropy", dict(kw, from_logits=True), "logits", logits, y))
+        for kw in [{}, {"gamma": 1.5, "alpha": 0.3, "apply_class_balancing": True}, {"label_smoothing": 0.1}]:
+            for y in (labels, soft):
+                cases.append(case("BinaryFocalCrossentropy", kw, "pred", probs, y))
+                cases.append(case("BinaryFocalCrossentropy", kw, "sigmoid", logits, y))
+                cases.append(case("BinaryFocalCrossentropy", dict(kw, from_logits=True), "logits", logits, y))
+    out = {
+        "generator": f"keras {keras.__version__}, tensorflow {tf.__version__}",
+        "cases": cases,
+    }
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "keras_losses.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f, indent=None, separators=(",", ":"))
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    print(f"{path}: {len(cases)} cases")
+
+
+if __name__ == "__main__":
+    main()
