@@ -917,6 +917,13 @@ void optimizer_cases(std::map<Op, std::vector<Case>>& m) {
   AdamStep step{.beta_1 = 0.9, .beta_2 = 0.999, .epsilon = 1e-7};
   // Three steps with the counter advanced and the rate doubled on the tensors' device between them, as a training
   // step (replayed from a CUDA graph) sees them change.
+  m[Op::decay_weights].push_back({"two decays at two rates", {acc("w", s), counter("lr", 0.01)}, [](auto& t) {
+                                    Tensor lr = t[1].clone();
+                                    for (int k = 0; k < 2; ++k) {
+                                      decay_weights(t[0], lr, 0.04);
+                                      scale_shift(lr, lr, 2.0, 0.0);
+                                    }
+                                  }});
   m[Op::adam_update].push_back({"three steps, the rate and the counter on the device",
                                 {acc("w", s), in("g", s), acc("m", s), acc("v", s, 0, 1), counter("lr", 1e-3),
                                  counter("iterations", 0)},

@@ -293,7 +293,9 @@ struct ConstraintParams {
 //                   m += (g-m)(1-b1); v += (g*g-v)(1-b2); w -= lr_t * m / (sqrt(v) + eps)
 // sgd_update        Keras SGD: velocity = momentum*velocity - lr*g; w += velocity (nesterov: w += momentum*velocity
 //                   - lr*g). momentum 0: w -= lr*g (velocity unused, may be undefined).
-// rmsprop_update    Keras RMSprop: ms = rho*ms + (1-rho)*g^2; step = lr*g/(sqrt(ms)+eps);
+// decay_weights     Keras 3's weight decay (any optimizer's weight_decay, AdamW's), applied before the update:
+//                   w = w - w * decay * lr, in w's type.
+// rmsprop_update    Keras RMSprop: ms = rho*ms + (1-rho)*g^2; step = lr*g/sqrt(ms + eps);
 //                   momentum > 0: mom = momentum*mom + step, w -= mom; else w -= step.
 // norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
 // layer_norm_forward  over the axes of x in the set `axes` (bit a: axis a of x, any of them; a row is one index
@@ -406,6 +408,7 @@ struct ConstraintParams {
                   const Tensor& iterations), (w, g, m, v, s, lr, iterations))                                     \
   X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum, bool nesterov), \
     (w, g, velocity, lr, momentum, nesterov))                                                                    \
+  X(decay_weights, (Tensor& w, const Tensor& lr, double decay), (w, lr, decay))                                 \
   X(rmsprop_update, (Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,         \
                      double momentum, double epsilon), (w, g, ms, mom, lr, rho, momentum, epsilon))   \
   /* norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes */             \

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -109,6 +110,11 @@ class Optimizer {
   // The loaded rate as a float64 [1] tensor on `device` (made there on first use).
   const Tensor& learning_rate_on(Device device) { return loaded_rate_.on(device); }
 
+  // Keras's weight_decay (every optimizer takes one; None by default, AdamW's 0.004): before each update,
+  // w = w - w * weight_decay * lr on every trainable weight (ops::decay_weights). nullopt is Keras's None.
+  std::optional<double> weight_decay() const { return weight_decay_; }
+  void set_weight_decay(std::optional<double> decay);
+
   // Allocates the slots for a flat parameter buffer (idempotent for the same size).
   void build(const Tensor& params);
   // One update step: loads the rate, params -= f(grads), iterations += 1.
@@ -132,6 +138,7 @@ class Optimizer {
 
  private:
   double learning_rate_;
+  std::optional<double> weight_decay_;
   Schedule schedule_;
   StepCounter iterations_;
   DeviceScalar loaded_rate_;
@@ -158,6 +165,18 @@ class Adam : public Optimizer {
 
  private:
   double beta_1_, beta_2_, epsilon_;
+};
+
+// AdamW: Adam with a weight decay of 0.004 unless told otherwise (Keras's keras.optimizers.AdamW).
+class AdamW : public Adam {
+ public:
+  explicit AdamW(double learning_rate = 0.001, double weight_decay = 0.004, double beta_1 = 0.9,
+                 double beta_2 = 0.999, double epsilon = 1e-7)
+      : Adam(learning_rate, beta_1, beta_2, epsilon) {
+    set_weight_decay(weight_decay);
+  }
+  std::string name() const override { return "AdamW"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<AdamW>(*this); }
 };
 
 class SGD : public Optimizer {

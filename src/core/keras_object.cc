@@ -11,6 +11,10 @@ bool StrictConfig::has(const std::string& key) const {
   return config_.contains(key) && !config_[key].is_null();
 }
 
+bool StrictConfig::present(const std::string& key) const {
+  return config_.contains(key);
+}
+
 void StrictConfig::fail(const std::string& why) const {
   throw Error(what_ + ": " + why);
 }

@@ -33,6 +33,8 @@ class StrictConfig {
   const std::string& what() const { return what_; }
   // Present and not null.
   bool has(const std::string& key) const;
+  // Whether the config holds the key at all (null included).
+  bool present(const std::string& key) const;
   double number(const std::string& key, double fallback);
   bool boolean(const std::string& key, bool fallback);
   std::string string(const std::string& key, const std::string& fallback);

@@ -651,6 +651,14 @@ DType sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr,
   return w.dtype();
 }
 
+DType decay_weights(Tensor& w, const Tensor& lr, double decay) {
+  Check c("decay_weights");
+  c.floating("w", w);
+  c.device_scalar("the learning rate lr", lr);
+  SYSTOLIC_OP_CHECK(c, std::isfinite(decay) && decay >= 0, "decay {}: it must be a number >= 0", decay);
+  return w.dtype();
+}
+
 DType rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,
                      double momentum, double epsilon) {
   Check c("rmsprop_update");

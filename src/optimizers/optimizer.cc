@@ -42,6 +42,12 @@ void Optimizer::load_learning_rate(double lr) {
   loaded_rate_.set(lr);
 }
 
+void Optimizer::set_weight_decay(std::optional<double> decay) {
+  SYSTOLIC_CHECK(!decay || (std::isfinite(*decay) && *decay >= 0),
+                 "optimizer {}: weight_decay {} must be a number >= 0 (or None)", name(), decay.value_or(0));
+  weight_decay_ = decay;
+}
+
 void Optimizer::build(const Tensor& params) {
   auto specs = slot_specs();
   if (slots_.size() == specs.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;
@@ -70,7 +76,9 @@ void Optimizer::apply(Tensor& params, const Tensor& grads) {
 
 void Optimizer::apply_update(Tensor& params, const Tensor& grads) {
   build(params);
-  update(params, grads, loaded_rate_.on(params.device()), iterations_.on(params.device()));
+  const Tensor& lr = loaded_rate_.on(params.device());
+  if (weight_decay_ && *weight_decay_ != 0) ops::decay_weights(params, lr, *weight_decay_);
+  update(params, grads, lr, iterations_.on(params.device()));
 }
 
 }  // namespace systolic::optimizers

@@ -11,6 +11,7 @@ using keras_object::json;
 // X(name): the entry `const Entry& name_entry()` defined in src/optimizers/<name>.cc.
 #define SYSTOLIC_OPTIMIZER_CLASSES(X) \
   X(adam)                             \
+  X(adamw)                            \
   X(sgd)                              \
   X(rmsprop)
 
@@ -69,12 +70,25 @@ std::unique_ptr<Optimizer> deserialize(const json& value) {
   c.ignore("learning_rate");
   c.ignore("lr");
   auto opt = entry->from_config(c, lr);
+  // Keras's weight_decay (the base class's): a number, or null (None; AdamW refuses it, as Keras's does); absent,
+  // the class's default.
+  if (c.present("weight_decay")) {
+    const bool adamw = opt->name() == "AdamW";
+    const json& wd = c.raw("weight_decay");
+    if (wd.is_number())
+      opt->set_weight_decay(wd.get<double>());
+    else if (wd.is_null() && !adamw)
+      opt->set_weight_decay(std::nullopt);
+    else
+      c.fail("weight_decay " + wd.dump() + " is not supported (a number" +
+             (adamw ? std::string(": AdamW needs one)") : std::string(" or null)")));
+  }
   // The base class's other arguments (Keras 3's Optimizer, tf.keras 2.11+'s, the legacy optimizers'), unless the
   // class took them: those with no effect here, and those systolic does not implement, accepted when off.
   for (auto* k : {"name", "jit_compile", "is_legacy_optimizer", "ema_momentum", "ema_overwrite_frequency"})
     c.ignore(k);
-  for (auto* k : {"weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "loss_scale_factor",
-                  "gradient_accumulation_steps"})
+  for (auto* k :
+       {"clipnorm", "global_clipnorm", "clipvalue", "loss_scale_factor", "gradient_accumulation_steps"})
     if (!c.taken(k)) c.off(k);
   if (!c.taken("use_ema")) c.off("use_ema", false);
   if (!c.taken("decay")) c.off("decay", 0.0);
@@ -91,13 +105,14 @@ json serialize(const Optimizer& optimizer, keras_object::Form form) {
   if (form == keras_object::Form::h5) {
     // The legacy form both tf.keras (its optimizer of this class) and Keras 3 read from a full-model .h5.
     json config = {{"name", e.class_name}, {"learning_rate", lr}};
+    if (optimizer.weight_decay()) config["weight_decay"] = *optimizer.weight_decay();
     config.update(own);
     return {{"class_name", e.class_name}, {"config", config}};
   }
   // Keras 3's Optimizer.get_config: the base class's arguments, then the class's.
   json config = {{"name", e.keras3_name},
                  {"learning_rate", lr},
-                 {"weight_decay", nullptr},
+                 {"weight_decay", optimizer.weight_decay() ? json(*optimizer.weight_decay()) : json(nullptr)},
                  {"clipnorm", nullptr},
                  {"global_clipnorm", nullptr},
                  {"clipvalue", nullptr},

@@ -1,4 +1,4 @@
-// RMSprop (Keras): ms = rho * ms + (1 - rho) * g^2; step = lr * g / (sqrt(ms) + epsilon); with momentum
+// RMSprop (Keras): ms = rho * ms + (1 - rho) * g^2; step = lr * g / sqrt(ms + epsilon) (Keras 3, and TensorFlow's kernel); with momentum
 // mom = momentum * mom + step, w -= mom, else w -= step (ops::rmsprop_update).
 #include <systolic/ops.h>
 

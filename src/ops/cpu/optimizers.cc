@@ -54,7 +54,7 @@ void rmsprop_update_loop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, do
 #pragma omp parallel for
   for (std::int64_t i = 0; i < n; ++i) {
     sp[i] = r * sp[i] + (T(1) - r) * gp[i] * gp[i];
-    T step = a * gp[i] / (std::sqrt(sp[i]) + eps);
+    T step = a * gp[i] / std::sqrt(sp[i] + eps);
     if (mp) {
       mp[i] = mu * mp[i] + step;
       wp[i] -= mp[i];
@@ -83,6 +83,19 @@ void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, 
   double rate = lr.data<double>()[0];
   visit_dtype<float, double>(w.dtype(), [&](auto t) {
     sgd_update_loop<typename decltype(t)::type>(w, g, velocity, rate, momentum, nesterov);
+  });
+}
+
+const DTypes decay_weights_dtypes = kFloats;
+void decay_weights(Tensor& w, const Tensor& lr, double decay) {
+  const double rate = lr.data<double>()[0];
+  visit_dtype<float, double>(w.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
+    T* wp = w.data<T>();
+    const T d = T(decay), a = T(rate);
+    const std::int64_t n = w.numel();
+#pragma omp parallel for simd
+    for (std::int64_t i = 0; i < n; ++i) wp[i] = wp[i] - wp[i] * d * a;
   });
 }
 

@@ -52,6 +52,11 @@ __global__ void sgd_kernel(float* w, const float* g, float* velocity, std::int64
   }
 }
 
+__global__ void decay_kernel(float* w, std::int64_t n, const double* rate, float decay) {
+  const float lr = static_cast<float>(*rate);
+  SYSTOLIC_GRID_STRIDE(i, n) w[i] = sub_rn(w[i], mul_rn(mul_rn(w[i], decay), lr));
+}
+
 __global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, std::int64_t n,
                                const double* rate, float rho, float momentum, float eps) {
   const float lr = static_cast<float>(*rate);
@@ -60,7 +65,7 @@ __global__ void rmsprop_kernel(float* w, const float* g, float* ms, float* mom, 
     const float gi = g[i];
     const float si = add_rn(mul_rn(rho, ms[i]), mul_rn(mul_rn(rest, gi), gi));
     ms[i] = si;
-    const float step = div_rn(mul_rn(lr, gi), add_rn(sqrt_rn(si), eps));
+    const float step = div_rn(mul_rn(lr, gi), sqrt_rn(add_rn(si, eps)));
     if (mom) {
       const float mi = add_rn(mul_rn(momentum, mom[i]), step);
       mom[i] = mi;
@@ -85,6 +90,12 @@ cudaError_t launch_sgd_update(float* w, const float* g, float* velocity, std::in
   if (n == 0) return cudaSuccess;
   return launch_elementwise(sgd_kernel, n, stream, w, g, velocity, n, lr, static_cast<float>(momentum),
                             nesterov);
+}
+
+cudaError_t launch_decay_weights(float* w, std::int64_t n, const double* lr, double decay,
+                                 cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return launch_elementwise(decay_kernel, n, stream, w, n, lr, static_cast<float>(decay));
 }
 
 cudaError_t launch_rmsprop_update(float* w, const float* g, float* ms, float* mom, std::int64_t n,
@@ -113,6 +124,12 @@ void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, 
   SYSTOLIC_CUDA_CHECK(launch_sgd_update(w.data<float>(), g.data<float>(),
                                         momentum != 0.0 ? velocity.data<float>() : nullptr, w.numel(),
                                         lr.data<double>(), momentum, nesterov, c.stream));
+}
+
+const DTypes decay_weights_dtypes{DType::float32};
+void decay_weights(Tensor& w, const Tensor& lr, double decay) {
+  Context& c = context(w);
+  SYSTOLIC_CUDA_CHECK(launch_decay_weights(w.data<float>(), w.numel(), lr.data<double>(), decay, c.stream));
 }
 
 const DTypes rmsprop_update_dtypes{DType::float32};

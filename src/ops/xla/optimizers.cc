@@ -48,6 +48,15 @@ void sgd_update(Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, 
   });
 }
 
+const DTypes decay_weights_dtypes = kFloats;
+void decay_weights(Tensor& w, const Tensor& lr, double decay) {
+  traced([&] {
+    E wv = read(w);
+    E a = as_like(read_scalar(lr, Elem::f64), wv);
+    write(w, wv - wv * like(decay, wv) * a);
+  });
+}
+
 const DTypes rmsprop_update_dtypes = kFloats;
 void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,
                     double momentum, double epsilon) {
@@ -56,7 +65,7 @@ void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const T
     E a = as_like(read_scalar(lr, Elem::f64), wv);
     E s2 = read(ms) * rho + gv * gv * (1.0 - rho);
     write(ms, s2);
-    E step = a * gv / (sqrt(s2) + epsilon);
+    E step = a * gv / sqrt(s2 + epsilon);
     if (momentum > 0) {
       E m2 = read(mom) * momentum + step;
       write(mom, m2);
