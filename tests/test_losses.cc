@@ -174,6 +174,10 @@ TEST(KerasMetrics, ElementwiseMetricsAreTheMeansOfTheirFunctions) {
   EXPECT_DOUBLE_EQ(value("binary_accuracy"), 0.75);
   EXPECT_NEAR(value("mae"), (0.2 + 0.3 + 0.6 + 0.4) / 4, 1e-7);
   EXPECT_NEAR(value("mse"), (0.04 + 0.09 + 0.36 + 0.16) / 4, 1e-7);
+  auto rmse = metrics::get("root_mean_squared_error", false, true);
+  EXPECT_EQ(rmse->class_name(), "RootMeanSquaredError");
+  EXPECT_NEAR(rmse->result(value("root_mean_squared_error")), std::sqrt((0.04 + 0.09 + 0.36 + 0.16) / 4),
+              1e-7);
   EXPECT_NEAR(value("binary_crossentropy"),
               -(std::log(0.8) + std::log(0.7) + std::log(0.4) + std::log(0.6)) / 4, 1e-6);
 }
@@ -222,11 +226,12 @@ TEST(KerasLosses, RegressionTrainsWithHuberAndReportsMae) {
   auto in = layers::Input({3});
   auto out = layers::Dense(1)(in);
   Model model(in, out);
-  model.compile(optimizers::Adam(0.1), losses::Huber(0.5), {"mae", "mse"});
+  model.compile(optimizers::Adam(0.1), losses::Huber(0.5), {"mae", "mse", "root_mean_squared_error"});
   model.fit(x, y, {.batch_size = 20, .epochs = 30, .verbose = 0});
   auto r = model.evaluate(x, y, {.verbose = 0});
-  EXPECT_LT(r[1], 0.05);   // mae
-  EXPECT_LT(r[2], 0.005);  // mse
+  EXPECT_LT(r[1], 0.05);                     // mae
+  EXPECT_LT(r[2], 0.005);                    // mse
+  EXPECT_NEAR(r[3], std::sqrt(r[2]), 1e-6);  // root_mean_squared_error: Keras's sqrt of the mean
 
   for (const std::string& name : losses::names()) {
     if (losses::get(name)->sparse_labels() || name.find("categorical") != std::string::npos) continue;

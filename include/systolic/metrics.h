@@ -21,6 +21,9 @@ class Metric {
   // Whether it reads integer labels (true), one-hot labels (false).
   virtual bool sparse_labels() const = 0;
   virtual void update(const Tensor& output, const Tensor& labels, Tensor& total) const = 0;
+  // The value shown from the mean of what update() added per sample (total / samples): that mean, or for
+  // RootMeanSquaredError its square root.
+  virtual double result(double mean) const { return mean; }
 };
 
 // The metric compile makes of a name: a class or function name of Keras's ("sparse_categorical_accuracy",

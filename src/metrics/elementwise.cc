@@ -1,6 +1,9 @@
 // Keras's metrics that are per-sample means of an element function (Keras's MeanMetricWrapper of a loss function,
 // and BinaryAccuracy): ops::elementwise_loss with no gradient adds the batch's per-sample values to the total.
+// RootMeanSquaredError shows the square root of the mean squared error (Keras's result()).
 #include <systolic/ops.h>
+
+#include <cmath>
 
 #include "metrics/registry.h"
 
@@ -9,8 +12,9 @@ namespace systolic::metrics {
 namespace {
 class ElementwiseMetric final : public Metric {
  public:
-  ElementwiseMetric(std::string name, std::string class_name, const ops::ElementLossParams& p)
-      : name_(std::move(name)), class_name_(std::move(class_name)), params_(p) {}
+  ElementwiseMetric(std::string name, std::string class_name, const ops::ElementLossParams& p,
+                    bool root = false)
+      : name_(std::move(name)), class_name_(std::move(class_name)), params_(p), root_(root) {}
   std::string name() const override { return name_; }
   std::string class_name() const override { return class_name_; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<ElementwiseMetric>(*this); }
@@ -19,10 +23,12 @@ class ElementwiseMetric final : public Metric {
     Tensor no_gradient;
     ops::elementwise_loss(output, labels, total, no_gradient, params_, 1.0);
   }
+  double result(double mean) const override { return root_ ? std::sqrt(mean) : mean; }
 
  private:
   std::string name_, class_name_;
   ops::ElementLossParams params_;
+  bool root_;  // RootMeanSquaredError: sqrt of the mean of the per-sample mean squared errors
 };
 }  // namespace
 
@@ -53,5 +59,15 @@ SYSTOLIC_ELEMENTWISE_METRIC(kl_divergence, KLDivergence, kl_divergence, "kld", "
 SYSTOLIC_ELEMENTWISE_METRIC(hinge, Hinge, hinge)
 SYSTOLIC_ELEMENTWISE_METRIC(squared_hinge, SquaredHinge, squared_hinge)
 #undef SYSTOLIC_ELEMENTWISE_METRIC
+
+const Entry& root_mean_squared_error_entry() {
+  static const Entry e{
+      "RootMeanSquaredError", {"root_mean_squared_error"}, [](const std::string& name, bool, bool) {
+        return std::unique_ptr<Metric>(std::make_unique<ElementwiseMetric>(
+            name, "RootMeanSquaredError", ops::ElementLossParams{.kind = ops::ElementLoss::squared_error},
+            true));
+      }};
+  return e;
+}
 
 }  // namespace systolic::metrics

@@ -14,6 +14,7 @@ using keras_object::json;
   X(binary_accuracy)                \
   X(binary_crossentropy)            \
   X(mean_squared_error)             \
+  X(root_mean_squared_error)        \
   X(mean_absolute_error)            \
   X(mean_absolute_percentage_error) \
   X(mean_squared_logarithmic_error) \

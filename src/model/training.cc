@@ -40,7 +40,7 @@ LogValues log_values(const ModelState& s, const std::vector<double>& t, std::int
                      const std::string& prefix = "") {
   LogValues v{{prefix + "loss", t[0] / double(seen)}};
   for (std::size_t m = 0; m < s.metrics.size(); ++m)
-    v.emplace_back(prefix + s.metrics[m]->name(), t[m + 1] / double(seen));
+    v.emplace_back(prefix + s.metrics[m]->name(), s.metrics[m]->result(t[m + 1] / double(seen)));
   return v;
 }
 
