@@ -216,6 +216,19 @@ TEST(GradientCheck, CategoricalSoftmaxCrossEntropyFromLogits) {
   check_loss([&](const Tensor& p, Tensor& t, Tensor& g) { ops::softmax_cross_entropy(p, labels, t, g, 1.0); },
              random_tensor({2, 3}, 12, DType::float64, -3, 3));
 }
+// Keras's CategoricalCrossentropy(label_smoothing) through its Loss, from the logits behind a softmax output.
+TEST(GradientCheck, CategoricalCrossentropyWithLabelSmoothing) {
+  losses::CategoricalCrossentropy loss({.label_smoothing = 0.2});
+  Tensor labels = Tensor::from_vector<double>({0, 1, 0, 0.3, 0.3, 0.4}, {2, 3});
+  check_loss(
+      [&](const Tensor& p, Tensor& t, Tensor& g) {
+        Tensor out(p.shape(), DType::float64), none;
+        ops::activation_forward(Activation::softmax, p, out);
+        losses::LossArgs a{out, p, none, labels, t, g, g, 1.0};
+        EXPECT_TRUE(loss.compute(a));  // the gradient is w.r.t. the logits
+      },
+      random_tensor({2, 3}, 21, DType::float64, -3, 3));
+}
 TEST(GradientCheck, CrossEntropyFromProbabilities) {
   Tensor sparse = Tensor::from_vector<std::int32_t>({1, 0}, {2});
   Tensor onehot = Tensor::from_vector<double>({0, 1, 0, 1, 0, 0}, {2, 3});

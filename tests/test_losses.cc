@@ -50,15 +50,16 @@ Result run(const losses::Loss& loss, const json& c, DType dtype) {
   Shape shape(c["shape"].get<std::vector<std::int64_t>>());
   Tensor x = Tensor::from_vector(c["x"].get<std::vector<double>>(), shape).to(dtype);
   Tensor y = Tensor::from_vector(c["y"].get<std::vector<double>>(), shape).to(dtype);
-  const bool sigmoid = c["input"] == "sigmoid";
+  const bool sigmoid = c["input"] == "sigmoid", softmax = c["input"] == "softmax";
   Tensor output = x, none;
-  if (sigmoid) {
+  if (sigmoid || softmax) {
     output = Tensor(shape, dtype);
-    ops::activation_forward(Activation::sigmoid, x, output);
+    ops::activation_forward(sigmoid ? Activation::sigmoid : Activation::softmax, x, output);
   }
   Tensor total = Tensor::zeros({1}, DType::float64), grad(shape, dtype);
   const std::int64_t n = shape[0];
-  losses::LossArgs args{output, none, sigmoid ? x : none, y, total, grad, grad, 1.0 / double(n)};
+  losses::LossArgs args{output, softmax ? x : none, sigmoid ? x : none, y, total, grad,
+                        grad,   1.0 / double(n)};
   bool pre = loss.compute(args);
   return {total.item() / double(n), grad.to_doubles(), pre};
 }
@@ -86,8 +87,8 @@ TEST(KerasLosses, ValuesAndGradientsMatchKeras) {
     Result r64 = run(*loss, c, DType::float64);
     EXPECT_NEAR(r64.value, keras, 1e-12 * std::max(1.0, std::abs(keras)));
     EXPECT_LT(max_relative(r64.grad, keras_grad), 1e-10);
-    // From the logits behind a sigmoid: the gradient is w.r.t. those logits, as Keras's.
-    EXPECT_EQ(r64.from_logits_gradient, c["input"] == "sigmoid");
+    // From the logits behind a sigmoid or softmax: the gradient is w.r.t. those logits, as Keras's.
+    EXPECT_EQ(r64.from_logits_gradient, c["input"] == "sigmoid" || c["input"] == "softmax");
     Result r32 = run(*loss, c, DType::float32);
     EXPECT_NEAR(r32.value, keras, 2e-6 * std::max(1.0, std::abs(keras)));
     EXPECT_LT(max_relative(r32.grad, keras_grad), 2e-5);

@@ -29,6 +29,7 @@
 #include "core/xla/trace.h"
 #include "gpu_test_util.h"
 #include "ops/cpu/onednn.h"
+#include "ops/optimizer_math.h"
 #include "test_util.h"
 #include "xla_test_util.h"
 
@@ -966,6 +967,71 @@ void optimizer_cases(std::map<Op, std::vector<Case>>& m) {
                                      }});
 }
 
+// optimizer_update: every rule, two steps whose values (update::step_values, as the optimizer computes them on the
+// host) are written to the tensors' device between them.
+void optimizer_rule_cases(std::map<Op, std::vector<Case>>& m) {
+  struct Rule {
+    std::string name;
+    UpdateParams p;
+  };
+  const std::vector<Rule> rules = {
+      {"amsgrad", {.rule = UpdateRule::amsgrad}},
+      {"adamax", {.rule = UpdateRule::adamax}},
+      {"nadam", {.rule = UpdateRule::nadam, .beta_1 = 0.8, .beta_2 = 0.99}},
+      {"adagrad", {.rule = UpdateRule::adagrad}},
+      {"adadelta", {.rule = UpdateRule::adadelta, .epsilon = 1e-4}},
+      {"lion", {.rule = UpdateRule::lion, .beta_2 = 0.99}},
+      {"ftrl", {.rule = UpdateRule::ftrl}},
+      {"ftrl with l1, l2, shrinkage, beta",
+       {.rule = UpdateRule::ftrl,
+        .lr_power = -0.7,
+        .l1 = 0.01,
+        .l2 = 0.02,
+        .l2_shrinkage = 0.03,
+        .beta = 0.5}},
+  };
+  // Gradient clipping: each value, the norm of a buffer above the limit and below it (a no-op), a view.
+  m[Op::clip_gradients].push_back(
+      {"clipvalue 0.3", {inout("g", {4099})}, [](auto& t) { clip_gradients(t[0], false, 0.3); }});
+  m[Op::clip_gradients].push_back({"by norm, clipped",
+                                   {inout("g", {100003})},
+                                   [](auto& t) { clip_gradients(t[0], true, 2.0); },
+                                   Family::reduction});
+  m[Op::clip_gradients].push_back({"by norm, under the limit",
+                                   {inout("g", {1000})},
+                                   [](auto& t) { clip_gradients(t[0], true, 1e3); },
+                                   Family::reduction});
+  m[Op::clip_gradients].push_back({"by norm, a view",
+                                   {at_offset(inout("g", {777}), 5)},
+                                   [](auto& t) { clip_gradients(t[0], true, 0.5); },
+                                   Family::reduction});
+  const Shape s{4099};
+  for (const Rule& r : rules) {
+    const int slots = update::slot_count(r.p.rule);
+    // Second moments and accumulators hold values > 0; s0 is a first moment (any sign) but for Adagrad's, Adadelta's
+    // and Ftrl's accumulators.
+    const bool s0_accumulates =
+        r.p.rule == UpdateRule::adagrad || r.p.rule == UpdateRule::adadelta || r.p.rule == UpdateRule::ftrl;
+    std::vector<Arg> args = {acc("w", s), in("g", s)};
+    for (int k = 0; k < 3; ++k) {
+      const std::string name = fmt::format("s{}", k);
+      args.push_back(k >= slots ? none(name) : acc(name, s, k == 0 && !s0_accumulates ? -1.0 : 0.1, 1.0));
+    }
+    UpdateParams p = r.p;
+    m[Op::optimizer_update].push_back(
+        {r.name + ", two steps at two rates", args, [p](auto& t) {
+           double u_product = 1.0;
+           for (int k = 0; k < 2; ++k) {
+             u_product *= update::nadam_u(p.beta_1, k + 1.0);
+             auto c = update::step_values(p, 0.01 * (k + 1), k, u_product);
+             Tensor values =
+                 Tensor::from_vector(std::vector<double>(c.begin(), c.end()), {update::kStepValues});
+             optimizer_update(t[0], t[1], t[2], t[3], t[4], p, values.to(t[0].device()));
+           }
+         }});
+  }
+}
+
 // norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes.
 void norm_cases(std::map<Op, std::vector<Case>>& m) {
   // The normalised axes as a set (bit a: axis a): trailing ones (oneDNN's rows for float32 on the CPU), and
@@ -1301,6 +1367,7 @@ const std::map<Op, std::vector<Case>>& cases() {
     elementwise_cases(all);
     loss_cases(all);
     optimizer_cases(all);
+    optimizer_rule_cases(all);
     norm_cases(all);       // norm
     regul_cases(all);      // regul
     conv_area_cases(all);  // conv area

@@ -49,6 +49,24 @@ class Loss {
 
 struct CrossentropyOptions {
   bool from_logits = false;
+  // CategoricalCrossentropy only (Keras's SparseCategoricalCrossentropy has none): the targets become
+  // t (1 - s) + s / classes.
+  double label_smoothing = 0.0;
+};
+
+// A buffer a loss keeps for values of its own (CategoricalCrossentropy's smoothed labels): made at the first step
+// and reused after, so a step recorded as a CUDA graph reads it where it was; a copy (a cloned loss, a replica's)
+// starts without one.
+class LossBuffer {
+ public:
+  LossBuffer() = default;
+  LossBuffer(const LossBuffer&) {}
+  LossBuffer& operator=(const LossBuffer&) { return *this; }
+  // The first like.dim(0) rows of a buffer of like's dtype, device and sample shape (grown for a larger batch).
+  Tensor rows_like(const Tensor& like);
+
+ private:
+  Tensor buffer_;
 };
 
 class SparseCategoricalCrossentropy : public Loss {
@@ -80,6 +98,7 @@ class CategoricalCrossentropy : public Loss {
 
  private:
   CrossentropyOptions options_;
+  mutable LossBuffer smoothed_;
 };
 
 // Keras's losses whose value is the mean (KLDivergence: the sum over the last axis) of an element function of the

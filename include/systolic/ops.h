@@ -172,6 +172,10 @@ struct ElementLossParams {
 struct AdamStep {
   double beta_1, beta_2, epsilon;
 };
+// optimizer_update's rule and constants: defined with the rules' formulas in src/ops/optimizer_math.h, where a new
+// rule is added without touching this header.
+enum class UpdateRule : int;
+struct UpdateParams;
 
 // augment (branch augment): the noise and image-augmentation layers' ops.
 // Gaussian noise (GaussianNoise: additive, y = x + stddev*z; GaussianDropout: multiplicative, y = x*(1 + stddev*z)).
@@ -297,6 +301,15 @@ struct ConstraintParams {
 //                   w = w - w * decay * lr, in w's type.
 // rmsprop_update    Keras RMSprop: ms = rho*ms + (1-rho)*g^2; step = lr*g/sqrt(ms + eps);
 //                   momentum > 0: mom = momentum*mom + step, w -= mom; else w -= step.
+// clip_gradients    Keras's gradient clipping (an optimizer's clipnorm, global_clipnorm, clipvalue), in place:
+//                   by_norm: g *= limit / max(||g||, limit) (||g|| the L2 norm of all of g, summed in double;
+//                   NaN when it is not finite); else g = clip(g, -limit, limit).
+// optimizer_update  the update rules of src/ops/optimizer_math.h (Adam with amsgrad, Adamax, Nadam, Adagrad,
+//                   Adadelta, Lion, Ftrl): w and the rule's slots s0, s1, s2 (update::slot_count of them; the others
+//                   may be undefined) from g and `step`, float64 [update::kStepValues] on w's device, the values of
+//                   this step that the optimizer computed on the host (update::step_values: the rate, bias
+//                   corrections), read there as `lr` is; computed in double on the CPU and CUDA, in the data's
+//                   type on XLA.
 // norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
 // layer_norm_forward  over the axes of x in the set `axes` (bit a: axis a of x, any of them; a row is one index
 //                   of the other axes, its K values one of each combination of the set's indices, row-major over
@@ -411,6 +424,9 @@ struct ConstraintParams {
   X(decay_weights, (Tensor& w, const Tensor& lr, double decay), (w, lr, decay))                                 \
   X(rmsprop_update, (Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const Tensor& lr, double rho,         \
                      double momentum, double epsilon), (w, g, ms, mom, lr, rho, momentum, epsilon))   \
+  X(clip_gradients, (Tensor& g, bool by_norm, double limit), (g, by_norm, limit))                              \
+  X(optimizer_update, (Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor& s2, const UpdateParams& p,  \
+                       const Tensor& step), (w, g, s0, s1, s2, p, step))                                        \
   /* norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes */             \
   X(layer_norm_forward, (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,     \
                          Tensor& rstd, std::uint32_t axes, NormKind kind, double eps),                           \

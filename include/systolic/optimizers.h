@@ -13,6 +13,10 @@
 #include <utility>
 #include <vector>
 
+namespace systolic::ops {
+struct UpdateParams;  // ops::optimizer_update's rule and constants (src/ops/optimizer_math.h)
+}
+
 namespace systolic::optimizers {
 
 // A number the ops of a training step read on the device (the step count, the learning rate): kept on the host,
@@ -36,6 +40,25 @@ class DeviceScalar {
 
  private:
   double value_;
+  Tensor device_;
+};
+
+// DeviceScalar's kind for several numbers: the values of an optimizer's step (ops::optimizer_update's), kept on the
+// host with a float64 [n] copy on the device, written in place when they change (never while a step is recorded).
+class DeviceValues {
+ public:
+  DeviceValues() = default;
+  DeviceValues(const DeviceValues& other) : values_(other.values_) {}
+  DeviceValues& operator=(const DeviceValues& other);
+
+  const std::vector<double>& values() const { return values_; }
+  void set(std::vector<double> values);
+  // The values as a float64 [n] tensor on `device`, made there on first use; Error while there are none.
+  const Tensor& on(Device device);
+  void release() { device_ = Tensor(); }
+
+ private:
+  std::vector<double> values_;
   Tensor device_;
 };
 
@@ -70,6 +93,7 @@ struct Slot {
   // .weights.h5) hold the slots call by call, each call's slots interleaved per variable (Adam makes momentum and
   // velocity in one call: m0 v0 m1 v1 ...; RMSprop velocity, then momentum: v0 v1 ... m0 m1 ...).
   int keras3_call = 0;
+  double initial = 0.0;  // the slot's value before the first update (Adagrad's and Ftrl's accumulators: 0.1)
 };
 
 class Optimizer {
@@ -109,39 +133,66 @@ class Optimizer {
   void load_learning_rate(double lr);
   // The loaded rate as a float64 [1] tensor on `device` (made there on first use).
   const Tensor& learning_rate_on(Device device) { return loaded_rate_.on(device); }
+  // The optimizers whose update is a rule of ops::optimizer_update: the values of the step (the rate, bias
+  // corrections) that load_learning_rate(lr) computed on the host from lr and iterations() and wrote on the
+  // device, made there on first use as the rate is (before a step is recorded). Undefined for the others.
+  Tensor step_values_on(Device device);
 
   // Keras's weight_decay (every optimizer takes one; None by default, AdamW's 0.004): before each update,
   // w = w - w * weight_decay * lr on every trainable weight (ops::decay_weights). nullopt is Keras's None.
   std::optional<double> weight_decay() const { return weight_decay_; }
   void set_weight_decay(std::optional<double> decay);
 
+  // Keras's gradient clipping, at most one of the three (as Keras requires; nullopt is Keras's None): clipnorm
+  // scales each variable's gradient to an L2 norm of at most clipnorm, global_clipnorm all of them together to a
+  // global norm of at most global_clipnorm, clipvalue clips each element to [-clipvalue, clipvalue]. Before the
+  // weight decay and the update (ops::clip_gradients).
+  std::optional<double> clipnorm() const { return clipnorm_; }
+  std::optional<double> global_clipnorm() const { return global_clipnorm_; }
+  std::optional<double> clipvalue() const { return clipvalue_; }
+  void set_clipping(std::optional<double> clipnorm, std::optional<double> global_clipnorm,
+                    std::optional<double> clipvalue);
+
   // Allocates the slots for a flat parameter buffer (idempotent for the same size).
   void build(const Tensor& params);
-  // One update step: loads the rate, params -= f(grads), iterations += 1.
-  void apply(Tensor& params, const Tensor& grads);
+  // One update step: loads the rate, params -= f(grads), iterations += 1. `variable_sizes`: the sizes of the
+  // variables the flat buffers hold, in order (clipnorm clips each; empty: one variable).
+  void apply(Tensor& params, const Tensor& grads, const std::vector<std::int64_t>& variable_sizes = {});
   // The update alone, reading the loaded rate and the step count from their copies on the parameters' device;
   // the caller loads the rate before and advances the counter once the step is over (a model's train function,
-  // which may record the step as a CUDA graph and replay it).
-  void apply_update(Tensor& params, const Tensor& grads);
+  // which may record the step as a CUDA graph and replay it). Clipping scales `grads` in place.
+  void apply_update(Tensor& params, const Tensor& grads,
+                    const std::vector<std::int64_t>& variable_sizes = {});
   // Moves the slots to `device` (the model moves its optimizer with its weights).
   void to(Device device);
   // The slot buffers (after build), in slot_specs()'s order, by their names ("m", "v", "momentum", ...).
   const std::vector<std::pair<std::string, Tensor>>& slots() const { return slots_; }
   // The slot buffer named `name` (after build), to restore saved optimizer state.
   Tensor& slot(const std::string& name);
+  // Keras 3's variables of the optimizer besides iterations, the rate and the slots, as it saves them after the
+  // slots (Nadam's u_product): their values after iterations() updates.
+  virtual std::vector<double> keras3_scalar_variables() const { return {}; }
 
  protected:
   explicit Optimizer(double learning_rate) : learning_rate_(learning_rate), loaded_rate_(learning_rate) {}
   // params -= f(grads), reading the rate `lr` and the step count `iterations` on the device.
   virtual void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) = 0;
   Tensor& slot(std::size_t i) { return slots_[i].second; }
+  // The values a rule's step reads (ops::update::step_values for the rate `lr` after iterations() updates); empty
+  // for an optimizer with its own op.
+  virtual std::vector<double> step_values(double /*lr*/) { return {}; }
+  // params -= f(grads) by the rule of ops::optimizer_update, with the slots in slot_specs()'s order and the step
+  // values that step_values() gave for this step.
+  void update_by_rule(const ops::UpdateParams& p, Tensor& params, const Tensor& grads);
 
  private:
   double learning_rate_;
   std::optional<double> weight_decay_;
+  std::optional<double> clipnorm_, global_clipnorm_, clipvalue_;
   Schedule schedule_;
   StepCounter iterations_;
   DeviceScalar loaded_rate_;
+  DeviceValues step_values_;
   std::vector<std::pair<std::string, Tensor>> slots_;
 };
 
@@ -150,8 +201,8 @@ class Adam : public Optimizer {
  public:
   // The seed's tf.train.AdamOptimizer is the same with epsilon 1e-8.
   explicit Adam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
-                double epsilon = 1e-7)
-      : Optimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+                double epsilon = 1e-7, bool amsgrad = false)
+      : Optimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon), amsgrad_(amsgrad) {}
   std::string name() const override { return "Adam"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adam>(*this); }
   nlohmann::ordered_json get_config() const override;
@@ -159,20 +210,25 @@ class Adam : public Optimizer {
   double beta_1() const { return beta_1_; }
   double beta_2() const { return beta_2_; }
   double epsilon() const { return epsilon_; }
+  // AMSGrad: the update divides by the running maximum of v (a third slot, velocity_hat).
+  bool amsgrad() const { return amsgrad_; }
 
  protected:
   void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
+  std::vector<double> step_values(double lr) override;
 
  private:
+  ops::UpdateParams rule() const;
   double beta_1_, beta_2_, epsilon_;
+  bool amsgrad_;
 };
 
 // AdamW: Adam with a weight decay of 0.004 unless told otherwise (Keras's keras.optimizers.AdamW).
 class AdamW : public Adam {
  public:
   explicit AdamW(double learning_rate = 0.001, double weight_decay = 0.004, double beta_1 = 0.9,
-                 double beta_2 = 0.999, double epsilon = 1e-7)
-      : Adam(learning_rate, beta_1, beta_2, epsilon) {
+                 double beta_2 = 0.999, double epsilon = 1e-7, bool amsgrad = false)
+      : Adam(learning_rate, beta_1, beta_2, epsilon, amsgrad) {
     set_weight_decay(weight_decay);
   }
   std::string name() const override { return "AdamW"; }
@@ -218,10 +274,134 @@ class RMSprop : public Optimizer {
   double rho_, momentum_, epsilon_;
 };
 
+// An optimizer whose update is a rule of ops::optimizer_update (src/ops/optimizer_math.h has each formula): the
+// class says its rule and constants, its slots and config (src/optimizers/<name>.cc).
+class RuleOptimizer : public Optimizer {
+ protected:
+  using Optimizer::Optimizer;
+  virtual ops::UpdateParams rule() const = 0;
+  void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
+  std::vector<double> step_values(double lr) override;
+};
+
+// Adamax: Adam with the infinity norm (u = max(beta_2 u, |g|)).
+class Adamax : public RuleOptimizer {
+ public:
+  explicit Adamax(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
+                  double epsilon = 1e-7)
+      : RuleOptimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+  std::string name() const override { return "Adamax"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adamax>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
+
+ protected:
+  ops::UpdateParams rule() const override;
+
+ private:
+  double beta_1_, beta_2_, epsilon_;
+};
+
+// Nadam: Adam with Nesterov momentum and Keras's momentum schedule u_t = beta_1 (1 - 0.5 * 0.96^t).
+class Nadam : public RuleOptimizer {
+ public:
+  explicit Nadam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
+                 double epsilon = 1e-7)
+      : RuleOptimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+  std::string name() const override { return "Nadam"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Nadam>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
+  // u_product, u_1 * ... * u_iterations() (Keras's _u_product, which it saves after the slots).
+  std::vector<double> keras3_scalar_variables() const override { return {u_product(iterations())}; }
+
+ protected:
+  ops::UpdateParams rule() const override;
+  std::vector<double> step_values(double lr) override;
+
+ private:
+  // u_1 * ... * u_t, from the product computed last (training asks for t, t + 1, ...).
+  double u_product(std::int64_t t) const;
+  mutable std::int64_t product_t_ = 0;
+  mutable double product_ = 1.0;
+  double beta_1_, beta_2_, epsilon_;
+};
+
+// Adagrad: accumulator += g^2; w -= lr g / sqrt(accumulator + epsilon).
+class Adagrad : public RuleOptimizer {
+ public:
+  explicit Adagrad(double learning_rate = 0.001, double initial_accumulator_value = 0.1,
+                   double epsilon = 1e-7)
+      : RuleOptimizer(learning_rate), initial_(initial_accumulator_value), epsilon_(epsilon) {}
+  std::string name() const override { return "Adagrad"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adagrad>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
+
+ protected:
+  ops::UpdateParams rule() const override;
+
+ private:
+  double initial_, epsilon_;
+};
+
+// Adadelta: Keras's, with the learning rate scaling its step.
+class Adadelta : public RuleOptimizer {
+ public:
+  explicit Adadelta(double learning_rate = 0.001, double rho = 0.95, double epsilon = 1e-7)
+      : RuleOptimizer(learning_rate), rho_(rho), epsilon_(epsilon) {}
+  std::string name() const override { return "Adadelta"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adadelta>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
+
+ protected:
+  ops::UpdateParams rule() const override;
+
+ private:
+  double rho_, epsilon_;
+};
+
+// Lion: w -= lr sign(beta_1 m + (1 - beta_1) g); m = beta_2 m + (1 - beta_2) g.
+class Lion : public RuleOptimizer {
+ public:
+  explicit Lion(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.99)
+      : RuleOptimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2) {}
+  std::string name() const override { return "Lion"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Lion>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
+
+ protected:
+  ops::UpdateParams rule() const override;
+
+ private:
+  double beta_1_, beta_2_;
+};
+
+// Ftrl (follow the regularized leader), with Keras's arguments; Error on those Keras refuses.
+class Ftrl : public RuleOptimizer {
+ public:
+  explicit Ftrl(double learning_rate = 0.001, double learning_rate_power = -0.5,
+                double initial_accumulator_value = 0.1, double l1_regularization_strength = 0.0,
+                double l2_regularization_strength = 0.0, double l2_shrinkage_regularization_strength = 0.0,
+                double beta = 0.0);
+  std::string name() const override { return "Ftrl"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Ftrl>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
+
+ protected:
+  ops::UpdateParams rule() const override;
+
+ private:
+  double lr_power_, initial_, l1_, l2_, l2_shrinkage_, beta_;
+};
+
 // keras.optimizers.get: a class name or one of the names Keras takes for it, in any case ("adam", "SGD",
 // "rmsprop"), with Keras's defaults; Error naming the known ones.
 std::unique_ptr<Optimizer> get(const std::string& name);
-// The names get() takes, one per class: "adam", "sgd", "rmsprop".
+// The names get() takes, one per class: "adam", "adamw", "sgd", ...
 std::vector<std::string> names();
 
 }  // namespace systolic::optimizers

@@ -1,6 +1,7 @@
 // Keras's SparseCategoricalCrossentropy and CategoricalCrossentropy. From the output layer's logits when it ends in
 // softmax (Keras does the same: stable, and the gradient skips the softmax), else from probabilities clipped to
-// [1e-7, 1 - 1e-7] (ops::softmax_cross_entropy, ops::crossentropy_from_probabilities).
+// [1e-7, 1 - 1e-7] (ops::softmax_cross_entropy, ops::crossentropy_from_probabilities). CategoricalCrossentropy's
+// label smoothing computes on smoothed copies of the targets (ops::scale_shift), as Keras's does.
 #include <systolic/ops.h>
 
 #include "losses/registry.h"
@@ -27,15 +28,28 @@ bool crossentropy(LossArgs& a, bool from_logits) {
 bool SparseCategoricalCrossentropy::compute(LossArgs& a) const {
   return crossentropy(a, options_.from_logits);
 }
+Tensor LossBuffer::rows_like(const Tensor& like) {
+  if (!buffer_.defined() || buffer_.dtype() != like.dtype() || buffer_.device() != like.device() ||
+      buffer_.shape().without_batch() != like.shape().without_batch() || buffer_.dim(0) < like.dim(0))
+    buffer_ = Tensor(like.shape(), like.dtype(), like.device());
+  return buffer_.slice(0, like.dim(0));
+}
+
 bool CategoricalCrossentropy::compute(LossArgs& a) const {
-  return crossentropy(a, options_.from_logits);
+  const double s = options_.label_smoothing;
+  if (s == 0) return crossentropy(a, options_.from_logits);
+  // Keras: y_true * (1 - label_smoothing) + label_smoothing / num_classes.
+  Tensor smoothed = smoothed_.rows_like(a.labels);
+  ops::scale_shift(a.labels, smoothed, 1.0 - s, s / double(a.labels.dim(-1)));
+  LossArgs b{a.output, a.logits, a.sigmoid_logits, smoothed, a.total, a.doutput, a.dlogits, a.grad_scale};
+  return crossentropy(b, options_.from_logits);
 }
 
 nlohmann::ordered_json SparseCategoricalCrossentropy::get_config() const {
   return {{"from_logits", options_.from_logits}, {"ignore_class", nullptr}, {"axis", -1}};
 }
 nlohmann::ordered_json CategoricalCrossentropy::get_config() const {
-  return {{"from_logits", options_.from_logits}, {"label_smoothing", 0.0}, {"axis", -1}};
+  return {{"from_logits", options_.from_logits}, {"label_smoothing", options_.label_smoothing}, {"axis", -1}};
 }
 
 const Entry& sparse_categorical_crossentropy_entry() {
@@ -53,10 +67,12 @@ const Entry& sparse_categorical_crossentropy_entry() {
 const Entry& categorical_crossentropy_entry() {
   static const Entry e{
       "CategoricalCrossentropy", {"categorical_crossentropy"}, [](keras_object::StrictConfig& c) {
-        c.off("label_smoothing", 0);
         c.off("axis", -1);
-        return std::unique_ptr<Loss>(
-            std::make_unique<CategoricalCrossentropy>(CrossentropyOptions{c.boolean("from_logits", false)}));
+        const double smoothing = c.number("label_smoothing", 0.0);
+        if (!(smoothing >= 0 && smoothing <= 1))
+          c.fail(fmt::format("label_smoothing {} must be in [0, 1]", smoothing));
+        return std::unique_ptr<Loss>(std::make_unique<CategoricalCrossentropy>(CrossentropyOptions{
+            .from_logits = c.boolean("from_logits", false), .label_smoothing = smoothing}));
       }};
   return e;
 }

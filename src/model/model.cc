@@ -114,11 +114,15 @@ void ModelState::pack_weights() {
   std::int64_t total = 0;
   DType vdtype = variable_dtype();
   packed_trainable.clear();
+  trainable_sizes.clear();
   for (auto* l : weight_layers())
     for (auto& w : l->weights()) {
       SYSTOLIC_CHECK(w.value.dtype() == vdtype, "model '{}': layer '{}' keeps {} weights, the model {}", name,
                      l->name(), dtype_name(w.value.dtype()), dtype_name(vdtype));
-      if (w.trainable) total += w.value.numel();
+      if (w.trainable) {
+        total += w.value.numel();
+        trainable_sizes.push_back(w.value.numel());
+      }
       packed_trainable.push_back(w.trainable);
     }
   Tensor old = params;
@@ -417,7 +421,7 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
 }
 
 void ModelState::apply_gradients() {
-  optimizer->apply_update(params, grads);
+  optimizer->apply_update(params, grads, trainable_sizes);
   for (auto& hook : terms.post_update) hook();  // the constraints, after the update (Keras 3)
 }
 

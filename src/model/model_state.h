@@ -120,6 +120,8 @@ class ModelState final : public distribute::Replica {
   bool trainable = true;
   // Each weight's `trainable` when the weights were last packed (model.layers order).
   std::vector<bool> packed_trainable;
+  // The sizes of the trainable weights in params, in order (an optimizer's clipnorm clips each one's gradient).
+  std::vector<std::int64_t> trainable_sizes;
 
   // Builds nodes and layers from inputs/outputs and packs the weights.
   void finalize();
@@ -165,11 +167,12 @@ class ModelState final : public distribute::Replica {
   void apply_gradients();
   // The training step count: the optimizer's (Keras's optimizer.iterations); compiled models only.
   optimizers::StepCounter& step_counter() { return optimizer->iterations_counter(); }
-  // The step counter and the learning rate on the device, made before a step is recorded (a recording reads them
+  // The step counter, the learning rate and the step values (a rule optimizer's) on the device, made before a step is recorded (a recording reads them
   // there and must not bake their first values in).
   void make_step_scalars() {
     step_counter().on(device());
     optimizer->learning_rate_on(device());
+    optimizer->step_values_on(device());
   }
 
   void check_xy(const Tensor& x, const Tensor* y, const char* what) const;

@@ -10,32 +10,13 @@
 
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define SYSTOLIC_LOSS_HD __host__ __device__ __forceinline__
-#else
-#define SYSTOLIC_LOSS_HD inline
-#endif
+#include "ops/double_math.h"
+
+#define SYSTOLIC_LOSS_HD SYSTOLIC_MATH_HD
 
 namespace systolic::ops::loss {
 
-// The math of doubles, on the host and the device. A backend's Math has the same static functions for its values.
-struct DoubleMath {
-  static SYSTOLIC_LOSS_HD double where(bool c, double a, double b) { return c ? a : b; }
-  static SYSTOLIC_LOSS_HD double like(double value, double) { return value; }  // a constant of x's kind
-  static SYSTOLIC_LOSS_HD bool eq(double a, double b) { return a == b; }
-  static SYSTOLIC_LOSS_HD double max(double a, double b) { return a >= b ? a : b; }
-  static SYSTOLIC_LOSS_HD double clip(double x, double lo, double hi) {
-    return x < lo ? lo : x > hi ? hi : x;
-  }
-  static SYSTOLIC_LOSS_HD double abs(double x) { return ::fabs(x); }
-  static SYSTOLIC_LOSS_HD double sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
-  static SYSTOLIC_LOSS_HD double log(double x) { return ::log(x); }
-  static SYSTOLIC_LOSS_HD double log1p(double x) { return ::log1p(x); }
-  static SYSTOLIC_LOSS_HD double exp(double x) { return ::exp(x); }
-  static SYSTOLIC_LOSS_HD double tanh(double x) { return ::tanh(x); }
-  static SYSTOLIC_LOSS_HD double sigmoid(double x) { return 1.0 / (1.0 + ::exp(-x)); }
-  static SYSTOLIC_LOSS_HD double pow(double x, double y) { return ::pow(x, y); }
-};
+using ops::DoubleMath;  // ops/double_math.h
 
 template <class V>
 struct ValueGrad {

@@ -9,6 +9,7 @@
 #include "ops/backend.h"
 #include "ops/concat_layout.h"
 #include "ops/cpu/cpu_backend.h"
+#include "ops/optimizer_math.h"
 #include "ops/xla/xla_backend.h"
 #if SYSTOLIC_HAS_CUDA
 #include "ops/cuda/cuda_backend.h"
@@ -97,6 +98,13 @@ class Check {
     SYSTOLIC_OP_CHECK(*this, t.dtype() == DType::float64 && t.numel() == 1,
                       "{} must be a float64 [1] tensor, not {} {}", name, dtype_name(t.dtype()),
                       t.shape().str());
+  }
+  // The values of an optimizer step that the op reads on the device (optimizer_update's).
+  void step_values(const char* name, const Tensor& t) const {
+    defined(name, t);
+    SYSTOLIC_OP_CHECK(*this, t.dtype() == DType::float64 && t.numel() == update::kStepValues,
+                      "{} must be a float64 [{}] tensor, not {} {}", name, update::kStepValues,
+                      dtype_name(t.dtype()), t.shape().str());
   }
   void total(const Tensor& t) const {
     defined("total", t);
@@ -669,6 +677,29 @@ DType rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const 
   SYSTOLIC_OP_CHECK(c, rho >= 0 && rho <= 1 && momentum >= 0 && epsilon >= 0,
                     "rho {}, momentum {}, epsilon {}: rho must be in [0, 1], momentum and epsilon >= 0", rho,
                     momentum, epsilon);
+  return w.dtype();
+}
+
+DType clip_gradients(Tensor& g, bool, double limit) {
+  Check c("clip_gradients");
+  c.floating("g", g);
+  SYSTOLIC_OP_CHECK(c, std::isfinite(limit) && limit > 0, "limit {}: it must be a number > 0", limit);
+  return g.dtype();
+}
+
+DType optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor& s2, const UpdateParams& p,
+                       const Tensor& step) {
+  Check c("optimizer_update");
+  weights(c, w, g);
+  const int slots = update::slot_count(p.rule);
+  const char* names[] = {"s0", "s1", "s2"};
+  const Tensor* given[] = {&s0, &s1, &s2};
+  for (int k = 0; k < slots; ++k) c.like(names[k], *given[k], "w", w);
+  c.step_values("step", step);
+  SYSTOLIC_OP_CHECK(
+      c, p.beta_1 >= 0 && p.beta_1 < 1 && p.beta_2 >= 0 && p.beta_2 <= 1 && p.epsilon >= 0,
+      "beta_1 {}, beta_2 {}, epsilon {}: beta_1 must be in [0, 1), beta_2 in [0, 1], epsilon >= 0", p.beta_1,
+      p.beta_2, p.epsilon);
   return w.dtype();
 }
 

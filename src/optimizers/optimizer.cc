@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "ops/optimizer_math.h"
+
 namespace systolic::optimizers {
 
 DeviceScalar& DeviceScalar::operator=(const DeviceScalar& other) {
@@ -27,6 +29,32 @@ const Tensor& DeviceScalar::on(Device device) {
   return device_;
 }
 
+DeviceValues& DeviceValues::operator=(const DeviceValues& other) {
+  if (this != &other) {
+    values_ = other.values_;
+    device_ = Tensor();
+  }
+  return *this;
+}
+
+void DeviceValues::set(std::vector<double> values) {
+  if (device_.defined() && values == values_) return;  // the device holds them already: no write
+  const bool resized = values.size() != values_.size();
+  values_ = std::move(values);
+  if (!device_.defined()) return;
+  if (resized)
+    device_ = Tensor();  // made again by on()
+  else
+    device_.copy_from(Tensor::from_vector(values_, {std::int64_t(values_.size())}));  // in place
+}
+
+const Tensor& DeviceValues::on(Device device) {
+  SYSTOLIC_CHECK(!values_.empty(), "DeviceValues::on: no values were set");
+  if (!device_.defined() || device_.device() != device)
+    device_ = Tensor::from_vector(values_, {std::int64_t(values_.size())}).to(device);
+  return device_;
+}
+
 void Optimizer::set_learning_rate(double lr) {
   SYSTOLIC_CHECK(
       !schedule_,
@@ -40,6 +68,33 @@ void Optimizer::load_learning_rate(double lr) {
   SYSTOLIC_CHECK(std::isfinite(lr), "optimizer {}: the learning rate is {}; it must be a finite number",
                  name(), lr);
   loaded_rate_.set(lr);
+  auto values = step_values(lr);
+  if (!values.empty()) step_values_.set(std::move(values));
+}
+
+Tensor Optimizer::step_values_on(Device device) {
+  if (step_values_.values().empty()) {
+    auto values = step_values(loaded_rate_.value());
+    if (values.empty()) return Tensor();
+    step_values_.set(std::move(values));
+  }
+  return step_values_.on(device);
+}
+
+void Optimizer::update_by_rule(const ops::UpdateParams& p, Tensor& params, const Tensor& grads) {
+  Tensor none;
+  auto& s = slots_;
+  ops::optimizer_update(params, grads, s.size() > 0 ? s[0].second : none, s.size() > 1 ? s[1].second : none,
+                        s.size() > 2 ? s[2].second : none, p, step_values_on(params.device()));
+}
+
+void RuleOptimizer::update(Tensor& params, const Tensor& grads, const Tensor&, const Tensor&) {
+  update_by_rule(rule(), params, grads);
+}
+
+std::vector<double> RuleOptimizer::step_values(double lr) {
+  auto c = ops::update::step_values(rule(), lr, double(iterations()));
+  return {c.begin(), c.end()};
 }
 
 void Optimizer::set_weight_decay(std::optional<double> decay) {
@@ -48,18 +103,33 @@ void Optimizer::set_weight_decay(std::optional<double> decay) {
   weight_decay_ = decay;
 }
 
+void Optimizer::set_clipping(std::optional<double> clipnorm, std::optional<double> global_clipnorm,
+                             std::optional<double> clipvalue) {
+  SYSTOLIC_CHECK(
+      int(clipnorm.has_value()) + int(global_clipnorm.has_value()) + int(clipvalue.has_value()) <= 1,
+      "optimizer {}: only one of clipnorm, clipvalue and global_clipnorm can be set (as in Keras)", name());
+  for (auto [what, v] : {std::pair{"clipnorm", clipnorm}, std::pair{"global_clipnorm", global_clipnorm},
+                         std::pair{"clipvalue", clipvalue}})
+    SYSTOLIC_CHECK(!v || std::isfinite(*v), "optimizer {}: {} {} must be a finite number (or None)", name(),
+                   what, v.value_or(0));
+  clipnorm_ = clipnorm;
+  global_clipnorm_ = global_clipnorm;
+  clipvalue_ = clipvalue;
+}
+
 void Optimizer::build(const Tensor& params) {
   auto specs = slot_specs();
   if (slots_.size() == specs.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;
   slots_.clear();
   for (auto& s : specs)
-    slots_.emplace_back(s.name, Tensor::zeros(params.shape(), params.dtype(), params.device()));
+    slots_.emplace_back(s.name, Tensor::full(params.shape(), s.initial, params.dtype(), params.device()));
 }
 
 void Optimizer::to(Device device) {
   for (auto& [n, t] : slots_) t = t.to(device);
   iterations_.release();
   loaded_rate_.release();
+  step_values_.release();
 }
 
 Tensor& Optimizer::slot(const std::string& name) {
@@ -68,14 +138,35 @@ Tensor& Optimizer::slot(const std::string& name) {
   fail("optimizer {}: no slot '{}' (built: {})", this->name(), name, slots_.empty() ? "no" : "yes");
 }
 
-void Optimizer::apply(Tensor& params, const Tensor& grads) {
+void Optimizer::apply(Tensor& params, const Tensor& grads, const std::vector<std::int64_t>& variable_sizes) {
   load_learning_rate();
-  apply_update(params, grads);
+  apply_update(params, grads, variable_sizes);
   iterations_.advance();
 }
 
-void Optimizer::apply_update(Tensor& params, const Tensor& grads) {
+void Optimizer::apply_update(Tensor& params, const Tensor& grads,
+                             const std::vector<std::int64_t>& variable_sizes) {
   build(params);
+  // Keras's _clip_gradients: clipnorm first, then global_clipnorm, then clipvalue, each only when > 0.
+  Tensor g = grads;  // the same buffer, clipped in place
+  if (clipnorm_ && *clipnorm_ > 0) {
+    const auto sizes = variable_sizes.empty() ? std::vector<std::int64_t>{g.numel()} : variable_sizes;
+    std::int64_t total = 0;
+    for (std::int64_t n : sizes) total += n;
+    SYSTOLIC_CHECK(total == g.numel(),
+                   "optimizer {}: the variables' sizes add up to {}, the gradients hold {}", name(), total,
+                   g.numel());
+    std::int64_t at = 0;
+    for (std::int64_t n : sizes) {
+      Tensor part = g.slice(at, at + n);
+      ops::clip_gradients(part, /*by_norm=*/true, *clipnorm_);
+      at += n;
+    }
+  } else if (global_clipnorm_ && *global_clipnorm_ > 0) {
+    ops::clip_gradients(g, /*by_norm=*/true, *global_clipnorm_);
+  } else if (clipvalue_ && *clipvalue_ > 0) {
+    ops::clip_gradients(g, /*by_norm=*/false, *clipvalue_);
+  }
   const Tensor& lr = loaded_rate_.on(params.device());
   if (weight_decay_ && *weight_decay_ != 0) ops::decay_weights(params, lr, *weight_decay_);
   update(params, grads, lr, iterations_.on(params.device()));

@@ -13,7 +13,13 @@ using keras_object::json;
   X(adam)                             \
   X(adamw)                            \
   X(sgd)                              \
-  X(rmsprop)
+  X(rmsprop)                          \
+  X(adamax)                           \
+  X(nadam)                            \
+  X(adagrad)                          \
+  X(adadelta)                         \
+  X(lion)                             \
+  X(ftrl)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),
@@ -33,6 +39,10 @@ const Entry* find(const std::string& name) {
   std::string lower = name;
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return registry().find(lower);
+}
+
+json or_null(std::optional<double> v) {
+  return v ? json(*v) : json(nullptr);
 }
 
 const Entry& entry_of(const Optimizer& optimizer) {
@@ -87,8 +97,19 @@ std::unique_ptr<Optimizer> deserialize(const json& value) {
   // class took them: those with no effect here, and those systolic does not implement, accepted when off.
   for (auto* k : {"name", "jit_compile", "is_legacy_optimizer", "ema_momentum", "ema_overwrite_frequency"})
     c.ignore(k);
-  for (auto* k :
-       {"clipnorm", "global_clipnorm", "clipvalue", "loss_scale_factor", "gradient_accumulation_steps"})
+  // Keras's gradient clipping: a number or null each, at most one set.
+  std::optional<double> clip[3];
+  const char* clip_keys[3] = {"clipnorm", "global_clipnorm", "clipvalue"};
+  for (int k = 0; k < 3; ++k) {
+    if (!c.present(clip_keys[k])) continue;
+    const json& v = c.raw(clip_keys[k]);
+    if (v.is_number())
+      clip[k] = v.get<double>();
+    else if (!v.is_null())
+      c.fail(std::string(clip_keys[k]) + " " + v.dump() + " is not supported (a number or null)");
+  }
+  opt->set_clipping(clip[0], clip[1], clip[2]);
+  for (auto* k : {"loss_scale_factor", "gradient_accumulation_steps"})
     if (!c.taken(k)) c.off(k);
   if (!c.taken("use_ema")) c.off("use_ema", false);
   if (!c.taken("decay")) c.off("decay", 0.0);
@@ -106,16 +127,19 @@ json serialize(const Optimizer& optimizer, keras_object::Form form) {
     // The legacy form both tf.keras (its optimizer of this class) and Keras 3 read from a full-model .h5.
     json config = {{"name", e.class_name}, {"learning_rate", lr}};
     if (optimizer.weight_decay()) config["weight_decay"] = *optimizer.weight_decay();
+    if (optimizer.clipnorm()) config["clipnorm"] = *optimizer.clipnorm();
+    if (optimizer.global_clipnorm()) config["global_clipnorm"] = *optimizer.global_clipnorm();
+    if (optimizer.clipvalue()) config["clipvalue"] = *optimizer.clipvalue();
     config.update(own);
     return {{"class_name", e.class_name}, {"config", config}};
   }
   // Keras 3's Optimizer.get_config: the base class's arguments, then the class's.
   json config = {{"name", e.keras3_name},
                  {"learning_rate", lr},
-                 {"weight_decay", optimizer.weight_decay() ? json(*optimizer.weight_decay()) : json(nullptr)},
-                 {"clipnorm", nullptr},
-                 {"global_clipnorm", nullptr},
-                 {"clipvalue", nullptr},
+                 {"weight_decay", or_null(optimizer.weight_decay())},
+                 {"clipnorm", or_null(optimizer.clipnorm())},
+                 {"global_clipnorm", or_null(optimizer.global_clipnorm())},
+                 {"clipvalue", or_null(optimizer.clipvalue())},
                  {"use_ema", false},
                  {"ema_momentum", 0.99},
                  {"ema_overwrite_frequency", nullptr},

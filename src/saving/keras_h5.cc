@@ -299,6 +299,7 @@ void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
   auto slices = trainable_slices(model);
   for (auto [t, k] : keras3_slot_order(opt, slices.size()))
     vars.write_float32(std::to_string(index++), host_float32(slices[t].of(opt.slots()[k].second)));
+  for (double v : opt.keras3_scalar_variables()) vars.write_float32_scalar(std::to_string(index++), float(v));
 }
 
 void write_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_ptr<Layer>>& layers) {
@@ -377,7 +378,9 @@ std::string read_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
   auto slices = trainable_slices(model);
   const bool scheduled = opt.learning_rate_schedule() != nullptr;  // no learning-rate variable then
   const int head = scheduled ? 1 : 2;
-  std::size_t want = std::size_t(head) + slices.size() * opt.slots().size();
+  // Variables after the slots (Nadam's u_product) follow from the step count: counted, not read.
+  std::size_t want =
+      std::size_t(head) + slices.size() * opt.slots().size() + opt.keras3_scalar_variables().size();
   if (vars.children().size() != want)
     return fmt::format("the file's optimizer has {} variables, {} with {} trainable weights has {}",
                        vars.children().size(), opt.name(), slices.size(), want);
@@ -428,9 +431,11 @@ std::string load_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
   const std::size_t head = opt.learning_rate_schedule() ? 1 : 2;  // a schedule is no variable
   if (children.size() == head && g.has_dataset("0") && g.read_scalar("0") == 0)
     return "";  // compiled, not trained
-  if (children.size() != head + per * trainable.size())
-    return fmt::format("{} variables for {} trainable weights with {} slots each", children.size(),
-                       trainable.size(), per);
+  // Variables after the slots (Nadam's u_product) follow from the step count: counted, not read.
+  const std::size_t scalars = opt.keras3_scalar_variables().size();
+  if (children.size() != head + per * trainable.size() + scalars)
+    return fmt::format("{} variables for {} trainable weights with {} slots each{}", children.size(),
+                       trainable.size(), per, scalars ? fmt::format(" and {} more", scalars) : "");
   if (!g.has_dataset("0")) return "no iteration count";
   std::vector<std::pair<Tensor, Tensor>> copies;  // destination view, value
   std::size_t index = head;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/losses/keras_losses.json: Keras 3's elementwise losses (values, gradients, configs), computed
+"""Writes tests/fixtures/losses/keras_losses.json: Keras 3's elementwise and categorical losses (values, gradients, configs), computed
 by real Keras, for tests/test_losses.cc.
 
     python3 tests/reference/losses.py [--out DIR]
@@ -12,7 +12,8 @@ float64 inputs: `value` is the loss, `grad` d(value)/d(input) by tf.GradientTape
 - `pred`, the predictions (input "pred"), or
 - `logits`, passed through keras.activations.sigmoid first (input "sigmoid": what a model whose last layer ends
   in a sigmoid hands the loss; Keras's TensorFlow backend then computes its crossentropy from the logits), or
-  straight to a loss with from_logits=True (input "logits").
+  through keras.activations.softmax (input "softmax", the categorical crossentropies), or straight to a loss with
+  from_logits=True (input "logits").
 `config` is the loss's get_config() and `serialized` keras.losses.serialize(loss).
 """
 import argparse
@@ -43,7 +44,7 @@ def case(cls, kwargs, inp, x, y):
     yt = tf.constant(y)
     with tf.GradientTape() as tape:
         tape.watch(xt)
-        p = keras.activations.sigmoid(xt) if inp == "sigmoid" else xt
+        p = keras.activations.sigmoid(xt) if inp == "sigmoid" else keras.activations.softmax(xt) if inp == "softmax" else xt
         v = loss(yt, p)
     g = tape.gradient(v, xt)
     return {
@@ -99,6 +100,15 @@ def main():
                 cases.append(case("BinaryFocalCrossentropy", kw, "pred", probs, y))
                 cases.append(case("BinaryFocalCrossentropy", kw, "sigmoid", logits, y))
                 cases.append(case("BinaryFocalCrossentropy", dict(kw, from_logits=True), "logits", logits, y))
+    # Categorical crossentropy over the last axis of (5, 3): from the logits behind a softmax output (what a model
+    # ending in softmax hands the loss; input "softmax") and with from_logits, one-hot and soft targets.
+    logits = arr((5, 3), -3, 3)
+    one_hot = np.eye(3)[rng.integers(0, 3, size=5)]
+    soft = rng.dirichlet(np.ones(3), size=5)
+    for kw in [{}, {"label_smoothing": 0.1}]:
+        for y in (one_hot, soft):
+            cases.append(case("CategoricalCrossentropy", kw, "softmax", logits, y))
+            cases.append(case("CategoricalCrossentropy", dict(kw, from_logits=True), "logits", logits, y))
     out = {
         "generator": f"keras {keras.__version__}, tensorflow {tf.__version__}",
         "cases": cases,

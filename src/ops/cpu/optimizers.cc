@@ -1,8 +1,10 @@
 // Optimizer updates on the CPU over flat parameter buffers, one OpenMP loop each (Keras's formulas; contracts:
 // include/systolic/ops.h).
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cpu/cpu_backend.h"
+#include "ops/optimizer_math.h"
 
 namespace systolic::ops::cpu {
 
@@ -105,6 +107,52 @@ void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const T
   double rate = lr.data<double>()[0];
   visit_dtype<float, double>(w.dtype(), [&](auto t) {
     rmsprop_update_loop<typename decltype(t)::type>(w, g, ms, mom, rate, rho, momentum, epsilon);
+  });
+}
+
+const DTypes clip_gradients_dtypes = kFloats;
+void clip_gradients(Tensor& g, bool by_norm, double limit) {
+  visit_dtype<float, double>(g.dtype(), [&](auto type) {
+    using T = typename decltype(type)::type;
+    T* gp = g.data<T>();
+    const std::int64_t n = g.numel();
+    if (!by_norm) {
+      const T hi = T(limit), lo = T(-limit);
+#pragma omp parallel for simd
+      for (std::int64_t i = 0; i < n; ++i) gp[i] = gp[i] < lo ? lo : gp[i] > hi ? hi : gp[i];
+      return;
+    }
+    double sum = 0;  // in order: the same on every run
+    for (std::int64_t i = 0; i < n; ++i) sum += double(gp[i]) * double(gp[i]);
+    const double norm = std::sqrt(sum);
+    const T scale = T(std::isfinite(norm) ? limit / std::max(norm, limit) : NAN);
+#pragma omp parallel for simd
+    for (std::int64_t i = 0; i < n; ++i) gp[i] = gp[i] * scale;
+  });
+}
+
+const DTypes optimizer_update_dtypes = kFloats;
+void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor& s2, const UpdateParams& p,
+                      const Tensor& step) {
+  update::StepValues c;
+  std::copy_n(step.data<double>(), update::kStepValues, c.begin());
+  const int slots = update::slot_count(p.rule);
+  visit_dtype<float, double>(w.dtype(), [&](auto type) {
+    using T = typename decltype(type)::type;
+    T* wp = w.data<T>();
+    const T* gp = g.data<T>();
+    T* sp[3] = {slots > 0 ? s0.data<T>() : nullptr, slots > 1 ? s1.data<T>() : nullptr,
+                slots > 2 ? s2.data<T>() : nullptr};
+    const std::int64_t n = w.numel();
+#pragma omp parallel for
+    for (std::int64_t i = 0; i < n; ++i) {
+      double wi = wp[i], v[3] = {sp[0] ? double(sp[0][i]) : 0.0, sp[1] ? double(sp[1][i]) : 0.0,
+                                 sp[2] ? double(sp[2][i]) : 0.0};
+      update::element<DoubleMath>(p, c.data(), wi, double(gp[i]), v[0], v[1], v[2]);
+      wp[i] = T(wi);
+      for (int k = 0; k < 3; ++k)
+        if (sp[k]) sp[k][i] = T(v[k]);
+    }
   });
 }
 

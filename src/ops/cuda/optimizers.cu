@@ -11,6 +11,7 @@
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/rounding.cuh"
+#include "ops/optimizer_math.h"
 
 namespace systolic::ops::cuda {
 
@@ -106,6 +107,71 @@ cudaError_t launch_rmsprop_update(float* w, const float* g, float* ms, float* mo
                             static_cast<float>(momentum), static_cast<float>(epsilon));
 }
 
+// optimizer_update: optimizer_math.h's rule for each element, in double, the step values read once per thread.
+__global__ void rule_kernel(float* w, const float* g, float* s0, float* s1, float* s2, std::int64_t n,
+                            UpdateParams p, const double* step) {
+  double c[update::kStepValues];
+  for (int k = 0; k < update::kStepValues; ++k) c[k] = step[k];
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    double wi = w[i], v0 = s0 ? s0[i] : 0.0, v1 = s1 ? s1[i] : 0.0, v2 = s2 ? s2[i] : 0.0;
+    update::element<DoubleMath>(p, c, wi, double(g[i]), v0, v1, v2);
+    w[i] = static_cast<float>(wi);
+    if (s0) s0[i] = static_cast<float>(v0);
+    if (s1) s1[i] = static_cast<float>(v1);
+    if (s2) s2[i] = static_cast<float>(v2);
+  }
+}
+
+// clip_gradients by norm: each block's sum of squares (in double) into partial[block], then every block of the
+// scaling kernel adds the partials in the same order (no atomics: the same norm on every run) and scales.
+constexpr unsigned kClipBlocks = 256;
+
+__global__ void square_partials_kernel(const float* g, std::int64_t n, double* partial) {
+  __shared__ double lanes[kThreads];
+  double acc = 0;
+  SYSTOLIC_GRID_STRIDE(i, n) acc += double(g[i]) * double(g[i]);
+  lanes[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) lanes[threadIdx.x] += lanes[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = lanes[0];
+}
+
+__global__ void clip_scale_kernel(float* g, std::int64_t n, const double* partial, unsigned parts,
+                                  double limit) {
+  __shared__ float scale;
+  if (threadIdx.x == 0) {
+    double sum = 0;
+    for (unsigned k = 0; k < parts; ++k) sum += partial[k];
+    const double norm = sqrt(sum);
+    scale = static_cast<float>(isfinite(norm) ? limit / fmax(norm, limit) : nan(""));
+  }
+  __syncthreads();
+  SYSTOLIC_GRID_STRIDE(i, n) g[i] = mul_rn(g[i], scale);
+}
+
+__global__ void clip_value_kernel(float* g, std::int64_t n, float limit) {
+  SYSTOLIC_GRID_STRIDE(i, n) g[i] = fminf(fmaxf(g[i], -limit), limit);
+}
+
+cudaError_t launch_clip_gradients(float* g, std::int64_t n, bool by_norm, double limit, double* partial,
+                                  cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (!by_norm) return launch_elementwise(clip_value_kernel, n, stream, g, n, static_cast<float>(limit));
+  square_partials_kernel<<<kClipBlocks, kThreads, 0, stream>>>(g, n, partial);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return launch_elementwise(clip_scale_kernel, n, stream, g, n, static_cast<const double*>(partial),
+                            kClipBlocks, limit);
+}
+
+cudaError_t launch_optimizer_update(float* w, const float* g, float* s0, float* s1, float* s2, std::int64_t n,
+                                    const UpdateParams& p, const double* step, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return launch_elementwise(rule_kernel, n, stream, w, g, s0, s1, s2, n, p, step);
+}
+
 }  // namespace
 
 const DTypes adam_update_dtypes{DType::float32};
@@ -139,6 +205,24 @@ void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const T
   SYSTOLIC_CUDA_CHECK(launch_rmsprop_update(w.data<float>(), g.data<float>(), ms.data<float>(),
                                             momentum > 0 ? mom.data<float>() : nullptr, w.numel(),
                                             lr.data<double>(), rho, momentum, epsilon, c.stream));
+}
+
+const DTypes clip_gradients_dtypes{DType::float32};
+void clip_gradients(Tensor& g, bool by_norm, double limit) {
+  Context& c = context(g);
+  double* partial = by_norm ? static_cast<double*>(c.workspace(kClipBlocks * sizeof(double))) : nullptr;
+  SYSTOLIC_CUDA_CHECK(launch_clip_gradients(g.data<float>(), g.numel(), by_norm, limit, partial, c.stream));
+}
+
+const DTypes optimizer_update_dtypes{DType::float32};
+void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor& s2, const UpdateParams& p,
+                      const Tensor& step) {
+  Context& c = context(w);
+  const int slots = update::slot_count(p.rule);
+  SYSTOLIC_CUDA_CHECK(
+      launch_optimizer_update(w.data<float>(), g.data<float>(), slots > 0 ? s0.data<float>() : nullptr,
+                              slots > 1 ? s1.data<float>() : nullptr, slots > 2 ? s2.data<float>() : nullptr,
+                              w.numel(), p, step.data<double>(), c.stream));
 }
 
 }  // namespace systolic::ops::cuda

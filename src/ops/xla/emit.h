@@ -153,4 +153,25 @@ void accumulate_into(const Tensor& t, const E& x);
 // A float64 [1] tensor (the learning rate, the step counter) as a scalar of `elem`; undefined: `fallback`.
 E read_scalar(const Tensor& t, Elem elem, double fallback = 0.0);
 
+// The Math policy of the formulas written once for every backend (ops/double_math.h has the doubles' one): their
+// functions over expressions.
+struct Math {
+  static E where(const E& c, const E& a, const E& b) { return xla::where(c, a, b); }
+  static E where(const E& c, const E& a, double b) { return xla::where(c, a, b); }
+  static E like(double value, const E& x) { return xla::like(value, x); }
+  static E eq(const E& a, const E& b) { return xla::eq(a, b); }
+  static E max(const E& a, double b) { return maximum(a, b); }
+  static E max(const E& a, const E& b) { return maximum(a, b); }
+  static E clip(const E& x, double lo, double hi) { return xla::clip(x, lo, hi); }
+  static E abs(const E& x) { return xla::abs(x); }
+  static E sign(const E& x) { return xla::sign(x); }
+  static E sqrt(const E& x) { return xla::sqrt(x); }
+  static E log(const E& x) { return xla::log(x); }
+  static E log1p(const E& x) { return xla::log1p(x); }
+  static E exp(const E& x) { return xla::exp(x); }
+  static E tanh(const E& x) { return xla::tanh(x); }
+  static E sigmoid(const E& x) { return xla::sigmoid(x); }
+  static E pow(const E& x, double y) { return xla::pow(x, y); }
+};
+
 }  // namespace systolic::ops::xla

@@ -33,24 +33,6 @@ Labels labels_of(const Tensor& labels, std::int64_t rows, std::int64_t classes) 
   return l;
 }
 
-// loss_math.h's formulas over expressions.
-struct Math {
-  static E where(const E& c, const E& a, const E& b) { return xla::where(c, a, b); }
-  static E where(const E& c, const E& a, double b) { return xla::where(c, a, b); }
-  static E like(double value, const E& x) { return xla::like(value, x); }
-  static E eq(const E& a, const E& b) { return xla::eq(a, b); }
-  static E max(const E& a, double b) { return maximum(a, b); }
-  static E clip(const E& x, double lo, double hi) { return xla::clip(x, lo, hi); }
-  static E abs(const E& x) { return xla::abs(x); }
-  static E sign(const E& x) { return xla::sign(x); }
-  static E log(const E& x) { return xla::log(x); }
-  static E log1p(const E& x) { return xla::log1p(x); }
-  static E exp(const E& x) { return xla::exp(x); }
-  static E tanh(const E& x) { return xla::tanh(x); }
-  static E sigmoid(const E& x) { return xla::sigmoid(x); }
-  static E pow(const E& x, double y) { return xla::pow(x, y); }
-};
-
 // NaN where the row's label is out of range.
 E guard(const E& per_row, const Labels& l) {
   return where(l.in_range, per_row, like(NAN, per_row));

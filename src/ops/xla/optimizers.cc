@@ -1,6 +1,7 @@
 // Optimizer updates on the XLA backend (xla_backend.h) over flat parameter buffers, as the CPU loops compute them:
 // the learning rate and Adam's bias correction in float64 from the device scalars `lr` and `iterations` (read by
 // the program, so a recorded step runs with the rate and step of the moment), the update in the data's type.
+#include "ops/optimizer_math.h"
 #include "ops/xla/emit.h"
 #include "ops/xla/xla_backend.h"
 
@@ -73,6 +74,41 @@ void rmsprop_update(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, const T
     } else {
       write(w, wv - step);
     }
+  });
+}
+
+const DTypes clip_gradients_dtypes = kFloats;
+void clip_gradients(Tensor& g, bool by_norm, double limit) {
+  traced([&] {
+    E gv = read(g);
+    if (!by_norm) {
+      write(g, clip(gv, -limit, limit));
+      return;
+    }
+    E g64 = convert(gv, Elem::f64);
+    E norm = sqrt(sum_all(g64 * g64));
+    // limit / max(norm, limit); NaN when the norm is not finite (norm - norm is 0 for finite norms).
+    E scale = limit / maximum(norm, limit) + (norm - norm);
+    write(g, gv * as_like(scale, gv));
+  });
+}
+
+const DTypes optimizer_update_dtypes = kFloats;
+void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor& s2, const UpdateParams& p,
+                      const Tensor& step) {
+  traced([&] {
+    E wv = read(w), gv = read(g);
+    E values = read_as(step, Elem::f64);
+    std::array<E, update::kStepValues> c;
+    for (int k = 0; k < update::kStepValues; ++k)
+      c[k] = as_like(reshape(E(hlo().slice(values.v, {k}, {k + 1})), {}), wv);
+    const int slots = update::slot_count(p.rule);
+    Tensor* given[3] = {&s0, &s1, &s2};
+    E sv[3];
+    for (int k = 0; k < 3; ++k) sv[k] = k < slots ? read(*given[k]) : like(0.0, wv);
+    update::element<Math>(p, c.data(), wv, gv, sv[0], sv[1], sv[2]);
+    write(w, wv);
+    for (int k = 0; k < slots; ++k) write(*given[k], sv[k]);
   });
 }
 

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/optimizers/trajectories.json: Keras 3's optimizers stepped in float64, for
+tests/test_optimizers.cc.
+
+    python3 tests/reference/optimizers.py [--out DIR]
+
+Needs keras (3.x) and tensorflow-cpu from pip (run it with the python3 of a virtual environment that has them).
+
+Two float64 variables, k (3, 2) and b (4,), drawn once; ten steps of drawn gradients (some elements 0, and every
+gradient of step 5 0), the same for every case. For each case: keras.optimizers.serialize(optimizer), the
+variables after each apply_gradients (flattened, k then b), and the optimizer's variables after the ten steps by
+their Keras paths ("adam/k_momentum"), flattened.
+"""
+import argparse
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np
+import keras
+
+STEPS = 10
+
+
+def cases():
+    O = keras.optimizers
+    S = keras.optimizers.schedules
+    return [
+        O.SGD(learning_rate=0.1),
+        O.SGD(learning_rate=0.1, momentum=0.9, nesterov=True),
+        O.RMSprop(learning_rate=0.01, momentum=0.5),
+        O.Adam(learning_rate=0.01),
+        O.Adam(learning_rate=0.01, amsgrad=True),
+        O.AdamW(learning_rate=0.01, amsgrad=True),
+        O.Adamax(learning_rate=0.02),
+        O.Adamax(learning_rate=S.ExponentialDecay(0.02, decay_steps=3, decay_rate=0.5)),
+        O.Nadam(learning_rate=0.01),
+        O.Nadam(learning_rate=0.01, beta_1=0.8, beta_2=0.99, epsilon=1e-5),
+        O.Adagrad(learning_rate=0.1),
+        O.Adagrad(learning_rate=0.1, initial_accumulator_value=0.5, epsilon=1e-3),
+        O.Adadelta(learning_rate=1.0),
+        O.Adadelta(learning_rate=0.5, rho=0.9, epsilon=1e-4),
+        O.Lion(learning_rate=0.01),
+        O.Lion(learning_rate=0.01, beta_1=0.95, beta_2=0.98, weight_decay=0.1),
+        O.Ftrl(learning_rate=0.1),
+        O.Ftrl(learning_rate=0.1, learning_rate_power=-0.7, initial_accumulator_value=0.2,
+               l1_regularization_strength=0.01, l2_regularization_strength=0.02,
+               l2_shrinkage_regularization_strength=0.03, beta=0.5),
+        O.Ftrl(learning_rate=0.05, learning_rate_power=0.0, l1_regularization_strength=0.3),
+        # Gradient clipping (any optimizer's): each variable's norm, the global norm, each value.
+        O.SGD(learning_rate=0.1, clipnorm=0.5),
+        O.Adam(learning_rate=0.01, global_clipnorm=0.3),
+        O.RMSprop(learning_rate=0.01, clipvalue=0.2),
+        O.Lion(learning_rate=0.01, clipnorm=0.4),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "fixtures", "optimizers"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    keras.config.set_floatx("float64")
+    rng = np.random.default_rng(11)
+    k0 = rng.uniform(-1, 1, (3, 2))
+    b0 = rng.uniform(-1, 1, (4,))
+    grads = []
+    for step in range(STEPS):
+        gk, gb = rng.normal(0, 0.5, (3, 2)), rng.normal(0, 0.5, (4,))
+        gk[1, 0] = 0.0
+        if step == 4:
+            gk[:], gb[:] = 0.0, 0.0
+        grads.append((gk, gb))
+    out_cases = []
+    for opt in cases():
+        serialized = keras.optimizers.serialize(opt)
+        k = keras.Variable(k0.copy(), dtype="float64", name="k")
+        b = keras.Variable(b0.copy(), dtype="float64", name="b")
+        steps = []
+        for gk, gb in grads:
+            opt.apply_gradients([(gk, k), (gb, b)])
+            steps.append([float(v) for v in np.concatenate([np.asarray(k).reshape(-1), np.asarray(b).reshape(-1)])])
+        variables = {}
+        for v in opt.variables:
+            variables[v.path] = [float(x) for x in np.asarray(v).reshape(-1)]
+        out_cases.append({"serialized": serialized, "steps": steps, "variables": variables})
+    out = {
+        "generator": f"keras {keras.__version__}",
+        "k": [float(v) for v in k0.reshape(-1)],
+        "b": [float(v) for v in b0.reshape(-1)],
+        "grads": [[float(v) for v in np.concatenate([gk.reshape(-1), gb.reshape(-1)])] for gk, gb in grads],
+        "cases": out_cases,
+    }
+    path = os.path.join(args.out, "trajectories.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    print(f"{path}: {len(out_cases)} cases")
+
+
+if __name__ == "__main__":
+    main()
