@@ -833,3 +833,72 @@ TEST(Cli, TrainWithALearningRateSchedule) {
   EXPECT_EQ(r.code, 1) << r.describe();
   EXPECT_NE(r.err.find("--values: 'x' is not a number"), std::string::npos) << r.describe();
 }
+
+// Array data (issue 27): a Keras 3 .keras regression with its numpy .npz data, as a user of keras.io's regression
+// tutorials has them: evaluate --json gives Keras's evaluate(return_dict=True) values, train goes on from the
+// file's optimizer state, predict --input writes .npy or JSON lines, and bad arrays are one clear error each.
+TEST(Cli, ArrayDataTrainEvaluatePredict) {
+  systolic::testing::TempDir tmp;
+  const std::string dir = systolic::testing::source_dir() + "/tests/fixtures/keras_training/";
+  nlohmann::json keras;
+  std::ifstream(dir + "expected.json") >> keras;
+  for (const char* name : {"binary", "regression", "columns"}) {
+    SCOPED_TRACE(name);
+    CliResult r = run_cli(fmt::format(
+        "evaluate --model {0}{1}.keras --dataset npz:{0}{1}.npz --batch-size 16 --json", dir, name));
+    ASSERT_EQ(r.code, 0) << r.describe();
+    ASSERT_EQ(r.out_lines().size(), 1u) << r.describe();
+    auto got = nlohmann::json::parse(r.out);
+    const auto& want = keras[name]["evaluate"];
+    EXPECT_EQ(got.size(), want.size()) << r.out;
+    for (auto& [k, v] : want.items()) {
+      ASSERT_TRUE(got.contains(k)) << k << " missing from " << r.out;
+      EXPECT_NEAR(got[k].get<double>(), v.get<double>(), 2e-3) << k;
+    }
+  }
+
+  // train goes on from the file (its loss, metrics and optimizer state) and prints each metric.
+  CliResult t =
+      run_cli(fmt::format("train --model {0}regression.keras --dataset npz:{0}regression.npz --epochs 1 "
+                          "--batch-size 16 --verbose 0 "
+                          "--save {1}",
+                          dir, tmp.file("r.keras")));
+  ASSERT_EQ(t.code, 0) << t.describe();
+  EXPECT_NE(t.out.find("Test loss: "), std::string::npos) << t.describe();
+  EXPECT_NE(t.out.find("Test mae: "), std::string::npos) << t.describe();
+  EXPECT_NE(t.out.find("Test root_mean_squared_error: "), std::string::npos) << t.describe();
+  auto trained = systolic::load_model(tmp.file("r.keras"));
+  EXPECT_EQ(trained.optimizer().name(), "Adamax");
+  EXPECT_EQ(trained.optimizer().iterations(), 12);  // Keras's 8 steps, then 4 here
+
+  // predict --input: an .npy of samples, the outputs as .npy or JSON lines.
+  auto data = systolic::npy::load_npz(dir + "regression.npz");
+  systolic::npy::save(tmp.file("x.npy"), data.at("x_test"));  // float64, as numpy makes it
+  CliResult p = run_cli(fmt::format("predict --model {}regression.keras --input {} --output {}", dir,
+                                    tmp.file("x.npy"), tmp.file("y.npy")));
+  ASSERT_EQ(p.code, 0) << p.describe();
+  auto model = systolic::load_model(dir + "regression.keras");
+  systolic::Tensor want = model.predict(data.at("x_test").to(systolic::DType::float32));
+  systolic::Tensor y = systolic::npy::load(tmp.file("y.npy"));
+  EXPECT_EQ(y.shape(), systolic::Shape({16, 1}));
+  EXPECT_EQ(y.to_doubles(), want.to_doubles());
+  CliResult lines =
+      run_cli(fmt::format("predict --model {}regression.keras --input {}", dir, tmp.file("x.npy")));
+  ASSERT_EQ(lines.code, 0) << lines.describe();
+  ASSERT_EQ(lines.out_lines().size(), 16u) << lines.describe();
+  EXPECT_NEAR(nlohmann::json::parse(lines.out_lines()[3])[0].get<double>(), want.to_doubles()[3], 1e-6);
+
+  // Bad arrays: one clear error each.
+  const std::string npy_dir = systolic::testing::source_dir() + "/tests/fixtures/npy/";
+  expect_runtime_error(
+      fmt::format("predict --model {}regression.keras --input {}bad_object.npy", dir, npy_dir),
+      "pickled object array");
+  expect_runtime_error(fmt::format("predict --model {}regression.keras --input {}float64.npy", dir, npy_dir),
+                       "the model takes samples of shape (5,)");
+  expect_runtime_error(
+      fmt::format("evaluate --model {}regression.keras --dataset npz:{}no_y_test.npz", dir, npy_dir),
+      "no array 'y_test'");
+  expect_runtime_error(
+      fmt::format("train --model {0}binary.keras --dataset npz:{0}regression.npz --epochs 1", dir),
+      "the model takes inputs");
+}

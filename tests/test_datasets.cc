@@ -420,7 +420,7 @@ namespace {
 using systolic::testing::ArchiveFormat;
 using systolic::testing::make_archive;
 
-std::string npy(const std::vector<std::uint32_t>& shape, const std::string& data) {
+std::string npy_bytes(const std::vector<std::uint32_t>& shape, const std::string& data) {
   std::string dims;
   for (auto d : shape) dims += std::to_string(d) + ", ";
   std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (" + dims + "), }";
@@ -437,10 +437,10 @@ std::string mnist_npz() {
     for (std::size_t i = 0; i < n; ++i) s[i] = char((i * 3) % 10);
     return s;
   };
-  return make_archive({{"x_train.npy", npy({60000, 28, 28}, std::string(60000 * 784, '\x05'))},
-                       {"y_train.npy", npy({60000}, labels(60000))},
-                       {"x_test.npy", npy({10000, 28, 28}, std::string(10000 * 784, '\x07'))},
-                       {"y_test.npy", npy({10000}, labels(10000))}},
+  return make_archive({{"x_train.npy", npy_bytes({60000, 28, 28}, std::string(60000 * 784, '\x05'))},
+                       {"y_train.npy", npy_bytes({60000}, labels(60000))},
+                       {"x_test.npy", npy_bytes({10000, 28, 28}, std::string(10000 * 784, '\x07'))},
+                       {"y_test.npy", npy_bytes({10000}, labels(10000))}},
                       ArchiveFormat::zip);
 }
 
@@ -477,7 +477,7 @@ TEST(Mnist, NpzInTheCacheAndDownloadWithWrongSha256) {
 }
 
 TEST(Mnist, NpyErrors) {
-  std::string good = npy({2, 3}, "abcdef");
+  std::string good = npy_bytes({2, 3}, "abcdef");
   EXPECT_EQ(datasets::read_npy(good.data(), good.size(), "g").shape(), Shape({2, 3}));
   std::string bad_magic = "NUMPY" + good;
   EXPECT_THAT(error_of([&] { datasets::read_npy(bad_magic.data(), bad_magic.size(), "f.npy"); }),
@@ -485,7 +485,7 @@ TEST(Mnist, NpyErrors) {
   std::string shortd = good.substr(0, good.size() - 2);
   EXPECT_THAT(error_of([&] { datasets::read_npy(shortd.data(), shortd.size(), "f.npy"); }),
               HasSubstr("truncated"));
-  std::string f4 = good;
+  std::string f4 = npy_bytes({2, 3}, std::string(24, '\0'));
   f4.replace(f4.find("|u1"), 3, "<f4");
   EXPECT_THAT(error_of([&] { datasets::read_npy(f4.data(), f4.size(), "f.npy"); }), HasSubstr("not uint8"));
 }
@@ -519,14 +519,17 @@ TEST(LoadByName, NamesThatAreNoDataSetAreInvalidNames) {
     }
     return std::string("no InvalidName");
   };
-  EXPECT_EQ(invalid("nosuch"), "nosuch: unknown data set (known: cifar10, fashion_mnist, mnist, dir:PATH)");
+  EXPECT_EQ(invalid("nosuch"),
+            "nosuch: unknown data set (known: cifar10, fashion_mnist, mnist, dir:PATH, npz:PATH)");
   EXPECT_EQ(invalid("dir:"), "dir:PATH: the PATH is missing");
+  EXPECT_EQ(invalid("npz:"), "npz:PATH: the PATH is missing");
+  EXPECT_EQ(invalid("npz:" + dir.file("nope.npz")), "npz:" + dir.file("nope.npz") + ": no such file");
   EXPECT_EQ(invalid("dir:" + dir.file("nope")), "dir:" + dir.file("nope") + ": no such folder");
   write_image_folder(dir.path() / "train", {"a", "b"}, 1, 4, 4);
   write_image_folder(dir.path() / "test", {"a", "c"}, 1, 4, 4);
   EXPECT_EQ(invalid("dir:" + dir.str()),
             "dir:" + dir.str() + ": train/ and test/ have different class subfolders");
-  EXPECT_EQ(datasets::names(), "cifar10, fashion_mnist, mnist, dir:PATH");
+  EXPECT_EQ(datasets::names(), "cifar10, fashion_mnist, mnist, dir:PATH, npz:PATH");
   EXPECT_EQ(datasets::class_names("cifar10")[6], "frog");
   EXPECT_EQ(datasets::class_names("mnist").size(), 10u);
   EXPECT_TRUE(datasets::class_names("dir:x").empty());

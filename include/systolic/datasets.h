@@ -12,6 +12,7 @@
 //   mnist:         cache/mnist (the four IDX files, placed by hand), cache/mnist.npz, else Keras's mnist.npz
 //                  downloaded from $SYSTOLIC_DATASETS_URL (sha256 checked as Keras does).
 //   image folders: image_dataset_from_directory(path, ...).
+//   npz:PATH:      arrays in an .npz file (numpy.savez), as Keras's mnist.npz holds them (see load()).
 // load(name) picks one by the name the command's --dataset takes.
 #pragma once
 
@@ -89,6 +90,11 @@ Split image_dataset_from_directory(const std::string& directory, const ImageFold
 // A data set by name: "cifar10", "fashion_mnist", "mnist", or "dir:PATH", image folders: PATH/train and
 // PATH/test with one subfolder per class each, or PATH with one subfolder per class, which is then both
 // splits (image_dataset_from_directory). The images of both splits get a channel axis: x uint8 (N, H, W, C).
+// "npz:PATH": the arrays x_train, y_train, x_test and y_test of an .npz file (any numeric dtype, npy.h), x of
+// rank >= 2: uint8 x stays uint8 ((N, H, W) gets a channel axis), any other becomes float32; integer labels of
+// one column stay integers (int32) and name their classes "0" .. max, others (float targets, one-hot or
+// multi-label columns) become float32 and name none. Errors name the array at fault: a missing one, sample
+// counts that differ, NaN or infinite labels, negative class labels.
 struct LoadOptions {
   std::int64_t limit = 0;  // > 0: the first `limit` samples of each split
   // The images at this shape (H, W, C), C 1 or 3: dir:PATH decodes them to C channels and resizes them (by
@@ -97,7 +103,7 @@ struct LoadOptions {
   std::optional<Shape> image_shape;
 };
 Dataset load(const std::string& name, const LoadOptions& options = {});
-// The names load() takes, for help texts: "cifar10, fashion_mnist, mnist, dir:PATH".
+// The names load() takes, for help texts: "cifar10, fashion_mnist, mnist, dir:PATH, npz:PATH".
 std::string names();
 // The class names of a data set known by name ("cifar10", "fashion_mnist", "mnist"); empty for any other
 // name (image folders name their classes when loaded).

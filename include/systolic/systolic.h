@@ -16,6 +16,7 @@
 #include <systolic/metrics.h>
 #include <systolic/model.h>
 #include <systolic/models.h>
+#include <systolic/npy.h>
 #include <systolic/ops.h>
 #include <systolic/optimizers.h>
 #include <systolic/pipeline.h>

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <systolic/datasets.h>
 #include <systolic/image.h>
+#include <systolic/npy.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 
 namespace systolic::datasets {
@@ -70,10 +72,64 @@ Dataset image_folders(const std::string& name, const std::string& path, const Lo
   return d;
 }
 
+// npz:PATH: arrays in Keras's mnist.npz convention, x_train, y_train, x_test and y_test, of any numeric dtype and
+// rank. x becomes float32 (uint8 stays uint8, the images the pipeline converts per batch; uint8 (N, H, W) gets
+// a channel axis as MNIST's does); integer labels of one column name their classes "0" .. max, float labels
+// (regression, one-hot, multi-label) stay float32 and name none.
+Dataset arrays(const std::string& name, const std::string& path, const LoadOptions& o) {
+  if (!std::filesystem::is_regular_file(path)) throw InvalidName(fmt::format("{}: no such file", name));
+  auto a = npy::load_npz(path);
+  std::string held;
+  for (auto& [k, v] : a) held += (held.empty() ? "" : ", ") + k;
+  for (const char* k : {"x_train", "y_train", "x_test", "y_test"})
+    SYSTOLIC_CHECK(a.count(k),
+                   "{}: no array '{}' (an npz data set holds x_train, y_train, x_test and y_test; "
+                   "this one holds {})",
+                   path, k, held.empty() ? "none" : held);
+  std::int64_t classes = 0;
+  auto split = [&](const char* xs, const char* ys) {
+    Tensor x = a[xs], y = a[ys];
+    SYSTOLIC_CHECK(x.rank() >= 2, "{}: {} has shape {}; it must be (samples, features...)", path, xs,
+                   x.shape().str());
+    SYSTOLIC_CHECK(y.rank() >= 1 && y.dim(0) == x.dim(0), "{}: {} has {} samples but {} has shape {}", path,
+                   xs, x.dim(0), ys, y.shape().str());
+    if (x.dtype() == DType::uint8)
+      x = with_channel(x);
+    else
+      x = x.to(DType::float32);
+    if (y.dtype() == DType::uint8) y = y.to(DType::int32);
+    if (is_floating(y.dtype())) {
+      y = y.to(DType::float32);
+      const float* p = y.data<float>();
+      for (std::int64_t i = 0; i < y.numel(); ++i)
+        SYSTOLIC_CHECK(std::isfinite(p[i]), "{}: {} holds {} (element {}); labels must be finite numbers",
+                       path, ys, p[i], i);
+    } else if (y.numel() == y.dim(0)) {
+      const std::int32_t* p = y.data<std::int32_t>();
+      for (std::int64_t i = 0; i < y.numel(); ++i) {
+        SYSTOLIC_CHECK(p[i] >= 0, "{}: {}[{}] is {}; class labels are integers >= 0", path, ys, i, p[i]);
+        classes = std::max<std::int64_t>(classes, std::int64_t(p[i]) + 1);
+      }
+    } else {
+      y = y.to(DType::float32);  // integer columns: multi-label or one-hot targets
+    }
+    return Split{first(x, o.limit), first(y, o.limit)};
+  };
+  Dataset d;
+  d.train = split("x_train", "y_train");
+  d.test = split("x_test", "y_test");
+  SYSTOLIC_CHECK(d.train.x.shape().without_batch() == d.test.x.shape().without_batch(),
+                 "{}: x_train has samples of shape {} but x_test {}", path,
+                 d.train.x.shape().without_batch().str(), d.test.x.shape().without_batch().str());
+  if (d.train.y.dtype() == DType::int32 && d.test.y.dtype() == DType::int32)
+    for (std::int64_t c = 0; c < classes; ++c) d.class_names.push_back(std::to_string(c));
+  return d;
+}
+
 }  // namespace
 
 std::string names() {
-  return "cifar10, fashion_mnist, mnist, dir:PATH";
+  return "cifar10, fashion_mnist, mnist, dir:PATH, npz:PATH";
 }
 
 std::vector<std::string> class_names(const std::string& name) {
@@ -90,6 +146,10 @@ Dataset load(const std::string& name, const LoadOptions& options) {
   if (name.starts_with("dir:")) {
     if (name.size() == 4) throw InvalidName("dir:PATH: the PATH is missing");
     return image_folders(name, name.substr(4), options);
+  }
+  if (name.starts_with("npz:")) {
+    if (name.size() == 4) throw InvalidName("npz:PATH: the PATH is missing");
+    return arrays(name, name.substr(4), options);
   }
   throw InvalidName(fmt::format("{}: unknown data set (known: {})", name, names()));
 }

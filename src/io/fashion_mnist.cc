@@ -1,10 +1,9 @@
 // IDX files (the MNIST family's format: big-endian magic 0x0000 08 <rank>, dims, then unsigned bytes), gzip
 // or plain, through zlib; Fashion-MNIST from the cache, Debian's dataset-fashion-mnist or Keras's address; MNIST
-// from IDX files in the cache or Keras's mnist.npz (npy arrays in a zip, read with libarchive).
-#include <archive.h>
-#include <archive_entry.h>
+// from IDX files in the cache or Keras's mnist.npz (npy arrays in a zip, read by npy::load_npz).
 #include <systolic/datasets.h>
 #include <systolic/log.h>
+#include <systolic/npy.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -175,39 +174,20 @@ namespace mnist {
 namespace {
 constexpr const char* kSha256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1";
 
-// Keras's mnist.npz: a zip of x_train.npy, y_train.npy, x_test.npy, y_test.npy (uint8).
+// Keras's mnist.npz: a zip of x_train.npy, y_train.npy, x_test.npy, y_test.npy (uint8), read by npy::load_npz.
 Dataset read_npz(const std::filesystem::path& path, const std::string& origin) {
   std::map<std::string, Tensor> arrays;
-  std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
-  archive_read_support_format_zip(a.get());
-  if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
-    fail("{}: cannot open as a zip (npz) file ({})", origin,
-         archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
-  for (;;) {
-    archive_entry* e = nullptr;
-    int r = archive_read_next_header(a.get(), &e);
-    if (r == ARCHIVE_EOF) break;
-    if (r < ARCHIVE_WARN)
-      fail("{}: truncated or corrupt npz ({})", origin,
-           archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
-    std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
-    if (name != "x_train.npy" && name != "y_train.npy" && name != "x_test.npy" && name != "y_test.npy")
-      continue;
-    std::vector<char> bytes;
-    char buf[1 << 16];
-    for (la_ssize_t n; (n = archive_read_data(a.get(), buf, sizeof buf)) != 0;) {
-      if (n < 0)
-        fail("{}: truncated or corrupt npz while reading {} ({})", origin, name,
-             archive_error_string(a.get()) ? archive_error_string(a.get()) : "?");
-      bytes.insert(bytes.end(), buf, buf + n);
-      SYSTOLIC_CHECK(bytes.size() < (std::size_t(1) << 30), "{}: {} is too large", origin, name);
-    }
-    arrays[name] = read_npy(bytes.data(), bytes.size(), origin + ": " + name);
+  try {
+    for (auto& [name, t] : npy::load_npz(path.string())) arrays[name + ".npy"] = t;
+  } catch (const Error& e) {
+    fail("{}: {}", origin, e.what());
   }
   for (const char* k : {"x_train.npy", "y_train.npy", "x_test.npy", "y_test.npy"})
     SYSTOLIC_CHECK(arrays.count(k), "{}: no {} inside", origin, k);
   auto split = [&](const char* xs, const char* ys, std::int64_t n) {
     Tensor x = arrays[xs], y = arrays[ys];
+    SYSTOLIC_CHECK(x.dtype() == DType::uint8 && y.dtype() == DType::uint8, "{}: {} and {} must be uint8",
+                   origin, xs, ys);
     SYSTOLIC_CHECK(x.shape() == Shape({n, 28, 28}), "{}: {} has shape {}, expected ({}, 28, 28)", origin, xs,
                    x.shape().str(), n);
     SYSTOLIC_CHECK(y.shape() == Shape({n}), "{}: {} has shape {}, expected ({},)", origin, ys,
@@ -261,60 +241,8 @@ Dataset load_data(const std::string& directory) {
 }  // namespace mnist
 
 Tensor read_npy(const void* data, std::size_t size, const std::string& name) {
-  const char* p = static_cast<const char*>(data);
-  SYSTOLIC_CHECK(size >= 10 && std::memcmp(p, "\x93NUMPY", 6) == 0, "{}: not an npy array (bad magic)", name);
-  int major = static_cast<unsigned char>(p[6]);
-  std::size_t header_len = 0, start = 0;
-  if (major == 1) {
-    header_len = std::size_t(static_cast<unsigned char>(p[8])) | std::size_t(static_cast<unsigned char>(p[9]))
-                                                                     << 8;
-    start = 10;
-  } else {
-    SYSTOLIC_CHECK((major == 2 || major == 3) && size >= 12, "{}: npy version {} is not supported", name,
-                   major);
-    for (int i = 0; i < 4; ++i) header_len |= std::size_t(static_cast<unsigned char>(p[8 + i])) << (8 * i);
-    start = 12;
-  }
-  SYSTOLIC_CHECK(start + header_len <= size, "{}: truncated npy header", name);
-  std::string header(p + start, header_len);
-  auto value_of = [&](const std::string& key) {
-    auto k = header.find("'" + key + "'");
-    SYSTOLIC_CHECK(k != std::string::npos, "{}: npy header has no '{}'", name, key);
-    auto colon = header.find(':', k);
-    SYSTOLIC_CHECK(colon != std::string::npos, "{}: malformed npy header", name);
-    return colon + 1;
-  };
-  std::size_t d = value_of("descr");
-  std::string descr = header.substr(d, header.find(',', d) - d);
-  SYSTOLIC_CHECK(descr.find("|u1") != std::string::npos || descr.find("<u1") != std::string::npos,
-                 "{}: npy dtype {} is not uint8", name, descr);
-  std::size_t f = value_of("fortran_order");
-  SYSTOLIC_CHECK(header.compare(header.find_first_not_of(' ', f), 5, "False") == 0,
-                 "{}: Fortran-order npy arrays are not supported", name);
-  std::size_t s = value_of("shape");
-  auto open = header.find('(', s), close = header.find(')', s);
-  SYSTOLIC_CHECK(open != std::string::npos && close != std::string::npos, "{}: malformed npy shape", name);
-  std::vector<std::int64_t> dims;
-  std::int64_t count = 1;
-  std::stringstream ss(header.substr(open + 1, close - open - 1));
-  for (std::string part; std::getline(ss, part, ',');) {
-    if (part.find_first_not_of(' ') == std::string::npos) continue;
-    std::int64_t v = -1;
-    try {
-      v = std::stoll(part);
-    } catch (...) {
-    }
-    SYSTOLIC_CHECK(v >= 0 && v <= (1 << 28), "{}: bad npy dimension '{}'", name, part);
-    dims.push_back(v);
-    count *= v;
-  }
-  SYSTOLIC_CHECK(!dims.empty(), "{}: npy scalars are not supported", name);
-  std::size_t offset = start + header_len;
-  SYSTOLIC_CHECK(size - offset == std::size_t(count),
-                 "{}: npy data of {} bytes, its shape needs {}: truncated or corrupt", name, size - offset,
-                 count);
-  Tensor t(Shape(dims), DType::uint8);
-  std::memcpy(t.data<std::uint8_t>(), p + offset, std::size_t(count));
+  Tensor t = npy::read(data, size, name);
+  SYSTOLIC_CHECK(t.dtype() == DType::uint8, "{}: npy dtype {} is not uint8", name, dtype_name(t.dtype()));
   return t;
 }
 

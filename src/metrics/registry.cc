@@ -66,6 +66,12 @@ std::string name_from_config(const json& value) {
 }
 
 json serialize(const Metric& metric, keras_object::Form form) {
+  // Keras 3's compile_config holds a metric by the name compile took, which keras.metrics.get reads back; but
+  // LogCoshError is named "logcosh", which keras.metrics.get does not take (Keras 3.15): it is written as Keras
+  // writes the object.
+  if (form == keras_object::Form::keras3 && metric.name() == "logcosh")
+    return keras_object::serialized("keras.metrics", metric.class_name(),
+                                    {{"name", metric.name()}, {"dtype", "float32"}});
   if (form == keras_object::Form::keras3) return metric.name();
   return {{"class_name", metric.class_name()}, {"config", {{"name", metric.name()}, {"dtype", "float32"}}}};
 }

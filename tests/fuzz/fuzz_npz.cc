@@ -1,4 +1,5 @@
-// Keras's mnist.npz (a zip of .npy arrays), read as `mnist` finds it in the data-set cache.
+// Keras's mnist.npz (a zip of .npy arrays), read as `mnist` finds it in the data-set cache, and the same bytes as
+// an npz:PATH data set (any arrays, datasets::load).
 #include <stdlib.h>
 #include <systolic/datasets.h>
 
@@ -12,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return true;
   }();
   (void)home;
-  systolic::fuzz::write_input(data, size, "datasets/mnist.npz");
+  std::string path = systolic::fuzz::write_input(data, size, "datasets/mnist.npz");
   systolic::fuzz::expect_clean([&] { systolic::datasets::mnist::load_data(); });
+  systolic::fuzz::expect_clean([&] { systolic::datasets::load("npz:" + path); });
   return 0;
 }

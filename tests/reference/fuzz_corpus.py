@@ -5,7 +5,8 @@
 Keras files are copies of the small fixtures in tests/fixtures/keras (written by tf_keras and Keras 3 through
 tests/reference/keras_files.py); images and CIFAR-10 records come from the real CIFAR-10 sample in
 ../shared/data/cifar10-sample; IDX files are the first records of Debian's Fashion-MNIST
-(/usr/share/datasets/fashion-mnist); the npz is written by NumPy and the tar.gz by Python's tarfile.
+(/usr/share/datasets/fashion-mnist); the npz and the npy arrays are written by NumPy and the tar.gz by Python's
+tarfile.
 hdf5_reader's seeds are links to the HDF5 seeds of the others; hdf5_tree's are the record streams the HDF5
 reading child hands back for them, written by systolic's own encoder (the built hdf5_tree_seeds, given with
 --tree-seeds; without it that folder is left as it is).
@@ -43,6 +44,25 @@ def write(d, name, data):
 
 HDF5_SEEDS = ("weights_tfkeras/zoo.tfkeras.h5", "weights_keras3/zoo.keras3.weights.h5",
               "full_model_h5/zoo.tfkeras.full.h5", "full_model_h5/zoo.keras3.full.h5")
+
+
+def npy_seeds():
+    """npy: single .npy arrays (npy::read, predict --input) of each dtype family and order numpy writes."""
+    d = folder("npy")
+    rng = np.random.default_rng(0)
+    seeds = {
+        "float32.npy": rng.normal(size=(3, 4)).astype(np.float32),
+        "float64-fortran.npy": np.asfortranarray(rng.normal(size=(2, 3, 2))),
+        "float16.npy": rng.normal(size=(4,)).astype(np.float16),
+        "int64.npy": rng.integers(0, 10, size=(5,)),
+        "big-endian-int32.npy": np.array([1, -2, 3], dtype=">i4"),
+        "bool.npy": np.array([True, False, True]),
+        "uint8.npy": rng.integers(0, 256, size=(2, 2, 3), dtype=np.uint8),
+    }
+    for name, a in seeds.items():
+        buf = io.BytesIO()
+        np.save(buf, a)
+        write(d, name, buf.getvalue())
 
 
 def main():
@@ -104,6 +124,8 @@ def main():
     buf = io.BytesIO()
     np.savez(buf, x_train=x, y_train=y, x_test=x, y_test=y)
     write(d, "mnist-small-stored.npz", buf.getvalue())
+
+    npy_seeds()
 
     d = folder("tar")  # cifar-10-binary.tar.gz's layout, two records per batch
     buf = io.BytesIO()

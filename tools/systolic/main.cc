@@ -153,7 +153,8 @@ void check_model_fits(const sy::Model& model, const sy::Shape& data_shape, int c
     sy::fail("--model: the model takes inputs {} but {} has {}", in.keras_str(), what,
              data_shape.keras_str());
   auto out = model.outputs()[0].shape();
-  if (classes > 0 && out[-1] < classes)
+  // One output unit is a binary classifier (a sigmoid) of 0/1 labels: no class per unit.
+  if (classes > 0 && out[-1] > 1 && out[-1] < classes)
     sy::fail("--model: the model has {} outputs but {} has {} classes", out[-1], what, classes);
 }
 
@@ -411,9 +412,24 @@ sy::Tensor rescaled(const sy::Tensor& x, double rescale) {
   return out;
 }
 
-void print_test_scores(const std::vector<double>& scores) {
-  std::printf("Test loss: %.4f\n", scores[0]);
-  if (scores.size() > 1) std::printf("Test accuracy: %.2f%%\n", scores[1] * 100.0);
+// "Test loss: ..." and a line per metric (accuracies in percent), by the model's metric names.
+void print_test_scores(const sy::Model& model, const std::vector<double>& scores) {
+  auto names = model.metrics_names();
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    const std::string name = i < names.size() ? names[i] : fmt::format("metric {}", i);
+    if (name.ends_with("accuracy"))
+      std::printf("Test %s: %.2f%%\n", name.c_str(), scores[i] * 100.0);
+    else
+      std::printf("Test %s: %.4f\n", name.c_str(), scores[i]);
+  }
+}
+
+// evaluate --json: the scores as Keras's evaluate(return_dict=True) returns them, one JSON object.
+void print_scores_json(const sy::Model& model, const std::vector<double>& scores) {
+  auto names = model.metrics_names();
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < scores.size() && i < names.size(); ++i) j[names[i]] = scores[i];
+  std::printf("%s\n", j.dump().c_str());
 }
 
 // A model given as a file is read before the data, so image folders are resized to its input; `shape` is that
@@ -480,7 +496,7 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   }
   auto scores = model.evaluate(rescaled(data.x_test, a.rescale), data.y_test,
                                {.batch_size = a.batch_size, .verbose = 0});
-  if (g_chief) print_test_scores(scores);
+  if (g_chief) print_test_scores(model, scores);
   return 0;
 }
 
@@ -488,6 +504,7 @@ struct EvaluateArgs {
   std::string weights, dataset, split = "test";
   std::int64_t batch_size = 32, limit = 0;
   double rescale = 1.0;
+  bool json = false;
 };
 
 int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
@@ -505,12 +522,12 @@ int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
   if (!model.compiled()) compile_for_data(model, "adam", -1);
   model = place(model, device, c);
   auto scores = model.evaluate(rescaled(d.x, a.rescale), d.y, {.batch_size = a.batch_size, .verbose = 0});
-  if (g_chief) print_test_scores(scores);
+  if (g_chief) a.json ? print_scores_json(model, scores) : print_test_scores(model, scores);
   return 0;
 }
 
 struct PredictArgs {
-  std::string weights, classes, dataset, split = "test";
+  std::string weights, classes, dataset, split = "test", input, output;
   std::vector<std::string> images;
   double rescale = 1.0;
   int top = 3;
@@ -540,9 +557,54 @@ std::vector<std::string> class_names_for(const std::string& spec, int outputs) {
   return names;
 }
 
+// A value of an array as nested JSON lists (the sample's shape).
+nlohmann::ordered_json nested(const float* p, const sy::Shape& shape, int axis = 0) {
+  if (axis == shape.rank()) return *p;
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  std::int64_t step = 1;
+  for (int a = axis + 1; a < shape.rank(); ++a) step *= shape[a];
+  for (std::int64_t i = 0; i < shape[axis]; ++i) out.push_back(nested(p + i * step, shape, axis + 1));
+  return out;
+}
+
+// predict --input X.npy: the model's outputs for every sample of an array, to --output Y.npy, or as one JSON line
+// (the sample's outputs as nested lists) per sample.
+int predict_arrays(const Common& c, const PredictArgs& a, sy::Device device) {
+  if (!a.dataset.empty() || !a.images.empty())
+    sy::fail("predict: give --input, image files or --dataset (one of them)");
+  std::optional<sy::Shape> shape;
+  auto from_file = model_file(c, shape);
+  if (!from_file) sy::fail("predict --input: give the model as a file (--model M.keras or .h5)");
+  auto model = *from_file;
+  if (!a.weights.empty()) model.load_weights(a.weights);
+  if (!device.is_cpu()) model.to(device);
+  sy::Tensor x = sy::npy::load(a.input);
+  const sy::Shape in = model.inputs()[0].shape();
+  if (x.shape() == in) x = x.reshape(in.with_batch(1));  // one sample without its batch axis
+  if (x.rank() < 1 || x.shape().without_batch() != in)
+    sy::fail(
+        "--input {}: an array of shape {}; the model takes samples of shape {} (give N of them: (N, ...))",
+        a.input, x.shape().str(), in.str());
+  sy::Tensor y =
+      model.predict(rescaled(x.dtype() == sy::DType::uint8 ? x : x.to(sy::DType::float32), a.rescale))
+          .to(sy::DType::float32);
+  if (!a.output.empty()) {
+    sy::npy::save(a.output, y);
+    std::fprintf(stderr, "Wrote the outputs %s to %s\n", y.shape().str().c_str(), a.output.c_str());
+    return 0;
+  }
+  const sy::Shape sample = y.shape().without_batch();
+  const std::int64_t per = sample.numel();
+  for (std::int64_t i = 0; i < y.dim(0); ++i)
+    std::printf("%s\n", nested(y.data<float>() + i * per, sample).dump().c_str());
+  return 0;
+}
+
 int cmd_predict(const Common& c, const PredictArgs& a) {
   apply_seed(c);
   sy::Device device = resolve_device(c.device);
+  if (!a.input.empty()) return predict_arrays(c, a, device);
+  if (!a.output.empty()) sy::fail("predict: --output goes with --input");
   bool from_dataset = !a.dataset.empty();
   if (from_dataset == !a.images.empty())
     sy::fail("predict: give image files, or --dataset with --index (not both)");
@@ -860,8 +922,8 @@ int main(int argc, char** argv) {
   add_schedule_flags(train, train_args);
 
   EvaluateArgs eval_args;
-  auto* evaluate =
-      app.add_subcommand("evaluate", "evaluate a model on a data set split; prints Test loss/accuracy");
+  auto* evaluate = app.add_subcommand(
+      "evaluate", "evaluate a model on a data set split; prints the test loss and metrics");
   add_common(evaluate, common);
   add_replicas(evaluate, common);
   evaluate->add_option("--weights", eval_args.weights,
@@ -876,9 +938,13 @@ int main(int argc, char** argv) {
   evaluate->add_option("--limit", eval_args.limit, "use the first N samples")->check(CLI::PositiveNumber);
   evaluate->add_option("--rescale", eval_args.rescale,
                        "multiply pixel values by F (default 1: raw 0-255; 1/255 gives [0, 1])");
+  evaluate->add_flag("--json", eval_args.json,
+                     "print the loss and metrics as one JSON object (Keras's evaluate(return_dict=True))");
 
   PredictArgs predict_args;
-  auto* predict = app.add_subcommand("predict", "class probabilities for image files or one data set sample");
+  auto* predict = app.add_subcommand(
+      "predict",
+      "class probabilities for image files or one data set sample; any model's outputs for an array");
   add_common(predict, common);
   predict->add_option("--weights", predict_args.weights,
                       "Keras weights file (not needed for a full model: .keras or .h5)");
@@ -898,6 +964,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   predict->add_option("images", predict_args.images,
                       "image files (PNG, JPEG, BMP), resized to the model's input");
+  predict->add_option("--input", predict_args.input,
+                      "an .npy array of samples (N, ...) for a model of any input: its outputs for each");
+  predict->add_option("--output", predict_args.output,
+                      "with --input: write the outputs as an .npy array (default: one JSON line per sample)");
 
   ShowArgs show_args;
   auto* show =

@@ -1,0 +1,33 @@
+// NumPy's array files, where Keras users keep their data: .npy (numpy.save) and .npz (numpy.savez, a zip of .npy
+// members, stored or deflated). Read as systolic's dtypes:
+//   bool, uint8                        -> uint8
+//   int8, int16, uint16, int32         -> int32
+//   int64, uint32, uint64              -> int32, Error when a value does not fit
+//   float16, float32                   -> float32
+//   float64                            -> float64
+// in either byte order and in C or Fortran order (returned in C order). Errors name the file (and member) and
+// what is wrong: not an .npy array, an unsupported version or dtype, a pickled object array (numpy.save with
+// allow_pickle), a structured array, a malformed header, a truncated or oversized body.
+#pragma once
+
+#include <systolic/tensor.h>
+
+#include <cstddef>
+#include <map>
+#include <string>
+
+namespace systolic::npy {
+
+// The array in the bytes of an .npy file; `name` is how errors call it.
+Tensor read(const void* data, std::size_t size, const std::string& name);
+// The .npy file at `path`.
+Tensor load(const std::string& path);
+// Every .npy member of the .npz file at `path`, by name without ".npy" (numpy.load(path)[name]).
+std::map<std::string, Tensor> load_npz(const std::string& path);
+// The bytes of an .npy file (version 1.0, C order) holding t: float32 '<f4', float64 '<f8', int32 '<i4',
+// uint8 '|u1'; bfloat16 is written as float32.
+std::string serialize(const Tensor& t);
+// Writes serialize(t) to `path` atomically.
+void save(const std::string& path, const Tensor& t);
+
+}  // namespace systolic::npy

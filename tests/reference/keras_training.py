@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/keras_training/: Keras 3 models compiled with the training surface beyond the seed's
+(binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, clipping, regression metrics), trained by
+Keras and saved with their optimizer state, for tests/test_keras_training.cc.
+
+    python3 tests/reference/keras_training.py [--out DIR]
+    python3 tests/reference/keras_training.py --check FOLDER   # Keras reads systolic's saved models
+
+Needs keras (3.x) and tensorflow-cpu from pip (run it with the python3 of a virtual environment that has them).
+
+For each case NAME: NAME.npz (x_train, y_train, x_test, y_test, as numpy.savez writes them; y_train of the binary
+case is int64, as numpy makes integer labels), NAME.keras (after fit(x_train, y_train, batch_size=16, epochs=2,
+shuffle=False): the weights and the optimizer's state), and in expected.json: Keras's
+evaluate(x_test, y_test, batch_size=16, return_dict=True) of that model, then the weights (model.get_weights(),
+flattened) and evaluate after one more fit(x_train, y_train, batch_size=16, epochs=1, shuffle=False) from it.
+"""
+import argparse
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np
+import keras
+
+
+def binary(rng):
+    x = rng.normal(size=(80, 6))
+    y = (x[:, 0] + 0.5 * x[:, 1] - x[:, 2] > 0).astype(np.int64)
+    keras.utils.set_random_seed(1)
+    i = keras.Input((6,))
+    h = keras.layers.Dense(8, activation="relu")(i)
+    o = keras.layers.Dense(1, activation="sigmoid")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Nadam(learning_rate=0.01, weight_decay=0.01),
+              loss=keras.losses.BinaryCrossentropy(label_smoothing=0.1),
+              metrics=["accuracy"])
+    return m, x, y
+
+
+def regression(rng):
+    x = rng.normal(size=(80, 5))
+    y = x @ np.array([0.5, -1.0, 2.0, 0.0, 1.5]) + 0.1 * rng.normal(size=80)
+    keras.utils.set_random_seed(2)
+    i = keras.Input((5,))
+    h = keras.layers.Dense(16, activation="tanh")(i)
+    o = keras.layers.Dense(1)(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adamax(learning_rate=0.02, clipnorm=1.0), loss="huber",
+              metrics=["mae", keras.metrics.RootMeanSquaredError(), "mse"])
+    return m, x, y
+
+
+def columns(rng):
+    x = rng.normal(size=(80, 4))
+    y = np.stack([x[:, 0] * x[:, 1], np.abs(x[:, 2]), x[:, 3] - x[:, 0]], axis=1)
+    keras.utils.set_random_seed(3)
+    i = keras.Input((4,))
+    h = keras.layers.Dense(12, activation="relu")(i)
+    o = keras.layers.Dense(3)(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Lion(learning_rate=0.003, global_clipnorm=0.5), loss="mse",
+              metrics=["mae", keras.metrics.LogCoshError()])
+    return m, x, y
+
+
+def check(folder):
+    """Keras reads what systolic wrote: for each NAME with FOLDER/NAME.keras (saved by `systolic train --save`) and
+    FOLDER/NAME.json (`systolic evaluate --json` of it), Keras loads the model with its optimizer state, evaluates
+    it on the fixture's test split as systolic did (within 2e-3) and trains on from it."""
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "keras_training")
+    failures = 0
+    for name in ("binary", "regression", "columns"):
+        path = os.path.join(folder, name + ".keras")
+        if not os.path.exists(path):
+            continue
+        data = np.load(os.path.join(fixtures, name + ".npz"))
+        xs, ys = data["x_test"].astype(np.float32), data["y_test"].astype(np.float32)
+        model = keras.models.load_model(path)
+        with open(os.path.join(folder, name + ".json")) as f:
+            ours = json.load(f)
+        theirs = model.evaluate(xs, ys, batch_size=16, return_dict=True, verbose=0)
+        worst = max(abs(float(theirs[k]) - ours[k]) for k in theirs)
+        same_keys = sorted(theirs) == sorted(ours)
+        steps = int(model.optimizer.iterations.numpy())
+        model.fit(data["x_train"].astype(np.float32), data["y_train"].astype(np.float32), batch_size=16,
+                  epochs=1, shuffle=False, verbose=0)
+        ok = same_keys and worst <= 2e-3
+        failures += not ok
+        print(f"{name}: {type(model.optimizer).__name__} at step {steps}, keys {'match' if same_keys else 'DIFFER'}, "
+              f"max |Keras - systolic| = {worst:.2e} {'ok' if ok else 'FAIL'}; trained on to step "
+              f"{int(model.optimizer.iterations.numpy())}")
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "fixtures", "keras_training"))
+    ap.add_argument("--check", metavar="FOLDER", help="check systolic's saved models with Keras instead")
+    args = ap.parse_args()
+    if args.check:
+        raise SystemExit(1 if check(args.check) else 0)
+    os.makedirs(args.out, exist_ok=True)
+    rng = np.random.default_rng(9)
+    expected = {"generator": f"keras {keras.__version__}"}
+    for name, make in [("binary", binary), ("regression", regression), ("columns", columns)]:
+        model, x, y = make(rng)
+        xt, yt, xs, ys = x[:64], y[:64], x[64:], y[64:]
+        np.savez(os.path.join(args.out, name + ".npz"), x_train=xt, y_train=yt, x_test=xs, y_test=ys)
+        # Keras trains on float32 copies, as systolic reads float64 arrays.
+        xt32, xs32 = xt.astype(np.float32), xs.astype(np.float32)
+        yt32, ys32 = yt.astype(np.float32), ys.astype(np.float32)
+        model.fit(xt32, yt32, batch_size=16, epochs=2, shuffle=False, verbose=0)
+        model.save(os.path.join(args.out, name + ".keras"))
+        before = model.evaluate(xs32, ys32, batch_size=16, return_dict=True, verbose=0)
+        model.fit(xt32, yt32, batch_size=16, epochs=1, shuffle=False, verbose=0)
+        after = model.evaluate(xs32, ys32, batch_size=16, return_dict=True, verbose=0)
+        expected[name] = {
+            "evaluate": {k: float(v) for k, v in before.items()},
+            "weights_after_fit": [float(v) for w in model.get_weights() for v in np.asarray(w).reshape(-1)],
+            "evaluate_after_fit": {k: float(v) for k, v in after.items()},
+            "iterations_after_fit": int(model.optimizer.iterations.numpy()),
+        }
+    path = os.path.join(args.out, "expected.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    print(f"{path}: {len(expected) - 1} cases")
+
+
+if __name__ == "__main__":
+    main()
