@@ -848,14 +848,17 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
       // Whole numbers: many tied maxima (predictions and dense labels), where the first one counts on every backend.
       Arg pred = in("predictions", ps, 0, 2), tied = param(in("labels", ps, 0, 2));
       pred.values = tied.values = Values::integers;
-      m[Op::accuracy_count].push_back({name + ", ties",
-                                       {pred, sparse ? labels(N, C) : tied, total()},
-                                       [](auto& t) { accuracy_count(t[0], t[1], t[2]); },
-                                       Family::reduction});
-      m[Op::accuracy_count].push_back({name,
-                                       {in("predictions", ps), y, total()},
-                                       [](auto& t) { accuracy_count(t[0], t[1], t[2]); },
-                                       Family::reduction});
+      // k = 1 (argmax) and k = 3 (in_top_k, where ties at the boundary count as in).
+      for (int k : {1, 3}) {
+        m[Op::accuracy_count].push_back({fmt::format("{}, ties, k {}", name, k),
+                                         {pred, sparse ? labels(N, C) : tied, total()},
+                                         [k](auto& t) { accuracy_count(t[0], t[1], t[2], k); },
+                                         Family::reduction});
+        m[Op::accuracy_count].push_back({fmt::format("{}, k {}", name, k),
+                                         {in("predictions", ps), y, total()},
+                                         [k](auto& t) { accuracy_count(t[0], t[1], t[2], k); },
+                                         Family::reduction});
+      }
     }
   }
   // Every elementwise kind, on predictions and targets in its domain; squared error also on a long batch.

@@ -286,8 +286,10 @@ struct ConstraintParams {
 //                   sum) over the last axis, averaged over the other non-batch axes (Keras's sum_over_batch_size of
 //                   its [N, ...] losses, times N); target has pred's numel. The gradient is TensorFlow's of the
 //                   same formula (a clip or maximum passes it where its input is selected, at ties too).
-// accuracy_count    ADDS the count of rows whose argmax(pred) equals the label (int32 [N]) or argmax(labels[N,C])
-//                   to `total` (float64 scalar).
+// accuracy_count    ADDS to `total` (float64 scalar) the count of rows whose label (int32 [N], or the argmax of
+//                   labels[N,C]: its first maximum) is predicted: k = 1, argmax(pred) (its first maximum) is the
+//                   label; k > 1, the label is in the top k (TensorFlow's in_top_k: fewer than k predictions of
+//                   the row are greater than the label's, so ties at the boundary count as in).
 // Optimizer updates over flat parameter buffers (a model's trainable weights, one allocation). `lr` (float64 [1] on
 // w's device) is the learning rate of this update and `iterations` (float64 [1] on w's device, or undefined: 0)
 // counts the updates done before this one, as Keras's optimizer.iterations does; the ops read both there (so a
@@ -416,7 +418,7 @@ struct ConstraintParams {
                                       double grad_scale, double eps), (probs, labels, total, dprobs, grad_scale, eps)) \
   X(elementwise_loss, (const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,                 \
                        const ElementLossParams& p, double grad_scale), (pred, target, total, dpred, p, grad_scale)) \
-  X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total), (pred, labels, total))           \
+  X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total, int k), (pred, labels, total, k)) \
   X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,        \
                   const Tensor& iterations), (w, g, m, v, s, lr, iterations))                                     \
   X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum, bool nesterov), \

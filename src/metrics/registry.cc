@@ -7,21 +7,23 @@ namespace systolic::metrics {
 using keras_object::json;
 
 // X(name): the entry `const Entry& name_entry()` defined in src/metrics/*.cc.
-#define SYSTOLIC_METRIC_CLASSES(X)  \
-  X(accuracy)                       \
-  X(sparse_categorical_accuracy)    \
-  X(categorical_accuracy)           \
-  X(binary_accuracy)                \
-  X(binary_crossentropy)            \
-  X(mean_squared_error)             \
-  X(root_mean_squared_error)        \
-  X(mean_absolute_error)            \
-  X(mean_absolute_percentage_error) \
-  X(mean_squared_logarithmic_error) \
-  X(log_cosh)                       \
-  X(poisson)                        \
-  X(kl_divergence)                  \
-  X(hinge)                          \
+#define SYSTOLIC_METRIC_CLASSES(X)     \
+  X(accuracy)                          \
+  X(sparse_categorical_accuracy)       \
+  X(categorical_accuracy)              \
+  X(sparse_top_k_categorical_accuracy) \
+  X(top_k_categorical_accuracy)        \
+  X(binary_accuracy)                   \
+  X(binary_crossentropy)               \
+  X(mean_squared_error)                \
+  X(root_mean_squared_error)           \
+  X(mean_absolute_error)               \
+  X(mean_absolute_percentage_error)    \
+  X(mean_squared_logarithmic_error)    \
+  X(log_cosh)                          \
+  X(poisson)                           \
+  X(kl_divergence)                     \
+  X(hinge)                             \
   X(squared_hinge)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
@@ -61,6 +63,8 @@ std::string name_from_config(const json& value) {
     fail("metric class '{}' is not supported ({})", cls, registry().known());
   }
   auto name = c.string("name", cls);
+  c.off("k", 5);  // the top-k accuracies: Keras's default k only
+  c.off("from_sorted_ids", false);
   c.finish();
   return name;
 }

@@ -624,8 +624,9 @@ DType elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, 
   return pred.dtype();
 }
 
-DType accuracy_count(const Tensor& pred, const Tensor& l, Tensor& total) {
+DType accuracy_count(const Tensor& pred, const Tensor& l, Tensor& total, int k) {
   Check c("accuracy_count");
+  SYSTOLIC_OP_CHECK(c, k >= 1, "k {}: it must be >= 1", k);
   labels(c, l, pred, predictions(c, "predictions", pred));
   c.total(total);
   return pred.dtype();

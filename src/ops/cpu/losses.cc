@@ -115,7 +115,7 @@ void elementwise_loss_loop(const Tensor& pred, const Tensor& target, Tensor& tot
 }
 
 template <class T>
-void accuracy_count_loop(const Tensor& pred, const Tensor& labels, Tensor& total) {
+void accuracy_count_loop(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
   std::int64_t C = pred.dim(-1), R = pred.numel() / C;
   bool sparse = sparse_labels(labels, R, C);
   const T* pp = pred.data<T>();
@@ -129,7 +129,14 @@ void accuracy_count_loop(const Tensor& pred, const Tensor& labels, Tensor& total
 #pragma omp parallel for reduction(+ : correct)
   for (std::int64_t r = 0; r < R; ++r) {
     std::int64_t truth = sparse ? labels.data<std::int32_t>()[r] : argmax(labels.data<T>() + r * C);
-    correct += argmax(pp + r * C) == truth ? 1.0 : 0.0;
+    const T* row = pp + r * C;
+    if (k == 1) {
+      correct += argmax(row) == truth ? 1.0 : 0.0;
+    } else {  // in_top_k: fewer than k predictions greater than the label's
+      std::int64_t greater = 0;
+      for (std::int64_t c = 0; c < C; ++c) greater += row[c] > row[truth] ? 1 : 0;
+      correct += greater < k ? 1.0 : 0.0;
+    }
   }
   add_to_total(total, correct);
 }
@@ -162,9 +169,9 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, T
 }
 
 const DTypes accuracy_count_dtypes = kFloats;
-void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
+void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
   visit_dtype<float, double>(
-      pred.dtype(), [&](auto t) { accuracy_count_loop<typename decltype(t)::type>(pred, labels, total); });
+      pred.dtype(), [&](auto t) { accuracy_count_loop<typename decltype(t)::type>(pred, labels, total, k); });
 }
 
 }  // namespace systolic::ops::cpu

@@ -184,14 +184,25 @@ __device__ std::int64_t warp_argmax(const T* row, std::int64_t C, int lane) {
 
 template <class T, class L>
 __global__ void accuracy_kernel(const T* pred, const std::int32_t* sparse, const L* dense, std::int64_t rows,
-                                std::int64_t C, double* total, int* error_flags, int flag) {
+                                std::int64_t C, int k, double* total, int* error_flags, int flag) {
   const int lane = threadIdx.x & 31;
   double acc = 0;
   SYSTOLIC_WARP_ROWS(r, rows) {
-    const std::int64_t guess = warp_argmax(pred + r * C, C, lane);
     const std::int64_t truth = sparse ? checked_label(sparse, r, C, error_flags, flag, lane == 0)
                                       : warp_argmax(dense + r * C, C, lane);
-    if (lane == 0 && truth >= 0 && guess == truth) acc += 1.0;
+    bool hit;
+    if (k == 1) {
+      hit = warp_argmax(pred + r * C, C, lane) == truth;
+    } else {  // in_top_k: fewer than k predictions greater than the label's
+      float greater = 0;
+      if (truth >= 0) {
+        const double label_value = load_double(pred + r * C, truth);
+        for (std::int64_t c = lane; c < C; c += 32)
+          greater += load_double(pred + r * C, c) > label_value ? 1.f : 0.f;
+      }
+      hit = warp_sum(greater) < float(k);
+    }
+    if (lane == 0 && truth >= 0 && hit) acc += 1.0;
   }
   block_add(acc, total);
 }
@@ -256,15 +267,15 @@ cudaError_t launch_elementwise_loss(const void* pred, Element type, const void* 
 }
 
 cudaError_t launch_accuracy_count(const void* pred, Element type, const Labels& labels, std::int64_t rows,
-                                  std::int64_t classes, double* total, int* error_flags, int flag,
+                                  std::int64_t classes, int k, double* total, int* error_flags, int flag,
                                   cudaStream_t stream) {
   if (rows == 0 || classes == 0) return cudaSuccess;
   return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
     using L = typename decltype(ltag)::type;
     accuracy_kernel<T, L><<<reduction_blocks(rows * 32), kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), labels.sparse, static_cast<const L*>(labels.dense), rows, classes, total,
-        error_flags, flag);
+        static_cast<const T*>(pred), labels.sparse, static_cast<const L*>(labels.dense), rows, classes, k,
+        total, error_flags, flag);
     return cudaGetLastError();
   });
 }
@@ -330,12 +341,12 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, T
 }
 
 const DTypes accuracy_count_dtypes = kFloat32Or16;
-void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
+void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
   Batch b = batch_of(pred, labels);
   Context& c = context(pred);
   SYSTOLIC_CUDA_CHECK(launch_accuracy_count(pred.raw_data(), element_of(pred.dtype()), b.labels, b.rows,
-                                            b.classes, total.data<double>(), c.error_flags, kLabelOutOfRange,
-                                            c.stream));
+                                            b.classes, k, total.data<double>(), c.error_flags,
+                                            kLabelOutOfRange, c.stream));
 }
 
 }  // namespace systolic::ops::cuda

@@ -107,13 +107,24 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, T
 }
 
 const DTypes accuracy_count_dtypes = kFloatsAndBf16;
-void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total) {
+void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
   traced([&] {
     const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
     E z = reshape(read(pred), {R, C});
     E truth = labels.dtype() == DType::int32 ? reshape(read_as(labels, Elem::i32), {R})
                                              : argmax_rows(reshape(read(labels), {R, C}));
-    E hit = where(eq(argmax_rows(z), truth), constant(1.0, Type{Elem::f64, {R}}), 0.0);
+    E ones = constant(1.0, Type{Elem::f64, {R}});
+    E hit;
+    if (k == 1) {
+      hit = where(eq(argmax_rows(z), truth), ones, 0.0);
+    } else {  // in_top_k: fewer than k predictions greater than the label's (a label out of range: no hit)
+      E pick = eq(iota({R, C}, 1, Elem::i32), broadcast_rows(truth, {R, C}));
+      E label_value = sum(where(pick, z, 0.0), {1});
+      E greater = sum(
+          where(z > broadcast_rows(label_value, {R, C}), constant(1.0, Type{Elem::f64, {R, C}}), 0.0), {1});
+      E in_range = truth >= constant(0.0, truth.type()) && truth < constant(double(C), truth.type());
+      hit = where(greater < double(k) && in_range, ones, 0.0);
+    }
     add_total(total, sum_all(hit));
   });
 }

@@ -1,0 +1,64 @@
+// Keras's top-k accuracies against real Keras (tests/fixtures/metrics/top_k.json, written by
+// tests/reference/metrics.py with Keras 3.15): SparseTopKCategoricalAccuracy and TopKCategoricalAccuracy (k = 5),
+// accumulated over two batches, on predictions with many ties (TensorFlow's in_top_k counts every class tied at the
+// k-th place as in) and on uniform draws; in a compiled model and its files.
+#include <gmock/gmock.h>
+#include <systolic/systolic.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "metrics/registry.h"
+#include "test_util.h"
+
+using namespace systolic;
+using json = nlohmann::json;
+using systolic::testing::error_of;
+using ::testing::HasSubstr;
+
+TEST(TopKAccuracy, MatchesKerasWithTies) {
+  std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/metrics/top_k.json");
+  const json f = json::parse(in);
+  ASSERT_EQ(f["cases"].size(), 2u);
+  for (const json& c : f["cases"]) {
+    SCOPED_TRACE(c["kind"].get<std::string>());
+    Tensor pred = Tensor::from_vector(c["pred"].get<std::vector<float>>(), {12, 8});
+    auto labels = c["labels"].get<std::vector<std::int32_t>>();
+    std::vector<float> one_hot(12 * 8, 0.0f);
+    for (std::size_t r = 0; r < labels.size(); ++r) one_hot[r * 8 + std::size_t(labels[r])] = 1.0f;
+    for (bool sparse : {true, false}) {
+      const std::string name = sparse ? "sparse_top_k_categorical_accuracy" : "top_k_categorical_accuracy";
+      auto m = metrics::get(name, sparse);
+      EXPECT_EQ(m->class_name(), sparse ? "SparseTopKCategoricalAccuracy" : "TopKCategoricalAccuracy");
+      Tensor y = sparse ? Tensor::from_vector(labels, {12}) : Tensor::from_vector(one_hot, {12, 8});
+      Tensor total = Tensor::zeros({1}, DType::float64);
+      m->update(pred.slice(0, 7), y.slice(0, 7), total);
+      m->update(pred.slice(7, 12), y.slice(7, 12), total);
+      EXPECT_NEAR(m->result(total.item() / 12), c["results"][m->class_name()].get<double>(), 1e-6) << name;
+    }
+  }
+}
+
+TEST(TopKAccuracy, InACompiledModelAndKerasConfigs) {
+  set_random_seed(3);
+  auto in = layers::Input({4});
+  auto out = layers::Dense(10, {.activation = "softmax"})(in);
+  Model m(in, out);
+  m.compile("adam", "sparse_categorical_crossentropy", {"accuracy", "sparse_top_k_categorical_accuracy"});
+  EXPECT_EQ(m.metrics_names(),
+            (std::vector<std::string>{"loss", "accuracy", "sparse_top_k_categorical_accuracy"}));
+  Tensor x = systolic::testing::random_tensor({32, 4}, 5);
+  Tensor y = Tensor::from_vector(std::vector<std::int32_t>(32, 7), {32});
+  auto scores = m.evaluate(x, y, {.verbose = 0});
+  EXPECT_GE(scores[2], scores[1]);  // the top 5 hold the top 1
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("m.keras"));
+  EXPECT_EQ(load_model(tmp.file("m.keras")).metrics_names(), m.metrics_names());
+  // Keras's serialized objects: the default k reads; another k is refused, naming it.
+  json k5 = {{"class_name", "TopKCategoricalAccuracy"},
+             {"config", {{"name", "top_k_categorical_accuracy"}, {"dtype", "float32"}, {"k", 5}}}};
+  EXPECT_EQ(metrics::name_from_config(k5), "top_k_categorical_accuracy");
+  json k3 = k5;
+  k3["config"]["k"] = 3;
+  EXPECT_THAT(error_of([&] { metrics::name_from_config(k3); }), HasSubstr("'k'"));
+}
