@@ -7,9 +7,9 @@
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "json_fixture.h"
 #include "test_util.h"
 
 using namespace systolic;
@@ -29,11 +29,7 @@ std::string worst(const std::vector<double>& a, const std::vector<double>& b, co
 }
 
 const json& fixture() {
-  static const json j = [] {
-    std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/activations/activations.json");
-    return json::parse(in);
-  }();
-  return j;
+  return systolic::testing::json_fixture("activations/activations.json");
 }
 
 Activation activation_of(const json& entry) {

@@ -11,10 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "json_fixture.h"
 #include "layers/config.h"
 #include "ops/augment.h"
 #include "ops/image_transform_math.h"
@@ -27,11 +27,7 @@ using systolic::testing::random_tensor;
 namespace {
 
 const json& fixture() {
-  static const json j = [] {
-    std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/augment_layers/augment_layers.json");
-    return json::parse(in);
-  }();
-  return j;
+  return systolic::testing::json_fixture<json>("augment_layers/augment_layers.json");
 }
 
 Tensor from_json(const json& values, Shape shape, DType dtype = DType::float64) {

@@ -8,9 +8,9 @@
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "json_fixture.h"
 #include "optimizers/registry.h"
 #include "saving/keras_zip.h"
 #include "test_util.h"
@@ -25,11 +25,7 @@ std::string fixture(const std::string& name) {
 }
 
 const json& expected() {
-  static const json j = [] {
-    std::ifstream in(fixture("expected.json"));
-    return json::parse(in);
-  }();
-  return j;
+  return systolic::testing::json_fixture("keras_training/expected.json");
 }
 
 // Each metric systolic reports, by name, against Keras's evaluate(return_dict=True): the same names, values
@@ -96,7 +92,8 @@ TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
                         .config["compile_config"]["metrics"];
     ASSERT_EQ(written.size(), original.size());
     for (std::size_t i = 0; i < written.size(); ++i)
-      if (original[i].is_object() && original[i]["class_name"] == "LogCoshError")
+      if (original[i].is_object() && original[i]["class_name"] == "LogCoshError") {
         EXPECT_EQ(written[i], original[i]);
+      }
   }
 }

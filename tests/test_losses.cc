@@ -8,9 +8,9 @@
 #include <systolic/systolic.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "json_fixture.h"
 #include "losses/registry.h"
 #include "test_util.h"
 
@@ -22,11 +22,7 @@ using ::testing::HasSubstr;
 namespace {
 
 const json& fixture() {
-  static const json j = [] {
-    std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/losses/keras_losses.json");
-    return json::parse(in);
-  }();
-  return j;
+  return systolic::testing::json_fixture("losses/keras_losses.json");
 }
 
 std::string label(const json& c) {

@@ -5,9 +5,9 @@
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "json_fixture.h"
 #include "metrics/registry.h"
 #include "test_util.h"
 
@@ -17,8 +17,7 @@ using systolic::testing::error_of;
 using ::testing::HasSubstr;
 
 TEST(TopKAccuracy, MatchesKerasWithTies) {
-  std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/metrics/top_k.json");
-  const json f = json::parse(in);
+  const json& f = systolic::testing::json_fixture("metrics/top_k.json");
   ASSERT_EQ(f["cases"].size(), 2u);
   for (const json& c : f["cases"]) {
     SCOPED_TRACE(c["kind"].get<std::string>());

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "json_fixture.h"
 #include "local_http.h"
 #include "test_util.h"
 
@@ -22,11 +23,7 @@ std::string fixture(const std::string& name) {
 }
 
 const json& arrays() {
-  static const json j = [] {
-    std::ifstream in(fixture("arrays.json"));
-    return json::parse(in);
-  }();
-  return j["arrays"];
+  return systolic::testing::json_fixture("npy/arrays.json")["arrays"];
 }
 
 }  // namespace

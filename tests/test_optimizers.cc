@@ -5,9 +5,9 @@
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "json_fixture.h"
 #include "optimizers/registry.h"
 #include "small_model.h"
 #include "test_util.h"
@@ -20,11 +20,7 @@ using ::testing::HasSubstr;
 namespace {
 
 const json& fixture() {
-  static const json j = [] {
-    std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/optimizers/trajectories.json");
-    return json::parse(in);
-  }();
-  return j;
+  return systolic::testing::json_fixture("optimizers/trajectories.json");
 }
 
 Tensor vector_of(const json& values) {
@@ -92,7 +88,9 @@ TEST(Optimizers, KerasTrajectoriesInFloat64) {
     for (auto& [path, values] : vars.items())
       if (path.substr(path.rfind('/') + 1).starts_with("variable")) extra = &values;
     ASSERT_EQ(scalars.size(), extra ? 1u : 0u);
-    if (extra) EXPECT_NEAR(scalars[0], (*extra)[0].get<double>(), 1e-12);
+    if (extra) {
+      EXPECT_NEAR(scalars[0], (*extra)[0].get<double>(), 1e-12);
+    }
   }
 }
 

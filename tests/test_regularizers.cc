@@ -5,9 +5,9 @@
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "json_fixture.h"
 #include "layers/config.h"
 #include "test_util.h"
 
@@ -18,11 +18,7 @@ using systolic::testing::random_tensor;
 namespace {
 
 const json& fixture() {
-  static const json j = [] {
-    std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/regularizers/regularizers.json");
-    return json::parse(in);
-  }();
-  return j;
+  return systolic::testing::json_fixture<json>("regularizers/regularizers.json");
 }
 
 // A float32 tensor from nested JSON lists.

@@ -5,9 +5,9 @@
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "json_fixture.h"
 #include "optimizers/registry.h"
 #include "test_util.h"
 
@@ -18,11 +18,7 @@ using ::testing::HasSubstr;
 
 namespace {
 const json& fixture() {
-  static const json j = [] {
-    std::ifstream in(systolic::testing::source_dir() + "/tests/fixtures/weight_decay/weight_decay.json");
-    return json::parse(in);
-  }();
-  return j;
+  return systolic::testing::json_fixture("weight_decay/weight_decay.json");
 }
 std::string model_path() {
   return systolic::testing::source_dir() + "/tests/fixtures/weight_decay/model.keras";
