@@ -1,7 +1,6 @@
 // Batch normalisation on the CPU: the batch's statistics in double (loops), normalisation by oneDNN's primitive for
 // float32 and bfloat16 where it is fast (onednn_dense_norm.cc), loops otherwise and for float64, the reference every
 // backend is tested against (tests/test_ops.cc). Contracts: include/systolic/ops.h.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -31,17 +30,19 @@ void row_sums_few_channels(std::int64_t r0, std::int64_t r1, double* a, F& f) {
     for (int c = 0; c < CC; ++c) a[c] += acc[k][c];
 }
 
-// out[c] += the sum over rows r of f(r, c), in double: blocks of rows over the OpenMP threads, their partial sums
-// added in thread order (so a run with the same thread count gives the same bits).
+// out[c] += the sum over rows r of f(r, c), in double: blocks of kRowBlock rows spread over the OpenMP threads,
+// their partial sums added in block order, so the bits are the same whatever the thread count (the float64 loops are
+// the reference the other backends are tested against, and a test runs on one thread or several).
+constexpr std::int64_t kRowBlock = 512;
+
 template <class F>
 void channel_sums(std::int64_t R, std::int64_t C, double* out, F&& f) {
-  const int threads = omp_get_max_threads();
-  std::vector<double> part(static_cast<std::size_t>(threads * C), 0.0);
-#pragma omp parallel num_threads(threads)
-  {
-    const std::int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const std::int64_t r0 = R * t / nt, r1 = R * (t + 1) / nt;
-    double* a = part.data() + t * C;
+  const std::int64_t blocks = (R + kRowBlock - 1) / kRowBlock;
+  std::vector<double> part(static_cast<std::size_t>(blocks * C), 0.0);
+#pragma omp parallel for if (blocks > 1)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t r0 = b * kRowBlock, r1 = std::min(R, r0 + kRowBlock);
+    double* a = part.data() + b * C;
     switch (C) {
       case 1:
         row_sums_few_channels<1>(r0, r1, a, f);
@@ -60,8 +61,8 @@ void channel_sums(std::int64_t R, std::int64_t C, double* out, F&& f) {
           for (std::int64_t c = 0; c < C; ++c) a[c] += f(r, c);
     }
   }
-  for (int t = 0; t < threads; ++t)
-    for (std::int64_t c = 0; c < C; ++c) out[c] += part[t * C + c];
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (std::int64_t c = 0; c < C; ++c) out[c] += part[b * C + c];
 }
 
 // The batch's statistics in double, in two passes (the sums, then the centred squares around the mean: a large
