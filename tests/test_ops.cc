@@ -861,6 +861,36 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
       }
     }
   }
+  // Confusion counts: Keras's AUC thresholds (predictions clipped, some outside [0, 1]; from logits), one
+  // threshold (Precision, Recall), one class of several.
+  struct Confusion {
+    std::string name;
+    ConfusionParams p;
+    Shape s;
+    double lo, hi;
+  };
+  const std::vector<Confusion> confusions{
+      {"200 thresholds, clipped", {.thresholds = 200, .clip = true}, {37, 1}, -0.2, 1.2},
+      {"50 thresholds from logits", {.thresholds = 50, .from_logits = true, .clip = true}, {29, 2}, -4, 4},
+      {"threshold 0.5", {}, {41, 1}, 0, 1},
+      {"class 1 of 3 at 0.3", {.threshold = 0.3, .class_id = 1}, {23, 3}, 0, 1},
+  };
+  for (const Confusion& k : confusions) {
+    Arg y = param(in("labels", k.s, 0, 1));
+    y.values = Values::integers;
+    Arg counts = fixed({.name = "counts",
+                        .shape = {4 * k.p.thresholds},
+                        .role = Role::accumulator,
+                        .values = Values::integers,
+                        .lo = 0,
+                        .hi = 3},
+                       DType::float64);
+    ConfusionParams p = k.p;
+    m[Op::confusion_counts].push_back({k.name + " " + k.s.str(),
+                                       {in("predictions", k.s, k.lo, k.hi), y, counts},
+                                       [p](auto& t) { confusion_counts(t[0], t[1], t[2], p); },
+                                       Family::reduction});
+  }
   // Every elementwise kind, on predictions and targets in its domain; squared error also on a long batch.
   using K = ElementLoss;
   struct Kind {

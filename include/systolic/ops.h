@@ -169,6 +169,18 @@ struct ElementLossParams {
   double epsilon = 1e-7;         // keras.backend.epsilon()
 };
 
+// confusion_counts's thresholds and what it reads. The thresholds: `thresholds` of them spaced evenly as Keras's AUC
+// makes them (-epsilon, 1/(T-1), 2/(T-1), ..., (T-2)/(T-1), 1+epsilon, epsilon = 1e-7), or, for thresholds = 1,
+// `threshold` alone (Precision's and Recall's); thresholds and predictions are compared in the predictions' compute
+// type (float32 for bfloat16), as Keras compares them in float32.
+struct ConfusionParams {
+  std::int64_t thresholds = 1;
+  double threshold = 0.5;
+  std::int64_t class_id = -1;  // >= 0: that column of [N, classes] only (Keras's class_id)
+  bool from_logits = false;    // predictions are logits: sigmoid first (AUC's from_logits)
+  bool clip = false;  // predictions clipped to [0, 1] first (Keras's AUC on evenly spaced thresholds)
+};
+
 struct AdamStep {
   double beta_1, beta_2, epsilon;
 };
@@ -290,6 +302,10 @@ struct ConstraintParams {
 //                   labels[N,C]: its first maximum) is predicted: k = 1, argmax(pred) (its first maximum) is the
 //                   label; k > 1, the label is in the top k (TensorFlow's in_top_k: fewer than k predictions of
 //                   the row are greater than the label's, so ties at the boundary count as in).
+// confusion_counts  ADDS to counts (float64 [4, T]) the confusion matrix of every prediction against its label
+//                   (labels with pred's numel; non-zero is positive), at each threshold t (ConfusionParams): a
+//                   prediction p is positive when p > threshold[t]; rows tp, fp, tn, fn (Keras's
+//                   update_confusion_matrix_variables, unweighted).
 // Optimizer updates over flat parameter buffers (a model's trainable weights, one allocation). `lr` (float64 [1] on
 // w's device) is the learning rate of this update and `iterations` (float64 [1] on w's device, or undefined: 0)
 // counts the updates done before this one, as Keras's optimizer.iterations does; the ops read both there (so a
@@ -419,6 +435,8 @@ struct ConstraintParams {
   X(elementwise_loss, (const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,                 \
                        const ElementLossParams& p, double grad_scale), (pred, target, total, dpred, p, grad_scale)) \
   X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total, int k), (pred, labels, total, k)) \
+  X(confusion_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p),     \
+    (pred, labels, counts, p))                                                                                   \
   X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,        \
                   const Tensor& iterations), (w, g, m, v, s, lr, iterations))                                     \
   X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum, bool nesterov), \

@@ -632,6 +632,24 @@ DType accuracy_count(const Tensor& pred, const Tensor& l, Tensor& total, int k) 
   return pred.dtype();
 }
 
+DType confusion_counts(const Tensor& pred, const Tensor& l, Tensor& counts, const ConfusionParams& p) {
+  Check c("confusion_counts");
+  c.floating("predictions", pred);
+  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
+  c.parameter("labels", l, pred.dtype());
+  SYSTOLIC_OP_CHECK(c, l.numel() == pred.numel(), "labels of shape {} for predictions of shape {}",
+                    l.shape().str(), pred.shape().str());
+  SYSTOLIC_OP_CHECK(c, p.thresholds >= 1, "{} thresholds: there must be at least 1", p.thresholds);
+  SYSTOLIC_OP_CHECK(c, p.thresholds != 2, "2 evenly spaced thresholds: Keras's AUC takes 1 or more than 2");
+  SYSTOLIC_OP_CHECK(c, p.class_id < 0 || (pred.rank() >= 2 && p.class_id < pred.dim(-1)),
+                    "class_id {} for predictions of shape {}", p.class_id, pred.shape().str());
+  c.dtype("counts", counts, DType::float64, "sums of counts");
+  SYSTOLIC_OP_CHECK(c, counts.numel() == 4 * p.thresholds,
+                    "counts has shape {}; it takes [4 x {}] (tp, fp, tn, fn)", counts.shape().str(),
+                    p.thresholds);
+  return pred.dtype();
+}
+
 void weights(const Check& c, const Tensor& w, const Tensor& g) {
   c.floating("w", w);
   c.like("the gradient g", g, "w", w);

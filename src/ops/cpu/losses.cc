@@ -1,9 +1,11 @@
 // Losses and metrics on the CPU, as OpenMP loops that sum in double: softmax cross entropy, cross entropy from
-// probabilities, the elementwise losses (loss_math.h's formulas), accuracy. Sparse labels are checked against the class count here (the
+// probabilities, the elementwise losses (loss_math.h's formulas), accuracy, confusion counts. Sparse labels are checked against the class count here (the
 // values are the backend's to see). Contracts: include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "ops/confusion_math.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/loss_math.h"
 
@@ -141,6 +143,40 @@ void accuracy_count_loop(const Tensor& pred, const Tensor& labels, Tensor& total
   add_to_total(total, correct);
 }
 
+// Thresholds ascend, so a prediction is positive at thresholds [0, k), k the count of thresholds below it (0 for
+// NaN): the counts per k of positive and negative labels, then tp[t] = the positives with k > t, and so on.
+template <class T>
+void confusion_counts_loop(const Tensor& pred, const Tensor& labels, Tensor& counts,
+                           const ConfusionParams& p) {
+  const std::int64_t nt = p.thresholds, C = pred.dim(-1);
+  std::vector<T> thresholds(static_cast<std::size_t>(nt));
+  for (std::int64_t t = 0; t < nt; ++t) thresholds[t] = T(confusion::threshold(p, t));
+  const T *pp = pred.data<T>(), *lp = labels.data<T>();
+  std::vector<double> positives(nt + 1, 0.0), negatives(nt + 1, 0.0);
+  for (std::int64_t i = 0; i < pred.numel(); ++i) {
+    if (p.class_id >= 0 && i % C != p.class_id) continue;
+    const T x = T(confusion::prediction(p, double(pp[i])));
+    const auto k = std::lower_bound(thresholds.begin(), thresholds.end(), x,
+                                    [](T threshold, T value) { return threshold < value; }) -
+                   thresholds.begin();
+    (lp[i] != T(0) ? positives : negatives)[k] += 1.0;
+  }
+  double* out = counts.data<double>();
+  double tp = 0, fp = 0, all_positive = 0, all_negative = 0;
+  for (std::int64_t k = 0; k <= nt; ++k) {
+    all_positive += positives[k];
+    all_negative += negatives[k];
+  }
+  for (std::int64_t t = nt - 1; t >= 0; --t) {  // the predictions above threshold t: k > t
+    tp += positives[t + 1];
+    fp += negatives[t + 1];
+    out[t] += tp;
+    out[nt + t] += fp;
+    out[2 * nt + t] += all_negative - fp;
+    out[3 * nt + t] += all_positive - tp;
+  }
+}
+
 }  // namespace
 
 const DTypes softmax_cross_entropy_dtypes = kFloats;
@@ -172,6 +208,13 @@ const DTypes accuracy_count_dtypes = kFloats;
 void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
   visit_dtype<float, double>(
       pred.dtype(), [&](auto t) { accuracy_count_loop<typename decltype(t)::type>(pred, labels, total, k); });
+}
+
+const DTypes confusion_counts_dtypes = kFloats;
+void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p) {
+  visit_dtype<float, double>(pred.dtype(), [&](auto t) {
+    confusion_counts_loop<typename decltype(t)::type>(pred, labels, counts, p);
+  });
 }
 
 }  // namespace systolic::ops::cpu

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ops/confusion_math.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.cuh"
@@ -280,6 +281,53 @@ cudaError_t launch_accuracy_count(const void* pred, Element type, const Labels& 
   });
 }
 
+// ---- confusion counts: blockIdx.y strides over the thresholds, blockIdx.x and the threads over the elements; each
+// block adds its four counts per threshold with one atomic each (whole numbers: exact in any order).
+template <class T, class L>
+__global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n, std::int64_t classes,
+                                 ConfusionParams p, double* counts) {
+  __shared__ double partial[4][kThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (std::int64_t t = blockIdx.y; t < p.thresholds; t += gridDim.y) {
+    const float threshold = float(confusion::threshold(p, t));
+    double c[4] = {0, 0, 0, 0};  // tp, fp, tn, fn
+    for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += std::int64_t(gridDim.x) * blockDim.x) {
+      if (p.class_id >= 0 && i % classes != p.class_id) continue;
+      const float x = float(confusion::prediction(p, double(load(pred, i))));
+      const bool above = x > threshold, positive = float(load(labels, i)) != 0.f;
+      c[above ? (positive ? 0 : 1) : (positive ? 3 : 2)] += 1.0;
+    }
+    for (int k = 0; k < 4; ++k) {
+      const double v = warp_sum(c[k]);
+      if (lane == 0) partial[k][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < 4) {
+      double s = 0;
+      for (int w = 0; w < int(blockDim.x >> 5); ++w) s += partial[threadIdx.x][w];
+      atomicAdd(counts + threadIdx.x * p.thresholds + t, s);
+    }
+    __syncthreads();  // partial is written again for the next threshold
+  }
+}
+
+cudaError_t launch_confusion_counts(const void* pred, Element type, const void* labels, Element label_type,
+                                    std::int64_t n, std::int64_t classes, const ConfusionParams& p,
+                                    double* counts, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return by_types(type, label_type, [&](auto ttag, auto ltag) {
+    using T = typename decltype(ttag)::type;
+    using L = typename decltype(ltag)::type;
+    const unsigned per_threshold =
+        std::max(1u, std::min(reduction_blocks(n), unsigned(std::max<std::int64_t>(1, 4096 / p.thresholds))));
+    const dim3 grid(per_threshold, unsigned(std::min<std::int64_t>(p.thresholds, 65535)));
+    confusion_kernel<T, L><<<grid, kThreads, 0, stream>>>(
+        static_cast<const T*>(pred), static_cast<const L*>(labels), n, classes, p, counts);
+    return cudaGetLastError();
+  });
+}
+
 }  // namespace
 
 namespace {
@@ -347,6 +395,14 @@ void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int
   SYSTOLIC_CUDA_CHECK(launch_accuracy_count(pred.raw_data(), element_of(pred.dtype()), b.labels, b.rows,
                                             b.classes, k, total.data<double>(), c.error_flags,
                                             kLabelOutOfRange, c.stream));
+}
+
+const DTypes confusion_counts_dtypes = kFloat32Or16;
+void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p) {
+  Context& c = context(pred);
+  SYSTOLIC_CUDA_CHECK(launch_confusion_counts(pred.raw_data(), element_of(pred.dtype()), labels.raw_data(),
+                                              element_of(labels.dtype()), pred.numel(), pred.dim(-1), p,
+                                              counts.data<double>(), c.stream));
 }
 
 }  // namespace systolic::ops::cuda

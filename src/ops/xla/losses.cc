@@ -3,6 +3,7 @@
 // row's loss NaN (an XLA program cannot raise an error; the NaN reaches the logs), where the CPU raises an Error.
 #include <cmath>
 
+#include "ops/confusion_math.h"
 #include "ops/loss_math.h"
 #include "ops/xla/emit.h"
 #include "ops/xla/xla_backend.h"
@@ -126,6 +127,42 @@ void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int
       hit = where(greater < double(k) && in_range, ones, 0.0);
     }
     add_total(total, sum_all(hit));
+  });
+}
+
+// Every prediction against every threshold ([T, n] comparisons), in float64 after rounding the prediction and the
+// thresholds to the predictions' compute type as the CPU does; the four rows stacked by an iota.
+const DTypes confusion_counts_dtypes = kFloatsAndBf16;
+void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p) {
+  traced([&] {
+    const std::int64_t n = pred.numel(), C = pred.dim(-1), R = n / C, T = p.thresholds;
+    const Elem compute = compute_elem(pred.dtype());
+    std::vector<double> thresholds(static_cast<std::size_t>(T));
+    for (std::int64_t t = 0; t < T; ++t) {
+      const double v = confusion::threshold(p, t);
+      thresholds[t] = compute == Elem::f64 ? v : double(float(v));
+    }
+    E x = reshape(read_as(pred, Elem::f64), {n});
+    if (p.from_logits) x = sigmoid(x);
+    if (p.clip) x = clip(x, 0.0, 1.0);
+    x = convert(convert(x, compute), Elem::f64);
+    E positive = !eq(reshape(read_as(labels, Elem::f64), {n}), 0.0);
+    E counted = constant(1.0, Type{Elem::f64, {n}});
+    if (p.class_id >= 0)
+      counted = reshape(where(eq(iota({R, C}, 1, Elem::i32), double(p.class_id)),
+                              constant(1.0, Type{Elem::f64, {R, C}}), 0.0),
+                        {n});
+    const std::vector<std::int64_t> d{T, n};
+    E above = broadcast(x, d, {1}) > broadcast(constant(thresholds, Type{Elem::f64, {T}}), d, {0});
+    E label = broadcast(positive, d, {1}), weight = broadcast(counted, d, {1});
+    auto count = [&](const E& predicate) { return sum(where(predicate, weight, 0.0), {1}); };
+    E tp = count(above && label), fp = count(above && !label), tn = count(!above && !label),
+      fn = count(!above && label);
+    E row = iota({4, T}, 0, Elem::i32);
+    auto rows = [&](const E& v) { return broadcast(v, {4, T}, {1}); };
+    E all =
+        where(eq(row, 0.0), rows(tp), where(eq(row, 1.0), rows(fp), where(eq(row, 2.0), rows(tn), rows(fn))));
+    accumulate_into(counts, reshape(all, counts.shape().dims()));
   });
 }
 
