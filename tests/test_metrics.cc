@@ -1,7 +1,8 @@
 // Keras's top-k accuracies against real Keras (tests/fixtures/metrics/top_k.json, written by
 // tests/reference/metrics.py with Keras 3.15): SparseTopKCategoricalAccuracy and TopKCategoricalAccuracy (k = 5),
 // accumulated over two batches, on predictions with many ties (TensorFlow's in_top_k counts every class tied at the
-// k-th place as in) and on uniform draws; in a compiled model and its files.
+// k-th place as in) and on uniform draws; in a compiled model and its files. AUC, Precision and Recall against
+// Keras (tests/fixtures/metrics/confusion.json), in a compiled model and its files.
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
@@ -56,8 +57,63 @@ TEST(TopKAccuracy, InACompiledModelAndKerasConfigs) {
   // Keras's serialized objects: the default k reads; another k is refused, naming it.
   json k5 = {{"class_name", "TopKCategoricalAccuracy"},
              {"config", {{"name", "top_k_categorical_accuracy"}, {"dtype", "float32"}, {"k", 5}}}};
-  EXPECT_EQ(metrics::name_from_config(k5), "top_k_categorical_accuracy");
+  EXPECT_EQ(metrics::from_config(k5).name(), "top_k_categorical_accuracy");
   json k3 = k5;
   k3["config"]["k"] = 3;
-  EXPECT_THAT(error_of([&] { metrics::name_from_config(k3); }), HasSubstr("'k'"));
+  EXPECT_THAT(error_of([&] { metrics::from_config(k3); }), HasSubstr("'k'"));
+}
+
+// Keras's AUC, Precision and Recall (tests/fixtures/metrics/confusion.json): each read from the config Keras
+// serialized, its counts accumulated over the same two batches, Keras's result; written back as Keras wrote it.
+TEST(ConfusionMetrics, MatchKerasAcrossBatches) {
+  const json& f = systolic::testing::json_fixture("metrics/confusion.json");
+  ASSERT_EQ(f["cases"].size(), 13u);
+  for (const json& c : f["cases"]) {
+    SCOPED_TRACE(c["config"].dump());
+    auto m = metrics::make(metrics::from_config(c["config"]), /*loss_has_sparse_labels=*/false);
+    auto dims = c["shape"].get<std::vector<std::int64_t>>();
+    Tensor pred = Tensor::from_vector(c["pred"].get<std::vector<float>>(), Shape(dims));
+    Tensor labels = Tensor::from_vector(c["labels"].get<std::vector<float>>(), Shape(dims));
+    Tensor state = Tensor::zeros({m->state_size()}, DType::float64);
+    m->update(pred.slice(0, 10), labels.slice(0, 10), state);
+    m->update(pred.slice(10, dims[0]), labels.slice(10, dims[0]), state);
+    EXPECT_NEAR(m->value(state.data<double>(), double(dims[0])), c["result"].get<double>(), 1e-6);
+    EXPECT_EQ(json::parse(metrics::serialize(*m, keras_object::Form::keras3).dump()), c["config"]);
+  }
+}
+
+TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {
+  set_random_seed(4);
+  auto in = layers::Input({4});
+  auto out = layers::Dense(1, {.activation = "sigmoid"})(in);
+  Model m(in, out);
+  m.compile("adam", "binary_crossentropy",
+            {"accuracy", "auc", metrics::AUC({.curve = "PR", .name = "pr_auc"}),
+             metrics::Precision({.threshold = 0.3}), "recall"});
+  EXPECT_EQ(m.metrics_names(),
+            (std::vector<std::string>{"loss", "accuracy", "auc", "pr_auc", "precision", "recall"}));
+  Tensor x = systolic::testing::random_tensor({40, 4}, 3);
+  std::vector<float> y(40);
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = float(i % 3 == 0);
+  Tensor labels = Tensor::from_vector(y, {40, 1});
+  // The counts accumulate over batches: a batch of 7 gives what one batch of all gives.
+  auto whole = m.evaluate(x, labels, {.batch_size = 40, .verbose = 0});
+  auto batched = m.evaluate(x, labels, {.batch_size = 7, .verbose = 0});
+  ASSERT_EQ(whole.size(), 6u);
+  for (std::size_t i = 2; i < whole.size(); ++i) EXPECT_NEAR(batched[i], whole[i], 1e-12) << i;
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("m.keras"));
+  Model back = load_model(tmp.file("m.keras"));
+  EXPECT_EQ(back.metrics_names(), m.metrics_names());
+  EXPECT_EQ(back.evaluate(x, labels, {.batch_size = 7, .verbose = 0}), batched);
+  // What systolic does not compute is refused by name.
+  json auc = {{"class_name", "AUC"}, {"config", {{"name", "auc"}, {"multi_label", true}}}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(auc); }), HasSubstr("'multi_label'"));
+  auc["config"] = {{"name", "auc"}, {"curve", "PRGAIN"}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(auc); }), HasSubstr("PRGAIN"));
+  json precision = {{"class_name", "Precision"}, {"config", {{"name", "p"}, {"thresholds", {0.2, 0.7}}}}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(precision); }), HasSubstr("thresholds [0.2,0.7]"));
+  precision["config"] = {{"name", "p"}, {"top_k", 2}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(precision); }), HasSubstr("'top_k'"));
+  EXPECT_THAT(error_of([] { metrics::AUC({.num_thresholds = 1}); }), HasSubstr("num_thresholds"));
 }

@@ -1,10 +1,13 @@
-// Metrics: each adds its batch count to a float64 total; the shown value is total / samples. Each class is listed
-// once, in src/metrics/registry.cc.
+// Metrics: each adds what it counts of a batch to float64 sums (its state, summed over batches and replicas); the
+// value shown is made from the state: total / samples for the per-sample means, or Keras's result() of the
+// confusion counts (AUC, Precision, Recall). Each class is listed once, in src/metrics/registry.cc.
 #pragma once
 
 #include <systolic/tensor.h>
 
+#include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -20,10 +23,96 @@ class Metric {
   virtual std::unique_ptr<Metric> clone() const = 0;
   // Whether it reads integer labels (true), one-hot labels (false).
   virtual bool sparse_labels() const = 0;
-  virtual void update(const Tensor& output, const Tensor& labels, Tensor& total) const = 0;
-  // The value shown from the mean of what update() added per sample (total / samples): that mean, or for
-  // RootMeanSquaredError its square root.
+  // How many float64 sums update() adds to: 1 for a per-sample mean, 4 per threshold for the confusion counts.
+  virtual std::int64_t state_size() const { return 1; }
+  // Adds the batch's counts to `state` (float64 [state_size()], on the output's device).
+  virtual void update(const Tensor& output, const Tensor& labels, Tensor& state) const = 0;
+  // The value shown from the state summed over `samples` samples: by default result() of the per-sample mean
+  // state[0] / samples.
+  virtual double value(const double* state, double samples) const { return result(state[0] / samples); }
+  // The value shown from the mean of what update() added per sample: that mean, or for RootMeanSquaredError its
+  // square root.
   virtual double result(double mean) const { return mean; }
+  // Keras 3's get_config() of the class's own arguments, in Keras's order, for a metric that has some (AUC's
+  // num_thresholds, curve, ...); the registry writes name and dtype before them.
+  virtual nlohmann::ordered_json get_config() const { return nlohmann::ordered_json::object(); }
+};
+
+// Keras's AUC: the area under the ROC or precision-recall curve from the confusion counts at num_thresholds
+// thresholds spaced evenly over [0, 1] (predictions clipped to it), accumulated over the batches.
+struct AUCOptions {
+  std::int64_t num_thresholds = 200;
+  std::string curve = "ROC";                       // or "PR"
+  std::string summation_method = "interpolation";  // or "minoring", "majoring"
+  bool from_logits = false;                        // predictions are logits (sigmoid first)
+  std::string name = "auc";
+};
+class AUC final : public Metric {
+ public:
+  explicit AUC(const AUCOptions& options = {});
+  std::string name() const override { return options_.name; }
+  std::string class_name() const override { return "AUC"; }
+  std::unique_ptr<Metric> clone() const override { return std::make_unique<AUC>(*this); }
+  bool sparse_labels() const override { return false; }
+  std::int64_t state_size() const override { return 4 * options_.num_thresholds; }
+  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  double value(const double* state, double samples) const override;
+  nlohmann::ordered_json get_config() const override;
+
+ private:
+  AUCOptions options_;
+};
+
+// Keras's Precision (tp / (tp + fp)) and Recall (tp / (tp + fn)) at one threshold, accumulated over the batches;
+// with class_id, of that column of the predictions and labels only.
+struct ThresholdOptions {
+  double threshold = 0.5;
+  std::int64_t class_id = -1;  // -1: every prediction
+  std::string name;            // empty: "precision" / "recall"
+};
+class ThresholdMetric : public Metric {
+ public:
+  std::string name() const override { return name_; }
+  bool sparse_labels() const override { return false; }
+  std::int64_t state_size() const override { return 4; }
+  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  nlohmann::ordered_json get_config() const override;
+
+ protected:
+  ThresholdMetric(const ThresholdOptions& options, const char* default_name);
+  ThresholdOptions options_;
+  std::string name_;
+};
+class Precision final : public ThresholdMetric {
+ public:
+  explicit Precision(const ThresholdOptions& options = {}) : ThresholdMetric(options, "precision") {}
+  std::string class_name() const override { return "Precision"; }
+  std::unique_ptr<Metric> clone() const override { return std::make_unique<Precision>(*this); }
+  double value(const double* state, double samples) const override;
+};
+class Recall final : public ThresholdMetric {
+ public:
+  explicit Recall(const ThresholdOptions& options = {}) : ThresholdMetric(options, "recall") {}
+  std::string class_name() const override { return "Recall"; }
+  std::unique_ptr<Metric> clone() const override { return std::make_unique<Recall>(*this); }
+  double value(const double* state, double samples) const override;
+};
+
+// A metric as compile takes it: a name ("accuracy", "auc") or a metric made with options
+// (metrics::AUC({.curve = "PR"})).
+class MetricArg {
+ public:
+  MetricArg(const char* name) : name_(name) {}
+  MetricArg(std::string name) : name_(std::move(name)) {}
+  MetricArg(const Metric& metric) : metric_(metric.clone()) {}
+  // The name, or the metric's name.
+  std::string name() const { return metric_ ? metric_->name() : name_; }
+  // The metric given, or null for a name.
+  const Metric* metric() const { return metric_.get(); }
+
+ private:
+  std::string name_;
+  std::shared_ptr<const Metric> metric_;
 };
 
 // The metric compile makes of a name: a class or function name of Keras's ("sparse_categorical_accuracy",
@@ -33,6 +122,9 @@ class Metric {
 // elementwise metrics (binary_accuracy with threshold 0.5, and the mean of a loss function: mean_squared_error,
 // mean_absolute_error, ..., binary_crossentropy from probabilities) are ops::elementwise_loss without a gradient.
 std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels, bool binary_output = false);
+// The metric of a MetricArg: get() of its name, or a copy of its metric (which must read the loss's labels).
+std::unique_ptr<Metric> make(const MetricArg& metric, bool loss_has_sparse_labels,
+                             bool binary_output = false);
 // The names get() takes, one per entry.
 std::vector<std::string> names();
 

@@ -132,12 +132,13 @@ class Model {
   // The model as a layer (for Sequential::add and the like).
   LayerRef as_layer() const;
 
+  // metrics: names ("accuracy", "auc") or metrics made with options (metrics::AUC({.curve = "PR"})).
   void compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
-               const std::vector<std::string>& metrics = {});
+               const std::vector<metrics::MetricArg>& metrics = {});
   void compile(const optimizers::Optimizer& optimizer, const std::string& loss,
-               const std::vector<std::string>& metrics = {});
+               const std::vector<metrics::MetricArg>& metrics = {});
   void compile(const std::string& optimizer, const std::string& loss,
-               const std::vector<std::string>& metrics = {});
+               const std::vector<metrics::MetricArg>& metrics = {});
   bool compiled() const;
   optimizers::Optimizer& optimizer();
   const losses::Loss& loss() const;

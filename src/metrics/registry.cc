@@ -24,7 +24,10 @@ using keras_object::json;
   X(poisson)                           \
   X(kl_divergence)                     \
   X(hinge)                             \
-  X(squared_hinge)
+  X(squared_hinge)                     \
+  X(auc)                               \
+  X(precision)                         \
+  X(recall)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),
@@ -47,22 +50,38 @@ std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels
   return m;
 }
 
+std::unique_ptr<Metric> make(const MetricArg& metric, bool loss_has_sparse_labels, bool binary_output) {
+  if (!metric.metric()) return get(metric.name(), loss_has_sparse_labels, binary_output);
+  auto m = metric.metric()->clone();
+  SYSTOLIC_CHECK(m->sparse_labels() == loss_has_sparse_labels,
+                 "metric '{}' reads {} labels but the loss takes {} labels", m->name(),
+                 m->sparse_labels() ? "integer" : "dense", loss_has_sparse_labels ? "integer" : "dense");
+  return m;
+}
+
 std::vector<std::string> names() {
   return registry().names(/*by_alias=*/true);
 }
 
-std::string name_from_config(const json& value) {
+MetricArg from_config(const json& value) {
   if (value.is_string()) return value.get<std::string>();
   auto [cls, config] = keras_object::class_and_config(value, "metric");
   keras_object::StrictConfig c(config, "metric " + cls);
   c.ignore("dtype");
+  const Entry* entry = registry().find(cls);
   if (cls == "MeanMetricWrapper") {  // tf.keras 2.11+: the function it wraps, by name
     auto fn = c.string("fn", "");
     if (!registry().find(fn)) c.fail("fn '" + fn + "' is not supported (" + registry().known(true) + ")");
-  } else if (!registry().find(cls) || cls.empty()) {
+    entry = nullptr;
+  } else if (!entry || cls.empty()) {
     fail("metric class '{}' is not supported ({})", cls, registry().known());
   }
   auto name = c.string("name", cls);
+  if (entry && entry->from_config) {
+    auto metric = entry->from_config(c, name);
+    c.finish();
+    return *metric;
+  }
   c.off("k", 5);  // the top-k accuracies: Keras's default k only
   c.off("from_sorted_ids", false);
   c.finish();
@@ -70,14 +89,16 @@ std::string name_from_config(const json& value) {
 }
 
 json serialize(const Metric& metric, keras_object::Form form) {
-  // Keras 3's compile_config holds a metric by the name compile took, which keras.metrics.get reads back; but
-  // LogCoshError is named "logcosh", which keras.metrics.get does not take (Keras 3.15): it is written as Keras
-  // writes the object.
-  if (form == keras_object::Form::keras3 && metric.name() == "logcosh")
-    return keras_object::serialized("keras.metrics", metric.class_name(),
-                                    {{"name", metric.name()}, {"dtype", "float32"}});
+  json config = {{"name", metric.name()}, {"dtype", "float32"}};
+  const json own = metric.get_config();
+  for (auto& [k, v] : own.items()) config[k] = v;
+  // Keras 3's compile_config holds a metric by the name compile took, which keras.metrics.get reads back; but a
+  // metric with arguments of its own (AUC) is held as the serialized object, and so is LogCoshError, named
+  // "logcosh", which keras.metrics.get does not take (Keras 3.15).
+  if (form == keras_object::Form::keras3 && (!own.empty() || metric.name() == "logcosh"))
+    return keras_object::serialized("keras.metrics", metric.class_name(), config);
   if (form == keras_object::Form::keras3) return metric.name();
-  return {{"class_name", metric.class_name()}, {"config", {{"name", metric.name()}, {"dtype", "float32"}}}};
+  return {{"class_name", metric.class_name()}, {"config", config}};
 }
 
 }  // namespace systolic::metrics

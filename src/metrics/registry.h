@@ -21,19 +21,24 @@ struct Entry {
   // The metric, shown as `name`, for a loss that takes integer labels (sparse) or not, on an output whose last
   // axis holds one value (binary) or more.
   std::unique_ptr<Metric> (*make)(const std::string& name, bool sparse, bool binary);
+  // The metric of a serialized config's arguments (the metric classes that take some: AUC, Precision), named
+  // `name`; null: the class takes none but name and dtype.
+  std::unique_ptr<Metric> (*from_config)(keras_object::StrictConfig& config,
+                                         const std::string& name) = nullptr;
 };
 
 // BinaryAccuracy shown as `name` (what "accuracy" means on an output of one unit).
 std::unique_ptr<Metric> binary_accuracy(const std::string& name);
 
-// The name compile takes for a metric of a training_config: a name, or a serialized metric ({"class_name",
-// "config": {"name", "dtype"}}; tf.keras 2.11+'s MeanMetricWrapper with "fn"), whose class (or fn) the registry
-// must know; Error naming it otherwise.
-std::string name_from_config(const keras_object::json& value);
+// What compile takes for a metric of a training_config: a name, or a serialized metric ({"class_name",
+// "config": {"name", "dtype", ...}}; tf.keras 2.11+'s MeanMetricWrapper with "fn"), whose class (or fn) the registry
+// must know (a class with arguments: the metric made of them); Error naming it otherwise.
+MetricArg from_config(const keras_object::json& value);
 // What a Keras file holds for the metric: in a .h5 the Keras metric object of its class ({"class_name":
 // "SparseCategoricalAccuracy", "config": {"name": "accuracy", "dtype": "float32"}}: tf.keras reads a bare
 // "accuracy" as categorical accuracy whatever the labels, Keras 3 cannot call tf.keras's MeanMetricWrapper
-// form, both read this one right); in a .keras the name, as Keras 3 writes it.
+// form, both read this one right); in a .keras the name, as Keras 3 writes it, or for a metric with arguments of
+// its own (AUC) the serialized object.
 keras_object::json serialize(const Metric& metric, keras_object::Form form);
 
 }  // namespace systolic::metrics

@@ -12,6 +12,7 @@
 #include "distribute/replica_group.h"
 #include "model/model_config.h"
 #include "model/model_state.h"
+#include "model/saving_access.h"
 
 namespace systolic {
 
@@ -36,8 +37,9 @@ Model copy_model(const Model& cpu_model, Device device) {
     for (std::size_t j = 0; j < wf.size(); ++j) wt[j]->value.copy_from(wf[j]->value);
   }
   if (src.compiled()) {
-    auto names = src.metrics_names();
-    copy.compile(src.optimizer(), src.loss(), std::vector<std::string>(names.begin() + 1, names.end()));
+    std::vector<metrics::MetricArg> metrics;
+    for (auto* m : saving_access::metrics(src)) metrics.emplace_back(*m);
+    copy.compile(src.optimizer(), src.loss(), metrics);
     auto& opt = copy.optimizer();
     for (auto& [name, slot] : src.optimizer().slots())
       opt.slot(name) = slot.clone();  // not shared with the CPU model

@@ -354,9 +354,11 @@ bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
 void ModelState::compute_metrics(std::int64_t n) {
   const NodeExec& out = nodes[output_node()];
   Tensor labels = y_buf.slice(0, n);
-  for (std::size_t m = 0; m < metrics.size(); ++m) {
-    Tensor t = totals.view(static_cast<std::int64_t>(m) + 1, {1});
-    metrics[m]->update(out.call.output, labels, t);
+  std::int64_t at = 1;  // after the loss's sum: each metric's state in turn
+  for (auto& m : metrics) {
+    Tensor state = totals.view(at, {m->state_size()});
+    m->update(out.call.output, labels, state);
+    at += m->state_size();
   }
 }
 
@@ -539,7 +541,7 @@ Tensor& Model::gradients() {
 }
 
 void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
-                    const std::vector<std::string>& metrics) {
+                    const std::vector<metrics::MetricArg>& metrics) {
   SYSTOLIC_CHECK(!state_->nodes.empty(), "compile: model '{}' has no layers yet", state_->name);
   SYSTOLIC_CHECK(!state_->replicas,
                  "compile: model '{}' has replicas already; compile the CPU model before "
@@ -550,21 +552,24 @@ void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& 
   state_->metrics.clear();
   const Shape out = state_->outputs[0].shape();
   const bool binary = out.rank() >= 1 && out[out.rank() - 1] == 1;
-  for (auto& m : metrics) state_->metrics.push_back(metrics::get(m, loss.sparse_labels(), binary));
-  state_->totals =
-      Tensor::zeros({static_cast<std::int64_t>(1 + metrics.size())}, DType::float64, state_->device());
+  std::int64_t sums = 1;  // the loss's, then each metric's state
+  for (auto& m : metrics) {
+    state_->metrics.push_back(metrics::make(m, loss.sparse_labels(), binary));
+    sums += state_->metrics.back()->state_size();
+  }
+  state_->totals = Tensor::zeros({sums}, DType::float64, state_->device());
   // Packs the weights that are trainable now (layers frozen or unfrozen since the last compile) and builds the
   // optimizer's slots for them only; the label buffer's type follows the loss.
   state_->pack_weights();
 }
 
 void Model::compile(const optimizers::Optimizer& optimizer, const std::string& loss,
-                    const std::vector<std::string>& metrics) {
+                    const std::vector<metrics::MetricArg>& metrics) {
   compile(optimizer, *losses::get(loss), metrics);
 }
 
 void Model::compile(const std::string& optimizer, const std::string& loss,
-                    const std::vector<std::string>& metrics) {
+                    const std::vector<metrics::MetricArg>& metrics) {
   compile(*optimizers::get(optimizer), *losses::get(loss), metrics);
 }
 

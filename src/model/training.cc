@@ -39,8 +39,11 @@ std::vector<std::int64_t> range_rows(std::int64_t begin, std::int64_t end) {
 LogValues log_values(const ModelState& s, const std::vector<double>& t, std::int64_t seen,
                      const std::string& prefix = "") {
   LogValues v{{prefix + "loss", t[0] / double(seen)}};
-  for (std::size_t m = 0; m < s.metrics.size(); ++m)
-    v.emplace_back(prefix + s.metrics[m]->name(), s.metrics[m]->result(t[m + 1] / double(seen)));
+  std::size_t at = 1;  // each metric's state after the loss's sum
+  for (auto& m : s.metrics) {
+    v.emplace_back(prefix + m->name(), m->value(t.data() + at, double(seen)));
+    at += static_cast<std::size_t>(m->state_size());
+  }
   return v;
 }
 

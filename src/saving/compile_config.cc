@@ -35,13 +35,13 @@ json training_config(const Model& model) {
 
 namespace {
 
-void collect_metric_names(const json& m, std::vector<std::string>& out) {
+void collect_metrics(const json& m, std::vector<metrics::MetricArg>& out) {
   if (m.is_null()) return;
   if (m.is_array()) {
-    for (auto& x : m) collect_metric_names(x, out);
+    for (auto& x : m) collect_metrics(x, out);
     return;
   }
-  out.push_back(metrics::name_from_config(m));
+  out.push_back(metrics::from_config(m));
 }
 
 }  // namespace
@@ -80,11 +80,11 @@ void compile_from_training_config(Model& model, const json& tc, const std::strin
       fail("{}: training_config needs \"loss\" and \"optimizer_config\"", source);
     std::unique_ptr<optimizers::Optimizer> opt;
     std::unique_ptr<losses::Loss> loss;
-    std::vector<std::string> metrics;
+    std::vector<metrics::MetricArg> metrics;
     try {
       opt = optimizers::deserialize(tc["optimizer_config"]);
       loss = losses::deserialize(tc["loss"]);
-      if (tc.contains("metrics")) collect_metric_names(tc["metrics"], metrics);
+      if (tc.contains("metrics")) collect_metrics(tc["metrics"], metrics);
     } catch (const Error& e) {
       fail("{}: training_config: {}", source, e.what());
     }

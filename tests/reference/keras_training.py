@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/keras_training/: Keras 3 models compiled with the training surface beyond the seed's
-(binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, clipping, regression metrics), trained by
+(binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, clipping, regression metrics, AUC, Precision,
+Recall), trained by
 Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR]
@@ -35,7 +36,8 @@ def binary(rng):
     m = keras.Model(i, o)
     m.compile(optimizer=keras.optimizers.Nadam(learning_rate=0.01, weight_decay=0.01),
               loss=keras.losses.BinaryCrossentropy(label_smoothing=0.1),
-              metrics=["accuracy"])
+              metrics=["accuracy", keras.metrics.AUC(), keras.metrics.AUC(curve="PR", name="pr_auc"),
+                       keras.metrics.Precision(), keras.metrics.Recall(thresholds=0.4)])
     return m, x, y
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/metrics/top_k.json: Keras 3's top-k accuracies on predictions with ties, for
-tests/test_metrics.cc.
+"""Writes tests/fixtures/metrics/top_k.json: Keras 3's top-k accuracies on predictions with ties, and
+tests/fixtures/metrics/confusion.json: its AUC, Precision and Recall, for tests/test_metrics.cc.
 
     python3 tests/reference/metrics.py [--out DIR]
 
@@ -10,6 +10,9 @@ Predictions (12, 8) of whole numbers 0..3 (many ties, where tf.math.in_top_k cou
 place as in) and of uniform draws, integer labels and their one-hot form; Keras's result of
 SparseTopKCategoricalAccuracy() and TopKCategoricalAccuracy() (k = 5) after update_state on the first 7 rows
 then the other 5 (the metric accumulates across batches).
+
+confusion.json: for each metric (its serialized config, as a .keras file holds it), predictions and 0/1 labels of
+shape (23, 1) or (23, 3), and Keras's result after update_state on the first 10 rows then the other 13.
 """
 import argparse
 import json
@@ -41,7 +44,36 @@ def main():
             results[cls] = float(m.result())
         cases.append({"kind": kind, "pred": pred.reshape(-1).tolist(), "labels": labels.tolist(),
                       "results": results})
-    path = os.path.join(args.out, "top_k.json")
+    write(os.path.join(args.out, "top_k.json"), cases)
+    write(os.path.join(args.out, "confusion.json"), confusion_cases(rng))
+
+
+def confusion_cases(rng):
+    M = keras.metrics
+    probabilities = [
+        M.AUC(), M.AUC(curve="PR"), M.AUC(num_thresholds=7, summation_method="minoring"),
+        M.AUC(num_thresholds=11, curve="PR", summation_method="majoring"), M.Precision(), M.Recall(),
+        M.Precision(thresholds=0.3), M.Recall(thresholds=0.65, name="recall_at_65"),
+    ]
+    cases = []
+    for columns, metrics, logits in ((1, probabilities, False), (3, [M.AUC(), M.Precision(class_id=2),
+                                                                     M.Recall(class_id=0, thresholds=0.4)], False),
+                                     (1, [M.AUC(from_logits=True), M.AUC(curve="PR", from_logits=True)], True)):
+        labels = rng.integers(0, 2, size=(23, columns)).astype(np.float32)
+        # Predictions that lean to the labels; some exactly 0 or 1 (the end thresholds -epsilon and 1 + epsilon).
+        pred = np.clip(0.35 * labels + rng.uniform(-0.1, 0.75, size=labels.shape), 0, 1).astype(np.float32)
+        if logits:
+            pred = rng.normal(size=labels.shape).astype(np.float32) + 1.5 * (labels - 0.5)
+        for m in metrics:
+            m.update_state(labels[:10], pred[:10])
+            m.update_state(labels[10:], pred[10:])
+            cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(labels.shape),
+                          "pred": pred.reshape(-1).tolist(), "labels": labels.reshape(-1).tolist(),
+                          "result": float(m.result())})
+    return cases
+
+
+def write(path, cases):
     with open(path + ".tmp", "w") as f:
         json.dump({"generator": f"keras {keras.__version__}", "cases": cases}, f, indent=1)
         f.write("\n")
