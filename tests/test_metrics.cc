@@ -117,3 +117,24 @@ TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {
   EXPECT_THAT(error_of([&] { metrics::from_config(precision); }), HasSubstr("'top_k'"));
   EXPECT_THAT(error_of([] { metrics::AUC({.num_thresholds = 1}); }), HasSubstr("num_thresholds"));
 }
+
+// Keras 3 logs a metric whose name was shown already with _1, _2, ... (CompileMetrics.result()): compiled with
+// ["mae", "mae", AUC(), AUC(curve="PR")] Keras 3.15 evaluates to {loss, mae, mae_1, auc, auc_1}. The metrics keep
+// their own names in files.
+TEST(MetricNames, DuplicatesAreLoggedWithSuffixesAsKerasDoes) {
+  set_random_seed(5);
+  auto in = layers::Input({3});
+  Model m(in, layers::Dense(1, {.activation = "sigmoid"})(in));
+  m.compile("adam", "binary_crossentropy",
+            {"mae", "mae", metrics::AUC(), metrics::AUC({.curve = "PR"}), "mae"});
+  const std::vector<std::string> names{"loss", "mae", "mae_1", "auc", "auc_1", "mae_2"};
+  EXPECT_EQ(m.metrics_names(), names);
+  Tensor x = systolic::testing::random_tensor({8, 3}, 6);
+  Tensor y = Tensor::from_vector(std::vector<float>{0, 1, 1, 0, 1, 0, 0, 1}, {8, 1});
+  History h = m.fit(x, y, {.batch_size = 4, .epochs = 1, .verbose = 0});
+  for (auto& n : names) EXPECT_TRUE(h.history.count(n)) << n;
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("m.keras"));
+  Model back = load_model(tmp.file("m.keras"));
+  EXPECT_EQ(back.metrics_names(), names);
+}

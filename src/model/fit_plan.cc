@@ -96,7 +96,7 @@ FitPlan FitPlan::make(ModelState& s, const Tensor& x, const Tensor& y, const Fit
   if (plan.replicas) check_replicas(s, *plan.replicas, n_train, o);
   plan.verbose = s.chief ? o.verbose : 0;
   std::vector<std::string> names{"loss"};
-  for (auto& m : s.metrics) names.push_back(m->name());
+  for (auto& m : s.metric_log_names()) names.push_back(m);
   for (const char* prefix : {"", "val_"})
     if (*prefix == 0 || plan.validation)
       for (auto& k : names) plan.history_keys.push_back(prefix + k);

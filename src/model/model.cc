@@ -590,9 +590,21 @@ const losses::Loss& Model::loss() const {
   return *state_->loss;
 }
 
+std::vector<std::string> ModelState::metric_log_names() const {
+  std::vector<std::string> names;
+  std::map<std::string, int> seen;  // a name's count of later copies so far
+  for (auto& m : metrics) {
+    std::string name = m->name();
+    auto [it, first] = seen.try_emplace(name, 1);
+    if (!first) name += "_" + std::to_string(it->second++);
+    names.push_back(name);
+  }
+  return names;
+}
+
 std::vector<std::string> Model::metrics_names() const {
   std::vector<std::string> names{"loss"};
-  for (auto& m : state_->metrics) names.push_back(m->name());
+  for (auto& n : state_->metric_log_names()) names.push_back(n);
   return names;
 }
 

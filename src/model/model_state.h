@@ -53,6 +53,9 @@ class ModelState final : public distribute::Replica {
   std::unique_ptr<optimizers::Optimizer> optimizer;
   std::unique_ptr<losses::Loss> loss;
   std::vector<std::unique_ptr<metrics::Metric>> metrics;
+  // The metrics' names in logs, History and evaluate, as Keras 3's CompileMetrics.result() makes them: a name
+  // already shown gets _1, _2, ... (["mae", "mae"] logs mae and mae_1; the metrics keep their names in files).
+  std::vector<std::string> metric_log_names() const;
 
   Tensor params, grads;  // every trainable weight, flat; weights are views into these
   // Mixed precision: params in the mixed layers' compute dtype (Weight::compute of those layers views it).

@@ -40,9 +40,10 @@ LogValues log_values(const ModelState& s, const std::vector<double>& t, std::int
                      const std::string& prefix = "") {
   LogValues v{{prefix + "loss", t[0] / double(seen)}};
   std::size_t at = 1;  // each metric's state after the loss's sum
-  for (auto& m : s.metrics) {
-    v.emplace_back(prefix + m->name(), m->value(t.data() + at, double(seen)));
-    at += static_cast<std::size_t>(m->state_size());
+  const auto names = s.metric_log_names();
+  for (std::size_t i = 0; i < s.metrics.size(); ++i) {
+    v.emplace_back(prefix + names[i], s.metrics[i]->value(t.data() + at, double(seen)));
+    at += static_cast<std::size_t>(s.metrics[i]->state_size());
   }
   return v;
 }
