@@ -63,23 +63,63 @@ TEST(TopKAccuracy, InACompiledModelAndKerasConfigs) {
   EXPECT_THAT(error_of([&] { metrics::from_config(k3); }), HasSubstr("'k'"));
 }
 
-// Keras's AUC, Precision and Recall (tests/fixtures/metrics/confusion.json): each read from the config Keras
-// serialized, its counts accumulated over the same two batches, Keras's result; written back as Keras wrote it.
-TEST(ConfusionMetrics, MatchKerasAcrossBatches) {
-  const json& f = systolic::testing::json_fixture("metrics/confusion.json");
-  ASSERT_EQ(f["cases"].size(), 13u);
+namespace {
+
+// Each case of a fixture of tests/reference/metrics.py: the metric read from the config Keras serialized, its state
+// accumulated over the same two batches (rows 0-9, then the rest), Keras's result; written back as Keras wrote it.
+void expect_as_keras(const std::string& fixture, std::size_t cases, double tolerance) {
+  const json& f = systolic::testing::json_fixture(fixture);
+  ASSERT_EQ(f["cases"].size(), cases);
   for (const json& c : f["cases"]) {
     SCOPED_TRACE(c["config"].dump());
     auto m = metrics::make(metrics::from_config(c["config"]), /*loss_has_sparse_labels=*/false);
     auto dims = c["shape"].get<std::vector<std::int64_t>>();
+    m->build(Shape(std::vector<std::int64_t>(dims.begin() + 1, dims.end())));
     Tensor pred = Tensor::from_vector(c["pred"].get<std::vector<float>>(), Shape(dims));
     Tensor labels = Tensor::from_vector(c["labels"].get<std::vector<float>>(), Shape(dims));
     Tensor state = Tensor::zeros({m->state_size()}, DType::float64);
     m->update(pred.slice(0, 10), labels.slice(0, 10), state);
     m->update(pred.slice(10, dims[0]), labels.slice(10, dims[0]), state);
-    EXPECT_NEAR(m->value(state.data<double>(), double(dims[0])), c["result"].get<double>(), 1e-6);
+    EXPECT_NEAR(m->value(state.data<double>(), double(dims[0])), c["result"].get<double>(), tolerance);
     EXPECT_EQ(json::parse(metrics::serialize(*m, keras_object::Form::keras3).dump()), c["config"]);
   }
+}
+
+}  // namespace
+
+// Keras's AUC, Precision and Recall (tests/fixtures/metrics/confusion.json).
+TEST(ConfusionMetrics, MatchKerasAcrossBatches) {
+  expect_as_keras("metrics/confusion.json", 13, 1e-6);
+}
+
+// Keras's R2Score (tests/fixtures/metrics/r2.json): Keras sums in float32.
+TEST(R2Score, MatchesKerasAcrossBatches) {
+  expect_as_keras("metrics/r2.json", 5, 1e-5);
+}
+
+TEST(R2Score, InACompiledModelAndItsConfig) {
+  set_random_seed(7);
+  auto in = layers::Input({4});
+  Model m(in, layers::Dense(2)(in));
+  m.compile("adam", "mse",
+            {"r2_score", metrics::R2Score({.class_aggregation = "variance_weighted_average"})});
+  EXPECT_EQ(m.metrics_names(), (std::vector<std::string>{"loss", "r2_score", "r2_score_1"}));
+  Tensor x = systolic::testing::random_tensor({30, 4}, 8);
+  Tensor y = systolic::testing::random_tensor({30, 2}, 9, DType::float32, 0, 5);
+  auto whole = m.evaluate(x, y, {.batch_size = 30, .verbose = 0});
+  auto batched = m.evaluate(x, y, {.batch_size = 8, .verbose = 0});
+  // The sums accumulate over batches (the predictions of a batch of 8 and of 30 differ in float32's last bits).
+  for (std::size_t i = 1; i < whole.size(); ++i) EXPECT_NEAR(batched[i], whole[i], 1e-6) << i;
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("m.keras"));
+  EXPECT_EQ(load_model(tmp.file("m.keras")).evaluate(x, y, {.batch_size = 8, .verbose = 0}), batched);
+  // Keras's refusals: not (batch, columns); a score per column (class_aggregation null).
+  auto in3 = layers::Input({2, 3});
+  Model images(in3, layers::Dense(1)(in3));
+  EXPECT_THAT(error_of([&] { images.compile("adam", "mse", {"r2_score"}); }),
+              HasSubstr("R2Score expects 2D"));
+  json r2 = {{"class_name", "R2Score"}, {"config", {{"name", "r2"}, {"class_aggregation", nullptr}}}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(r2); }), HasSubstr("class_aggregation null"));
 }
 
 TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {

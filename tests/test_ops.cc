@@ -891,6 +891,14 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
                                        [p](auto& t) { confusion_counts(t[0], t[1], t[2], p); },
                                        Family::reduction});
   }
+  // Regression sums: one column and three, offset targets.
+  for (const Shape& s : {Shape{53, 1}, Shape{31, 3}}) {
+    m[Op::regression_sums].push_back({"columns of " + s.str(),
+                                      {in("predictions", s, -2, 2), param(in("targets", s, 1, 4)),
+                                       fixed(acc("sums", {3 * s[-1]}, 0, 3), DType::float64)},
+                                      [](auto& t) { regression_sums(t[0], t[1], t[2]); },
+                                      Family::reduction});
+  }
   // Every elementwise kind, on predictions and targets in its domain; squared error also on a long batch.
   using K = ElementLoss;
   struct Kind {

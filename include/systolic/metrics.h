@@ -23,6 +23,9 @@ class Metric {
   virtual std::unique_ptr<Metric> clone() const = 0;
   // Whether it reads integer labels (true), one-hot labels (false).
   virtual bool sparse_labels() const = 0;
+  // Called by compile with the model's output shape (no batch axis), before state_size(): a metric whose state
+  // has a sum per output column (R2Score) sizes it here, or refuses the output.
+  virtual void build(const Shape& output) { (void)output; }
   // How many float64 sums update() adds to: 1 for a per-sample mean, 4 per threshold for the confusion counts.
   virtual std::int64_t state_size() const { return 1; }
   // Adds the batch's counts to `state` (float64 [state_size()], on the output's device).
@@ -96,6 +99,32 @@ class Recall final : public ThresholdMetric {
   std::string class_name() const override { return "Recall"; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<Recall>(*this); }
   double value(const double* state, double samples) const override;
+};
+
+// Keras's R2Score (coefficient of determination) per output column, from the columns' sums of targets, squared
+// targets and squared residuals accumulated over the batches, averaged over the columns uniformly or weighted by
+// their variance; adjusted for num_regressors when it is not 0. The output must be (batch, columns).
+struct R2ScoreOptions {
+  std::string class_aggregation = "uniform_average";  // or "variance_weighted_average"
+  std::int64_t num_regressors = 0;
+  std::string name = "r2_score";
+};
+class R2Score final : public Metric {
+ public:
+  explicit R2Score(const R2ScoreOptions& options = {});
+  std::string name() const override { return options_.name; }
+  std::string class_name() const override { return "R2Score"; }
+  std::unique_ptr<Metric> clone() const override { return std::make_unique<R2Score>(*this); }
+  bool sparse_labels() const override { return false; }
+  void build(const Shape& output) override;
+  std::int64_t state_size() const override { return 3 * columns_; }
+  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  double value(const double* state, double samples) const override;
+  nlohmann::ordered_json get_config() const override;
+
+ private:
+  R2ScoreOptions options_;
+  std::int64_t columns_ = 1;
 };
 
 // A metric as compile takes it: a name ("accuracy", "auc") or a metric made with options

@@ -306,6 +306,9 @@ struct ConstraintParams {
 //                   (labels with pred's numel; non-zero is positive), at each threshold t (ConfusionParams): a
 //                   prediction p is positive when p > threshold[t]; rows tp, fp, tn, fn (Keras's
 //                   update_confusion_matrix_variables, unweighted).
+// regression_sums   ADDS to sums (float64 [3, C]) per column c of pred [N, C] (C its last axis, N the other
+//                   elements over C) and target (pred's numel): the sum of t, of t * t, and of (t - p)^2 (Keras's
+//                   R2Score state, unweighted; the count is N).
 // Optimizer updates over flat parameter buffers (a model's trainable weights, one allocation). `lr` (float64 [1] on
 // w's device) is the learning rate of this update and `iterations` (float64 [1] on w's device, or undefined: 0)
 // counts the updates done before this one, as Keras's optimizer.iterations does; the ops read both there (so a
@@ -437,6 +440,7 @@ struct ConstraintParams {
   X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total, int k), (pred, labels, total, k)) \
   X(confusion_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p),     \
     (pred, labels, counts, p))                                                                                   \
+  X(regression_sums, (const Tensor& pred, const Tensor& target, Tensor& sums), (pred, target, sums))           \
   X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,        \
                   const Tensor& iterations), (w, g, m, v, s, lr, iterations))                                     \
   X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum, bool nesterov), \

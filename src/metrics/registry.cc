@@ -27,7 +27,8 @@ using keras_object::json;
   X(squared_hinge)                     \
   X(auc)                               \
   X(precision)                         \
-  X(recall)
+  X(recall)                            \
+  X(r2_score)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),

@@ -555,6 +555,7 @@ void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& 
   std::int64_t sums = 1;  // the loss's, then each metric's state
   for (auto& m : metrics) {
     state_->metrics.push_back(metrics::make(m, loss.sparse_labels(), binary));
+    state_->metrics.back()->build(out);
     sums += state_->metrics.back()->state_size();
   }
   state_->totals = Tensor::zeros({sums}, DType::float64, state_->device());

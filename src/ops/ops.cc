@@ -650,6 +650,20 @@ DType confusion_counts(const Tensor& pred, const Tensor& l, Tensor& counts, cons
   return pred.dtype();
 }
 
+DType regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
+  Check c("regression_sums");
+  c.floating("predictions", pred);
+  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
+  c.parameter("targets", target, pred.dtype());
+  SYSTOLIC_OP_CHECK(c, target.numel() == pred.numel(), "targets of shape {} for predictions of shape {}",
+                    target.shape().str(), pred.shape().str());
+  c.dtype("sums", sums, DType::float64, "sums");
+  SYSTOLIC_OP_CHECK(c, sums.numel() == 3 * pred.dim(-1),
+                    "sums has shape {}; it takes [3 x {}] (one per column)", sums.shape().str(),
+                    pred.dim(-1));
+  return pred.dtype();
+}
+
 void weights(const Check& c, const Tensor& w, const Tensor& g) {
   c.floating("w", w);
   c.like("the gradient g", g, "w", w);

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/metrics/top_k.json: Keras 3's top-k accuracies on predictions with ties, and
-tests/fixtures/metrics/confusion.json: its AUC, Precision and Recall, for tests/test_metrics.cc.
+tests/fixtures/metrics/confusion.json: its AUC, Precision and Recall, and tests/fixtures/metrics/r2.json: its
+R2Score, for tests/test_metrics.cc.
 
     python3 tests/reference/metrics.py [--out DIR]
 
@@ -12,7 +13,8 @@ SparseTopKCategoricalAccuracy() and TopKCategoricalAccuracy() (k = 5) after upda
 then the other 5 (the metric accumulates across batches).
 
 confusion.json: for each metric (its serialized config, as a .keras file holds it), predictions and 0/1 labels of
-shape (23, 1) or (23, 3), and Keras's result after update_state on the first 10 rows then the other 13.
+shape (23, 1) or (23, 3), and Keras's result after update_state on the first 10 rows then the other 13. r2.json:
+the same for R2Score (uniform and variance-weighted over 3 columns, adjusted for regressors) on float targets.
 """
 import argparse
 import json
@@ -46,6 +48,24 @@ def main():
                       "results": results})
     write(os.path.join(args.out, "top_k.json"), cases)
     write(os.path.join(args.out, "confusion.json"), confusion_cases(rng))
+    write(os.path.join(args.out, "r2.json"), r2_cases(rng))
+
+
+def r2_cases(rng):
+    M = keras.metrics
+    cases = []
+    for columns, metrics in ((1, [M.R2Score(), M.R2Score(num_regressors=3)]),
+                             (3, [M.R2Score(), M.R2Score(class_aggregation="variance_weighted_average"),
+                                  M.R2Score(num_regressors=2, name="adjusted")])):
+        target = (rng.normal(size=(23, columns)) * np.array([1.0, 3.0, 0.5])[:columns] + 2.0).astype(np.float32)
+        pred = (target + 0.6 * rng.normal(size=target.shape)).astype(np.float32)
+        for m in metrics:
+            m.update_state(target[:10], pred[:10])
+            m.update_state(target[10:], pred[10:])
+            cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(target.shape),
+                          "pred": pred.reshape(-1).tolist(), "labels": target.reshape(-1).tolist(),
+                          "result": float(m.result())})
+    return cases
 
 
 def confusion_cases(rng):

@@ -1,5 +1,5 @@
 // Losses and metrics on the CPU, as OpenMP loops that sum in double: softmax cross entropy, cross entropy from
-// probabilities, the elementwise losses (loss_math.h's formulas), accuracy, confusion counts. Sparse labels are checked against the class count here (the
+// probabilities, the elementwise losses (loss_math.h's formulas), accuracy, confusion counts, regression sums. Sparse labels are checked against the class count here (the
 // values are the backend's to see). Contracts: include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
@@ -177,6 +177,21 @@ void confusion_counts_loop(const Tensor& pred, const Tensor& labels, Tensor& cou
   }
 }
 
+// The rows in order, each column's sums in double.
+template <class T>
+void regression_sums_loop(const Tensor& pred, const Tensor& target, Tensor& sums) {
+  const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+  const T *pp = pred.data<T>(), *tp = target.data<T>();
+  double* s = sums.data<double>();
+  for (std::int64_t r = 0; r < R; ++r)
+    for (std::int64_t c = 0; c < C; ++c) {
+      const double t = double(tp[r * C + c]), d = t - double(pp[r * C + c]);
+      s[c] += t;
+      s[C + c] += t * t;
+      s[2 * C + c] += d * d;
+    }
+}
+
 }  // namespace
 
 const DTypes softmax_cross_entropy_dtypes = kFloats;
@@ -215,6 +230,12 @@ void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, 
   visit_dtype<float, double>(pred.dtype(), [&](auto t) {
     confusion_counts_loop<typename decltype(t)::type>(pred, labels, counts, p);
   });
+}
+
+const DTypes regression_sums_dtypes = kFloats;
+void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
+  visit_dtype<float, double>(
+      pred.dtype(), [&](auto t) { regression_sums_loop<typename decltype(t)::type>(pred, target, sums); });
 }
 
 }  // namespace systolic::ops::cpu

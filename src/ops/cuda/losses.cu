@@ -312,6 +312,47 @@ __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n,
   }
 }
 
+// ---- regression sums: a block per column (blockIdx.x strides over them), its threads over the rows; one atomic per
+// column and sum per launch, so the order of the additions is the block's.
+template <class T, class L>
+__global__ void regression_sums_kernel(const T* pred, const L* target, std::int64_t rows, std::int64_t C,
+                                       double* sums) {
+  __shared__ double partial[3][kThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (std::int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    double v[3] = {0, 0, 0};
+    for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+      const double t = double(load(target, r * C + c)), d = t - double(load(pred, r * C + c));
+      v[0] += t;
+      v[1] += t * t;
+      v[2] += d * d;
+    }
+    for (int k = 0; k < 3; ++k) {
+      const double w = warp_sum(v[k]);
+      if (lane == 0) partial[k][warp] = w;
+    }
+    __syncthreads();
+    if (threadIdx.x < 3) {
+      double s = 0;
+      for (int w = 0; w < int(blockDim.x >> 5); ++w) s += partial[threadIdx.x][w];
+      atomicAdd(sums + threadIdx.x * C + c, s);
+    }
+    __syncthreads();
+  }
+}
+
+cudaError_t launch_regression_sums(const void* pred, Element type, const void* target, Element target_type,
+                                   std::int64_t rows, std::int64_t C, double* sums, cudaStream_t stream) {
+  if (rows == 0 || C == 0) return cudaSuccess;
+  return by_types(type, target_type, [&](auto ttag, auto ltag) {
+    using T = typename decltype(ttag)::type;
+    using L = typename decltype(ltag)::type;
+    regression_sums_kernel<T, L><<<unsigned(std::min<std::int64_t>(C, 65535)), kThreads, 0, stream>>>(
+        static_cast<const T*>(pred), static_cast<const L*>(target), rows, C, sums);
+    return cudaGetLastError();
+  });
+}
+
 cudaError_t launch_confusion_counts(const void* pred, Element type, const void* labels, Element label_type,
                                     std::int64_t n, std::int64_t classes, const ConfusionParams& p,
                                     double* counts, cudaStream_t stream) {
@@ -403,6 +444,14 @@ void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, 
   SYSTOLIC_CUDA_CHECK(launch_confusion_counts(pred.raw_data(), element_of(pred.dtype()), labels.raw_data(),
                                               element_of(labels.dtype()), pred.numel(), pred.dim(-1), p,
                                               counts.data<double>(), c.stream));
+}
+
+const DTypes regression_sums_dtypes = kFloat32Or16;
+void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
+  Context& c = context(pred);
+  SYSTOLIC_CUDA_CHECK(launch_regression_sums(pred.raw_data(), element_of(pred.dtype()), target.raw_data(),
+                                             element_of(target.dtype()), pred.numel() / pred.dim(-1),
+                                             pred.dim(-1), sums.data<double>(), c.stream));
 }
 
 }  // namespace systolic::ops::cuda

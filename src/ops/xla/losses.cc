@@ -166,4 +166,17 @@ void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, 
   });
 }
 
+const DTypes regression_sums_dtypes = kFloatsAndBf16;
+void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
+  traced([&] {
+    const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+    E p = reshape(read_as(pred, Elem::f64), {R, C}), t = reshape(read_as(target, Elem::f64), {R, C});
+    E s1 = sum(t, {0}), s2 = sum(t * t, {0}), s3 = sum(square(t - p), {0});
+    E row = iota({3, C}, 0, Elem::i32);
+    auto rows = [&](const E& v) { return broadcast(v, {3, C}, {1}); };
+    E all = where(eq(row, 0.0), rows(s1), where(eq(row, 1.0), rows(s2), rows(s3)));
+    accumulate_into(sums, reshape(all, sums.shape().dims()));
+  });
+}
+
 }  // namespace systolic::ops::xla
