@@ -589,6 +589,15 @@ void gradient(const Check& c, const char* name, const Tensor& grad, const char* 
   if (grad.defined()) c.like(name, grad, of, pred);
 }
 
+// Floating predictions with a batch axis, and `what` (targets or 0/1 labels) of their dtype and element count.
+void predictions_and(const Check& c, const Tensor& pred, const char* what, const Tensor& target) {
+  c.floating("predictions", pred);
+  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
+  c.parameter(what, target, pred.dtype());
+  SYSTOLIC_OP_CHECK(c, target.numel() == pred.numel(), "{} of shape {} for predictions of shape {}", what,
+                    target.shape().str(), pred.shape().str());
+}
+
 DType softmax_cross_entropy(const Tensor& logits, const Tensor& l, Tensor& total, Tensor& dlogits, double) {
   Check c("softmax_cross_entropy");
   labels(c, l, logits, predictions(c, "logits", logits));
@@ -614,11 +623,7 @@ DType elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, 
                     "label_smoothing {} is outside [0, 1]", p.label_smoothing);
   SYSTOLIC_OP_CHECK(c, p.kind != ElementLoss::huber || p.delta >= 0, "huber's delta {} is negative", p.delta);
   SYSTOLIC_OP_CHECK(c, p.epsilon > 0, "epsilon {} is not positive", p.epsilon);
-  c.floating("predictions", pred);
-  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
-  c.parameter("targets", target, pred.dtype());
-  SYSTOLIC_OP_CHECK(c, target.numel() == pred.numel(), "targets of shape {} for predictions of shape {}",
-                    target.shape().str(), pred.shape().str());
+  predictions_and(c, pred, "targets", target);
   c.total(total);
   gradient(c, "dpred", dpred, "predictions", pred);
   return pred.dtype();
@@ -634,13 +639,8 @@ DType accuracy_count(const Tensor& pred, const Tensor& l, Tensor& total, int k) 
 
 DType confusion_counts(const Tensor& pred, const Tensor& l, Tensor& counts, const ConfusionParams& p) {
   Check c("confusion_counts");
-  c.floating("predictions", pred);
-  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
-  c.parameter("labels", l, pred.dtype());
-  SYSTOLIC_OP_CHECK(c, l.numel() == pred.numel(), "labels of shape {} for predictions of shape {}",
-                    l.shape().str(), pred.shape().str());
+  predictions_and(c, pred, "labels", l);
   SYSTOLIC_OP_CHECK(c, p.thresholds >= 1, "{} thresholds: there must be at least 1", p.thresholds);
-  SYSTOLIC_OP_CHECK(c, p.thresholds != 2, "2 evenly spaced thresholds: Keras's AUC takes 1 or more than 2");
   SYSTOLIC_OP_CHECK(c, p.class_id < 0 || (pred.rank() >= 2 && p.class_id < pred.dim(-1)),
                     "class_id {} for predictions of shape {}", p.class_id, pred.shape().str());
   c.dtype("counts", counts, DType::float64, "sums of counts");
@@ -652,11 +652,7 @@ DType confusion_counts(const Tensor& pred, const Tensor& l, Tensor& counts, cons
 
 DType regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
   Check c("regression_sums");
-  c.floating("predictions", pred);
-  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
-  c.parameter("targets", target, pred.dtype());
-  SYSTOLIC_OP_CHECK(c, target.numel() == pred.numel(), "targets of shape {} for predictions of shape {}",
-                    target.shape().str(), pred.shape().str());
+  predictions_and(c, pred, "targets", target);
   c.dtype("sums", sums, DType::float64, "sums");
   SYSTOLIC_OP_CHECK(c, sums.numel() == 3 * pred.dim(-1),
                     "sums has shape {}; it takes [3 x {}] (one per column)", sums.shape().str(),

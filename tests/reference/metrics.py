@@ -74,6 +74,7 @@ def confusion_cases(rng):
         M.AUC(), M.AUC(curve="PR"), M.AUC(num_thresholds=7, summation_method="minoring"),
         M.AUC(num_thresholds=11, curve="PR", summation_method="majoring"), M.Precision(), M.Recall(),
         M.Precision(thresholds=0.3), M.Recall(thresholds=0.65, name="recall_at_65"),
+        M.AUC(num_thresholds=2),  # the least Keras takes: thresholds -epsilon and 1 + epsilon
     ]
     cases = []
     for columns, metrics, logits in ((1, probabilities, False), (3, [M.AUC(), M.Precision(class_id=2),
