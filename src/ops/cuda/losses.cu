@@ -31,18 +31,28 @@ struct Labels {
   Element dense_type = Element::float32;
 };
 
-// Adds the sum of v over the block to *total (one atomic per block). Every thread of the block must call it.
-__device__ void block_add(double v, double* total) {
-  __shared__ double partial[kThreads / 32];
-  v = warp_sum(v);
+// Adds the sum over the block of each v[k] to total[k * stride] (one atomic each per block). Every thread of the
+// block must call it; a loop may call it again at once.
+template <int N>
+__device__ void block_add(const double (&v)[N], double* total, std::int64_t stride) {
+  __shared__ double partial[N][kThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double s = 0;
-    for (int w = 0; w < int(blockDim.x >> 5); ++w) s += partial[w];
-    atomicAdd(total, s);
+  for (int k = 0; k < N; ++k) {
+    const double s = warp_sum(v[k]);
+    if (lane == 0) partial[k][warp] = s;
   }
+  __syncthreads();
+  if (threadIdx.x < N) {
+    double s = 0;
+    for (int w = 0; w < int(blockDim.x >> 5); ++w) s += partial[threadIdx.x][w];
+    atomicAdd(total + threadIdx.x * stride, s);
+  }
+  __syncthreads();  // partial is written again by the next call
+}
+
+__device__ void block_add(double v, double* total) {
+  const double one[1] = {v};
+  block_add(one, total, 0);
 }
 
 // Sparse label of row r, or -1 (after flagging it) when it is out of [0, classes).
@@ -286,8 +296,6 @@ cudaError_t launch_accuracy_count(const void* pred, Element type, const Labels& 
 template <class T, class L>
 __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n, std::int64_t classes,
                                  ConfusionParams p, double* counts) {
-  __shared__ double partial[4][kThreads / 32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (std::int64_t t = blockIdx.y; t < p.thresholds; t += gridDim.y) {
     const float threshold = float(confusion::threshold(p, t));
     double c[4] = {0, 0, 0, 0};  // tp, fp, tn, fn
@@ -298,17 +306,7 @@ __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n,
       const bool above = x > threshold, positive = float(load(labels, i)) != 0.f;
       c[above ? (positive ? 0 : 1) : (positive ? 3 : 2)] += 1.0;
     }
-    for (int k = 0; k < 4; ++k) {
-      const double v = warp_sum(c[k]);
-      if (lane == 0) partial[k][warp] = v;
-    }
-    __syncthreads();
-    if (threadIdx.x < 4) {
-      double s = 0;
-      for (int w = 0; w < int(blockDim.x >> 5); ++w) s += partial[threadIdx.x][w];
-      atomicAdd(counts + threadIdx.x * p.thresholds + t, s);
-    }
-    __syncthreads();  // partial is written again for the next threshold
+    block_add(c, counts + t, p.thresholds);
   }
 }
 
@@ -317,8 +315,6 @@ __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n,
 template <class T, class L>
 __global__ void regression_sums_kernel(const T* pred, const L* target, std::int64_t rows, std::int64_t C,
                                        double* sums) {
-  __shared__ double partial[3][kThreads / 32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (std::int64_t c = blockIdx.x; c < C; c += gridDim.x) {
     double v[3] = {0, 0, 0};
     for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -327,17 +323,7 @@ __global__ void regression_sums_kernel(const T* pred, const L* target, std::int6
       v[1] += t * t;
       v[2] += d * d;
     }
-    for (int k = 0; k < 3; ++k) {
-      const double w = warp_sum(v[k]);
-      if (lane == 0) partial[k][warp] = w;
-    }
-    __syncthreads();
-    if (threadIdx.x < 3) {
-      double s = 0;
-      for (int w = 0; w < int(blockDim.x >> 5); ++w) s += partial[threadIdx.x][w];
-      atomicAdd(sums + threadIdx.x * C + c, s);
-    }
-    __syncthreads();
+    block_add(v, sums + c, C);
   }
 }
 
