@@ -45,14 +45,14 @@ TEST(CudaOpsRuntime, OutOfRangeLabelIsReportedBySynchronize) {
   Tensor logits = on_gpu(random_tensor({4, 10}, 170));
   Tensor labels = on_gpu(Tensor::from_vector(std::vector<std::int32_t>{1, 10, 3, -1}, {4}));
   Tensor total = Tensor::zeros({1}, DType::float64, gpu()), grad = poisoned_gpu({4, 10});
-  ops::softmax_cross_entropy(logits, labels, total, grad, 1.0);
+  ops::softmax_cross_entropy(logits, labels, Tensor(), total, grad, 1.0);
   EXPECT_THAT(error_of([&] { synchronize(gpu()); }), HasSubstr("label"));
   // The bad rows add nothing and get no gradient.
   Tensor want = Tensor::zeros({1}, DType::float64), none, hl = host(logits);
   ops::softmax_cross_entropy(hl.view(0, {1, 10}), Tensor::from_vector(std::vector<std::int32_t>{1}, {1}),
-                             want, none, 1.0);
+                             none, want, none, 1.0);
   ops::softmax_cross_entropy(hl.view(20, {1, 10}), Tensor::from_vector(std::vector<std::int32_t>{3}, {1}),
-                             want, none, 1.0);
+                             none, want, none, 1.0);
   EXPECT_NEAR(total.item(), want.item(), 1e-4 * std::abs(want.item()));
   auto g = host(grad).to_doubles();
   for (int c = 0; c < 10; ++c) {

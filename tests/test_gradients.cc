@@ -208,12 +208,14 @@ void check_loss(const std::function<void(const Tensor&, Tensor&, Tensor&)>& op, 
 
 TEST(GradientCheck, SparseSoftmaxCrossEntropyFromLogits) {
   Tensor labels = Tensor::from_vector<std::int32_t>({0, 3, 2}, {3});
-  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) { ops::softmax_cross_entropy(p, labels, t, g, 1.0); },
+  check_loss([&](const Tensor& p, Tensor& t,
+                 Tensor& g) { ops::softmax_cross_entropy(p, labels, Tensor(), t, g, 1.0); },
              random_tensor({3, 4}, 11, DType::float64, -3, 3));
 }
 TEST(GradientCheck, CategoricalSoftmaxCrossEntropyFromLogits) {
   Tensor labels = Tensor::from_vector<double>({0, 1, 0, 0.3, 0.3, 0.4}, {2, 3});
-  check_loss([&](const Tensor& p, Tensor& t, Tensor& g) { ops::softmax_cross_entropy(p, labels, t, g, 1.0); },
+  check_loss([&](const Tensor& p, Tensor& t,
+                 Tensor& g) { ops::softmax_cross_entropy(p, labels, Tensor(), t, g, 1.0); },
              random_tensor({2, 3}, 12, DType::float64, -3, 3));
 }
 // Keras's CategoricalCrossentropy(label_smoothing) through its Loss, from the logits behind a softmax output.
@@ -224,7 +226,7 @@ TEST(GradientCheck, CategoricalCrossentropyWithLabelSmoothing) {
       [&](const Tensor& p, Tensor& t, Tensor& g) {
         Tensor out(p.shape(), DType::float64), none;
         ops::activation_forward(Activation::softmax, p, out);
-        losses::LossArgs a{out, p, none, labels, t, g, g, 1.0};
+        losses::LossArgs a{out, p, none, labels, none, t, g, g, 1.0};
         EXPECT_TRUE(loss.compute(a));  // the gradient is w.r.t. the logits
       },
       random_tensor({2, 3}, 21, DType::float64, -3, 3));
@@ -234,11 +236,28 @@ TEST(GradientCheck, CrossEntropyFromProbabilities) {
   Tensor onehot = Tensor::from_vector<double>({0, 1, 0, 1, 0, 0}, {2, 3});
   Tensor probs = random_tensor({2, 3}, 13, DType::float64, 0.05, 0.9);
   check_loss([&](const Tensor& p, Tensor& t,
-                 Tensor& g) { ops::crossentropy_from_probabilities(p, sparse, t, g, 1.0, 1e-7); },
+                 Tensor& g) { ops::crossentropy_from_probabilities(p, sparse, Tensor(), t, g, 1.0, 1e-7); },
              probs.clone());
   check_loss([&](const Tensor& p, Tensor& t,
-                 Tensor& g) { ops::crossentropy_from_probabilities(p, onehot, t, g, 1.0, 1e-7); },
+                 Tensor& g) { ops::crossentropy_from_probabilities(p, onehot, Tensor(), t, g, 1.0, 1e-7); },
              probs.clone());
+}
+// Keras's sample weights (one per sample, a 0 among them) scale each sample's loss and its gradient.
+TEST(GradientCheck, LossesWithSampleWeights) {
+  Tensor w = Tensor::from_vector<double>({0.5, 0.0, 2.5}, {3});
+  Tensor sparse = Tensor::from_vector<std::int32_t>({0, 3, 2}, {3});
+  check_loss(
+      [&](const Tensor& p, Tensor& t, Tensor& g) { ops::softmax_cross_entropy(p, sparse, w, t, g, 1.0); },
+      random_tensor({3, 4}, 14, DType::float64, -3, 3));
+  check_loss([&](const Tensor& p, Tensor& t,
+                 Tensor& g) { ops::crossentropy_from_probabilities(p, sparse, w, t, g, 1.0, 1e-7); },
+             random_tensor({3, 4}, 15, DType::float64, 0.05, 0.9));
+  Tensor target = random_tensor({3, 2, 2}, 16, DType::float64, -1, 1);
+  check_loss(
+      [&](const Tensor& p, Tensor& t, Tensor& g) {
+        ops::elementwise_loss(p, target, w, t, g, {.kind = ops::ElementLoss::log_cosh}, 1.0);
+      },
+      random_tensor({3, 2, 2}, 17, DType::float64, -1, 1));
 }
 // Every elementwise loss, on predictions away from its kinks (finite differences straddle none).
 TEST(GradientCheck, ElementwiseLosses) {
@@ -274,9 +293,9 @@ TEST(GradientCheck, ElementwiseLosses) {
   for (const Case& c : cases) {
     SCOPED_TRACE(static_cast<int>(c.p.kind));
     Tensor pred = random_tensor({3, 2, 4}, seed++, DType::float64, c.lo, c.hi);
-    check_loss(
-        [&](const Tensor& p, Tensor& t, Tensor& g) { ops::elementwise_loss(p, c.target, t, g, c.p, 1.0); },
-        pred);
+    check_loss([&](const Tensor& p, Tensor& t,
+                   Tensor& g) { ops::elementwise_loss(p, c.target, Tensor(), t, g, c.p, 1.0); },
+               pred);
   }
 }
 

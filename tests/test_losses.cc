@@ -54,7 +54,7 @@ Result run(const losses::Loss& loss, const json& c, DType dtype) {
   }
   Tensor total = Tensor::zeros({1}, DType::float64), grad(shape, dtype);
   const std::int64_t n = shape[0];
-  losses::LossArgs args{output, softmax ? x : none, sigmoid ? x : none, y, total, grad,
+  losses::LossArgs args{output, softmax ? x : none, sigmoid ? x : none, y, none, total, grad,
                         grad,   1.0 / double(n)};
   bool pre = loss.compute(args);
   return {total.item() / double(n), grad.to_doubles(), pre};

@@ -828,22 +828,26 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
     for (bool sparse : {true, false}) {
       std::string name = fmt::format("{} C {}", sparse ? "sparse" : "dense", C);
       Arg y = sparse ? labels(N, C) : param(in("labels", ps, 0, 1));
+      // Keras's sample weights (some 0) on one class count of each kind.
+      const bool weighted = C == 37;
+      Arg w = weighted ? param(in("weights", {N}, 0, 3)) : none("weights");
+      if (weighted) name += ", sample weights";
       m[Op::softmax_cross_entropy].push_back(
           {name,
-           {in("logits", ps, -5, 5), y, total(), out("dlogits", ps)},
-           [N](auto& t) { softmax_cross_entropy(t[0], t[1], t[2], t[3], 1.0 / N); },
+           {in("logits", ps, -5, 5), y, w, total(), out("dlogits", ps)},
+           [N](auto& t) { softmax_cross_entropy(t[0], t[1], t[2], t[3], t[4], 1.0 / N); },
            Family::reduction});
       m[Op::softmax_cross_entropy].push_back(
           {name + ", no gradient",
-           {in("logits", ps, -5, 5), y, total(), none("dlogits")},
-           [](auto& t) { softmax_cross_entropy(t[0], t[1], t[2], t[3], 1.0); },
+           {in("logits", ps, -5, 5), y, w, total(), none("dlogits")},
+           [](auto& t) { softmax_cross_entropy(t[0], t[1], t[2], t[3], t[4], 1.0); },
            Family::reduction});
       Arg probs = in("probabilities", ps, 0.01, 0.99);
       probs.values = Values::probabilities;
       m[Op::crossentropy_from_probabilities].push_back(
           {name + ", clipped values",
-           {probs, y, total(), out("dprobs", ps)},
-           [](auto& t) { crossentropy_from_probabilities(t[0], t[1], t[2], t[3], 0.5, 1e-7); },
+           {probs, y, w, total(), out("dprobs", ps)},
+           [](auto& t) { crossentropy_from_probabilities(t[0], t[1], t[2], t[3], t[4], 0.5, 1e-7); },
            Family::reduction});
       // Whole numbers: many tied maxima (predictions and dense labels), where the first one counts on every backend.
       Arg pred = in("predictions", ps, 0, 2), tied = param(in("labels", ps, 0, 2));
@@ -940,17 +944,20 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
     Arg target = param(in("targets", s, k.tlo, k.thi));
     if (k.binary_targets) target.values = Values::integers;
     ElementLossParams p = k.p;
+    // Keras's sample weights (one per sample, over its 5 x 3 values) on the first kinds.
+    const bool weighted = &k - kinds.data() < 3;
     m[Op::elementwise_loss].push_back(
-        {k.name + " " + s.str(),
-         {in("predictions", s, k.lo, k.hi), target, total(), out("dpred", s)},
-         [s, p](auto& t) { elementwise_loss(t[0], t[1], t[2], t[3], p, 1.0 / s[0]); },
+        {k.name + " " + s.str() + (weighted ? ", sample weights" : ""),
+         {in("predictions", s, k.lo, k.hi), target,
+          weighted ? param(in("weights", {s[0]}, 0, 3)) : none("weights"), total(), out("dpred", s)},
+         [s, p](auto& t) { elementwise_loss(t[0], t[1], t[2], t[3], t[4], p, 1.0 / s[0]); },
          Family::reduction});
   }
   const Shape s{1000003, 1};
   m[Op::elementwise_loss].push_back(
       {"squared_error " + s.str(),
-       {in("predictions", s), param(in("targets", s)), total(), out("dpred", s)},
-       [s](auto& t) { elementwise_loss(t[0], t[1], t[2], t[3], {}, 1.0 / s[0]); },
+       {in("predictions", s), param(in("targets", s)), none("weights"), total(), out("dpred", s)},
+       [s](auto& t) { elementwise_loss(t[0], t[1], t[2], t[3], t[4], {}, 1.0 / s[0]); },
        Family::reduction});
 }
 
@@ -1523,8 +1530,12 @@ TEST(OpChecks, BadCallsNameTheOpAndTheTensorOnEveryDevice) {
     e = error_of([&] { copy(t({4}), t({5})); });
     EXPECT_THAT(e, HasSubstr("copy: dst has shape (5,) but src has (4,)"));
     Tensor sum = t({1}, DType::float64);
-    e = error_of([&] { softmax_cross_entropy(t({4, 3}), t({5}, DType::int32), sum, none, 1); });
+    e = error_of([&] { softmax_cross_entropy(t({4, 3}), t({5}, DType::int32), none, sum, none, 1); });
     EXPECT_THAT(e, HasSubstr("softmax_cross_entropy: 5 integer labels for 4 predictions"));
+    e = error_of([&] { softmax_cross_entropy(t({4, 3}), t({4}, DType::int32), t({3}), sum, none, 1); });
+    EXPECT_THAT(e, HasSubstr("softmax_cross_entropy: weights of shape (3,) for predictions of shape (4, 3)"));
+    e = error_of([&] { elementwise_loss(t({4, 3}), t({4, 3}), t({4}, DType::int32), sum, none, {}, 1); });
+    EXPECT_THAT(e, HasSubstr("elementwise_loss: weights is int32, expected float32"));
     e = error_of([&] { dropout_forward(t({4}), t({4}), 1.0, 0, none); });
     EXPECT_THAT(e, HasSubstr("dropout_forward: rate must be in [0, 1)"));
     e = error_of([&] { concat_forward({t({2, 3}), t({3, 3})}, t({2, 6}), 1); });

@@ -20,10 +20,11 @@ struct LossArgs {
   const Tensor& logits;          // the output layer's pre-softmax values, or undefined
   const Tensor& sigmoid_logits;  // the output layer's pre-sigmoid values, or undefined
   const Tensor& labels;          // int32 [N] for sparse losses, else the output's shape
-  Tensor& total;                 // float64 scalar accumulator
-  Tensor& doutput;               // gradient w.r.t. output (undefined: no gradient wanted)
-  Tensor& dlogits;               // gradient w.r.t. logits, used when computing from logits
-  double grad_scale;             // 1 / global batch size
+  const Tensor& weights;  // Keras's sample_weight: [N] float32 (float64 for float64 outputs), or undefined
+  Tensor& total;          // float64 scalar accumulator
+  Tensor& doutput;        // gradient w.r.t. output (undefined: no gradient wanted)
+  Tensor& dlogits;        // gradient w.r.t. logits, used when computing from logits
+  double grad_scale;      // 1 / global batch size
 };
 
 class Loss {

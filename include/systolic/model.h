@@ -25,6 +25,7 @@ class Callback;  // callbacks.h
 
 struct ValidationData {
   Tensor x, y;
+  Tensor sample_weight;  // Keras's (x_val, y_val, val_sample_weight): the validation loss's weights, or none
 };
 
 struct FitOptions {
@@ -54,11 +55,20 @@ struct FitOptions {
   bool step_graph = true;
   // Called at Keras's points of training (callbacks.h), after fit's progress bar and before its History.
   std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
+  // Keras's sample_weight: one number per sample of x ([N] or [N, 1]), how much its loss counts. As in Keras 3
+  // the batch's loss is sum(weight * loss) / batch size (a weight of 0 leaves the sample out of the gradient but
+  // not of the count) and metrics are not weighted. validation_split splits the weights with the samples.
+  Tensor sample_weight;
+  // Keras's class_weight: {class: weight}; each training sample weighs its label's class's weight (the class of
+  // a one-hot label is its argmax, of a single-value label its rounded value), 1 for a class not named. Not with
+  // sample_weight; not applied to validation data.
+  std::map<int, double> class_weight;
 };
 
 struct EvaluateOptions {
   std::int64_t batch_size = 32;
   int verbose = 1;
+  Tensor sample_weight;  // Keras's: one weight per sample of x, how much its loss counts (FitOptions)
   // Called at Keras's points of evaluate (on_test_*: callbacks.h), after the progress bar.
   std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
 };

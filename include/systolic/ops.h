@@ -291,7 +291,9 @@ struct ConstraintParams {
 //                   from Philox at (seed, first + i).
 // Losses ADD the sum over the batch of the per-sample losses to `total` (a float64 scalar, so an epoch's mean is
 // exact) and write the gradient of (grad_scale * that sum) w.r.t. their prediction input to the gradient
-// argument when it is defined (the caller picks grad_scale = 1/global batch for Keras's per-batch mean):
+// argument when it is defined (the caller picks grad_scale = 1/global batch for Keras's per-batch mean). With
+// `weights` (Keras's sample_weight: [N], one per sample of the batch; float32, float64 for float64 predictions)
+// each sample's loss counts weights[i] times in the sum and in its gradient; undefined weights count 1:
 // softmax_cross_entropy  cross entropy from logits[N,C]; labels int32 [N] (sparse) or float [N,C] (categorical).
 // crossentropy_from_probabilities  from probabilities, clipped to [eps, 1-eps] before the log (Keras: 1e-7).
 // elementwise_loss  ElementLoss's kinds (formulas there): per sample, the element function's mean (kl_divergence:
@@ -431,12 +433,14 @@ struct ConstraintParams {
   X(gather_rows, (const Tensor& src, const Tensor& indices, Tensor& dst), (src, indices, dst))                  \
   X(augment_images, (const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first), \
     (x, y, p, seed, first))                                                                                      \
-  X(softmax_cross_entropy, (const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,         \
-                            double grad_scale), (logits, labels, total, dlogits, grad_scale))                    \
-  X(crossentropy_from_probabilities, (const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs, \
-                                      double grad_scale, double eps), (probs, labels, total, dprobs, grad_scale, eps)) \
-  X(elementwise_loss, (const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,                 \
-                       const ElementLossParams& p, double grad_scale), (pred, target, total, dpred, p, grad_scale)) \
+  X(softmax_cross_entropy, (const Tensor& logits, const Tensor& labels, const Tensor& weights, Tensor& total,   \
+                            Tensor& dlogits, double grad_scale), (logits, labels, weights, total, dlogits, grad_scale)) \
+  X(crossentropy_from_probabilities, (const Tensor& probs, const Tensor& labels, const Tensor& weights,          \
+                                      Tensor& total, Tensor& dprobs, double grad_scale, double eps),              \
+    (probs, labels, weights, total, dprobs, grad_scale, eps))                                                    \
+  X(elementwise_loss, (const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,           \
+                       Tensor& dpred, const ElementLossParams& p, double grad_scale),                           \
+    (pred, target, weights, total, dpred, p, grad_scale))                                                        \
   X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total, int k), (pred, labels, total, k)) \
   X(confusion_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p),     \
     (pred, labels, counts, p))                                                                                   \

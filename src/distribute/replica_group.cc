@@ -118,13 +118,17 @@ void ReplicaGroup::run(const std::function<void(int, Replica&)>& fn) {
   if (first_error_) std::rethrow_exception(first_error_);
 }
 
-void ReplicaGroup::train_step(const Tensor& x, const Tensor& y) {
+void ReplicaGroup::train_step(const Tensor& x, const Tensor& y, const Tensor& w) {
   const std::int64_t n = x.dim(0);
+  if (w.defined() != weighted_) {  // the programs read the sample weights, or not
+    programs_.clear();
+    weighted_ = w.defined();
+  }
   // Every replica updates with the model's rate (replica 0's optimizer: the one callbacks and schedules change).
   const double lr = replica(0).learning_rate();
   auto load = [&](int local, Replica& r) {
     auto [begin, end] = shard(n, global_index(local));
-    r.load_step(x, y, begin, end, lr);
+    r.load_step(x, y, w, begin, end, lr);
   };
   auto step = [&](int local, Replica& r) {  // device work only: what an SPMD program records
     auto [begin, end] = shard(n, global_index(local));

@@ -13,14 +13,15 @@ constexpr double kEpsilon = 1e-7;  // keras.backend.epsilon()
 
 bool crossentropy(LossArgs& a, bool from_logits) {
   if (from_logits) {
-    ops::softmax_cross_entropy(a.output, a.labels, a.total, a.doutput, a.grad_scale);
+    ops::softmax_cross_entropy(a.output, a.labels, a.weights, a.total, a.doutput, a.grad_scale);
     return false;
   }
   if (a.logits.defined()) {
-    ops::softmax_cross_entropy(a.logits, a.labels, a.total, a.dlogits, a.grad_scale);
+    ops::softmax_cross_entropy(a.logits, a.labels, a.weights, a.total, a.dlogits, a.grad_scale);
     return true;
   }
-  ops::crossentropy_from_probabilities(a.output, a.labels, a.total, a.doutput, a.grad_scale, kEpsilon);
+  ops::crossentropy_from_probabilities(a.output, a.labels, a.weights, a.total, a.doutput, a.grad_scale,
+                                       kEpsilon);
   return false;
 }
 }  // namespace
@@ -41,7 +42,8 @@ bool CategoricalCrossentropy::compute(LossArgs& a) const {
   // Keras: y_true * (1 - label_smoothing) + label_smoothing / num_classes.
   Tensor smoothed = smoothed_.rows_like(a.labels);
   ops::scale_shift(a.labels, smoothed, 1.0 - s, s / double(a.labels.dim(-1)));
-  LossArgs b{a.output, a.logits, a.sigmoid_logits, smoothed, a.total, a.doutput, a.dlogits, a.grad_scale};
+  LossArgs b{a.output, a.logits,  a.sigmoid_logits, smoothed,    a.weights,
+             a.total,  a.doutput, a.dlogits,        a.grad_scale};
   return crossentropy(b, options_.from_logits);
 }
 

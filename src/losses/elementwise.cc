@@ -18,10 +18,10 @@ bool ElementwiseLoss::compute(LossArgs& a) const {
   if (behind_sigmoid) {
     ops::ElementLossParams p = params_;
     p.from_logits = true;
-    ops::elementwise_loss(a.sigmoid_logits, a.labels, a.total, a.dlogits, p, a.grad_scale);
+    ops::elementwise_loss(a.sigmoid_logits, a.labels, a.weights, a.total, a.dlogits, p, a.grad_scale);
     return true;
   }
-  ops::elementwise_loss(a.output, a.labels, a.total, a.doutput, params_, a.grad_scale);
+  ops::elementwise_loss(a.output, a.labels, a.weights, a.total, a.doutput, params_, a.grad_scale);
   return false;
 }
 

@@ -20,8 +20,8 @@ class ElementwiseMetric final : public Metric {
   std::unique_ptr<Metric> clone() const override { return std::make_unique<ElementwiseMetric>(*this); }
   bool sparse_labels() const override { return false; }
   void update(const Tensor& output, const Tensor& labels, Tensor& total) const override {
-    Tensor no_gradient;
-    ops::elementwise_loss(output, labels, total, no_gradient, params_, 1.0);
+    Tensor no_gradient, unweighted;
+    ops::elementwise_loss(output, labels, unweighted, total, no_gradient, params_, 1.0);
   }
   double result(double mean) const override { return root_ ? std::sqrt(mean) : mean; }
 

@@ -17,15 +17,17 @@ namespace systolic {
 // The training samples on the model's device and the epoch's order as an int32 device tensor; each batch is
 // gathered (and converted) by ops through a fixed index buffer, then augmented.
 struct EpochIterator::DeviceBatches {
-  Tensor x, y, order, idx;
+  Tensor x, y, w, order, idx;
   Tensor raw, augmented;  // float32 batches before and after augmentation
 
-  DeviceBatches(ModelState& s, const Tensor& xt, const Tensor& yt, std::int64_t batch, bool augment) {
+  DeviceBatches(ModelState& s, const Tensor& xt, const Tensor& yt, const Tensor& wt, std::int64_t batch,
+                bool augment) {
     Device d = s.device();
     SYSTOLIC_CHECK(xt.dim(0) < (std::int64_t(1) << 31), "fit: {} samples are too many for int32 row indices",
                    xt.dim(0));
     x = xt.to(d);
     y = yt.to(d);
+    w = wt.defined() ? wt.to(d) : Tensor();
     s.ensure_capacity(batch);
     idx = Tensor({batch}, DType::int32, d);
     // Augmentation works on float32 images; under mixed precision its result is cast to the compute dtype.
@@ -59,6 +61,10 @@ struct EpochIterator::DeviceBatches {
       ops::gather_rows(x, rows, xb);
     }
     ops::gather_rows(y, rows, yb);
+    if (w.defined()) {
+      Tensor wb = s.w_buf.slice(0, n);
+      ops::gather_rows(w, rows, wb);
+    }
   }
 
   static ops::AugmentParams augment_params(const Augmentation& a) {
@@ -70,10 +76,12 @@ struct EpochIterator::DeviceBatches {
   }
 };
 
-EpochIterator::EpochIterator(ModelState& s, const Tensor& x, const Tensor& y, const FitOptions& o)
+EpochIterator::EpochIterator(ModelState& s, const Tensor& x, const Tensor& y, const Tensor& w,
+                             const FitOptions& o)
     : s_(s),
       x_(x),
       y_(y),
+      w_(w),
       batch_size_(o.batch_size),
       samples_(x.dim(0)),
       steps_((x.dim(0) + o.batch_size - 1) / o.batch_size),
@@ -89,12 +97,14 @@ EpochIterator::EpochIterator(ModelState& s, const Tensor& x, const Tensor& y, co
     group->broadcast_from_chief(shared);
     seed_ = (static_cast<std::uint64_t>(shared[0]) << 32) | static_cast<std::uint64_t>(shared[1]);
   }
-  // Fixes the batch dtypes (y_buf: int32 or float); a replica holds only its shard.
+  // Fixes the batch dtypes (y_buf: int32 or float); a replica holds only its shard (and turns its own sample
+  // weights on or off with each step's).
+  s.weigh_samples(w.defined());
   s.ensure_capacity(group ? std::max<std::int64_t>(1, full_batch_ / group->size()) : full_batch_);
   // GPUs build batches on the device; replicas split host batches.
   bool on_device = !group && (o.batches == FitOptions::Batches::on_device ||
                               (o.batches == FitOptions::Batches::automatic && !s.device().is_cpu()));
-  if (on_device) device_ = std::make_unique<DeviceBatches>(s, x, y, full_batch_, augmentation_.enabled());
+  if (on_device) device_ = std::make_unique<DeviceBatches>(s, x, y, w, full_batch_, augmentation_.enabled());
 }
 
 EpochIterator::~EpochIterator() = default;
@@ -117,6 +127,7 @@ void EpochIterator::begin_epoch(int epoch, std::int64_t first_batch) {
     return;
   }
   pipeline_.reset();  // an epoch that stopped early (stop_training) may have left one
+  if (w_.defined()) order_ = order;
   pipeline_ = std::make_unique<BatchPipeline>(x_, y_, std::move(order),
                                               BatchPipelineOptions{.batch_size = batch_size_,
                                                                    .augmentation = augmentation_,
@@ -141,6 +152,11 @@ bool EpochIterator::next(Batch& batch) {
   } else {
     if (!pipeline_->next(batch.x, batch.y)) return false;
     batch.size = batch.x.dim(0);
+    if (w_.defined()) {  // the batch's rows of the epoch's order (as the pipeline gathered x and y)
+      const auto first = order_.begin() + step_ * batch_size_;
+      batch.w = Tensor({batch.size}, w_.dtype());
+      ops::gather_rows(w_, std::vector<std::int64_t>(first, first + batch.size), batch.w);
+    }
   }
   ++step_;
   return true;
@@ -148,7 +164,8 @@ bool EpochIterator::next(Batch& batch) {
 
 ValidationData EpochIterator::place(const ValidationData& data) const {
   if (!device_) return data;
-  return {data.x.to(s_.device()), data.y.to(s_.device())};
+  return {data.x.to(s_.device()), data.y.to(s_.device()),
+          data.sample_weight.defined() ? data.sample_weight.to(s_.device()) : Tensor()};
 }
 
 }  // namespace systolic

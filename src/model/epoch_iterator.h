@@ -29,16 +29,18 @@ class ModelState;
 struct Batch {
   std::int64_t index = 0;  // in the epoch: 0 .. steps - 1
   std::int64_t size = 0;   // samples
-  // Built on the host in the model's dtypes; both undefined when the batch is already in the model's input
-  // buffers (device batches).
-  Tensor x, y;
+  // Built on the host in the model's dtypes; undefined when the batch is already in the model's input buffers
+  // (device batches). w: the batch's sample weights (undefined when the fit has none).
+  Tensor x, y, w;
 };
 
 class EpochIterator {
  public:
-  // x, y: the training samples (validation data already split off). Sizes the model's buffers for the
-  // batches; on the device, copies the samples there.
-  EpochIterator(ModelState& model, const Tensor& x, const Tensor& y, const FitOptions& options);
+  // x, y: the training samples (validation data already split off); w: their sample weights ([N], the model's
+  // weight_dtype()) or undefined. Sizes the model's buffers for the batches (and turns its sample weights on or
+  // off); on the device, copies the samples there.
+  EpochIterator(ModelState& model, const Tensor& x, const Tensor& y, const Tensor& w,
+                const FitOptions& options);
   ~EpochIterator();
   EpochIterator(const EpochIterator&) = delete;
   EpochIterator& operator=(const EpochIterator&) = delete;
@@ -62,7 +64,8 @@ class EpochIterator {
  private:
   struct DeviceBatches;
   ModelState& s_;
-  Tensor x_, y_;
+  Tensor x_, y_, w_;
+  std::vector<std::int64_t> order_;  // the epoch's, for the sample weights of host batches
   std::int64_t batch_size_, samples_, steps_, full_batch_;
   bool shuffle_;
   Augmentation augmentation_;

@@ -2,6 +2,7 @@
 #include "model/fit_plan.h"
 
 #include <cmath>
+#include <map>
 
 #include "distribute/replica_group.h"
 #include "model/model_state.h"
@@ -74,6 +75,35 @@ void check_replicas(const ModelState& s, const distribute::ReplicaGroup& group, 
 
 }  // namespace
 
+Tensor sample_weights(const ModelState& s, const Tensor& w, std::int64_t samples, const char* what) {
+  if (!w.defined()) return w;
+  SYSTOLIC_CHECK((w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1)) && w.dim(0) == samples,
+                 "{}: sample_weight has shape {}; it takes one weight per sample: ({},)", what,
+                 w.shape().str(), samples);
+  return w.reshape({samples}).to(s.weight_dtype());
+}
+
+Tensor class_weights(const ModelState& s, const std::map<int, double>& class_weight, const Tensor& y) {
+  const std::int64_t n = y.dim(0), per_sample = n ? y.numel() / n : 0;
+  SYSTOLIC_CHECK(y.rank() <= 2, "fit: class_weight needs labels of one class per sample; y has shape {}",
+                 y.shape().str());
+  const std::vector<double> labels = y.to_doubles();
+  std::vector<double> w(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double* row = labels.data() + i * per_sample;
+    std::int64_t cls = 0;
+    if (per_sample == 1) {
+      cls = static_cast<std::int64_t>(std::nearbyint(row[0]));  // numpy's round: half to even
+    } else {
+      for (std::int64_t c = 1; c < per_sample; ++c)
+        if (row[c] > row[cls]) cls = c;  // np.argmax: the first maximum
+    }
+    auto it = class_weight.find(static_cast<int>(cls));
+    w[static_cast<std::size_t>(i)] = it == class_weight.end() ? 1.0 : it->second;
+  }
+  return Tensor::from_vector(w, {n}).to(s.weight_dtype());
+}
+
 FitPlan FitPlan::make(ModelState& s, const Tensor& x, const Tensor& y, const FitOptions& o) {
   SYSTOLIC_CHECK(s.loss, "fit: compile model '{}' first", s.name);
   s.check_trainable("fit");
@@ -85,9 +115,22 @@ FitPlan FitPlan::make(ModelState& s, const Tensor& x, const Tensor& y, const Fit
   SYSTOLIC_CHECK(n_train > 0, "fit: no training samples");
   plan.x = x.slice(0, n_train);
   plan.y = y.slice(0, n_train);
+  SYSTOLIC_CHECK(
+      !o.sample_weight.defined() || o.class_weight.empty(),
+      "fit: sample_weight and class_weight cannot be given together (Keras: \"You cannot `class_weight` "
+      "and `sample_weight` at the same time.\")");
+  const Tensor w = sample_weights(s, o.sample_weight, n, "fit");
+  if (w.defined()) plan.w = w.slice(0, n_train);
+  if (!o.class_weight.empty()) plan.w = class_weights(s, o.class_weight, plan.y);
   plan.validation = o.validation_data;
-  if (n_train < n) plan.validation = ValidationData{x.slice(n_train, n), y.slice(n_train, n)};
-  if (plan.validation) s.check_xy(plan.validation->x, &plan.validation->y, "fit (validation data)");
+  if (n_train < n)
+    plan.validation = ValidationData{x.slice(n_train, n), y.slice(n_train, n),
+                                     w.defined() ? w.slice(n_train, n) : Tensor()};
+  if (plan.validation) {
+    s.check_xy(plan.validation->x, &plan.validation->y, "fit (validation data)");
+    plan.validation->sample_weight =
+        sample_weights(s, plan.validation->sample_weight, plan.validation->x.dim(0), "fit (validation data)");
+  }
   plan.validation_batch_size = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
   if (o.augmentation.enabled())
     SYSTOLIC_CHECK(x.rank() == 3 || x.rank() == 4,

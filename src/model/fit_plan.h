@@ -21,6 +21,9 @@ struct FitPlan {
   // The training samples: the first floor(n * (1 - validation_split)) of x and y (Keras splits before any
   // shuffling), and the validation data (validation_data, or the rest).
   Tensor x, y;
+  // The training samples' weights (sample_weight's first rows, or class_weight's weights of y's classes) in the
+  // model's weight dtype; undefined without either.
+  Tensor w;
   std::optional<ValidationData> validation;
   std::int64_t validation_batch_size = 0;
   // The strategy's replicas (null: the model is one replica). Under replicas batches are built on the host, split
@@ -38,5 +41,13 @@ struct FitPlan {
   // Checks the model, the data and the options, naming what is wrong (an Error), and settles the rest.
   static FitPlan make(ModelState& s, const Tensor& x, const Tensor& y, const FitOptions& o);
 };
+
+// Keras's sample_weight of `samples` samples checked ([N] or [N, 1], numbers) and converted to the model's weight
+// dtype on the host; undefined stays undefined. `what` names the caller in errors.
+Tensor sample_weights(const ModelState& s, const Tensor& sample_weight, std::int64_t samples,
+                      const char* what);
+// Keras's class_weight_to_sample_weights: each sample's weight is class_weight[its label's class] (1 when not
+// named); the class of a label of several values is its argmax, of one value its rounded value.
+Tensor class_weights(const ModelState& s, const std::map<int, double>& class_weight, const Tensor& y);
 
 }  // namespace systolic

@@ -235,7 +235,19 @@ void ModelState::ensure_capacity(std::int64_t n) {
   const NodeExec& o = nodes[output_node()];
   y_buf = loss && loss->sparse_labels() ? Tensor({n}, DType::int32, d)
                                         : Tensor(o.node->shape.with_batch(n), o.dtype, d);
+  w_buf = weighted ? Tensor({n}, weight_dtype(), d) : Tensor();
   capacity = n;
+}
+
+DType ModelState::weight_dtype() const {
+  return nodes[output_node()].dtype == DType::float64 ? DType::float64 : DType::float32;
+}
+
+void ModelState::weigh_samples(bool on) {
+  if (on == weighted) return;
+  weighted = on;
+  train_function.invalidate();  // a recorded step reads w_buf, or not
+  w_buf = on && capacity > 0 ? Tensor({capacity}, weight_dtype(), device()) : Tensor();
 }
 
 void ModelState::refresh_compute_weights() {
@@ -287,7 +299,8 @@ void ModelState::check_xy(const Tensor& x, const Tensor* y, const char* what) co
                    y->shape().without_batch().str(), out.str());
 }
 
-void ModelState::load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows) {
+void ModelState::load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows,
+                            const Tensor* w) {
   auto n = static_cast<std::int64_t>(rows.size());
   ensure_capacity(n);
   Tensor xb = x_buf.slice(0, n);
@@ -296,14 +309,22 @@ void ModelState::load_batch(const Tensor& x, const Tensor* y, const std::vector<
     Tensor yb = y_buf.slice(0, n);
     ops::gather_rows(*y, rows, yb);
   }
+  if (weighted) {  // a batch without weights weighs each sample 1
+    Tensor wb = w_buf.slice(0, n);
+    w && w->defined() ? ops::gather_rows(*w, rows, wb) : ops::fill(wb, 1.0);
+  }
 }
 
-void ModelState::set_batch(const Tensor& x, const Tensor& y) {
+void ModelState::set_batch(const Tensor& x, const Tensor& y, const Tensor& w) {
   std::int64_t n = x.dim(0);
   ensure_capacity(n);
   Tensor xb = x_buf.slice(0, n), yb = y_buf.slice(0, n);
   ops::copy(x, xb);
   ops::copy(y, yb);
+  if (weighted) {
+    Tensor wb = w_buf.slice(0, n);
+    w.defined() ? ops::copy(w, wb) : ops::fill(wb, 1.0);
+  }
 }
 
 void ModelState::forward(std::int64_t n, bool training) {
@@ -342,9 +363,16 @@ bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
   const Activation& act = out.node->layer->activation();
   Tensor logits = act == Activation::softmax ? out.call.preactivation : Tensor();
   Tensor sigmoid_logits = act == Activation::sigmoid ? out.call.preactivation : Tensor();
-  losses::LossArgs args{
-      out.call.output, logits, sigmoid_logits, labels,
-      total,           grad,   grad,           grad_scale > 0 ? grad_scale : 1.0 / double(n)};
+  Tensor weights = weighted ? w_buf.slice(0, n) : Tensor();
+  losses::LossArgs args{out.call.output,
+                        logits,
+                        sigmoid_logits,
+                        labels,
+                        weights,
+                        total,
+                        grad,
+                        grad,
+                        grad_scale > 0 ? grad_scale : 1.0 / double(n)};
   bool pre = loss->compute(args);  // true: the gradient it wrote is w.r.t. the logits, the pre-softmax values
   for (auto& t : terms.loss_terms) t.add_loss(n, total);
   terms.grad_scale = grad_scale > 0 ? grad_scale : 0.0;

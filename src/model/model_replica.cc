@@ -12,19 +12,21 @@ void ModelState::join_strategy(int global_index, bool is_chief, const ops::Cross
   training_step.replicas = sync_batch_norm;
 }
 
-void ModelState::load_step(const Tensor& x, const Tensor& y, std::int64_t begin, std::int64_t end,
-                           double learning_rate) {
+void ModelState::load_step(const Tensor& x, const Tensor& y, const Tensor& w, std::int64_t begin,
+                           std::int64_t end, double learning_rate) {
   optimizer->load_learning_rate(learning_rate);
+  weigh_samples(w.defined());
   make_step_scalars();
   if (end <= begin) return;
   std::vector<std::int64_t> rows(static_cast<std::size_t>(end - begin));
   if (device().is_cpu()) {
     std::iota(rows.begin(), rows.end(), begin);
-    load_batch(x, &y, rows);
+    load_batch(x, &y, rows, &w);
   } else {  // the shard goes to the replica's device first
     Tensor xs = x.slice(begin, end).to(device()), ys = y.slice(begin, end).to(device());
+    Tensor ws = w.defined() ? w.slice(begin, end).to(device()) : Tensor();
     std::iota(rows.begin(), rows.end(), 0);
-    load_batch(xs, &ys, rows);
+    load_batch(xs, &ys, rows, &ws);
   }
 }
 

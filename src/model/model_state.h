@@ -75,6 +75,15 @@ class ModelState final : public distribute::Replica {
 
   std::int64_t capacity = 0;
   Tensor x_buf, y_buf;
+  // Keras's sample weights of the batch ([capacity], weight_dtype()) while fit or evaluate weighs its samples
+  // (weigh_samples(true)); undefined otherwise, when the loss counts every sample once.
+  Tensor w_buf;
+  bool weighted = false;
+  // Turns the sample weights on or off (invalidating a recorded step when that changes): fit and evaluate do,
+  // for their data. While on, a batch loaded without weights (fit's validation) weighs each sample 1.
+  void weigh_samples(bool on);
+  // The weights' dtype: float64 for a float64 output, float32 otherwise (Keras casts them to the loss's dtype).
+  DType weight_dtype() const;
   Tensor totals;  // float64 [1 + metrics]: loss sum, metric counts
   // What compile registered besides the loss and the optimizer (loss_terms.h): the regularizers' loss terms and
   // the constraints' post-update hooks, collected by pack_weights.
@@ -140,9 +149,12 @@ class ModelState final : public distribute::Replica {
   void check_single_io(const char* what) const;
   // Grows the buffers to n samples (invalidating the train function's recorded step when they move).
   void ensure_capacity(std::int64_t n);
-  void load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows);
-  // A batch already built in the buffers' dtypes (BatchPipeline): copied into x_buf / y_buf.
-  void set_batch(const Tensor& x, const Tensor& y);
+  // Rows of x (and y, and the sample weights w: [N] in any float dtype) into the buffers.
+  void load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows,
+                  const Tensor* w = nullptr);
+  // A batch already built in the buffers' dtypes (BatchPipeline): copied into x_buf / y_buf (and its sample
+  // weights, when defined, into w_buf).
+  void set_batch(const Tensor& x, const Tensor& y, const Tensor& w = Tensor());
 
   // One training step on the n samples in the buffers is five calls (then the step counter advances, outside
   // anything recorded as a CUDA graph):
@@ -183,7 +195,7 @@ class ModelState final : public distribute::Replica {
   // ---- distribute::Replica (model.cc) ----
   Device replica_device() const override { return device(); }
   void join_strategy(int global_index, bool chief, const ops::CrossReplica* sync_batch_norm) override;
-  void load_step(const Tensor& x, const Tensor& y, std::int64_t begin, std::int64_t end,
+  void load_step(const Tensor& x, const Tensor& y, const Tensor& w, std::int64_t begin, std::int64_t end,
                  double learning_rate) override;
   void compute_gradients(std::int64_t rows, std::int64_t global_batch) override;
   void apply_update() override;

@@ -93,14 +93,14 @@ void TrainFunction::record(std::int64_t n) {
 
 void TrainFunction::operator()(const Batch& batch) {
   if (s_.replicas) {
-    s_.replicas->train_step(batch.x, batch.y);
+    s_.replicas->train_step(batch.x, batch.y, batch.w);
     if (s_.replicas->runs_programs()) {
       mode_ = "graph";
       reason_.clear();
     }
     return;
   }
-  if (batch.x.defined()) s_.set_batch(batch.x, batch.y);
+  if (batch.x.defined()) s_.set_batch(batch.x, batch.y, batch.w);
   std::int64_t n = batch.size;
   bool replayable = use_graph_ && n == full_batch_;
   // The rate of this step (a schedule's, or one a callback set) goes where the recorded update reads it: a

@@ -78,16 +78,20 @@ void set_totals(ModelState& s, const std::vector<double>& totals) {
 // contiguous share of the batch's rows): the loss and metric sums are added over replicas after every batch
 // (a collective across workers, which every worker calls alike) and predictions land in their rows of `out`
 // (across workers `out` starts zeroed and each batch's rows are summed, so every worker gets every row).
-LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, std::int64_t batch_size,
-                        CallbackList& callbacks, Tensor* out, std::int64_t& done) {
+LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, const Tensor& w_in,
+                        std::int64_t batch_size, CallbackList& callbacks, Tensor* out, std::int64_t& done) {
   distribute::ReplicaGroup* group = s.replicas.get();
   const int local = group ? group->local_size() : 1;
   auto replica = [&](int l) -> ModelState& { return group ? state_of(group->replica(l)) : s; };
   // On a GPU the samples are copied there once (uint8 stays uint8) and gathered per batch by device ops.
-  std::vector<Tensor> xs, ys;
+  std::vector<Tensor> xs, ys, ws;
   for (int l = 0; l < local; ++l) {
     xs.push_back(x_in.to(replica(l).device()));
     ys.push_back(y_in ? y_in->to(replica(l).device()) : Tensor());
+    ws.push_back(w_in.defined() ? w_in.to(replica(l).device()) : Tensor());
+    // Weighted test batches turn the sample weights on; while they are on (after a weighted fit) a batch
+    // without them weighs each sample 1.
+    if (w_in.defined()) replica(l).weigh_samples(true);
   }
   const bool testing = y_in != nullptr;
   if (testing) reset_totals(s);
@@ -97,7 +101,7 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, s
   auto run = [&](int l, std::int64_t begin, std::int64_t end) {
     if (end == begin) return;
     ModelState& r = replica(l);
-    r.load_batch(xs[l], testing ? &ys[l] : nullptr, range_rows(begin, end));
+    r.load_batch(xs[l], testing ? &ys[l] : nullptr, range_rows(begin, end), &ws[l]);
     r.train_function.inference_step(end - begin, testing);
     if (!testing) {
       Tensor rows = out->slice(begin, end);
@@ -142,12 +146,12 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, s
 }
 
 // Keras's evaluate loop between on_test_begin and on_test_end (fit's validation, and evaluate).
-LogValues run_test(ModelState& s, const Tensor& x, const Tensor& y, std::int64_t batch_size,
+LogValues run_test(ModelState& s, const Tensor& x, const Tensor& y, const Tensor& w, std::int64_t batch_size,
                    CallbackList& callbacks) {
   s.stop_evaluating = false;
   callbacks.on_test_begin();
   std::int64_t done = 0;
-  LogValues v = run_inference(s, x, &y, batch_size, callbacks, nullptr, done);
+  LogValues v = run_inference(s, x, &y, w, batch_size, callbacks, nullptr, done);
   callbacks.on_test_end(v);
   return v;
 }
@@ -194,8 +198,8 @@ LogValues run_epoch(ModelState& s, const FitPlan& plan, const FitOptions& o, Epo
   LogValues logs = group ? log_values(s, group->sum_totals(), seen) : read_totals(s, seen);
   if (group) group->average_non_trainable_weights();
   if (plan.validation && (epoch + 1) % o.validation_freq == 0)
-    for (auto& [k, value] :
-         run_test(s, plan.validation->x, plan.validation->y, plan.validation_batch_size, callbacks))
+    for (auto& [k, value] : run_test(s, plan.validation->x, plan.validation->y,
+                                     plan.validation->sample_weight, plan.validation_batch_size, callbacks))
       logs.emplace_back("val_" + k, value);
   return logs;
 }
@@ -208,7 +212,7 @@ LogValues run_epoch(ModelState& s, const FitPlan& plan, const FitOptions& o, Epo
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
   ModelState& s = *state_;
   FitPlan plan = FitPlan::make(s, x, y, o);
-  EpochIterator epochs(s, plan.x, plan.y, o);
+  EpochIterator epochs(s, plan.x, plan.y, plan.w, o);
   if (plan.validation) plan.validation = epochs.place(*plan.validation);
   s.train_function.begin_fit(epochs.on_device(), o.step_graph, epochs.full_batch());
   CallbackList callbacks("fit", o.callbacks, *this, plan.callback_params(o, epochs.steps()),
@@ -272,7 +276,8 @@ std::vector<double> Model::evaluate(const Tensor& x, const Tensor& y, const Eval
   CallbackList callbacks(
       "evaluate", o.callbacks, *this,
       {.verbose = s.chief ? o.verbose : 0, .epochs = 1, .steps = batches_of(x, o.batch_size)});
-  LogValues v = run_test(s, x, y, o.batch_size, callbacks);
+  LogValues v =
+      run_test(s, x, y, sample_weights(s, o.sample_weight, x.dim(0), "evaluate"), o.batch_size, callbacks);
   std::vector<double> out;
   for (auto& [k, value] : v) out.push_back(value);
   return out;
@@ -293,7 +298,7 @@ Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
   s.stop_predicting = false;
   callbacks.on_predict_begin();
   std::int64_t done = 0;
-  run_inference(s, x, nullptr, o.batch_size, callbacks, &out, done);
+  run_inference(s, x, nullptr, Tensor(), o.batch_size, callbacks, &out, done);
   callbacks.on_predict_end();
   if (done < out.dim(0)) out = out.slice(0, done).clone();  // stopped: the batches done, as Keras returns
   if (out.dtype() == DType::bfloat16) out = out.to(DType::float32);  // mixed precision: float32 results

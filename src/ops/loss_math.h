@@ -40,6 +40,18 @@ SYSTOLIC_LOSS_HD double element_weight(ElementLoss k, long long per_sample, long
   return (k == ElementLoss::kl_divergence ? double(last) : 1.0) / double(per_sample);
 }
 
+// Keras's sample weights over a loss's rows: weights[row / rows_per_sample] (a sample of [T, C] predictions is T
+// rows of C), float32 or float64 (one pointer set); 1 without weights.
+struct RowWeights {
+  const float* f = nullptr;
+  const double* d = nullptr;
+  long long rows_per_sample = 1;
+  SYSTOLIC_LOSS_HD double operator()(long long row) const {
+    const long long s = row / rows_per_sample;
+    return d ? d[s] : (f ? double(f[s]) : 1.0);
+  }
+};
+
 // softplus as TensorFlow computes it: log(1 + exp(-|x|)) + max(x, 0).
 template <class M, class V>
 SYSTOLIC_LOSS_HD V softplus(const V& x) {

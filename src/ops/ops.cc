@@ -589,6 +589,18 @@ void gradient(const Check& c, const char* name, const Tensor& grad, const char* 
   if (grad.defined()) c.like(name, grad, of, pred);
 }
 
+// Keras's sample weights of a loss: undefined, or one per sample of pred's batch, float32 (float64 for float64
+// predictions).
+void sample_weights(const Check& c, const Tensor& w, const Tensor& pred) {
+  if (!w.defined()) return;
+  const DType want = pred.dtype() == DType::float64 ? DType::float64 : DType::float32;
+  c.dtype("weights", w, want,
+          pred.dtype() == DType::float64 ? "float64 predictions" : "sample weights are float32");
+  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1 && w.numel() == pred.dim(0),
+                    "weights of shape {} for predictions of shape {}: one per sample", w.shape().str(),
+                    pred.shape().str());
+}
+
 // Floating predictions with a batch axis, and `what` (targets or 0/1 labels) of their dtype and element count.
 void predictions_and(const Check& c, const Tensor& pred, const char* what, const Tensor& target) {
   c.floating("predictions", pred);
@@ -598,32 +610,36 @@ void predictions_and(const Check& c, const Tensor& pred, const char* what, const
                     target.shape().str(), pred.shape().str());
 }
 
-DType softmax_cross_entropy(const Tensor& logits, const Tensor& l, Tensor& total, Tensor& dlogits, double) {
+DType softmax_cross_entropy(const Tensor& logits, const Tensor& l, const Tensor& w, Tensor& total,
+                            Tensor& dlogits, double) {
   Check c("softmax_cross_entropy");
   labels(c, l, logits, predictions(c, "logits", logits));
+  sample_weights(c, w, logits);
   c.total(total);
   gradient(c, "dlogits", dlogits, "logits", logits);
   return logits.dtype();
 }
 
-DType crossentropy_from_probabilities(const Tensor& probs, const Tensor& l, Tensor& total, Tensor& dprobs,
-                                      double, double eps) {
+DType crossentropy_from_probabilities(const Tensor& probs, const Tensor& l, const Tensor& w, Tensor& total,
+                                      Tensor& dprobs, double, double eps) {
   Check c("crossentropy_from_probabilities");
   labels(c, l, probs, predictions(c, "probabilities", probs));
+  sample_weights(c, w, probs);
   c.total(total);
   gradient(c, "dprobs", dprobs, "probabilities", probs);
   SYSTOLIC_OP_CHECK(c, eps > 0 && eps < 0.5, "epsilon must be in (0, 0.5), got {}", eps);
   return probs.dtype();
 }
 
-DType elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
-                       const ElementLossParams& p, double) {
+DType elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& w, Tensor& total,
+                       Tensor& dpred, const ElementLossParams& p, double) {
   Check c("elementwise_loss");
   SYSTOLIC_OP_CHECK(c, p.label_smoothing >= 0 && p.label_smoothing <= 1,
                     "label_smoothing {} is outside [0, 1]", p.label_smoothing);
   SYSTOLIC_OP_CHECK(c, p.kind != ElementLoss::huber || p.delta >= 0, "huber's delta {} is negative", p.delta);
   SYSTOLIC_OP_CHECK(c, p.epsilon > 0, "epsilon {} is not positive", p.epsilon);
   predictions_and(c, pred, "targets", target);
+  sample_weights(c, w, pred);
   c.total(total);
   gradient(c, "dpred", dpred, "predictions", pred);
   return pred.dtype();

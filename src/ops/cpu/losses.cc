@@ -29,15 +29,24 @@ bool sparse_labels(const Tensor& labels, std::int64_t rows, std::int64_t classes
   return true;
 }
 
+// The sample weights of a loss over `rows` rows (ops.h: one weight per sample, rows / samples rows each).
+loss::RowWeights row_weights(const Tensor& w, std::int64_t rows) {
+  if (!w.defined() || w.numel() == 0) return {};
+  return {.f = w.dtype() == DType::float32 ? w.data<float>() : nullptr,
+          .d = w.dtype() == DType::float64 ? w.data<double>() : nullptr,
+          .rows_per_sample = rows / w.numel()};
+}
+
 void add_to_total(Tensor& total, double value) {
   total.data<double>()[0] += value;
 }
 
 template <class T>
-void softmax_cross_entropy_loop(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
-                                double grad_scale) {
+void softmax_cross_entropy_loop(const Tensor& logits, const Tensor& labels, const Tensor& weights,
+                                Tensor& total, Tensor& dlogits, double grad_scale) {
   std::int64_t C = logits.dim(-1), R = logits.numel() / C;
   bool sparse = sparse_labels(labels, R, C);
+  const loss::RowWeights rw = row_weights(weights, R);
   const T* zp = logits.data<T>();
   T* gp = dlogits.defined() ? dlogits.data<T>() : nullptr;
   double sum = 0;
@@ -49,56 +58,64 @@ void softmax_cross_entropy_loop(const Tensor& logits, const Tensor& labels, Tens
     double se = 0;
     for (std::int64_t c = 0; c < C; ++c) se += std::exp(double(z[c] - mx));
     double lse = double(mx) + std::log(se);
+    const double wr = rw(r), gs = grad_scale * wr;
     if (sparse) {
       std::int32_t label = labels.data<std::int32_t>()[r];
-      sum += lse - double(z[label]);
+      sum += wr * (lse - double(z[label]));
       if (gp)
         for (std::int64_t c = 0; c < C; ++c)
-          gp[r * C + c] = T((std::exp(double(z[c]) - lse) - (c == label ? 1.0 : 0.0)) * grad_scale);
+          gp[r * C + c] = T((std::exp(double(z[c]) - lse) - (c == label ? 1.0 : 0.0)) * gs);
     } else {
       const T* y = labels.data<T>() + r * C;
-      double ysum = 0;
+      double ysum = 0, row = 0;
       for (std::int64_t c = 0; c < C; ++c) {
-        sum += double(y[c]) * (lse - double(z[c]));
+        row += double(y[c]) * (lse - double(z[c]));
         ysum += double(y[c]);
       }
+      sum += wr * row;
       // d/dz of -sum_c y_c log softmax_c = softmax * sum(y) - y
       if (gp)
         for (std::int64_t c = 0; c < C; ++c)
-          gp[r * C + c] = T((std::exp(double(z[c]) - lse) * ysum - double(y[c])) * grad_scale);
+          gp[r * C + c] = T((std::exp(double(z[c]) - lse) * ysum - double(y[c])) * gs);
     }
   }
   add_to_total(total, sum);
 }
 
 template <class T>
-void crossentropy_from_probabilities_loop(const Tensor& probs, const Tensor& labels, Tensor& total,
-                                          Tensor& dprobs, double grad_scale, double eps) {
+void crossentropy_from_probabilities_loop(const Tensor& probs, const Tensor& labels, const Tensor& weights,
+                                          Tensor& total, Tensor& dprobs, double grad_scale, double eps) {
   std::int64_t C = probs.dim(-1), R = probs.numel() / C;
   bool sparse = sparse_labels(labels, R, C);
+  const loss::RowWeights rw = row_weights(weights, R);
   const T* pp = probs.data<T>();
   T* gp = dprobs.defined() ? dprobs.data<T>() : nullptr;
   double sum = 0;
   // The clip's derivative is 0 outside [eps, 1-eps]: clipped probabilities get no gradient.
-  auto term = [&](double y, double p, T* g) {
+  auto term = [&](double y, double p, T* g, double gs) {
     double clipped = std::clamp(p, eps, 1.0 - eps);
-    if (g) *g = T((p > eps && p < 1.0 - eps) ? -y / p * grad_scale : 0.0);
+    if (g) *g = T((p > eps && p < 1.0 - eps) ? -y / p * gs : 0.0);
     return -y * std::log(clipped);
   };
 #pragma omp parallel for reduction(+ : sum)
-  for (std::int64_t r = 0; r < R; ++r)
+  for (std::int64_t r = 0; r < R; ++r) {
+    const double wr = rw(r);
+    double row = 0;
     for (std::int64_t c = 0; c < C; ++c) {
       double y =
           sparse ? (labels.data<std::int32_t>()[r] == c ? 1.0 : 0.0) : double(labels.data<T>()[r * C + c]);
-      sum += term(y, double(pp[r * C + c]), gp ? gp + r * C + c : nullptr);
+      row += term(y, double(pp[r * C + c]), gp ? gp + r * C + c : nullptr, grad_scale * wr);
     }
+    sum += wr * row;
+  }
   add_to_total(total, sum);
 }
 
 template <class T>
-void elementwise_loss_loop(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
-                           ElementLossParams p, double grad_scale) {
+void elementwise_loss_loop(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,
+                           Tensor& dpred, ElementLossParams p, double grad_scale) {
   const std::int64_t n = pred.numel(), R = pred.dim(0), D = R ? n / R : 0;
+  const loss::RowWeights rw = row_weights(weights, R);
   const double w = loss::element_weight(p.kind, D, pred.rank() >= 2 ? pred.dim(-1) : 1);
   const T* pp = pred.data<T>();
   const T* tp = target.data<T>();
@@ -110,8 +127,9 @@ void elementwise_loss_loop(const Tensor& pred, const Tensor& target, Tensor& tot
   for (std::int64_t i = 0; i < n; ++i) {
     const double t = binary ? 2.0 * double(tp[i]) - 1.0 : double(tp[i]);
     loss::ValueGrad<double> e = loss::element<loss::DoubleMath>(p, double(pp[i]), t);
-    sum += e.value;
-    if (gp) gp[i] = T(e.grad * w * grad_scale);
+    const double wi = rw(i / D);
+    sum += wi * e.value;
+    if (gp) gp[i] = T(e.grad * w * grad_scale * wi);
   }
   add_to_total(total, sum * w);
 }
@@ -195,27 +213,28 @@ void regression_sums_loop(const Tensor& pred, const Tensor& target, Tensor& sums
 }  // namespace
 
 const DTypes softmax_cross_entropy_dtypes = kFloats;
-void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
-                           double grad_scale) {
+void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& weights, Tensor& total,
+                           Tensor& dlogits, double grad_scale) {
   visit_dtype<float, double>(logits.dtype(), [&](auto t) {
-    softmax_cross_entropy_loop<typename decltype(t)::type>(logits, labels, total, dlogits, grad_scale);
+    softmax_cross_entropy_loop<typename decltype(t)::type>(logits, labels, weights, total, dlogits,
+                                                           grad_scale);
   });
 }
 
 const DTypes crossentropy_from_probabilities_dtypes = kFloats;
-void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs,
-                                     double grad_scale, double eps) {
+void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, const Tensor& weights,
+                                     Tensor& total, Tensor& dprobs, double grad_scale, double eps) {
   visit_dtype<float, double>(probs.dtype(), [&](auto t) {
-    crossentropy_from_probabilities_loop<typename decltype(t)::type>(probs, labels, total, dprobs, grad_scale,
-                                                                     eps);
+    crossentropy_from_probabilities_loop<typename decltype(t)::type>(probs, labels, weights, total, dprobs,
+                                                                     grad_scale, eps);
   });
 }
 
 const DTypes elementwise_loss_dtypes = kFloats;
-void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
-                      const ElementLossParams& p, double grad_scale) {
+void elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,
+                      Tensor& dpred, const ElementLossParams& p, double grad_scale) {
   visit_dtype<float, double>(pred.dtype(), [&](auto t) {
-    elementwise_loss_loop<typename decltype(t)::type>(pred, target, total, dpred, p, grad_scale);
+    elementwise_loss_loop<typename decltype(t)::type>(pred, target, weights, total, dpred, p, grad_scale);
   });
 }
 

@@ -70,8 +70,9 @@ __device__ __forceinline__ std::int64_t checked_label(const std::int32_t* labels
 
 template <class T, class L>
 __global__ void softmax_cross_entropy_kernel(const T* logits, const std::int32_t* sparse, const L* dense,
-                                             std::int64_t rows, std::int64_t C, double* total, T* dlogits,
-                                             double grad_scale, int* error_flags, int flag) {
+                                             std::int64_t rows, std::int64_t C, loss::RowWeights rw,
+                                             double* total, T* dlogits, double grad_scale, int* error_flags,
+                                             int flag) {
   const int lane = threadIdx.x & 31;
   double acc = 0;  // lane 0's rows
   SYSTOLIC_WARP_ROWS(r, rows) {
@@ -86,16 +87,16 @@ __global__ void softmax_cross_entropy_kernel(const T* logits, const std::int32_t
     for (std::int64_t c = lane; c < C; c += 32) se += exp(double(load(z, c) - mx));
     se = warp_sum(se);
     const double lse = double(mx) + log(se);
+    const double wr = rw(r), gs = grad_scale * wr;
     T* g = dlogits ? dlogits + r * C : nullptr;
     if (sparse) {
       const std::int64_t label = checked_label(sparse, r, C, error_flags, flag, lane == 0);
-      if (lane == 0 && label >= 0) acc += lse - double(load(z, label));
+      if (lane == 0 && label >= 0) acc += wr * (lse - double(load(z, label)));
       __syncwarp();  // z[label] is read before any lane writes the gradient (which may share its memory)
       if (g)
         for (std::int64_t c = lane; c < C; c += 32)
-          store_double(
-              g, c,
-              label < 0 ? 0.0 : (exp(double(load(z, c)) - lse) - (c == label ? 1.0 : 0.0)) * grad_scale);
+          store_double(g, c,
+                       label < 0 ? 0.0 : (exp(double(load(z, c)) - lse) - (c == label ? 1.0 : 0.0)) * gs);
     } else {
       const L* y = dense + r * C;
       double part = 0, ysum = 0;
@@ -106,10 +107,10 @@ __global__ void softmax_cross_entropy_kernel(const T* logits, const std::int32_t
       }
       part = warp_sum(part);
       ysum = warp_sum(ysum);
-      if (lane == 0) acc += part;
+      if (lane == 0) acc += wr * part;
       if (g)
         for (std::int64_t c = lane; c < C; c += 32)
-          store_double(g, c, (exp(double(load(z, c)) - lse) * ysum - double(load(y, c))) * grad_scale);
+          store_double(g, c, (exp(double(load(z, c)) - lse) * ysum - double(load(y, c))) * gs);
     }
   }
   block_add(acc, total);
@@ -120,8 +121,8 @@ __global__ void softmax_cross_entropy_kernel(const T* logits, const std::int32_t
 
 template <class T, class L>
 __global__ void crossentropy_kernel(const T* probs, const std::int32_t* sparse, const L* dense,
-                                    std::int64_t rows, std::int64_t C, double* total, T* dprobs,
-                                    double grad_scale, double eps, int* error_flags, int flag) {
+                                    std::int64_t rows, std::int64_t C, loss::RowWeights rw, double* total,
+                                    T* dprobs, double grad_scale, double eps, int* error_flags, int flag) {
   const double hi = 1.0 - eps;
   double acc = 0;
   SYSTOLIC_GRID_STRIDE(i, rows * C) {
@@ -135,8 +136,9 @@ __global__ void crossentropy_kernel(const T* probs, const std::int32_t* sparse, 
     }
     const double p = double(load(probs, i));
     const double clipped = p < eps ? eps : (hi < p ? hi : p);  // std::clamp(p, eps, hi)
-    if (dprobs) store_double(dprobs, i, (p > eps && p < hi) ? -y / p * grad_scale : 0.0);
-    acc += -y * log(clipped);
+    const double wr = rw(r);
+    if (dprobs) store_double(dprobs, i, (p > eps && p < hi) ? -y / p * (grad_scale * wr) : 0.0);
+    acc += wr * (-y * log(clipped));
   }
   block_add(acc, total);
 }
@@ -156,7 +158,8 @@ __global__ void non_binary_targets_kernel(const L* target, std::int64_t n, int* 
 }
 
 template <class T, class L>
-__global__ void elementwise_loss_kernel(const T* pred, const L* target, std::int64_t n, ElementLossParams p,
+__global__ void elementwise_loss_kernel(const T* pred, const L* target, std::int64_t n,
+                                        std::int64_t per_sample, loss::RowWeights rw, ElementLossParams p,
                                         double w, const int* not_binary, double* total, T* dpred,
                                         double grad_scale) {
   const bool binary = not_binary && *not_binary == 0;
@@ -165,8 +168,9 @@ __global__ void elementwise_loss_kernel(const T* pred, const L* target, std::int
     const double t = double(load(target, i));
     const loss::ValueGrad<double> e =
         loss::element<loss::DoubleMath>(p, double(load(pred, i)), binary ? 2.0 * t - 1.0 : t);
-    acc += e.value * w;
-    if (dpred) store_double(dpred, i, e.grad * w * grad_scale);
+    const double wi = rw(i / per_sample);
+    acc += wi * e.value * w;
+    if (dpred) store_double(dpred, i, e.grad * w * grad_scale * wi);
   }
   block_add(acc, total);
 }
@@ -227,38 +231,40 @@ cudaError_t by_types(Element t, Element l, F&& f) {
 }
 
 cudaError_t launch_softmax_cross_entropy(const void* logits, Element type, const Labels& labels,
-                                         std::int64_t rows, std::int64_t classes, double* total,
-                                         void* dlogits, double grad_scale, int* error_flags, int flag,
-                                         cudaStream_t stream) {
+                                         std::int64_t rows, std::int64_t classes, loss::RowWeights rw,
+                                         double* total, void* dlogits, double grad_scale, int* error_flags,
+                                         int flag, cudaStream_t stream) {
   if (rows == 0 || classes == 0) return cudaSuccess;
   return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
     using L = typename decltype(ltag)::type;
     softmax_cross_entropy_kernel<T, L><<<reduction_blocks(rows * 32), kThreads, 0, stream>>>(
-        static_cast<const T*>(logits), labels.sparse, static_cast<const L*>(labels.dense), rows, classes,
+        static_cast<const T*>(logits), labels.sparse, static_cast<const L*>(labels.dense), rows, classes, rw,
         total, static_cast<T*>(dlogits), grad_scale, error_flags, flag);
     return cudaGetLastError();
   });
 }
 
 cudaError_t launch_crossentropy_from_probabilities(const void* probs, Element type, const Labels& labels,
-                                                   std::int64_t rows, std::int64_t classes, double* total,
-                                                   void* dprobs, double grad_scale, double eps,
-                                                   int* error_flags, int flag, cudaStream_t stream) {
+                                                   std::int64_t rows, std::int64_t classes,
+                                                   loss::RowWeights rw, double* total, void* dprobs,
+                                                   double grad_scale, double eps, int* error_flags, int flag,
+                                                   cudaStream_t stream) {
   if (rows == 0 || classes == 0) return cudaSuccess;
   return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
     using L = typename decltype(ltag)::type;
     crossentropy_kernel<T, L><<<reduction_blocks(rows * classes), kThreads, 0, stream>>>(
-        static_cast<const T*>(probs), labels.sparse, static_cast<const L*>(labels.dense), rows, classes,
+        static_cast<const T*>(probs), labels.sparse, static_cast<const L*>(labels.dense), rows, classes, rw,
         total, static_cast<T*>(dprobs), grad_scale, eps, error_flags, flag);
     return cudaGetLastError();
   });
 }
 
 cudaError_t launch_elementwise_loss(const void* pred, Element type, const void* target, Element target_type,
-                                    std::int64_t n, const ElementLossParams& p, double w, int* not_binary,
-                                    double* total, void* dpred, double grad_scale, cudaStream_t stream) {
+                                    std::int64_t n, std::int64_t per_sample, loss::RowWeights rw,
+                                    const ElementLossParams& p, double w, int* not_binary, double* total,
+                                    void* dpred, double grad_scale, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return by_types(type, target_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
@@ -271,8 +277,8 @@ cudaError_t launch_elementwise_loss(const void* pred, Element type, const void* 
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     elementwise_loss_kernel<T, L><<<reduction_blocks(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), static_cast<const L*>(target), n, p, w, not_binary, total,
-        static_cast<T*>(dpred), grad_scale);
+        static_cast<const T*>(pred), static_cast<const L*>(target), n, per_sample, rw, p, w, not_binary,
+        total, static_cast<T*>(dpred), grad_scale);
     return cudaGetLastError();
   });
 }
@@ -381,38 +387,46 @@ void* gradient_of(Tensor& grad) {
   return grad.defined() ? grad.raw_data() : nullptr;
 }
 
+// The sample weights of a loss over `rows` rows (float32 on this backend; ops.h: one per sample).
+loss::RowWeights row_weights(const Tensor& w, std::int64_t rows) {
+  if (!w.defined() || w.numel() == 0) return {};
+  return {.f = w.data<float>(), .rows_per_sample = rows / w.numel()};
+}
+
 }  // namespace
 
 const DTypes softmax_cross_entropy_dtypes = kFloat32Or16;
-void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
-                           double grad_scale) {
+void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& weights, Tensor& total,
+                           Tensor& dlogits, double grad_scale) {
   Batch b = batch_of(logits, labels);
   Context& c = context(logits);
-  SYSTOLIC_CUDA_CHECK(launch_softmax_cross_entropy(
-      logits.raw_data(), element_of(logits.dtype()), b.labels, b.rows, b.classes, total.data<double>(),
-      gradient_of(dlogits), grad_scale, c.error_flags, kLabelOutOfRange, c.stream));
+  SYSTOLIC_CUDA_CHECK(launch_softmax_cross_entropy(logits.raw_data(), element_of(logits.dtype()), b.labels,
+                                                   b.rows, b.classes, row_weights(weights, b.rows),
+                                                   total.data<double>(), gradient_of(dlogits), grad_scale,
+                                                   c.error_flags, kLabelOutOfRange, c.stream));
 }
 
 const DTypes crossentropy_from_probabilities_dtypes = kFloat32Or16;
-void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs,
-                                     double grad_scale, double eps) {
+void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, const Tensor& weights,
+                                     Tensor& total, Tensor& dprobs, double grad_scale, double eps) {
   Batch b = batch_of(probs, labels);
   Context& c = context(probs);
   SYSTOLIC_CUDA_CHECK(launch_crossentropy_from_probabilities(
-      probs.raw_data(), element_of(probs.dtype()), b.labels, b.rows, b.classes, total.data<double>(),
-      gradient_of(dprobs), grad_scale, eps, c.error_flags, kLabelOutOfRange, c.stream));
+      probs.raw_data(), element_of(probs.dtype()), b.labels, b.rows, b.classes, row_weights(weights, b.rows),
+      total.data<double>(), gradient_of(dprobs), grad_scale, eps, c.error_flags, kLabelOutOfRange, c.stream));
 }
 
 const DTypes elementwise_loss_dtypes = kFloat32Or16;
-void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
-                      const ElementLossParams& p, double grad_scale) {
+void elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,
+                      Tensor& dpred, const ElementLossParams& p, double grad_scale) {
   const std::int64_t n = pred.numel(), rows = pred.dim(0), per_row = rows ? n / rows : 0;
   const double w = loss::element_weight(p.kind, per_row, pred.rank() >= 2 ? pred.dim(-1) : 1);
   Context& c = context(pred);
   int* not_binary = loss::hinge_targets(p.kind) ? static_cast<int*>(c.workspace(sizeof(int))) : nullptr;
-  SYSTOLIC_CUDA_CHECK(launch_elementwise_loss(
-      pred.raw_data(), element_of(pred.dtype()), target.raw_data(), element_of(target.dtype()), n, p, w,
-      not_binary, total.data<double>(), gradient_of(dpred), grad_scale, c.stream));
+  SYSTOLIC_CUDA_CHECK(
+      launch_elementwise_loss(pred.raw_data(), element_of(pred.dtype()), target.raw_data(),
+                              element_of(target.dtype()), n, per_row, row_weights(weights, rows), p, w,
+                              not_binary, total.data<double>(), gradient_of(dpred), grad_scale, c.stream));
 }
 
 const DTypes accuracy_count_dtypes = kFloat32Or16;

@@ -43,6 +43,13 @@ void add_total(const Tensor& total, const E& value) {
   accumulate_into(total, reshape(convert(value, Elem::f64), total.shape().dims()));
 }
 
+// Keras's sample weights over `count` values of a loss (count / N per sample) as [count] float64.
+E spread(const Tensor& weights, std::int64_t count) {
+  const std::int64_t N = weights.numel();
+  E w = reshape(read_as(weights, Elem::f64), {N});
+  return reshape(broadcast(w, {N, count / N}, {0}), {count});
+}
+
 // The row's argmax: the first index of the maximum.
 E argmax_rows(const E& z) {
   const auto& d = z.dims();
@@ -54,8 +61,8 @@ E argmax_rows(const E& z) {
 }  // namespace
 
 const DTypes softmax_cross_entropy_dtypes = kFloatsAndBf16;
-void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& total, Tensor& dlogits,
-                           double grad_scale) {
+void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& weights, Tensor& total,
+                           Tensor& dlogits, double grad_scale) {
   traced([&] {
     const std::int64_t C = logits.dim(-1), R = logits.numel() / C;
     std::vector<std::int64_t> d{R, C};
@@ -65,32 +72,39 @@ void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& t
     E lse = mx + log(sum(exp(z - broadcast_rows(mx, d)), {1}));
     E lse_b = broadcast_rows(lse, d);
     E per_row = sum(l.y * (lse_b - z), {1});
-    add_total(total, sum_all(guard(per_row, l)));
+    const bool weighted = weights.defined() && R > 0;
+    E w = weighted ? spread(weights, R) : E();
+    add_total(total, sum_all(guard(weighted ? per_row * w : per_row, l)));
     if (dlogits.defined()) {
       E p = exp(z - lse_b);
       E g = l.sparse ? p - l.y : p * broadcast_rows(sum(l.y, {1}), d) - l.y;
-      write(dlogits, g * grad_scale);
+      write(dlogits, weighted ? g * broadcast_rows(w * grad_scale, d) : g * grad_scale);
     }
   });
 }
 
 const DTypes crossentropy_from_probabilities_dtypes = kFloatsAndBf16;
-void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, Tensor& total, Tensor& dprobs,
-                                     double grad_scale, double eps) {
+void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, const Tensor& weights,
+                                     Tensor& total, Tensor& dprobs, double grad_scale, double eps) {
   traced([&] {
     const std::int64_t C = probs.dim(-1), R = probs.numel() / C;
     std::vector<std::int64_t> d{R, C};
     E p = reshape(read_as(probs, Elem::f64), d);
     Labels l = labels_of(labels, R, C);
     E per_row = sum(-l.y * log(clip(p, eps, 1.0 - eps)), {1});
-    add_total(total, sum_all(guard(per_row, l)));
-    if (dprobs.defined()) write(dprobs, where(p > eps && p < 1.0 - eps, -l.y / p * grad_scale, 0.0));
+    const bool weighted = weights.defined() && R > 0;
+    E w = weighted ? spread(weights, R) : E();
+    add_total(total, sum_all(guard(weighted ? per_row * w : per_row, l)));
+    if (dprobs.defined()) {
+      E scale = weighted ? broadcast_rows(w * grad_scale, d) : like(grad_scale, p);
+      write(dprobs, where(p > eps && p < 1.0 - eps, -l.y / p * scale, 0.0));
+    }
   });
 }
 
 const DTypes elementwise_loss_dtypes = kFloatsAndBf16;
-void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, Tensor& dpred,
-                      const ElementLossParams& p, double grad_scale) {
+void elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,
+                      Tensor& dpred, const ElementLossParams& p, double grad_scale) {
   traced([&] {
     const std::int64_t n = pred.numel(), R = pred.dim(0), D = R ? n / R : 0;
     const double w = loss::element_weight(p.kind, D, pred.rank() >= 2 ? pred.dim(-1) : 1);
@@ -102,8 +116,14 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, Tensor& total, T
       t = where(broadcast(eq(all, 1.0), {n}, {}), 2.0 * t - 1.0, t);
     }
     loss::ValueGrad<E> e = loss::element<Math>(p, x, t);
-    add_total(total, sum_all(e.value) * w);
-    if (dpred.defined()) write(dpred, e.grad * (w * grad_scale));
+    if (weights.defined() && n > 0) {
+      E ws = spread(weights, n);
+      add_total(total, sum_all(e.value * ws) * w);
+      if (dpred.defined()) write(dpred, e.grad * ws * (w * grad_scale));
+    } else {
+      add_total(total, sum_all(e.value) * w);
+      if (dpred.defined()) write(dpred, e.grad * (w * grad_scale));
+    }
   });
 }
 
