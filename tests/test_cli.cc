@@ -902,3 +902,35 @@ TEST(Cli, ArrayDataTrainEvaluatePredict) {
       fmt::format("train --model {0}binary.keras --dataset npz:{0}regression.npz --epochs 1", dir),
       "the model takes inputs");
 }
+
+// train --class-weight: Keras's class_weight. Weights of 0 for both classes leave SGD nothing to learn from (the
+// weights stay Keras's), weights of 1 are a plain fit (the weights move); a malformed pair is named.
+TEST(Cli, TrainWithClassWeights) {
+  systolic::testing::TempDir tmp;
+  const std::string dir = systolic::testing::source_dir() + "/tests/fixtures/keras_training/";
+  auto train = [&](const std::string& weights, const std::string& out) {
+    return run_cli(
+        fmt::format("train --model {0}binary.keras --dataset npz:{0}binary.npz --epochs 1 --batch-size 16 "
+                    "--verbose 0 --optimizer sgd --lr 0.5 --loss binary_crossentropy --class-weight {1} "
+                    "--save {2}",
+                    dir, weights, tmp.file(out)));
+  };
+  auto flat = [](const systolic::Model& m) {
+    std::vector<double> v;
+    for (const auto& w : m.get_weights())
+      for (double x : w.to_doubles()) v.push_back(x);
+    return v;
+  };
+  const auto keras = flat(systolic::load_model(dir + "binary.keras"));
+  CliResult zero = train("0:0,1:0", "zero.keras");
+  ASSERT_EQ(zero.code, 0) << zero.describe();
+  EXPECT_NE(zero.out.find("Test loss: "), std::string::npos) << zero.describe();
+  EXPECT_EQ(flat(systolic::load_model(tmp.file("zero.keras"))), keras);
+  CliResult one = train("0:1,1:1", "one.keras");
+  ASSERT_EQ(one.code, 0) << one.describe();
+  EXPECT_NE(flat(systolic::load_model(tmp.file("one.keras"))), keras);
+  CliResult bad = train("0=1", "bad.keras");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--class-weight '0=1': expected CLASS:WEIGHT pairs"), std::string::npos)
+      << bad.describe();
+}

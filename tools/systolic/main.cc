@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -253,6 +254,7 @@ struct TrainArgs {
   std::string loss = "sparse_categorical_crossentropy";
   double lr = -1;
   double validation_split = 0;
+  std::string class_weight;  // "CLASS:WEIGHT,..."
   std::int64_t limit = 0;
   int verbose = 1;
   double width_shift_range = 0, height_shift_range = 0;
@@ -290,6 +292,34 @@ std::vector<double> parse_numbers(const std::string& text, const char* flag) {
 }
 
 // --lr-schedule NAME: Keras's schedule from the optimizer's rate; --decay-steps defaults to the whole run's steps.
+// --class-weight CLASS:WEIGHT,...: Keras's class_weight dict.
+std::map<int, double> class_weights(const std::string& text) {
+  std::map<int, double> out;
+  if (text.empty()) return out;
+  std::stringstream ss(text);
+  for (std::string part; std::getline(ss, part, ',');) {
+    const auto colon = part.find(':');
+    std::size_t used_c = 0, used_w = 0;
+    long long cls = -1;
+    double weight = 0;
+    try {
+      cls = std::stoll(part.substr(0, colon), &used_c);
+      weight = std::stod(part.substr(colon + 1), &used_w);
+    } catch (...) {
+      used_c = used_w = 0;
+    }
+    SYSTOLIC_CHECK(
+        colon != std::string::npos && used_c == colon && used_c > 0 && used_w == part.size() - colon - 1 &&
+            used_w > 0 && cls >= 0 && cls <= INT32_MAX && std::isfinite(weight),
+        "--class-weight '{}': expected CLASS:WEIGHT pairs separated by commas (e.g. 0:1,1:5), with "
+        "classes whole numbers >= 0; '{}' is not one",
+        text, part);
+    SYSTOLIC_CHECK(out.emplace(static_cast<int>(cls), weight).second,
+                   "--class-weight '{}': class {} is given twice", text, cls);
+  }
+  return out;
+}
+
 sy::optimizers::Schedule lr_schedule(const TrainArgs& a, double initial, std::int64_t run_steps) {
   namespace sch = sy::optimizers::schedules;
   const double steps = a.decay_steps > 0 ? a.decay_steps : double(std::max<std::int64_t>(run_steps, 1));
@@ -482,6 +512,7 @@ int cmd_train(const Common& c, const TrainArgs& a) {
                       .height_shift_range = a.height_shift_range,
                       .horizontal_flip = a.horizontal_flip};
   fit.callbacks = train_callbacks(a);
+  fit.class_weight = class_weights(a.class_weight);
   model = place(model, device, c);
   model.fit(rescaled(data.x_train, a.rescale), data.y_train, fit);
   // Replicas: only the chief writes (save_weights/save do nothing on other workers) and prints.
@@ -889,6 +920,10 @@ int main(int argc, char** argv) {
   train
       ->add_option("--validation-split", train_args.validation_split, "fraction of training samples held out")
       ->check(CLI::Range(0.0, 0.999));
+  train->add_option(
+      "--class-weight", train_args.class_weight,
+      "Keras's class_weight as CLASS:WEIGHT,... (e.g. 0:1,1:5): each training sample's loss counts "
+      "its class's weight, 1 for a class not named");
   train->add_option("--limit", train_args.limit, "use the first N samples of each split")
       ->check(CLI::PositiveNumber);
   train->add_option("--rescale", train_args.rescale,
