@@ -35,6 +35,16 @@ TEST(TopKAccuracy, MatchesKerasWithTies) {
       m->update(pred.slice(0, 7), y.slice(0, 7), total);
       m->update(pred.slice(7, 12), y.slice(7, 12), total);
       EXPECT_NEAR(m->result(total.item() / 12), c["results"][m->class_name()].get<double>(), 1e-6) << name;
+      // k = 3, read from Keras's serialized object, and written back with its k.
+      json k3 = {{"class_name", m->class_name()},
+                 {"config", {{"name", "top3"}, {"dtype", "float32"}, {"k", 3}}}};
+      auto m3 = metrics::make(metrics::from_config(k3), sparse);
+      Tensor t3 = Tensor::zeros({1}, DType::float64);
+      m3->update(pred.slice(0, 7), y.slice(0, 7), t3);
+      m3->update(pred.slice(7, 12), y.slice(7, 12), t3);
+      EXPECT_NEAR(m3->result(t3.item() / 12), c["results"][m->class_name() + " k=3"].get<double>(), 1e-6)
+          << name;
+      EXPECT_EQ(metrics::serialize(*m3, keras_object::Form::keras3)["config"]["k"], 3);
     }
   }
 }
@@ -54,13 +64,13 @@ TEST(TopKAccuracy, InACompiledModelAndKerasConfigs) {
   systolic::testing::TempDir tmp;
   m.save(tmp.file("m.keras"));
   EXPECT_EQ(load_model(tmp.file("m.keras")).metrics_names(), m.metrics_names());
-  // Keras's serialized objects: the default k reads; another k is refused, naming it.
+  // Keras's serialized objects: the default k reads; a k that is no whole number >= 1 is refused, naming it.
   json k5 = {{"class_name", "TopKCategoricalAccuracy"},
              {"config", {{"name", "top_k_categorical_accuracy"}, {"dtype", "float32"}, {"k", 5}}}};
   EXPECT_EQ(metrics::from_config(k5).name(), "top_k_categorical_accuracy");
-  json k3 = k5;
-  k3["config"]["k"] = 3;
-  EXPECT_THAT(error_of([&] { metrics::from_config(k3); }), HasSubstr("'k'"));
+  json k0 = k5;
+  k0["config"]["k"] = 0;
+  EXPECT_THAT(error_of([&] { metrics::from_config(k0); }), HasSubstr("k must be a whole number >= 1"));
 }
 
 namespace {

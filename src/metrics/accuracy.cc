@@ -5,6 +5,8 @@
 // labels.
 #include <systolic/ops.h>
 
+#include <cmath>
+
 #include "metrics/registry.h"
 
 namespace systolic::metrics {
@@ -24,12 +26,25 @@ class Accuracy final : public Metric {
   void update(const Tensor& output, const Tensor& labels, Tensor& total) const override {
     ops::accuracy_count(output, labels, total, k_);
   }
+  // A top-k accuracy's k when it is not Keras's default 5 (a file then holds the serialized object).
+  nlohmann::ordered_json get_config() const override {
+    if (k_ > 1 && k_ != 5) return {{"k", k_}};
+    return nlohmann::ordered_json::object();
+  }
 
  private:
   std::string name_;
   bool sparse_;
   int k_;
 };
+// A top-k accuracy's config: k (a whole number >= 1; Keras's default 5) and, sparse, from_sorted_ids (false only).
+std::unique_ptr<Metric> top_k_from_config(keras_object::StrictConfig& c, const std::string& name,
+                                          bool sparse) {
+  const double k = c.number("k", 5);
+  if (k != std::floor(k) || k < 1 || k > 1e9) c.fail("k must be a whole number >= 1");
+  if (sparse) c.off("from_sorted_ids", false);
+  return std::make_unique<Accuracy>(name, sparse, static_cast<int>(k));
+}
 }  // namespace
 
 const Entry& sparse_categorical_accuracy_entry() {
@@ -56,6 +71,9 @@ const Entry& sparse_top_k_categorical_accuracy_entry() {
                        {"sparse_top_k_categorical_accuracy"},
                        [](const std::string& name, bool, bool) -> std::unique_ptr<Metric> {
                          return std::make_unique<Accuracy>(name, true, 5);
+                       },
+                       [](keras_object::StrictConfig& c, const std::string& name) {
+                         return top_k_from_config(c, name, true);
                        }};
   return e;
 }
@@ -65,6 +83,9 @@ const Entry& top_k_categorical_accuracy_entry() {
                        {"top_k_categorical_accuracy"},
                        [](const std::string& name, bool, bool) -> std::unique_ptr<Metric> {
                          return std::make_unique<Accuracy>(name, false, 5);
+                       },
+                       [](keras_object::StrictConfig& c, const std::string& name) {
+                         return top_k_from_config(c, name, false);
                        }};
   return e;
 }

@@ -83,8 +83,6 @@ MetricArg from_config(const json& value) {
     c.finish();
     return *metric;
   }
-  c.off("k", 5);  // the top-k accuracies: Keras's default k only
-  c.off("from_sorted_ids", false);
   c.finish();
   return name;
 }
