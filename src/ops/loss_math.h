@@ -52,6 +52,15 @@ struct RowWeights {
   }
 };
 
+// The sample weights `w` of a loss over `rows` rows (ops.h: one weight per sample, rows / samples rows each), on
+// the host or the device the backend computes on; undefined weights weigh 1.
+inline RowWeights row_weights(const Tensor& w, long long rows) {
+  if (!w.defined() || w.numel() == 0) return {};
+  return {.f = w.dtype() == DType::float32 ? w.data<float>() : nullptr,
+          .d = w.dtype() == DType::float64 ? w.data<double>() : nullptr,
+          .rows_per_sample = rows / w.numel()};
+}
+
 // softplus as TensorFlow computes it: log(1 + exp(-|x|)) + max(x, 0).
 template <class M, class V>
 SYSTOLIC_LOSS_HD V softplus(const V& x) {

@@ -29,14 +29,6 @@ bool sparse_labels(const Tensor& labels, std::int64_t rows, std::int64_t classes
   return true;
 }
 
-// The sample weights of a loss over `rows` rows (ops.h: one weight per sample, rows / samples rows each).
-loss::RowWeights row_weights(const Tensor& w, std::int64_t rows) {
-  if (!w.defined() || w.numel() == 0) return {};
-  return {.f = w.dtype() == DType::float32 ? w.data<float>() : nullptr,
-          .d = w.dtype() == DType::float64 ? w.data<double>() : nullptr,
-          .rows_per_sample = rows / w.numel()};
-}
-
 void add_to_total(Tensor& total, double value) {
   total.data<double>()[0] += value;
 }
@@ -46,7 +38,7 @@ void softmax_cross_entropy_loop(const Tensor& logits, const Tensor& labels, cons
                                 Tensor& total, Tensor& dlogits, double grad_scale) {
   std::int64_t C = logits.dim(-1), R = logits.numel() / C;
   bool sparse = sparse_labels(labels, R, C);
-  const loss::RowWeights rw = row_weights(weights, R);
+  const loss::RowWeights rw = loss::row_weights(weights, R);
   const T* zp = logits.data<T>();
   T* gp = dlogits.defined() ? dlogits.data<T>() : nullptr;
   double sum = 0;
@@ -87,7 +79,7 @@ void crossentropy_from_probabilities_loop(const Tensor& probs, const Tensor& lab
                                           Tensor& total, Tensor& dprobs, double grad_scale, double eps) {
   std::int64_t C = probs.dim(-1), R = probs.numel() / C;
   bool sparse = sparse_labels(labels, R, C);
-  const loss::RowWeights rw = row_weights(weights, R);
+  const loss::RowWeights rw = loss::row_weights(weights, R);
   const T* pp = probs.data<T>();
   T* gp = dprobs.defined() ? dprobs.data<T>() : nullptr;
   double sum = 0;
@@ -115,7 +107,7 @@ template <class T>
 void elementwise_loss_loop(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,
                            Tensor& dpred, ElementLossParams p, double grad_scale) {
   const std::int64_t n = pred.numel(), R = pred.dim(0), D = R ? n / R : 0;
-  const loss::RowWeights rw = row_weights(weights, R);
+  const loss::RowWeights rw = loss::row_weights(weights, R);
   const double w = loss::element_weight(p.kind, D, pred.rank() >= 2 ? pred.dim(-1) : 1);
   const T* pp = pred.data<T>();
   const T* tp = target.data<T>();

@@ -387,12 +387,6 @@ void* gradient_of(Tensor& grad) {
   return grad.defined() ? grad.raw_data() : nullptr;
 }
 
-// The sample weights of a loss over `rows` rows (float32 on this backend; ops.h: one per sample).
-loss::RowWeights row_weights(const Tensor& w, std::int64_t rows) {
-  if (!w.defined() || w.numel() == 0) return {};
-  return {.f = w.data<float>(), .rows_per_sample = rows / w.numel()};
-}
-
 }  // namespace
 
 const DTypes softmax_cross_entropy_dtypes = kFloat32Or16;
@@ -401,7 +395,7 @@ void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Ten
   Batch b = batch_of(logits, labels);
   Context& c = context(logits);
   SYSTOLIC_CUDA_CHECK(launch_softmax_cross_entropy(logits.raw_data(), element_of(logits.dtype()), b.labels,
-                                                   b.rows, b.classes, row_weights(weights, b.rows),
+                                                   b.rows, b.classes, loss::row_weights(weights, b.rows),
                                                    total.data<double>(), gradient_of(dlogits), grad_scale,
                                                    c.error_flags, kLabelOutOfRange, c.stream));
 }
@@ -412,8 +406,9 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
   Batch b = batch_of(probs, labels);
   Context& c = context(probs);
   SYSTOLIC_CUDA_CHECK(launch_crossentropy_from_probabilities(
-      probs.raw_data(), element_of(probs.dtype()), b.labels, b.rows, b.classes, row_weights(weights, b.rows),
-      total.data<double>(), gradient_of(dprobs), grad_scale, eps, c.error_flags, kLabelOutOfRange, c.stream));
+      probs.raw_data(), element_of(probs.dtype()), b.labels, b.rows, b.classes,
+      loss::row_weights(weights, b.rows), total.data<double>(), gradient_of(dprobs), grad_scale, eps,
+      c.error_flags, kLabelOutOfRange, c.stream));
 }
 
 const DTypes elementwise_loss_dtypes = kFloat32Or16;
@@ -425,7 +420,7 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& we
   int* not_binary = loss::hinge_targets(p.kind) ? static_cast<int*>(c.workspace(sizeof(int))) : nullptr;
   SYSTOLIC_CUDA_CHECK(
       launch_elementwise_loss(pred.raw_data(), element_of(pred.dtype()), target.raw_data(),
-                              element_of(target.dtype()), n, per_row, row_weights(weights, rows), p, w,
+                              element_of(target.dtype()), n, per_row, loss::row_weights(weights, rows), p, w,
                               not_binary, total.data<double>(), gradient_of(dpred), grad_scale, c.stream));
 }
 

@@ -116,14 +116,12 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& we
       t = where(broadcast(eq(all, 1.0), {n}, {}), 2.0 * t - 1.0, t);
     }
     loss::ValueGrad<E> e = loss::element<Math>(p, x, t);
-    if (weights.defined() && n > 0) {
+    if (weights.defined() && n > 0) {  // each element's loss and gradient times its sample's weight
       E ws = spread(weights, n);
-      add_total(total, sum_all(e.value * ws) * w);
-      if (dpred.defined()) write(dpred, e.grad * ws * (w * grad_scale));
-    } else {
-      add_total(total, sum_all(e.value) * w);
-      if (dpred.defined()) write(dpred, e.grad * (w * grad_scale));
+      e = {e.value * ws, e.grad * ws};
     }
+    add_total(total, sum_all(e.value) * w);
+    if (dpred.defined()) write(dpred, e.grad * (w * grad_scale));
   });
 }
 
