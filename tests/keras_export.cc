@@ -5,11 +5,13 @@
 // <name>.systolic.json (to_json), .h5 (legacy save_weights), .weights.h5 (Keras 3 save_weights),
 // .predictions.bin (its predictions on the fixture inputs), and, after 3 Adam steps, .full.h5 (save) with
 // .full.predictions.bin, .keras (save as a Keras 3 zip) and .save.weights.h5 (save with a weights-only name).
-// With --nested, the nested models for tests/reference/nested_models.py (`check`) instead.
+// With --nested, the nested models for tests/reference/nested_models.py (`check`) instead; with --multi-output,
+// the models of several inputs and outputs for tests/reference/multi_output.py (`check`).
 #include <systolic/systolic.h>
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 namespace sy = systolic;
@@ -53,11 +55,62 @@ static int export_nested(const std::string& fixtures, const std::string& out) {
   return 0;
 }
 
+// --multi-output: each case of tests/fixtures/multi_output loaded, fitted as its fixture records Keras's fit, saved
+// as <case>.keras, and its evaluate on the case's test arrays (a dict by log name) in results.json; two_outputs
+// also evaluated with the sample weights ws (as two_outputs_weighted, the same file).
+static int export_multi_output(const std::string& fixtures, const std::string& out) {
+  std::ifstream in(fixtures + "/expected.json");
+  const auto expected = nlohmann::json::parse(in);
+  nlohmann::json results = nlohmann::json::object();
+  for (const char* name : {"two_outputs", "two_inputs", "list_losses", "shared_loss"}) {
+    const auto& want = expected[name];
+    auto a = sy::npy::load_npz(fixtures + "/" + name + ".npz");
+    auto arrays = [&](const nlohmann::json& names) {
+      sy::Arrays list;
+      for (auto& n : names) list.push_back(a.at(n.get<std::string>()));
+      return list;
+    };
+    sy::Model m = sy::load_model(fixtures + "/" + name + ".keras");
+    const auto& f = want["fit"];
+    sy::FitOptions o{.batch_size = f["batch_size"].get<std::int64_t>(),
+                     .epochs = f["epochs"].get<int>(),
+                     .verbose = 0,
+                     .validation_split = f.value("validation_split", 0.0),
+                     .shuffle = false};
+    if (f.contains("validation_data"))
+      o.validation_data =
+          sy::ValidationData{arrays(f["validation_data"]["x"]), arrays(f["validation_data"]["y"])};
+    if (f.contains("sample_weight")) o.sample_weight = a.at(f["sample_weight"].get<std::string>());
+    m.fit(arrays(f["x"]), arrays(f["y"]), o);
+    m.save(out + "/" + name + ".keras");
+    const sy::Arrays xs = arrays(want["test"]["x"]), ys = arrays(want["test"]["y"]);
+    auto dict = [&](const std::vector<double>& values) {
+      nlohmann::json d = nlohmann::json::object();
+      const auto names = m.metrics_names();
+      for (std::size_t i = 0; i < names.size(); ++i) d[names[i]] = values[i];
+      return d;
+    };
+    results[name] = {{"data", name}, {"evaluate", dict(m.evaluate(xs, ys, {.batch_size = 8, .verbose = 0}))}};
+    if (a.count("ws"))
+      results[std::string(name) + "_weighted"] = {
+          {"data", name},
+          {"file", name},
+          {"sample_weight", "ws"},
+          {"evaluate",
+           dict(m.evaluate(xs, ys, {.batch_size = 8, .verbose = 0, .sample_weight = a.at("ws")}))}};
+    std::printf("%s: wrote %s/%s.keras\n", name, out.c_str(), name);
+  }
+  std::ofstream(out + "/results.json") << results.dump(1) << "\n";
+  return 0;
+}
+
 int main(int argc, char** argv) try {
   if (argc == 4 && std::string(argv[1]) == "--nested") return export_nested(argv[2], argv[3]);
+  if (argc == 4 && std::string(argv[1]) == "--multi-output") return export_multi_output(argv[2], argv[3]);
   if (argc != 3) {
     std::fprintf(stderr,
-                 "usage: keras_export FIXTURE_DIR OUT_DIR | keras_export --nested FIXTURES_ROOT OUT_DIR\n");
+                 "usage: keras_export FIXTURE_DIR OUT_DIR | keras_export --nested FIXTURES_ROOT OUT_DIR | "
+                 "keras_export --multi-output MULTI_OUTPUT_FIXTURES OUT_DIR\n");
     return 2;
   }
   std::string in = argv[1], out = argv[2];

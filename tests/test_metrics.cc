@@ -170,14 +170,15 @@ TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {
 
 // Keras 3 logs a metric whose name was shown already with _1, _2, ... (CompileMetrics.result()): compiled with
 // ["mae", "mae", AUC(), AUC(curve="PR")] Keras 3.15 evaluates to {loss, mae, mae_1, auc, auc_1}. The metrics keep
-// their own names in files.
+// their own names in files. evaluate's list is in Keras's order (Trainer._flatten_metrics_in_order: the logs named
+// as the metrics are, then the rest sorted), each log once.
 TEST(MetricNames, DuplicatesAreLoggedWithSuffixesAsKerasDoes) {
   set_random_seed(5);
   auto in = layers::Input({3});
   Model m(in, layers::Dense(1, {.activation = "sigmoid"})(in));
   m.compile("adam", "binary_crossentropy",
             {"mae", "mae", metrics::AUC(), metrics::AUC({.curve = "PR"}), "mae"});
-  const std::vector<std::string> names{"loss", "mae", "mae_1", "auc", "auc_1", "mae_2"};
+  const std::vector<std::string> names{"loss", "mae", "auc", "auc_1", "mae_1", "mae_2"};
   EXPECT_EQ(m.metrics_names(), names);
   Tensor x = systolic::testing::random_tensor({8, 3}, 6);
   Tensor y = Tensor::from_vector(std::vector<float>{0, 1, 1, 0, 1, 0, 0, 1}, {8, 1});

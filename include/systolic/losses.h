@@ -193,4 +193,21 @@ std::unique_ptr<Loss> get(const std::string& name);
 // The function names get() takes, one per class.
 std::vector<std::string> names();
 
+// What compile takes for one output's loss: a name for get(), a loss made with options, or nothing (Keras's None:
+// the output has no loss).
+class LossArg {
+ public:
+  LossArg() = default;
+  LossArg(const char* name) : name_(name) {}
+  LossArg(std::string name) : name_(std::move(name)) {}
+  LossArg(const Loss& loss) : loss_(loss.clone()) {}
+  bool empty() const { return !loss_ && name_.empty(); }
+  // get() of the name, or a copy of the loss; null when empty.
+  std::unique_ptr<Loss> make() const { return loss_ ? loss_->clone() : name_.empty() ? nullptr : get(name_); }
+
+ private:
+  std::string name_;
+  std::shared_ptr<const Loss> loss_;
+};
+
 }  // namespace systolic::losses

@@ -24,7 +24,7 @@ class Callback;  // callbacks.h
 }
 
 struct ValidationData {
-  Tensor x, y;
+  Arrays x, y;           // one array per input, one per output (a Tensor for a model of one)
   Tensor sample_weight;  // Keras's (x_val, y_val, val_sample_weight): the validation loss's weights, or none
 };
 
@@ -88,6 +88,18 @@ struct History {
   const std::vector<double>& operator[](const std::string& key) const;
 };
 
+// One output's part of compile, for a model of several outputs (Keras's loss, loss_weights and metrics given as
+// lists or dicts): the output by name (Model::output_names(), its layer's name) or, left empty, by position; its
+// loss (nothing: Keras's None, no loss on it); the loss's weight in the total (Keras's loss_weights; none: 1);
+// and its metrics, logged as "<output>_<metric>". The total loss is the sum of each loss times its weight (and
+// the regularization losses), and each output's loss is logged as "<output>_loss" when several have one.
+struct OutputCompile {
+  std::string output;
+  losses::LossArg loss;
+  std::optional<double> loss_weight;
+  std::vector<metrics::MetricArg> metrics;
+};
+
 // model.load_weights(path, {.by_name = true, .skip_mismatch = true}), as in Keras (legacy .h5 files only).
 // Which Keras reads a model config systolic writes (model.to_json(), the model_config of a full-model .h5). The
 // config is the same for both but for one number: the node index of a nested model's call, which Keras 3 counts
@@ -142,23 +154,35 @@ class Model {
   // The model as a layer (for Sequential::add and the like).
   LayerRef as_layer() const;
 
-  // metrics: names ("accuracy", "auc") or metrics made with options (metrics::AUC({.curve = "PR"})).
+  // metrics: names ("accuracy", "auc") or metrics made with options (metrics::AUC({.curve = "PR"})). With several
+  // outputs the loss applies to each (as Keras's) and the metrics, if any, are one per output.
   void compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
                const std::vector<metrics::MetricArg>& metrics = {});
   void compile(const optimizers::Optimizer& optimizer, const std::string& loss,
                const std::vector<metrics::MetricArg>& metrics = {});
   void compile(const std::string& optimizer, const std::string& loss,
                const std::vector<metrics::MetricArg>& metrics = {});
+  // Every output's loss, weight and metrics: one entry each (model.compile(opt, {{.output = "label", .loss =
+  // "sparse_categorical_crossentropy", .metrics = {"accuracy"}}, {.output = "value", .loss = "mse",
+  // .loss_weight = 0.5}})).
+  void compile(const optimizers::Optimizer& optimizer, const std::vector<OutputCompile>& outputs);
   bool compiled() const;
   optimizers::Optimizer& optimizer();
+  // The loss (the first output's that has one).
   const losses::Loss& loss() const;
+  // Keras's model.output_names: the names of the layers that make the outputs, in order.
+  std::vector<std::string> output_names() const;
 
-  // x: [N, input shape] in any dtype (uint8 images stay uint8 until a batch is built); y: labels [N] or
-  // [N, 1] (any integer-valued dtype) for sparse losses, else [N, output shape].
-  History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
-  // [loss, metrics...]
-  std::vector<double> evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
-  Tensor predict(const Tensor& x, const PredictOptions& options = {});
+  // x: [N, input shape] in any dtype (uint8 images stay uint8 until a batch is built), one array per input
+  // ({xa, xb} for two); y: per output, labels [N] or [N, 1] (any integer-valued dtype) for sparse losses, else
+  // [N, output shape].
+  History fit(const Arrays& x, const Arrays& y, const FitOptions& options = {});
+  // [loss, metrics...], in Keras's order for evaluate(return_dict=False) (metrics_names()).
+  std::vector<double> evaluate(const Arrays& x, const Arrays& y, const EvaluateOptions& options = {});
+  // The output of a model of one output.
+  Tensor predict(const Arrays& x, const PredictOptions& options = {});
+  // Every output, in order (Keras's predict on a model of several outputs).
+  std::vector<Tensor> predict_outputs(const Arrays& x, const PredictOptions& options = {});
   // How the last fit ran its steps on a GPU or an XLA device: "graph" (replayed from a captured CUDA graph, or run
   // as one compiled XLA program), "eager" (why: in step_mode_reason), or "host" (the CPU, or host-built batches
   // on a GPU).
@@ -173,11 +197,11 @@ class Model {
   void set_stop_evaluating(bool stop);
   bool stop_predicting() const;
   void set_stop_predicting(bool stop);
-  // Names of what evaluate returns: loss, then the metrics.
+  // Names of what evaluate returns, in its order: loss, then the metrics (then each output's loss, for several).
   std::vector<std::string> metrics_names() const;
 
-  // One training step on one batch (Keras's train_on_batch): returns [loss, metrics...] of that batch.
-  std::vector<double> train_on_batch(const Tensor& x, const Tensor& y);
+  // One training step on one batch (Keras's train_on_batch): returns evaluate's values of that batch.
+  std::vector<double> train_on_batch(const Arrays& x, const Arrays& y);
 
   // Keras's model.summary() table.
   std::string summary_string() const;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace systolic {
@@ -82,6 +83,22 @@ class Tensor {
   std::size_t offset_ = 0;  // bytes
   Shape shape_;
   DType dtype_ = DType::float32;
+};
+
+// The arrays of a model's inputs (or of its labels, one per output), in the model's order, as Keras's fit takes
+// a list: a Tensor is the list of one, so fit(x, y) and fit({xa, xb}, {ya, yb}) both read.
+class Arrays : public std::vector<Tensor> {
+ public:
+  using std::vector<Tensor>::vector;
+  Arrays() = default;
+  Arrays(const Tensor& t) : std::vector<Tensor>{t} {}
+  Arrays(std::vector<Tensor> v) : std::vector<Tensor>(std::move(v)) {}
+  // The samples: the first array's first dimension (0 for none).
+  std::int64_t samples() const { return empty() || !front().defined() ? 0 : front().dim(0); }
+  // Every array's rows [begin, end).
+  Arrays slice(std::int64_t begin, std::int64_t end) const;
+  // Every array on `device`.
+  Arrays to(Device device) const;
 };
 
 }  // namespace systolic

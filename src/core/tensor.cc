@@ -148,4 +148,16 @@ double Tensor::item() const {
   return to_doubles()[0];
 }
 
+Arrays Arrays::slice(std::int64_t begin, std::int64_t end) const {
+  Arrays out;
+  for (const Tensor& t : *this) out.push_back(t.slice(begin, end));
+  return out;
+}
+
+Arrays Arrays::to(Device device) const {
+  Arrays out;
+  for (const Tensor& t : *this) out.push_back(t.to(device));
+  return out;
+}
+
 }  // namespace systolic

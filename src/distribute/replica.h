@@ -23,11 +23,11 @@ class Replica {
   // sums its statistics with (null: statistics per replica).
   virtual void join_strategy(int global_index, bool chief, const ops::CrossReplica* sync_batch_norm) = 0;
 
-  // The host's part of a step, before it: rows [begin, end) of the global batch (x, y, and the sample weights w
-  // when defined) (host tensors) into the replica's input buffers, and the step's learning rate where its update
+  // The host's part of a step, before it: rows [begin, end) of the global batch (x and y, an array per input and
+  // output, and the sample weights w when defined) (host tensors) into the replica's input buffers, and the step's learning rate where its update
   // reads it (a recorded step reads both from the device). A replica with no rows (a last batch smaller than the
   // replicas) loads only the rate.
-  virtual void load_step(const Tensor& x, const Tensor& y, const Tensor& w, std::int64_t begin,
+  virtual void load_step(const Arrays& x, const Arrays& y, const Tensor& w, std::int64_t begin,
                          std::int64_t end, double learning_rate) = 0;
   // Forward, loss, metrics and backward on the `rows` rows loaded: the gradients land in gradient_buffer(),
   // scaled by 1 / global_batch so that their sum over replicas is the gradient of the global batch's mean loss;

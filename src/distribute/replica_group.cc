@@ -118,8 +118,8 @@ void ReplicaGroup::run(const std::function<void(int, Replica&)>& fn) {
   if (first_error_) std::rethrow_exception(first_error_);
 }
 
-void ReplicaGroup::train_step(const Tensor& x, const Tensor& y, const Tensor& w) {
-  const std::int64_t n = x.dim(0);
+void ReplicaGroup::train_step(const Arrays& x, const Arrays& y, const Tensor& w) {
+  const std::int64_t n = x.samples();
   if (w.defined() != weighted_) {  // the programs read the sample weights, or not
     programs_.clear();
     weighted_ = w.defined();

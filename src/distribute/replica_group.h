@@ -54,7 +54,7 @@ class ReplicaGroup {
   // Replicas on XLA devices run the step as one SPMD program (the sum an all_reduce inside it), recorded once per
   // shard size, when the batch splits into shards of one size; otherwise, and on other devices, each replica runs
   // its ops on its own thread.
-  void train_step(const Tensor& x, const Tensor& y, const Tensor& w = Tensor());
+  void train_step(const Arrays& x, const Arrays& y, const Tensor& w = Tensor());
   // Whether the steps run as SPMD programs (XLA replicas, once one is recorded and none was refused).
   bool runs_programs() const { return spmd_ && !programs_.empty(); }
   // Metric totals (loss sum, metric counts) summed over every replica. Collective across workers.

@@ -37,9 +37,7 @@ Model copy_model(const Model& cpu_model, Device device) {
     for (std::size_t j = 0; j < wf.size(); ++j) wt[j]->value.copy_from(wf[j]->value);
   }
   if (src.compiled()) {
-    std::vector<metrics::MetricArg> metrics;
-    for (auto* m : saving_access::metrics(src)) metrics.emplace_back(*m);
-    copy.compile(src.optimizer(), src.loss(), metrics);
+    copy.compile(src.optimizer(), saving_access::compile_settings(src));
     auto& opt = copy.optimizer();
     for (auto& [name, slot] : src.optimizer().slots())
       opt.slot(name) = slot.clone();  // not shared with the CPU model

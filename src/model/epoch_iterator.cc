@@ -17,50 +17,56 @@ namespace systolic {
 // The training samples on the model's device and the epoch's order as an int32 device tensor; each batch is
 // gathered (and converted) by ops through a fixed index buffer, then augmented.
 struct EpochIterator::DeviceBatches {
-  Tensor x, y, w, order, idx;
-  Tensor raw, augmented;  // float32 batches before and after augmentation
+  Arrays x, y;
+  Tensor w, order, idx;
+  Tensor raw, augmented;  // float32 batches before and after augmentation (one input of images)
 
-  DeviceBatches(ModelState& s, const Tensor& xt, const Tensor& yt, const Tensor& wt, std::int64_t batch,
+  DeviceBatches(ModelState& s, const Arrays& xt, const Arrays& yt, const Tensor& wt, std::int64_t batch,
                 bool augment) {
     Device d = s.device();
-    SYSTOLIC_CHECK(xt.dim(0) < (std::int64_t(1) << 31), "fit: {} samples are too many for int32 row indices",
-                   xt.dim(0));
+    SYSTOLIC_CHECK(xt.samples() < (std::int64_t(1) << 31),
+                   "fit: {} samples are too many for int32 row indices", xt.samples());
     x = xt.to(d);
     y = yt.to(d);
     w = wt.defined() ? wt.to(d) : Tensor();
     s.ensure_capacity(batch);
     idx = Tensor({batch}, DType::int32, d);
     // Augmentation works on float32 images; under mixed precision its result is cast to the compute dtype.
-    raw = augment ? Tensor(s.x_buf.shape(), DType::float32, d) : Tensor();
-    augmented =
-        augment && s.x_buf.dtype() != DType::float32 ? Tensor(s.x_buf.shape(), DType::float32, d) : Tensor();
+    const Tensor& xb = s.x_bufs[0];
+    raw = augment ? Tensor(xb.shape(), DType::float32, d) : Tensor();
+    augmented = augment && xb.dtype() != DType::float32 ? Tensor(xb.shape(), DType::float32, d) : Tensor();
   }
 
   void set_order(const std::vector<std::int64_t>& rows) {
     Tensor host({static_cast<std::int64_t>(rows.size())}, DType::int32);
     auto* p = host.data<std::int32_t>();
     for (std::size_t i = 0; i < rows.size(); ++i) p[i] = static_cast<std::int32_t>(rows[i]);
-    order = host.to(x.device());  // one copy per epoch
+    order = host.to(idx.device());  // one copy per epoch
   }
 
-  // Rows [begin, begin + n) of the epoch's order into the model's input buffers.
+  // Rows [begin, begin + n) of the epoch's order into the model's input and label buffers.
   void load(ModelState& s, std::int64_t begin, std::int64_t n, const Augmentation& a, std::uint64_t seed) {
     Tensor rows = idx.slice(0, n), src = order.slice(begin, begin + n);
     ops::copy(src, rows);
-    Tensor xb = s.x_buf.slice(0, n), yb = s.y_buf.slice(0, n);
-    if (a.enabled()) {
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      Tensor xb = s.x_bufs[i].slice(0, n);
+      if (!a.enabled()) {
+        ops::gather_rows(x[i], rows, xb);
+        continue;
+      }
       Tensor r = raw.slice(0, n);
-      ops::gather_rows(x, rows, r);
+      ops::gather_rows(x[i], rows, r);
       auto images = [](const Tensor& t) {
         return t.rank() == 3 ? t.reshape({t.dim(0), t.dim(1), t.dim(2), 1}) : t;
       };
       Tensor out = augmented.defined() ? images(augmented.slice(0, n)) : images(xb);
       ops::augment_images(images(r), out, augment_params(a), seed, static_cast<std::uint64_t>(begin));
       if (augmented.defined()) ops::cast(out, xb);
-    } else {
-      ops::gather_rows(x, rows, xb);
     }
-    ops::gather_rows(y, rows, yb);
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      Tensor yb = s.heads[i].y_buf.slice(0, n);
+      ops::gather_rows(y[i], rows, yb);
+    }
     if (w.defined()) {
       Tensor wb = s.w_buf.slice(0, n);
       ops::gather_rows(w, rows, wb);
@@ -76,16 +82,16 @@ struct EpochIterator::DeviceBatches {
   }
 };
 
-EpochIterator::EpochIterator(ModelState& s, const Tensor& x, const Tensor& y, const Tensor& w,
+EpochIterator::EpochIterator(ModelState& s, const Arrays& x, const Arrays& y, const Tensor& w,
                              const FitOptions& o)
     : s_(s),
       x_(x),
       y_(y),
       w_(w),
       batch_size_(o.batch_size),
-      samples_(x.dim(0)),
-      steps_((x.dim(0) + o.batch_size - 1) / o.batch_size),
-      full_batch_(std::min(o.batch_size, x.dim(0))),
+      samples_(x.samples()),
+      steps_((x.samples() + o.batch_size - 1) / o.batch_size),
+      full_batch_(std::min(o.batch_size, x.samples())),
       shuffle_(o.shuffle),
       augmentation_(o.augmentation),
       workers_(o.workers),
@@ -101,8 +107,9 @@ EpochIterator::EpochIterator(ModelState& s, const Tensor& x, const Tensor& y, co
   // weights on or off with each step's).
   s.weigh_samples(w.defined());
   s.ensure_capacity(group ? std::max<std::int64_t>(1, full_batch_ / group->size()) : full_batch_);
-  // GPUs build batches on the device; replicas split host batches.
-  bool on_device = !group && (o.batches == FitOptions::Batches::on_device ||
+  // GPUs build batches on the device, and so does a model of several inputs or outputs; replicas split host
+  // batches.
+  bool on_device = !group && (o.batches == FitOptions::Batches::on_device || several() ||
                               (o.batches == FitOptions::Batches::automatic && !s.device().is_cpu()));
   if (on_device) device_ = std::make_unique<DeviceBatches>(s, x, y, w, full_batch_, augmentation_.enabled());
 }
@@ -127,8 +134,9 @@ void EpochIterator::begin_epoch(int epoch, std::int64_t first_batch) {
     return;
   }
   pipeline_.reset();  // an epoch that stopped early (stop_training) may have left one
-  if (w_.defined()) order_ = order;
-  pipeline_ = std::make_unique<BatchPipeline>(x_, y_, std::move(order),
+  if (w_.defined() || several()) order_ = order;
+  if (several()) return;  // gathered in next()
+  pipeline_ = std::make_unique<BatchPipeline>(x_[0], y_[0], std::move(order),
                                               BatchPipelineOptions{.batch_size = batch_size_,
                                                                    .augmentation = augmentation_,
                                                                    .seed = augmentation_seed_,
@@ -136,7 +144,7 @@ void EpochIterator::begin_epoch(int epoch, std::int64_t first_batch) {
                                                                    .workers = workers_,
                                                                    .max_queue_size = max_queue_size_,
                                                                    .x_dtype = s_.dtype,
-                                                                   .y_dtype = s_.y_buf.dtype()});
+                                                                   .y_dtype = s_.heads[0].y_buf.dtype()});
 }
 
 bool EpochIterator::next(Batch& batch) {
@@ -145,18 +153,37 @@ bool EpochIterator::next(Batch& batch) {
     return false;
   }
   batch = Batch{.index = step_};
+  const std::int64_t begin = step_ * batch_size_;
   if (device_) {
-    std::int64_t begin = step_ * batch_size_;
     batch.size = std::min(batch_size_, samples_ - begin);
     device_->load(s_, begin, batch.size, augmentation_, augmentation_seed_);
+    ++step_;
+    return true;
+  }
+  // The batch's rows of the epoch's order (as the pipeline gathers x and y).
+  auto rows = [&] {
+    const auto first = order_.begin() + begin;
+    return std::vector<std::int64_t>(first, first + batch.size);
+  };
+  if (several()) {  // each array's rows, converted to the buffers' dtypes
+    batch.size = std::min(batch_size_, samples_ - begin);
+    auto gather = [&](const Tensor& from, const Tensor& like) {
+      Tensor t(like.shape().without_batch().with_batch(batch.size), like.dtype());
+      ops::gather_rows(from, rows(), t);
+      return t;
+    };
+    for (std::size_t i = 0; i < x_.size(); ++i) batch.x.push_back(gather(x_[i], s_.x_bufs[i]));
+    for (std::size_t i = 0; i < y_.size(); ++i) batch.y.push_back(gather(y_[i], s_.heads[i].y_buf));
   } else {
-    if (!pipeline_->next(batch.x, batch.y)) return false;
-    batch.size = batch.x.dim(0);
-    if (w_.defined()) {  // the batch's rows of the epoch's order (as the pipeline gathered x and y)
-      const auto first = order_.begin() + step_ * batch_size_;
-      batch.w = Tensor({batch.size}, w_.dtype());
-      ops::gather_rows(w_, std::vector<std::int64_t>(first, first + batch.size), batch.w);
-    }
+    Tensor x, y;
+    if (!pipeline_->next(x, y)) return false;
+    batch.x = {x};
+    batch.y = {y};
+    batch.size = x.dim(0);
+  }
+  if (w_.defined()) {
+    batch.w = Tensor({batch.size}, w_.dtype());
+    ops::gather_rows(w_, rows(), batch.w);
   }
   ++step_;
   return true;

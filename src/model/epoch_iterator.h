@@ -1,7 +1,8 @@
 // fit's batches, epoch by epoch (Keras's EpochIterator). They come from one of two sources:
 //  - the host: the BatchPipeline gathers each batch, converts it to the model's dtypes and augments it on
 //    background threads, a few batches ahead; the train function copies it into the model's buffers (or,
-//    under replicas, splits it among them).
+//    under replicas, splits it among them). A model of several inputs or outputs has its host batches
+//    gathered on the caller's thread (under replicas; without them its batches are built as device batches).
 //  - the device (DeviceBatches): the training samples are copied to the model's device once per fit, in their
 //    own dtype; each batch is gathered and converted by ops straight into the model's input buffers, from a
 //    device tensor that holds the epoch's order, then augmented there. GPUs take this way, so that the step
@@ -29,9 +30,11 @@ class ModelState;
 struct Batch {
   std::int64_t index = 0;  // in the epoch: 0 .. steps - 1
   std::int64_t size = 0;   // samples
-  // Built on the host in the model's dtypes; undefined when the batch is already in the model's input buffers
-  // (device batches). w: the batch's sample weights (undefined when the fit has none).
-  Tensor x, y, w;
+  // Built on the host in the model's dtypes, an array per input and per output; empty when the batch is already
+  // in the model's input buffers (device batches). w: the batch's sample weights (undefined when the fit has
+  // none).
+  Arrays x, y;
+  Tensor w;
 };
 
 class EpochIterator {
@@ -39,7 +42,7 @@ class EpochIterator {
   // x, y: the training samples (validation data already split off); w: their sample weights ([N], the model's
   // weight_dtype()) or undefined. Sizes the model's buffers for the batches (and turns its sample weights on or
   // off); on the device, copies the samples there.
-  EpochIterator(ModelState& model, const Tensor& x, const Tensor& y, const Tensor& w,
+  EpochIterator(ModelState& model, const Arrays& x, const Arrays& y, const Tensor& w,
                 const FitOptions& options);
   ~EpochIterator();
   EpochIterator(const EpochIterator&) = delete;
@@ -64,8 +67,11 @@ class EpochIterator {
  private:
   struct DeviceBatches;
   ModelState& s_;
-  Tensor x_, y_, w_;
-  std::vector<std::int64_t> order_;  // the epoch's, for the sample weights of host batches
+  Arrays x_, y_;
+  Tensor w_;
+  // The epoch's order, for the sample weights of host batches and for the host batches of a model of several
+  // inputs or outputs (gathered here, not by the BatchPipeline, which builds one x and one y).
+  std::vector<std::int64_t> order_;
   std::int64_t batch_size_, samples_, steps_, full_batch_;
   bool shuffle_;
   Augmentation augmentation_;
@@ -74,6 +80,7 @@ class EpochIterator {
   std::uint64_t seed_ = 0, augmentation_seed_ = 0;
   std::unique_ptr<DeviceBatches> device_;
   std::unique_ptr<BatchPipeline> pipeline_;
+  bool several() const { return x_.size() > 1 || y_.size() > 1; }
 };
 
 }  // namespace systolic

@@ -83,7 +83,13 @@ Tensor sample_weights(const ModelState& s, const Tensor& w, std::int64_t samples
   return w.reshape({samples}).to(s.weight_dtype());
 }
 
-Tensor class_weights(const ModelState& s, const std::map<int, double>& class_weight, const Tensor& y) {
+Tensor class_weights(const ModelState& s, const std::map<int, double>& class_weight, const Arrays& ys) {
+  SYSTOLIC_CHECK(
+      ys.size() == 1,
+      "fit: class_weight is not supported for models with several outputs ({}); give sample_weight "
+      "(Keras: \"`class_weight` is only supported for Models with a single output.\")",
+      ys.size());
+  const Tensor& y = ys[0];
   const std::int64_t n = y.dim(0), per_sample = n ? y.numel() / n : 0;
   SYSTOLIC_CHECK(y.rank() <= 2, "fit: class_weight needs labels of one class per sample; y has shape {}",
                  y.shape().str());
@@ -104,14 +110,13 @@ Tensor class_weights(const ModelState& s, const std::map<int, double>& class_wei
   return Tensor::from_vector(w, {n}).to(s.weight_dtype());
 }
 
-FitPlan FitPlan::make(ModelState& s, const Tensor& x, const Tensor& y, const FitOptions& o) {
-  SYSTOLIC_CHECK(s.loss, "fit: compile model '{}' first", s.name);
+FitPlan FitPlan::make(ModelState& s, const Arrays& x, const Arrays& y, const FitOptions& o) {
+  SYSTOLIC_CHECK(s.compiled(), "fit: compile model '{}' first", s.name);
   s.check_trainable("fit");
-  s.check_single_io("fit");
   s.check_xy(x, &y, "fit");
   check_options(o);
   FitPlan plan;
-  const std::int64_t n = x.dim(0), n_train = training_samples(n, o);
+  const std::int64_t n = x.samples(), n_train = training_samples(n, o);
   SYSTOLIC_CHECK(n_train > 0, "fit: no training samples");
   plan.x = x.slice(0, n_train);
   plan.y = y.slice(0, n_train);
@@ -128,18 +133,18 @@ FitPlan FitPlan::make(ModelState& s, const Tensor& x, const Tensor& y, const Fit
                                      w.defined() ? w.slice(n_train, n) : Tensor()};
   if (plan.validation) {
     s.check_xy(plan.validation->x, &plan.validation->y, "fit (validation data)");
-    plan.validation->sample_weight =
-        sample_weights(s, plan.validation->sample_weight, plan.validation->x.dim(0), "fit (validation data)");
+    plan.validation->sample_weight = sample_weights(s, plan.validation->sample_weight,
+                                                    plan.validation->x.samples(), "fit (validation data)");
   }
   plan.validation_batch_size = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
   if (o.augmentation.enabled())
-    SYSTOLIC_CHECK(x.rank() == 3 || x.rank() == 4,
-                   "fit: augmentation needs images (N, H, W, C); x has shape {}", x.shape().str());
+    SYSTOLIC_CHECK(x.size() == 1 && (x[0].rank() == 3 || x[0].rank() == 4),
+                   "fit: augmentation needs one input of images (N, H, W, C); x has {}",
+                   x.size() == 1 ? "shape " + x[0].shape().str() : std::to_string(x.size()) + " arrays");
   plan.replicas = s.replicas.get();
   if (plan.replicas) check_replicas(s, *plan.replicas, n_train, o);
   plan.verbose = s.chief ? o.verbose : 0;
-  std::vector<std::string> names{"loss"};
-  for (auto& m : s.metric_log_names()) names.push_back(m);
+  const std::vector<std::string> names = s.log_names();
   for (const char* prefix : {"", "val_"})
     if (*prefix == 0 || plan.validation)
       for (auto& k : names) plan.history_keys.push_back(prefix + k);

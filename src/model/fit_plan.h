@@ -6,6 +6,7 @@
 #include <systolic/callbacks.h>
 #include <systolic/model.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +21,7 @@ class ReplicaGroup;
 struct FitPlan {
   // The training samples: the first floor(n * (1 - validation_split)) of x and y (Keras splits before any
   // shuffling), and the validation data (validation_data, or the rest).
-  Tensor x, y;
+  Arrays x, y;
   // The training samples' weights (sample_weight's first rows, or class_weight's weights of y's classes) in the
   // model's weight dtype; undefined without either.
   Tensor w;
@@ -39,7 +40,7 @@ struct FitPlan {
   }
 
   // Checks the model, the data and the options, naming what is wrong (an Error), and settles the rest.
-  static FitPlan make(ModelState& s, const Tensor& x, const Tensor& y, const FitOptions& o);
+  static FitPlan make(ModelState& s, const Arrays& x, const Arrays& y, const FitOptions& o);
 };
 
 // Keras's sample_weight of `samples` samples checked ([N] or [N, 1], numbers) and converted to the model's weight
@@ -48,6 +49,7 @@ Tensor sample_weights(const ModelState& s, const Tensor& sample_weight, std::int
                       const char* what);
 // Keras's class_weight_to_sample_weights: each sample's weight is class_weight[its label's class] (1 when not
 // named); the class of a label of several values is its argmax, of one value its rounded value.
-Tensor class_weights(const ModelState& s, const std::map<int, double>& class_weight, const Tensor& y);
+// With several outputs Keras refuses class_weight.
+Tensor class_weights(const ModelState& s, const std::map<int, double>& class_weight, const Arrays& y);
 
 }  // namespace systolic

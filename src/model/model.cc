@@ -1,6 +1,7 @@
 // Model construction (graph walk, layer order, weight packing), compile, and the calls one step is made of:
 // forward through the nodes in topological order, loss, metrics, backward in reverse order (summing the
 // gradients of tensors used twice), optimizer update over the flat parameter buffer.
+#include <fmt/ranges.h>
 #include <systolic/log.h>
 #include <systolic/system.h>
 
@@ -190,22 +191,28 @@ void ModelState::check_trainable(const char* what) const {
     }
 }
 
-int ModelState::input_node() const {
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (nodes[i].node == inputs[0].node()) return static_cast<int>(i);
-  fail("model '{}': input node not found", name);
+namespace {
+
+std::vector<int> nodes_of(const ModelState& s, const std::vector<SymbolicTensor>& tensors) {
+  std::vector<int> out;
+  for (auto& t : tensors) {
+    int found = -1;
+    for (std::size_t i = 0; i < s.nodes.size() && found < 0; ++i)
+      if (s.nodes[i].node == t.node()) found = static_cast<int>(i);
+    SYSTOLIC_CHECK(found >= 0, "model '{}': node of '{}' not found", s.name, t.node()->layer->name());
+    out.push_back(found);
+  }
+  return out;
 }
 
-int ModelState::output_node() const {
-  for (std::size_t i = 0; i < nodes.size(); ++i)
-    if (nodes[i].node == outputs[0].node()) return static_cast<int>(i);
-  fail("model '{}': output node not found", name);
+}  // namespace
+
+std::vector<int> ModelState::input_nodes() const {
+  return nodes_of(*this, inputs);
 }
 
-void ModelState::check_single_io(const char* what) const {
-  SYSTOLIC_CHECK(inputs.size() == 1 && outputs.size() == 1,
-                 "model '{}': {} supports models with one input and one output (this one has {} and {})",
-                 name, what, inputs.size(), outputs.size());
+std::vector<int> ModelState::output_nodes() const {
+  return nodes_of(*this, outputs);
 }
 
 void ModelState::ensure_capacity(std::int64_t n) {
@@ -223,24 +230,29 @@ void ModelState::ensure_capacity(std::int64_t n) {
       e.cast_grad[k] = Tensor();
     }
   }
-  // Activations and gradients live within a step: a recorded XLA step need not return them (the output's values
+  // Activations and gradients live within a step: a recorded XLA step need not return them (the outputs' values
   // stay: predict reads them).
+  const std::vector<int> outs = output_nodes();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     NodeExec& e = nodes[i];
-    if (!e.is_input && static_cast<int>(i) != output_node()) mark_step_scratch(e.out_buf);
+    if (!e.is_input && std::find(outs.begin(), outs.end(), static_cast<int>(i)) == outs.end())
+      mark_step_scratch(e.out_buf);
     mark_step_scratch(e.grad_buf);
     for (auto& c : e.cast_in) mark_step_scratch(c);
   }
-  x_buf = nodes[input_node()].out_buf;
-  const NodeExec& o = nodes[output_node()];
-  y_buf = loss && loss->sparse_labels() ? Tensor({n}, DType::int32, d)
-                                        : Tensor(o.node->shape.with_batch(n), o.dtype, d);
+  x_bufs.clear();
+  for (int i : input_nodes()) x_bufs.push_back(nodes[i].out_buf);
+  for (auto& h : heads) {
+    const NodeExec& o = nodes[h.node];
+    h.y_buf = h.loss && h.loss->sparse_labels() ? Tensor({n}, DType::int32, d)
+                                                : Tensor(o.node->shape.with_batch(n), o.dtype, d);
+  }
   w_buf = weighted ? Tensor({n}, weight_dtype(), d) : Tensor();
   capacity = n;
 }
 
 DType ModelState::weight_dtype() const {
-  return nodes[output_node()].dtype == DType::float64 ? DType::float64 : DType::float32;
+  return nodes[output_nodes()[0]].dtype == DType::float64 ? DType::float64 : DType::float32;
 }
 
 void ModelState::weigh_samples(bool on) {
@@ -267,7 +279,7 @@ bool ModelState::computes_in(DType t) const {
   return false;
 }
 
-void ModelState::check_xy(const Tensor& x, const Tensor* y, const char* what) const {
+void ModelState::check_xy(const Arrays& x, const Arrays* y, const char* what) const {
   if (device().is_cpu() && computes_in(DType::bfloat16) && !cpu_info().native_bfloat16) {
     // Said once per process, as TensorFlow warns about bfloat16 on CPUs without its instructions.
     static std::once_flag said;
@@ -279,48 +291,73 @@ void ModelState::check_xy(const Tensor& x, const Tensor* y, const char* what) co
                       cpu_info().isa));
     });
   }
-  SYSTOLIC_CHECK(x.defined() && x.rank() >= 1, "{}: x is empty", what);
-  Shape want = inputs[0].shape();
-  SYSTOLIC_CHECK(x.shape().without_batch() == want, "{}: x has samples of shape {}; model '{}' takes {}",
-                 what, x.shape().without_batch().str(), name, want.str());
+  SYSTOLIC_CHECK(x.size() == inputs.size(), "{}: model '{}' takes {} input array{}, x has {}", what, name,
+                 inputs.size(), inputs.size() == 1 ? "" : "s", x.size());
+  const std::int64_t n = x.samples();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::string which =
+        x.size() == 1 ? "x" : fmt::format("x[{}] (input '{}')", i, inputs[i].node()->layer->name());
+    SYSTOLIC_CHECK(x[i].defined() && x[i].rank() >= 1, "{}: {} is empty", what, which);
+    SYSTOLIC_CHECK(x[i].dim(0) == n, "{}: {} has {} samples, x[0] has {}", what, which, x[i].dim(0), n);
+    Shape want = inputs[i].shape();
+    SYSTOLIC_CHECK(x[i].shape().without_batch() == want,
+                   "{}: {} has samples of shape {}; model '{}' takes {}", what, which,
+                   x[i].shape().without_batch().str(), name, want.str());
+  }
   if (!y) return;
-  SYSTOLIC_CHECK(y->defined() && y->rank() >= 1 && y->dim(0) == x.dim(0),
-                 "{}: {} samples in x but {} labels in y", what, x.dim(0),
-                 y->defined() && y->rank() ? y->dim(0) : 0);
-  Shape out = outputs[0].shape();
-  if (loss->sparse_labels())
-    SYSTOLIC_CHECK(y->numel() == y->dim(0), "{}: loss {} takes one integer label per sample, y has shape {}",
-                   what, loss->name(), y->shape().str());
-  else  // Keras squeezes or expands a last axis of 1 ((N,) labels for an (N, 1) output)
-    SYSTOLIC_CHECK(y->shape().without_batch() == out || (y->numel() == y->dim(0) * out.numel() &&
-                                                         ((out.rank() >= 1 && out[out.rank() - 1] == 1) ||
-                                                          (y->rank() >= 2 && y->dim(-1) == 1))),
-                   "{}: y has samples of shape {}; the model's output is {}", what,
-                   y->shape().without_batch().str(), out.str());
+  SYSTOLIC_CHECK(y->size() == outputs.size(), "{}: model '{}' has {} output{}, y has {} label array{}", what,
+                 name, outputs.size(), outputs.size() == 1 ? "" : "s", y->size(), y->size() == 1 ? "" : "s");
+  for (std::size_t i = 0; i < y->size(); ++i) {
+    const Tensor& yi = (*y)[i];
+    const OutputHead& h = heads[i];
+    const std::string which = y->size() == 1 ? "y" : fmt::format("y[{}] (output '{}')", i, h.name);
+    SYSTOLIC_CHECK(yi.defined() && yi.rank() >= 1 && yi.dim(0) == n,
+                   "{}: {} samples in x but {} labels in {}", what, n,
+                   yi.defined() && yi.rank() ? yi.dim(0) : 0, which);
+    Shape out = outputs[i].shape();
+    if (h.loss && h.loss->sparse_labels())
+      SYSTOLIC_CHECK(yi.numel() == yi.dim(0),
+                     "{}: loss {} takes one integer label per sample, {} has shape {}", what, h.loss->name(),
+                     which, yi.shape().str());
+    else  // Keras squeezes or expands a last axis of 1 ((N,) labels for an (N, 1) output)
+      SYSTOLIC_CHECK(yi.shape().without_batch() == out || (yi.numel() == yi.dim(0) * out.numel() &&
+                                                           ((out.rank() >= 1 && out[out.rank() - 1] == 1) ||
+                                                            (yi.rank() >= 2 && yi.dim(-1) == 1))),
+                     "{}: {} has samples of shape {}; the model's output{} is {}", what, which,
+                     yi.shape().without_batch().str(), y->size() == 1 ? "" : " '" + h.name + "'", out.str());
+  }
 }
 
-void ModelState::load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows,
+void ModelState::load_batch(const Arrays& x, const Arrays* y, const std::vector<std::int64_t>& rows,
                             const Tensor* w) {
   auto n = static_cast<std::int64_t>(rows.size());
   ensure_capacity(n);
-  Tensor xb = x_buf.slice(0, n);
-  ops::gather_rows(x, rows, xb);
-  if (y) {
-    Tensor yb = y_buf.slice(0, n);
-    ops::gather_rows(*y, rows, yb);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    Tensor xb = x_bufs[i].slice(0, n);
+    ops::gather_rows(x[i], rows, xb);
   }
+  if (y)
+    for (std::size_t i = 0; i < y->size(); ++i) {
+      Tensor yb = heads[i].y_buf.slice(0, n);
+      ops::gather_rows((*y)[i], rows, yb);
+    }
   if (weighted) {  // a batch without weights weighs each sample 1
     Tensor wb = w_buf.slice(0, n);
     w && w->defined() ? ops::gather_rows(*w, rows, wb) : ops::fill(wb, 1.0);
   }
 }
 
-void ModelState::set_batch(const Tensor& x, const Tensor& y, const Tensor& w) {
-  std::int64_t n = x.dim(0);
+void ModelState::set_batch(const Arrays& x, const Arrays& y, const Tensor& w) {
+  std::int64_t n = x.samples();
   ensure_capacity(n);
-  Tensor xb = x_buf.slice(0, n), yb = y_buf.slice(0, n);
-  ops::copy(x, xb);
-  ops::copy(y, yb);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    Tensor xb = x_bufs[i].slice(0, n);
+    ops::copy(x[i], xb);
+  }
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    Tensor yb = heads[i].y_buf.slice(0, n);
+    ops::copy(y[i], yb);
+  }
   if (weighted) {
     Tensor wb = w_buf.slice(0, n);
     w.defined() ? ops::copy(w, wb) : ops::fill(wb, 1.0);
@@ -334,7 +371,7 @@ void ModelState::forward(std::int64_t n, bool training) {
   for (auto& e : nodes) {
     LayerCall& c = e.call;
     if (e.is_input) {
-      c.output = x_buf.slice(0, n);
+      c.output = e.out_buf.slice(0, n);  // x_bufs: the input's batch
       continue;
     }
     c.inputs.clear();
@@ -355,51 +392,63 @@ void ModelState::forward(std::int64_t n, bool training) {
   }
 }
 
-bool ModelState::compute_loss(std::int64_t n, double grad_scale) {
-  NodeExec& out = nodes[output_node()];
-  Tensor labels = y_buf.slice(0, n);
-  Tensor total = totals.view(0, {1});
-  Tensor grad = grad_scale > 0 ? out.grad_buf.slice(0, n) : Tensor();
-  const Activation& act = out.node->layer->activation();
-  Tensor logits = act == Activation::softmax ? out.call.preactivation : Tensor();
-  Tensor sigmoid_logits = act == Activation::sigmoid ? out.call.preactivation : Tensor();
+void ModelState::compute_loss(std::int64_t n, double grad_scale) {
   Tensor weights = weighted ? w_buf.slice(0, n) : Tensor();
-  losses::LossArgs args{out.call.output,
-                        logits,
-                        sigmoid_logits,
-                        labels,
-                        weights,
-                        total,
-                        grad,
-                        grad,
-                        grad_scale > 0 ? grad_scale : 1.0 / double(n)};
-  bool pre = loss->compute(args);  // true: the gradient it wrote is w.r.t. the logits, the pre-softmax values
-  for (auto& t : terms.loss_terms) t.add_loss(n, total);
+  for (auto& h : heads) {
+    h.grad_is_preactivation = false;
+    if (!h.loss) continue;
+    NodeExec& out = nodes[h.node];
+    Tensor labels = h.y_buf.slice(0, n);
+    Tensor total = totals.view(h.loss_slot < 0 ? 0 : h.loss_slot, {1});
+    Tensor grad = grad_scale > 0 ? out.grad_buf.slice(0, n) : Tensor();
+    // From the logits where the output layer ends in softmax or sigmoid and nothing else reads its output.
+    const Activation& act = out.node->layer->activation();
+    Tensor logits = act == Activation::softmax && !h.feeds_layers ? out.call.preactivation : Tensor();
+    Tensor sigmoid_logits = act == Activation::sigmoid && !h.feeds_layers ? out.call.preactivation : Tensor();
+    losses::LossArgs args{out.call.output,
+                          logits,
+                          sigmoid_logits,
+                          labels,
+                          weights,
+                          total,
+                          grad,
+                          grad,
+                          (grad_scale > 0 ? grad_scale : 1.0 / double(n)) * h.weight()};
+    // true: the gradient it wrote is w.r.t. the logits, the pre-activation values
+    h.grad_is_preactivation = h.loss->compute(args);
+  }
+  Tensor terms_total = totals.view(0, {1});
+  for (auto& t : terms.loss_terms) t.add_loss(n, terms_total);
   terms.grad_scale = grad_scale > 0 ? grad_scale : 0.0;
-  return pre;
 }
 
 void ModelState::compute_metrics(std::int64_t n) {
-  const NodeExec& out = nodes[output_node()];
-  Tensor labels = y_buf.slice(0, n);
-  std::int64_t at = 1;  // after the loss's sum: each metric's state in turn
-  for (auto& m : metrics) {
-    Tensor state = totals.view(at, {m->state_size()});
-    m->update(out.call.output, labels, state);
-    at += m->state_size();
+  for (auto& h : heads) {
+    const NodeExec& out = nodes[h.node];
+    Tensor labels = h.y_buf.slice(0, n);
+    std::int64_t at = h.metric_at;
+    for (auto& m : h.metrics) {
+      Tensor state = totals.view(at, {m->state_size()});
+      m->update(out.call.output, labels, state);
+      at += m->state_size();
+    }
   }
 }
 
-void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
+void ModelState::backward(std::int64_t n) {
   ops::fill(grads, 0.0);  // the layers accumulate their weights' gradients
   const double term_scale = terms.grad_scale;
   LayerCall no_call;
   if (term_scale > 0)
     for (auto& t : terms.loss_terms)
       if (t.node < 0) t.add_gradient(n, term_scale, no_call, false);
-  std::vector<char> written(nodes.size(), 0);
-  int o = output_node();
-  written[o] = 1;
+  // Where backward starts: the outputs whose loss wrote a gradient (pre: w.r.t. their logits).
+  std::vector<char> written(nodes.size(), 0), pre(nodes.size(), 0);
+  for (auto& h : heads)
+    if (h.loss) {
+      written[h.node] = 1;
+      pre[h.node] = h.grad_is_preactivation;
+    }
   for (int i = static_cast<int>(nodes.size()) - 1; i >= 0; --i) {
     NodeExec& e = nodes[i];
     if (!written[i] || e.is_input) continue;
@@ -430,8 +479,8 @@ void ModelState::backward(std::int64_t n, bool grad_is_preactivation) {
     // The loss terms on this node's output add their gradients to the output's.
     if (term_scale > 0)
       for (auto& t : terms.loss_terms)
-        if (t.node == i) t.add_gradient(n, term_scale, c, grad_is_preactivation && i == o);
-    e.node->layer->call_backward(c, grad_is_preactivation && i == o);
+        if (t.node == i) t.add_gradient(n, term_scale, c, pre[i]);
+    e.node->layer->call_backward(c, pre[i]);
     for (int k : cast_first) {
       Tensor dst = nodes[e.inputs[k]].grad_buf.slice(0, n);
       ops::cast(c.dinputs[k], dst);
@@ -568,28 +617,104 @@ Tensor& Model::gradients() {
   return state_->grads;
 }
 
-void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
-                    const std::vector<metrics::MetricArg>& metrics) {
-  SYSTOLIC_CHECK(!state_->nodes.empty(), "compile: model '{}' has no layers yet", state_->name);
-  SYSTOLIC_CHECK(!state_->replicas,
+namespace {
+
+// The metrics compile makes for one output.
+std::vector<std::unique_ptr<metrics::Metric>> output_metrics(const std::vector<metrics::MetricArg>& args,
+                                                             const losses::Loss* loss, const Shape& out) {
+  const bool binary = out.rank() >= 1 && out[out.rank() - 1] == 1;
+  std::vector<std::unique_ptr<metrics::Metric>> made;
+  for (auto& m : args) {
+    made.push_back(metrics::make(m, loss && loss->sparse_labels(), binary));
+    made.back()->build(out);
+  }
+  return made;
+}
+
+}  // namespace
+
+// Every compile comes here: one entry per output, in the model's order.
+void Model::compile(const optimizers::Optimizer& optimizer, const std::vector<OutputCompile>& outputs) {
+  ModelState& s = *state_;
+  SYSTOLIC_CHECK(!s.nodes.empty(), "compile: model '{}' has no layers yet", s.name);
+  SYSTOLIC_CHECK(!s.replicas,
                  "compile: model '{}' has replicas already; compile the CPU model before "
                  "to_accelerator, which copies its compile settings to every replica",
-                 state_->name);
-  state_->optimizer = optimizer.clone();
-  state_->loss = loss.clone();
-  state_->metrics.clear();
-  const Shape out = state_->outputs[0].shape();
-  const bool binary = out.rank() >= 1 && out[out.rank() - 1] == 1;
-  std::int64_t sums = 1;  // the loss's, then each metric's state
-  for (auto& m : metrics) {
-    state_->metrics.push_back(metrics::make(m, loss.sparse_labels(), binary));
-    state_->metrics.back()->build(out);
-    sums += state_->metrics.back()->state_size();
+                 s.name);
+  const std::vector<std::string> names = output_names();
+  SYSTOLIC_CHECK(outputs.size() == names.size(), "compile: model '{}' has {} outputs ({}), compile got {}",
+                 s.name, names.size(), fmt::join(names, ", "), outputs.size());
+  const std::vector<int> nodes = s.output_nodes();
+  std::vector<OutputHead> heads(names.size());
+  std::vector<char> given(names.size(), 0);
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    const OutputCompile& c = outputs[k];
+    std::size_t i = k;  // by position, or by the output's name
+    if (!c.output.empty()) {
+      auto it = std::find(names.begin(), names.end(), c.output);
+      SYSTOLIC_CHECK(it != names.end(), "compile: model '{}' has no output '{}' (its outputs: {})", s.name,
+                     c.output, fmt::join(names, ", "));
+      i = static_cast<std::size_t>(it - names.begin());
+    }
+    SYSTOLIC_CHECK(!given[i], "compile: output '{}' of model '{}' is given twice", names[i], s.name);
+    given[i] = 1;
+    OutputHead& h = heads[i];
+    h.node = nodes[i];
+    h.name = names[i];
+    h.loss = c.loss.make();
+    h.loss_weight = c.loss_weight;
+    h.metrics = output_metrics(c.metrics, h.loss.get(), s.outputs[i].shape());
   }
-  state_->totals = Tensor::zeros({sums}, DType::float64, state_->device());
+  int losses = 0;
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j)
+      SYSTOLIC_CHECK(heads[i].node != heads[j].node,
+                     "compile: outputs {} and {} of model '{}' are the same tensor ('{}'); give each output "
+                     "once",
+                     j, i, s.name, heads[i].name);
+    losses += heads[i].loss != nullptr;
+    for (auto& e : s.nodes)
+      for (int in : e.inputs) heads[i].feeds_layers = heads[i].feeds_layers || in == heads[i].node;
+  }
+  SYSTOLIC_CHECK(losses > 0, "compile: model '{}' needs a loss on at least one output", s.name);
+  // The sums: the loss (the loss terms' alone when the outputs' losses keep their own), each output's loss, the
+  // metrics.
+  bool weighted_one = false;
+  for (auto& h : heads) weighted_one = weighted_one || (h.loss && h.weight() != 1.0);
+  s.separate_losses = losses > 1 || weighted_one;
+  std::int64_t sums = 1;
+  for (auto& h : heads)
+    if (h.loss && s.separate_losses) h.loss_slot = sums++;
+  for (auto& h : heads) {
+    h.metric_at = sums;
+    for (auto& m : h.metrics) sums += m->state_size();
+  }
+  s.optimizer = optimizer.clone();
+  s.heads = std::move(heads);
+  s.totals = Tensor::zeros({sums}, DType::float64, s.device());
   // Packs the weights that are trainable now (layers frozen or unfrozen since the last compile) and builds the
-  // optimizer's slots for them only; the label buffer's type follows the loss.
-  state_->pack_weights();
+  // optimizer's slots for them only; the label buffers' types follow the losses.
+  s.pack_weights();
+}
+
+void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
+                    const std::vector<metrics::MetricArg>& metrics) {
+  // Keras: one loss applies to every output; with several outputs a list of metrics has one per output.
+  const std::size_t n = state_->outputs.size();
+  SYSTOLIC_CHECK(n == 1 || metrics.empty() || metrics.size() == n,
+                 "compile: model '{}' has {} outputs; give its metrics one per output (Keras takes a list of "
+                 "{} entries, or a dict by output name: compile with OutputCompile entries), not {}",
+                 state_->name, n, n, metrics.size());
+  std::vector<OutputCompile> outputs;
+  for (std::size_t i = 0; i < n; ++i) {
+    OutputCompile c{.loss = loss};
+    if (n == 1)
+      c.metrics = metrics;
+    else if (!metrics.empty())
+      c.metrics = {metrics[i]};
+    outputs.push_back(std::move(c));
+  }
+  compile(optimizer, outputs);
 }
 
 void Model::compile(const optimizers::Optimizer& optimizer, const std::string& loss,
@@ -603,7 +728,7 @@ void Model::compile(const std::string& optimizer, const std::string& loss,
 }
 
 bool Model::compiled() const {
-  return state_->loss != nullptr;
+  return state_->compiled();
 }
 bool Model::is_sequential() const {
   return state_->sequential;
@@ -615,25 +740,91 @@ optimizers::Optimizer& Model::optimizer() {
 }
 
 const losses::Loss& Model::loss() const {
-  SYSTOLIC_CHECK(state_->loss, "model '{}' is not compiled", state_->name);
-  return *state_->loss;
+  SYSTOLIC_CHECK(state_->compiled(), "model '{}' is not compiled", state_->name);
+  for (auto& h : state_->heads)
+    if (h.loss) return *h.loss;
+  fail("model '{}' has no loss", state_->name);
 }
 
-std::vector<std::string> ModelState::metric_log_names() const {
+std::vector<std::string> Model::output_names() const {
   std::vector<std::string> names;
-  std::map<std::string, int> seen;  // a name's count of later copies so far
-  for (auto& m : metrics) {
-    std::string name = m->name();
-    auto [it, first] = seen.try_emplace(name, 1);
-    if (!first) name += "_" + std::to_string(it->second++);
-    names.push_back(name);
-  }
+  for (auto& o : state_->outputs) names.push_back(o.node()->layer->name());
   return names;
 }
 
-std::vector<std::string> Model::metrics_names() const {
+std::vector<const metrics::Metric*> ModelState::all_metrics() const {
+  std::vector<const metrics::Metric*> out;
+  for (auto& h : heads)
+    for (auto& m : h.metrics) out.push_back(m.get());
+  return out;
+}
+
+std::vector<std::string> ModelState::log_names() const {
   std::vector<std::string> names{"loss"};
-  for (auto& n : state_->metric_log_names()) names.push_back(n);
+  std::map<std::string, int> seen;  // a name's count of later copies so far
+  for (auto& h : heads)
+    for (auto& m : h.metrics) {
+      std::string name = heads.size() > 1 ? h.name + "_" + m->name() : m->name();
+      auto [it, first] = seen.try_emplace(name, 1);
+      if (!first) name += "_" + std::to_string(it->second++);
+      names.push_back(name);
+    }
+  int losses = 0;
+  for (auto& h : heads) losses += h.loss != nullptr;
+  if (losses > 1)
+    for (auto& h : heads)
+      if (h.loss) names.push_back(h.name + "_loss");
+  return names;
+}
+
+std::vector<std::size_t> ModelState::evaluate_order() const {
+  const std::vector<std::string> logs = log_names();
+  // model.metrics' names: the loss tracker, each compiled metric by its own name, the outputs' loss trackers.
+  std::vector<std::string> own{"loss"};
+  for (auto& h : heads)
+    for (auto& m : h.metrics) own.push_back(m->name());
+  for (std::size_t i = own.size(); i < logs.size(); ++i) own.push_back(logs[i]);  // "<output>_loss"
+  std::vector<std::size_t> order;
+  std::vector<char> taken(logs.size(), 0);
+  // Keras appends logs[name] for every entry of model.metrics named so, a name given twice twice ([loss, mae,
+  // mae, mae_1] for ["mae", "mae"]); each log is listed once here.
+  for (auto& name : own)
+    for (std::size_t i = 0; i < logs.size(); ++i)
+      if (logs[i] == name && !taken[i]) {
+        order.push_back(i);
+        taken[i] = 1;
+        break;
+      }
+  std::vector<std::size_t> rest;
+  for (std::size_t i = 0; i < logs.size(); ++i)
+    if (!taken[i]) rest.push_back(i);
+  std::sort(rest.begin(), rest.end(), [&](std::size_t a, std::size_t b) { return logs[a] < logs[b]; });
+  order.insert(order.end(), rest.begin(), rest.end());
+  return order;
+}
+
+std::vector<double> ModelState::log_values(const double* t, double seen) const {
+  double loss = t[0];
+  for (auto& h : heads)
+    if (h.loss_slot >= 0) loss += h.weight() * t[h.loss_slot];
+  std::vector<double> v{loss / seen};
+  for (auto& h : heads) {
+    const double* at = t + h.metric_at;
+    for (auto& m : h.metrics) {
+      v.push_back(m->value(at, seen));
+      at += m->state_size();
+    }
+  }
+  if (log_names().size() > v.size())
+    for (auto& h : heads)
+      if (h.loss_slot >= 0) v.push_back(t[h.loss_slot] / seen);
+  return v;
+}
+
+std::vector<std::string> Model::metrics_names() const {
+  const std::vector<std::string> logs = state_->log_names();
+  std::vector<std::string> names;
+  for (std::size_t i : state_->evaluate_order()) names.push_back(logs[i]);
   return names;
 }
 

@@ -12,7 +12,7 @@ void ModelState::join_strategy(int global_index, bool is_chief, const ops::Cross
   training_step.replicas = sync_batch_norm;
 }
 
-void ModelState::load_step(const Tensor& x, const Tensor& y, const Tensor& w, std::int64_t begin,
+void ModelState::load_step(const Arrays& x, const Arrays& y, const Tensor& w, std::int64_t begin,
                            std::int64_t end, double learning_rate) {
   optimizer->load_learning_rate(learning_rate);
   weigh_samples(w.defined());
@@ -23,7 +23,7 @@ void ModelState::load_step(const Tensor& x, const Tensor& y, const Tensor& w, st
     std::iota(rows.begin(), rows.end(), begin);
     load_batch(x, &y, rows, &w);
   } else {  // the shard goes to the replica's device first
-    Tensor xs = x.slice(begin, end).to(device()), ys = y.slice(begin, end).to(device());
+    Arrays xs = x.slice(begin, end).to(device()), ys = y.slice(begin, end).to(device());
     Tensor ws = w.defined() ? w.slice(begin, end).to(device()) : Tensor();
     std::iota(rows.begin(), rows.end(), 0);
     load_batch(xs, &ys, rows, &ws);
@@ -32,9 +32,9 @@ void ModelState::load_step(const Tensor& x, const Tensor& y, const Tensor& w, st
 
 void ModelState::compute_gradients(std::int64_t m, std::int64_t global_batch) {
   forward(m, /*training=*/true);
-  bool grad_is_preactivation = compute_loss(m, 1.0 / double(global_batch));
+  compute_loss(m, 1.0 / double(global_batch));
   compute_metrics(m);
-  backward(m, grad_is_preactivation);
+  backward(m);
 }
 
 void ModelState::apply_update() {

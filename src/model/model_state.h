@@ -37,6 +37,26 @@ struct NodeExec {
       cast_grad;  // per input whose dtype differs: the cast input; its gradient, cast
 };
 
+// One output of a compiled model (Keras's CompileLoss and CompileMetrics entries for it): its node, Keras's name
+// for it (the output layer's), its loss (null: none, Keras's None) with the loss's weight in the total, its
+// metrics, and the buffer its labels are loaded into.
+struct OutputHead {
+  int node = -1;
+  std::string name;
+  std::unique_ptr<losses::Loss> loss;
+  std::optional<double> loss_weight;  // Keras's loss_weights entry (none: 1)
+  std::vector<std::unique_ptr<metrics::Metric>> metrics;
+  // Where its sums are in ModelState::totals: its own loss sum (-1: counted in totals[0], the one loss of the
+  // model), then its metrics' states from metric_at on.
+  std::int64_t loss_slot = -1, metric_at = 0;
+  Tensor y_buf;  // [capacity]: int32 labels for a sparse loss, else [capacity, output shape] in its dtype
+  // Its node feeds other layers: its loss is computed from the output values (the other layers' gradients are
+  // w.r.t. them too), never from the output layer's logits.
+  bool feeds_layers = false;
+  bool grad_is_preactivation = false;  // what compute_loss wrote into the node's gradient (the logits')
+  double weight() const { return loss_weight.value_or(1.0); }
+};
+
 // A model's state is also one replica of it under a strategy (distribute/replica.h: the interface the replicas
 // are driven through).
 class ModelState final : public distribute::Replica {
@@ -46,16 +66,30 @@ class ModelState final : public distribute::Replica {
   std::vector<SymbolicTensor> inputs, outputs;
   std::vector<NodeExec> nodes;
   std::vector<std::shared_ptr<Layer>> layers;  // model.layers order
-  DType dtype = DType::float32;  // the input's (x_buf's): the compute dtype of the first layer with weights
+  DType dtype = DType::float32;  // the inputs' (x_bufs'): the compute dtype of the first layer with weights
   // Whether any layer computes in `t` (bfloat16: a mixed policy somewhere in the model).
   bool computes_in(DType t) const;
 
   std::unique_ptr<optimizers::Optimizer> optimizer;
-  std::unique_ptr<losses::Loss> loss;
-  std::vector<std::unique_ptr<metrics::Metric>> metrics;
-  // The metrics' names in logs, History and evaluate, as Keras 3's CompileMetrics.result() makes them: a name
-  // already shown gets _1, _2, ... (["mae", "mae"] logs mae and mae_1; the metrics keep their names in files).
-  std::vector<std::string> metric_log_names() const;
+  // One per output, in the model's order, once compiled (empty before).
+  std::vector<OutputHead> heads;
+  bool compiled() const { return !heads.empty(); }
+  // Whether each output with a loss keeps its own sum (Keras logs "<output>_loss" for each when several outputs
+  // have a loss; a single loss with a loss weight keeps its own too); totals[0] then holds the loss terms only.
+  bool separate_losses = false;
+  // The names of the logs, in Keras 3's order: "loss", the compiled metrics as CompileMetrics.result() names them
+  // ("<output>_<metric>" when the model has several outputs; a name already shown gets _1, _2, ...: ["mae",
+  // "mae"] logs mae and mae_1, the metrics keep their names in files), then "<output>_loss" for each output's
+  // loss when several outputs have one.
+  std::vector<std::string> log_names() const;
+  // Keras's evaluate(return_dict=False) order of those logs (Trainer._flatten_metrics_in_order): the names of
+  // model.metrics that are logs ("loss", the metrics' own names, the outputs' losses), then the other logs
+  // sorted; each log once (Keras lists a metric name given twice twice). As indices into log_names().
+  std::vector<std::size_t> evaluate_order() const;
+  // The metrics of every output, in order.
+  std::vector<const metrics::Metric*> all_metrics() const;
+  // The loss and metric values of the totals `t` over `seen` samples, one per log_names() entry.
+  std::vector<double> log_values(const double* t, double seen) const;
 
   Tensor params, grads;  // every trainable weight, flat; weights are views into these
   // Mixed precision: params in the mixed layers' compute dtype (Weight::compute of those layers views it).
@@ -74,7 +108,7 @@ class ModelState final : public distribute::Replica {
   std::weak_ptr<Layer> as_layer;
 
   std::int64_t capacity = 0;
-  Tensor x_buf, y_buf;
+  std::vector<Tensor> x_bufs;  // one per input: [capacity, input shape] in dtype
   // Keras's sample weights of the batch ([capacity], weight_dtype()) while fit or evaluate weighs its samples
   // (weigh_samples(true)); undefined otherwise, when the loss counts every sample once.
   Tensor w_buf;
@@ -82,9 +116,12 @@ class ModelState final : public distribute::Replica {
   // Turns the sample weights on or off (invalidating a recorded step when that changes): fit and evaluate do,
   // for their data. While on, a batch loaded without weights (fit's validation) weighs each sample 1.
   void weigh_samples(bool on);
-  // The weights' dtype: float64 for a float64 output, float32 otherwise (Keras casts them to the loss's dtype).
+  // The weights' dtype: float64 for a float64 (first) output, float32 otherwise (Keras casts them to the loss's
+  // dtype).
   DType weight_dtype() const;
-  Tensor totals;  // float64 [1 + metrics]: loss sum, metric counts
+  // float64: the loss sum (with separate_losses: the loss terms' only, then each output's loss sum), then the
+  // metrics' states (OutputHead::loss_slot, metric_at).
+  Tensor totals;
   // What compile registered besides the loss and the optimizer (loss_terms.h): the regularizers' loss terms and
   // the constraints' post-update hooks, collected by pack_weights.
   TrainingTerms terms;
@@ -144,39 +181,39 @@ class ModelState final : public distribute::Replica {
   // Throws, naming the layer, when a layer was frozen or unfrozen since the weights were packed.
   void check_trainable(const char* what) const;
 
-  int input_node() const;
-  int output_node() const;
-  void check_single_io(const char* what) const;
+  // The nodes of the model's inputs and outputs, in order.
+  std::vector<int> input_nodes() const;
+  std::vector<int> output_nodes() const;
   // Grows the buffers to n samples (invalidating the train function's recorded step when they move).
   void ensure_capacity(std::int64_t n);
-  // Rows of x (and y, and the sample weights w: [N] in any float dtype) into the buffers.
-  void load_batch(const Tensor& x, const Tensor* y, const std::vector<std::int64_t>& rows,
+  // Rows of x (one array per input; and y, one per output, and the sample weights w: [N] in any float dtype)
+  // into the buffers.
+  void load_batch(const Arrays& x, const Arrays* y, const std::vector<std::int64_t>& rows,
                   const Tensor* w = nullptr);
-  // A batch already built in the buffers' dtypes (BatchPipeline): copied into x_buf / y_buf (and its sample
-  // weights, when defined, into w_buf).
-  void set_batch(const Tensor& x, const Tensor& y, const Tensor& w = Tensor());
+  // A batch already built in the buffers' dtypes (BatchPipeline): copied into the input and label buffers (and
+  // its sample weights, when defined, into w_buf).
+  void set_batch(const Arrays& x, const Arrays& y, const Tensor& w = Tensor());
 
   // One training step on the n samples in the buffers is five calls (then the step counter advances, outside
   // anything recorded as a CUDA graph):
-  //   forward(n, true); bool pre = compute_loss(n, 1.0 / n); compute_metrics(n); backward(n, pre);
-  //   apply_gradients();
+  //   forward(n, true); compute_loss(n, 1.0 / n); compute_metrics(n); backward(n); apply_gradients();
   // Under replicas each computes its shard's gradients scaled by 1 / the global batch, and the gradients are
   // summed between backward and apply_gradients.
   //
   // Runs the layers in topological order; in training mode they read the step counter's device copy.
   void forward(std::int64_t n, bool training);
-  // Adds the summed loss of the last forward's n samples to totals[0], with the loss terms (n times the
-  // regularization losses: Keras 3's compute_loss adds sum(model.losses) to each batch's loss). With
-  // grad_scale > 0 it also writes the gradient of grad_scale * that sum into the output node's gradient buffer
-  // (backward adds the loss terms' gradients), and returns whether it is the
-  // gradient w.r.t. the output layer's pre-activation values (a crossentropy after softmax is computed from
-  // the logits), which is what backward needs to know.
-  bool compute_loss(std::int64_t n, double grad_scale = 0);
+  // Adds each output's summed loss of the last forward's n samples to its sum in the totals, with the loss terms
+  // (n times the regularization losses: Keras 3's compute_loss adds sum(model.losses) to each batch's loss).
+  // With grad_scale > 0 it also writes the gradient of grad_scale * (the outputs' losses, each times its loss
+  // weight) into the output nodes' gradient buffers (backward adds the loss terms' gradients), noting for each
+  // whether it is the gradient w.r.t. the output layer's pre-activation values (a crossentropy after softmax
+  // is computed from the logits), which is what backward needs to know.
+  void compute_loss(std::int64_t n, double grad_scale = 0);
   // Adds the metrics of the last forward's n samples to totals[1...].
   void compute_metrics(std::int64_t n);
   // Sets grads to the gradient of the loss whose output gradient compute_loss wrote: the layers in reverse
   // order, gradients of tensors used twice summed.
-  void backward(std::int64_t n, bool grad_is_preactivation);
+  void backward(std::int64_t n);
   // The optimizer's update of params from grads; it reads the step count on the device, and does not
   // advance it.
   void apply_gradients();
@@ -190,12 +227,13 @@ class ModelState final : public distribute::Replica {
     optimizer->step_values_on(device());
   }
 
-  void check_xy(const Tensor& x, const Tensor* y, const char* what) const;
+  // Checks x (one array per input) and y (one per output) against the model, naming what is wrong.
+  void check_xy(const Arrays& x, const Arrays* y, const char* what) const;
 
   // ---- distribute::Replica (model.cc) ----
   Device replica_device() const override { return device(); }
   void join_strategy(int global_index, bool chief, const ops::CrossReplica* sync_batch_norm) override;
-  void load_step(const Tensor& x, const Tensor& y, const Tensor& w, std::int64_t begin, std::int64_t end,
+  void load_step(const Arrays& x, const Arrays& y, const Tensor& w, std::int64_t begin, std::int64_t end,
                  double learning_rate) override;
   void compute_gradients(std::int64_t rows, std::int64_t global_batch) override;
   void apply_update() override;

@@ -9,8 +9,17 @@ std::vector<Layer*> weight_layers(const Model& model) {
 }
 
 std::vector<const metrics::Metric*> metrics(const Model& model) {
-  std::vector<const metrics::Metric*> out;
-  for (auto& m : ModelInternals::state(model)->metrics) out.push_back(m.get());
+  return ModelInternals::state(model)->all_metrics();
+}
+
+std::vector<OutputCompile> compile_settings(const Model& model) {
+  std::vector<OutputCompile> out;
+  for (auto& h : ModelInternals::state(model)->heads) {
+    OutputCompile c{.output = h.name, .loss_weight = h.loss_weight};
+    if (h.loss) c.loss = *h.loss;
+    for (auto& m : h.metrics) c.metrics.emplace_back(*m);
+    out.push_back(std::move(c));
+  }
   return out;
 }
 

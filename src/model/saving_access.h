@@ -16,6 +16,9 @@ namespace systolic::saving_access {
 
 std::vector<Layer*> weight_layers(const Model& model);
 std::vector<const metrics::Metric*> metrics(const Model& model);
+// What compile was given, one entry per output in the model's order (output named; loss and metrics copies of the
+// compiled ones; a loss weight only where one was given).
+std::vector<OutputCompile> compile_settings(const Model& model);
 // Whether a layer is a nested model (Keras's Functional or Sequential in model.layers).
 bool is_nested_model(const Layer& layer);
 // Null for a model of one replica.

@@ -15,9 +15,9 @@ TrainFunction::~TrainFunction() = default;
 
 void TrainFunction::step(std::int64_t n) {
   s_.forward(n, /*training=*/true);
-  bool grad_is_preactivation = s_.compute_loss(n, 1.0 / double(n));
+  s_.compute_loss(n, 1.0 / double(n));
   s_.compute_metrics(n);
-  s_.backward(n, grad_is_preactivation);
+  s_.backward(n);
   s_.apply_gradients();
 }
 
@@ -100,7 +100,7 @@ void TrainFunction::operator()(const Batch& batch) {
     }
     return;
   }
-  if (batch.x.defined()) s_.set_batch(batch.x, batch.y, batch.w);
+  if (!batch.x.empty()) s_.set_batch(batch.x, batch.y, batch.w);
   std::int64_t n = batch.size;
   bool replayable = use_graph_ && n == full_batch_;
   // The rate of this step (a schedule's, or one a callback set) goes where the recorded update reads it: a

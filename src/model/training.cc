@@ -26,8 +26,8 @@ namespace systolic {
 
 namespace {
 
-std::int64_t batches_of(const Tensor& x, std::int64_t batch_size) {
-  return (x.dim(0) + batch_size - 1) / batch_size;
+std::int64_t batches_of(const Arrays& x, std::int64_t batch_size) {
+  return (x.samples() + batch_size - 1) / batch_size;
 }
 
 std::vector<std::int64_t> range_rows(std::int64_t begin, std::int64_t end) {
@@ -38,13 +38,10 @@ std::vector<std::int64_t> range_rows(std::int64_t begin, std::int64_t end) {
 
 LogValues log_values(const ModelState& s, const std::vector<double>& t, std::int64_t seen,
                      const std::string& prefix = "") {
-  LogValues v{{prefix + "loss", t[0] / double(seen)}};
-  std::size_t at = 1;  // each metric's state after the loss's sum
-  const auto names = s.metric_log_names();
-  for (std::size_t i = 0; i < s.metrics.size(); ++i) {
-    v.emplace_back(prefix + names[i], s.metrics[i]->value(t.data() + at, double(seen)));
-    at += static_cast<std::size_t>(s.metrics[i]->state_size());
-  }
+  const std::vector<std::string> names = s.log_names();
+  const std::vector<double> values = s.log_values(t.data(), double(seen));
+  LogValues v;
+  for (std::size_t i = 0; i < names.size(); ++i) v.emplace_back(prefix + names[i], values[i]);
   return v;
 }
 
@@ -78,16 +75,18 @@ void set_totals(ModelState& s, const std::vector<double>& totals) {
 // contiguous share of the batch's rows): the loss and metric sums are added over replicas after every batch
 // (a collective across workers, which every worker calls alike) and predictions land in their rows of `out`
 // (across workers `out` starts zeroed and each batch's rows are summed, so every worker gets every row).
-LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, const Tensor& w_in,
-                        std::int64_t batch_size, CallbackList& callbacks, Tensor* out, std::int64_t& done) {
+LogValues run_inference(ModelState& s, const Arrays& x_in, const Arrays* y_in, const Tensor& w_in,
+                        std::int64_t batch_size, CallbackList& callbacks, std::vector<Tensor>* out,
+                        std::int64_t& done) {
   distribute::ReplicaGroup* group = s.replicas.get();
   const int local = group ? group->local_size() : 1;
   auto replica = [&](int l) -> ModelState& { return group ? state_of(group->replica(l)) : s; };
   // On a GPU the samples are copied there once (uint8 stays uint8) and gathered per batch by device ops.
-  std::vector<Tensor> xs, ys, ws;
+  std::vector<Arrays> xs, ys;
+  std::vector<Tensor> ws;
   for (int l = 0; l < local; ++l) {
     xs.push_back(x_in.to(replica(l).device()));
-    ys.push_back(y_in ? y_in->to(replica(l).device()) : Tensor());
+    ys.push_back(y_in ? y_in->to(replica(l).device()) : Arrays());
     ws.push_back(w_in.defined() ? w_in.to(replica(l).device()) : Tensor());
     // Weighted test batches turn the sample weights on; while they are on (after a weighted fit) a batch
     // without them weighs each sample 1.
@@ -95,18 +94,19 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, c
   }
   const bool testing = y_in != nullptr;
   if (testing) reset_totals(s);
-  const std::int64_t n = x_in.dim(0), steps = batches_of(x_in, batch_size);
-  const int o = s.output_node();
+  const std::int64_t n = x_in.samples(), steps = batches_of(x_in, batch_size);
+  const std::vector<int> outs = s.output_nodes();
   // One replica's part of a batch: rows [begin, end) of x.
   auto run = [&](int l, std::int64_t begin, std::int64_t end) {
     if (end == begin) return;
     ModelState& r = replica(l);
     r.load_batch(xs[l], testing ? &ys[l] : nullptr, range_rows(begin, end), &ws[l]);
     r.train_function.inference_step(end - begin, testing);
-    if (!testing) {
-      Tensor rows = out->slice(begin, end);
-      rows.copy_from(r.nodes[o].call.output);  // from the device to the host when the model is on a GPU
-    }
+    if (!testing)
+      for (std::size_t k = 0; k < outs.size(); ++k) {
+        Tensor rows = (*out)[k].slice(begin, end);
+        rows.copy_from(r.nodes[outs[k]].call.output);  // from the device to the host when on a GPU
+      }
   };
   std::vector<double> summed;  // under replicas: the sums over replicas after the last batch
   done = 0;
@@ -119,10 +119,11 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, c
         run(l, begin + b, begin + e);
       });
       if (testing) summed = group->sum_totals();
-      if (!testing && group->strategy().num_workers() > 1) {
-        Tensor rows = out->slice(begin, end);
-        group->comm().all_reduce_sum(rows, 0);
-      }
+      if (!testing && group->strategy().num_workers() > 1)
+        for (Tensor& o : *out) {
+          Tensor rows = o.slice(begin, end);
+          group->comm().all_reduce_sum(rows, 0);
+        }
     } else {
       run(0, begin, end);
     }
@@ -135,7 +136,7 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, c
       if (s.stop_evaluating) break;
     } else {
       callbacks::Logs logs;
-      logs.set_tensor("outputs", out->slice(begin, end));
+      logs.set_tensor("outputs", (*out)[0].slice(begin, end));
       callbacks.on_predict_batch_end(step, std::move(logs));
       if (s.stop_predicting) break;
     }
@@ -146,7 +147,7 @@ LogValues run_inference(ModelState& s, const Tensor& x_in, const Tensor* y_in, c
 }
 
 // Keras's evaluate loop between on_test_begin and on_test_end (fit's validation, and evaluate).
-LogValues run_test(ModelState& s, const Tensor& x, const Tensor& y, const Tensor& w, std::int64_t batch_size,
+LogValues run_test(ModelState& s, const Arrays& x, const Arrays& y, const Tensor& w, std::int64_t batch_size,
                    CallbackList& callbacks) {
   s.stop_evaluating = false;
   callbacks.on_test_begin();
@@ -176,7 +177,7 @@ LogValues run_epoch(ModelState& s, const FitPlan& plan, const FitOptions& o, Epo
     set_totals(s, resume->totals);
     summed = resume->totals;
     s.fit.batches = resume->batches;
-    seen = std::min(plan.x.dim(0), resume->batches * o.batch_size);
+    seen = std::min(plan.x.samples(), resume->batches * o.batch_size);
   } else {
     epochs.begin_epoch(epoch);
   }
@@ -209,7 +210,7 @@ LogValues run_epoch(ModelState& s, const FitPlan& plan, const FitOptions& o, Epo
 // fit, as Keras's: the plan (every check, before the first step), the EpochIterator for the batches, the model's
 // TrainFunction for the steps, and the CallbackList for what happens around them (progress bar, History, the
 // callbacks given), at Keras's points.
-History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
+History Model::fit(const Arrays& x, const Arrays& y, const FitOptions& o) {
   ModelState& s = *state_;
   FitPlan plan = FitPlan::make(s, x, y, o);
   EpochIterator epochs(s, plan.x, plan.y, plan.w, o);
@@ -220,8 +221,10 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& o) {
 
   s.stop_training = false;
   std::vector<double> summed;  // under replicas: the sums over replicas at the end of the last batch
-  s.fit = {
-      .seed = epochs.seed(), .samples = plan.x.dim(0), .batch_size = o.batch_size, .steps = epochs.steps()};
+  s.fit = {.seed = epochs.seed(),
+           .samples = plan.x.samples(),
+           .batch_size = o.batch_size,
+           .steps = epochs.steps()};
   s.fit.totals = [&s, &summed, group = plan.replicas] { return group ? summed : s.totals.to_doubles(); };
   callbacks.on_train_begin();
   // A callback that restored a backup (BackupAndRestore) says where the backed-up fit was.
@@ -266,32 +269,33 @@ void Model::set_stop_predicting(bool stop) {
   state_->stop_predicting = stop;
 }
 
-std::vector<double> Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& o) {
+std::vector<double> Model::evaluate(const Arrays& x, const Arrays& y, const EvaluateOptions& o) {
   ModelState& s = *state_;
-  SYSTOLIC_CHECK(s.loss, "evaluate: compile model '{}' first", s.name);
-  s.check_single_io("evaluate");
+  SYSTOLIC_CHECK(s.compiled(), "evaluate: compile model '{}' first", s.name);
   s.check_xy(x, &y, "evaluate");
   SYSTOLIC_CHECK(o.batch_size > 0, "evaluate: batch_size must be positive, got {}", o.batch_size);
-  SYSTOLIC_CHECK(x.dim(0) > 0, "evaluate: no samples");
+  SYSTOLIC_CHECK(x.samples() > 0, "evaluate: no samples");
   CallbackList callbacks(
       "evaluate", o.callbacks, *this,
       {.verbose = s.chief ? o.verbose : 0, .epochs = 1, .steps = batches_of(x, o.batch_size)});
   LogValues v =
-      run_test(s, x, y, sample_weights(s, o.sample_weight, x.dim(0), "evaluate"), o.batch_size, callbacks);
+      run_test(s, x, y, sample_weights(s, o.sample_weight, x.samples(), "evaluate"), o.batch_size, callbacks);
   std::vector<double> out;
-  for (auto& [k, value] : v) out.push_back(value);
+  if (v.empty()) return out;  // a callback stopped it before the first batch
+  for (std::size_t i : s.evaluate_order()) out.push_back(v[i].second);
   return out;
 }
 
-Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
+std::vector<Tensor> Model::predict_outputs(const Arrays& x, const PredictOptions& o) {
   ModelState& s = *state_;
-  s.check_single_io("predict");
   s.check_xy(x, nullptr, "predict");
   SYSTOLIC_CHECK(o.batch_size > 0, "predict: batch_size must be positive, got {}", o.batch_size);
   // Across workers every worker's rows are summed into every worker's copy: start from zeros.
-  const DType out_dtype = s.outputs[0].dtype();
-  Tensor out = s.replicas ? Tensor::zeros(s.outputs[0].shape().with_batch(x.dim(0)), out_dtype)
-                          : Tensor(s.outputs[0].shape().with_batch(x.dim(0)), out_dtype);
+  std::vector<Tensor> out;
+  for (auto& output : s.outputs) {
+    const Shape shape = output.shape().with_batch(x.samples());
+    out.push_back(s.replicas ? Tensor::zeros(shape, output.dtype()) : Tensor(shape, output.dtype()));
+  }
   CallbackList callbacks(
       "predict", o.callbacks, *this,
       {.verbose = s.chief ? o.verbose : 0, .epochs = 1, .steps = batches_of(x, o.batch_size)});
@@ -300,35 +304,46 @@ Tensor Model::predict(const Tensor& x, const PredictOptions& o) {
   std::int64_t done = 0;
   run_inference(s, x, nullptr, Tensor(), o.batch_size, callbacks, &out, done);
   callbacks.on_predict_end();
-  if (done < out.dim(0)) out = out.slice(0, done).clone();  // stopped: the batches done, as Keras returns
-  if (out.dtype() == DType::bfloat16) out = out.to(DType::float32);  // mixed precision: float32 results
+  for (Tensor& t : out) {
+    if (done < t.dim(0)) t = t.slice(0, done).clone();  // stopped: the batches done, as Keras returns
+    if (t.dtype() == DType::bfloat16) t = t.to(DType::float32);  // mixed precision: float32 results
+  }
   return out;
 }
 
-std::vector<double> Model::train_on_batch(const Tensor& x, const Tensor& y) {
+Tensor Model::predict(const Arrays& x, const PredictOptions& o) {
+  SYSTOLIC_CHECK(state_->outputs.size() == 1,
+                 "predict: model '{}' has {} outputs; predict_outputs returns each of them", state_->name,
+                 state_->outputs.size());
+  return predict_outputs(x, o)[0];
+}
+
+std::vector<double> Model::train_on_batch(const Arrays& x, const Arrays& y) {
   ModelState& s = *state_;
-  SYSTOLIC_CHECK(s.loss, "train_on_batch: compile model '{}' first", s.name);
+  SYSTOLIC_CHECK(s.compiled(), "train_on_batch: compile model '{}' first", s.name);
   s.check_trainable("train_on_batch");
-  s.check_single_io("train_on_batch");
   s.check_xy(x, &y, "train_on_batch");
+  const std::int64_t n = x.samples();
+  std::vector<double> totals;
   if (s.replicas) {
     distribute::ReplicaGroup& g = *s.replicas;
     SYSTOLIC_CHECK(
-        x.dim(0) % g.size() == 0,
-        "train_on_batch: a batch of {} samples does not divide among the {} replicas of strategy {}",
-        x.dim(0), g.size(), g.strategy().name());
+        n % g.size() == 0,
+        "train_on_batch: a batch of {} samples does not divide among the {} replicas of strategy {}", n,
+        g.size(), g.strategy().name());
     g.reset_totals();
     g.train_step(x, y);
-    std::vector<double> out;
-    for (auto& [k, v] : log_values(s, g.sum_totals(), x.dim(0))) out.push_back(v);
-    return out;
+    totals = g.sum_totals();
+  } else {
+    ops::fill(s.totals, 0.0);
+    Arrays yd = y.to(s.device());
+    s.load_batch(x.to(s.device()), &yd, range_rows(0, n));
+    s.train_function.run_eagerly(n);
+    totals = s.totals.to_doubles();
   }
-  ops::fill(s.totals, 0.0);
-  Tensor yd = y.to(s.device());
-  s.load_batch(x.to(s.device()), &yd, range_rows(0, x.dim(0)));
-  s.train_function.run_eagerly(x.dim(0));
+  const LogValues v = log_values(s, totals, n);
   std::vector<double> out;
-  for (auto& [k, v] : read_totals(s, x.dim(0))) out.push_back(v);
+  for (std::size_t i : s.evaluate_order()) out.push_back(v[i].second);
   return out;
 }
 

@@ -1,9 +1,11 @@
 // Keras's compile settings in files: the training_config of full-model .h5 files (tf.keras) and the compile_config
 // of .keras files (Keras 3), written from a compiled model and compiled back; and model_from_json_file.
+#include <fmt/ranges.h>
 #include <systolic/log.h>
 #include <systolic/saving.h>
 #include <systolic/schedules.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -21,40 +23,126 @@ namespace keras_io {
 // The optimizer, loss and metrics are read and written by their registries (src/optimizers/registry.cc,
 // src/losses/registry.cc, src/metrics/registry.cc), in the form each file holds.
 
-json training_config(const Model& model) {
-  json metrics = json::array();
-  for (auto* m : saving_access::metrics(model))
-    metrics.push_back(metrics::serialize(*m, keras_object::Form::h5));
-  return {{"loss", losses::serialize(model.loss(), keras_object::Form::h5)},
-          {"metrics", metrics},
-          {"weighted_metrics", nullptr},
-          {"loss_weights", nullptr},
-          {"optimizer_config",
-           optimizers::serialize(const_cast<Model&>(model).optimizer(), keras_object::Form::h5)}};
-}
-
 namespace {
 
+// compile's loss, loss_weights and metrics as Keras's compile_config / training_config hold them: for one output
+// the loss, the weight (null when none was given) and the list of metrics; for several, dicts by output name (as
+// compile took them): every output's loss (null: none), every output's weight when any was given, and the
+// metrics of the outputs that have some.
+struct CompileJson {
+  json loss, loss_weights, metrics;
+};
+
+CompileJson compile_json(const Model& model, keras_object::Form form) {
+  const std::vector<OutputCompile> outputs = saving_access::compile_settings(model);
+  auto metrics_of = [&](const OutputCompile& c) {
+    json list = json::array();
+    for (auto& m : c.metrics) list.push_back(metrics::serialize(*m.metric(), form));
+    return list;
+  };
+  if (outputs.size() == 1) {
+    const OutputCompile& c = outputs[0];
+    return {losses::serialize(*c.loss.make(), form), c.loss_weight ? json(*c.loss_weight) : json(nullptr),
+            metrics_of(c)};
+  }
+  CompileJson out{json::object(), nullptr, json::object()};
+  bool weights = false;
+  for (auto& c : outputs) {
+    out.loss[c.output] = c.loss.empty() ? json(nullptr) : losses::serialize(*c.loss.make(), form);
+    weights = weights || c.loss_weight.has_value();
+    if (!c.metrics.empty()) out.metrics[c.output] = metrics_of(c);
+  }
+  if (weights) {
+    out.loss_weights = json::object();
+    for (auto& c : outputs) out.loss_weights[c.output] = c.loss_weight.value_or(1.0);
+  }
+  if (out.metrics.empty()) out.metrics = json::array();
+  return out;
+}
+
+// Every metric in m: one, a list, or nested lists and dicts of them (Keras flattens what it is given for a model of
+// one output).
 void collect_metrics(const json& m, std::vector<metrics::MetricArg>& out) {
   if (m.is_null()) return;
-  if (m.is_array()) {
+  if (m.is_array() || (m.is_object() && !m.contains("class_name"))) {
     for (auto& x : m) collect_metrics(x, out);
     return;
   }
   out.push_back(metrics::from_config(m));
 }
 
+// A serialized loss, metric or weight, or Keras's structures of them by output: a list (one entry per output)
+// or a dict by output name (a serialized object is a dict too, with "class_name").
+bool by_output(const json& v) {
+  return v.is_array() || (v.is_object() && !v.contains("class_name"));
+}
+
+// The entry of `v` (a list or dict by output) for output i named `name`; null when a dict lacks it.
+json entry(const json& v, std::size_t i, const std::string& name, const char* what, std::size_t outputs) {
+  if (v.is_array()) {
+    if (v.size() != outputs) fail("{} has {} entries for {} outputs", what, v.size(), outputs);
+    return v[i];
+  }
+  return v.contains(name) ? v[name] : json(nullptr);
+}
+
+// compile's per-output settings from a training_config's loss, loss_weights and metrics (Keras's
+// CompileLoss/CompileMetrics rules: one loss for every output, or a list or dict by output name; metrics for one
+// output as a list, for several a list of one entry per output or a dict).
+std::vector<OutputCompile> outputs_from(const Model& model, const json& tc) {
+  const std::vector<std::string> names = model.output_names();
+  const std::size_t n = names.size();
+  const json& loss = tc["loss"];
+  const json weights = tc.value("loss_weights", json(nullptr));
+  const json metrics = tc.value("metrics", json(nullptr));
+  if (loss.is_object() && by_output(loss))
+    for (auto& [k, v] : loss.items())
+      if (std::find(names.begin(), names.end(), k) == names.end())
+        fail("loss names output '{}', which the model does not have (its outputs: {})", k,
+             fmt::join(names, ", "));
+  if (!weights.is_null() && !weights.is_number() && !by_output(weights))
+    fail("loss_weights must be a number, a list or a dict by output name");
+  std::vector<OutputCompile> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    OutputCompile& c = out[i];
+    c.output = names[i];
+    const json l = by_output(loss) ? entry(loss, i, names[i], "loss", n) : loss;
+    if (!l.is_null()) c.loss = *losses::deserialize(l);
+    if (weights.is_number()) {
+      if (n != 1) fail("loss_weights is one number for a model of {} outputs", n);
+      c.loss_weight = weights.get<double>();
+    } else if (!weights.is_null()) {
+      const json w = entry(weights, i, names[i], "loss_weights", n);
+      if (!w.is_null() && !w.is_number()) fail("loss_weights['{}'] is not a number", names[i]);
+      if (w.is_number()) c.loss_weight = w.get<double>();
+    }
+    if (n == 1)
+      collect_metrics(metrics, c.metrics);
+    else if (metrics.is_object() || (metrics.is_array() && !metrics.empty()))
+      collect_metrics(entry(metrics, i, names[i], "metrics", n), c.metrics);
+  }
+  return out;
+}
+
 }  // namespace
 
+json training_config(const Model& model) {
+  CompileJson c = compile_json(model, keras_object::Form::h5);
+  return {{"loss", c.loss},
+          {"metrics", c.metrics},
+          {"weighted_metrics", nullptr},
+          {"loss_weights", c.loss_weights},
+          {"optimizer_config",
+           optimizers::serialize(const_cast<Model&>(model).optimizer(), keras_object::Form::h5)}};
+}
+
 json compile_config(const Model& model) {
-  json metrics = json::array();
-  for (auto* m : saving_access::metrics(model))
-    metrics.push_back(metrics::serialize(*m, keras_object::Form::keras3));
+  CompileJson c = compile_json(model, keras_object::Form::keras3);
   return {
       {"optimizer", optimizers::serialize(const_cast<Model&>(model).optimizer(), keras_object::Form::keras3)},
-      {"loss", losses::serialize(model.loss(), keras_object::Form::keras3)},
-      {"loss_weights", nullptr},
-      {"metrics", metrics},
+      {"loss", c.loss},
+      {"loss_weights", c.loss_weights},
+      {"metrics", c.metrics},
       {"weighted_metrics", nullptr},
       {"run_eagerly", false},
       {"steps_per_execution", 1},
@@ -79,22 +167,18 @@ void compile_from_training_config(Model& model, const json& tc, const std::strin
     if (!tc.is_object() || !tc.contains("loss") || !tc.contains("optimizer_config"))
       fail("{}: training_config needs \"loss\" and \"optimizer_config\"", source);
     std::unique_ptr<optimizers::Optimizer> opt;
-    std::unique_ptr<losses::Loss> loss;
-    std::vector<metrics::MetricArg> metrics;
+    std::vector<OutputCompile> outputs;
     try {
       opt = optimizers::deserialize(tc["optimizer_config"]);
-      loss = losses::deserialize(tc["loss"]);
-      if (tc.contains("metrics")) collect_metrics(tc["metrics"], metrics);
+      outputs = outputs_from(model, tc);
     } catch (const Error& e) {
       fail("{}: training_config: {}", source, e.what());
     }
     if (tc.contains("weighted_metrics") && !tc["weighted_metrics"].is_null() &&
         !tc["weighted_metrics"].empty())
       fail("{}: training_config: weighted_metrics are not supported", source);
-    if (tc.contains("loss_weights") && !tc["loss_weights"].is_null())
-      fail("{}: training_config: loss_weights are not supported", source);
     try {
-      model.compile(*opt, *loss, metrics);
+      model.compile(*opt, outputs);
     } catch (const Error& e) {
       fail("{}: {}", source, e.what());
     }
