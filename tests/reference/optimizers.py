@@ -54,6 +54,9 @@ def cases():
         O.Adam(learning_rate=0.01, global_clipnorm=0.3),
         O.RMSprop(learning_rate=0.01, clipvalue=0.2),
         O.Lion(learning_rate=0.01, clipnorm=0.4),
+        # The weights' moving average (any optimizer's use_ema), and the weights overwritten by it every 3 updates.
+        O.Adam(learning_rate=0.01, use_ema=True, ema_momentum=0.9),
+        O.SGD(learning_rate=0.1, momentum=0.5, use_ema=True, ema_momentum=0.8, ema_overwrite_frequency=3),
     ]
 
 
