@@ -1037,6 +1037,9 @@ void optimizer_rule_cases(std::map<Op, std::vector<Case>>& m) {
         .l2 = 0.02,
         .l2_shrinkage = 0.03,
         .beta = 0.5}},
+      {"ema", {.rule = UpdateRule::ema, .beta_1 = 0.9}},
+      {"ema overwriting the weights at the second update",
+       {.rule = UpdateRule::ema, .beta_1 = 0.8, .ema_overwrite_frequency = 2}},
   };
   // Gradient clipping: each value, the norm of a buffer above the limit and below it (a no-op), a view.
   m[Op::clip_gradients].push_back(

@@ -63,7 +63,7 @@ TEST(Optimizers, KerasTrajectoriesInFloat64) {
   const json& f = fixture();
   std::vector<double> initial = f["k"].get<std::vector<double>>();
   for (double v : f["b"].get<std::vector<double>>()) initial.push_back(v);
-  ASSERT_EQ(f["cases"].size(), 23u);
+  ASSERT_EQ(f["cases"].size(), 25u);
   for (const json& c : f["cases"]) {
     SCOPED_TRACE(c["serialized"].dump());
     auto opt = optimizers::deserialize(c["serialized"]);
@@ -77,7 +77,7 @@ TEST(Optimizers, KerasTrajectoriesInFloat64) {
     const json& vars = c["variables"];
     ASSERT_NE(keras_variable(vars, "iteration"), nullptr);
     EXPECT_EQ(opt->iterations(), (*keras_variable(vars, "iteration"))[0].get<double>());
-    auto specs = opt->slot_specs();
+    auto specs = opt->variable_slots();
     ASSERT_EQ(specs.size(), opt->slots().size());
     for (std::size_t k = 0; k < specs.size(); ++k)
       EXPECT_LT(max_abs_error(opt->slots()[k].second.to_doubles(), keras_slot(vars, specs[k].keras3)), 1e-6)
@@ -153,6 +153,8 @@ TEST(Optimizers, RuleOptimizersResumeExactlyFromKerasFiles) {
   opts.push_back(std::make_unique<optimizers::Adadelta>(1.0));
   opts.push_back(std::make_unique<optimizers::Lion>(0.001));
   opts.push_back(std::make_unique<optimizers::Ftrl>(0.05, -0.5, 0.1, 0.001, 0.001));
+  opts.push_back(std::make_unique<optimizers::SGD>(0.05, 0.5));
+  opts.back()->set_ema(true, 0.9, 4);  // the moving average is a slot, saved and restored as the others
   for (auto& opt : opts)
     for (const char* file : {"m.keras", "m.h5"}) {
       SCOPED_TRACE(opt->name() + " " + file);
@@ -177,4 +179,38 @@ TEST(Optimizers, RuleOptimizersResumeExactlyFromKerasFiles) {
       EXPECT_GT(systolic::testing::normalised_max_error(a.trainable_parameters(), c.trainable_parameters()),
                 1e-7);
     }
+}
+
+// Keras's fit ends with optimizer.finalize_variable_values: with use_ema the weights take their moving average
+// (the optimizer's "average" slot); without, they are the last update's.
+TEST(Optimizers, FitEndsWithTheMovingAverageOfTheWeights) {
+  auto x = systolic::testing::random_tensor({8, 6, 6, 2}, 5);
+  auto y = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3}, {8});
+  for (bool ema : {true, false}) {
+    SCOPED_TRACE(ema);
+    auto m = systolic::testing::small_model(1);
+    optimizers::Adam opt(0.01);
+    opt.set_ema(ema, 0.9);
+    m.compile(opt, "sparse_categorical_crossentropy");
+    m.fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false});
+    if (ema) {
+      EXPECT_EQ(systolic::testing::max_abs_diff(m.trainable_parameters(), m.optimizer().slot("average")),
+                0.0);
+    } else {
+      EXPECT_THAT(error_of([&] { m.optimizer().slot("average"); }), HasSubstr("no slot 'average'"));
+    }
+  }
+  // The average's momentum is 0 at the first update: after one step the average is the weights.
+  auto m = systolic::testing::small_model(2);
+  optimizers::SGD opt(0.1);
+  opt.set_ema(true, 0.5);
+  m.compile(opt, "sparse_categorical_crossentropy");
+  m.train_on_batch(x, y);
+  EXPECT_EQ(systolic::testing::max_abs_diff(m.trainable_parameters(), m.optimizer().slot("average")), 0.0);
+  m.train_on_batch(x, y);
+  EXPECT_GT(systolic::testing::max_abs_diff(m.trainable_parameters(), m.optimizer().slot("average")), 0.0);
+  EXPECT_THAT(error_of([] { optimizers::SGD(0.1).set_ema(true, 1.5); }),
+              HasSubstr("ema_momentum must be in"));
+  EXPECT_THAT(error_of([] { optimizers::SGD(0.1).set_ema(true, 0.9, 0); }),
+              HasSubstr("ema_overwrite_frequency must be an integer >= 1"));
 }

@@ -105,8 +105,11 @@ class Optimizer {
   // Keras's get_config() of the class's own arguments, in Keras's order ({"beta_1", "beta_2", "epsilon",
   // "amsgrad"}); the registry writes the base class's (name, learning rate, ...) around them.
   virtual nlohmann::ordered_json get_config() const = 0;
-  // The slots this optimizer keeps, in Keras's order, with their names in Keras's files.
+  // The slots this optimizer's class keeps, in Keras's order, with their names in Keras's files.
   virtual std::vector<Slot> slot_specs() const = 0;
+  // Every slot the optimizer keeps: its class's, then with use_ema the weights' moving average ("average", made
+  // by Keras 3's first add_optimizer_variables call, before the class's).
+  std::vector<Slot> variable_slots() const;
   // The rate of the next update: the constant, or the schedule at iterations() (Keras's
   // optimizer.learning_rate).
   double learning_rate() const { return schedule_ ? (*schedule_)(iterations()) : learning_rate_; }
@@ -153,6 +156,20 @@ class Optimizer {
   void set_clipping(std::optional<double> clipnorm, std::optional<double> global_clipnorm,
                     std::optional<double> clipvalue);
 
+  // Keras's use_ema (every optimizer takes it; off by default): after each update the slot "average" becomes
+  // ema_momentum * average + (1 - ema_momentum) * weights (the weights themselves after the first update), and
+  // every ema_overwrite_frequency updates (none: never) the weights take the average; at the end of a fit the
+  // weights take it (finalize_variable_values, as Keras's fit does).
+  bool use_ema() const { return use_ema_; }
+  double ema_momentum() const { return ema_momentum_; }
+  std::optional<std::int64_t> ema_overwrite_frequency() const { return ema_overwrite_frequency_; }
+  void set_ema(bool use_ema, double momentum = 0.99, std::optional<std::int64_t> overwrite_frequency = {});
+  // With use_ema, params (the trainable weights, flat) take the moving average; nothing without.
+  void finalize_variable_values(Tensor& params);
+  // The moving average's step values on `device` (made there on first use, before a step is recorded); undefined
+  // without use_ema.
+  Tensor ema_values_on(Device device);
+
   // Allocates the slots for a flat parameter buffer (idempotent for the same size).
   void build(const Tensor& params);
   // One update step: loads the rate, params -= f(grads), iterations += 1. `variable_sizes`: the sizes of the
@@ -189,6 +206,11 @@ class Optimizer {
   double learning_rate_;
   std::optional<double> weight_decay_;
   std::optional<double> clipnorm_, global_clipnorm_, clipvalue_;
+  bool use_ema_ = false;
+  double ema_momentum_ = 0.99;
+  std::optional<std::int64_t> ema_overwrite_frequency_;
+  DeviceValues ema_values_;
+  std::vector<double> ema_step_values() const;
   Schedule schedule_;
   StepCounter iterations_;
   DeviceScalar loaded_rate_;

@@ -225,6 +225,7 @@ class ModelState final : public distribute::Replica {
     step_counter().on(device());
     optimizer->learning_rate_on(device());
     optimizer->step_values_on(device());
+    optimizer->ema_values_on(device());
   }
 
   // Checks x (one array per input) and y (one per output) against the model, naming what is wrong.

@@ -239,6 +239,17 @@ History Model::fit(const Arrays& x, const Arrays& y, const FitOptions& o) {
     logs = run_epoch(s, plan, o, epochs, callbacks, epoch, resume, summed);
     callbacks.on_epoch_end(epoch, logs);
   }
+  // Keras's fit ends with optimizer.finalize_variable_values: with use_ema the weights take their moving average
+  // (every replica's).
+  if (o.epochs > 0) {
+    if (plan.replicas)
+      for (int l = 0; l < plan.replicas->local_size(); ++l) {
+        ModelState& r = state_of(plan.replicas->replica(l));
+        r.optimizer->finalize_variable_values(r.params);
+      }
+    else
+      s.optimizer->finalize_variable_values(s.params);
+  }
   callbacks.on_train_end(logs);
   s.fit.totals = nullptr;  // it refers to this call's locals
   return callbacks.history();

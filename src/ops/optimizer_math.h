@@ -23,6 +23,9 @@ enum class UpdateRule : int {
   adadelta,  // slots accumulated_grad, accumulated_delta_var
   lion,      // slot m
   ftrl,      // slots accumulator, linear
+  // Any optimizer's use_ema, after its update: slot average (of the weights); w is overwritten with it every
+  // ema_overwrite_frequency updates. The gradient is not read.
+  ema,
 };
 
 // A rule and the optimizer's constants (those of other rules unused).
@@ -32,6 +35,8 @@ struct UpdateParams {
   double rho = 0.95;  // adadelta
   // ftrl: learning_rate_power, the l1, l2 and l2-shrinkage strengths, beta
   double lr_power = -0.5, l1 = 0, l2 = 0, l2_shrinkage = 0, beta = 0;
+  // ema: beta_1 is ema_momentum; the weights take the average every this many updates (0: never)
+  std::int64_t ema_overwrite_frequency = 0;
 };
 
 namespace update {
@@ -47,6 +52,7 @@ inline int slot_count(UpdateRule r) {
       return 3;
     case UpdateRule::adagrad:
     case UpdateRule::lion:
+    case UpdateRule::ema:
       return 1;
     default:
       return 2;
@@ -82,6 +88,13 @@ inline StepValues step_values(const UpdateParams& p, double lr, double iteration
     case UpdateRule::ftrl:  // l2 + beta / (2 lr)
       c[1] = p.l2 + p.beta / (2.0 * lr);
       break;
+    case UpdateRule::
+        ema: {  // the average's momentum (0 at the first update: it starts as the weights), overwrite
+      c[0] = iterations == 0 ? 0.0 : p.beta_1;
+      const auto n = static_cast<std::int64_t>(iterations) + 1;
+      c[1] = p.ema_overwrite_frequency > 0 && n % p.ema_overwrite_frequency == 0 ? 1.0 : 0.0;
+      break;
+    }
     default:
       break;
   }
@@ -139,6 +152,10 @@ SYSTOLIC_MATH_HD void element(const UpdateParams& p, const V* c, V& w, const V& 
       s0 = accumulated;
       break;
     }
+    case UpdateRule::ema:  // c: momentum (0 at the first update), 1 to overwrite the weights with the average
+      s0 = s0 * c[0] + w * (1.0 - c[0]);
+      w = s0 * c[1] + w * (1.0 - c[1]);
+      break;
   }
 }
 

@@ -70,6 +70,56 @@ void Optimizer::load_learning_rate(double lr) {
   loaded_rate_.set(lr);
   auto values = step_values(lr);
   if (!values.empty()) step_values_.set(std::move(values));
+  if (use_ema_) ema_values_.set(ema_step_values());
+}
+
+namespace {
+
+ops::UpdateParams ema_rule(double momentum, std::optional<std::int64_t> frequency) {
+  return {.rule = ops::UpdateRule::ema, .beta_1 = momentum, .ema_overwrite_frequency = frequency.value_or(0)};
+}
+
+}  // namespace
+
+std::vector<double> Optimizer::ema_step_values() const {
+  auto c =
+      ops::update::step_values(ema_rule(ema_momentum_, ema_overwrite_frequency_), 0.0, double(iterations()));
+  return {c.begin(), c.end()};
+}
+
+Tensor Optimizer::ema_values_on(Device device) {
+  if (!use_ema_) return Tensor();
+  if (ema_values_.values().empty()) ema_values_.set(ema_step_values());
+  return ema_values_.on(device);
+}
+
+void Optimizer::set_ema(bool use_ema, double momentum, std::optional<std::int64_t> overwrite_frequency) {
+  if (use_ema) {
+    SYSTOLIC_CHECK(momentum >= 0 && momentum <= 1,
+                   "optimizer {}: ema_momentum must be in the range [0, 1], got {} (as in Keras)", name(),
+                   momentum);
+    SYSTOLIC_CHECK(
+        !overwrite_frequency || *overwrite_frequency >= 1,
+        "optimizer {}: ema_overwrite_frequency must be an integer >= 1 or None, got {} (as in Keras)", name(),
+        overwrite_frequency.value_or(0));
+  }
+  if (use_ema != use_ema_) slots_.clear();  // build() makes them again, with or without the average
+  use_ema_ = use_ema;
+  ema_momentum_ = momentum;
+  ema_overwrite_frequency_ = overwrite_frequency;
+  ema_values_ = DeviceValues();
+}
+
+std::vector<Slot> Optimizer::variable_slots() const {
+  std::vector<Slot> specs = slot_specs();
+  if (!use_ema_) return specs;
+  for (auto& s : specs) ++s.keras3_call;
+  specs.push_back({.name = "average", .tf_keras = "average", .keras3 = "average", .keras3_call = 0});
+  return specs;
+}
+
+void Optimizer::finalize_variable_values(Tensor& params) {
+  if (use_ema_ && !slots_.empty()) ops::copy(slot("average"), params);
 }
 
 Tensor Optimizer::step_values_on(Device device) {
@@ -118,7 +168,7 @@ void Optimizer::set_clipping(std::optional<double> clipnorm, std::optional<doubl
 }
 
 void Optimizer::build(const Tensor& params) {
-  auto specs = slot_specs();
+  auto specs = variable_slots();
   if (slots_.size() == specs.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;
   slots_.clear();
   for (auto& s : specs)
@@ -130,6 +180,7 @@ void Optimizer::to(Device device) {
   iterations_.release();
   loaded_rate_.release();
   step_values_.release();
+  ema_values_.release();
 }
 
 Tensor& Optimizer::slot(const std::string& name) {
@@ -170,6 +221,11 @@ void Optimizer::apply_update(Tensor& params, const Tensor& grads,
   const Tensor& lr = loaded_rate_.on(params.device());
   if (weight_decay_ && *weight_decay_ != 0) ops::decay_weights(params, lr, *weight_decay_);
   update(params, grads, lr, iterations_.on(params.device()));
+  if (use_ema_) {
+    Tensor none;
+    ops::optimizer_update(params, grads, slot("average"), none, none,
+                          ema_rule(ema_momentum_, ema_overwrite_frequency_), ema_values_on(params.device()));
+  }
 }
 
 }  // namespace systolic::optimizers

@@ -95,8 +95,24 @@ std::unique_ptr<Optimizer> deserialize(const json& value) {
   }
   // The base class's other arguments (Keras 3's Optimizer, tf.keras 2.11+'s, the legacy optimizers'), unless the
   // class took them: those with no effect here, and those systolic does not implement, accepted when off.
-  for (auto* k : {"name", "jit_compile", "is_legacy_optimizer", "ema_momentum", "ema_overwrite_frequency"})
-    c.ignore(k);
+  for (auto* k : {"name", "jit_compile", "is_legacy_optimizer"}) c.ignore(k);
+  // Keras's use_ema, ema_momentum, ema_overwrite_frequency (a whole number or null).
+  if (c.present("use_ema") || c.present("ema_momentum") || c.present("ema_overwrite_frequency")) {
+    const json use = c.present("use_ema") ? c.raw("use_ema") : json(false);
+    const json momentum = c.present("ema_momentum") ? c.raw("ema_momentum") : json(0.99);
+    const json every =
+        c.present("ema_overwrite_frequency") ? c.raw("ema_overwrite_frequency") : json(nullptr);
+    if (!use.is_boolean()) c.fail("use_ema " + use.dump() + " is not supported (true or false)");
+    if (!momentum.is_number()) c.fail("ema_momentum " + momentum.dump() + " is not supported (a number)");
+    if (!every.is_null() && !every.is_number_integer())
+      c.fail("ema_overwrite_frequency " + every.dump() + " is not supported (a whole number or null)");
+    try {
+      opt->set_ema(use.get<bool>(), momentum.get<double>(),
+                   every.is_null() ? std::nullopt : std::optional<std::int64_t>(every.get<std::int64_t>()));
+    } catch (const Error& e) {
+      c.fail(e.what());
+    }
+  }
   // Keras's gradient clipping: a number or null each, at most one set.
   std::optional<double> clip[3];
   const char* clip_keys[3] = {"clipnorm", "global_clipnorm", "clipvalue"};
@@ -111,7 +127,6 @@ std::unique_ptr<Optimizer> deserialize(const json& value) {
   opt->set_clipping(clip[0], clip[1], clip[2]);
   for (auto* k : {"loss_scale_factor", "gradient_accumulation_steps"})
     if (!c.taken(k)) c.off(k);
-  if (!c.taken("use_ema")) c.off("use_ema", false);
   if (!c.taken("decay")) c.off("decay", 0.0);
   c.finish();
   opt->set_learning_rate_schedule(schedule);
@@ -130,21 +145,29 @@ json serialize(const Optimizer& optimizer, keras_object::Form form) {
     if (optimizer.clipnorm()) config["clipnorm"] = *optimizer.clipnorm();
     if (optimizer.global_clipnorm()) config["global_clipnorm"] = *optimizer.global_clipnorm();
     if (optimizer.clipvalue()) config["clipvalue"] = *optimizer.clipvalue();
+    if (optimizer.use_ema()) {
+      config["use_ema"] = true;
+      config["ema_momentum"] = optimizer.ema_momentum();
+      config["ema_overwrite_frequency"] =
+          optimizer.ema_overwrite_frequency() ? json(*optimizer.ema_overwrite_frequency()) : json(nullptr);
+    }
     config.update(own);
     return {{"class_name", e.class_name}, {"config", config}};
   }
   // Keras 3's Optimizer.get_config: the base class's arguments, then the class's.
-  json config = {{"name", e.keras3_name},
-                 {"learning_rate", lr},
-                 {"weight_decay", or_null(optimizer.weight_decay())},
-                 {"clipnorm", or_null(optimizer.clipnorm())},
-                 {"global_clipnorm", or_null(optimizer.global_clipnorm())},
-                 {"clipvalue", or_null(optimizer.clipvalue())},
-                 {"use_ema", false},
-                 {"ema_momentum", 0.99},
-                 {"ema_overwrite_frequency", nullptr},
-                 {"loss_scale_factor", nullptr},
-                 {"gradient_accumulation_steps", nullptr}};
+  json config = {
+      {"name", e.keras3_name},
+      {"learning_rate", lr},
+      {"weight_decay", or_null(optimizer.weight_decay())},
+      {"clipnorm", or_null(optimizer.clipnorm())},
+      {"global_clipnorm", or_null(optimizer.global_clipnorm())},
+      {"clipvalue", or_null(optimizer.clipvalue())},
+      {"use_ema", optimizer.use_ema()},
+      {"ema_momentum", optimizer.ema_momentum()},
+      {"ema_overwrite_frequency",
+       optimizer.ema_overwrite_frequency() ? json(*optimizer.ema_overwrite_frequency()) : json(nullptr)},
+      {"loss_scale_factor", nullptr},
+      {"gradient_accumulation_steps", nullptr}};
   config.update(own);
   return keras_object::serialized("keras.optimizers", e.class_name, config);
 }

@@ -254,7 +254,7 @@ std::vector<TrainableSlice> trainable_slices(const Model& model) {
 // trainable variable. Each item: (the trainable slice's index, the slot's index in slots()).
 std::vector<std::pair<std::size_t, std::size_t>> keras3_slot_order(const optimizers::Optimizer& opt,
                                                                    std::size_t slices) {
-  auto specs = opt.slot_specs();
+  auto specs = opt.variable_slots();
   int calls = 0;
   for (auto& s : specs) calls = std::max(calls, s.keras3_call + 1);
   std::vector<std::pair<std::size_t, std::size_t>> order;
@@ -477,7 +477,7 @@ void write_optimizer_weights(const hdf5::Group& root, Model& model) {
 // The slot (systolic's name) that a name Keras gives it in one of its layouts means (Slot: Adam's "m" is tf.keras's
 // "m" and Keras 3's "momentum"), or "".
 std::string systolic_slot_name(const optimizers::Optimizer& opt, const std::string& keras) {
-  for (auto& s : opt.slot_specs())
+  for (auto& s : opt.variable_slots())
     if (keras == s.name || keras == s.tf_keras || keras == s.keras3) return s.name;
   return "";
 }
@@ -485,7 +485,7 @@ std::string systolic_slot_name(const optimizers::Optimizer& opt, const std::stri
 // The slot of a Keras 3 legacy-.h5 variable name, "<path>_<keras3 slot name>" ("dense_kernel_momentum"), or "".
 std::string keras3_suffix_slot(const optimizers::Optimizer& opt, const std::string& name) {
   std::string best, found;
-  for (auto& s : opt.slot_specs())
+  for (auto& s : opt.variable_slots())
     if (name.size() > s.keras3.size() && name.ends_with("_" + s.keras3) && s.keras3.size() > best.size()) {
       best = s.keras3;
       found = s.name;
