@@ -2,7 +2,8 @@
 // tests/reference/metrics.py with Keras 3.15): SparseTopKCategoricalAccuracy and TopKCategoricalAccuracy (k = 5),
 // accumulated over two batches, on predictions with many ties (TensorFlow's in_top_k counts every class tied at the
 // k-th place as in) and on uniform draws; in a compiled model and its files. AUC, Precision and Recall against
-// Keras (tests/fixtures/metrics/confusion.json), in a compiled model and its files.
+// Keras (tests/fixtures/metrics/confusion.json), in a compiled model and its files. R2Score (r2.json), F1Score and
+// FBetaScore (f_score.json) likewise.
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
@@ -10,6 +11,7 @@
 
 #include "json_fixture.h"
 #include "metrics/registry.h"
+#include "saving/keras_zip.h"
 #include "test_util.h"
 
 using namespace systolic;
@@ -130,6 +132,145 @@ TEST(R2Score, InACompiledModelAndItsConfig) {
               HasSubstr("R2Score expects 2D"));
   json r2 = {{"class_name", "R2Score"}, {"config", {{"name", "r2"}, {"class_aggregation", nullptr}}}};
   EXPECT_THAT(error_of([&] { metrics::from_config(r2); }), HasSubstr("class_aggregation null"));
+}
+
+// Keras's F1Score and FBetaScore (tests/fixtures/metrics/f_score.json): every average, thresholds None (the rows'
+// maxima, ties and a row of zeros), 0.5, 0.35 and 0.6 (predictions exactly at them), beta 2 and 0.5, on one-hot,
+// multi-label and smoothed labels. Keras computes in float32 (the counts are exact in it; smoothed labels' sums
+// are not).
+TEST(FScore, MatchesKerasAcrossBatches) {
+  const json& f = systolic::testing::json_fixture("metrics/f_score.json");
+  ASSERT_EQ(f["cases"].size(), 3u);
+  std::size_t checked = 0;
+  for (const json& c : f["cases"]) {
+    SCOPED_TRACE(c["kind"].get<std::string>());
+    auto dims = c["shape"].get<std::vector<std::int64_t>>();
+    Tensor pred = Tensor::from_vector(c["pred"].get<std::vector<float>>(), Shape(dims));
+    Tensor labels = Tensor::from_vector(c["labels"].get<std::vector<float>>(), Shape(dims));
+    for (const json& k : c["metrics"]) {
+      SCOPED_TRACE(k["config"].dump());
+      auto m = metrics::make(metrics::from_config(k["config"]), /*loss_has_sparse_labels=*/false);
+      EXPECT_EQ(m->class_name(), k["config"]["class_name"]);
+      m->build(Shape{dims[1]});
+      ASSERT_EQ(m->state_size(), 4 * dims[1]);
+      Tensor state = Tensor::zeros({m->state_size()}, DType::float64);
+      m->update(pred.slice(0, 10), labels.slice(0, 10), state);
+      m->update(pred.slice(10, dims[0]), labels.slice(10, dims[0]), state);
+      const auto scores = dynamic_cast<const metrics::FBetaScore&>(*m).scores(state.data<double>());
+      const std::vector<double> keras =
+          k["result"].is_array() ? k["result"].get<std::vector<double>>() : std::vector<double>{k["result"]};
+      ASSERT_EQ(scores.size(), keras.size());
+      double mean = 0;
+      for (std::size_t i = 0; i < keras.size(); ++i) {
+        EXPECT_NEAR(scores[i], keras[i], 1e-6) << "class " << i;
+        mean += keras[i] / double(keras.size());
+      }
+      // The value logged: the score, or with average None the classes' mean (Keras's progress bar shows it).
+      EXPECT_NEAR(m->value(state.data<double>(), double(dims[0])), mean, 1e-6);
+      EXPECT_EQ(json::parse(metrics::serialize(*m, keras_object::Form::keras3).dump()), k["config"]);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 25u + 8u + 5u);
+}
+
+// F1Score and FBetaScore compiled as Keras's compile_config holds them (the fixture's: "f1_score",
+// F1Score(average="macro", threshold=0.5, name="f1_macro"), FBetaScore(beta=2.0, average="weighted")) and from C++
+// options: fit, evaluate (the counts accumulate over batches), the metric's values of the predictions, and the
+// .keras round trip.
+TEST(FScore, InACompiledModelAndItsConfig) {
+  const json& f = systolic::testing::json_fixture("metrics/f_score.json");
+  const json& keras_metrics = f["compile_config"]["metrics"];
+  ASSERT_EQ(keras_metrics.size(), 3u);
+  std::vector<metrics::MetricArg> args;
+  for (const json& k : keras_metrics) args.push_back(metrics::from_config(k));
+  args.push_back(metrics::F1Score({.average = "micro", .name = "f1_micro"}));
+  args.push_back(metrics::FBetaScore({.beta = 0.5, .threshold = 0.4, .name = "f_half"}));
+  set_random_seed(11);
+  auto in = layers::Input({4});
+  Model m(in, layers::Dense(3, {.activation = "softmax"})(in));
+  m.compile("adam", "categorical_crossentropy", args);
+  const std::vector<std::string> names{"loss", "f1_score", "f1_macro", "fbeta_score", "f1_micro", "f_half"};
+  EXPECT_EQ(m.metrics_names(), names);
+  Tensor x = systolic::testing::random_tensor({40, 4}, 12);
+  std::vector<float> one_hot(40 * 3, 0.0f);
+  for (std::size_t i = 0; i < 40; ++i) one_hot[i * 3 + (i * 7 + i / 5) % 3] = 1.0f;
+  Tensor y = Tensor::from_vector(one_hot, {40, 3});
+  History h = m.fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0});
+  for (auto& n : names) EXPECT_EQ(h.history.at(n).size(), 2u) << n;
+  auto whole = m.evaluate(x, y, {.batch_size = 40, .verbose = 0});
+  auto batched = m.evaluate(x, y, {.batch_size = 7, .verbose = 0});
+  ASSERT_EQ(whole.size(), names.size());
+  for (std::size_t i = 1; i < whole.size(); ++i) EXPECT_NEAR(batched[i], whole[i], 1e-12) << names[i];
+  // Each logged value is the metric's of the model's predictions in one batch.
+  Tensor pred = m.predict(x, {.batch_size = 40, .verbose = 0});
+  for (std::size_t i = 1; i < names.size(); ++i) {
+    auto metric = metrics::make(args[i - 1], false);
+    metric->build(Shape{3});
+    Tensor state = Tensor::zeros({metric->state_size()}, DType::float64);
+    metric->update(pred, y, state);
+    EXPECT_NEAR(whole[i], metric->value(state.data<double>(), 40), 1e-12) << names[i];
+  }
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("m.keras"));
+  Model back = load_model(tmp.file("m.keras"));
+  EXPECT_EQ(back.metrics_names(), names);
+  EXPECT_EQ(back.evaluate(x, y, {.batch_size = 7, .verbose = 0}), batched);
+  // Written as Keras writes them: the serialized objects; "f1_score", which Keras's compile_config keeps as the name
+  // compile took, as F1Score's defaults (Keras reads either).
+  auto written = keras_io::read_keras_archive_file(tmp.file("m.keras")).config["compile_config"]["metrics"];
+  ASSERT_EQ(written.size(), 5u);
+  EXPECT_EQ(
+      json::parse(written[0].dump()),
+      json({{"module", "keras.metrics"},
+            {"class_name", "F1Score"},
+            {"config",
+             {{"name", "f1_score"}, {"dtype", "float32"}, {"average", nullptr}, {"threshold", nullptr}}},
+            {"registered_name", nullptr}}));
+  EXPECT_EQ(json::parse(written[1].dump()), keras_metrics[1]);
+  EXPECT_EQ(json::parse(written[2].dump()), keras_metrics[2]);
+  EXPECT_EQ(written[4]["config"]["beta"], 0.5);
+  EXPECT_EQ(written[4]["config"]["threshold"], 0.4);
+  // By name: keras.metrics.get takes "f1_score", "F1Score" and "FBetaScore", not "fbeta_score".
+  EXPECT_EQ(metrics::get("F1Score", false)->name(), "f1_score");
+  EXPECT_EQ(metrics::get("FBetaScore", false)->name(), "fbeta_score");
+  EXPECT_THAT(error_of([] { metrics::get("fbeta_score", false); }),
+              HasSubstr("unknown metric 'fbeta_score'"));
+}
+
+TEST(FScore, RefusesWhatKerasRefuses) {
+  // Not (batch, classes), as Keras's _build; integer labels (the metric reads one-hot or multi-label ones).
+  auto in3 = layers::Input({2, 3});
+  Model images(in3, layers::Dense(3, {.activation = "softmax"})(in3));
+  EXPECT_THAT(error_of([&] { images.compile("adam", "categorical_crossentropy", {"f1_score"}); }),
+              HasSubstr("F1Score expects 2D inputs"));
+  auto in = layers::Input({4});
+  Model m(in, layers::Dense(3, {.activation = "softmax"})(in));
+  EXPECT_THAT(error_of([&] { m.compile("adam", "sparse_categorical_crossentropy", {"f1_score"}); }),
+              HasSubstr("reads dense labels but the loss takes integer labels"));
+  // Keras's __init__ checks, in configs and in C++ options.
+  auto config = [](const std::string& cls, json options) {
+    json c = {{"name", "f"}, {"dtype", "float32"}};
+    c.update(options);
+    return json{
+        {"module", "keras.metrics"}, {"class_name", cls}, {"config", c}, {"registered_name", nullptr}};
+  };
+  auto refused = [](const json& c) { return error_of([&] { metrics::from_config(c); }); };
+  EXPECT_THAT(refused(config("F1Score", {{"average", "bogus"}})), HasSubstr("average 'bogus' is not one of"));
+  EXPECT_THAT(refused(config("FBetaScore", {{"average", 3}})), HasSubstr("average 3 is not one of"));
+  EXPECT_THAT(refused(config("FBetaScore", {{"beta", 0.0}})), HasSubstr("beta must be > 0"));
+  EXPECT_THAT(refused(config("FBetaScore", {{"beta", -2.0}})), HasSubstr("beta must be > 0"));
+  EXPECT_THAT(refused(config("FBetaScore", {{"beta", 2}})), HasSubstr("beta 2 must be a float"));
+  EXPECT_THAT(refused(config("F1Score", {{"beta", 2.0}})), HasSubstr("'beta'"));
+  EXPECT_THAT(refused(config("F1Score", {{"threshold", 1.5}})), HasSubstr("0 < threshold <= 1"));
+  EXPECT_THAT(refused(config("FBetaScore", {{"threshold", 0.0}})), HasSubstr("0 < threshold <= 1"));
+  EXPECT_THAT(refused(config("F1Score", {{"threshold", "0.5"}})),
+              HasSubstr("threshold \"0.5\" must be null"));
+  EXPECT_THAT(refused(config("F1Score", {{"top_k", 2}})), HasSubstr("'top_k'"));
+  EXPECT_EQ(metrics::from_config(config("FBetaScore", {{"beta", 2.0}, {"threshold", 1.0}})).name(), "f");
+  EXPECT_THAT(error_of([] { metrics::F1Score({.average = "samples"}); }), HasSubstr("average 'samples'"));
+  EXPECT_THAT(error_of([] { metrics::FBetaScore({.beta = 0}); }), HasSubstr("beta must be > 0"));
+  EXPECT_THAT(error_of([] { metrics::FBetaScore({.threshold = -0.5}); }), HasSubstr("0 < threshold <= 1"));
 }
 
 TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {

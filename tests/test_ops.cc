@@ -903,6 +903,32 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
                                       [](auto& t) { regression_sums(t[0], t[1], t[2]); },
                                       Family::reduction});
   }
+  // F-score counts: the rows' maxima (whole numbers 0..2: tied maxima, some rows of zeros) or one threshold, 0/1 or
+  // smoothed labels; 300 classes take two tiles of classes on CUDA.
+  struct FScore {
+    std::string name;
+    FScoreParams p;
+    Shape s;
+    bool ties, smoothed;
+  };
+  const std::vector<FScore> f_scores{
+      {"argmax, ties", {}, {37, 3}, true, false},
+      {"argmax", {}, {19, 300}, false, false},
+      {"threshold 0.5", {.argmax = false}, {29, 4}, false, false},
+      {"threshold 0.25, smoothed labels", {.argmax = false, .threshold = 0.25}, {23, 300}, false, true},
+      {"argmax, smoothed labels", {}, {23, 5}, false, true},
+  };
+  for (const FScore& k : f_scores) {
+    Arg pred = in("predictions", k.s, 0, k.ties ? 2 : 1);
+    if (k.ties) pred.values = Values::integers;
+    Arg y = param(in("labels", k.s, 0, 1));
+    if (!k.smoothed) y.values = Values::integers;
+    FScoreParams p = k.p;
+    m[Op::f_score_counts].push_back({k.name + " " + k.s.str(),
+                                     {pred, y, fixed(acc("counts", {4 * k.s[-1]}, 0, 3), DType::float64)},
+                                     [p](auto& t) { f_score_counts(t[0], t[1], t[2], p); },
+                                     Family::reduction});
+  }
   // Every elementwise kind, on predictions and targets in its domain; squared error also on a long batch.
   using K = ElementLoss;
   struct Kind {

@@ -234,9 +234,9 @@ TEST(MetricRegistry, EveryNameAndConfig) {
           .name(),
       "acc");
   EXPECT_THAT(error_of([] {
-                sy::metrics::from_config(json{{"class_name", "F1Score"}, {"config", {{"name", "accuracy"}}}});
+                sy::metrics::from_config(json{{"class_name", "MeanIoU"}, {"config", {{"name", "accuracy"}}}});
               }),
-              HasSubstr("metric class 'F1Score' is not supported"));
+              HasSubstr("metric class 'MeanIoU' is not supported"));
 }
 
 TEST(RegularizerRegistry, EveryClassByEveryName) {

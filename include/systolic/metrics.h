@@ -1,6 +1,7 @@
 // Metrics: each adds what it counts of a batch to float64 sums (its state, summed over batches and replicas); the
 // value shown is made from the state: total / samples for the per-sample means, or Keras's result() of the
-// confusion counts (AUC, Precision, Recall). Each class is listed once, in src/metrics/registry.cc.
+// confusion counts (AUC, Precision, Recall, F1Score, FBetaScore). Each class is listed once, in
+// src/metrics/registry.cc.
 #pragma once
 
 #include <systolic/tensor.h>
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,6 +127,55 @@ class R2Score final : public Metric {
  private:
   R2ScoreOptions options_;
   std::int64_t columns_ = 1;
+};
+
+// Keras's FBetaScore: (1 + beta^2) * precision * recall / (beta^2 * precision + recall) of each class (a column
+// of the (batch, classes) output), from the classes' true positives, false positives, false negatives and label
+// sums accumulated over the batches (ops::f_score_counts), as Keras 3.15's result() computes it (epsilon 1e-7).
+// A prediction is positive above `threshold`, or without one when it is a maximum of its row (every tied maximum;
+// not 0). average: none, a score per class; "micro", one score of the counts summed over the classes; "macro",
+// the classes' mean; "weighted", their mean weighted by the label sums. Logs hold one number per metric: with
+// average none the value logged is the mean of the classes' scores, which Keras's progress bar shows (Keras's
+// logs, History and evaluate hold the list of them, which scores() gives).
+struct FBetaScoreOptions {
+  std::optional<std::string> average;  // none, "micro", "macro" or "weighted"
+  double beta = 1.0;                   // > 0
+  std::optional<double> threshold;     // in (0, 1]; none: each row's maximum
+  std::string name = "fbeta_score";
+};
+class FBetaScore : public Metric {
+ public:
+  explicit FBetaScore(const FBetaScoreOptions& options = {}) : FBetaScore(options, "FBetaScore") {}
+  std::string name() const override { return options_.name; }
+  std::string class_name() const override { return "FBetaScore"; }
+  std::unique_ptr<Metric> clone() const override { return std::make_unique<FBetaScore>(*this); }
+  bool sparse_labels() const override { return false; }
+  void build(const Shape& output) override;
+  std::int64_t state_size() const override { return 4 * classes_; }
+  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  double value(const double* state, double samples) const override;
+  nlohmann::ordered_json get_config() const override;
+  // Keras's result() of the state: the score of each class (average none), else the one average.
+  std::vector<double> scores(const double* state) const;
+
+ protected:
+  FBetaScoreOptions options_;
+  std::int64_t classes_ = 1;
+  FBetaScore(const FBetaScoreOptions& options, const char* class_name);
+};
+
+// Keras's F1Score: FBetaScore with beta 1.
+struct F1ScoreOptions {
+  std::optional<std::string> average;  // none, "micro", "macro" or "weighted"
+  std::optional<double> threshold;     // in (0, 1]; none: each row's maximum
+  std::string name = "f1_score";
+};
+class F1Score final : public FBetaScore {
+ public:
+  explicit F1Score(const F1ScoreOptions& options = {});
+  std::string class_name() const override { return "F1Score"; }
+  std::unique_ptr<Metric> clone() const override { return std::make_unique<F1Score>(*this); }
+  nlohmann::ordered_json get_config() const override;
 };
 
 // A metric as compile takes it: a name ("accuracy", "auc") or a metric made with options

@@ -181,6 +181,14 @@ struct ConfusionParams {
   bool clip = false;  // predictions clipped to [0, 1] first (Keras's AUC on evenly spaced thresholds)
 };
 
+// f_score_counts's rule for a positive prediction (Keras's FBetaScore threshold): `argmax` (threshold None): a
+// maximum of its row (every tied maximum) whose |p| > 1e-9 (a row of zeros has none); else p > threshold. Compared
+// in the predictions' compute type (float32 for bfloat16), as Keras compares them in float32.
+struct FScoreParams {
+  bool argmax = true;
+  double threshold = 0.5;
+};
+
 struct AdamStep {
   double beta_1, beta_2, epsilon;
 };
@@ -311,6 +319,11 @@ struct ConstraintParams {
 // regression_sums   ADDS to sums (float64 [3, C]) per column c of pred [N, C] (C its last axis, N the other
 //                   elements over C) and target (pred's numel): the sum of t, of t * t, and of (t - p)^2 (Keras's
 //                   R2Score state, unweighted; the count is N).
+// f_score_counts    ADDS to counts (float64 [4, C]) per class c of pred [N, C] (C its last axis, N the other
+//                   elements over C) and labels (pred's numel; their values as they are: 0/1, or smoothed), with
+//                   q = 1 for a positive prediction (FScoreParams), else 0: the sums over the rows of q * t (true
+//                   positives), q * (1 - t) (false positives), (1 - q) * t (false negatives) and t (the support)
+//                   (Keras's FBetaScore state per class, unweighted).
 // Optimizer updates over flat parameter buffers (a model's trainable weights, one allocation). `lr` (float64 [1] on
 // w's device) is the learning rate of this update and `iterations` (float64 [1] on w's device, or undefined: 0)
 // counts the updates done before this one, as Keras's optimizer.iterations does; the ops read both there (so a
@@ -445,6 +458,8 @@ struct ConstraintParams {
   X(confusion_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p),     \
     (pred, labels, counts, p))                                                                                   \
   X(regression_sums, (const Tensor& pred, const Tensor& target, Tensor& sums), (pred, target, sums))           \
+  X(f_score_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p),          \
+    (pred, labels, counts, p))                                                                                   \
   X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,        \
                   const Tensor& iterations), (w, g, m, v, s, lr, iterations))                                     \
   X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum, bool nesterov), \

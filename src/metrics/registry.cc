@@ -28,7 +28,9 @@ using keras_object::json;
   X(auc)                               \
   X(precision)                         \
   X(recall)                            \
-  X(r2_score)
+  X(r2_score)                          \
+  X(f1_score)                          \
+  X(fbeta_score)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),

@@ -676,6 +676,17 @@ DType regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
   return pred.dtype();
 }
 
+DType f_score_counts(const Tensor& pred, const Tensor& l, Tensor& counts, const FScoreParams& p) {
+  Check c("f_score_counts");
+  predictions_and(c, pred, "labels", l);
+  SYSTOLIC_OP_CHECK(c, p.argmax || std::isfinite(p.threshold), "threshold {} is not finite", p.threshold);
+  c.dtype("counts", counts, DType::float64, "sums of counts");
+  SYSTOLIC_OP_CHECK(c, counts.numel() == 4 * pred.dim(-1),
+                    "counts has shape {}; it takes [4 x {}] (tp, fp, fn, support per class)",
+                    counts.shape().str(), pred.dim(-1));
+  return pred.dtype();
+}
+
 void weights(const Check& c, const Tensor& w, const Tensor& g) {
   c.floating("w", w);
   c.like("the gradient g", g, "w", w);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/metrics/top_k.json: Keras 3's top-k accuracies on predictions with ties, and
-tests/fixtures/metrics/confusion.json: its AUC, Precision and Recall, and tests/fixtures/metrics/r2.json: its
-R2Score, for tests/test_metrics.cc.
+tests/fixtures/metrics/confusion.json: its AUC, Precision and Recall, tests/fixtures/metrics/r2.json: its R2Score,
+and tests/fixtures/metrics/f_score.json: its F1Score and FBetaScore, for tests/test_metrics.cc.
 
     python3 tests/reference/metrics.py [--out DIR]
 
@@ -15,6 +15,16 @@ then the other 5 (the metric accumulates across batches).
 confusion.json: for each metric (its serialized config, as a .keras file holds it), predictions and 0/1 labels of
 shape (23, 1) or (23, 3), and Keras's result after update_state on the first 10 rows then the other 13. r2.json:
 the same for R2Score (uniform and variance-weighted over 3 columns, adjusted for regressors) on float targets.
+
+f_score.json: three data sets (predictions and labels of shape (23, C), with their own random stream, so the files
+above do not change): one-hot labels of 4 classes (the last never the label) and probabilities with tied maxima,
+a row of zeros and values exactly at the thresholds; multi-label 0/1 labels of 3 classes (two predictions exactly
+0.6); smoothed one-hot labels.
+For each, F1Score and FBetaScore (beta 2.0, 0.5) for every average (None, micro, macro, weighted) and threshold
+(None: the row's maxima, 0.5, 0.35, 0.6): the serialized config and Keras's result (a list per class for average
+None) after update_state on the first 10 rows then the other 13; and compile_config: the metrics of a model
+compiled with ["f1_score", F1Score(average="macro", threshold=0.5, name="f1_macro"),
+FBetaScore(beta=2.0, average="weighted")] as model.get_compile_config() holds them.
 """
 import argparse
 import json
@@ -50,6 +60,8 @@ def main():
     write(os.path.join(args.out, "top_k.json"), cases)
     write(os.path.join(args.out, "confusion.json"), confusion_cases(rng))
     write(os.path.join(args.out, "r2.json"), r2_cases(rng))
+    write(os.path.join(args.out, "f_score.json"), f_score_cases(np.random.default_rng(7)),
+          compile_config=f_score_compile_config())
 
 
 def r2_cases(rng):
@@ -67,6 +79,67 @@ def r2_cases(rng):
                           "pred": pred.reshape(-1).tolist(), "labels": target.reshape(-1).tolist(),
                           "result": float(m.result())})
     return cases
+
+
+def f_score_cases(rng):
+    M = keras.metrics
+    averages = (None, "micro", "macro", "weighted")
+    rows = 23
+    # One-hot labels of 4 classes (class 3 never the label, but predicted), probabilities on a grid of 0.05 (ties),
+    # a row with two tied maxima, a row of zeros (no class is its maximum: Keras needs |p| > 1e-9), values exactly
+    # 0.5 and 0.35 (not above those thresholds).
+    classes = rng.integers(0, 3, size=rows)
+    one_hot = np.eye(4, dtype=np.float32)[classes]
+    logits = rng.normal(size=(rows, 4)) + 1.2 * np.eye(4)[classes]
+    probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    probabilities = np.round(probabilities / 0.05) * 0.05
+    probabilities[3] = [0.4, 0.4, 0.15, 0.05]
+    probabilities[12] = [0.0, 0.0, 0.0, 0.0]
+    probabilities[15] = [0.5, 0.35, 0.1, 0.05]
+    probabilities[20] = [0.35, 0.15, 0.0, 0.5]
+    one_hot_metrics = []
+    for average in averages:
+        for threshold in (None, 0.5, 0.35):
+            one_hot_metrics.append(M.F1Score(average=average, threshold=threshold))
+            one_hot_metrics.append(M.FBetaScore(average=average, beta=2.0, threshold=threshold))
+    one_hot_metrics.append(M.FBetaScore(beta=0.5, name="f_half"))
+    # Multi-label 0/1 labels of 3 classes and predictions that lean to them.
+    multi = rng.integers(0, 2, size=(rows, 3)).astype(np.float32)
+    leaning = np.clip(0.3 * multi + rng.uniform(0, 0.7, size=multi.shape), 0, 1)
+    leaning[4, 1] = leaning[17, 2] = 0.6  # float32(0.6) > 0.6 in float64, not in Keras's float32
+    multi_metrics = []
+    for average in averages:
+        multi_metrics.append(M.F1Score(average=average, threshold=0.5))
+        multi_metrics.append(M.FBetaScore(average=average, beta=2.0, threshold=0.6))
+    # Smoothed one-hot labels (Keras's sums take the labels' values as they are).
+    smoothed = one_hot[:, :3] * 0.85 + 0.05
+    smoothed_metrics = [M.F1Score(average=average) for average in averages]
+    smoothed_metrics.append(M.FBetaScore(average="weighted", beta=2.0, threshold=0.35, name="weighted_f2"))
+    cases = []
+    for kind, labels, pred, metrics in (("one-hot", one_hot, probabilities, one_hot_metrics),
+                                        ("multi-label", multi, leaning, multi_metrics),
+                                        ("smoothed", smoothed, probabilities[:, :3], smoothed_metrics)):
+        labels = np.asarray(labels, np.float32)
+        pred = np.asarray(pred, np.float32)
+        results = []
+        for m in metrics:
+            m.update_state(labels[:10], pred[:10])
+            m.update_state(labels[10:], pred[10:])
+            result = np.asarray(m.result(), np.float64)
+            results.append({"config": keras.saving.serialize_keras_object(m),
+                            "result": result.tolist() if result.ndim else float(result)})
+        cases.append({"kind": kind, "shape": list(labels.shape), "pred": pred.reshape(-1).tolist(),
+                      "labels": labels.reshape(-1).tolist(), "metrics": results})
+    return cases
+
+
+def f_score_compile_config():
+    M = keras.metrics
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
+    model.compile("adam", "categorical_crossentropy",
+                  metrics=["f1_score", M.F1Score(average="macro", threshold=0.5, name="f1_macro"),
+                           M.FBetaScore(beta=2.0, average="weighted")])
+    return model.get_compile_config()
 
 
 def confusion_cases(rng):
@@ -95,9 +168,9 @@ def confusion_cases(rng):
     return cases
 
 
-def write(path, cases):
+def write(path, cases, **extra):
     with open(path + ".tmp", "w") as f:
-        json.dump({"generator": f"keras {keras.__version__}", "cases": cases}, f, indent=1)
+        json.dump({"generator": f"keras {keras.__version__}", "cases": cases, **extra}, f, indent=1)
         f.write("\n")
     os.replace(path + ".tmp", path)
     print(f"{path}: {len(cases)} cases")

@@ -1,6 +1,7 @@
 // Losses and metrics on the CPU, as OpenMP loops that sum in double: softmax cross entropy, cross entropy from
-// probabilities, the elementwise losses (loss_math.h's formulas), accuracy, confusion counts, regression sums. Sparse labels are checked against the class count here (the
-// values are the backend's to see). Contracts: include/systolic/ops.h.
+// probabilities, the elementwise losses (loss_math.h's formulas), accuracy, confusion counts, regression sums, the
+// F-score counts. Sparse labels are checked against the class count here (the values are the backend's to see).
+// Contracts: include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -202,6 +203,31 @@ void regression_sums_loop(const Tensor& pred, const Tensor& target, Tensor& sums
     }
 }
 
+// The rows in order: the row's maximum (with argmax), then each class's four sums in double.
+template <class T>
+void f_score_counts_loop(const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p) {
+  if (pred.numel() == 0) return;
+  const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+  const T *pp = pred.data<T>(), *lp = labels.data<T>();
+  double* s = counts.data<double>();
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T* x = pp + r * C;
+    T row_max = x[0];
+    if (p.argmax)
+      for (std::int64_t c = 1; c < C; ++c) row_max = x[c] > row_max ? x[c] : row_max;
+    for (std::int64_t c = 0; c < C; ++c) {
+      const double t = double(lp[r * C + c]);
+      if (confusion::f_score_positive<T>(p, x[c], row_max)) {
+        s[c] += t;
+        s[C + c] += 1.0 - t;
+      } else {
+        s[2 * C + c] += t;
+      }
+      s[3 * C + c] += t;
+    }
+  }
+}
+
 }  // namespace
 
 const DTypes softmax_cross_entropy_dtypes = kFloats;
@@ -247,6 +273,13 @@ const DTypes regression_sums_dtypes = kFloats;
 void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
   visit_dtype<float, double>(
       pred.dtype(), [&](auto t) { regression_sums_loop<typename decltype(t)::type>(pred, target, sums); });
+}
+
+const DTypes f_score_counts_dtypes = kFloats;
+void f_score_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p) {
+  visit_dtype<float, double>(pred.dtype(), [&](auto t) {
+    f_score_counts_loop<typename decltype(t)::type>(pred, labels, counts, p);
+  });
 }
 
 }  // namespace systolic::ops::cpu

@@ -345,6 +345,66 @@ cudaError_t launch_regression_sums(const void* pred, Element type, const void* t
   });
 }
 
+// ---- F-score counts: blockIdx.y and the threads stride over the classes (a thread per class of a tile of
+// kThreads), blockIdx.x over the rows; with argmax the block first finds each row's maximum over all its classes.
+// Each thread adds its class's four sums with one atomic each per block (whole numbers for 0/1 labels: exact in any
+// order).
+template <class T, class L>
+__global__ void f_score_counts_kernel(const T* pred, const L* labels, std::int64_t rows, std::int64_t C,
+                                      FScoreParams p, double* counts) {
+  __shared__ float partial[kThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (std::int64_t c0 = std::int64_t(blockIdx.y) * blockDim.x; c0 < C;
+       c0 += std::int64_t(gridDim.y) * blockDim.x) {
+    const std::int64_t c = c0 + threadIdx.x;
+    double v[4] = {0, 0, 0, 0};  // tp, fp, fn, support
+    for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+      const T* x = pred + r * C;
+      float row_max = 0.f;
+      if (p.argmax) {  // every thread of the block takes part
+        float m = load(x, 0);
+        for (std::int64_t k = threadIdx.x; k < C; k += blockDim.x) m = fmaxf(m, load(x, k));
+        m = warp_max(m);
+        if (lane == 0) partial[warp] = m;
+        __syncthreads();
+        row_max = partial[0];
+        for (int w = 1; w < int(blockDim.x >> 5); ++w) row_max = fmaxf(row_max, partial[w]);
+        __syncthreads();  // partial is written again for the next row
+      }
+      if (c < C) {
+        const double t = double(load(labels, r * C + c));
+        if (confusion::f_score_positive<float>(p, load(x, c), row_max)) {
+          v[0] += t;
+          v[1] += 1.0 - t;
+        } else {
+          v[2] += t;
+        }
+        v[3] += t;
+      }
+    }
+    if (c < C)
+      for (int k = 0; k < 4; ++k)
+        if (v[k] != 0) atomicAdd(counts + k * C + c, v[k]);
+  }
+}
+
+cudaError_t launch_f_score_counts(const void* pred, Element type, const void* labels, Element label_type,
+                                  std::int64_t rows, std::int64_t C, const FScoreParams& p, double* counts,
+                                  cudaStream_t stream) {
+  if (rows == 0 || C == 0) return cudaSuccess;
+  return by_types(type, label_type, [&](auto ttag, auto ltag) {
+    using T = typename decltype(ttag)::type;
+    using L = typename decltype(ltag)::type;
+    const std::int64_t tiles = (C + kThreads - 1) / kThreads;
+    const std::int64_t row_blocks =
+        std::min<std::int64_t>((rows + 7) / 8, std::max<std::int64_t>(1, kMaxReductionBlocks / tiles));
+    const dim3 grid(unsigned(row_blocks), unsigned(std::min<std::int64_t>(tiles, 65535)));
+    f_score_counts_kernel<T, L><<<grid, kThreads, 0, stream>>>(
+        static_cast<const T*>(pred), static_cast<const L*>(labels), rows, C, p, counts);
+    return cudaGetLastError();
+  });
+}
+
 cudaError_t launch_confusion_counts(const void* pred, Element type, const void* labels, Element label_type,
                                     std::int64_t n, std::int64_t classes, const ConfusionParams& p,
                                     double* counts, cudaStream_t stream) {
@@ -447,6 +507,15 @@ void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
   SYSTOLIC_CUDA_CHECK(launch_regression_sums(pred.raw_data(), element_of(pred.dtype()), target.raw_data(),
                                              element_of(target.dtype()), pred.numel() / pred.dim(-1),
                                              pred.dim(-1), sums.data<double>(), c.stream));
+}
+
+const DTypes f_score_counts_dtypes = kFloat32Or16;
+void f_score_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p) {
+  Context& c = context(pred);
+  const std::int64_t C = pred.numel() ? pred.dim(-1) : 0;
+  SYSTOLIC_CUDA_CHECK(launch_f_score_counts(pred.raw_data(), element_of(pred.dtype()), labels.raw_data(),
+                                            element_of(labels.dtype()), C ? pred.numel() / C : 0, C, p,
+                                            counts.data<double>(), c.stream));
 }
 
 }  // namespace systolic::ops::cuda

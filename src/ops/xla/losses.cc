@@ -197,4 +197,28 @@ void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
   });
 }
 
+// The predictions compared in their compute type (the threshold and 1e-9 rounded to it, as the CPU compares them),
+// the four sums in float64, stacked by an iota.
+const DTypes f_score_counts_dtypes = kFloatsAndBf16;
+void f_score_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p) {
+  traced([&] {
+    if (pred.numel() == 0) return;
+    const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+    const Elem compute = compute_elem(pred.dtype());
+    auto rounded = [&](double v) { return compute == Elem::f64 ? v : double(float(v)); };
+    E x = reshape(read_as(pred, compute), {R, C});
+    E positive =
+        p.argmax ? x >= broadcast_rows(reduce_max(x, {1}), {R, C}) && abs(x) > rounded(confusion::kFScoreZero)
+                 : x > rounded(p.threshold);
+    E q = where(positive, constant(1.0, Type{Elem::f64, {R, C}}), 0.0);
+    E t = reshape(read_as(labels, Elem::f64), {R, C});
+    E tp = sum(q * t, {0}), fp = sum(q * (1.0 - t), {0}), fn = sum((1.0 - q) * t, {0}), support = sum(t, {0});
+    E row = iota({4, C}, 0, Elem::i32);
+    auto rows = [&](const E& v) { return broadcast(v, {4, C}, {1}); };
+    E all = where(eq(row, 0.0), rows(tp),
+                  where(eq(row, 1.0), rows(fp), where(eq(row, 2.0), rows(fn), rows(support))));
+    accumulate_into(counts, reshape(all, counts.shape().dims()));
+  });
+}
+
 }  // namespace systolic::ops::xla
