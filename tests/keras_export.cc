@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "multi_output_fixture.h"
+
 namespace sy = systolic;
 
 static sy::Tensor read_floats(const std::string& path, sy::Shape shape) {
@@ -65,23 +67,9 @@ static int export_multi_output(const std::string& fixtures, const std::string& o
   for (const char* name : {"two_outputs", "two_inputs", "list_losses", "shared_loss"}) {
     const auto& want = expected[name];
     auto a = sy::npy::load_npz(fixtures + "/" + name + ".npz");
-    auto arrays = [&](const nlohmann::json& names) {
-      sy::Arrays list;
-      for (auto& n : names) list.push_back(a.at(n.get<std::string>()));
-      return list;
-    };
+    auto arrays = [&](const nlohmann::json& names) { return sy::testing::npz_arrays(a, names); };
     sy::Model m = sy::load_model(fixtures + "/" + name + ".keras");
-    const auto& f = want["fit"];
-    sy::FitOptions o{.batch_size = f["batch_size"].get<std::int64_t>(),
-                     .epochs = f["epochs"].get<int>(),
-                     .verbose = 0,
-                     .validation_split = f.value("validation_split", 0.0),
-                     .shuffle = false};
-    if (f.contains("validation_data"))
-      o.validation_data =
-          sy::ValidationData{arrays(f["validation_data"]["x"]), arrays(f["validation_data"]["y"])};
-    if (f.contains("sample_weight")) o.sample_weight = a.at(f["sample_weight"].get<std::string>());
-    m.fit(arrays(f["x"]), arrays(f["y"]), o);
+    sy::testing::fit_as_keras(m, a, want["fit"]);
     m.save(out + "/" + name + ".keras");
     const sy::Arrays xs = arrays(want["test"]["x"]), ys = arrays(want["test"]["y"]);
     auto dict = [&](const std::vector<double>& values) {

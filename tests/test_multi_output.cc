@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fixture.h"
+#include "multi_output_fixture.h"
 #include "saving/keras_zip.h"
 #include "test_util.h"
 #include "xla_test_util.h"
@@ -33,16 +34,11 @@ const json& expected() {
   return systolic::testing::json_fixture("multi_output/expected.json");
 }
 
-using NpzArrays = std::map<std::string, Tensor>;
+using systolic::testing::fit_as_keras;
+using systolic::testing::NpzArrays;
 
-Arrays arrays(NpzArrays& a, const json& names) {
-  Arrays out;
-  for (auto& n : names) {
-    const std::string name = n.get<std::string>();
-    EXPECT_TRUE(a.count(name)) << name;
-    out.push_back(a[name]);
-  }
-  return out;
+Arrays arrays(const NpzArrays& a, const json& names) {
+  return systolic::testing::npz_arrays(a, names);
 }
 
 // evaluate's list against Keras's dict (by metrics_names) and Keras's list (the same order).
@@ -90,20 +86,6 @@ void expect_history(const History& h, const json& keras) {
       EXPECT_NEAR(ours[e], values[e].get<double>(), 2e-4 * std::max(1.0, std::abs(ours[e])))
           << key << " epoch " << e + 1;
   }
-}
-
-// The case's fit as Keras ran it.
-History fit_as_keras(Model& m, NpzArrays& a, const json& record) {
-  FitOptions o{.batch_size = record["batch_size"].get<std::int64_t>(),
-               .epochs = record["epochs"].get<int>(),
-               .verbose = 0,
-               .validation_split = record.value("validation_split", 0.0),
-               .shuffle = false};
-  if (record.contains("validation_data"))
-    o.validation_data =
-        ValidationData{arrays(a, record["validation_data"]["x"]), arrays(a, record["validation_data"]["y"])};
-  if (record.contains("sample_weight")) o.sample_weight = a[record["sample_weight"].get<std::string>()];
-  return m.fit(arrays(a, record["x"]), arrays(a, record["y"]), o);
 }
 
 class MultiOutputKeras : public ::testing::TestWithParam<std::string> {};
