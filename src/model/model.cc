@@ -815,7 +815,9 @@ std::vector<double> ModelState::log_values(const double* t, double seen) const {
       at += m->state_size();
     }
   }
-  if (log_names().size() > v.size())
+  int losses = 0;  // "<output>_loss" is logged when several outputs have a loss (log_names)
+  for (auto& h : heads) losses += h.loss != nullptr;
+  if (losses > 1)
     for (auto& h : heads)
       if (h.loss_slot >= 0) v.push_back(t[h.loss_slot] / seen);
   return v;
