@@ -299,6 +299,49 @@ TEST(GradientCheck, ElementwiseLosses) {
   }
 }
 
+// Every row loss (one with Keras's sample weights), on [3, 2, 4] predictions without ties.
+TEST(GradientCheck, RowLosses) {
+  using K = ops::RowLoss;
+  struct Case {
+    ops::RowLossParams p;
+    double lo, hi;  // predictions
+    Tensor target;
+    Tensor weights;
+  };
+  Tensor reals = random_tensor({3, 2, 4}, 61, DType::float64, -2, 2);
+  Tensor soft = random_tensor({3, 2, 4}, 62, DType::float64, 0, 1);
+  Tensor one_hot = Tensor::from_vector<double>({0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1,  //
+                                                0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0},
+                                               {3, 2, 4});
+  Tensor w = Tensor::from_vector<double>({0.5, 0.0, 2.5}, {3});
+  const std::vector<Case> cases{
+      {{.kind = K::cosine_similarity}, -2, 2, reals, {}},
+      {{.kind = K::cosine_similarity}, -2, 2, one_hot, w},
+      {{.kind = K::categorical_hinge}, -2, 2, one_hot, {}},
+      {{.kind = K::categorical_hinge}, -1, 1, soft, w},
+      {{.kind = K::categorical_focal_crossentropy}, 0.05, 0.95, one_hot, {}},
+      {{.kind = K::categorical_focal_crossentropy, .label_smoothing = 0.1, .alpha = 0.4, .gamma = 1.5},
+       0.05,
+       0.95,
+       soft,
+       w},
+      {{.kind = K::categorical_focal_crossentropy, .from_logits = true}, -3, 3, one_hot, {}},
+      {{.kind = K::categorical_focal_crossentropy, .from_logits = true, .label_smoothing = 0.2, .gamma = 0.5},
+       -3,
+       3,
+       soft,
+       w},
+  };
+  std::uint64_t seed = 70;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("kind {}, case {}", static_cast<int>(c.p.kind), &c - cases.data()));
+    Tensor pred = random_tensor({3, 2, 4}, seed++, DType::float64, c.lo, c.hi);
+    check_loss(
+        [&](const Tensor& p, Tensor& t, Tensor& g) { ops::row_loss(p, c.target, c.weights, t, g, c.p, 1.0); },
+        pred);
+  }
+}
+
 // ---- Whole models: every trainable parameter's gradient of the training-mode batch loss.
 namespace {
 void check_model(Model model, const Tensor& x, const Tensor& y) {

@@ -878,10 +878,19 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
       {"50 thresholds from logits", {.thresholds = 50, .from_logits = true, .clip = true}, {29, 2}, -4, 4},
       {"threshold 0.5", {}, {41, 1}, 0, 1},
       {"class 1 of 3 at 0.3", {.threshold = 0.3, .class_id = 1}, {23, 3}, 0, 1},
+      {"37 thresholds with exact ends, clipped",
+       {.thresholds = 37, .clip = true, .exact_ends = true},
+       {31, 2},
+       -0.2,
+       1.2},
+      {"top 2 of 5, ties", {.threshold = -1e10, .top_k = 2}, {27, 5}, 0, 2},
+      {"top 1 of 40, class 3", {.threshold = 0.4, .class_id = 3, .top_k = 1}, {19, 40}, 0, 1},
   };
   for (const Confusion& k : confusions) {
     Arg y = param(in("labels", k.s, 0, 1));
     y.values = Values::integers;
+    Arg pred = in("predictions", k.s, k.lo, k.hi);
+    if (k.name.find("ties") != std::string::npos) pred.values = Values::integers;
     Arg counts = fixed({.name = "counts",
                         .shape = {4 * k.p.thresholds},
                         .role = Role::accumulator,
@@ -891,9 +900,66 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
                        DType::float64);
     ConfusionParams p = k.p;
     m[Op::confusion_counts].push_back({k.name + " " + k.s.str(),
-                                       {in("predictions", k.s, k.lo, k.hi), y, counts},
+                                       {pred, y, counts},
                                        [p](auto& t) { confusion_counts(t[0], t[1], t[2], p); },
                                        Family::reduction});
+  }
+  // Class confusion (Keras's IoU metrics): argmax of tied whole-number predictions against int32 labels (some out of
+  // range) with an ignored class, against one-hot labels' argmax (more columns than classes: out of range too),
+  // class ids as values (fractional, out of range), thresholded predictions against 0/1 labels.
+  struct ClassCase {
+    std::string name;
+    ClassConfusionParams p;
+    Shape pred, labels;
+    bool int_labels, tied;
+    double lo, hi;  // predictions
+  };
+  const std::vector<ClassCase> class_cases{
+      {"argmax of ties, int32 labels, ignore 1",
+       {.classes = 4, .argmax_predictions = true, .has_ignore_class = true, .ignore_class = 1},
+       {37, 4},
+       {37},
+       true,
+       true,
+       0,
+       2},
+      {"argmax, one-hot argmax, 6 columns of 5 classes",
+       {.classes = 5, .argmax_predictions = true, .argmax_labels = true},
+       {29, 6},
+       {29, 6},
+       false,
+       false,
+       0,
+       1},
+      {"class ids as values", {.classes = 3}, {41}, {41}, false, false, -0.7, 3.4},
+      {"thresholded at 0.4",
+       {.classes = 2, .thresholded = true, .threshold = 0.4},
+       {31, 1},
+       {31, 1},
+       false,
+       false,
+       0,
+       1},
+  };
+  for (const ClassCase& k : class_cases) {
+    Arg pred = in("predictions", k.pred, k.lo, k.hi);
+    if (k.tied) pred.values = Values::integers;
+    Arg y = k.int_labels
+                ? fixed({.name = "labels", .shape = k.labels, .values = Values::integers, .lo = -1, .hi = 4},
+                        DType::int32)
+                : param(in("labels", k.labels, k.p.argmax_labels ? 0 : -0.5, k.p.argmax_labels ? 1 : 3.5));
+    Arg counts = fixed({.name = "counts",
+                        .shape = {k.p.classes * k.p.classes},
+                        .role = Role::accumulator,
+                        .values = Values::integers,
+                        .lo = 0,
+                        .hi = 3},
+                       DType::float64);
+    ClassConfusionParams p = k.p;
+    m[Op::class_confusion].push_back({k.name + " " + k.pred.str(),
+                                      {pred, y, counts},
+                                      [p](auto& t) { class_confusion(t[0], t[1], t[2], p); },
+                                      Family::reduction});
   }
   // Regression sums: one column and three, offset targets.
   for (const Shape& s : {Shape{53, 1}, Shape{31, 3}}) {
@@ -979,6 +1045,42 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
          [s, p](auto& t) { elementwise_loss(t[0], t[1], t[2], t[3], t[4], p, 1.0 / s[0]); },
          Family::reduction});
   }
+  // Every row kind; [29, 3, 5] rows of 5 (3 per sample, sample weights on some), and [7, 70] rows of 70 (more
+  // columns than a warp has lanes). Categorical hinge on whole numbers too (tied row maxima).
+  using RK = RowLoss;
+  struct RowKind {
+    std::string name;
+    RowLossParams p;
+    double lo, hi;  // predictions
+    bool integers;  // predictions (whole numbers -2..2) and targets (0/1)
+  };
+  const std::vector<RowKind> row_kinds{
+      {"cosine_similarity", {.kind = RK::cosine_similarity}, -2, 2, false},
+      {"categorical_hinge", {.kind = RK::categorical_hinge}, -2, 2, false},
+      {"categorical_hinge, ties", {.kind = RK::categorical_hinge}, -2, 2, true},
+      {"categorical_focal_crossentropy", {.kind = RK::categorical_focal_crossentropy}, 0.01, 0.99, false},
+      {"categorical_focal_crossentropy from logits, smoothing",
+       {.kind = RK::categorical_focal_crossentropy,
+        .from_logits = true,
+        .label_smoothing = 0.1,
+        .gamma = 1.5},
+       -4,
+       4,
+       false},
+  };
+  for (const RowKind& k : row_kinds)
+    for (const Shape& s : {Shape{29, 3, 5}, Shape{7, 70}}) {
+      Arg pred = in("predictions", s, k.lo, k.hi), target = param(in("targets", s, 0, 1));
+      if (k.integers) pred.values = target.values = Values::integers;
+      const bool weighted = s.rank() == 3 && (&k - row_kinds.data()) % 2 == 0;
+      RowLossParams p = k.p;
+      m[Op::row_loss].push_back(
+          {k.name + " " + s.str() + (weighted ? ", sample weights" : ""),
+           {pred, target, weighted ? param(in("weights", {s[0]}, 0, 3)) : none("weights"), total(),
+            out("dpred", s)},
+           [s, p](auto& t) { row_loss(t[0], t[1], t[2], t[3], t[4], p, 1.0 / s[0]); },
+           Family::reduction});
+    }
   const Shape s{1000003, 1};
   m[Op::elementwise_loss].push_back(
       {"squared_error " + s.str(),
@@ -1063,6 +1165,8 @@ void optimizer_rule_cases(std::map<Op, std::vector<Case>>& m) {
         .l2 = 0.02,
         .l2_shrinkage = 0.03,
         .beta = 0.5}},
+      {"lamb: a trust ratio over the whole tensor",
+       {.rule = UpdateRule::lamb, .beta_1 = 0.8, .epsilon = 1e-6}},
       {"ema", {.rule = UpdateRule::ema, .beta_1 = 0.9}},
       {"ema overwriting the weights at the second update",
        {.rule = UpdateRule::ema, .beta_1 = 0.8, .ema_overwrite_frequency = 2}},
@@ -1096,7 +1200,8 @@ void optimizer_rule_cases(std::map<Op, std::vector<Case>>& m) {
     }
     UpdateParams p = r.p;
     m[Op::optimizer_update].push_back(
-        {r.name + ", two steps at two rates", args, [p](auto& t) {
+        {r.name + ", two steps at two rates", args,
+         [p](auto& t) {
            double u_product = 1.0;
            for (int k = 0; k < 2; ++k) {
              u_product *= update::nadam_u(p.beta_1, k + 1.0);
@@ -1105,7 +1210,8 @@ void optimizer_rule_cases(std::map<Op, std::vector<Case>>& m) {
                  Tensor::from_vector(std::vector<double>(c.begin(), c.end()), {update::kStepValues});
              optimizer_update(t[0], t[1], t[2], t[3], t[4], p, values.to(t[0].device()));
            }
-         }});
+         },
+         update::trust_ratio(p.rule) ? Family::reduction : Family::elementwise});
   }
 }
 

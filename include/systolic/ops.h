@@ -170,15 +170,36 @@ struct ElementLossParams {
 };
 
 // confusion_counts's thresholds and what it reads. The thresholds: `thresholds` of them spaced evenly as Keras's AUC
-// makes them (-epsilon, 1/(T-1), 2/(T-1), ..., (T-2)/(T-1), 1+epsilon, epsilon = 1e-7), or, for thresholds = 1,
-// `threshold` alone (Precision's and Recall's); thresholds and predictions are compared in the predictions' compute
-// type (float32 for bfloat16), as Keras compares them in float32.
+// makes them (-epsilon, 1/(T-1), 2/(T-1), ..., (T-2)/(T-1), 1+epsilon, epsilon = 1e-7; with exact_ends, 0 and 1 at
+// the ends, as Keras's PrecisionAtRecall and its kin make them), or, for thresholds = 1, `threshold` alone
+// (Precision's and Recall's); thresholds and predictions are compared in the predictions' compute type (float32 for
+// bfloat16), as Keras compares them in float32.
 struct ConfusionParams {
   std::int64_t thresholds = 1;
   double threshold = 0.5;
   std::int64_t class_id = -1;  // >= 0: that column of [N, classes] only (Keras's class_id)
   bool from_logits = false;    // predictions are logits: sigmoid first (AUC's from_logits)
   bool clip = false;  // predictions clipped to [0, 1] first (Keras's AUC on evenly spaced thresholds)
+  bool exact_ends = false;
+  // > 0: a prediction outside its row's top_k (the largest, ties to the lower index, as tf.math.top_k) counts as
+  // -1e10 (Keras's Precision and Recall top_k), before class_id picks a column.
+  std::int64_t top_k = 0;
+};
+
+// class_confusion's classes (Keras's IoU metrics): an item's predicted class is the argmax of the predictions' last
+// axis (its first maximum: argmax_predictions), 1 where the prediction >= threshold (thresholded, compared in the
+// predictions' compute type) and 0 elsewhere, or else its value; its label's class the argmax of the labels' last
+// axis (argmax_labels), or else its value (int32, or a float). A value v is class trunc(v) when 0 <= v < classes;
+// an item whose label or prediction is outside that, or whose label is ignore_class (when has_ignore_class), counts
+// nowhere (Keras's bounds mask).
+struct ClassConfusionParams {
+  std::int64_t classes = 2;
+  bool argmax_predictions = false;
+  bool argmax_labels = false;
+  bool thresholded = false;
+  double threshold = 0.5;
+  bool has_ignore_class = false;
+  std::int64_t ignore_class = 0;
 };
 
 // f_score_counts's rule for a positive prediction (Keras's FBetaScore threshold): `argmax` (threshold None): a
@@ -297,6 +318,21 @@ struct ConstraintParams {
 // augment_images    random shifts with bilinear interpolation, fill "nearest" or "constant", then a random
 //                   horizontal flip. x, y: float32 [n, H, W, C] (y must not overlap x). Sample i draws its numbers
 //                   from Philox at (seed, first + i).
+// row_loss: Keras's losses whose value for a row (the last axis) needs the whole row; the formulas, and their
+// gradients, are in src/ops/row_loss_math.h.
+enum class RowLoss {
+  cosine_similarity,               // -sum(t' p'), t' and p' each times min(rsqrt(sum of its squares), 1/eps)
+  categorical_hinge,               // max(max((1 - t) p) - sum(t p) + 1, 0)
+  categorical_focal_crossentropy,  // sum(-alpha (1 - o)^gamma t log o), o = clip(p / sum(p), eps, 1 - eps); t smoothed
+};
+struct RowLossParams {
+  RowLoss kind = RowLoss::cosine_similarity;
+  bool from_logits = false;          // categorical_focal_crossentropy: predictions are logits, p = softmax(z)
+  double label_smoothing = 0.0;      // categorical_focal_crossentropy: t = t (1 - s) + s / classes
+  double alpha = 0.25, gamma = 2.0;  // categorical_focal_crossentropy
+  double epsilon = 1e-7;             // keras.backend.epsilon()
+};
+
 // Losses ADD the sum over the batch of the per-sample losses to `total` (a float64 scalar, so an epoch's mean is
 // exact) and write the gradient of (grad_scale * that sum) w.r.t. their prediction input to the gradient
 // argument when it is defined (the caller picks grad_scale = 1/global batch for Keras's per-batch mean). With
@@ -308,6 +344,8 @@ struct ConstraintParams {
 //                   sum) over the last axis, averaged over the other non-batch axes (Keras's sum_over_batch_size of
 //                   its [N, ...] losses, times N); target has pred's numel. The gradient is TensorFlow's of the
 //                   same formula (a clip or maximum passes it where its input is selected, at ties too).
+// row_loss          RowLoss's kinds (formulas there): per sample, the row function's mean over the rows (the
+//                   last axis) of the sample; target has pred's shape.
 // accuracy_count    ADDS to `total` (float64 scalar) the count of rows whose label (int32 [N], or the argmax of
 //                   labels[N,C]: its first maximum) is predicted: k = 1, argmax(pred) (its first maximum) is the
 //                   label; k > 1, the label is in the top k (TensorFlow's in_top_k: fewer than k predictions of
@@ -319,6 +357,10 @@ struct ConstraintParams {
 // regression_sums   ADDS to sums (float64 [3, C]) per column c of pred [N, C] (C its last axis, N the other
 //                   elements over C) and target (pred's numel): the sum of t, of t * t, and of (t - p)^2 (Keras's
 //                   R2Score state, unweighted; the count is N).
+// class_confusion   ADDS to counts (float64 [classes, classes]) the confusion matrix of class predictions against
+//                   class labels (ClassConfusionParams): one item per row of the predictions' last axis with
+//                   argmax_predictions, else per element, and as many label items; counts[label, prediction] += 1
+//                   (Keras's IoU metrics' total_cm, unweighted).
 // f_score_counts    ADDS to counts (float64 [4, C]) per class c of pred [N, C] (C its last axis, N the other
 //                   elements over C) and labels (pred's numel; their values as they are: 0/1, or smoothed), with
 //                   q = 1 for a positive prediction (FScoreParams), else 0: the sums over the rows of q * t (true
@@ -454,10 +496,14 @@ struct ConstraintParams {
   X(elementwise_loss, (const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,           \
                        Tensor& dpred, const ElementLossParams& p, double grad_scale),                           \
     (pred, target, weights, total, dpred, p, grad_scale))                                                        \
+  X(row_loss, (const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total, Tensor& dpred,    \
+               const RowLossParams& p, double grad_scale), (pred, target, weights, total, dpred, p, grad_scale))  \
   X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total, int k), (pred, labels, total, k)) \
   X(confusion_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p),     \
     (pred, labels, counts, p))                                                                                   \
   X(regression_sums, (const Tensor& pred, const Tensor& target, Tensor& sums), (pred, target, sums))           \
+  X(class_confusion, (const Tensor& pred, const Tensor& labels, Tensor& counts, const ClassConfusionParams& p),   \
+    (pred, labels, counts, p))                                                                                   \
   X(f_score_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p),          \
     (pred, labels, counts, p))                                                                                   \
   X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,        \

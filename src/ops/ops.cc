@@ -645,6 +645,21 @@ DType elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& w
   return pred.dtype();
 }
 
+DType row_loss(const Tensor& pred, const Tensor& target, const Tensor& w, Tensor& total, Tensor& dpred,
+               const RowLossParams& p, double) {
+  Check c("row_loss");
+  SYSTOLIC_OP_CHECK(c, p.label_smoothing >= 0 && p.label_smoothing <= 1,
+                    "label_smoothing {} is outside [0, 1]", p.label_smoothing);
+  SYSTOLIC_OP_CHECK(c, p.epsilon > 0 && p.epsilon < 0.5, "epsilon must be in (0, 0.5), got {}", p.epsilon);
+  predictions_and(c, pred, "targets", target);
+  SYSTOLIC_OP_CHECK(c, pred.rank() >= 2 && pred.dim(-1) > 0,
+                    "predictions of shape {}: a row loss takes [N, ..., C], C > 0", pred.shape().str());
+  sample_weights(c, w, pred);
+  c.total(total);
+  gradient(c, "dpred", dpred, "predictions", pred);
+  return pred.dtype();
+}
+
 DType accuracy_count(const Tensor& pred, const Tensor& l, Tensor& total, int k) {
   Check c("accuracy_count");
   SYSTOLIC_OP_CHECK(c, k >= 1, "k {}: it must be >= 1", k);
@@ -659,6 +674,7 @@ DType confusion_counts(const Tensor& pred, const Tensor& l, Tensor& counts, cons
   SYSTOLIC_OP_CHECK(c, p.thresholds >= 1, "{} thresholds: there must be at least 1", p.thresholds);
   SYSTOLIC_OP_CHECK(c, p.class_id < 0 || (pred.rank() >= 2 && p.class_id < pred.dim(-1)),
                     "class_id {} for predictions of shape {}", p.class_id, pred.shape().str());
+  SYSTOLIC_OP_CHECK(c, p.top_k >= 0, "top_k {} is negative", p.top_k);
   c.dtype("counts", counts, DType::float64, "sums of counts");
   SYSTOLIC_OP_CHECK(c, counts.numel() == 4 * p.thresholds,
                     "counts has shape {}; it takes [4 x {}] (tp, fp, tn, fn)", counts.shape().str(),
@@ -673,6 +689,35 @@ DType regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
   SYSTOLIC_OP_CHECK(c, sums.numel() == 3 * pred.dim(-1),
                     "sums has shape {}; it takes [3 x {}] (one per column)", sums.shape().str(),
                     pred.dim(-1));
+  return pred.dtype();
+}
+
+DType class_confusion(const Tensor& pred, const Tensor& l, Tensor& counts, const ClassConfusionParams& p) {
+  Check c("class_confusion");
+  c.floating("predictions", pred);
+  SYSTOLIC_OP_CHECK(c, p.classes >= 1, "{} classes: there must be at least 1", p.classes);
+  SYSTOLIC_OP_CHECK(c,
+                    !p.thresholded || (p.classes >= 2 && !p.argmax_predictions && std::isfinite(p.threshold)),
+                    "thresholded predictions take 2 classes or more, no argmax and a finite threshold");
+  auto items = [&](const char* name, const Tensor& t, bool argmax) {
+    if (!argmax) return t.numel();
+    SYSTOLIC_OP_CHECK(c, t.rank() >= 1 && t.dim(-1) > 0,
+                      "{} of shape {} have no last axis to take the argmax of", name, t.shape().str());
+    return t.numel() / t.dim(-1);
+  };
+  const std::int64_t n = items("predictions", pred, p.argmax_predictions);
+  c.defined("labels", l);
+  if (l.dtype() == DType::int32) {
+    SYSTOLIC_OP_CHECK(c, !p.argmax_labels, "int32 labels are class ids: there is no argmax to take");
+  } else {
+    c.parameter("labels", l, pred.dtype());
+  }
+  SYSTOLIC_OP_CHECK(c, items("labels", l, p.argmax_labels) == n,
+                    "labels of shape {} for predictions of shape {}", l.shape().str(), pred.shape().str());
+  c.dtype("counts", counts, DType::float64, "sums of counts");
+  SYSTOLIC_OP_CHECK(c, counts.numel() == p.classes * p.classes,
+                    "counts has shape {}; it takes [{} x {}] (labels by predictions)", counts.shape().str(),
+                    p.classes, p.classes);
   return pred.dtype();
 }
 

@@ -23,6 +23,8 @@ enum class UpdateRule : int {
   adadelta,  // slots accumulated_grad, accumulated_delta_var
   lion,      // slot m
   ftrl,      // slots accumulator, linear
+  // Lamb: slots m, v; a trust-ratio rule: the op takes w as one variable (see trust_ratio)
+  lamb,
   // Any optimizer's use_ema, after its update: slot average (of the weights); w is overwritten with it every
   // ema_overwrite_frequency updates. The gradient is not read.
   ema,
@@ -59,6 +61,13 @@ inline int slot_count(UpdateRule r) {
   }
 }
 
+// Whether the rule scales its step by a trust ratio over the whole of w, which the op then takes as one variable:
+// element() updates the slots alone, then w -= c[0] * ratio(sum of w^2, sum of direction^2) * direction, all of w's
+// sums taken before any of it changes.
+SYSTOLIC_MATH_HD bool trust_ratio(UpdateRule r) {
+  return r == UpdateRule::lamb;
+}
+
 // Nadam's momentum schedule: u_t = beta_1 (1 - 0.5 * 0.96^t).
 inline double nadam_u(double beta_1, double t) {
   return beta_1 * (1.0 - 0.5 * std::pow(0.96, t));
@@ -84,6 +93,10 @@ inline StepValues step_values(const UpdateParams& p, double lr, double iteration
       c[3] = u_product;
       c[4] = u_product * c[2];
       c[5] = 1.0 - std::pow(p.beta_2, t);
+      break;
+    case UpdateRule::lamb:  // 1 - beta_1^t, 1 - beta_2^t
+      c[1] = 1.0 - std::pow(p.beta_1, t);
+      c[2] = 1.0 - std::pow(p.beta_2, t);
       break;
     case UpdateRule::ftrl:  // l2 + beta / (2 lr)
       c[1] = p.l2 + p.beta / (2.0 * lr);
@@ -152,11 +165,29 @@ SYSTOLIC_MATH_HD void element(const UpdateParams& p, const V* c, V& w, const V& 
       s0 = accumulated;
       break;
     }
+    case UpdateRule::lamb:  // the moments; the step is direction() and ratio()
+      s0 = s0 + (g - s0) * (1.0 - b1);
+      s1 = s1 + (g * g - s1) * (1.0 - b2);
+      break;
     case UpdateRule::ema:  // c: momentum (0 at the first update), 1 to overwrite the weights with the average
       s0 = s0 * c[0] + w * (1.0 - c[0]);
       w = s0 * c[1] + w * (1.0 - c[1]);
       break;
   }
+}
+
+// A trust-ratio rule's direction for an element, from its slots after element(): Lamb's m_hat / (sqrt(v_hat) + eps),
+// c: lr, 1 - beta_1^t, 1 - beta_2^t.
+template <class M, class V>
+SYSTOLIC_MATH_HD V direction(const UpdateParams& p, const V* c, const V& s0, const V& s1) {
+  return (s0 / c[1]) / (M::sqrt(s1 / c[2]) + p.epsilon);
+}
+
+// The trust ratio of w's sum of squares and its direction's: ||w|| / ||direction||, 1 where either norm is 0.
+template <class M, class V>
+SYSTOLIC_MATH_HD V ratio(const V& w_squares, const V& direction_squares) {
+  V w_norm = M::sqrt(w_squares), d_norm = M::sqrt(direction_squares);
+  return M::where(w_norm > 0.0 && d_norm > 0.0, w_norm / d_norm, M::like(1.0, w_norm));
 }
 
 }  // namespace update

@@ -9,6 +9,7 @@
 #include "ops/confusion_math.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/loss_math.h"
+#include "ops/row_loss_math.h"
 
 namespace systolic::ops::cpu {
 
@@ -127,6 +128,44 @@ void elementwise_loss_loop(const Tensor& pred, const Tensor& target, const Tenso
   add_to_total(total, sum * w);
 }
 
+// Each row's statistics by loops over the row, in double; its loss and gradient from them.
+template <class T>
+void row_loss_loop(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,
+                   Tensor& dpred, const RowLossParams& p, double grad_scale) {
+  namespace rl = row_loss_math;
+  const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+  if (R == 0) return;
+  const double per_sample = double(R / pred.dim(0));  // rows
+  const loss::RowWeights rw = loss::row_weights(weights, R);
+  const T *pp = pred.data<T>(), *tp = target.data<T>();
+  T* gp = dpred.defined() ? dpred.data<T>() : nullptr;
+  const int n = rl::stats(p);
+  double sum = 0;
+#pragma omp parallel for reduction(+ : sum)
+  for (std::int64_t r = 0; r < R; ++r) {
+    const T *x = pp + r * C, *t = tp + r * C;
+    double st[rl::kMaxStats];
+    for (int i = 0; i < n; ++i) {
+      const bool max = rl::is_max(p, i);
+      double a = max ? -INFINITY : 0.0;
+      for (std::int64_t c = 0; c < C; ++c) {
+        const double v =
+            rl::term<DoubleMath>(p, i, double(x[c]), rl::target<DoubleMath>(p, double(t[c]), double(C)), st);
+        a = max ? DoubleMath::max(a, v) : a + v;
+      }
+      st[i] = a;
+    }
+    const double wr = rw(r);
+    sum += wr * rl::value<DoubleMath>(p, st);
+    if (gp)
+      for (std::int64_t c = 0; c < C; ++c)
+        gp[r * C + c] = T(rl::gradient<DoubleMath>(p, double(x[c]),
+                                                   rl::target<DoubleMath>(p, double(t[c]), double(C)), st) *
+                          (wr * grad_scale / per_sample));
+  }
+  add_to_total(total, sum / per_sample);
+}
+
 template <class T>
 void accuracy_count_loop(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
   std::int64_t C = pred.dim(-1), R = pred.numel() / C;
@@ -166,7 +205,13 @@ void confusion_counts_loop(const Tensor& pred, const Tensor& labels, Tensor& cou
   std::vector<double> positives(nt + 1, 0.0), negatives(nt + 1, 0.0);
   for (std::int64_t i = 0; i < pred.numel(); ++i) {
     if (p.class_id >= 0 && i % C != p.class_id) continue;
-    const T x = T(confusion::prediction(p, double(pp[i])));
+    double raw = double(pp[i]);
+    if (p.top_k > 0) {
+      const T* row = pp + (i / C) * C;
+      if (!confusion::in_top_k<T>([row](std::int64_t j) { return row[j]; }, C, i % C, pp[i], p.top_k))
+        raw = confusion::kOutsideTopK;
+    }
+    const T x = T(confusion::prediction(p, raw));
     const auto k = std::lower_bound(thresholds.begin(), thresholds.end(), x,
                                     [](T threshold, T value) { return threshold < value; }) -
                    thresholds.begin();
@@ -201,6 +246,34 @@ void regression_sums_loop(const Tensor& pred, const Tensor& target, Tensor& sums
       s[C + c] += t * t;
       s[2 * C + c] += d * d;
     }
+}
+
+// Each item's label class and predicted class, its cell counted (the items in order; whole numbers: exact).
+template <class T>
+void class_confusion_loop(const Tensor& pred, const Tensor& labels, Tensor& counts,
+                          const ClassConfusionParams& p) {
+  const std::int64_t K = p.argmax_predictions ? pred.dim(-1) : 1, n = K ? pred.numel() / K : 0;
+  const std::int64_t KL = p.argmax_labels ? labels.dim(-1) : 1;
+  const T* pp = pred.data<T>();
+  const std::int32_t* sparse = labels.dtype() == DType::int32 ? labels.data<std::int32_t>() : nullptr;
+  const T* dense = sparse ? nullptr : labels.data<T>();
+  auto argmax = [](const T* row, std::int64_t k) {  // the first maximum
+    std::int64_t best = 0;
+    for (std::int64_t j = 1; j < k; ++j)
+      if (row[j] > row[best]) best = j;
+    return best;
+  };
+  double* out = counts.data<double>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t q = p.argmax_predictions ? argmax(pp + i * K, K)
+                           : p.thresholded      ? (pp[i] >= T(p.threshold) ? 1 : 0)
+                                                : confusion::value_class(double(pp[i]), p.classes);
+    const std::int64_t t = sparse            ? confusion::value_class(double(sparse[i]), p.classes)
+                           : p.argmax_labels ? argmax(dense + i * KL, KL)
+                                             : confusion::value_class(double(dense[i]), p.classes);
+    const std::int64_t cell = confusion::confusion_cell(p, t, q);
+    if (cell >= 0) out[cell] += 1.0;
+  }
 }
 
 // The rows in order: the row's maximum (with argmax), then each class's four sums in double.
@@ -256,6 +329,14 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& we
   });
 }
 
+const DTypes row_loss_dtypes = kFloats;
+void row_loss(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total, Tensor& dpred,
+              const RowLossParams& p, double grad_scale) {
+  visit_dtype<float, double>(pred.dtype(), [&](auto t) {
+    row_loss_loop<typename decltype(t)::type>(pred, target, weights, total, dpred, p, grad_scale);
+  });
+}
+
 const DTypes accuracy_count_dtypes = kFloats;
 void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
   visit_dtype<float, double>(
@@ -273,6 +354,14 @@ const DTypes regression_sums_dtypes = kFloats;
 void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
   visit_dtype<float, double>(
       pred.dtype(), [&](auto t) { regression_sums_loop<typename decltype(t)::type>(pred, target, sums); });
+}
+
+const DTypes class_confusion_dtypes = kFloats;
+void class_confusion(const Tensor& pred, const Tensor& labels, Tensor& counts,
+                     const ClassConfusionParams& p) {
+  visit_dtype<float, double>(pred.dtype(), [&](auto t) {
+    class_confusion_loop<typename decltype(t)::type>(pred, labels, counts, p);
+  });
 }
 
 const DTypes f_score_counts_dtypes = kFloats;

@@ -153,6 +153,19 @@ void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor
       for (int k = 0; k < 3; ++k)
         if (sp[k]) sp[k][i] = T(v[k]);
     }
+    if (!update::trust_ratio(p.rule)) return;
+    auto direction = [&](std::int64_t i) {
+      return T(update::direction<DoubleMath>(p, c.data(), double(sp[0][i]), double(sp[1][i])));
+    };
+    double w_squares = 0, d_squares = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double d = direction(i);
+      w_squares += double(wp[i]) * double(wp[i]);
+      d_squares += d * d;
+    }
+    const double step = c[0] * update::ratio<DoubleMath>(w_squares, d_squares);
+#pragma omp parallel for
+    for (std::int64_t i = 0; i < n; ++i) wp[i] = T(double(wp[i]) - step * double(direction(i)));
   });
 }
 

@@ -18,6 +18,7 @@
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/loss_math.h"
+#include "ops/row_loss_math.h"
 
 namespace systolic::ops::cuda {
 
@@ -175,6 +176,47 @@ __global__ void elementwise_loss_kernel(const T* pred, const L* target, std::int
   block_add(acc, total);
 }
 
+// ---- row losses: row_loss_math.h's formulas, in double; each row's statistics reduced over the warp's lanes
+// (sums, or maxima), its loss added by lane 0 and its gradient written by every lane for its columns.
+
+__device__ __forceinline__ double warp_max(double v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <class T, class L>
+__global__ void row_loss_kernel(const T* pred, const L* target, std::int64_t rows, std::int64_t C,
+                                double per_sample, loss::RowWeights rw, RowLossParams p, double* total,
+                                T* dpred, double grad_scale) {
+  namespace rl = row_loss_math;
+  const int lane = threadIdx.x & 31, n = rl::stats(p);
+  double acc = 0;  // lane 0's rows
+  SYSTOLIC_WARP_ROWS(r, rows) {
+    const T* x = pred + r * C;
+    const L* t = target + r * C;
+    double st[rl::kMaxStats];
+    for (int i = 0; i < n; ++i) {
+      const bool max = rl::is_max(p, i);
+      double a = max ? -INFINITY : 0.0;
+      for (std::int64_t c = lane; c < C; c += 32) {
+        const double v = rl::term<DoubleMath>(p, i, load_double(x, c),
+                                              rl::target<DoubleMath>(p, load_double(t, c), double(C)), st);
+        a = max ? DoubleMath::max(a, v) : a + v;
+      }
+      st[i] = max ? warp_max(a) : warp_sum(a);
+    }
+    const double wr = rw(r);
+    if (lane == 0) acc += wr * rl::value<DoubleMath>(p, st);
+    if (dpred)
+      for (std::int64_t c = lane; c < C; c += 32)
+        store_double(dpred + r * C, c,
+                     rl::gradient<DoubleMath>(p, load_double(x, c),
+                                              rl::target<DoubleMath>(p, load_double(t, c), double(C)), st) *
+                         (wr * grad_scale / per_sample));
+  }
+  block_add(acc / per_sample, total);
+}
+
 // ---- accuracy
 
 // The CPU's argmax (best = 0; best = c whenever row[c] > row[best]) is the first index of the largest value
@@ -283,6 +325,21 @@ cudaError_t launch_elementwise_loss(const void* pred, Element type, const void* 
   });
 }
 
+cudaError_t launch_row_loss(const void* pred, Element type, const void* target, Element target_type,
+                            std::int64_t rows, std::int64_t classes, double per_sample, loss::RowWeights rw,
+                            const RowLossParams& p, double* total, void* dpred, double grad_scale,
+                            cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  return by_types(type, target_type, [&](auto ttag, auto ltag) {
+    using T = typename decltype(ttag)::type;
+    using L = typename decltype(ltag)::type;
+    row_loss_kernel<T, L><<<reduction_blocks(rows * 32), kThreads, 0, stream>>>(
+        static_cast<const T*>(pred), static_cast<const L*>(target), rows, classes, per_sample, rw, p, total,
+        static_cast<T*>(dpred), grad_scale);
+    return cudaGetLastError();
+  });
+}
+
 cudaError_t launch_accuracy_count(const void* pred, Element type, const Labels& labels, std::int64_t rows,
                                   std::int64_t classes, int k, double* total, int* error_flags, int flag,
                                   cudaStream_t stream) {
@@ -308,7 +365,14 @@ __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n,
     for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += std::int64_t(gridDim.x) * blockDim.x) {
       if (p.class_id >= 0 && i % classes != p.class_id) continue;
-      const float x = float(confusion::prediction(p, double(load(pred, i))));
+      double raw = double(load(pred, i));
+      if (p.top_k > 0) {
+        const T* row = pred + (i / classes) * classes;
+        if (!confusion::in_top_k<float>([row](std::int64_t j) { return load(row, j); }, classes, i % classes,
+                                        load(pred, i), p.top_k))
+          raw = confusion::kOutsideTopK;
+      }
+      const float x = float(confusion::prediction(p, raw));
       const bool above = x > threshold, positive = float(load(labels, i)) != 0.f;
       c[above ? (positive ? 0 : 1) : (positive ? 3 : 2)] += 1.0;
     }
@@ -386,6 +450,48 @@ __global__ void f_score_counts_kernel(const T* pred, const L* labels, std::int64
       for (int k = 0; k < 4; ++k)
         if (v[k] != 0) atomicAdd(counts + k * C + c, v[k]);
   }
+}
+
+// ---- class confusion: a thread per item (its argmax over its row where asked, in float, the first maximum), one
+// atomic per counted item (whole numbers: exact in any order).
+template <class T>
+__device__ std::int64_t first_argmax(const T* row, std::int64_t k) {
+  std::int64_t best = 0;
+  float best_v = load(row, 0);
+  for (std::int64_t j = 1; j < k; ++j) {
+    const float v = load(row, j);
+    if (v > best_v) best_v = v, best = j;
+  }
+  return best;
+}
+
+template <class T, class L>
+__global__ void class_confusion_kernel(const T* pred, const std::int32_t* sparse, const L* dense,
+                                       std::int64_t n, std::int64_t K, std::int64_t KL,
+                                       ClassConfusionParams p, double* counts) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const std::int64_t q = p.argmax_predictions ? first_argmax(pred + i * K, K)
+                           : p.thresholded      ? (load(pred, i) >= float(p.threshold) ? 1 : 0)
+                                                : confusion::value_class(load_double(pred, i), p.classes);
+    const std::int64_t t = sparse            ? confusion::value_class(double(sparse[i]), p.classes)
+                           : p.argmax_labels ? first_argmax(dense + i * KL, KL)
+                                             : confusion::value_class(load_double(dense, i), p.classes);
+    const std::int64_t cell = confusion::confusion_cell(p, t, q);
+    if (cell >= 0) atomicAdd(counts + cell, 1.0);
+  }
+}
+
+cudaError_t launch_class_confusion(const void* pred, Element type, const Labels& labels, std::int64_t n,
+                                   std::int64_t K, std::int64_t KL, const ClassConfusionParams& p,
+                                   double* counts, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
+    using T = typename decltype(ttag)::type;
+    using L = typename decltype(ltag)::type;
+    class_confusion_kernel<T, L><<<reduction_blocks(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(pred), labels.sparse, static_cast<const L*>(labels.dense), n, K, KL, p, counts);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t launch_f_score_counts(const void* pred, Element type, const void* labels, Element label_type,
@@ -484,6 +590,18 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& we
                               not_binary, total.data<double>(), gradient_of(dpred), grad_scale, c.stream));
 }
 
+const DTypes row_loss_dtypes = kFloat32Or16;
+void row_loss(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total, Tensor& dpred,
+              const RowLossParams& p, double grad_scale) {
+  const std::int64_t C = pred.dim(-1), rows = pred.numel() / C;
+  const double per_sample = rows ? double(rows / pred.dim(0)) : 1.0;
+  Context& c = context(pred);
+  SYSTOLIC_CUDA_CHECK(launch_row_loss(pred.raw_data(), element_of(pred.dtype()), target.raw_data(),
+                                      element_of(target.dtype()), rows, C, per_sample,
+                                      loss::row_weights(weights, rows), p, total.data<double>(),
+                                      gradient_of(dpred), grad_scale, c.stream));
+}
+
 const DTypes accuracy_count_dtypes = kFloat32Or16;
 void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
   Batch b = batch_of(pred, labels);
@@ -507,6 +625,23 @@ void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
   SYSTOLIC_CUDA_CHECK(launch_regression_sums(pred.raw_data(), element_of(pred.dtype()), target.raw_data(),
                                              element_of(target.dtype()), pred.numel() / pred.dim(-1),
                                              pred.dim(-1), sums.data<double>(), c.stream));
+}
+
+const DTypes class_confusion_dtypes = kFloat32Or16;
+void class_confusion(const Tensor& pred, const Tensor& labels, Tensor& counts,
+                     const ClassConfusionParams& p) {
+  Context& c = context(pred);
+  const std::int64_t K = p.argmax_predictions ? pred.dim(-1) : 1, KL = p.argmax_labels ? labels.dim(-1) : 1;
+  Labels l;
+  if (labels.dtype() == DType::int32) {
+    l.sparse = labels.data<std::int32_t>();
+  } else {
+    l.dense = labels.raw_data();
+    l.dense_type = element_of(labels.dtype());
+  }
+  SYSTOLIC_CUDA_CHECK(launch_class_confusion(pred.raw_data(), element_of(pred.dtype()), l,
+                                             K ? pred.numel() / K : 0, K, KL, p, counts.data<double>(),
+                                             c.stream));
 }
 
 const DTypes f_score_counts_dtypes = kFloat32Or16;

@@ -166,10 +166,62 @@ cudaError_t launch_clip_gradients(float* g, std::int64_t n, bool by_norm, double
                             kClipBlocks, limit);
 }
 
+// A trust-ratio rule (Lamb), after rule_kernel updated the slots: each block's sums of w^2 and of the direction's
+// squares into partial[2 block], [2 block + 1]; then every block of the step kernel adds the partials in the same
+// order (the same ratio on every run) and steps w.
+__global__ void trust_partials_kernel(const float* w, const float* s0, const float* s1, std::int64_t n,
+                                      UpdateParams p, const double* step, double* partial) {
+  __shared__ double lanes[2][kThreads];
+  double c[update::kStepValues];
+  for (int k = 0; k < update::kStepValues; ++k) c[k] = step[k];
+  double ws = 0, ds = 0;
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const double d = static_cast<float>(update::direction<DoubleMath>(p, c, double(s0[i]), double(s1[i])));
+    ws += double(w[i]) * double(w[i]);
+    ds += d * d;
+  }
+  lanes[0][threadIdx.x] = ws;
+  lanes[1][threadIdx.x] = ds;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      for (int k = 0; k < 2; ++k) lanes[k][threadIdx.x] += lanes[k][threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = lanes[0][0];
+    partial[2 * blockIdx.x + 1] = lanes[1][0];
+  }
+}
+
+__global__ void trust_step_kernel(float* w, const float* s0, const float* s1, std::int64_t n, UpdateParams p,
+                                  const double* step, const double* partial, unsigned parts) {
+  __shared__ double scale;
+  double c[update::kStepValues];
+  for (int k = 0; k < update::kStepValues; ++k) c[k] = step[k];
+  if (threadIdx.x == 0) {
+    double ws = 0, ds = 0;
+    for (unsigned k = 0; k < parts; ++k) ws += partial[2 * k], ds += partial[2 * k + 1];
+    scale = c[0] * update::ratio<DoubleMath>(ws, ds);
+  }
+  __syncthreads();
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const float d = static_cast<float>(update::direction<DoubleMath>(p, c, double(s0[i]), double(s1[i])));
+    w[i] = static_cast<float>(double(w[i]) - scale * double(d));
+  }
+}
+
 cudaError_t launch_optimizer_update(float* w, const float* g, float* s0, float* s1, float* s2, std::int64_t n,
-                                    const UpdateParams& p, const double* step, cudaStream_t stream) {
+                                    const UpdateParams& p, const double* step, double* partial,
+                                    cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  return launch_elementwise(rule_kernel, n, stream, w, g, s0, s1, s2, n, p, step);
+  cudaError_t e = launch_elementwise(rule_kernel, n, stream, w, g, s0, s1, s2, n, p, step);
+  if (e != cudaSuccess || !update::trust_ratio(p.rule)) return e;
+  trust_partials_kernel<<<kClipBlocks, kThreads, 0, stream>>>(w, s0, s1, n, p, step, partial);
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  return launch_elementwise(trust_step_kernel, n, stream, w, static_cast<const float*>(s0),
+                            static_cast<const float*>(s1), n, p, step, static_cast<const double*>(partial),
+                            kClipBlocks);
 }
 
 }  // namespace
@@ -219,10 +271,13 @@ void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor
                       const Tensor& step) {
   Context& c = context(w);
   const int slots = update::slot_count(p.rule);
+  double* partial = update::trust_ratio(p.rule)
+                        ? static_cast<double*>(c.workspace(2 * kClipBlocks * sizeof(double)))
+                        : nullptr;
   SYSTOLIC_CUDA_CHECK(
       launch_optimizer_update(w.data<float>(), g.data<float>(), slots > 0 ? s0.data<float>() : nullptr,
                               slots > 1 ? s1.data<float>() : nullptr, slots > 2 ? s2.data<float>() : nullptr,
-                              w.numel(), p, step.data<double>(), c.stream));
+                              w.numel(), p, step.data<double>(), partial, c.stream));
 }
 
 }  // namespace systolic::ops::cuda

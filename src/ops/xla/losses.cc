@@ -5,6 +5,7 @@
 
 #include "ops/confusion_math.h"
 #include "ops/loss_math.h"
+#include "ops/row_loss_math.h"
 #include "ops/xla/emit.h"
 #include "ops/xla/xla_backend.h"
 
@@ -125,6 +126,35 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& we
   });
 }
 
+// Each statistic a reduction over the rows of [R, C] terms, read by the later terms broadcast over the row.
+const DTypes row_loss_dtypes = kFloatsAndBf16;
+void row_loss(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total, Tensor& dpred,
+              const RowLossParams& p, double grad_scale) {
+  namespace rl = row_loss_math;
+  traced([&] {
+    const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+    if (R == 0) return;
+    const double per_sample = double(R / pred.dim(0));
+    const std::vector<std::int64_t> d{R, C};
+    E x = reshape(read_as(pred, Elem::f64), d);
+    E t = rl::target<Math>(p, reshape(read_as(target, Elem::f64), d), double(C));
+    std::vector<E> rows, spread_rows;  // the statistics: [R], and broadcast to [R, C]
+    for (int i = 0; i < rl::stats(p); ++i) {
+      E v = rl::term<Math>(p, i, x, t, spread_rows.data());
+      rows.push_back(rl::is_max(p, i) ? reduce_max(v, {1}) : sum(v, {1}));
+      spread_rows.push_back(broadcast_rows(rows.back(), d));
+    }
+    E value = rl::value<Math>(p, rows.data());
+    const bool weighted = weights.defined();
+    E w = weighted ? spread(weights, R) : E();
+    add_total(total, sum_all(weighted ? value * w : value) / per_sample);
+    if (dpred.defined()) {
+      E g = rl::gradient<Math>(p, x, t, spread_rows.data()) * (grad_scale / per_sample);
+      write(dpred, weighted ? g * broadcast_rows(w, d) : g);
+    }
+  });
+}
+
 const DTypes accuracy_count_dtypes = kFloatsAndBf16;
 void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
   traced([&] {
@@ -161,6 +191,14 @@ void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, 
       thresholds[t] = compute == Elem::f64 ? v : double(float(v));
     }
     E x = reshape(read_as(pred, Elem::f64), {n});
+    if (p.top_k > 0) {  // [R, C, C]: how many of the row's values come before each in tf.math.top_k's order
+      E z = reshape(x, {R, C});
+      const std::vector<std::int64_t> d3{R, C, C};
+      E other = broadcast(z, d3, {0, 2}), self = broadcast(z, d3, {0, 1});
+      E before = other > self || (eq(other, self) && iota(d3, 2, Elem::i32) < iota(d3, 1, Elem::i32));
+      E count = sum(where(before, constant(1.0, Type{Elem::f64, d3}), 0.0), {2});
+      x = reshape(where(count < double(p.top_k), z, confusion::kOutsideTopK), {n});
+    }
     if (p.from_logits) x = sigmoid(x);
     if (p.clip) x = clip(x, 0.0, 1.0);
     x = convert(convert(x, compute), Elem::f64);
@@ -194,6 +232,41 @@ void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
     auto rows = [&](const E& v) { return broadcast(v, {3, C}, {1}); };
     E all = where(eq(row, 0.0), rows(s1), where(eq(row, 1.0), rows(s2), rows(s3)));
     accumulate_into(sums, reshape(all, sums.shape().dims()));
+  });
+}
+
+// Each item's cell (labels by predictions, -1 for none) in float64, counted against an iota of the cells.
+const DTypes class_confusion_dtypes = kFloatsAndBf16;
+void class_confusion(const Tensor& pred, const Tensor& labels, Tensor& counts,
+                     const ClassConfusionParams& p) {
+  traced([&] {
+    const std::int64_t C = p.classes, K = p.argmax_predictions ? pred.dim(-1) : 1, n = pred.numel() / K;
+    if (n == 0) return;
+    auto value_class = [&](const Tensor& t) {  // trunc(v) in [0, C), else -1
+      E v = reshape(read_as(t, Elem::f64), {n});
+      return where(v >= 0.0 && v < double(C), convert(convert(v, Elem::i32), Elem::f64), -1.0);
+    };
+    auto argmax = [&](const Tensor& t) {
+      return convert(argmax_rows(reshape(read(t), {n, t.dim(-1)})), Elem::f64);
+    };
+    E q;
+    if (p.argmax_predictions) {
+      q = argmax(pred);
+    } else if (p.thresholded) {  // in the predictions' compute type, as the CPU compares
+      const Elem compute = compute_elem(pred.dtype());
+      const double threshold = compute == Elem::f64 ? p.threshold : double(float(p.threshold));
+      q = where(reshape(read_as(pred, compute), {n}) >= threshold, constant(1.0, Type{Elem::f64, {n}}), 0.0);
+    } else {
+      q = value_class(pred);
+    }
+    E t = labels.dtype() != DType::int32 && p.argmax_labels ? argmax(labels) : value_class(labels);
+    E valid = t >= 0.0 && t < double(C) && q >= 0.0 && q < double(C);
+    if (p.has_ignore_class) valid = valid && !eq(t, double(p.ignore_class));
+    E cell = where(valid, t * double(C) + q, -1.0);
+    const std::vector<std::int64_t> d{n, C * C};
+    E hits = eq(broadcast(cell, d, {0}), convert(iota(d, 1, Elem::i32), Elem::f64));
+    accumulate_into(counts, reshape(sum(where(hits, constant(1.0, Type{Elem::f64, d}), 0.0), {0}),
+                                    counts.shape().dims()));
   });
 }
 

@@ -107,6 +107,12 @@ void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor
     E sv[3];
     for (int k = 0; k < 3; ++k) sv[k] = k < slots ? read(*given[k]) : like(0.0, wv);
     update::element<Math>(p, c.data(), wv, gv, sv[0], sv[1], sv[2]);
+    if (update::trust_ratio(p.rule)) {  // the ratio of the sums of squares, in float64
+      E d = update::direction<Math>(p, c.data(), sv[0], sv[1]);
+      E ratio = update::ratio<Math>(sum_all(square(convert(wv, Elem::f64))),
+                                    sum_all(square(convert(d, Elem::f64))));
+      wv = wv - c[0] * as_like(ratio, wv) * d;
+    }
     write(w, wv);
     for (int k = 0; k < slots; ++k) write(*given[k], sv[k]);
   });
