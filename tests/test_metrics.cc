@@ -104,6 +104,44 @@ TEST(ConfusionMetrics, MatchKerasAcrossBatches) {
   expect_as_keras("metrics/confusion.json", 14, 1e-6);
 }
 
+// Keras's PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity, SpecificityAtSensitivity, Precision and
+// Recall with top_k (tied predictions too), and AUC with multi_label (tests/fixtures/metrics/rates.json).
+TEST(ConfusionMetrics, RatesTopKAndMultiLabelMatchKerasAcrossBatches) {
+  expect_as_keras("metrics/rates.json", 27, 1e-6);
+}
+
+// Keras's IoU, MeanIoU, OneHotIoU, OneHotMeanIoU and BinaryIoU (tests/fixtures/metrics/iou.json): labels of
+// their own shape (integer labels as int32, as a sparse loss's), two batches, Keras's result (float32 in Keras).
+TEST(IoUMetrics, MatchKerasAcrossBatches) {
+  const json& f = systolic::testing::json_fixture("metrics/iou.json");
+  ASSERT_EQ(f["cases"].size(), 9u);
+  for (const json& c : f["cases"]) {
+    SCOPED_TRACE(c["config"].dump());
+    const bool integer = c["integer_labels"].get<bool>();
+    auto m = metrics::make(metrics::from_config(c["config"]), integer);
+    EXPECT_EQ(m->class_name(), c["config"]["class_name"].get<std::string>());
+    auto dims = c["shape"].get<std::vector<std::int64_t>>();
+    auto label_dims = c["label_shape"].get<std::vector<std::int64_t>>();
+    m->build(Shape(std::vector<std::int64_t>(dims.begin() + 1, dims.end())));
+    Tensor pred = Tensor::from_vector(c["pred"].get<std::vector<float>>(), Shape(dims));
+    auto values = c["labels"].get<std::vector<double>>();
+    Tensor labels =
+        integer
+            ? Tensor::from_vector(std::vector<std::int32_t>(values.begin(), values.end()), Shape(label_dims))
+            : Tensor::from_vector(std::vector<float>(values.begin(), values.end()), Shape(label_dims));
+    Tensor state = Tensor::zeros({m->state_size()}, DType::float64);
+    m->update(pred.slice(0, 10), labels.slice(0, 10), state);
+    m->update(pred.slice(10, dims[0]), labels.slice(10, dims[0]), state);
+    EXPECT_NEAR(m->value(state.data<double>(), double(dims[0])), c["result"].get<double>(), 1e-6);
+    EXPECT_EQ(json::parse(metrics::serialize(*m, keras_object::Form::keras3).dump()), c["config"]);
+  }
+  // They need their arguments: by name alone compile refuses them, saying so; a target class out of range is named.
+  EXPECT_THAT(error_of([] { metrics::get("mean_io_u", true); }), HasSubstr("needs its arguments"));
+  json bad = {{"class_name", "IoU"},
+              {"config", {{"name", "iou"}, {"num_classes", 2}, {"target_class_ids", {0, 2}}}}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(bad); }), HasSubstr("target class id 2 is out of range"));
+}
+
 // Keras's R2Score (tests/fixtures/metrics/r2.json): Keras sums in float32.
 TEST(R2Score, MatchesKerasAcrossBatches) {
   expect_as_keras("metrics/r2.json", 5, 1e-5);
@@ -298,14 +336,19 @@ TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {
   EXPECT_EQ(back.metrics_names(), m.metrics_names());
   EXPECT_EQ(back.evaluate(x, labels, {.batch_size = 7, .verbose = 0}), batched);
   // What systolic does not compute is refused by name.
-  json auc = {{"class_name", "AUC"}, {"config", {{"name", "auc"}, {"multi_label", true}}}};
-  EXPECT_THAT(error_of([&] { metrics::from_config(auc); }), HasSubstr("'multi_label'"));
+  json auc = {{"class_name", "AUC"}, {"config", {{"name", "auc"}, {"label_weights", {1, 2}}}}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(auc); }), HasSubstr("label_weights without multi_label"));
   auc["config"] = {{"name", "auc"}, {"curve", "PRGAIN"}};
   EXPECT_THAT(error_of([&] { metrics::from_config(auc); }), HasSubstr("PRGAIN"));
   json precision = {{"class_name", "Precision"}, {"config", {{"name", "p"}, {"thresholds", {0.2, 0.7}}}}};
   EXPECT_THAT(error_of([&] { metrics::from_config(precision); }), HasSubstr("thresholds [0.2,0.7]"));
-  precision["config"] = {{"name", "p"}, {"top_k", 2}};
-  EXPECT_THAT(error_of([&] { metrics::from_config(precision); }), HasSubstr("'top_k'"));
+  precision["config"] = {{"name", "p"}, {"top_k", 0}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(precision); }),
+              HasSubstr("top_k 0 must be a positive integer"));
+  // multi_label takes an output of (batch, labels); label_weights one per label.
+  metrics::AUC multi({.multi_label = true, .label_weights = {1, 2}});
+  EXPECT_THAT(error_of([&] { multi.build(Shape{3}); }), HasSubstr("2 label_weights for 3 labels"));
+  EXPECT_THAT(error_of([&] { multi.build(Shape{2, 2}); }), HasSubstr("multi_label takes an output"));
   EXPECT_THAT(error_of([] { metrics::AUC({.num_thresholds = 1}); }), HasSubstr("num_thresholds"));
 }
 

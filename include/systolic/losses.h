@@ -187,6 +187,55 @@ class BinaryFocalCrossentropy : public ElementwiseLoss {
                          .class_balancing = o.apply_class_balancing}) {}
 };
 
+// Keras's losses whose value for a row (the last axis) needs the whole row (ops::row_loss, whose RowLoss kinds give
+// the formulas); per sample, the mean over its rows. From the output as it is: CategoricalFocalCrossentropy with
+// from_logits applies its own softmax, and without it normalises a softmax output's rows again, as Keras does.
+class RowwiseLoss : public Loss {
+ public:
+  std::string name() const override { return name_; }
+  std::string class_name() const override { return class_name_; }
+  nlohmann::ordered_json get_config() const override;
+  std::unique_ptr<Loss> clone() const override { return std::make_unique<RowwiseLoss>(*this); }
+  bool from_logits() const override { return params_.from_logits; }
+  bool compute(LossArgs& args) const override;
+  const ops::RowLossParams& params() const { return params_; }
+
+ protected:
+  RowwiseLoss(std::string class_name, std::string name, const ops::RowLossParams& params)
+      : class_name_(std::move(class_name)), name_(std::move(name)), params_(params) {}
+
+ private:
+  std::string class_name_, name_;
+  ops::RowLossParams params_;
+};
+
+class CosineSimilarity : public RowwiseLoss {
+ public:
+  CosineSimilarity()
+      : RowwiseLoss("CosineSimilarity", "cosine_similarity", {.kind = ops::RowLoss::cosine_similarity}) {}
+};
+class CategoricalHinge : public RowwiseLoss {
+ public:
+  CategoricalHinge()
+      : RowwiseLoss("CategoricalHinge", "categorical_hinge", {.kind = ops::RowLoss::categorical_hinge}) {}
+};
+
+struct CategoricalFocalCrossentropyOptions {
+  double alpha = 0.25, gamma = 2.0;
+  bool from_logits = false;
+  double label_smoothing = 0.0;
+};
+class CategoricalFocalCrossentropy : public RowwiseLoss {
+ public:
+  explicit CategoricalFocalCrossentropy(const CategoricalFocalCrossentropyOptions& o = {})
+      : RowwiseLoss("CategoricalFocalCrossentropy", "categorical_focal_crossentropy",
+                    {.kind = ops::RowLoss::categorical_focal_crossentropy,
+                     .from_logits = o.from_logits,
+                     .label_smoothing = o.label_smoothing,
+                     .alpha = o.alpha,
+                     .gamma = o.gamma}) {}
+};
+
 // keras.losses.get: a class or function name, or one of Keras's aliases ("SparseCategoricalCrossentropy",
 // "categorical_crossentropy", "mse"), with Keras's defaults; Error naming the known ones.
 std::unique_ptr<Loss> get(const std::string& name);

@@ -25,6 +25,9 @@ class Metric {
   virtual std::unique_ptr<Metric> clone() const = 0;
   // Whether it reads integer labels (true), one-hot labels (false).
   virtual bool sparse_labels() const = 0;
+  // Whether it reads the labels of a loss that takes integer labels (sparse) or not: by default, when
+  // sparse_labels() says so; a metric of class ids (IoU) reads either.
+  virtual bool takes_labels(bool sparse) const { return sparse_labels() == sparse; }
   // Called by compile with the model's output shape (no batch axis), before state_size(): a metric whose state
   // has a sum per output column (R2Score) sizes it here, or refuses the output.
   virtual void build(const Shape& output) { (void)output; }
@@ -44,13 +47,16 @@ class Metric {
 };
 
 // Keras's AUC: the area under the ROC or precision-recall curve from the confusion counts at num_thresholds
-// thresholds spaced evenly over [0, 1] (predictions clipped to it), accumulated over the batches.
+// thresholds spaced evenly over [0, 1] (predictions clipped to it), accumulated over the batches. multi_label: an
+// area per label (a column of the (batch, labels) output), and their mean (weighted by label_weights when given).
 struct AUCOptions {
   std::int64_t num_thresholds = 200;
   std::string curve = "ROC";                       // or "PR"
   std::string summation_method = "interpolation";  // or "minoring", "majoring"
   bool from_logits = false;                        // predictions are logits (sigmoid first)
   std::string name = "auc";
+  bool multi_label = false;
+  std::vector<double> label_weights;  // multi_label: one per label, or empty (each weighs 1)
 };
 class AUC final : public Metric {
  public:
@@ -59,21 +65,26 @@ class AUC final : public Metric {
   std::string class_name() const override { return "AUC"; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<AUC>(*this); }
   bool sparse_labels() const override { return false; }
-  std::int64_t state_size() const override { return 4 * options_.num_thresholds; }
+  void build(const Shape& output) override;
+  std::int64_t state_size() const override { return 4 * options_.num_thresholds * labels_; }
   void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
   double value(const double* state, double samples) const override;
   nlohmann::ordered_json get_config() const override;
 
  private:
   AUCOptions options_;
+  std::int64_t labels_ = 1;  // multi_label: the output's labels; else 1
+  double area(const double* counts) const;
 };
 
 // Keras's Precision (tp / (tp + fp)) and Recall (tp / (tp + fn)) at one threshold, accumulated over the batches;
-// with class_id, of that column of the predictions and labels only.
+// with class_id, of that column of the predictions and labels only; with top_k, of each row's top_k predictions
+// only (the others count as negative).
 struct ThresholdOptions {
-  double threshold = 0.5;
-  std::int64_t class_id = -1;  // -1: every prediction
-  std::string name;            // empty: "precision" / "recall"
+  std::optional<double> threshold;  // none: 0.5, or with top_k any prediction in the top k
+  std::int64_t class_id = -1;       // -1: every prediction
+  std::string name;                 // empty: "precision" / "recall"
+  std::int64_t top_k = 0;           // 0: none
 };
 class ThresholdMetric : public Metric {
  public:
@@ -101,6 +112,76 @@ class Recall final : public ThresholdMetric {
   std::string class_name() const override { return "Recall"; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<Recall>(*this); }
   double value(const double* state, double samples) const override;
+};
+
+// Keras's PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity and SpecificityAtSensitivity: over
+// num_thresholds thresholds spaced evenly over [0, 1], the best of one rate among the thresholds where the other
+// reaches `value` (0 where none does), from the confusion counts accumulated over the batches; with class_id, of
+// that column of the predictions and labels only.
+enum class RateAt {
+  precision_at_recall,
+  recall_at_precision,
+  sensitivity_at_specificity,
+  specificity_at_sensitivity
+};
+struct RateAtOptions {
+  double value = 0.5;  // in [0, 1]: the recall, precision, specificity or sensitivity to reach
+  std::int64_t num_thresholds = 200;
+  std::int64_t class_id = -1;  // -1: every prediction
+  std::string name;            // empty: Keras's ("precision_at_recall", ...)
+};
+class RateAtMetric final : public Metric {
+ public:
+  RateAtMetric(RateAt kind, const RateAtOptions& options);
+  std::string name() const override { return name_; }
+  std::string class_name() const override;
+  std::unique_ptr<Metric> clone() const override { return std::make_unique<RateAtMetric>(*this); }
+  bool sparse_labels() const override { return false; }
+  std::int64_t state_size() const override { return 4 * options_.num_thresholds; }
+  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  double value(const double* state, double samples) const override;
+  nlohmann::ordered_json get_config() const override;
+
+ private:
+  RateAt kind_;
+  RateAtOptions options_;
+  std::string name_;
+};
+
+// Keras's IoU metrics: per class c, IoU_c = tp_c / (tp_c + fp_c + fn_c + epsilon) from the confusion matrix of
+// predicted and true classes accumulated over the batches (ops::class_confusion), averaged over the target classes
+// whose denominator is not 0 (Keras 3.15's result()). IoU (target_class_ids), MeanIoU (every class), OneHotIoU and
+// OneHotMeanIoU (one-hot labels: their argmax), BinaryIoU (two classes; a prediction >= threshold is class 1).
+// Class ids are the values of the labels and predictions (sparse_y_true, sparse_y_pred), or their argmax.
+enum class IoUKind { iou, mean_iou, one_hot_iou, one_hot_mean_iou, binary_iou };
+struct IoUOptions {
+  std::int64_t num_classes = 2;  // BinaryIoU: 2
+  std::vector<std::int64_t>
+      target_class_ids;  // IoU, OneHotIoU, BinaryIoU ({0, 1} when empty); MeanIoU: every class
+  std::optional<std::int64_t> ignore_class;  // not BinaryIoU
+  bool sparse_y_true = true;                 // IoU, MeanIoU (the one-hot kinds: false)
+  std::optional<bool> sparse_y_pred;         // none: true for IoU and MeanIoU, false for the one-hot kinds
+  double threshold = 0.5;                    // BinaryIoU
+  std::string name;                          // empty: Keras's ("io_u", "mean_io_u", ...)
+};
+class IoUMetric final : public Metric {
+ public:
+  IoUMetric(IoUKind kind, const IoUOptions& options);
+  std::string name() const override { return name_; }
+  std::string class_name() const override;
+  std::unique_ptr<Metric> clone() const override { return std::make_unique<IoUMetric>(*this); }
+  bool sparse_labels() const override { return options_.sparse_y_true; }
+  bool takes_labels(bool sparse) const override { return options_.sparse_y_true || !sparse; }
+  std::int64_t state_size() const override { return options_.num_classes * options_.num_classes; }
+  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  double value(const double* state, double samples) const override;
+  nlohmann::ordered_json get_config() const override;
+
+ private:
+  IoUKind kind_;
+  IoUOptions options_;
+  std::string name_;
+  nlohmann::ordered_json own_config() const;
 };
 
 // Keras's R2Score (coefficient of determination) per output column, from the columns' sums of targets, squared

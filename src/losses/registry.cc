@@ -21,7 +21,10 @@ using keras_object::json;
   X(poisson)                         \
   X(kl_divergence)                   \
   X(hinge)                           \
-  X(squared_hinge)
+  X(squared_hinge)                   \
+  X(categorical_hinge)               \
+  X(cosine_similarity)               \
+  X(categorical_focal_crossentropy)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),

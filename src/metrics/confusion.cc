@@ -1,5 +1,6 @@
-// Keras's metrics of confusion counts: AUC (ROC or PR, Keras's three summation methods) and Precision and Recall
-// at one threshold. ops::confusion_counts adds each batch's true/false positives/negatives per threshold to the
+// Keras's metrics of confusion counts: AUC (ROC or PR, Keras's three summation methods, multi_label), Precision and
+// Recall at one threshold (class_id, top_k), and PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity and
+// SpecificityAtSensitivity. ops::confusion_counts adds each batch's true/false positives/negatives per threshold to the
 // metric's state; the value is Keras 3.15's result() of those sums (keras/src/metrics/confusion_metrics.py),
 // computed in double.
 #include <systolic/ops.h>
@@ -38,14 +39,44 @@ AUC::AUC(const AUCOptions& options) : options_(options) {
                  options_.summation_method);
 }
 
+void AUC::build(const Shape& output) {
+  labels_ = 1;
+  if (!options_.multi_label) return;
+  SYSTOLIC_CHECK(output.rank() == 1,
+                 "{}: multi_label takes an output of shape (batch, labels), not (None, {})", options_.name,
+                 output.str());
+  labels_ = output[0];
+  SYSTOLIC_CHECK(options_.label_weights.empty() || std::int64_t(options_.label_weights.size()) == labels_,
+                 "{}: {} label_weights for {} labels", options_.name, options_.label_weights.size(), labels_);
+}
+
 void AUC::update(const Tensor& output, const Tensor& labels, Tensor& state) const {
   // num_thresholds = 2 is Keras's [-epsilon, 1 + epsilon]: what ConfusionParams spaces evenly for 2 too.
-  ops::confusion_counts(
-      output, labels, state,
-      {.thresholds = options_.num_thresholds, .from_logits = options_.from_logits, .clip = true});
+  ops::ConfusionParams p{
+      .thresholds = options_.num_thresholds, .from_logits = options_.from_logits, .clip = true};
+  if (!options_.multi_label) return ops::confusion_counts(output, labels, state, p);
+  const std::int64_t size = 4 * options_.num_thresholds;
+  for (std::int64_t label = 0; label < labels_; ++label) {  // each label's counts, as its column's
+    Tensor counts = state.view(label * size, Shape{size});
+    p.class_id = label;
+    ops::confusion_counts(output, labels, counts, p);
+  }
 }
 
 double AUC::value(const double* state, double) const {
+  if (!options_.multi_label) return area(state);
+  // Keras: the labels' mean, or their mean weighted by label_weights.
+  const std::int64_t size = 4 * options_.num_thresholds;
+  double sum = 0, weights = 0;
+  for (std::int64_t label = 0; label < labels_; ++label) {
+    const double w = options_.label_weights.empty() ? 1.0 : options_.label_weights[label];
+    sum += w * area(state + label * size);
+    weights += w;
+  }
+  return options_.label_weights.empty() ? sum / double(labels_) : divide_no_nan(sum, weights);
+}
+
+double AUC::area(const double* state) const {
   const std::int64_t n = options_.num_thresholds;
   Counts c(state, n);
   double area = 0;
@@ -81,34 +112,110 @@ double AUC::value(const double* state, double) const {
 }
 
 nlohmann::ordered_json AUC::get_config() const {
-  return {{"num_thresholds", options_.num_thresholds},
-          {"curve", options_.curve},
-          {"summation_method", options_.summation_method},
-          {"multi_label", false},
-          {"num_labels", nullptr},
-          {"label_weights", nullptr},
-          {"from_logits", options_.from_logits}};
+  return {
+      {"num_thresholds", options_.num_thresholds},
+      {"curve", options_.curve},
+      {"summation_method", options_.summation_method},
+      {"multi_label", options_.multi_label},
+      {"num_labels", nullptr},
+      // Keras keeps label_weights as a float32 tensor, which its files hold as a __tensor__ object.
+      {"label_weights",
+       options_.label_weights.empty()
+           ? nlohmann::ordered_json(nullptr)
+           : nlohmann::ordered_json{{"class_name", "__tensor__"},
+                                    {"config", {{"value", options_.label_weights}, {"dtype", "float32"}}}}},
+      {"from_logits", options_.from_logits}};
 }
 
 ThresholdMetric::ThresholdMetric(const ThresholdOptions& options, const char* default_name)
     : options_(options), name_(options.name.empty() ? default_name : options.name) {
-  SYSTOLIC_CHECK(std::isfinite(options_.threshold), "{}: threshold {} is not finite", name_,
-                 options_.threshold);
+  SYSTOLIC_CHECK(!options_.threshold || std::isfinite(*options_.threshold), "{}: threshold {} is not finite",
+                 name_, options_.threshold.value_or(0.5));
   SYSTOLIC_CHECK(options_.class_id >= -1, "{}: class_id {} is negative", name_, options_.class_id);
+  SYSTOLIC_CHECK(options_.top_k >= 0, "{}: top_k {} is negative", name_, options_.top_k);
 }
 
 void ThresholdMetric::update(const Tensor& output, const Tensor& labels, Tensor& state) const {
+  // Keras's default threshold: 0.5, or with top_k NEG_INF (every prediction of the top k).
+  const double threshold = options_.threshold.value_or(options_.top_k > 0 ? -1e10 : 0.5);
   ops::confusion_counts(output, labels, state,
-                        {.threshold = options_.threshold, .class_id = options_.class_id});
+                        {.threshold = threshold, .class_id = options_.class_id, .top_k = options_.top_k});
 }
 
 nlohmann::ordered_json ThresholdMetric::get_config() const {
-  // Keras writes null for its default, 0.5.
-  return {{"thresholds", options_.threshold == 0.5 ? nlohmann::ordered_json(nullptr)
-                                                   : nlohmann::ordered_json(options_.threshold)},
-          {"top_k", nullptr},
-          {"class_id", options_.class_id < 0 ? nlohmann::ordered_json(nullptr)
-                                             : nlohmann::ordered_json(options_.class_id)}};
+  using ojson = nlohmann::ordered_json;
+  auto or_null = [](bool set, const ojson& v) { return set ? v : ojson(nullptr); };
+  return {{"thresholds", or_null(options_.threshold.has_value(), options_.threshold.value_or(0.5))},
+          {"top_k", or_null(options_.top_k > 0, options_.top_k)},
+          {"class_id", or_null(options_.class_id >= 0, options_.class_id)}};
+}
+
+namespace {
+// Each kind's argument: the rate to reach.
+const char* const kRateAtValues[] = {"recall", "precision", "specificity", "sensitivity"};
+}  // namespace
+
+RateAtMetric::RateAtMetric(RateAt kind, const RateAtOptions& options)
+    : kind_(kind), options_(options), name_(options.name) {
+  static const char* const names[] = {"precision_at_recall", "recall_at_precision",
+                                      "sensitivity_at_specificity", "specificity_at_sensitivity"};
+  if (name_.empty()) name_ = names[static_cast<int>(kind)];
+  SYSTOLIC_CHECK(options_.value >= 0 && options_.value <= 1, "{}: {} {} is not in [0, 1]", name_,
+                 kRateAtValues[static_cast<int>(kind)], options_.value);
+  SYSTOLIC_CHECK(options_.num_thresholds > 0, "{}: num_thresholds must be an integer > 0, got {}", name_,
+                 options_.num_thresholds);
+  SYSTOLIC_CHECK(options_.class_id >= -1, "{}: class_id {} is negative", name_, options_.class_id);
+}
+
+std::string RateAtMetric::class_name() const {
+  static const char* const classes[] = {"PrecisionAtRecall", "RecallAtPrecision", "SensitivityAtSpecificity",
+                                        "SpecificityAtSensitivity"};
+  return classes[static_cast<int>(kind_)];
+}
+
+void RateAtMetric::update(const Tensor& output, const Tensor& labels, Tensor& state) const {
+  // Keras's thresholds: [0, 1/(T-1), ..., 1] (predictions clipped to [0, 1]), or [0.5] for one.
+  ops::confusion_counts(output, labels, state,
+                        {.thresholds = options_.num_thresholds,
+                         .class_id = options_.class_id,
+                         .clip = options_.num_thresholds > 1,
+                         .exact_ends = true});
+}
+
+double RateAtMetric::value(const double* state, double) const {
+  const std::int64_t n = options_.num_thresholds;
+  Counts c(state, n);
+  // Keras's _find_max_under_constraint: the largest `dependent` where `constrained` >= value, or 0.
+  double best = 0;
+  for (std::int64_t t = 0; t < n; ++t) {
+    const double recall = divide_no_nan(c.tp[t], c.tp[t] + c.fn[t]);  // the sensitivity
+    const double precision = divide_no_nan(c.tp[t], c.tp[t] + c.fp[t]);
+    const double specificity = divide_no_nan(c.tn[t], c.tn[t] + c.fp[t]);
+    double constrained = 0, dependent = 0;
+    switch (kind_) {
+      case RateAt::precision_at_recall:
+        constrained = recall, dependent = precision;
+        break;
+      case RateAt::recall_at_precision:
+        constrained = precision, dependent = recall;
+        break;
+      case RateAt::sensitivity_at_specificity:
+        constrained = specificity, dependent = recall;
+        break;
+      case RateAt::specificity_at_sensitivity:
+        constrained = recall, dependent = specificity;
+        break;
+    }
+    if (constrained >= options_.value) best = std::max(best, dependent);
+  }
+  return best;
+}
+
+nlohmann::ordered_json RateAtMetric::get_config() const {
+  using ojson = nlohmann::ordered_json;
+  return {{"class_id", options_.class_id >= 0 ? ojson(options_.class_id) : ojson(nullptr)},
+          {"num_thresholds", options_.num_thresholds},
+          {kRateAtValues[static_cast<int>(kind_)], options_.value}};
 }
 
 double Precision::value(const double* state, double) const {
@@ -121,8 +228,8 @@ double Recall::value(const double* state, double) const {
 
 namespace {
 
-// AUC's config: Keras's arguments, refusing what systolic does not compute (multi_label, label_weights, thresholds
-// of its own).
+// AUC's config: Keras's arguments, refusing what systolic does not compute (label_weights without multi_label,
+// thresholds of its own).
 std::unique_ptr<Metric> auc_from_config(keras_object::StrictConfig& c, const std::string& name) {
   AUCOptions o{.name = name};
   const double n = c.number("num_thresholds", 200);
@@ -131,9 +238,23 @@ std::unique_ptr<Metric> auc_from_config(keras_object::StrictConfig& c, const std
   o.curve = c.string("curve", "ROC");
   o.summation_method = c.string("summation_method", "interpolation");
   o.from_logits = c.boolean("from_logits", false);
-  c.off("multi_label", false);
-  c.off("num_labels");
-  c.off("label_weights");
+  o.multi_label = c.boolean("multi_label", false);
+  const json& num_labels = c.raw("num_labels");  // the output's labels, which build() reads from it
+  if (!num_labels.is_null() && !(num_labels.is_number_integer() && num_labels.get<std::int64_t>() > 0))
+    c.fail("num_labels " + num_labels.dump() + " must be a positive integer or null");
+  if (!num_labels.is_null() && !o.multi_label) c.fail("num_labels is needed only when multi_label is True");
+  json weights = c.raw("label_weights");
+  if (weights.is_object() && weights.value("class_name", "") == "__tensor__")  // Keras's float32 tensor
+    weights = weights.contains("config") ? weights["config"].value("value", json()) : json();
+  if (!weights.is_null()) {
+    if (!o.multi_label) c.fail("label_weights without multi_label is not supported");
+    if (!weights.is_array()) c.fail("label_weights " + weights.dump() + " is not a list of numbers");
+    for (const json& w : weights) {
+      if (!w.is_number() || !(w.get<double>() >= 0))
+        c.fail("label_weights " + weights.dump() + " must be non-negative numbers");
+      o.label_weights.push_back(w.get<double>());
+    }
+  }
   c.off("thresholds");
   try {
     return std::make_unique<AUC>(o);
@@ -154,7 +275,12 @@ ThresholdOptions threshold_options(keras_object::StrictConfig& c, const std::str
   } else if (!t.is_null()) {
     c.fail("thresholds " + t.dump() + " is not supported (one threshold, or null for 0.5)");
   }
-  c.off("top_k");
+  const json& top_k = c.raw("top_k");
+  if (top_k.is_number_integer() && top_k.get<std::int64_t>() > 0) {
+    o.top_k = top_k.get<std::int64_t>();
+  } else if (!top_k.is_null()) {
+    c.fail("top_k " + top_k.dump() + " must be a positive integer or null");
+  }
   const json& k = c.raw("class_id");
   if (k.is_number_integer() && k.get<std::int64_t>() >= 0) {
     o.class_id = k.get<std::int64_t>();
@@ -201,5 +327,49 @@ const Entry& recall_entry() {
       }};
   return e;
 }
+
+namespace {
+// PrecisionAtRecall's kin: the rate to reach (required), num_thresholds, class_id.
+template <RateAt kind>
+std::unique_ptr<Metric> rate_at_from_config(keras_object::StrictConfig& c, const std::string& name) {
+  RateAtOptions o{.name = name};
+  const char* key = kind == RateAt::precision_at_recall          ? "recall"
+                    : kind == RateAt::recall_at_precision        ? "precision"
+                    : kind == RateAt::sensitivity_at_specificity ? "specificity"
+                                                                 : "sensitivity";
+  const json& value = c.raw(key);
+  if (!value.is_number()) c.fail(std::string(key) + " " + value.dump() + " must be a number in [0, 1]");
+  o.value = value.get<double>();
+  const double n = c.number("num_thresholds", 200);
+  if (n != std::floor(n) || n < 1) c.fail("num_thresholds must be an integer > 0");
+  o.num_thresholds = static_cast<std::int64_t>(n);
+  const json& k = c.raw("class_id");
+  if (k.is_number_integer() && k.get<std::int64_t>() >= 0) {
+    o.class_id = k.get<std::int64_t>();
+  } else if (!k.is_null()) {
+    c.fail("class_id " + k.dump() + " must be a non-negative integer or null");
+  }
+  try {
+    return std::make_unique<RateAtMetric>(kind, o);
+  } catch (const Error& e) {
+    c.fail(e.what());
+  }
+}
+// compile takes these only as objects (each needs its rate); a name alone is refused with that.
+std::unique_ptr<Metric> needs_arguments(const std::string& name, bool, bool) {
+  fail("metric '{}' needs its arguments: pass the metric object (metrics::RateAtMetric), not its name", name);
+}
+}  // namespace
+
+#define SYSTOLIC_RATE_AT_ENTRY(function, Class, kind)                                              \
+  const Entry& function##_entry() {                                                                \
+    static const Entry e{#Class, {#function}, needs_arguments, rate_at_from_config<RateAt::kind>}; \
+    return e;                                                                                      \
+  }
+SYSTOLIC_RATE_AT_ENTRY(precision_at_recall, PrecisionAtRecall, precision_at_recall)
+SYSTOLIC_RATE_AT_ENTRY(recall_at_precision, RecallAtPrecision, recall_at_precision)
+SYSTOLIC_RATE_AT_ENTRY(sensitivity_at_specificity, SensitivityAtSpecificity, sensitivity_at_specificity)
+SYSTOLIC_RATE_AT_ENTRY(specificity_at_sensitivity, SpecificityAtSensitivity, specificity_at_sensitivity)
+#undef SYSTOLIC_RATE_AT_ENTRY
 
 }  // namespace systolic::metrics

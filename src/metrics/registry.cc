@@ -25,10 +25,21 @@ using keras_object::json;
   X(kl_divergence)                     \
   X(hinge)                             \
   X(squared_hinge)                     \
+  X(categorical_hinge)                 \
+  X(cosine_similarity)                 \
   X(auc)                               \
   X(precision)                         \
   X(recall)                            \
+  X(precision_at_recall)               \
+  X(recall_at_precision)               \
+  X(sensitivity_at_specificity)        \
+  X(specificity_at_sensitivity)        \
   X(r2_score)                          \
+  X(io_u)                              \
+  X(mean_io_u)                         \
+  X(one_hot_io_u)                      \
+  X(one_hot_mean_io_u)                 \
+  X(binary_io_u)                       \
   X(f1_score)                          \
   X(fbeta_score)
 
@@ -47,7 +58,7 @@ const keras_object::Registry<Entry>& registry() {
 
 std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels, bool binary_output) {
   auto m = registry().at(name).make(name, loss_has_sparse_labels, binary_output);
-  SYSTOLIC_CHECK(m->sparse_labels() == loss_has_sparse_labels,
+  SYSTOLIC_CHECK(m->takes_labels(loss_has_sparse_labels),
                  "metric '{}' reads {} labels but the loss takes {} labels", name,
                  m->sparse_labels() ? "integer" : "dense", loss_has_sparse_labels ? "integer" : "dense");
   return m;
@@ -56,7 +67,7 @@ std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels
 std::unique_ptr<Metric> make(const MetricArg& metric, bool loss_has_sparse_labels, bool binary_output) {
   if (!metric.metric()) return get(metric.name(), loss_has_sparse_labels, binary_output);
   auto m = metric.metric()->clone();
-  SYSTOLIC_CHECK(m->sparse_labels() == loss_has_sparse_labels,
+  SYSTOLIC_CHECK(m->takes_labels(loss_has_sparse_labels),
                  "metric '{}' reads {} labels but the loss takes {} labels", m->name(),
                  m->sparse_labels() ? "integer" : "dense", loss_has_sparse_labels ? "integer" : "dense");
   return m;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/losses/keras_losses.json: Keras 3's elementwise and categorical losses (values, gradients, configs), computed
+"""Writes tests/fixtures/losses/keras_losses.json: Keras 3's elementwise, categorical and row losses (values, gradients, configs), computed
 by real Keras, for tests/test_losses.cc.
 
     python3 tests/reference/losses.py [--out DIR]
@@ -109,6 +109,35 @@ def main():
         for y in (one_hot, soft):
             cases.append(case("CategoricalCrossentropy", kw, "softmax", logits, y))
             cases.append(case("CategoricalCrossentropy", dict(kw, from_logits=True), "logits", logits, y))
+    # The row losses over the last axis: CosineSimilarity (a row of zeros among the predictions: Keras's normalisation
+    # then caps its factor at 1/epsilon), CategoricalHinge (one-hot and soft targets, tied maxima of (1 - t) p),
+    # CategoricalFocalCrossentropy (probabilities whose rows do not sum to 1, a softmax output, from_logits). The
+    # metrics of the same name (keras.metrics.CosineSimilarity, CategoricalHinge) record their result on the case.
+    for shape in [(5, 4), (2, 3, 4)]:
+        reals = arr(shape, -2, 2)
+        targets = arr(shape, -2, 2)
+        zero_row = reals.copy()
+        zero_row.reshape(-1, shape[-1])[1] = 0.0
+        one_hot = np.eye(shape[-1])[rng.integers(0, shape[-1], size=shape[:-1])]
+        soft = rng.dirichlet(np.ones(shape[-1]), size=shape[:-1])
+        ties = np.round(arr(shape, -2, 2))
+        probs = arr(shape, 0.02, 0.98)
+        logits = arr(shape, -3, 3)
+        cases.append(case("CosineSimilarity", {}, "pred", reals, targets))
+        cases.append(case("CosineSimilarity", {}, "pred", zero_row, one_hot))
+        for x, y in ((reals, one_hot), (reals, soft), (ties, one_hot)):
+            cases.append(case("CategoricalHinge", {}, "pred", x, y))
+        for kw in [{}, {"alpha": 0.5, "gamma": 1.0, "label_smoothing": 0.1}, {"gamma": 0.0}]:
+            for y in (one_hot, soft):
+                cases.append(case("CategoricalFocalCrossentropy", kw, "pred", probs, y))
+                cases.append(case("CategoricalFocalCrossentropy", kw, "softmax", logits, y))
+                cases.append(case("CategoricalFocalCrossentropy", dict(kw, from_logits=True), "logits", logits, y))
+    for c in cases:
+        if c["class_name"] in ("CosineSimilarity", "CategoricalHinge"):
+            m = getattr(keras.metrics, c["class_name"])()
+            shape = c["shape"]
+            m.update_state(np.array(c["y"]).reshape(shape), np.array(c["x"]).reshape(shape))
+            c["metric"] = float(m.result())
     out = {
         "generator": f"keras {keras.__version__}, tensorflow {tf.__version__}",
         "cases": cases,

@@ -25,6 +25,16 @@ For each, F1Score and FBetaScore (beta 2.0, 0.5) for every average (None, micro,
 None) after update_state on the first 10 rows then the other 13; and compile_config: the metrics of a model
 compiled with ["f1_score", F1Score(average="macro", threshold=0.5, name="f1_macro"),
 FBetaScore(beta=2.0, average="weighted")] as model.get_compile_config() holds them.
+
+rates.json (its own random stream): PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity and
+SpecificityAtSensitivity (num_thresholds 200, 37, 11, 1, class_id, one beyond reach), Precision and Recall with top_k
+(and class_id, a threshold) and AUC with multi_label (ROC, PR, label_weights), on predictions of shape (23, 1) and
+(23, 3), some of 0.2, 0.5 and 0.8 only (tied top-k), as confusion.json's.
+
+iou.json (its own random stream): IoU, MeanIoU, OneHotIoU, OneHotMeanIoU and BinaryIoU on integer labels, one-hot
+labels and 0/1 labels, predictions of class ids (some out of range or fractional), probabilities (a tied maximum) and
+probabilities at BinaryIoU's thresholds; with ignore_class, a class that never occurs, target_class_ids; each with
+its serialized config, label shape and Keras's result after the two batches.
 """
 import argparse
 import json
@@ -62,6 +72,8 @@ def main():
     write(os.path.join(args.out, "r2.json"), r2_cases(rng))
     write(os.path.join(args.out, "f_score.json"), f_score_cases(np.random.default_rng(7)),
           compile_config=f_score_compile_config())
+    write(os.path.join(args.out, "rates.json"), rate_cases(np.random.default_rng(8)))
+    write(os.path.join(args.out, "iou.json"), iou_cases(np.random.default_rng(9)))
 
 
 def r2_cases(rng):
@@ -165,6 +177,75 @@ def confusion_cases(rng):
             cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(labels.shape),
                           "pred": pred.reshape(-1).tolist(), "labels": labels.reshape(-1).tolist(),
                           "result": float(m.result())})
+    return cases
+
+
+def rate_cases(rng):
+    M = keras.metrics
+    one_column = [
+        M.PrecisionAtRecall(0.8), M.PrecisionAtRecall(0.5, num_thresholds=11), M.RecallAtPrecision(0.7),
+        M.RecallAtPrecision(0.999, name="recall_at_p999"),  # beyond reach: 0
+        M.SensitivityAtSpecificity(0.6), M.SpecificityAtSensitivity(0.9, num_thresholds=1),
+        M.SpecificityAtSensitivity(0.4, num_thresholds=37),
+    ]
+    three_columns = [
+        M.PrecisionAtRecall(0.6, class_id=1), M.SensitivityAtSpecificity(0.5, class_id=2, num_thresholds=20),
+        M.Precision(top_k=1), M.Precision(top_k=2), M.Recall(top_k=2), M.Precision(top_k=2, class_id=1),
+        M.Recall(top_k=1, thresholds=0.3),
+        M.AUC(multi_label=True), M.AUC(multi_label=True, curve="PR"),
+        M.AUC(multi_label=True, label_weights=[0.2, 1.0, 0.5], num_thresholds=50, summation_method="minoring"),
+    ]
+    cases = []
+    for columns, metrics, ties in ((1, one_column, False), (3, three_columns, False), (3, three_columns, True)):
+        labels = rng.integers(0, 2, size=(23, columns)).astype(np.float32)
+        # Predictions that lean to the labels, some exactly 0, 0.5 or 1; with ties, values of {0.2, 0.5, 0.8} only
+        # (tied rows: tf.math.top_k takes the lower index first).
+        pred = np.clip(0.35 * labels + rng.uniform(-0.1, 0.75, size=labels.shape), 0, 1).astype(np.float32)
+        pred.reshape(-1)[3] = 0.5
+        if ties:
+            pred = rng.choice(np.array([0.2, 0.5, 0.8], dtype=np.float32), size=labels.shape)
+        for m in metrics:
+            m = m.__class__.from_config(m.get_config())  # a fresh state for each data set
+            m.update_state(labels[:10], pred[:10])
+            m.update_state(labels[10:], pred[10:])
+            cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(labels.shape),
+                          "pred": pred.reshape(-1).tolist(), "labels": labels.reshape(-1).tolist(),
+                          "result": float(m.result())})
+    return cases
+
+
+def iou_cases(rng):
+    M = keras.metrics
+    n = 23
+    int_labels = rng.integers(0, 3, size=(n,)).astype(np.int32)
+    one_hot = np.eye(3, dtype=np.float32)[int_labels]
+    probs = rng.dirichlet(np.ones(3), size=n).astype(np.float32)
+    probs[2] = [0.4, 0.4, 0.2]  # tied maxima: the first is the argmax
+    class_ids = rng.integers(0, 3, size=(n,)).astype(np.float32)
+    class_ids[:4] = [3.0, -1.0, 1.7, 2.999]  # out of range (counted nowhere), truncated
+    binary_labels = rng.integers(0, 2, size=(n, 1)).astype(np.float32)
+    binary_pred = rng.uniform(size=(n, 1)).astype(np.float32)
+    binary_pred[:2, 0] = [0.3, 0.5]  # at the thresholds (>=: class 1)
+    data = [
+        # (metric, labels, predictions)
+        (M.MeanIoU(num_classes=3), int_labels, class_ids),
+        (M.MeanIoU(num_classes=3, sparse_y_pred=False), int_labels, probs),
+        (M.IoU(num_classes=3, target_class_ids=[0, 2], sparse_y_pred=False, ignore_class=1), int_labels, probs),
+        (M.IoU(num_classes=3, target_class_ids=[2], sparse_y_pred=False, name="iou_2"), int_labels, probs),
+        (M.OneHotIoU(num_classes=3, target_class_ids=[1]), one_hot, probs),
+        (M.OneHotMeanIoU(num_classes=3), one_hot, probs),
+        (M.OneHotMeanIoU(num_classes=4), np.pad(one_hot, ((0, 0), (0, 1))), np.pad(probs, ((0, 0), (0, 1)))),
+        (M.BinaryIoU(), binary_labels, binary_pred),
+        (M.BinaryIoU(target_class_ids=[1], threshold=0.3), binary_labels, binary_pred),
+    ]
+    cases = []
+    for m, y, p in data:
+        m.update_state(y[:10], p[:10])
+        m.update_state(y[10:], p[10:])
+        cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(p.shape),
+                      "label_shape": list(y.shape), "integer_labels": bool(y.dtype == np.int32),
+                      "pred": p.reshape(-1).tolist(), "labels": y.reshape(-1).astype(float).tolist(),
+                      "result": float(m.result())})
     return cases
 
 
