@@ -63,7 +63,7 @@ TEST(Optimizers, KerasTrajectoriesInFloat64) {
   const json& f = fixture();
   std::vector<double> initial = f["k"].get<std::vector<double>>();
   for (double v : f["b"].get<std::vector<double>>()) initial.push_back(v);
-  ASSERT_EQ(f["cases"].size(), 25u);
+  ASSERT_EQ(f["cases"].size(), 29u);
   for (const json& c : f["cases"]) {
     SCOPED_TRACE(c["serialized"].dump());
     auto opt = optimizers::deserialize(c["serialized"]);
@@ -113,8 +113,8 @@ TEST(Optimizers, WriteKerasConfigsBack) {
 }
 
 TEST(Optimizers, EveryKerasNameAndDefault) {
-  for (const char* n :
-       {"adam", "adamw", "sgd", "rmsprop", "adamax", "nadam", "adagrad", "adadelta", "lion", "ftrl"}) {
+  for (const char* n : {"adam", "adamw", "sgd", "rmsprop", "adamax", "nadam", "adagrad", "adadelta", "lion",
+                        "ftrl", "lamb"}) {
     SCOPED_TRACE(n);
     auto opt = optimizers::get(n);
     EXPECT_EQ(opt->learning_rate(), n == std::string("sgd") ? 0.01 : 0.001);
@@ -213,4 +213,36 @@ TEST(Optimizers, FitEndsWithTheMovingAverageOfTheWeights) {
               HasSubstr("ema_momentum must be in"));
   EXPECT_THAT(error_of([] { optimizers::SGD(0.1).set_ema(true, 0.9, 0); }),
               HasSubstr("ema_overwrite_frequency must be an integer >= 1"));
+}
+
+// loss_scale_factor: the loss's gradient is scaled by it and the gradients unscaled before the update, so a fit
+// takes the steps of the same fit without it (to rounding) and logs the same, unscaled, loss; Lamb trains the small
+// model (its trust ratio per variable). A factor that is no number > 0 is refused.
+TEST(Optimizers, LossScaleFactorLeavesTheStepsAndTheLoggedLoss) {
+  auto x = systolic::testing::random_tensor({8, 6, 6, 2}, 5);
+  auto y = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3}, {8});
+  auto fit = [&](std::optional<double> factor) {
+    auto m = systolic::testing::small_model(3);
+    optimizers::SGD opt(0.1, 0.9);
+    opt.set_loss_scale_factor(factor);
+    m.compile(opt, "sparse_categorical_crossentropy");
+    auto h = m.fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false});
+    return std::pair{m.trainable_parameters().to_doubles(), h.history.at("loss")};
+  };
+  auto [plain_w, plain_loss] = fit(std::nullopt);
+  for (double factor : {1024.0, 1.0 / 64}) {
+    SCOPED_TRACE(factor);
+    auto [w, loss] = fit(factor);
+    double diff = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) diff = std::max(diff, std::abs(w[i] - plain_w[i]));
+    EXPECT_LT(diff, 1e-5);
+    ASSERT_EQ(loss.size(), plain_loss.size());
+    for (std::size_t e = 0; e < loss.size(); ++e) EXPECT_NEAR(loss[e], plain_loss[e], 1e-5);
+  }
+  auto m = systolic::testing::small_model(4);
+  m.compile(optimizers::Lamb(0.01), "sparse_categorical_crossentropy");
+  auto h = m.fit(x, y, {.batch_size = 8, .epochs = 20, .verbose = 0, .shuffle = false});
+  EXPECT_LT(h.history.at("loss").back(), h.history.at("loss").front());
+  EXPECT_THAT(error_of([] { optimizers::SGD(0.1).set_loss_scale_factor(0.0); }),
+              HasSubstr("loss_scale_factor 0 must be a number > 0"));
 }

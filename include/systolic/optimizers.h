@@ -156,6 +156,16 @@ class Optimizer {
   void set_clipping(std::optional<double> clipnorm, std::optional<double> global_clipnorm,
                     std::optional<double> clipvalue);
 
+  // Keras's loss_scale_factor (nullopt is Keras's None): the loss's gradient is computed scaled by it (scale_loss,
+  // which the model applies to its loss gradient; the logged loss is not scaled) and the gradients are divided by it
+  // before clipping and the update, as Keras's apply() does.
+  std::optional<double> loss_scale_factor() const { return loss_scale_factor_; }
+  void set_loss_scale_factor(std::optional<double> factor);
+  // The gradient scale of a loss whose gradient is scaled by `grad_scale`: grad_scale * loss_scale_factor.
+  double scale_loss(double grad_scale) const {
+    return loss_scale_factor_ ? grad_scale * *loss_scale_factor_ : grad_scale;
+  }
+
   // Keras's use_ema (every optimizer takes it; off by default): after each update the slot "average" becomes
   // ema_momentum * average + (1 - ema_momentum) * weights (the weights themselves after the first update), and
   // every ema_overwrite_frequency updates (none: never) the weights take the average; at the end of a fit the
@@ -199,13 +209,17 @@ class Optimizer {
   // for an optimizer with its own op.
   virtual std::vector<double> step_values(double /*lr*/) { return {}; }
   // params -= f(grads) by the rule of ops::optimizer_update, with the slots in slot_specs()'s order and the step
-  // values that step_values() gave for this step.
+  // values that step_values() gave for this step; a rule of a trust ratio (Lamb's), variable by variable.
   void update_by_rule(const ops::UpdateParams& p, Tensor& params, const Tensor& grads);
+  // The sizes of the variables in params, in order (one variable of them all when the caller gave none), for the
+  // update being applied.
+  const std::vector<std::int64_t>& variable_sizes() const { return variable_sizes_; }
 
  private:
   double learning_rate_;
   std::optional<double> weight_decay_;
   std::optional<double> clipnorm_, global_clipnorm_, clipvalue_;
+  std::optional<double> loss_scale_factor_;
   bool use_ema_ = false;
   double ema_momentum_ = 0.99;
   std::optional<std::int64_t> ema_overwrite_frequency_;
@@ -213,6 +227,7 @@ class Optimizer {
   std::vector<double> ema_step_values() const;
   Schedule schedule_;
   StepCounter iterations_;
+  std::vector<std::int64_t> variable_sizes_;
   DeviceScalar loaded_rate_;
   DeviceValues step_values_;
   std::vector<std::pair<std::string, Tensor>> slots_;
@@ -399,6 +414,25 @@ class Lion : public RuleOptimizer {
 
  private:
   double beta_1_, beta_2_;
+};
+
+// Lamb: Adam's moments, and each variable's step m_hat / (sqrt(v_hat) + epsilon) scaled by the trust ratio
+// ||w|| / ||step|| (1 where either is 0).
+class Lamb : public RuleOptimizer {
+ public:
+  explicit Lamb(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
+                double epsilon = 1e-7)
+      : RuleOptimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+  std::string name() const override { return "Lamb"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Lamb>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
+
+ protected:
+  ops::UpdateParams rule() const override;
+
+ private:
+  double beta_1_, beta_2_, epsilon_;
 };
 
 // Ftrl (follow the regularized leader), with Keras's arguments; Error on those Keras refuses.

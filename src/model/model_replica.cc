@@ -32,7 +32,7 @@ void ModelState::load_step(const Arrays& x, const Arrays& y, const Tensor& w, st
 
 void ModelState::compute_gradients(std::int64_t m, std::int64_t global_batch) {
   forward(m, /*training=*/true);
-  compute_loss(m, 1.0 / double(global_batch));
+  compute_loss(m, optimizer->scale_loss(1.0 / double(global_batch)));
   compute_metrics(m);
   backward(m);
 }

@@ -15,7 +15,7 @@ TrainFunction::~TrainFunction() = default;
 
 void TrainFunction::step(std::int64_t n) {
   s_.forward(n, /*training=*/true);
-  s_.compute_loss(n, 1.0 / double(n));
+  s_.compute_loss(n, s_.optimizer->scale_loss(1.0 / double(n)));
   s_.compute_metrics(n);
   s_.backward(n);
   s_.apply_gradients();

@@ -132,10 +132,21 @@ Tensor Optimizer::step_values_on(Device device) {
 }
 
 void Optimizer::update_by_rule(const ops::UpdateParams& p, Tensor& params, const Tensor& grads) {
-  Tensor none;
   auto& s = slots_;
-  ops::optimizer_update(params, grads, s.size() > 0 ? s[0].second : none, s.size() > 1 ? s[1].second : none,
-                        s.size() > 2 ? s[2].second : none, p, step_values_on(params.device()));
+  const Tensor& step = step_values_on(params.device());
+  auto update = [&](std::int64_t at, std::int64_t n) {
+    auto part = [&](const Tensor& t) { return at == 0 && n == t.numel() ? t : t.slice(at, at + n); };
+    Tensor w = part(params), none;
+    Tensor s0 = s.size() > 0 ? part(s[0].second) : none, s1 = s.size() > 1 ? part(s[1].second) : none,
+           s2 = s.size() > 2 ? part(s[2].second) : none;
+    ops::optimizer_update(w, part(grads), s0, s1, s2, p, step);
+  };
+  if (!ops::update::trust_ratio(p.rule)) return update(0, params.numel());
+  std::int64_t at = 0;
+  for (std::int64_t n : variable_sizes_) {
+    update(at, n);
+    at += n;
+  }
 }
 
 void RuleOptimizer::update(Tensor& params, const Tensor& grads, const Tensor&, const Tensor&) {
@@ -165,6 +176,13 @@ void Optimizer::set_clipping(std::optional<double> clipnorm, std::optional<doubl
   clipnorm_ = clipnorm;
   global_clipnorm_ = global_clipnorm;
   clipvalue_ = clipvalue;
+}
+
+void Optimizer::set_loss_scale_factor(std::optional<double> factor) {
+  SYSTOLIC_CHECK(!factor || (std::isfinite(*factor) && *factor > 0),
+                 "optimizer {}: loss_scale_factor {} must be a number > 0 (or None)", name(),
+                 factor.value_or(0));
+  loss_scale_factor_ = factor;
 }
 
 void Optimizer::build(const Tensor& params) {
@@ -198,17 +216,18 @@ void Optimizer::apply(Tensor& params, const Tensor& grads, const std::vector<std
 void Optimizer::apply_update(Tensor& params, const Tensor& grads,
                              const std::vector<std::int64_t>& variable_sizes) {
   build(params);
+  variable_sizes_ = variable_sizes.empty() ? std::vector<std::int64_t>{params.numel()} : variable_sizes;
+  std::int64_t total = 0;
+  for (std::int64_t n : variable_sizes_) total += n;
+  SYSTOLIC_CHECK(total == params.numel() && total == grads.numel(),
+                 "optimizer {}: the variables' sizes add up to {}, the weights hold {} and the gradients {}",
+                 name(), total, params.numel(), grads.numel());
+  Tensor g = grads;  // the same buffer, unscaled and clipped in place
+  if (loss_scale_factor_) ops::scale_shift(g, g, 1.0 / *loss_scale_factor_, 0.0);  // Keras's g / scale
   // Keras's _clip_gradients: clipnorm first, then global_clipnorm, then clipvalue, each only when > 0.
-  Tensor g = grads;  // the same buffer, clipped in place
   if (clipnorm_ && *clipnorm_ > 0) {
-    const auto sizes = variable_sizes.empty() ? std::vector<std::int64_t>{g.numel()} : variable_sizes;
-    std::int64_t total = 0;
-    for (std::int64_t n : sizes) total += n;
-    SYSTOLIC_CHECK(total == g.numel(),
-                   "optimizer {}: the variables' sizes add up to {}, the gradients hold {}", name(), total,
-                   g.numel());
     std::int64_t at = 0;
-    for (std::int64_t n : sizes) {
+    for (std::int64_t n : variable_sizes_) {
       Tensor part = g.slice(at, at + n);
       ops::clip_gradients(part, /*by_norm=*/true, *clipnorm_);
       at += n;

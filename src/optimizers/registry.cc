@@ -19,7 +19,8 @@ using keras_object::json;
   X(adagrad)                          \
   X(adadelta)                         \
   X(lion)                             \
-  X(ftrl)
+  X(ftrl)                             \
+  X(lamb)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),
@@ -125,8 +126,17 @@ std::unique_ptr<Optimizer> deserialize(const json& value) {
       c.fail(std::string(clip_keys[k]) + " " + v.dump() + " is not supported (a number or null)");
   }
   opt->set_clipping(clip[0], clip[1], clip[2]);
-  for (auto* k : {"loss_scale_factor", "gradient_accumulation_steps"})
-    if (!c.taken(k)) c.off(k);
+  if (c.present("loss_scale_factor") && !c.taken("loss_scale_factor")) {
+    const json& f = c.raw("loss_scale_factor");
+    if (!f.is_null() && !f.is_number())
+      c.fail("loss_scale_factor " + f.dump() + " is not supported (a number or null)");
+    try {
+      opt->set_loss_scale_factor(f.is_null() ? std::nullopt : std::optional<double>(f.get<double>()));
+    } catch (const Error& e) {
+      c.fail(e.what());
+    }
+  }
+  if (!c.taken("gradient_accumulation_steps")) c.off("gradient_accumulation_steps");
   if (!c.taken("decay")) c.off("decay", 0.0);
   c.finish();
   opt->set_learning_rate_schedule(schedule);
@@ -145,6 +155,7 @@ json serialize(const Optimizer& optimizer, keras_object::Form form) {
     if (optimizer.clipnorm()) config["clipnorm"] = *optimizer.clipnorm();
     if (optimizer.global_clipnorm()) config["global_clipnorm"] = *optimizer.global_clipnorm();
     if (optimizer.clipvalue()) config["clipvalue"] = *optimizer.clipvalue();
+    if (optimizer.loss_scale_factor()) config["loss_scale_factor"] = *optimizer.loss_scale_factor();
     if (optimizer.use_ema()) {
       config["use_ema"] = true;
       config["ema_momentum"] = optimizer.ema_momentum();
@@ -166,7 +177,7 @@ json serialize(const Optimizer& optimizer, keras_object::Form form) {
       {"ema_momentum", optimizer.ema_momentum()},
       {"ema_overwrite_frequency",
        optimizer.ema_overwrite_frequency() ? json(*optimizer.ema_overwrite_frequency()) : json(nullptr)},
-      {"loss_scale_factor", nullptr},
+      {"loss_scale_factor", or_null(optimizer.loss_scale_factor())},
       {"gradient_accumulation_steps", nullptr}};
   config.update(own);
   return keras_object::serialized("keras.optimizers", e.class_name, config);

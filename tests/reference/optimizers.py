@@ -57,6 +57,12 @@ def cases():
         # The weights' moving average (any optimizer's use_ema), and the weights overwritten by it every 3 updates.
         O.Adam(learning_rate=0.01, use_ema=True, ema_momentum=0.9),
         O.SGD(learning_rate=0.1, momentum=0.5, use_ema=True, ema_momentum=0.8, ema_overwrite_frequency=3),
+        # Lamb: each variable's trust ratio (k's and b's norms differ).
+        O.Lamb(learning_rate=0.01),
+        O.Lamb(learning_rate=0.02, beta_1=0.8, beta_2=0.99, epsilon=1e-5, weight_decay=0.05),
+        # loss_scale_factor: apply_gradients divides the (given) gradients by it, before clipping.
+        O.SGD(learning_rate=0.1, momentum=0.9, loss_scale_factor=4.0),
+        O.SGD(learning_rate=0.1, loss_scale_factor=0.5, clipnorm=0.3),
     ]
 
 
