@@ -64,7 +64,7 @@ static int export_multi_output(const std::string& fixtures, const std::string& o
   std::ifstream in(fixtures + "/expected.json");
   const auto expected = nlohmann::json::parse(in);
   nlohmann::json results = nlohmann::json::object();
-  for (const char* name : {"two_outputs", "two_inputs", "list_losses", "shared_loss"}) {
+  for (const char* name : {"two_outputs", "two_inputs", "list_losses", "shared_loss", "more_of_keras"}) {
     const auto& want = expected[name];
     auto a = sy::npy::load_npz(fixtures + "/" + name + ".npz");
     auto arrays = [&](const nlohmann::json& names) { return sy::testing::npz_arrays(a, names); };

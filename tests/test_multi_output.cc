@@ -1,7 +1,8 @@
 // Models of several inputs and outputs in compile, fit, evaluate and predict, against real Keras
 // (tests/fixtures/multi_output, written by tests/reference/multi_output.py with Keras 3.15): each case's .keras
 // file (compiled with a dict or list of losses, loss weights and per-output metrics, or one loss for two
-// outputs) loads with Keras's compile settings, evaluates as Keras did (each output's loss, the weighted total,
+// outputs; more_of_keras: row losses, IoU, rates, multi-label AUC, top-k precision, Lamb with a loss scale
+// factor) loads with Keras's compile settings, evaluates as Keras did (each output's loss, the weighted total,
 // "<output>_<metric>" logs, Keras's evaluate list order), fits on (from Keras's Adam state for two_outputs) to
 // Keras's History and weights, and predicts Keras's outputs. Then the rules on the CPU: the gradient of the
 // weighted sum of the outputs' losses (finite differences, also through an output that feeds another layer),
@@ -138,7 +139,8 @@ TEST_P(MultiOutputKeras, LoadsFitsAndEvaluatesAsKeras) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MultiOutputKeras,
-                         ::testing::Values("two_outputs", "two_inputs", "list_losses", "shared_loss"));
+                         ::testing::Values("two_outputs", "two_inputs", "list_losses", "shared_loss",
+                                           "more_of_keras"));
 
 // What systolic writes for compile's settings is what Keras wrote for the same compile (dicts by output name; a
 // loss by its function's name, which Keras reads as it reads the alias it wrote: "mse").

@@ -30,6 +30,12 @@ holds Keras's key order) and as the list evaluate returns by default (in Keras's
   shared_loss  inp(4) -> Dense(5, tanh) "body" -> Dense(2) "left" and Dense(2) "right"; one loss "mse" for both
                outputs, metrics ["mae", "mae"] (a list as long as the outputs: one metric per output); "adam"; saved
                untrained; fitted 1 epoch with validation_split 0.25.
+  more_of_keras  x(6) -> Dense(8, tanh) "trunk" -> Dense(3, softmax) "cls" (one-hot labels) and Dense(4) "emb";
+               CategoricalFocalCrossentropy(alpha 0.4, gamma 1.5, label_smoothing 0.05) and CosineSimilarity, loss
+               weights 1 and 0.5; metrics OneHotMeanIoU(3), PrecisionAtRecall(0.5, class_id 1), AUC(multi_label),
+               Precision(top_k 2), CategoricalHinge on "cls", CosineSimilarity on "emb"; Lamb(0.02,
+               loss_scale_factor 8); saved untrained; fitted 2 epochs. Its own random stream (`write --only
+               more_of_keras` writes it alone).
 two_outputs also has "evaluate_verbose2_text": what evaluate(xs, ys, batch_size=8, verbose=2) printed on the final
 model, its two times (which vary from run to run) replaced by X and Y. `write` checks itself: it loads each .keras it
 saved, repeats the recorded fit on it and stops unless History and the weights agree within 1e-5.
@@ -258,6 +264,35 @@ def shared_loss(rng, out):
     return "shared_loss", m, arrays, fit, test, {}
 
 
+def more_of_keras(rng, out):
+    """Losses, metrics and an optimizer beyond the first cases': a row loss per output, IoU, the rates, multi-label
+    AUC, top-k precision, Lamb with a loss scale factor."""
+    x = rng.normal(size=(56, 6)).astype(np.float32)
+    y_cls = np.eye(3, dtype=np.float32)[np.argmax(x[:, :3] + 0.4 * rng.normal(size=(56, 3)), axis=1)]
+    y_emb = np.stack([x[:, 0] - x[:, 3], np.tanh(x[:, 1]), x[:, 2] * x[:, 4], 0.5 + 0 * x[:, 5]],
+                     axis=1).astype(np.float32)
+    arrays = {"x": x[:40], "y_cls": y_cls[:40], "y_emb": y_emb[:40], "xs": x[40:], "ys_cls": y_cls[40:],
+              "ys_emb": y_emb[40:]}
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(25)
+    M = keras.metrics
+    i = keras.Input((6,), name="x")
+    h = keras.layers.Dense(8, activation="tanh", name="trunk")(i)
+    a = keras.layers.Dense(3, activation="softmax", name="cls")(h)
+    b = keras.layers.Dense(4, name="emb")(h)
+    m = keras.Model(i, [a, b], name="more_of_keras")
+    m.compile(optimizer=keras.optimizers.Lamb(learning_rate=0.02, loss_scale_factor=8.0),
+              loss={"cls": keras.losses.CategoricalFocalCrossentropy(alpha=0.4, gamma=1.5, label_smoothing=0.05),
+                    "emb": keras.losses.CosineSimilarity()},
+              loss_weights={"cls": 1.0, "emb": 0.5},
+              metrics={"cls": [M.OneHotMeanIoU(num_classes=3), M.PrecisionAtRecall(0.5, class_id=1),
+                               M.AUC(multi_label=True), M.Precision(top_k=2), M.CategoricalHinge()],
+                       "emb": [M.CosineSimilarity()]})
+    fit = {"batch_size": 8, "epochs": 2, "x": ["x"], "y": ["y_cls", "y_emb"]}
+    test = {"x": ["xs"], "y": ["ys_cls", "ys_emb"]}
+    return "more_of_keras", m, arrays, fit, test, {}
+
+
 def untrained_case(make, rng, out):
     """A case saved compiled and untrained, then fitted: returns (name, arrays, record)."""
     name, m, arrays, fit, test, extra = make(rng, out)
@@ -290,15 +325,27 @@ def write(args):
     out = args.out
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(31)
-    expected = {"generator": f"keras {keras.__version__}"}
-    results = [two_outputs(rng, out)]
-    for make in (two_inputs, list_losses, shared_loss):
-        results.append(untrained_case(make, rng, out))
+    path = os.path.join(out, "expected.json")
+    if args.only and args.only != "more_of_keras":
+        raise SystemExit("--only takes more_of_keras (the earlier cases share one random stream)")
+    if args.only:  # that case alone, into the expected.json there (the other cases' files are left as they are)
+        with open(path) as f:
+            expected = json.load(f)
+    else:
+        expected = {"generator": f"keras {keras.__version__}"}
+    makes = {"two_outputs": None, "two_inputs": two_inputs, "list_losses": list_losses, "shared_loss": shared_loss,
+             "more_of_keras": more_of_keras}
+    results = []
+    for name, make in makes.items():
+        if args.only and name != args.only:
+            continue
+        # Each case draws from its own stream (more_of_keras and later), so writing one alone writes what all do.
+        case_rng = rng if make is not more_of_keras else np.random.default_rng(32)
+        results.append(two_outputs(case_rng, out) if make is None else untrained_case(make, case_rng, out))
     for name, arrays, rec in results:
         np.savez(os.path.join(out, name + ".npz"), **arrays)
         rec["compile_config"] = saved_compile_config(os.path.join(out, name + ".keras"))
         expected[name] = rec
-    path = os.path.join(out, "expected.json")
     with open(path + ".tmp", "w") as f:
         json.dump(expected, f, indent=1)
         f.write("\n")
@@ -351,6 +398,7 @@ def main():
     sub = p.add_subparsers(dest="cmd")
     w = sub.add_parser("write")
     w.add_argument("--out", default=FIXTURES)
+    w.add_argument("--only", help="write this case alone (its files, its entry of expected.json)")
     c = sub.add_parser("check")
     c.add_argument("dir")
     c.add_argument("--fixtures", default=FIXTURES)
@@ -359,6 +407,7 @@ def main():
     if a.cmd == "check":
         check(a)
     else:
+        a.only = getattr(a, "only", None)
         write(a)
 
 
