@@ -33,8 +33,9 @@ holds Keras's key order) and as the list evaluate returns by default (in Keras's
   more_of_keras  x(6) -> Dense(8, tanh) "trunk" -> Dense(3, softmax) "cls" (one-hot labels) and Dense(4) "emb";
                CategoricalFocalCrossentropy(alpha 0.4, gamma 1.5, label_smoothing 0.05) and CosineSimilarity, loss
                weights 1 and 0.5; metrics OneHotMeanIoU(3), PrecisionAtRecall(0.5, class_id 1), AUC(multi_label),
-               Precision(top_k 2), CategoricalHinge on "cls", CosineSimilarity on "emb"; Lamb(0.02,
-               loss_scale_factor 8); saved untrained; fitted 2 epochs. Its own random stream (`write --only
+               Precision(top_k 2), CategoricalHinge, F1Score(macro) on "cls", CosineSimilarity on "emb"; Lamb(0.02,
+               loss_scale_factor 8, use_ema with momentum 0.7: the fit ends on the averaged weights); saved
+               untrained; fitted 2 epochs. Its own random stream (`write --only
                more_of_keras` writes it alone).
 two_outputs also has "evaluate_verbose2_text": what evaluate(xs, ys, batch_size=8, verbose=2) printed on the final
 model, its two times (which vary from run to run) replaced by X and Y. `write` checks itself: it loads each .keras it
@@ -266,7 +267,7 @@ def shared_loss(rng, out):
 
 def more_of_keras(rng, out):
     """Losses, metrics and an optimizer beyond the first cases': a row loss per output, IoU, the rates, multi-label
-    AUC, top-k precision, Lamb with a loss scale factor."""
+    AUC, top-k precision, F1, Lamb with a loss scale factor and a moving average of the weights."""
     x = rng.normal(size=(56, 6)).astype(np.float32)
     y_cls = np.eye(3, dtype=np.float32)[np.argmax(x[:, :3] + 0.4 * rng.normal(size=(56, 3)), axis=1)]
     y_emb = np.stack([x[:, 0] - x[:, 3], np.tanh(x[:, 1]), x[:, 2] * x[:, 4], 0.5 + 0 * x[:, 5]],
@@ -281,12 +282,14 @@ def more_of_keras(rng, out):
     a = keras.layers.Dense(3, activation="softmax", name="cls")(h)
     b = keras.layers.Dense(4, name="emb")(h)
     m = keras.Model(i, [a, b], name="more_of_keras")
-    m.compile(optimizer=keras.optimizers.Lamb(learning_rate=0.02, loss_scale_factor=8.0),
+    m.compile(optimizer=keras.optimizers.Lamb(learning_rate=0.02, loss_scale_factor=8.0, use_ema=True,
+                                              ema_momentum=0.7),
               loss={"cls": keras.losses.CategoricalFocalCrossentropy(alpha=0.4, gamma=1.5, label_smoothing=0.05),
                     "emb": keras.losses.CosineSimilarity()},
               loss_weights={"cls": 1.0, "emb": 0.5},
               metrics={"cls": [M.OneHotMeanIoU(num_classes=3), M.PrecisionAtRecall(0.5, class_id=1),
-                               M.AUC(multi_label=True), M.Precision(top_k=2), M.CategoricalHinge()],
+                               M.AUC(multi_label=True), M.Precision(top_k=2), M.CategoricalHinge(),
+                               M.F1Score(average="macro")],
                        "emb": [M.CosineSimilarity()]})
     fit = {"batch_size": 8, "epochs": 2, "x": ["x"], "y": ["y_cls", "y_emb"]}
     test = {"x": ["xs"], "y": ["ys_cls", "ys_emb"]}
