@@ -110,11 +110,14 @@ TEST(ConfusionMetrics, RatesTopKAndMultiLabelMatchKerasAcrossBatches) {
   expect_as_keras("metrics/rates.json", 27, 1e-6);
 }
 
-// Keras's IoU, MeanIoU, OneHotIoU, OneHotMeanIoU and BinaryIoU (tests/fixtures/metrics/iou.json): labels of
-// their own shape (integer labels as int32, as a sparse loss's), two batches, Keras's result (float32 in Keras).
-TEST(IoUMetrics, MatchKerasAcrossBatches) {
-  const json& f = systolic::testing::json_fixture("metrics/iou.json");
-  ASSERT_EQ(f["cases"].size(), 9u);
+namespace {
+
+// Each case of a fixture whose labels have their own shape (integer labels as int32, as a sparse loss's): the
+// metric read from Keras's config, two batches, Keras's result (float32 in Keras); `serialized`: written back as
+// Keras wrote it.
+void expect_labelled_as_keras(const std::string& fixture, std::size_t cases, bool serialized) {
+  const json& f = systolic::testing::json_fixture(fixture);
+  ASSERT_EQ(f["cases"].size(), cases);
   for (const json& c : f["cases"]) {
     SCOPED_TRACE(c["config"].dump());
     const bool integer = c["integer_labels"].get<bool>();
@@ -133,13 +136,79 @@ TEST(IoUMetrics, MatchKerasAcrossBatches) {
     m->update(pred.slice(0, 10), labels.slice(0, 10), state);
     m->update(pred.slice(10, dims[0]), labels.slice(10, dims[0]), state);
     EXPECT_NEAR(m->value(state.data<double>(), double(dims[0])), c["result"].get<double>(), 1e-6);
-    EXPECT_EQ(json::parse(metrics::serialize(*m, keras_object::Form::keras3).dump()), c["config"]);
+    if (serialized)
+      EXPECT_EQ(json::parse(metrics::serialize(*m, keras_object::Form::keras3).dump()), c["config"]);
   }
+}
+
+}  // namespace
+
+// Keras's IoU, MeanIoU, OneHotIoU, OneHotMeanIoU and BinaryIoU (tests/fixtures/metrics/iou.json).
+TEST(IoUMetrics, MatchKerasAcrossBatches) {
+  expect_labelled_as_keras("metrics/iou.json", 9, true);
   // They need their arguments: by name alone compile refuses them, saying so; a target class out of range is named.
   EXPECT_THAT(error_of([] { metrics::get("mean_io_u", true); }), HasSubstr("needs its arguments"));
   json bad = {{"class_name", "IoU"},
               {"config", {{"name", "iou"}, {"num_classes", 2}, {"target_class_ids", {0, 2}}}}};
   EXPECT_THAT(error_of([&] { metrics::from_config(bad); }), HasSubstr("target class id 2 is out of range"));
+}
+
+// Keras's SparseCategoricalCrossentropy and CategoricalCrossentropy metrics (tests/fixtures/metrics/crossentropy.json),
+// from probabilities (one clipped) and from logits. By default they are written by name (compile's "name"), with
+// from_logits as Keras's object; in a model ending in softmax they read the logits (more_of_keras).
+TEST(CrossentropyMetrics, MatchKerasAcrossBatches) {
+  expect_labelled_as_keras("metrics/crossentropy.json", 4, false);
+  auto m = metrics::get("sparse_categorical_crossentropy", true);
+  EXPECT_EQ(metrics::serialize(*m, keras_object::Form::keras3), "sparse_categorical_crossentropy");
+  json logits = {
+      {"class_name", "CategoricalCrossentropy"},
+      {"config",
+       {{"name", "cce"}, {"dtype", "float32"}, {"from_logits", true}, {"label_smoothing", 0}, {"axis", -1}}}};
+  auto cce = metrics::make(metrics::from_config(logits), false);
+  EXPECT_EQ(json::parse(metrics::serialize(*cce, keras_object::Form::keras3).dump())["config"],
+            logits["config"]);
+  logits["config"]["label_smoothing"] = 0.1;
+  EXPECT_THAT(error_of([&] { metrics::from_config(logits); }), HasSubstr("label_smoothing"));
+  EXPECT_THAT(error_of([] { metrics::get("categorical_crossentropy", true); }),
+              HasSubstr("reads dense labels"));
+}
+
+// Keras's Mean and Sum (tests/fixtures/metrics/mean_sum.json): two update_state calls of values and sample weights of
+// several shapes; Keras sums in float32.
+TEST(MeanAndSum, MatchKeras) {
+  const json& f = systolic::testing::json_fixture("metrics/mean_sum.json");
+  ASSERT_EQ(f["cases"].size(), 9u);
+  for (const json& c : f["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    metrics::Mean mean;
+    metrics::Sum sum;
+    for (const json& u : c["updates"]) {
+      Tensor v = Tensor::from_vector(u["values"].get<std::vector<float>>(),
+                                     Shape(u["shape"].get<std::vector<std::int64_t>>()));
+      Tensor w = u.contains("weights")
+                     ? Tensor::from_vector(u["weights"].get<std::vector<float>>(),
+                                           Shape(u["weight_shape"].get<std::vector<std::int64_t>>()))
+                     : Tensor();
+      mean.update_state(v, w);
+      sum.update_state(v, w);
+    }
+    EXPECT_NEAR(mean.result(), c["mean"].get<double>(), 1e-6);
+    EXPECT_NEAR(sum.result(), c["sum"].get<double>(), 1e-5);
+  }
+  metrics::Mean m("running_loss");
+  EXPECT_EQ(m.name(), "running_loss");
+  EXPECT_EQ(m.result(), 0.0);  // nothing counted: divide_no_nan
+  m.update_state(Tensor::from_vector(std::vector<float>{1, 3, 5, 7}, {4}),
+                 Tensor::from_vector(std::vector<float>{1, 1, 0, 0}, {4}));
+  EXPECT_DOUBLE_EQ(m.result(), 2.0);  // Keras's docstring example
+  m.reset_state();
+  m.update_state(Tensor::from_vector(std::vector<float>{1, 3, 5, 7}, {4}));
+  EXPECT_DOUBLE_EQ(m.result(), 4.0);
+  EXPECT_THAT(error_of([&] {
+                m.update_state(Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}),
+                               Tensor::from_vector(std::vector<float>{1, 2}, {1, 2}));
+              }),
+              HasSubstr("does not broadcast"));
 }
 
 // Keras's R2Score (tests/fixtures/metrics/r2.json): Keras sums in float32.

@@ -234,9 +234,15 @@ TEST(MetricRegistry, EveryNameAndConfig) {
           .name(),
       "acc");
   EXPECT_THAT(error_of([] {
-                sy::metrics::from_config(json{{"class_name", "MeanIoU"}, {"config", {{"name", "accuracy"}}}});
+                sy::metrics::from_config(
+                    json{{"class_name", "PearsonCorrelation"}, {"config", {{"name", "accuracy"}}}});
               }),
-              HasSubstr("metric class 'MeanIoU' is not supported"));
+              HasSubstr("metric class 'PearsonCorrelation' is not supported"));
+  // A class that needs its arguments names what is missing.
+  EXPECT_THAT(error_of([] {
+                sy::metrics::from_config(json{{"class_name", "MeanIoU"}, {"config", {{"name", "miou"}}}});
+              }),
+              HasSubstr("num_classes null must be a whole number"));
 }
 
 TEST(RegularizerRegistry, EveryClassByEveryName) {

@@ -35,6 +35,13 @@ class Metric {
   virtual std::int64_t state_size() const { return 1; }
   // Adds the batch's counts to `state` (float64 [state_size()], on the output's device).
   virtual void update(const Tensor& output, const Tensor& labels, Tensor& state) const = 0;
+  // Whether it reads the output layer's logits when the layer ends in softmax (Keras's TensorFlow backend computes a
+  // crossentropy from them): the model then calls update_from_logits with the pre-softmax values instead of update
+  // (which a metric that reads them overrides; by default, update on them).
+  virtual bool reads_logits() const { return false; }
+  virtual void update_from_logits(const Tensor& logits, const Tensor& labels, Tensor& state) const {
+    update(logits, labels, state);
+  }
   // The value shown from the state summed over `samples` samples: by default result() of the per-sample mean
   // state[0] / samples.
   virtual double value(const double* state, double samples) const { return result(state[0] / samples); }
@@ -257,6 +264,37 @@ class F1Score final : public FBetaScore {
   std::string class_name() const override { return "F1Score"; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<F1Score>(*this); }
   nlohmann::ordered_json get_config() const override;
+};
+
+// Keras's Mean and Sum, for use outside compile (a custom loop's running loss): update_state(values, sample_weight)
+// reduces the values to one per sample as Keras's reduce_to_samplewise_values does (the weights squeezed or
+// expanded to the values' rank, the values averaged (Mean) or summed (Sum) down to the weights' rank and multiplied
+// by the weights broadcast to them, then reduced per sample) and adds them to Keras's total, in float64; Mean also
+// counts the weights (the samples without weights). Error on weights that do not broadcast to the values.
+class Mean {
+ public:
+  explicit Mean(std::string name = "mean") : name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
+  void update_state(const Tensor& values, const Tensor& sample_weight = Tensor());
+  // total / count (0 when the count is 0, Keras's divide_no_nan).
+  double result() const { return count_ == 0 ? 0.0 : total_ / count_; }
+  void reset_state() { total_ = count_ = 0; }
+
+ private:
+  std::string name_;
+  double total_ = 0, count_ = 0;
+};
+class Sum {
+ public:
+  explicit Sum(std::string name = "sum") : name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
+  void update_state(const Tensor& values, const Tensor& sample_weight = Tensor());
+  double result() const { return total_; }
+  void reset_state() { total_ = 0; }
+
+ private:
+  std::string name_;
+  double total_ = 0;
 };
 
 // A metric as compile takes it: a name ("accuracy", "auc") or a metric made with options

@@ -15,6 +15,8 @@ using keras_object::json;
   X(top_k_categorical_accuracy)        \
   X(binary_accuracy)                   \
   X(binary_crossentropy)               \
+  X(categorical_crossentropy)          \
+  X(sparse_categorical_crossentropy)   \
   X(mean_squared_error)                \
   X(root_mean_squared_error)           \
   X(mean_absolute_error)               \

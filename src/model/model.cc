@@ -427,9 +427,15 @@ void ModelState::compute_metrics(std::int64_t n) {
     const NodeExec& out = nodes[h.node];
     Tensor labels = h.y_buf.slice(0, n);
     std::int64_t at = h.metric_at;
+    // A metric that reads the logits (a crossentropy) gets them where the output layer ends in softmax.
+    const bool softmax =
+        out.node->layer->activation() == Activation::softmax && out.call.preactivation.defined();
     for (auto& m : h.metrics) {
       Tensor state = totals.view(at, {m->state_size()});
-      m->update(out.call.output, labels, state);
+      if (softmax && m->reads_logits())
+        m->update_from_logits(out.call.preactivation, labels, state);
+      else
+        m->update(out.call.output, labels, state);
       at += m->state_size();
     }
   }

@@ -35,6 +35,12 @@ iou.json (its own random stream): IoU, MeanIoU, OneHotIoU, OneHotMeanIoU and Bin
 labels and 0/1 labels, predictions of class ids (some out of range or fractional), probabilities (a tied maximum) and
 probabilities at BinaryIoU's thresholds; with ignore_class, a class that never occurs, target_class_ids; each with
 its serialized config, label shape and Keras's result after the two batches.
+
+crossentropy.json (its own random stream): SparseCategoricalCrossentropy and CategoricalCrossentropy on
+probabilities (a row with zeros, clipped) and with from_logits on logits, as iou.json's.
+
+mean_sum.json (its own random stream): Keras's Mean and Sum after two update_state calls of values and sample weights
+of several shapes (none, per sample, elementwise, expanded or squeezed by one axis, broadcast, scalars).
 """
 import argparse
 import json
@@ -74,6 +80,8 @@ def main():
           compile_config=f_score_compile_config())
     write(os.path.join(args.out, "rates.json"), rate_cases(np.random.default_rng(8)))
     write(os.path.join(args.out, "iou.json"), iou_cases(np.random.default_rng(9)))
+    write(os.path.join(args.out, "crossentropy.json"), crossentropy_cases(np.random.default_rng(10)))
+    write(os.path.join(args.out, "mean_sum.json"), mean_sum_cases(np.random.default_rng(11)))
 
 
 def r2_cases(rng):
@@ -246,6 +254,67 @@ def iou_cases(rng):
                       "label_shape": list(y.shape), "integer_labels": bool(y.dtype == np.int32),
                       "pred": p.reshape(-1).tolist(), "labels": y.reshape(-1).astype(float).tolist(),
                       "result": float(m.result())})
+    return cases
+
+
+def crossentropy_cases(rng):
+    M = keras.metrics
+    n = 23
+    labels = rng.integers(0, 4, size=(n,)).astype(np.int32)
+    one_hot = np.eye(4, dtype=np.float32)[labels]
+    logits = rng.normal(scale=2.0, size=(n, 4)).astype(np.float32)
+    probs = (np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)).astype(np.float32)
+    probs[3] = [0.0, 0.5, 0.5, 0.0]  # clipped to epsilon where the label is
+    labels[3] = 0
+    one_hot[3] = [1, 0, 0, 0]
+    data = [
+        (M.SparseCategoricalCrossentropy(), labels, probs),
+        (M.CategoricalCrossentropy(), one_hot, probs),
+        (M.SparseCategoricalCrossentropy(from_logits=True, name="scce_logits"), labels, logits),
+        (M.CategoricalCrossentropy(from_logits=True), one_hot, logits),
+    ]
+    cases = []
+    for m, y, p in data:
+        m.update_state(y[:10], p[:10])
+        m.update_state(y[10:], p[10:])
+        cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(p.shape),
+                      "label_shape": list(y.shape), "integer_labels": bool(y.dtype == np.int32),
+                      "pred": p.reshape(-1).tolist(), "labels": y.reshape(-1).astype(float).tolist(),
+                      "result": float(m.result())})
+    return cases
+
+
+def mean_sum_cases(rng):
+    def arr(*shape):
+        return rng.normal(size=shape).astype(np.float32)
+
+    def weights(*shape):
+        return rng.uniform(0, 2, size=shape).astype(np.float32)
+
+    # Each case: two updates of (values, sample_weight or None), Keras's Mean and Sum results after them.
+    data = [
+        ("no weights", [(arr(5), None), (arr(3), None)]),
+        ("a weight per sample", [(arr(5), weights(5)), (arr(4), weights(4))]),
+        ("per-sample weights of 2-D values", [(arr(4, 3), weights(4)), (arr(2, 3), weights(2))]),
+        ("elementwise weights", [(arr(4, 3), weights(4, 3)), (arr(2, 3), weights(2, 3))]),
+        ("3-D values, per-sample weights", [(arr(3, 2, 4), weights(3)), (arr(2, 2, 4), None)]),
+        ("values (4, 1), weights (4,): expanded", [(arr(4, 1), weights(4)), (arr(4, 1), weights(4))]),
+        ("values (4,), weights (4, 1): expanded", [(arr(4), weights(4, 1)), (arr(4), None)]),
+        ("weights (4, 1) on values (4, 3): broadcast", [(arr(4, 3), weights(4, 1)), (arr(4, 3), weights(4, 1))]),
+        ("a scalar, a scalar weight", [(np.float32(2.5), None), (arr(3), np.float32(0.5))]),
+    ]
+    cases = []
+    for name, updates in data:
+        mean, total = keras.metrics.Mean(), keras.metrics.Sum()
+        for v, w in updates:
+            mean.update_state(v, sample_weight=w)
+            total.update_state(v, sample_weight=w)
+        cases.append({"name": name, "updates": [{"values": np.asarray(v).reshape(-1).tolist(),
+                                                  "shape": list(np.shape(v)),
+                                                  **({} if w is None else {"weights": np.asarray(w).reshape(-1).tolist(),
+                                                                           "weight_shape": list(np.shape(w))})}
+                                                 for v, w in updates],
+                      "mean": float(mean.result()), "sum": float(total.result())})
     return cases
 
 
