@@ -33,7 +33,8 @@ holds Keras's key order) and as the list evaluate returns by default (in Keras's
   more_of_keras  x(6) -> Dense(8, tanh) "trunk" -> Dense(3, softmax) "cls" (one-hot labels) and Dense(4) "emb";
                CategoricalFocalCrossentropy(alpha 0.4, gamma 1.5, label_smoothing 0.05) and CosineSimilarity, loss
                weights 1 and 0.5; metrics OneHotMeanIoU(3), PrecisionAtRecall(0.5, class_id 1), AUC(multi_label),
-               Precision(top_k 2), CategoricalHinge, F1Score(macro) on "cls", CosineSimilarity on "emb"; Lamb(0.02,
+               Precision(top_k 2), CategoricalHinge, F1Score(macro), "categorical_crossentropy" (from the softmax's
+               logits, as Keras's TensorFlow backend computes it) on "cls", CosineSimilarity on "emb"; Lamb(0.02,
                loss_scale_factor 8, use_ema with momentum 0.7: the fit ends on the averaged weights); saved
                untrained; fitted 2 epochs. Its own random stream (`write --only
                more_of_keras` writes it alone).
@@ -289,7 +290,7 @@ def more_of_keras(rng, out):
               loss_weights={"cls": 1.0, "emb": 0.5},
               metrics={"cls": [M.OneHotMeanIoU(num_classes=3), M.PrecisionAtRecall(0.5, class_id=1),
                                M.AUC(multi_label=True), M.Precision(top_k=2), M.CategoricalHinge(),
-                               M.F1Score(average="macro")],
+                               M.F1Score(average="macro"), "categorical_crossentropy"],
                        "emb": [M.CosineSimilarity()]})
     fit = {"batch_size": 8, "epochs": 2, "x": ["x"], "y": ["y_cls", "y_emb"]}
     test = {"x": ["xs"], "y": ["ys_cls", "ys_emb"]}
