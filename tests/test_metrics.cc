@@ -413,7 +413,7 @@ TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {
   EXPECT_THAT(error_of([&] { metrics::from_config(precision); }), HasSubstr("thresholds [0.2,0.7]"));
   precision["config"] = {{"name", "p"}, {"top_k", 0}};
   EXPECT_THAT(error_of([&] { metrics::from_config(precision); }),
-              HasSubstr("top_k 0 must be a positive integer"));
+              HasSubstr("top_k must be a whole number >= 1, not 0"));
   // multi_label takes an output of (batch, labels); label_weights one per label.
   metrics::AUC multi({.multi_label = true, .label_weights = {1, 2}});
   EXPECT_THAT(error_of([&] { multi.build(Shape{3}); }), HasSubstr("2 label_weights for 3 labels"));

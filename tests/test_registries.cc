@@ -242,7 +242,7 @@ TEST(MetricRegistry, EveryNameAndConfig) {
   EXPECT_THAT(error_of([] {
                 sy::metrics::from_config(json{{"class_name", "MeanIoU"}, {"config", {{"name", "miou"}}}});
               }),
-              HasSubstr("num_classes null must be a whole number"));
+              HasSubstr("num_classes is required"));
 }
 
 TEST(RegularizerRegistry, EveryClassByEveryName) {

@@ -1,6 +1,10 @@
 // Keras objects' configs read strictly, and their serialized form (src/core/keras_object.h).
 #include "core/keras_object.h"
 
+#include <fmt/format.h>
+
+#include <cmath>
+
 namespace systolic::keras_object {
 
 StrictConfig::StrictConfig(const json& config, std::string what) : config_(config), what_(std::move(what)) {
@@ -30,6 +34,22 @@ double StrictConfig::number(const std::string& key, double fallback) {
   if (v.is_null()) return fallback;
   if (!v.is_number()) fail("'" + key + "' must be a number, got " + v.dump());
   return v.get<double>();
+}
+
+std::optional<std::int64_t> StrictConfig::optional_integer(const std::string& key, std::int64_t min) {
+  auto& v = raw(key);
+  if (v.is_null()) return std::nullopt;
+  const bool whole =
+      v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()) &&
+                                std::abs(v.get<double>()) < 9e15);
+  const std::int64_t n =
+      whole ? (v.is_number_integer() ? v.get<std::int64_t>() : std::int64_t(v.get<double>())) : 0;
+  if (!whole || n < min) fail(fmt::format("{} must be a whole number >= {}, not {}", key, min, v.dump()));
+  return n;
+}
+
+std::int64_t StrictConfig::integer(const std::string& key, std::int64_t fallback, std::int64_t min) {
+  return optional_integer(key, min).value_or(fallback);
 }
 
 bool StrictConfig::boolean(const std::string& key, bool fallback) {

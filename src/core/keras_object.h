@@ -9,7 +9,9 @@
 
 #include <systolic/error.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -36,6 +38,10 @@ class StrictConfig {
   // Whether the config holds the key at all (null included).
   bool present(const std::string& key) const;
   double number(const std::string& key, double fallback);
+  // A whole number >= min (an integer, or a number without a fraction), `fallback` when absent or null; optional:
+  // none when absent or null (Keras's class_id=None). Error naming the key otherwise.
+  std::int64_t integer(const std::string& key, std::int64_t fallback, std::int64_t min);
+  std::optional<std::int64_t> optional_integer(const std::string& key, std::int64_t min);
   bool boolean(const std::string& key, bool fallback);
   std::string string(const std::string& key, const std::string& fallback);
   // An integer or a list of integers (Keras's axis arguments).

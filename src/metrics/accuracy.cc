@@ -40,8 +40,8 @@ class Accuracy final : public Metric {
 // A top-k accuracy's config: k (a whole number >= 1; Keras's default 5) and, sparse, from_sorted_ids (false only).
 std::unique_ptr<Metric> top_k_from_config(keras_object::StrictConfig& c, const std::string& name,
                                           bool sparse) {
-  const double k = c.number("k", 5);
-  if (k != std::floor(k) || k < 1 || k > 1e9) c.fail("k must be a whole number >= 1");
+  const std::int64_t k = c.integer("k", 5, 1);
+  if (k > 1000000000) c.fail("k must be a whole number >= 1 and at most 1e9");
   if (sparse) c.off("from_sorted_ids", false);
   return std::make_unique<Accuracy>(name, sparse, static_cast<int>(k));
 }

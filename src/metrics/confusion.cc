@@ -232,17 +232,14 @@ namespace {
 // thresholds of its own).
 std::unique_ptr<Metric> auc_from_config(keras_object::StrictConfig& c, const std::string& name) {
   AUCOptions o{.name = name};
-  const double n = c.number("num_thresholds", 200);
-  if (n != std::floor(n) || n <= 1) c.fail("num_thresholds must be an integer > 1");
-  o.num_thresholds = static_cast<std::int64_t>(n);
+  o.num_thresholds = c.integer("num_thresholds", 200, 2);
   o.curve = c.string("curve", "ROC");
   o.summation_method = c.string("summation_method", "interpolation");
   o.from_logits = c.boolean("from_logits", false);
   o.multi_label = c.boolean("multi_label", false);
-  const json& num_labels = c.raw("num_labels");  // the output's labels, which build() reads from it
-  if (!num_labels.is_null() && !(num_labels.is_number_integer() && num_labels.get<std::int64_t>() > 0))
-    c.fail("num_labels " + num_labels.dump() + " must be a positive integer or null");
-  if (!num_labels.is_null() && !o.multi_label) c.fail("num_labels is needed only when multi_label is True");
+  // The output's labels, which build() reads from the output.
+  if (c.optional_integer("num_labels", 1) && !o.multi_label)
+    c.fail("num_labels is needed only when multi_label is True");
   json weights = c.raw("label_weights");
   if (weights.is_object() && weights.value("class_name", "") == "__tensor__")  // Keras's float32 tensor
     weights = weights.contains("config") ? weights["config"].value("value", json()) : json();
@@ -275,18 +272,8 @@ ThresholdOptions threshold_options(keras_object::StrictConfig& c, const std::str
   } else if (!t.is_null()) {
     c.fail("thresholds " + t.dump() + " is not supported (one threshold, or null for 0.5)");
   }
-  const json& top_k = c.raw("top_k");
-  if (top_k.is_number_integer() && top_k.get<std::int64_t>() > 0) {
-    o.top_k = top_k.get<std::int64_t>();
-  } else if (!top_k.is_null()) {
-    c.fail("top_k " + top_k.dump() + " must be a positive integer or null");
-  }
-  const json& k = c.raw("class_id");
-  if (k.is_number_integer() && k.get<std::int64_t>() >= 0) {
-    o.class_id = k.get<std::int64_t>();
-  } else if (!k.is_null()) {
-    c.fail("class_id " + k.dump() + " must be a non-negative integer or null");
-  }
+  o.top_k = c.integer("top_k", 0, 1);
+  o.class_id = c.integer("class_id", -1, 0);
   return o;
 }
 
@@ -340,24 +327,13 @@ std::unique_ptr<Metric> rate_at_from_config(keras_object::StrictConfig& c, const
   const json& value = c.raw(key);
   if (!value.is_number()) c.fail(std::string(key) + " " + value.dump() + " must be a number in [0, 1]");
   o.value = value.get<double>();
-  const double n = c.number("num_thresholds", 200);
-  if (n != std::floor(n) || n < 1) c.fail("num_thresholds must be an integer > 0");
-  o.num_thresholds = static_cast<std::int64_t>(n);
-  const json& k = c.raw("class_id");
-  if (k.is_number_integer() && k.get<std::int64_t>() >= 0) {
-    o.class_id = k.get<std::int64_t>();
-  } else if (!k.is_null()) {
-    c.fail("class_id " + k.dump() + " must be a non-negative integer or null");
-  }
+  o.num_thresholds = c.integer("num_thresholds", 200, 1);
+  o.class_id = c.integer("class_id", -1, 0);
   try {
     return std::make_unique<RateAtMetric>(kind, o);
   } catch (const Error& e) {
     c.fail(e.what());
   }
-}
-// compile takes these only as objects (each needs its rate); a name alone is refused with that.
-std::unique_ptr<Metric> needs_arguments(const std::string& name, bool, bool) {
-  fail("metric '{}' needs its arguments: pass the metric object (metrics::RateAtMetric), not its name", name);
 }
 }  // namespace
 

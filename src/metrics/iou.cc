@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "metrics/registry.h"
 
@@ -126,27 +127,28 @@ nlohmann::ordered_json IoUMetric::own_config() const {
 
 namespace {
 
-std::int64_t whole(keras_object::StrictConfig& c, const char* key, const json& v) {
-  if (!v.is_number_integer()) c.fail(std::string(key) + " " + v.dump() + " must be a whole number");
-  return v.get<std::int64_t>();
-}
-
 template <IoUKind kind>
 std::unique_ptr<Metric> iou_from_config(keras_object::StrictConfig& c, const std::string& name) {
   IoUOptions o{.name = name};
-  if (kind != IoUKind::binary_iou) o.num_classes = whole(c, "num_classes", c.raw("num_classes"));
+  if (kind != IoUKind::binary_iou) {
+    auto n = c.optional_integer("num_classes", 1);
+    if (!n) c.fail("num_classes is required");
+    o.num_classes = *n;
+  }
   if (kind == IoUKind::iou || kind == IoUKind::one_hot_iou || kind == IoUKind::binary_iou) {
     const json ids = kind == IoUKind::binary_iou && !c.present("target_class_ids")
                          ? json::array({0, 1})
                          : c.raw("target_class_ids");
     if (!ids.is_array()) c.fail("target_class_ids " + ids.dump() + " must be a list of class ids");
-    for (const json& id : ids) o.target_class_ids.push_back(whole(c, "target_class_ids", id));
+    for (const json& id : ids) {
+      if (!id.is_number_integer()) c.fail("target_class_ids " + ids.dump() + " must be a list of class ids");
+      o.target_class_ids.push_back(id.get<std::int64_t>());
+    }
   }
   if (kind == IoUKind::binary_iou) {
     o.threshold = c.number("threshold", 0.5);
   } else {
-    const json& ignore = c.raw("ignore_class");
-    if (!ignore.is_null()) o.ignore_class = whole(c, "ignore_class", ignore);
+    o.ignore_class = c.optional_integer("ignore_class", std::numeric_limits<std::int64_t>::min());
     if (!one_hot(kind)) o.sparse_y_true = c.boolean("sparse_y_true", true);
     o.sparse_y_pred = c.boolean("sparse_y_pred", !one_hot(kind));
     c.off("axis", -1);
@@ -156,11 +158,6 @@ std::unique_ptr<Metric> iou_from_config(keras_object::StrictConfig& c, const std
   } catch (const Error& e) {
     c.fail(e.what());
   }
-}
-
-// compile takes these only as objects (each needs its num_classes).
-std::unique_ptr<Metric> needs_arguments(const std::string& name, bool, bool) {
-  fail("metric '{}' needs its arguments: pass the metric object (metrics::IoUMetric), not its name", name);
 }
 
 }  // namespace

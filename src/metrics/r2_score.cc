@@ -70,9 +70,7 @@ const Entry& r2_score_entry() {
                    " is not supported (a score per column is not)");
           o.class_aggregation = aggregation.get<std::string>();
         }
-        const double p = c.number("num_regressors", 0);
-        if (p != std::floor(p) || p < 0) c.fail("num_regressors must be an integer >= 0");
-        o.num_regressors = static_cast<std::int64_t>(p);
+        o.num_regressors = c.integer("num_regressors", 0, 0);
         try {
           return std::make_unique<R2Score>(o);
         } catch (const Error& e) {

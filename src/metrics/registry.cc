@@ -75,6 +75,11 @@ std::unique_ptr<Metric> make(const MetricArg& metric, bool loss_has_sparse_label
   return m;
 }
 
+std::unique_ptr<Metric> needs_arguments(const std::string& name, bool, bool) {
+  fail("metric '{}' ({}) needs its arguments: pass the metric object, not its name", name,
+       registry().at(name).class_name);
+}
+
 std::vector<std::string> names() {
   return registry().names(/*by_alias=*/true);
 }

@@ -27,6 +27,10 @@ struct Entry {
                                          const std::string& name) = nullptr;
 };
 
+// An Entry's make for a class that needs arguments of its own (PrecisionAtRecall's recall, MeanIoU's num_classes):
+// compile refuses its name alone, saying so.
+std::unique_ptr<Metric> needs_arguments(const std::string& name, bool sparse, bool binary);
+
 // BinaryAccuracy shown as `name` (what "accuracy" means on an output of one unit).
 std::unique_ptr<Metric> binary_accuracy(const std::string& name);
 

@@ -101,15 +101,11 @@ std::unique_ptr<Optimizer> deserialize(const json& value) {
   if (c.present("use_ema") || c.present("ema_momentum") || c.present("ema_overwrite_frequency")) {
     const json use = c.present("use_ema") ? c.raw("use_ema") : json(false);
     const json momentum = c.present("ema_momentum") ? c.raw("ema_momentum") : json(0.99);
-    const json every =
-        c.present("ema_overwrite_frequency") ? c.raw("ema_overwrite_frequency") : json(nullptr);
+    const std::optional<std::int64_t> every = c.optional_integer("ema_overwrite_frequency", 1);
     if (!use.is_boolean()) c.fail("use_ema " + use.dump() + " is not supported (true or false)");
     if (!momentum.is_number()) c.fail("ema_momentum " + momentum.dump() + " is not supported (a number)");
-    if (!every.is_null() && !every.is_number_integer())
-      c.fail("ema_overwrite_frequency " + every.dump() + " is not supported (a whole number or null)");
     try {
-      opt->set_ema(use.get<bool>(), momentum.get<double>(),
-                   every.is_null() ? std::nullopt : std::optional<std::int64_t>(every.get<std::int64_t>()));
+      opt->set_ema(use.get<bool>(), momentum.get<double>(), every);
     } catch (const Error& e) {
       c.fail(e.what());
     }
