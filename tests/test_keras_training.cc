@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fixture.h"
+#include "keras_compare.h"
 #include "optimizers/registry.h"
 #include "saving/keras_zip.h"
 #include "test_util.h"
@@ -31,13 +32,7 @@ const json& expected() {
 // Each metric systolic reports, by name, against Keras's evaluate(return_dict=True): the same names, values
 // within 2e-3.
 void expect_scores(Model& m, const std::vector<double>& scores, const json& keras) {
-  auto names = m.metrics_names();
-  ASSERT_EQ(names.size(), scores.size());
-  EXPECT_EQ(names.size(), keras.size()) << keras.dump();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    ASSERT_TRUE(keras.contains(names[i])) << names[i] << " is not among Keras's " << keras.dump();
-    EXPECT_NEAR(scores[i], keras[names[i]].get<double>(), 2e-3) << names[i];
-  }
+  systolic::testing::expect_scores_as_keras(m, scores, keras, 2e-3, /*relative=*/false);
 }
 
 class KerasTraining : public ::testing::TestWithParam<std::string> {};

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fixture.h"
+#include "keras_compare.h"
 #include "multi_output_fixture.h"
 #include "saving/keras_zip.h"
 #include "test_util.h"
@@ -45,14 +46,8 @@ Arrays arrays(const NpzArrays& a, const json& names) {
 // evaluate's list against Keras's dict (by metrics_names) and Keras's list (the same order).
 void expect_scores(Model& m, const std::vector<double>& scores, const json& keras_dict,
                    const json* keras_list = nullptr) {
-  auto names = m.metrics_names();
-  ASSERT_EQ(names.size(), scores.size());
-  EXPECT_EQ(names.size(), keras_dict.size()) << keras_dict.dump();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    ASSERT_TRUE(keras_dict.contains(names[i])) << names[i] << " is not among Keras's " << keras_dict.dump();
-    EXPECT_NEAR(scores[i], keras_dict[names[i]].get<double>(), 2e-4 * std::max(1.0, std::abs(scores[i])))
-        << names[i];
-  }
+  systolic::testing::expect_scores_as_keras(m, scores, keras_dict, 2e-4, /*relative=*/true);
+  const auto names = m.metrics_names();
   if (keras_list) {
     ASSERT_EQ(keras_list->size(), scores.size());
     for (std::size_t i = 0; i < scores.size(); ++i)
@@ -61,12 +56,7 @@ void expect_scores(Model& m, const std::vector<double>& scores, const json& kera
   }
 }
 
-std::vector<double> flat_weights(const Model& m) {
-  std::vector<double> got;
-  for (const Tensor& w : m.get_weights())
-    for (double v : w.to_doubles()) got.push_back(v);
-  return got;
-}
+using systolic::testing::flat_weights;
 
 void expect_weights(const Model& m, const json& keras) {
   auto got = flat_weights(m);

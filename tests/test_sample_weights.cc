@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fixture.h"
+#include "keras_compare.h"
 #include "test_util.h"
 #include "xla_test_util.h"
 
@@ -28,22 +29,10 @@ const json& expected() {
 }
 
 void expect_scores(Model& m, const std::vector<double>& scores, const json& keras) {
-  auto names = m.metrics_names();
-  ASSERT_EQ(names.size(), scores.size());
-  EXPECT_EQ(names.size(), keras.size()) << keras.dump();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    ASSERT_TRUE(keras.contains(names[i])) << names[i] << " is not among Keras's " << keras.dump();
-    EXPECT_NEAR(scores[i], keras[names[i]].get<double>(), 2e-4 * std::max(1.0, std::abs(scores[i])))
-        << names[i];
-  }
+  systolic::testing::expect_scores_as_keras(m, scores, keras, 2e-4, /*relative=*/true);
 }
 
-std::vector<double> flat_weights(Model& m) {
-  std::vector<double> got;
-  for (const Tensor& w : m.get_weights())
-    for (double v : w.to_doubles()) got.push_back(v);
-  return got;
-}
+using systolic::testing::flat_weights;
 
 // The case's fit as Keras ran it (FitOptions from the fixture's record and arrays).
 FitOptions fit_options(const json& record, std::map<std::string, Tensor>& a) {
