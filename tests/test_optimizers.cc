@@ -155,6 +155,8 @@ TEST(Optimizers, RuleOptimizersResumeExactlyFromKerasFiles) {
   opts.push_back(std::make_unique<optimizers::Ftrl>(0.05, -0.5, 0.1, 0.001, 0.001));
   opts.push_back(std::make_unique<optimizers::SGD>(0.05, 0.5));
   opts.back()->set_ema(true, 0.9, 4);  // the moving average is a slot, saved and restored as the others
+  opts.push_back(std::make_unique<optimizers::Lamb>(0.01));
+  opts.back()->set_loss_scale_factor(4.0);  // written to both forms and read back
   for (auto& opt : opts)
     for (const char* file : {"m.keras", "m.h5"}) {
       SCOPED_TRACE(opt->name() + " " + file);
