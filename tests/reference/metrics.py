@@ -222,6 +222,20 @@ def rate_cases(rng):
     return cases
 
 
+def labelled_cases(data):
+    """Each (metric, labels, predictions): updated on rows 0-9 then the rest; the labels keep their own shape and
+    dtype (int32 for integer labels)."""
+    cases = []
+    for m, y, p in data:
+        m.update_state(y[:10], p[:10])
+        m.update_state(y[10:], p[10:])
+        cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(p.shape),
+                      "label_shape": list(y.shape), "integer_labels": bool(y.dtype == np.int32),
+                      "pred": p.reshape(-1).tolist(), "labels": y.reshape(-1).astype(float).tolist(),
+                      "result": float(m.result())})
+    return cases
+
+
 def iou_cases(rng):
     M = keras.metrics
     n = 23
@@ -246,15 +260,7 @@ def iou_cases(rng):
         (M.BinaryIoU(), binary_labels, binary_pred),
         (M.BinaryIoU(target_class_ids=[1], threshold=0.3), binary_labels, binary_pred),
     ]
-    cases = []
-    for m, y, p in data:
-        m.update_state(y[:10], p[:10])
-        m.update_state(y[10:], p[10:])
-        cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(p.shape),
-                      "label_shape": list(y.shape), "integer_labels": bool(y.dtype == np.int32),
-                      "pred": p.reshape(-1).tolist(), "labels": y.reshape(-1).astype(float).tolist(),
-                      "result": float(m.result())})
-    return cases
+    return labelled_cases(data)
 
 
 def crossentropy_cases(rng):
@@ -273,15 +279,7 @@ def crossentropy_cases(rng):
         (M.SparseCategoricalCrossentropy(from_logits=True, name="scce_logits"), labels, logits),
         (M.CategoricalCrossentropy(from_logits=True), one_hot, logits),
     ]
-    cases = []
-    for m, y, p in data:
-        m.update_state(y[:10], p[:10])
-        m.update_state(y[10:], p[10:])
-        cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(p.shape),
-                      "label_shape": list(y.shape), "integer_labels": bool(y.dtype == np.int32),
-                      "pred": p.reshape(-1).tolist(), "labels": y.reshape(-1).astype(float).tolist(),
-                      "result": float(m.result())})
-    return cases
+    return labelled_cases(data)
 
 
 def mean_sum_cases(rng):
