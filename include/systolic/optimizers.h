@@ -321,33 +321,40 @@ class RuleOptimizer : public Optimizer {
   std::vector<double> step_values(double lr) override;
 };
 
+// The rule optimizers whose own arguments are Keras's beta_1, beta_2 and epsilon (Adamax, Nadam, Lamb): their
+// config is those three.
+class BetasOptimizer : public RuleOptimizer {
+ public:
+  nlohmann::ordered_json get_config() const override;
+
+ protected:
+  BetasOptimizer(double learning_rate, double beta_1, double beta_2, double epsilon)
+      : RuleOptimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+  double beta_1_, beta_2_, epsilon_;
+};
+
 // Adamax: Adam with the infinity norm (u = max(beta_2 u, |g|)).
-class Adamax : public RuleOptimizer {
+class Adamax : public BetasOptimizer {
  public:
   explicit Adamax(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
                   double epsilon = 1e-7)
-      : RuleOptimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+      : BetasOptimizer(learning_rate, beta_1, beta_2, epsilon) {}
   std::string name() const override { return "Adamax"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adamax>(*this); }
-  nlohmann::ordered_json get_config() const override;
   std::vector<Slot> slot_specs() const override;
 
  protected:
   ops::UpdateParams rule() const override;
-
- private:
-  double beta_1_, beta_2_, epsilon_;
 };
 
 // Nadam: Adam with Nesterov momentum and Keras's momentum schedule u_t = beta_1 (1 - 0.5 * 0.96^t).
-class Nadam : public RuleOptimizer {
+class Nadam : public BetasOptimizer {
  public:
   explicit Nadam(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
                  double epsilon = 1e-7)
-      : RuleOptimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+      : BetasOptimizer(learning_rate, beta_1, beta_2, epsilon) {}
   std::string name() const override { return "Nadam"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Nadam>(*this); }
-  nlohmann::ordered_json get_config() const override;
   std::vector<Slot> slot_specs() const override;
   // u_product, u_1 * ... * u_iterations() (Keras's _u_product, which it saves after the slots).
   std::vector<double> keras3_scalar_variables() const override { return {u_product(iterations())}; }
@@ -361,7 +368,6 @@ class Nadam : public RuleOptimizer {
   double u_product(std::int64_t t) const;
   mutable std::int64_t product_t_ = 0;
   mutable double product_ = 1.0;
-  double beta_1_, beta_2_, epsilon_;
 };
 
 // Adagrad: accumulator += g^2; w -= lr g / sqrt(accumulator + epsilon).
@@ -418,21 +424,17 @@ class Lion : public RuleOptimizer {
 
 // Lamb: Adam's moments, and each variable's step m_hat / (sqrt(v_hat) + epsilon) scaled by the trust ratio
 // ||w|| / ||step|| (1 where either is 0).
-class Lamb : public RuleOptimizer {
+class Lamb : public BetasOptimizer {
  public:
   explicit Lamb(double learning_rate = 0.001, double beta_1 = 0.9, double beta_2 = 0.999,
                 double epsilon = 1e-7)
-      : RuleOptimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+      : BetasOptimizer(learning_rate, beta_1, beta_2, epsilon) {}
   std::string name() const override { return "Lamb"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Lamb>(*this); }
-  nlohmann::ordered_json get_config() const override;
   std::vector<Slot> slot_specs() const override;
 
  protected:
   ops::UpdateParams rule() const override;
-
- private:
-  double beta_1_, beta_2_, epsilon_;
 };
 
 // Ftrl (follow the regularized leader), with Keras's arguments; Error on those Keras refuses.

@@ -5,10 +5,6 @@
 
 namespace systolic::optimizers {
 
-nlohmann::ordered_json Adamax::get_config() const {
-  return {{"beta_1", beta_1_}, {"beta_2", beta_2_}, {"epsilon", epsilon_}};
-}
-
 std::vector<Slot> Adamax::slot_specs() const {
   return {{.name = "m", .tf_keras = "m", .keras3 = "momentum"},
           {.name = "u", .tf_keras = "u", .keras3 = "norm"}};
@@ -19,12 +15,7 @@ ops::UpdateParams Adamax::rule() const {
 }
 
 const Entry& adamax_entry() {
-  static const Entry e{
-      "Adamax", {"adamax"}, "adamax", [](keras_object::StrictConfig& c, std::optional<double> lr) {
-        return std::unique_ptr<Optimizer>(
-            std::make_unique<Adamax>(lr.value_or(0.001), c.number("beta_1", 0.9), c.number("beta_2", 0.999),
-                                     c.number("epsilon", 1e-7)));
-      }};
+  static const Entry e{"Adamax", {"adamax"}, "adamax", betas_from_config<Adamax>};
   return e;
 }
 

@@ -6,10 +6,6 @@
 
 namespace systolic::optimizers {
 
-nlohmann::ordered_json Nadam::get_config() const {
-  return {{"beta_1", beta_1_}, {"beta_2", beta_2_}, {"epsilon", epsilon_}};
-}
-
 std::vector<Slot> Nadam::slot_specs() const {
   return {{.name = "m", .tf_keras = "m", .keras3 = "momentum"},
           {.name = "v", .tf_keras = "v", .keras3 = "velocity"}};
@@ -35,12 +31,7 @@ std::vector<double> Nadam::step_values(double lr) {
 }
 
 const Entry& nadam_entry() {
-  static const Entry e{
-      "Nadam", {"nadam"}, "nadam", [](keras_object::StrictConfig& c, std::optional<double> lr) {
-        return std::unique_ptr<Optimizer>(std::make_unique<Nadam>(lr.value_or(0.001), c.number("beta_1", 0.9),
-                                                                  c.number("beta_2", 0.999),
-                                                                  c.number("epsilon", 1e-7)));
-      }};
+  static const Entry e{"Nadam", {"nadam"}, "nadam", betas_from_config<Nadam>};
   return e;
 }
 

@@ -158,6 +158,10 @@ std::vector<double> RuleOptimizer::step_values(double lr) {
   return {c.begin(), c.end()};
 }
 
+nlohmann::ordered_json BetasOptimizer::get_config() const {
+  return {{"beta_1", beta_1_}, {"beta_2", beta_2_}, {"epsilon", epsilon_}};
+}
+
 void Optimizer::set_weight_decay(std::optional<double> decay) {
   SYSTOLIC_CHECK(!decay || (std::isfinite(*decay) && *decay >= 0),
                  "optimizer {}: weight_decay {} must be a number >= 0 (or None)", name(), decay.value_or(0));

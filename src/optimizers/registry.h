@@ -27,6 +27,13 @@ struct Entry {
                                             std::optional<double> learning_rate);
 };
 
+// An Entry's from_config for a BetasOptimizer class O: its beta_1, beta_2 and epsilon, with Keras's defaults.
+template <class O>
+std::unique_ptr<Optimizer> betas_from_config(keras_object::StrictConfig& c, std::optional<double> lr) {
+  return std::make_unique<O>(lr.value_or(0.001), c.number("beta_1", 0.9), c.number("beta_2", 0.999),
+                             c.number("epsilon", 1e-7));
+}
+
 // keras.optimizers.deserialize: a name or {"class_name", "config"} as Keras 3, tf.keras 2.11+ ("Custom>Adam") and
 // the legacy optimizers write it; Error naming the class or option that is not supported.
 std::unique_ptr<Optimizer> deserialize(const keras_object::json& value);
