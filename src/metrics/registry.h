@@ -30,6 +30,12 @@ struct Entry {
 // An Entry's make for a class that needs arguments of its own (PrecisionAtRecall's recall, MeanIoU's num_classes):
 // compile refuses its name alone, saying so.
 std::unique_ptr<Metric> needs_arguments(const std::string& name, bool sparse, bool binary);
+// Defines `const Entry& function_entry()` of such a class, read from its config by `from_config`.
+#define SYSTOLIC_METRIC_NEEDING_ARGUMENTS(function, Class, from_config)      \
+  const Entry& function##_entry() {                                          \
+    static const Entry e{#Class, {#function}, needs_arguments, from_config}; \
+    return e;                                                                \
+  }
 
 // BinaryAccuracy shown as `name` (what "accuracy" means on an output of one unit).
 std::unique_ptr<Metric> binary_accuracy(const std::string& name);
