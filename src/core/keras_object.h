@@ -57,6 +57,16 @@ class StrictConfig {
   bool taken(const std::string& key) const { return used_.count(key) > 0; }
   void finish() const;
   [[noreturn]] void fail(const std::string& why) const;
+  // f(), an Error it throws (a constructor's or setter's check of the arguments read) made this config's: the message
+  // after `what`.
+  template <class F>
+  auto checked(F&& f) const -> decltype(f()) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+  }
 
  private:
   const json& config_;

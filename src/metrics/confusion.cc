@@ -253,11 +253,7 @@ std::unique_ptr<Metric> auc_from_config(keras_object::StrictConfig& c, const std
     }
   }
   c.off("thresholds");
-  try {
-    return std::make_unique<AUC>(o);
-  } catch (const Error& e) {
-    c.fail(e.what());
-  }
+  return c.checked([&]() -> std::unique_ptr<Metric> { return std::make_unique<AUC>(o); });
 }
 
 // Precision's and Recall's thresholds: null (0.5), a number or a list of one (a list of several makes Keras's
@@ -329,23 +325,17 @@ std::unique_ptr<Metric> rate_at_from_config(keras_object::StrictConfig& c, const
   o.value = value.get<double>();
   o.num_thresholds = c.integer("num_thresholds", 200, 1);
   o.class_id = c.integer("class_id", -1, 0);
-  try {
-    return std::make_unique<RateAtMetric>(kind, o);
-  } catch (const Error& e) {
-    c.fail(e.what());
-  }
+  return c.checked([&]() -> std::unique_ptr<Metric> { return std::make_unique<RateAtMetric>(kind, o); });
 }
 }  // namespace
 
-#define SYSTOLIC_RATE_AT_ENTRY(function, Class, kind)                                              \
-  const Entry& function##_entry() {                                                                \
-    static const Entry e{#Class, {#function}, needs_arguments, rate_at_from_config<RateAt::kind>}; \
-    return e;                                                                                      \
-  }
-SYSTOLIC_RATE_AT_ENTRY(precision_at_recall, PrecisionAtRecall, precision_at_recall)
-SYSTOLIC_RATE_AT_ENTRY(recall_at_precision, RecallAtPrecision, recall_at_precision)
-SYSTOLIC_RATE_AT_ENTRY(sensitivity_at_specificity, SensitivityAtSpecificity, sensitivity_at_specificity)
-SYSTOLIC_RATE_AT_ENTRY(specificity_at_sensitivity, SpecificityAtSensitivity, specificity_at_sensitivity)
-#undef SYSTOLIC_RATE_AT_ENTRY
+SYSTOLIC_METRIC_NEEDING_ARGUMENTS(precision_at_recall, PrecisionAtRecall,
+                                  rate_at_from_config<RateAt::precision_at_recall>)
+SYSTOLIC_METRIC_NEEDING_ARGUMENTS(recall_at_precision, RecallAtPrecision,
+                                  rate_at_from_config<RateAt::recall_at_precision>)
+SYSTOLIC_METRIC_NEEDING_ARGUMENTS(sensitivity_at_specificity, SensitivityAtSpecificity,
+                                  rate_at_from_config<RateAt::sensitivity_at_specificity>)
+SYSTOLIC_METRIC_NEEDING_ARGUMENTS(specificity_at_sensitivity, SpecificityAtSensitivity,
+                                  rate_at_from_config<RateAt::specificity_at_sensitivity>)
 
 }  // namespace systolic::metrics

@@ -122,15 +122,13 @@ FBetaScoreOptions f_score_options(keras_object::StrictConfig& c, const std::stri
 
 template <class M>
 std::unique_ptr<Metric> made(keras_object::StrictConfig& c, const FBetaScoreOptions& o) {
-  try {
+  return c.checked([&]() -> std::unique_ptr<Metric> {
     if constexpr (std::is_same_v<M, F1Score>)
       return std::make_unique<F1Score>(
           F1ScoreOptions{.average = o.average, .threshold = o.threshold, .name = o.name});
     else
       return std::make_unique<FBetaScore>(o);
-  } catch (const Error& e) {
-    c.fail(e.what());
-  }
+  });
 }
 
 }  // namespace

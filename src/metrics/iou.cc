@@ -153,25 +153,16 @@ std::unique_ptr<Metric> iou_from_config(keras_object::StrictConfig& c, const std
     o.sparse_y_pred = c.boolean("sparse_y_pred", !one_hot(kind));
     c.off("axis", -1);
   }
-  try {
-    return std::make_unique<IoUMetric>(kind, o);
-  } catch (const Error& e) {
-    c.fail(e.what());
-  }
+  return c.checked([&]() -> std::unique_ptr<Metric> { return std::make_unique<IoUMetric>(kind, o); });
 }
 
 }  // namespace
 
-#define SYSTOLIC_IOU_ENTRY(function, Class, kind)                                               \
-  const Entry& function##_entry() {                                                             \
-    static const Entry e{#Class, {#function}, needs_arguments, iou_from_config<IoUKind::kind>}; \
-    return e;                                                                                   \
-  }
-SYSTOLIC_IOU_ENTRY(io_u, IoU, iou)
-SYSTOLIC_IOU_ENTRY(mean_io_u, MeanIoU, mean_iou)
-SYSTOLIC_IOU_ENTRY(one_hot_io_u, OneHotIoU, one_hot_iou)
-SYSTOLIC_IOU_ENTRY(one_hot_mean_io_u, OneHotMeanIoU, one_hot_mean_iou)
-SYSTOLIC_IOU_ENTRY(binary_io_u, BinaryIoU, binary_iou)
-#undef SYSTOLIC_IOU_ENTRY
+SYSTOLIC_METRIC_NEEDING_ARGUMENTS(io_u, IoU, iou_from_config<IoUKind::iou>)
+SYSTOLIC_METRIC_NEEDING_ARGUMENTS(mean_io_u, MeanIoU, iou_from_config<IoUKind::mean_iou>)
+SYSTOLIC_METRIC_NEEDING_ARGUMENTS(one_hot_io_u, OneHotIoU, iou_from_config<IoUKind::one_hot_iou>)
+SYSTOLIC_METRIC_NEEDING_ARGUMENTS(one_hot_mean_io_u, OneHotMeanIoU,
+                                  iou_from_config<IoUKind::one_hot_mean_iou>)
+SYSTOLIC_METRIC_NEEDING_ARGUMENTS(binary_io_u, BinaryIoU, iou_from_config<IoUKind::binary_iou>)
 
 }  // namespace systolic::metrics

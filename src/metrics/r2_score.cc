@@ -71,11 +71,7 @@ const Entry& r2_score_entry() {
           o.class_aggregation = aggregation.get<std::string>();
         }
         o.num_regressors = c.integer("num_regressors", 0, 0);
-        try {
-          return std::make_unique<R2Score>(o);
-        } catch (const Error& e) {
-          c.fail(e.what());
-        }
+        return c.checked([&]() -> std::unique_ptr<Metric> { return std::make_unique<R2Score>(o); });
       }};
   return e;
 }

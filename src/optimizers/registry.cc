@@ -104,11 +104,7 @@ std::unique_ptr<Optimizer> deserialize(const json& value) {
     const std::optional<std::int64_t> every = c.optional_integer("ema_overwrite_frequency", 1);
     if (!use.is_boolean()) c.fail("use_ema " + use.dump() + " is not supported (true or false)");
     if (!momentum.is_number()) c.fail("ema_momentum " + momentum.dump() + " is not supported (a number)");
-    try {
-      opt->set_ema(use.get<bool>(), momentum.get<double>(), every);
-    } catch (const Error& e) {
-      c.fail(e.what());
-    }
+    c.checked([&] { opt->set_ema(use.get<bool>(), momentum.get<double>(), every); });
   }
   // Keras's gradient clipping: a number or null each, at most one set.
   std::optional<double> clip[3];
@@ -126,11 +122,9 @@ std::unique_ptr<Optimizer> deserialize(const json& value) {
     const json& f = c.raw("loss_scale_factor");
     if (!f.is_null() && !f.is_number())
       c.fail("loss_scale_factor " + f.dump() + " is not supported (a number or null)");
-    try {
+    c.checked([&] {
       opt->set_loss_scale_factor(f.is_null() ? std::nullopt : std::optional<double>(f.get<double>()));
-    } catch (const Error& e) {
-      c.fail(e.what());
-    }
+    });
   }
   if (!c.taken("gradient_accumulation_steps")) c.off("gradient_accumulation_steps");
   if (!c.taken("decay")) c.off("decay", 0.0);
