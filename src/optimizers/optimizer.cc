@@ -135,7 +135,7 @@ void Optimizer::update_by_rule(const ops::UpdateParams& p, Tensor& params, const
   auto& s = slots_;
   const Tensor& step = step_values_on(params.device());
   auto update = [&](std::int64_t at, std::int64_t n) {
-    auto part = [&](const Tensor& t) { return at == 0 && n == t.numel() ? t : t.slice(at, at + n); };
+    auto part = [&](const Tensor& t) { return t.slice(at, at + n); };
     Tensor w = part(params), none;
     Tensor s0 = s.size() > 0 ? part(s[0].second) : none, s1 = s.size() > 1 ? part(s[1].second) : none,
            s2 = s.size() > 2 ? part(s[2].second) : none;
