@@ -136,8 +136,9 @@ void expect_labelled_as_keras(const std::string& fixture, std::size_t cases, boo
     m->update(pred.slice(0, 10), labels.slice(0, 10), state);
     m->update(pred.slice(10, dims[0]), labels.slice(10, dims[0]), state);
     EXPECT_NEAR(m->value(state.data<double>(), double(dims[0])), c["result"].get<double>(), 1e-6);
-    if (serialized)
+    if (serialized) {
       EXPECT_EQ(json::parse(metrics::serialize(*m, keras_object::Form::keras3).dump()), c["config"]);
+    }
   }
 }
 

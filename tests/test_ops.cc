@@ -112,6 +112,16 @@ Arg counter(std::string name, double value) {
 Arg total() {
   return fixed({.name = "total", .shape = {1}, .role = Role::accumulator, .lo = 0, .hi = 3}, DType::float64);
 }
+// A float64 accumulator of n counts (whole numbers 0..3 to start from).
+Arg counts(std::int64_t n) {
+  return fixed({.name = "counts",
+                .shape = {n},
+                .role = Role::accumulator,
+                .values = Values::integers,
+                .lo = 0,
+                .hi = 3},
+               DType::float64);
+}
 
 // Tolerance families: elementwise arithmetic, reductions (sums over rows or channels, softmax, losses), matrix
 // products (TF32 on GPUs, as TensorFlow allows).
@@ -891,16 +901,9 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
     y.values = Values::integers;
     Arg pred = in("predictions", k.s, k.lo, k.hi);
     if (k.name.find("ties") != std::string::npos) pred.values = Values::integers;
-    Arg counts = fixed({.name = "counts",
-                        .shape = {4 * k.p.thresholds},
-                        .role = Role::accumulator,
-                        .values = Values::integers,
-                        .lo = 0,
-                        .hi = 3},
-                       DType::float64);
     ConfusionParams p = k.p;
     m[Op::confusion_counts].push_back({k.name + " " + k.s.str(),
-                                       {pred, y, counts},
+                                       {pred, y, counts(4 * k.p.thresholds)},
                                        [p](auto& t) { confusion_counts(t[0], t[1], t[2], p); },
                                        Family::reduction});
   }
@@ -948,16 +951,9 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
                 ? fixed({.name = "labels", .shape = k.labels, .values = Values::integers, .lo = -1, .hi = 4},
                         DType::int32)
                 : param(in("labels", k.labels, k.p.argmax_labels ? 0 : -0.5, k.p.argmax_labels ? 1 : 3.5));
-    Arg counts = fixed({.name = "counts",
-                        .shape = {k.p.classes * k.p.classes},
-                        .role = Role::accumulator,
-                        .values = Values::integers,
-                        .lo = 0,
-                        .hi = 3},
-                       DType::float64);
     ClassConfusionParams p = k.p;
     m[Op::class_confusion].push_back({k.name + " " + k.pred.str(),
-                                      {pred, y, counts},
+                                      {pred, y, counts(k.p.classes * k.p.classes)},
                                       [p](auto& t) { class_confusion(t[0], t[1], t[2], p); },
                                       Family::reduction});
   }

@@ -210,7 +210,9 @@ TEST(MetricRegistry, EveryNameAndConfig) {
       // A class with arguments of its own (AUC) is named as Keras names it ("auc" for "AUC") and written as its
       // serialized object in both forms.
       const bool own_config = !m->get_config().empty();
-      if (!own_config) EXPECT_EQ(m->name(), name);
+      if (!own_config) {
+        EXPECT_EQ(m->name(), name);
+      }
       json h5 = sy::metrics::serialize(*m, Form::h5);
       EXPECT_EQ(h5["class_name"], m->class_name());
       EXPECT_EQ(sy::metrics::from_config(h5).name(), m->name());

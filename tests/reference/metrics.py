@@ -92,12 +92,7 @@ def r2_cases(rng):
                                   M.R2Score(num_regressors=2, name="adjusted")])):
         target = (rng.normal(size=(23, columns)) * np.array([1.0, 3.0, 0.5])[:columns] + 2.0).astype(np.float32)
         pred = (target + 0.6 * rng.normal(size=target.shape)).astype(np.float32)
-        for m in metrics:
-            m.update_state(target[:10], pred[:10])
-            m.update_state(target[10:], pred[10:])
-            cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(target.shape),
-                          "pred": pred.reshape(-1).tolist(), "labels": target.reshape(-1).tolist(),
-                          "result": float(m.result())})
+        cases += [two_batch_case(m, target, pred) for m in metrics]
     return cases
 
 
@@ -179,12 +174,7 @@ def confusion_cases(rng):
         pred = np.clip(0.35 * labels + rng.uniform(-0.1, 0.75, size=labels.shape), 0, 1).astype(np.float32)
         if logits:
             pred = rng.normal(size=labels.shape).astype(np.float32) + 1.5 * (labels - 0.5)
-        for m in metrics:
-            m.update_state(labels[:10], pred[:10])
-            m.update_state(labels[10:], pred[10:])
-            cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(labels.shape),
-                          "pred": pred.reshape(-1).tolist(), "labels": labels.reshape(-1).tolist(),
-                          "result": float(m.result())})
+        cases += [two_batch_case(m, labels, pred) for m in metrics]
     return cases
 
 
@@ -212,28 +202,22 @@ def rate_cases(rng):
         pred.reshape(-1)[3] = 0.5
         if ties:
             pred = rng.choice(np.array([0.2, 0.5, 0.8], dtype=np.float32), size=labels.shape)
-        for m in metrics:
-            m = m.__class__.from_config(m.get_config())  # a fresh state for each data set
-            m.update_state(labels[:10], pred[:10])
-            m.update_state(labels[10:], pred[10:])
-            cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(labels.shape),
-                          "pred": pred.reshape(-1).tolist(), "labels": labels.reshape(-1).tolist(),
-                          "result": float(m.result())})
+        # A fresh state for each data set.
+        cases += [two_batch_case(m.__class__.from_config(m.get_config()), labels, pred) for m in metrics]
     return cases
 
 
-def labelled_cases(data):
-    """Each (metric, labels, predictions): updated on rows 0-9 then the rest; the labels keep their own shape and
-    dtype (int32 for integer labels)."""
-    cases = []
-    for m, y, p in data:
-        m.update_state(y[:10], p[:10])
-        m.update_state(y[10:], p[10:])
-        cases.append({"config": keras.saving.serialize_keras_object(m), "shape": list(p.shape),
-                      "label_shape": list(y.shape), "integer_labels": bool(y.dtype == np.int32),
-                      "pred": p.reshape(-1).tolist(), "labels": y.reshape(-1).astype(float).tolist(),
-                      "result": float(m.result())})
-    return cases
+def two_batch_case(m, labels, pred, own_label_shape=False):
+    """The metric updated on rows 0-9, then the rest: its serialized config, the data and Keras's result. With
+    own_label_shape the labels' shape and whether they are integers (int32) are recorded too."""
+    m.update_state(labels[:10], pred[:10])
+    m.update_state(labels[10:], pred[10:])
+    case = {"config": keras.saving.serialize_keras_object(m), "shape": list(pred.shape)}
+    if own_label_shape:
+        case.update({"label_shape": list(labels.shape), "integer_labels": bool(labels.dtype == np.int32)})
+    case.update({"pred": pred.reshape(-1).tolist(), "labels": labels.reshape(-1).astype(float).tolist(),
+                 "result": float(m.result())})
+    return case
 
 
 def iou_cases(rng):
@@ -260,7 +244,7 @@ def iou_cases(rng):
         (M.BinaryIoU(), binary_labels, binary_pred),
         (M.BinaryIoU(target_class_ids=[1], threshold=0.3), binary_labels, binary_pred),
     ]
-    return labelled_cases(data)
+    return [two_batch_case(m, y, p, own_label_shape=True) for m, y, p in data]
 
 
 def crossentropy_cases(rng):
@@ -279,7 +263,7 @@ def crossentropy_cases(rng):
         (M.SparseCategoricalCrossentropy(from_logits=True, name="scce_logits"), labels, logits),
         (M.CategoricalCrossentropy(from_logits=True), one_hot, logits),
     ]
-    return labelled_cases(data)
+    return [two_batch_case(m, y, p, own_label_shape=True) for m, y, p in data]
 
 
 def mean_sum_cases(rng):
