@@ -242,6 +242,24 @@ TEST(GradientCheck, CrossEntropyFromProbabilities) {
                  Tensor& g) { ops::crossentropy_from_probabilities(p, onehot, Tensor(), t, g, 1.0, 1e-7); },
              probs.clone());
 }
+// SparseCategoricalCrossentropy(ignore_class) through its Loss, from probabilities (what it reads behind a softmax
+// output) and from logits, with sample weights: the ignored samples' rows get no gradient.
+TEST(GradientCheck, SparseCrossentropyIgnoringAClass) {
+  Tensor labels = Tensor::from_vector<std::int32_t>({1, 2, 0, 2}, {4});
+  Tensor w = Tensor::from_vector<double>({0.5, 2.0, 1.0, 1.5}, {4});
+  for (bool from_logits : {false, true}) {
+    SCOPED_TRACE(from_logits ? "from logits" : "from probabilities");
+    losses::SparseCategoricalCrossentropy loss({.from_logits = from_logits, .ignore_class = 2});
+    check_loss(
+        [&](const Tensor& p, Tensor& t, Tensor& g) {
+          Tensor none;
+          losses::LossArgs a{p, none, none, labels, w, t, g, g, 1.0};
+          EXPECT_FALSE(loss.compute(a));
+        },
+        from_logits ? random_tensor({4, 3}, 23, DType::float64, -3, 3)
+                    : random_tensor({4, 3}, 22, DType::float64, 0.05, 0.9));
+  }
+}
 // Keras's sample weights (one per sample, a 0 among them) scale each sample's loss and its gradient.
 TEST(GradientCheck, LossesWithSampleWeights) {
   Tensor w = Tensor::from_vector<double>({0.5, 0.0, 2.5}, {3});

@@ -45,7 +45,14 @@ struct Result {
 Result run(const losses::Loss& loss, const json& c, DType dtype) {
   Shape shape(c["shape"].get<std::vector<std::int64_t>>());
   Tensor x = Tensor::from_vector(c["x"].get<std::vector<double>>(), shape).to(dtype);
-  Tensor y = Tensor::from_vector(c["y"].get<std::vector<double>>(), shape).to(dtype);
+  Tensor y = c.contains("y_shape") ? Tensor::from_vector(c["y"].get<std::vector<double>>(),
+                                                         Shape(c["y_shape"].get<std::vector<std::int64_t>>()))
+                                         .to(DType::int32)
+                                   : Tensor::from_vector(c["y"].get<std::vector<double>>(), shape).to(dtype);
+  Tensor weights;
+  if (c.contains("sample_weight"))
+    weights = Tensor::from_vector(c["sample_weight"].get<std::vector<double>>(), {shape[0]})
+                  .to(dtype == DType::float64 ? DType::float64 : DType::float32);
   const bool sigmoid = c["input"] == "sigmoid", softmax = c["input"] == "softmax";
   Tensor output = x, none;
   if (sigmoid || softmax) {
@@ -54,7 +61,7 @@ Result run(const losses::Loss& loss, const json& c, DType dtype) {
   }
   Tensor total = Tensor::zeros({1}, DType::float64), grad(shape, dtype);
   const std::int64_t n = shape[0];
-  losses::LossArgs args{output, softmax ? x : none, sigmoid ? x : none, y, none, total, grad,
+  losses::LossArgs args{output, softmax ? x : none, sigmoid ? x : none, y, weights, total, grad,
                         grad,   1.0 / double(n)};
   bool pre = loss.compute(args);
   if ((sigmoid || softmax) &&
@@ -79,7 +86,7 @@ double max_relative(const std::vector<double>& a, const std::vector<double>& b) 
 
 TEST(KerasLosses, ValuesAndGradientsMatchKeras) {
   const json& f = fixture();
-  ASSERT_GE(f["cases"].size(), 140u);
+  ASSERT_GE(f["cases"].size(), 158u);
   for (const json& c : f["cases"]) {
     SCOPED_TRACE(label(c));
     auto loss = loss_of(c);
@@ -90,10 +97,11 @@ TEST(KerasLosses, ValuesAndGradientsMatchKeras) {
     EXPECT_NEAR(r64.value, keras, 1e-12 * std::max(1.0, std::abs(keras)));
     EXPECT_LT(max_relative(r64.grad, keras_grad), 1e-10);
     // From the logits behind a sigmoid or softmax: the gradient is w.r.t. those logits, as Keras's; Keras's
-    // CategoricalFocalCrossentropy reads the softmax's output.
+    // CategoricalFocalCrossentropy, and a crossentropy that ignores a class, read the softmax's output.
     EXPECT_EQ(r64.from_logits_gradient,
               c["input"] == "sigmoid" ||
-                  (c["input"] == "softmax" && c["class_name"] != "CategoricalFocalCrossentropy"));
+                  (c["input"] == "softmax" && c["class_name"] != "CategoricalFocalCrossentropy" &&
+                   !c["kwargs"].contains("ignore_class")));
     Result r32 = run(*loss, c, DType::float32);
     EXPECT_NEAR(r32.value, keras, 2e-6 * std::max(1.0, std::abs(keras)));
     EXPECT_LT(max_relative(r32.grad, keras_grad), 2e-5);
@@ -165,6 +173,12 @@ TEST(KerasLosses, BadArgumentsAreNamed) {
                 losses::deserialize(json{{"class_name", "Huber"}, {"config", {{"delta", -1}}}});
               }),
               HasSubstr("delta"));
+  for (const json& ignore : {json(1.5), json("0"), json(std::int64_t(1) << 40)})
+    EXPECT_THAT(error_of([&] {
+                  losses::deserialize(json{{"class_name", "SparseCategoricalCrossentropy"},
+                                           {"config", {{"ignore_class", ignore}}}});
+                }),
+                HasSubstr("ignore_class"));
   EXPECT_THAT(error_of([] { losses::get("binary_cross_entropy"); }), HasSubstr("binary_cross_entropy"));
 }
 
@@ -276,4 +290,41 @@ TEST(KerasLosses, RegressionTrainsWithHuberAndReportsMae) {
     auto h = m.fit(x, yp, {.batch_size = 50, .epochs = 1, .verbose = 0});
     EXPECT_TRUE(std::isfinite(h.history.at("loss").back()));
   }
+}
+
+// SparseCategoricalCrossentropy(ignore_class=-1): samples with the ignored label count for nothing, and the loss is
+// the mean over the others (Keras's masked mean). One SGD step on a batch with ignored samples is the step on the
+// batch without them, and its logged loss is theirs; the option is kept in a .keras file.
+TEST(KerasLosses, IgnoreClassLeavesTheIgnoredSamplesOut) {
+  const std::int64_t n = 12;
+  Tensor x = systolic::testing::random_tensor({n, 5}, 31, DType::float32, -1, 1);
+  const std::vector<std::int32_t> labels{0, 1, 2, -1, 1, 0, -1, 2, 2, -1, 0, 1};
+  std::vector<float> kept_x;
+  std::vector<std::int32_t> kept_labels;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (labels[i] != -1) {
+      kept_x.insert(kept_x.end(), x.data<float>() + i * 5, x.data<float>() + (i + 1) * 5);
+      kept_labels.push_back(labels[i]);
+    }
+  const std::int64_t k = std::int64_t(kept_labels.size());
+  auto in = layers::Input({5});
+  Model model(in, layers::Dense(3, {.activation = "softmax"})(in));
+  auto in2 = layers::Input({5});
+  Model plain(in2, layers::Dense(3, {.activation = "softmax"})(in2));
+  plain.set_weights(model.get_weights());
+  model.compile(optimizers::SGD(0.5), losses::SparseCategoricalCrossentropy({.ignore_class = -1}));
+  plain.compile(optimizers::SGD(0.5), "sparse_categorical_crossentropy");
+  auto h = model.fit(x, Tensor::from_vector(labels, {n}), {.batch_size = n, .epochs = 1, .verbose = 0});
+  auto hp = plain.fit(Tensor::from_vector(kept_x, {k, 5}), Tensor::from_vector(kept_labels, {k}),
+                      {.batch_size = k, .epochs = 1, .verbose = 0});
+  EXPECT_NEAR(h.history.at("loss")[0], hp.history.at("loss")[0], 1e-6);
+  auto a = model.get_weights(), b = plain.get_weights();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_LT(max_relative(a[i].to_doubles(), b[i].to_doubles()), 1e-5) << "weight " << i;
+
+  systolic::testing::TempDir dir;
+  model.save(dir.file("m.keras"));
+  Model back = load_model(dir.file("m.keras"));
+  EXPECT_EQ(back.loss().get_config()["ignore_class"], -1);
 }

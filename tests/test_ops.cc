@@ -957,6 +957,23 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
                                       [p](auto& t) { class_confusion(t[0], t[1], t[2], p); },
                                       Family::reduction});
   }
+  // ignore_class: labels among which the ignored one (-1, or a class index) and other classes, with and without
+  // sample weights (float32 with bfloat16 data, as sample weights are); and a batch whose labels are all ignored.
+  for (int ignore : {-1, 2, 5})
+    for (bool weighted : {false, true}) {
+      Arg y = fixed({.name = "labels",
+                     .shape = {37},
+                     .values = ignore == 5 ? Values::constant : Values::integers,
+                     .lo = ignore == 5 ? 5.0 : -1.0,
+                     .hi = 3},
+                    DType::int32);
+      m[Op::ignore_class].push_back(
+          {fmt::format("ignore {}{}", ignore, weighted ? ", weights" : ""),
+           {y, weighted ? param(in("weights", {37}, 0, 3)) : none("weights"),
+            fixed(out("kept", {37}), DType::int32), param(out("kept_weights", {37}))},
+           [ignore](auto& t) { ignore_class(t[0], ignore, t[1], t[2], t[3]); },
+           Family::elementwise});
+    }
   // Regression sums: one column and three, offset targets.
   for (const Shape& s : {Shape{53, 1}, Shape{31, 3}}) {
     m[Op::regression_sums].push_back({"columns of " + s.str(),

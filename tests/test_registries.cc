@@ -190,7 +190,7 @@ TEST(LossRegistry, EveryNameAndConfig) {
   EXPECT_EQ(sy::losses::serialize(logits, Form::keras3).dump(),
             R"({"module":"keras.losses","class_name":"SparseCategoricalCrossentropy","config":{"name":)"
             R"("sparse_categorical_crossentropy","reduction":"sum_over_batch_size","from_logits":true,)"
-            R"("ignore_class":null,"axis":-1},"registered_name":null})");
+            R"("ignore_class":null},"registered_name":null})");
   EXPECT_EQ(sy::losses::serialize(logits, Form::h5).dump(),
             R"({"class_name":"SparseCategoricalCrossentropy","config":{"from_logits":true}})");
   for (Form form : {Form::keras3, Form::h5})

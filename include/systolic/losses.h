@@ -8,8 +8,10 @@
 #include <systolic/ops.h>
 #include <systolic/tensor.h>
 
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +40,7 @@ class Loss {
   // The class's default `name` in its config: name() but for Huber ("huber_loss").
   virtual std::string config_name() const { return name(); }
   // Keras 3's get_config() of the class's own arguments, in Keras's order ({"from_logits": false, "ignore_class":
-  // null, "axis": -1}); the registry writes the base class's (name, reduction) before them.
+  // null}); the registry writes the base class's (name, reduction) before them.
   virtual nlohmann::ordered_json get_config() const { return nlohmann::ordered_json::object(); }
   virtual std::unique_ptr<Loss> clone() const = 0;
   // Whether labels are integer class indices (int32, one per sample).
@@ -53,6 +55,9 @@ struct CrossentropyOptions {
   // CategoricalCrossentropy only (Keras's SparseCategoricalCrossentropy has none): the targets become
   // t (1 - s) + s / classes.
   double label_smoothing = 0.0;
+  // SparseCategoricalCrossentropy only: samples of this label count for nothing; the loss is the mean over the
+  // others (ops::ignore_class). As Keras's, it is computed from the output's probabilities, not its logits.
+  std::optional<std::int32_t> ignore_class;
 };
 
 // A buffer a loss keeps for values of its own (CategoricalCrossentropy's smoothed labels): made at the first step
@@ -63,8 +68,9 @@ class LossBuffer {
   LossBuffer() = default;
   LossBuffer(const LossBuffer&) {}
   LossBuffer& operator=(const LossBuffer&) { return *this; }
-  // The first like.dim(0) rows of a buffer of like's dtype, device and sample shape (grown for a larger batch).
-  Tensor rows_like(const Tensor& like);
+  // The first shape[0] rows of a buffer of this dtype, device and sample shape (grown for a larger batch).
+  Tensor rows(const Shape& shape, DType dtype, Device device);
+  Tensor rows_like(const Tensor& like) { return rows(like.shape(), like.dtype(), like.device()); }
 
  private:
   Tensor buffer_;
@@ -85,6 +91,7 @@ class SparseCategoricalCrossentropy : public Loss {
 
  private:
   CrossentropyOptions options_;
+  mutable LossBuffer kept_, kept_weights_;  // ignore_class's labels and weights
 };
 
 class CategoricalCrossentropy : public Loss {

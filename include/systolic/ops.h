@@ -339,7 +339,15 @@ struct RowLossParams {
 // `weights` (Keras's sample_weight: [N], one per sample of the batch; float32, float64 for float64 predictions)
 // each sample's loss counts weights[i] times in the sum and in its gradient; undefined weights count 1:
 // softmax_cross_entropy  cross entropy from logits[N,C]; labels int32 [N] (sparse) or float [N,C] (categorical).
-// crossentropy_from_probabilities  from probabilities, clipped to [eps, 1-eps] before the log (Keras: 1e-7).
+// crossentropy_from_probabilities  Keras's from probabilities p[N,C] (eps: Keras's 1e-7): categorical labels y,
+//                   -sum y log clip(p / sum p, eps, 1-eps) (the row normalised, then clipped); a sparse label k,
+//                   log(sum c) - log c[k] with c = clip(p, eps, 1-eps) (clipped, then normalised by the softmax
+//                   of log c). The two agree for rows that sum to 1 and are not clipped.
+// ignore_class      Keras's SparseCategoricalCrossentropy(ignore_class) as sample weights for the losses above:
+//                   labels int32 [N]; writes `kept` (int32 [N]: the label, 0 where it is `ignore`) and `kept_weights`
+//                   ([N], float32 or float64, weights' dtype when defined): 0 where the label is `ignore`, else
+//                   weights[i] (1 undefined) times N / the count of labels kept (0 when none is). A loss of kept with
+//                   kept_weights, summed and divided by N, is Keras's masked mean: over the kept samples only.
 // elementwise_loss  ElementLoss's kinds (formulas there): per sample, the element function's mean (kl_divergence:
 //                   sum) over the last axis, averaged over the other non-batch axes (Keras's sum_over_batch_size of
 //                   its [N, ...] losses, times N); target has pred's numel. The gradient is TensorFlow's of the
@@ -493,6 +501,9 @@ struct RowLossParams {
   X(crossentropy_from_probabilities, (const Tensor& probs, const Tensor& labels, const Tensor& weights,          \
                                       Tensor& total, Tensor& dprobs, double grad_scale, double eps),              \
     (probs, labels, weights, total, dprobs, grad_scale, eps))                                                    \
+  X(ignore_class, (const Tensor& labels, std::int32_t ignore, const Tensor& weights, Tensor& kept,                \
+                   Tensor& kept_weights),                                                                        \
+    (labels, ignore, weights, kept, kept_weights))                                                               \
   X(elementwise_loss, (const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,           \
                        Tensor& dpred, const ElementLossParams& p, double grad_scale),                           \
     (pred, target, weights, total, dpred, p, grad_scale))                                                        \

@@ -1,6 +1,7 @@
 // Keras's SparseCategoricalCrossentropy and CategoricalCrossentropy. From the output layer's logits when it ends in
-// softmax (Keras does the same: stable, and the gradient skips the softmax), else from probabilities clipped to
-// [1e-7, 1 - 1e-7] (ops::softmax_cross_entropy, ops::crossentropy_from_probabilities). CategoricalCrossentropy's
+// softmax (Keras does the same: stable, and the gradient skips the softmax), else from probabilities as Keras's
+// TensorFlow backend: each row normalised to sum 1 and clipped to [1e-7, 1 - 1e-7] (ops::softmax_cross_entropy,
+// ops::crossentropy_from_probabilities). CategoricalCrossentropy's
 // label smoothing computes on smoothed copies of the targets (ops::scale_shift), as Keras's does.
 #include <systolic/ops.h>
 
@@ -27,13 +28,23 @@ bool crossentropy(LossArgs& a, bool from_logits) {
 }  // namespace
 
 bool SparseCategoricalCrossentropy::compute(LossArgs& a) const {
-  return crossentropy(a, options_.from_logits);
+  if (!options_.ignore_class) return crossentropy(a, options_.from_logits);
+  // Keras masks the ignored samples out of the loss and its mean (ops::ignore_class). Its predictions, masked
+  // with ops.where, no longer carry their logits: the loss reads the output, as Keras's does.
+  const DType w = a.output.dtype() == DType::float64 ? DType::float64 : DType::float32;
+  Tensor kept = kept_.rows_like(a.labels);
+  Tensor kept_weights = kept_weights_.rows(a.labels.shape(), w, a.labels.device());
+  ops::ignore_class(a.labels, *options_.ignore_class, a.weights, kept, kept_weights);
+  Tensor none;
+  LossArgs b{a.output, none,      a.sigmoid_logits, kept,        kept_weights,
+             a.total,  a.doutput, a.dlogits,        a.grad_scale};
+  return crossentropy(b, options_.from_logits);
 }
-Tensor LossBuffer::rows_like(const Tensor& like) {
-  if (!buffer_.defined() || buffer_.dtype() != like.dtype() || buffer_.device() != like.device() ||
-      buffer_.shape().without_batch() != like.shape().without_batch() || buffer_.dim(0) < like.dim(0))
-    buffer_ = Tensor(like.shape(), like.dtype(), like.device());
-  return buffer_.slice(0, like.dim(0));
+Tensor LossBuffer::rows(const Shape& shape, DType dtype, Device device) {
+  if (!buffer_.defined() || buffer_.dtype() != dtype || buffer_.device() != device ||
+      buffer_.shape().without_batch() != shape.without_batch() || buffer_.dim(0) < shape[0])
+    buffer_ = Tensor(shape, dtype, device);
+  return buffer_.slice(0, shape[0]);
 }
 
 bool CategoricalCrossentropy::compute(LossArgs& a) const {
@@ -48,21 +59,27 @@ bool CategoricalCrossentropy::compute(LossArgs& a) const {
 }
 
 nlohmann::ordered_json SparseCategoricalCrossentropy::get_config() const {
-  return {{"from_logits", options_.from_logits}, {"ignore_class", nullptr}, {"axis", -1}};
+  nlohmann::ordered_json ignore = nullptr;
+  if (options_.ignore_class) ignore = *options_.ignore_class;
+  return {{"from_logits", options_.from_logits}, {"ignore_class", ignore}};  // Keras 3.15 writes no axis
 }
 nlohmann::ordered_json CategoricalCrossentropy::get_config() const {
   return {{"from_logits", options_.from_logits}, {"label_smoothing", options_.label_smoothing}, {"axis", -1}};
 }
 
 const Entry& sparse_categorical_crossentropy_entry() {
-  static const Entry e{"SparseCategoricalCrossentropy",
-                       {"sparse_categorical_crossentropy"},
-                       [](keras_object::StrictConfig& c) {
-                         c.off("ignore_class");
-                         c.off("axis", -1);
-                         return std::unique_ptr<Loss>(std::make_unique<SparseCategoricalCrossentropy>(
-                             CrossentropyOptions{c.boolean("from_logits", false)}));
-                       }};
+  static const Entry e{
+      "SparseCategoricalCrossentropy",
+      {"sparse_categorical_crossentropy"},
+      [](keras_object::StrictConfig& c) {
+        c.off("axis", -1);
+        const std::optional<std::int64_t> ignore = c.optional_integer("ignore_class", INT32_MIN);
+        if (ignore && *ignore > INT32_MAX)
+          c.fail(fmt::format("ignore_class {} is not a 32-bit class index", *ignore));
+        return std::unique_ptr<Loss>(std::make_unique<SparseCategoricalCrossentropy>(CrossentropyOptions{
+            .from_logits = c.boolean("from_logits", false),
+            .ignore_class = ignore ? std::optional<std::int32_t>(std::int32_t(*ignore)) : std::nullopt}));
+      }};
   return e;
 }
 

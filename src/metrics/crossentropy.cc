@@ -1,7 +1,8 @@
 // Keras's CategoricalCrossentropy and SparseCategoricalCrossentropy metrics: the per-sample mean of the
 // crossentropy. As Keras's TensorFlow backend computes them, from the output layer's logits when it ends in softmax
 // (ops::softmax_cross_entropy; compute_metrics hands them over: Metric::reads_logits), from the logits with
-// from_logits, else from the probabilities clipped to [1e-7, 1 - 1e-7] (ops::crossentropy_from_probabilities).
+// from_logits, else from the probabilities as Keras's: each row normalised to sum 1, clipped to [1e-7, 1 - 1e-7]
+// (ops::crossentropy_from_probabilities).
 #include <systolic/ops.h>
 
 #include "metrics/registry.h"

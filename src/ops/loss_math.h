@@ -81,6 +81,27 @@ SYSTOLIC_LOSS_HD ValueGrad<V> bce_of_logits(const V& z, const V& t) {
   return {M::max(z, 0.0) - z * t + M::log1p(M::exp(-M::abs(z))), M::sigmoid(z) - t};
 }
 
+// Keras's crossentropy from probabilities p (ops::crossentropy_from_probabilities; keras/src/backend/tensorflow/
+// nn.py), an element of a row at a time, given the row's statistic s: the sum of ce_statistic_term over the row.
+// - Categorical targets y: s = the row's sum of p and q = p / s. The element's loss is -y log clip(q, eps, 1 - eps)
+//   and `grad` its derivative w.r.t. q, g; the gradient w.r.t. p_k is (g_k - sum_j g_j q_j) / s.
+// - A sparse label (y one-hot): Keras takes the log of the clipped probabilities as logits, so s = the row's sum of
+//   clip(p, eps, 1 - eps), the row's loss is log s plus its elements' -y log clip(p), and `grad` is the derivative
+//   w.r.t. p, 1/s - y/clip(p).
+// A clipped element gets no gradient of its own.
+template <class M, class V>
+SYSTOLIC_LOSS_HD V ce_statistic_term(bool sparse, const V& p, double eps) {
+  return sparse ? M::clip(p, eps, 1.0 - eps) : p;
+}
+template <class M, class V>
+SYSTOLIC_LOSS_HD ValueGrad<V> ce_of_probabilities(bool sparse, const V& p, const V& y, const V& s,
+                                                  double eps) {
+  V q = sparse ? p : p / s;
+  V c = M::clip(q, eps, 1.0 - eps);
+  V g = sparse ? 1.0 / s - y / c : -y / c;
+  return {-y * M::log(c), M::where(q >= eps && q <= 1.0 - eps, g, M::like(0.0, q))};
+}
+
 // The element's loss and derivative for prediction x and target t (a hinge kind's t already converted, see
 // hinge_targets). `logits`: x is a logit (the binary crossentropies computed from the pre-sigmoid values).
 template <class M, class V>

@@ -631,6 +631,23 @@ DType crossentropy_from_probabilities(const Tensor& probs, const Tensor& l, cons
   return probs.dtype();
 }
 
+DType ignore_class(const Tensor& l, std::int32_t, const Tensor& w, Tensor& kept, Tensor& kept_weights) {
+  Check c("ignore_class");
+  c.dtype("labels", l, DType::int32, "class indices");
+  SYSTOLIC_OP_CHECK(c, l.rank() == 1, "labels have shape {}; it takes one per sample, [N]", l.shape().str());
+  c.dtype("kept", kept, DType::int32, "class indices");
+  c.shape("kept", kept, l.shape());
+  c.defined("kept_weights", kept_weights);
+  SYSTOLIC_OP_CHECK(c, kept_weights.dtype() == DType::float32 || kept_weights.dtype() == DType::float64,
+                    "kept_weights is {}; it takes float32 or float64", dtype_name(kept_weights.dtype()));
+  c.shape("kept_weights", kept_weights, l.shape());
+  if (w.defined()) {
+    c.dtype("weights", w, kept_weights.dtype(), "kept_weights' dtype");
+    c.shape("weights", w, l.shape());
+  }
+  return kept_weights.dtype();
+}
+
 DType elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& w, Tensor& total,
                        Tensor& dpred, const ElementLossParams& p, double) {
   Check c("elementwise_loss");

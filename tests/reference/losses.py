@@ -14,7 +14,8 @@ float64 inputs: `value` is the loss, `grad` d(value)/d(input) by tf.GradientTape
   in a sigmoid hands the loss; Keras's TensorFlow backend then computes its crossentropy from the logits), or
   through keras.activations.softmax (input "softmax", the categorical crossentropies), or straight to a loss with
   from_logits=True (input "logits").
-`config` is the loss's get_config() and `serialized` keras.losses.serialize(loss).
+`config` is the loss's get_config() and `serialized` keras.losses.serialize(loss). Sparse labels (one per sample) have
+a `y_shape` of their own; a case with `sample_weight` passes them to the loss.
 """
 import argparse
 import json
@@ -38,16 +39,21 @@ def binary(shape):
     return rng.integers(0, 2, size=shape).astype(np.float64)
 
 
-def case(cls, kwargs, inp, x, y):
+def case(cls, kwargs, inp, x, y, sample_weight=None):
     loss = getattr(keras.losses, cls)(**kwargs)
     xt = tf.constant(x)
     yt = tf.constant(y)
     with tf.GradientTape() as tape:
         tape.watch(xt)
         p = keras.activations.sigmoid(xt) if inp == "sigmoid" else keras.activations.softmax(xt) if inp == "softmax" else xt
-        v = loss(yt, p)
+        v = loss(yt, p, sample_weight=sample_weight)
     g = tape.gradient(v, xt)
-    return {
+    extra = {}
+    if y.shape != x.shape:
+        extra["y_shape"] = list(y.shape)  # sparse labels, one per sample
+    if sample_weight is not None:
+        extra["sample_weight"] = [float(a) for a in sample_weight]
+    return extra | {
         "class_name": cls,
         "kwargs": kwargs,
         "input": inp,
@@ -132,6 +138,35 @@ def main():
                 cases.append(case("CategoricalFocalCrossentropy", kw, "pred", probs, y))
                 cases.append(case("CategoricalFocalCrossentropy", kw, "softmax", logits, y))
                 cases.append(case("CategoricalFocalCrossentropy", dict(kw, from_logits=True), "logits", logits, y))
+    # Crossentropy from probabilities whose rows do not sum to 1: Keras normalises the categorical one's rows before
+    # its clip and the sparse one's after it (row 1 is clipped after normalising, at both ends; row 2 below). Then
+    # SparseCategoricalCrossentropy's ignore_class: from probabilities, from a softmax output (Keras's masked
+    # predictions lose their logits: row 3 saturates the softmax, so the clip shows), from logits, with sample
+    # weights, and a batch whose labels are all ignored. A random stream of its own: the cases above stay as they were.
+    r2 = np.random.default_rng(20261128)
+    probs = r2.uniform(0.02, 0.98, size=(6, 4))
+    probs[1] = [1e-9, 0.5, 1e-9, 2e-9]
+    probs[2, 0] = 1e-9
+    one_hot = np.eye(4)[r2.integers(0, 4, size=6)]
+    soft = r2.dirichlet(np.ones(4), size=6)
+    for kw in [{}, {"label_smoothing": 0.1}]:
+        for y in (one_hot, soft):
+            cases.append(case("CategoricalCrossentropy", kw, "pred", probs, y))
+    sparse = r2.integers(0, 4, size=6).astype(np.float64)
+    sparse[1], sparse[2] = 1, 0
+    cases.append(case("SparseCategoricalCrossentropy", {}, "pred", probs, sparse))
+    logits = r2.uniform(-3, 3, size=(6, 4))
+    logits[3] = [25.0, -5.0, 0.0, 1.0]
+    weights = r2.uniform(0, 2, size=6)
+    for ignore in (-1, 2):
+        y = sparse.copy()
+        y[[0, 4]] = ignore
+        kw = {"ignore_class": ignore}
+        cases.append(case("SparseCategoricalCrossentropy", kw, "pred", probs, y))
+        cases.append(case("SparseCategoricalCrossentropy", kw, "softmax", logits, y))
+        cases.append(case("SparseCategoricalCrossentropy", dict(kw, from_logits=True), "logits", logits, y))
+        cases.append(case("SparseCategoricalCrossentropy", kw, "softmax", logits, y, sample_weight=weights))
+    cases.append(case("SparseCategoricalCrossentropy", {"ignore_class": 1}, "softmax", logits, np.ones(6)))
     for c in cases:
         if c["class_name"] in ("CosineSimilarity", "CategoricalHinge"):
             m = getattr(keras.metrics, c["class_name"])()

@@ -85,22 +85,30 @@ void crossentropy_from_probabilities_loop(const Tensor& probs, const Tensor& lab
   const T* pp = probs.data<T>();
   T* gp = dprobs.defined() ? dprobs.data<T>() : nullptr;
   double sum = 0;
-  // The clip's derivative is 0 outside [eps, 1-eps]: clipped probabilities get no gradient.
-  auto term = [&](double y, double p, T* g, double gs) {
-    double clipped = std::clamp(p, eps, 1.0 - eps);
-    if (g) *g = T((p > eps && p < 1.0 - eps) ? -y / p * gs : 0.0);
-    return -y * std::log(clipped);
-  };
 #pragma omp parallel for reduction(+ : sum)
   for (std::int64_t r = 0; r < R; ++r) {
-    const double wr = rw(r);
-    double row = 0;
+    const T* p = pp + r * C;
+    auto y = [&](std::int64_t c) {
+      return sparse ? (labels.data<std::int32_t>()[r] == c ? 1.0 : 0.0) : double(labels.data<T>()[r * C + c]);
+    };
+    auto term = [&](std::int64_t c, double s) {
+      return loss::ce_of_probabilities<DoubleMath>(sparse, double(p[c]), y(c), s, eps);
+    };
+    double s = 0;
+    for (std::int64_t c = 0; c < C; ++c) s += loss::ce_statistic_term<DoubleMath>(sparse, double(p[c]), eps);
+    double row = sparse ? std::log(s) : 0.0, G = 0;  // G = sum g q (categorical)
     for (std::int64_t c = 0; c < C; ++c) {
-      double y =
-          sparse ? (labels.data<std::int32_t>()[r] == c ? 1.0 : 0.0) : double(labels.data<T>()[r * C + c]);
-      row += term(y, double(pp[r * C + c]), gp ? gp + r * C + c : nullptr, grad_scale * wr);
+      const loss::ValueGrad<double> t = term(c, s);
+      row += t.value;
+      if (!sparse) G += t.grad * double(p[c]) / s;
     }
+    const double wr = rw(r);
     sum += wr * row;
+    if (gp)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const double g = term(c, s).grad;
+        gp[r * C + c] = T((sparse ? g : (g - G) / s) * grad_scale * wr);
+      }
   }
   add_to_total(total, sum);
 }
@@ -318,6 +326,27 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
   visit_dtype<float, double>(probs.dtype(), [&](auto t) {
     crossentropy_from_probabilities_loop<typename decltype(t)::type>(probs, labels, weights, total, dprobs,
                                                                      grad_scale, eps);
+  });
+}
+
+const DTypes ignore_class_dtypes = kFloats;
+void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, Tensor& kept,
+                  Tensor& kept_weights) {
+  visit_dtype<float, double>(kept_weights.dtype(), [&](auto t) {
+    using W = typename decltype(t)::type;
+    const std::int64_t n = labels.numel();
+    const std::int32_t* l = labels.data<std::int32_t>();
+    std::int64_t count = 0;
+    for (std::int64_t i = 0; i < n; ++i) count += l[i] != ignore;
+    const double scale = count ? double(n) / double(count) : 0.0;
+    const W* w = weights.defined() ? weights.data<W>() : nullptr;
+    std::int32_t* k = kept.data<std::int32_t>();
+    W* kw = kept_weights.data<W>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const bool keep = l[i] != ignore;
+      k[i] = keep ? l[i] : 0;  // before kept_weights[i], in case kept shares labels' memory
+      kw[i] = W(keep ? (w ? double(w[i]) : 1.0) * scale : 0.0);
+    }
   });
 }
 

@@ -117,31 +117,68 @@ __global__ void softmax_cross_entropy_kernel(const T* logits, const std::int32_t
   block_add(acc, total);
 }
 
-// ---- cross entropy from probabilities: -y log(clip(p, eps, 1 - eps)); gradient -y / p where p is not
-// clipped.
+// ---- cross entropy from probabilities: loss_math.h's ce_of_probabilities, a row per warp (its statistic s, then
+// the loss and, for categorical targets, G = sum g q, then the gradient).
 
 template <class T, class L>
 __global__ void crossentropy_kernel(const T* probs, const std::int32_t* sparse, const L* dense,
                                     std::int64_t rows, std::int64_t C, loss::RowWeights rw, double* total,
                                     T* dprobs, double grad_scale, double eps, int* error_flags, int flag) {
-  const double hi = 1.0 - eps;
-  double acc = 0;
-  SYSTOLIC_GRID_STRIDE(i, rows * C) {
-    const std::int64_t r = i / C, c = i - r * C;
-    double y;
-    if (sparse) {
-      const std::int64_t label = checked_label(sparse, r, C, error_flags, flag, c == 0);
-      y = label == c ? 1.0 : 0.0;  // a bad label (-1) matches no class
-    } else {
-      y = double(load(dense, i));
+  const int lane = threadIdx.x & 31;
+  const bool is_sparse = sparse != nullptr;
+  double acc = 0;  // lane 0's rows
+  SYSTOLIC_WARP_ROWS(r, rows) {
+    const T* p = probs + r * C;
+    const std::int64_t label = is_sparse ? checked_label(sparse, r, C, error_flags, flag, lane == 0) : 0;
+    auto y = [&](std::int64_t c) {
+      return is_sparse ? (label == c ? 1.0 : 0.0)
+                       : double(load(dense + r * C, c));  // a bad label matches none
+    };
+    double s = 0;
+    for (std::int64_t c = lane; c < C; c += 32)
+      s += loss::ce_statistic_term<DoubleMath>(is_sparse, load_double(p, c), eps);
+    s = warp_sum(s);
+    double row = 0, G = 0;
+    for (std::int64_t c = lane; c < C; c += 32) {
+      const double pc = load_double(p, c);
+      const loss::ValueGrad<double> t = loss::ce_of_probabilities<DoubleMath>(is_sparse, pc, y(c), s, eps);
+      row += t.value;
+      if (!is_sparse) G += t.grad * pc / s;
     }
-    const double p = double(load(probs, i));
-    const double clipped = p < eps ? eps : (hi < p ? hi : p);  // std::clamp(p, eps, hi)
+    row = warp_sum(row);
+    G = warp_sum(G);
     const double wr = rw(r);
-    if (dprobs) store_double(dprobs, i, (p > eps && p < hi) ? -y / p * (grad_scale * wr) : 0.0);
-    acc += wr * (-y * log(clipped));
+    if (lane == 0 && label >= 0) acc += wr * (is_sparse ? row + log(s) : row);
+    __syncwarp();  // the row is read before any lane writes the gradient (which may share its memory)
+    if (dprobs)
+      for (std::int64_t c = lane; c < C; c += 32) {
+        const double pc = load_double(p, c);
+        const double g = loss::ce_of_probabilities<DoubleMath>(is_sparse, pc, y(c), s, eps).grad;
+        store_double(dprobs + r * C, c, (is_sparse ? g : (g - G) / s) * (grad_scale * wr));
+      }
   }
   block_add(acc, total);
+}
+
+// ---- ignore_class: one block counts the labels kept, then writes the kept labels and their weights (each thread
+// reads label i before it writes kept[i], which may share its memory).
+
+__global__ void ignore_class_kernel(const std::int32_t* labels, std::int64_t n, std::int32_t ignore,
+                                    const float* weights, std::int32_t* kept, float* kept_weights) {
+  __shared__ unsigned long long count;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  unsigned long long mine = 0;
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) mine += labels[i] != ignore;
+  atomicAdd(&count, mine);
+  __syncthreads();
+  const double scale = count ? double(n) / double(count) : 0.0;
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const std::int32_t label = labels[i];
+    const bool keep = label != ignore;
+    kept[i] = keep ? label : 0;
+    kept_weights[i] = float(keep ? (weights ? double(weights[i]) : 1.0) * scale : 0.0);
+  }
 }
 
 // ---- elementwise losses: loss_math.h's formulas, in double; each element's loss weighted by its share of its
@@ -296,7 +333,7 @@ cudaError_t launch_crossentropy_from_probabilities(const void* probs, Element ty
   return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
     using L = typename decltype(ltag)::type;
-    crossentropy_kernel<T, L><<<reduction_blocks(rows * classes), kThreads, 0, stream>>>(
+    crossentropy_kernel<T, L><<<reduction_blocks(rows * 32), kThreads, 0, stream>>>(
         static_cast<const T*>(probs), labels.sparse, static_cast<const L*>(labels.dense), rows, classes, rw,
         total, static_cast<T*>(dprobs), grad_scale, eps, error_flags, flag);
     return cudaGetLastError();
@@ -575,6 +612,19 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
       probs.raw_data(), element_of(probs.dtype()), b.labels, b.rows, b.classes,
       loss::row_weights(weights, b.rows), total.data<double>(), gradient_of(dprobs), grad_scale, eps,
       c.error_flags, kLabelOutOfRange, c.stream));
+}
+
+// Sample weights are float32 on this backend (it has no float64 predictions).
+const DTypes ignore_class_dtypes = {DType::float32};
+void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, Tensor& kept,
+                  Tensor& kept_weights) {
+  const std::int64_t n = labels.numel();
+  if (n == 0) return;
+  Context& c = context(labels);
+  ignore_class_kernel<<<1, kThreads, 0, c.stream>>>(labels.data<std::int32_t>(), n, ignore,
+                                                    weights.defined() ? weights.data<float>() : nullptr,
+                                                    kept.data<std::int32_t>(), kept_weights.data<float>());
+  SYSTOLIC_CUDA_CHECK(cudaGetLastError());
 }
 
 const DTypes elementwise_loss_dtypes = kFloat32Or16;

@@ -92,14 +92,34 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
     std::vector<std::int64_t> d{R, C};
     E p = reshape(read_as(probs, Elem::f64), d);
     Labels l = labels_of(labels, R, C);
-    E per_row = sum(-l.y * log(clip(p, eps, 1.0 - eps)), {1});
+    E s_row = sum(loss::ce_statistic_term<Math>(l.sparse, p, eps), {1}), s = broadcast_rows(s_row, d);
+    loss::ValueGrad<E> t = loss::ce_of_probabilities<Math>(l.sparse, p, l.y, s, eps);
+    E per_row = sum(t.value, {1});
+    if (l.sparse) per_row = per_row + log(s_row);
     const bool weighted = weights.defined() && R > 0;
     E w = weighted ? spread(weights, R) : E();
     add_total(total, sum_all(guard(weighted ? per_row * w : per_row, l)));
     if (dprobs.defined()) {
       E scale = weighted ? broadcast_rows(w * grad_scale, d) : like(grad_scale, p);
-      write(dprobs, where(p > eps && p < 1.0 - eps, -l.y / p * scale, 0.0));
+      E g = l.sparse ? t.grad : (t.grad - broadcast_rows(sum(t.grad * p / s, {1}), d)) / s;
+      write(dprobs, g * scale);
     }
+  });
+}
+
+const DTypes ignore_class_dtypes = kFloats;
+void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, Tensor& kept,
+                  Tensor& kept_weights) {
+  traced([&] {
+    const std::int64_t n = labels.numel();
+    E l = reshape(read_as(labels, Elem::i32), {n});
+    E ignored = eq(l, double(ignore));
+    E ones = constant(1.0, Type{Elem::f64, {n}});
+    E count = sum(where(ignored, 0.0, ones), {0});
+    E scale = where(count > 0.0, double(n) / count, 0.0);
+    E w = weights.defined() ? reshape(read_as(weights, Elem::f64), {n}) : ones;
+    write(kept, where(ignored, 0.0, l));
+    write(kept_weights, where(ignored, 0.0, w * broadcast(scale, {n}, {})));
   });
 }
 
