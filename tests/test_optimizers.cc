@@ -63,7 +63,7 @@ TEST(Optimizers, KerasTrajectoriesInFloat64) {
   const json& f = fixture();
   std::vector<double> initial = f["k"].get<std::vector<double>>();
   for (double v : f["b"].get<std::vector<double>>()) initial.push_back(v);
-  ASSERT_EQ(f["cases"].size(), 29u);
+  ASSERT_EQ(f["cases"].size(), 37u);
   for (const json& c : f["cases"]) {
     SCOPED_TRACE(c["serialized"].dump());
     auto opt = optimizers::deserialize(c["serialized"]);
@@ -157,6 +157,12 @@ TEST(Optimizers, RuleOptimizersResumeExactlyFromKerasFiles) {
   opts.back()->set_ema(true, 0.9, 4);  // the moving average is a slot, saved and restored as the others
   opts.push_back(std::make_unique<optimizers::Lamb>(0.01));
   opts.back()->set_loss_scale_factor(4.0);  // written to both forms and read back
+  // Gradients accumulated when the file is written (3 steps of 2): the sum is a slot, saved and restored.
+  opts.push_back(std::make_unique<optimizers::Adam>(0.01));
+  opts.back()->set_gradient_accumulation_steps(2);
+  opts.push_back(std::make_unique<optimizers::RMSprop>(0.01, 0.9, 0.5));
+  opts.back()->set_gradient_accumulation_steps(2);
+  opts.back()->set_ema(true, 0.9);
   for (auto& opt : opts)
     for (const char* file : {"m.keras", "m.h5"}) {
       SCOPED_TRACE(opt->name() + " " + file);
@@ -247,4 +253,42 @@ TEST(Optimizers, LossScaleFactorLeavesTheStepsAndTheLoggedLoss) {
   EXPECT_LT(h.history.at("loss").back(), h.history.at("loss").front());
   EXPECT_THAT(error_of([] { optimizers::SGD(0.1).set_loss_scale_factor(0.0); }),
               HasSubstr("loss_scale_factor 0 must be a number > 0"));
+}
+
+// gradient_accumulation_steps in a fit: SGD updating every 2 batches of 4 with their mean gradient takes the steps
+// of batches of 8 (the same samples, in order); iterations counts the batches, updates() the updates.
+TEST(Optimizers, GradientAccumulationUpdatesWithTheMeanOfTheBatches) {
+  auto x = systolic::testing::random_tensor({16, 6, 6, 2}, 9);
+  std::vector<float> labels(16);
+  for (int i = 0; i < 16; ++i) labels[i] = float((i * 5 + 1) % 4);
+  auto y = Tensor::from_vector(labels, {16});
+  // No batch normalisation: a batch's gradient is the mean of its halves'.
+  auto model = [] {
+    auto in = layers::Input({6, 6, 2});
+    auto h = layers::Dense(5, {.activation = "tanh"})(layers::Flatten()(in));
+    return Model(in, layers::Dense(4, {.activation = "softmax"})(h));
+  };
+  auto a = model();
+  const auto initial = a.get_weights();
+  auto b = model(), c = model();
+  b.set_weights(initial);
+  c.set_weights(initial);
+  optimizers::SGD accumulating(0.1);
+  accumulating.set_gradient_accumulation_steps(2);
+  a.compile(accumulating, "sparse_categorical_crossentropy");
+  b.compile(optimizers::SGD(0.1), "sparse_categorical_crossentropy");
+  c.compile(optimizers::SGD(0.1), "sparse_categorical_crossentropy");
+  a.fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false});
+  b.fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0, .shuffle = false});
+  c.fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false});
+  EXPECT_EQ(a.optimizer().iterations(), 8);
+  EXPECT_EQ(a.optimizer().updates(), 4);
+  EXPECT_EQ(b.optimizer().iterations(), 4);
+  EXPECT_LT(systolic::testing::normalised_max_error(a.trainable_parameters(), b.trainable_parameters()),
+            1e-5);
+  // Without accumulation the batches of 4 land elsewhere (so the check above can fail).
+  EXPECT_GT(systolic::testing::normalised_max_error(a.trainable_parameters(), c.trainable_parameters()),
+            1e-3);
+  EXPECT_THAT(error_of([] { optimizers::SGD(0.1).set_gradient_accumulation_steps(1); }),
+              HasSubstr("gradient_accumulation_steps must be an integer >= 2"));
 }

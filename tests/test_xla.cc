@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/xla/trace.h"
+#include "model/model_state.h"
 #include "small_model.h"
 #include "test_util.h"
 #include "xla_test_util.h"
@@ -141,11 +142,13 @@ namespace {
 
 // A small convolutional model with batch normalisation (and, with `dropout`, a Dropout layer) for the replica
 // tests: input (8, 8, 3), 5 classes.
-Model replica_model(bool dropout) {
+// conv_bias false: the convolution has no bias, whose gradient batch norm cancels (Adam would scale its rounding
+// noise, which differs between backends, to steps of the learning rate).
+Model replica_model(bool dropout, bool conv_bias = true) {
   namespace L = layers;
   set_random_seed(3);
   auto in = L::Input({8, 8, 3});
-  auto x = L::Conv2D(4, {3, 3}, {.padding = "same"})(in);
+  auto x = L::Conv2D(4, {3, 3}, {.padding = "same", .use_bias = conv_bias})(in);
   x = L::BatchNormalization()(x);
   x = L::Activation("relu")(x);
   x = L::MaxPooling2D()(x);
@@ -218,6 +221,39 @@ TEST(XlaReplicas, EightReplicasWithSynchronisedBatchNormEqualOneReplica) {
               static_cast<long long>(after.compiles - before.compiles), after.seconds - before.seconds);
   EXPECT_EQ(eight.step_mode, "graph");
   expect_same_training(one, eight, "8 xla:cpu replicas with synchronised batch norm vs 1");
+}
+
+// gradient_accumulation_steps on xla:cpu: the steps that only accumulate their gradients and those that update are
+// two XLA programs (one device's, and 8 replicas' SPMD programs), and train as the CPU does within 1e-4 (Adam every 2
+// batches, with the weights' moving average after every batch).
+TEST(XlaTraining, GradientAccumulationStepsAreTwoPrograms) {
+  SYSTOLIC_REQUIRE_XLA();
+  Data d = replica_data(128);
+  auto train = [&](const distribute::Strategy& strategy, int recordings) {
+    clear_session();
+    Model cpu_model = replica_model(false, /*conv_bias=*/false);
+    optimizers::Adam adam(0.01);
+    adam.set_gradient_accumulation_steps(2);
+    adam.set_ema(true, 0.9);
+    cpu_model.compile(adam, "sparse_categorical_crossentropy");
+    Model m = to_accelerator(cpu_model, strategy);
+    Trained t;
+    t.history = m.fit(d.x, d.y, {.batch_size = 32, .epochs = 2, .verbose = 0, .shuffle = false});
+    t.step_mode = m.step_mode();
+    EXPECT_EQ(m.optimizer().iterations(), 8);
+    if (recordings) {
+      EXPECT_EQ(ModelInternals::state(m)->train_function.recordings(), recordings);
+    }
+    for (auto& w : m.get_weights()) t.weights.push_back(w.to(Device::cpu()));
+    return t;
+  };
+  Trained cpu = train(distribute::OneDeviceStrategy(Device::cpu()), 0);
+  Trained one = train(distribute::OneDeviceStrategy(xla_cpu()), 2);
+  Trained eight = train(distribute::MirroredStrategy(xla_devices(8), {.sync_batch_norm = true}), 0);
+  EXPECT_EQ(one.step_mode, "graph") << "one xla:cpu device";
+  EXPECT_EQ(eight.step_mode, "graph") << "8 xla:cpu replicas";
+  expect_same_training(cpu, one, "gradient accumulation: xla:cpu vs the CPU");
+  expect_same_training(cpu, eight, "gradient accumulation: 8 xla:cpu replicas vs the CPU");
 }
 
 // Without synchronised batch norm each replica normalises its own shard and draws its own dropout masks (the seed

@@ -107,8 +107,9 @@ class Optimizer {
   virtual nlohmann::ordered_json get_config() const = 0;
   // The slots this optimizer's class keeps, in Keras's order, with their names in Keras's files.
   virtual std::vector<Slot> slot_specs() const = 0;
-  // Every slot the optimizer keeps: its class's, then with use_ema the weights' moving average ("average", made
-  // by Keras 3's first add_optimizer_variables call, before the class's).
+  // Every slot the optimizer keeps: its class's, then with use_ema the weights' moving average ("average"), then with
+  // gradient_accumulation_steps the gradients' sum ("gradient_accumulator"): Keras 3's build makes those two first,
+  // in that order, before the class's.
   std::vector<Slot> variable_slots() const;
   // The rate of the next update: the constant, or the schedule at iterations() (Keras's
   // optimizer.learning_rate).
@@ -120,8 +121,15 @@ class Optimizer {
   // constant rate the optimizer had.
   void set_learning_rate_schedule(Schedule schedule) { schedule_ = std::move(schedule); }
   const Schedule& learning_rate_schedule() const { return schedule_; }
-  // Keras's optimizer.iterations: the updates applied so far (saved in Keras files with the slots).
+  // The steps applied so far (Keras's optimizer._iterations, saved in Keras files with the slots): the updates, but
+  // with gradient_accumulation_steps, which counts each step that only accumulates its gradients too.
   std::int64_t iterations() const { return iterations_.value(); }
+  // The updates applied so far (Keras's optimizer.iterations property): iterations() // gradient_accumulation_steps,
+  // or iterations(). The bias corrections, Nadam's schedule and the moving average's first step read it; a
+  // learning-rate schedule reads iterations(), as Keras's.
+  std::int64_t updates() const {
+    return accumulation_steps_ ? iterations() / *accumulation_steps_ : iterations();
+  }
   void set_iterations(std::int64_t n) { iterations_.set(n); }
   // The counter itself: a model's training step reads its device copy and advances it once per step.
   StepCounter& iterations_counter() { return iterations_; }
@@ -134,10 +142,14 @@ class Optimizer {
   // Error when the rate is not a finite number.
   void load_learning_rate() { load_learning_rate(learning_rate()); }
   void load_learning_rate(double lr);
+  // Makes on `device` every value the update reads there (the loaded rate, the step values, the moving average's,
+  // the count of updates), before a step is recorded: a recording reads them there and must not bake their first
+  // values in.
+  void make_device_values(Device device);
   // The loaded rate as a float64 [1] tensor on `device` (made there on first use).
   const Tensor& learning_rate_on(Device device) { return loaded_rate_.on(device); }
   // The optimizers whose update is a rule of ops::optimizer_update: the values of the step (the rate, bias
-  // corrections) that load_learning_rate(lr) computed on the host from lr and iterations() and wrote on the
+  // corrections) that load_learning_rate(lr) computed on the host from lr and updates() and wrote on the
   // device, made there on first use as the rate is (before a step is recorded). Undefined for the others.
   Tensor step_values_on(Device device);
 
@@ -164,6 +176,18 @@ class Optimizer {
   // The gradient scale of a loss whose gradient is scaled by `grad_scale`: grad_scale * loss_scale_factor.
   double scale_loss(double grad_scale) const {
     return loss_scale_factor_ ? grad_scale * *loss_scale_factor_ : grad_scale;
+  }
+
+  // Keras's gradient_accumulation_steps (nullopt is Keras's None; else an integer >= 2): a step whose count
+  // (iterations() + 1) is not a multiple of it only adds its gradients to the slot "gradient_accumulator"; the next
+  // that is updates with the mean of the steps' gradients (its own and the sum), clipped, after the weight decay, and
+  // zeroes the sum. The moving average (use_ema) follows every step, as Keras's.
+  std::optional<std::int64_t> gradient_accumulation_steps() const { return accumulation_steps_; }
+  void set_gradient_accumulation_steps(std::optional<std::int64_t> steps);
+  // Whether the step about to run (after iterations() steps) only accumulates its gradients: a model records such a
+  // step as a program of its own (a CUDA graph, an XLA program), apart from the updating one.
+  bool accumulates_next_step() const {
+    return accumulation_steps_ && (iterations() + 1) % *accumulation_steps_ != 0;
   }
 
   // Keras's use_ema (every optimizer takes it; off by default): after each update the slot "average" becomes
@@ -197,7 +221,7 @@ class Optimizer {
   // The slot buffer named `name` (after build), to restore saved optimizer state.
   Tensor& slot(const std::string& name);
   // Keras 3's variables of the optimizer besides iterations, the rate and the slots, as it saves them after the
-  // slots (Nadam's u_product): their values after iterations() updates.
+  // slots (Nadam's u_product): their values after updates() updates.
   virtual std::vector<double> keras3_scalar_variables() const { return {}; }
 
  protected:
@@ -205,7 +229,7 @@ class Optimizer {
   // params -= f(grads), reading the rate `lr` and the step count `iterations` on the device.
   virtual void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) = 0;
   Tensor& slot(std::size_t i) { return slots_[i].second; }
-  // The values a rule's step reads (ops::update::step_values for the rate `lr` after iterations() updates); empty
+  // The values a rule's step reads (ops::update::step_values for the rate `lr` after updates() updates); empty
   // for an optimizer with its own op.
   virtual std::vector<double> step_values(double /*lr*/) { return {}; }
   // params -= f(grads) by the rule of ops::optimizer_update, with the slots in slot_specs()'s order and the step
@@ -223,8 +247,11 @@ class Optimizer {
   bool use_ema_ = false;
   double ema_momentum_ = 0.99;
   std::optional<std::int64_t> ema_overwrite_frequency_;
+  std::optional<std::int64_t> accumulation_steps_;
+  DeviceScalar updates_;  // updates(), which the update ops read with gradient accumulation
   DeviceValues ema_values_;
   std::vector<double> ema_step_values() const;
+  void update_average(Tensor& params, const Tensor& grads);  // use_ema's moving average, after a step
   Schedule schedule_;
   StepCounter iterations_;
   std::vector<std::int64_t> variable_sizes_;
@@ -356,8 +383,8 @@ class Nadam : public BetasOptimizer {
   std::string name() const override { return "Nadam"; }
   std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Nadam>(*this); }
   std::vector<Slot> slot_specs() const override;
-  // u_product, u_1 * ... * u_iterations() (Keras's _u_product, which it saves after the slots).
-  std::vector<double> keras3_scalar_variables() const override { return {u_product(iterations())}; }
+  // u_product, u_1 * ... * u_updates() (Keras's _u_product, which it saves after the slots).
+  std::vector<double> keras3_scalar_variables() const override { return {u_product(updates())}; }
 
  protected:
   ops::UpdateParams rule() const override;

@@ -39,6 +39,9 @@ class Replica {
   virtual void end_step() = 0;
   // The learning rate of the coming step (the model's: callbacks and schedules change it on the first replica).
   virtual double learning_rate() const = 0;
+  // Whether the coming step only accumulates its gradients (the optimizer's gradient_accumulation_steps): a
+  // program of such steps is recorded apart from that of the updating ones.
+  virtual bool accumulates_next_step() const = 0;
 
   virtual Tensor& gradient_buffer() = 0;   // every trainable weight's gradient, flat
   virtual Tensor& trainable_buffer() = 0;  // every trainable weight, flat

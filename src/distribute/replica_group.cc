@@ -156,7 +156,7 @@ void ReplicaGroup::train_step(const Arrays& x, const Arrays& y, const Tensor& w)
 }
 
 StepGraph* ReplicaGroup::spmd_program(std::int64_t n, const std::function<void(int, Replica&)>& step) {
-  auto& program = programs_[n];
+  auto& program = programs_[{n, replica(0).accumulates_next_step()}];
   if (!program) program = std::make_unique<StepGraph>(replica(0).replica_device());
   if (program->captured() && program->current()) return program.get();
   std::string why;

@@ -89,7 +89,8 @@ class ReplicaGroup {
   std::vector<ops::CrossReplica> cross_replicas_;  // what the replicas' synchronised batch norm sums with
   bool spmd_ = false;                              // XLA replicas of one process: steps as SPMD programs
   bool weighted_ = false;                          // the last step had sample weights
-  std::map<std::int64_t, std::unique_ptr<StepGraph>> programs_;  // by global batch
+  // By global batch, and whether the step only accumulates its gradients (Replica::accumulates_next_step).
+  std::map<std::pair<std::int64_t, bool>, std::unique_ptr<StepGraph>> programs_;
 
   std::vector<std::thread> threads_;
   std::mutex m_;

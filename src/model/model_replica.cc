@@ -64,6 +64,10 @@ std::vector<Tensor*> ModelState::optimizer_slots() {
   return out;
 }
 
+bool ModelState::accumulates_next_step() const {
+  return optimizer && optimizer->accumulates_next_step();
+}
+
 std::int64_t ModelState::iterations() const {
   return optimizer ? optimizer->iterations() : 0;
 }

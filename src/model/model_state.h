@@ -219,13 +219,11 @@ class ModelState final : public distribute::Replica {
   void apply_gradients();
   // The training step count: the optimizer's (Keras's optimizer.iterations); compiled models only.
   optimizers::StepCounter& step_counter() { return optimizer->iterations_counter(); }
-  // The step counter, the learning rate and the step values (a rule optimizer's) on the device, made before a step is recorded (a recording reads them
-  // there and must not bake their first values in).
+  // The step counter and what the update reads (Optimizer::make_device_values) on the device, made before a step is
+  // recorded (a recording reads them there and must not bake their first values in).
   void make_step_scalars() {
     step_counter().on(device());
-    optimizer->learning_rate_on(device());
-    optimizer->step_values_on(device());
-    optimizer->ema_values_on(device());
+    optimizer->make_device_values(device());
   }
 
   // Checks x (one array per input) and y (one per output) against the model, naming what is wrong.
@@ -240,6 +238,7 @@ class ModelState final : public distribute::Replica {
   void apply_update() override;
   void end_step() override;
   double learning_rate() const override;
+  bool accumulates_next_step() const override;
   Tensor& gradient_buffer() override { return grads; }
   Tensor& trainable_buffer() override { return params; }
   Tensor& totals_buffer() override { return totals; }

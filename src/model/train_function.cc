@@ -44,18 +44,23 @@ void TrainFunction::inference_step(std::int64_t n, bool testing) {
     body();
 }
 
+int TrainFunction::phase() const {
+  return s_.accumulates_next_step() ? 1 : 0;
+}
+
 void TrainFunction::invalidate() {
   inference_.clear();
-  if (graph_) graph_->reset();
-  graph_batch_ = -1;  // begin_fit makes a new graph, for the model's device
-  warm_ = 0;
+  for (auto& g : graphs_)
+    if (g) g->reset();
+  graph_batch_ = -1;  // begin_fit makes new graphs, for the model's device
+  warm_[0] = warm_[1] = 0;
   refused_ = false;
 }
 
 void TrainFunction::begin_fit(bool device_batches, bool graphs, std::int64_t full_batch) {
-  if (!graph_ || graph_batch_ != full_batch) {
+  if (!graphs_[0] || graph_batch_ != full_batch) {
     invalidate();
-    graph_ = std::make_unique<StepGraph>(s_.device());
+    for (auto& g : graphs_) g = std::make_unique<StepGraph>(s_.device());
     graph_batch_ = full_batch;
   }
   device_batches_ = device_batches;
@@ -64,21 +69,21 @@ void TrainFunction::begin_fit(bool device_batches, bool graphs, std::int64_t ful
   // A CUDA graph reads the batch where ops built it on the device; an XLA program reads the input buffers, which
   // a host batch is copied into before each step.
   const bool recordable = device_batches || s_.device().is_xla();
-  use_graph_ = recordable && graphs && graph_->supported() && !refused_;
-  mode_ =
-      recordable && !s_.device().is_cpu() ? (graph_->captured() && use_graph_ ? "graph" : "eager") : "host";
-  reason_ = s_.replicas            ? "replicas: batches built on the host and split"
-            : !recordable          ? "batches built on the host"
-            : !graphs              ? "step graphs turned off (FitOptions::step_graph)"
-            : !graph_->supported() ? "step graphs need a GPU or an XLA device"
-            : refused_             ? reason_
-                                   : "";
+  use_graph_ = recordable && graphs && graphs_[0]->supported() && !refused_;
+  mode_ = recordable && !s_.device().is_cpu() ? (graphs_[0]->captured() && use_graph_ ? "graph" : "eager")
+                                              : "host";
+  reason_ = s_.replicas                ? "replicas: batches built on the host and split"
+            : !recordable              ? "batches built on the host"
+            : !graphs                  ? "step graphs turned off (FitOptions::step_graph)"
+            : !graphs_[0]->supported() ? "step graphs need a GPU or an XLA device"
+            : refused_                 ? reason_
+                                       : "";
 }
 
-void TrainFunction::record(std::int64_t n) {
+void TrainFunction::record(StepGraph& graph, std::int64_t n) {
   s_.make_step_scalars();
   std::string why;
-  if (graph_->capture([&] { step(n); }, why)) {
+  if (graph.capture([&] { step(n); }, why)) {
     ++recordings_;
     mode_ = "graph";
     reason_.clear();
@@ -106,13 +111,16 @@ void TrainFunction::operator()(const Batch& batch) {
   // The rate of this step (a schedule's, or one a callback set) goes where the recorded update reads it: a
   // replayed graph runs with it, never recorded again for it.
   s_.optimizer->load_learning_rate();
-  // Recording runs nothing: replayed below. A CUDA graph is recorded after a warm-up step made every buffer.
-  if (replayable && !graph_->captured() && (warm_ >= 1 || !graph_->needs_warm_up())) record(n);
-  if (replayable && graph_->captured()) {
-    graph_->replay();
+  // Recording runs nothing: replayed below. A CUDA graph is recorded after a warm-up step made every buffer. A
+  // step that only accumulates its gradients has a graph of its own.
+  const int p = phase();
+  StepGraph& graph = *graphs_[p];
+  if (replayable && !graph.captured() && (warm_[p] >= 1 || !graph.needs_warm_up())) record(graph, n);
+  if (replayable && graph.captured()) {
+    graph.replay();
   } else {
     step(n);
-    if (device_batches_ && n == full_batch_) ++warm_;
+    if (device_batches_ && n == full_batch_) ++warm_[p];
   }
   s_.step_counter().advance();
 }

@@ -54,22 +54,25 @@ class TrainFunction {
   // How the last fit ran its steps: "graph", "eager" (why: reason()), or "host" (the CPU, host batches).
   const std::string& step_mode() const { return mode_; }
   const std::string& step_mode_reason() const { return reason_; }
-  // How many times the last fit recorded its step as a graph (1 when every replay reused one recording).
+  // How many times the last fit recorded its step as a graph (1 when every replay reused one recording; 2 with
+  // gradient accumulation, whose steps that only accumulate have a graph of their own).
   int recordings() const { return recordings_; }
 
  private:
   // forward .. apply_gradients: what a graph records.
   void step(std::int64_t n);
-  void record(std::int64_t n);
+  void record(StepGraph& graph, std::int64_t n);
+  // Which graph the coming step replays: 0 for a step that updates, 1 for one that only accumulates its gradients.
+  int phase() const;
 
   ModelState& s_;
-  std::unique_ptr<StepGraph> graph_;
+  std::unique_ptr<StepGraph> graphs_[2];  // by phase()
   // The inference programs, by batch size and kind (testing); one that could not be recorded stays empty.
   std::map<std::pair<std::int64_t, bool>, std::unique_ptr<StepGraph>> inference_;
   std::int64_t graph_batch_ = 0;  // the full batch the graph is for
   bool refused_ = false;          // a recording failed: eager steps until the buffers move
   int recordings_ = 0;
-  int warm_ = 0;  // eager full steps since the buffers last moved
+  int warm_[2] = {0, 0};  // eager full steps of each phase since the buffers last moved
   bool device_batches_ = false, use_graph_ = false;
   std::int64_t full_batch_ = 0;
   std::string mode_ = "host", reason_;

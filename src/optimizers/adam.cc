@@ -27,7 +27,7 @@ ops::UpdateParams Adam::rule() const {
 
 std::vector<double> Adam::step_values(double lr) {
   if (!amsgrad_) return {};  // ops::adam_update computes its step size on the device
-  auto c = ops::update::step_values(rule(), lr, double(iterations()));
+  auto c = ops::update::step_values(rule(), lr, double(updates()));
   return {c.begin(), c.end()};
 }
 

@@ -25,8 +25,8 @@ double Nadam::u_product(std::int64_t t) const {
 }
 
 std::vector<double> Nadam::step_values(double lr) {
-  const std::int64_t t = iterations() + 1;  // Keras multiplies in this step's u_t before the update
-  auto c = ops::update::step_values(rule(), lr, double(iterations()), u_product(t));
+  const std::int64_t t = updates() + 1;  // Keras multiplies in this step's u_t before the update
+  auto c = ops::update::step_values(rule(), lr, double(updates()), u_product(t));
   return {c.begin(), c.end()};
 }
 

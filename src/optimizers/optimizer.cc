@@ -71,6 +71,7 @@ void Optimizer::load_learning_rate(double lr) {
   auto values = step_values(lr);
   if (!values.empty()) step_values_.set(std::move(values));
   if (use_ema_) ema_values_.set(ema_step_values());
+  if (accumulation_steps_) updates_.set(double(updates()));
 }
 
 namespace {
@@ -83,7 +84,7 @@ ops::UpdateParams ema_rule(double momentum, std::optional<std::int64_t> frequenc
 
 std::vector<double> Optimizer::ema_step_values() const {
   auto c =
-      ops::update::step_values(ema_rule(ema_momentum_, ema_overwrite_frequency_), 0.0, double(iterations()));
+      ops::update::step_values(ema_rule(ema_momentum_, ema_overwrite_frequency_), 0.0, double(updates()));
   return {c.begin(), c.end()};
 }
 
@@ -110,16 +111,38 @@ void Optimizer::set_ema(bool use_ema, double momentum, std::optional<std::int64_
   ema_values_ = DeviceValues();
 }
 
+void Optimizer::set_gradient_accumulation_steps(std::optional<std::int64_t> steps) {
+  SYSTOLIC_CHECK(!steps || *steps >= 2,
+                 "optimizer {}: gradient_accumulation_steps must be an integer >= 2, got {} (as in Keras)",
+                 name(), steps.value_or(0));
+  if (steps.has_value() != accumulation_steps_.has_value()) slots_.clear();  // build() makes them again
+  accumulation_steps_ = steps;
+}
+
 std::vector<Slot> Optimizer::variable_slots() const {
   std::vector<Slot> specs = slot_specs();
-  if (!use_ema_) return specs;
-  for (auto& s : specs) ++s.keras3_call;
-  specs.push_back({.name = "average", .tf_keras = "average", .keras3 = "average", .keras3_call = 0});
+  // Keras 3's base build makes the average, then the accumulators, before the class's slots.
+  const int first = int(use_ema_) + int(accumulation_steps_.has_value());
+  for (auto& s : specs) s.keras3_call += first;
+  if (use_ema_)
+    specs.push_back({.name = "average", .tf_keras = "average", .keras3 = "average", .keras3_call = 0});
+  if (accumulation_steps_)
+    specs.push_back({.name = "gradient_accumulator",
+                     .tf_keras = "gradient_accumulator",
+                     .keras3 = "gradient_accumulator",
+                     .keras3_call = first - 1});
   return specs;
 }
 
 void Optimizer::finalize_variable_values(Tensor& params) {
   if (use_ema_ && !slots_.empty()) ops::copy(slot("average"), params);
+}
+
+void Optimizer::make_device_values(Device device) {
+  loaded_rate_.on(device);
+  step_values_on(device);
+  ema_values_on(device);
+  if (accumulation_steps_) updates_.on(device);
 }
 
 Tensor Optimizer::step_values_on(Device device) {
@@ -154,7 +177,7 @@ void RuleOptimizer::update(Tensor& params, const Tensor& grads, const Tensor&, c
 }
 
 std::vector<double> RuleOptimizer::step_values(double lr) {
-  auto c = ops::update::step_values(rule(), lr, double(iterations()));
+  auto c = ops::update::step_values(rule(), lr, double(updates()));
   return {c.begin(), c.end()};
 }
 
@@ -200,6 +223,7 @@ void Optimizer::build(const Tensor& params) {
 void Optimizer::to(Device device) {
   for (auto& [n, t] : slots_) t = t.to(device);
   iterations_.release();
+  updates_.release();
   loaded_rate_.release();
   step_values_.release();
   ema_values_.release();
@@ -228,6 +252,17 @@ void Optimizer::apply_update(Tensor& params, const Tensor& grads,
                  name(), total, params.numel(), grads.numel());
   Tensor g = grads;  // the same buffer, unscaled and clipped in place
   if (loss_scale_factor_) ops::scale_shift(g, g, 1.0 / *loss_scale_factor_, 0.0);  // Keras's g / scale
+  if (accumulation_steps_) {
+    Tensor& sum = slot("gradient_accumulator");
+    if (accumulates_next_step()) {  // Keras's _backend_increment_gradient_accumulators
+      ops::accumulate(g, sum);
+      update_average(params, grads);
+      return;
+    }
+    ops::accumulate(sum, g);  // the mean of the steps' gradients, and the sum back to 0
+    ops::scale_shift(g, g, 1.0 / double(*accumulation_steps_), 0.0);
+    ops::fill(sum, 0.0);
+  }
   // Keras's _clip_gradients: clipnorm first, then global_clipnorm, then clipvalue, each only when > 0.
   if (clipnorm_ && *clipnorm_ > 0) {
     std::int64_t at = 0;
@@ -243,12 +278,16 @@ void Optimizer::apply_update(Tensor& params, const Tensor& grads,
   }
   const Tensor& lr = loaded_rate_.on(params.device());
   if (weight_decay_ && *weight_decay_ != 0) ops::decay_weights(params, lr, *weight_decay_);
-  update(params, grads, lr, iterations_.on(params.device()));
-  if (use_ema_) {
-    Tensor none;
-    ops::optimizer_update(params, grads, slot("average"), none, none,
-                          ema_rule(ema_momentum_, ema_overwrite_frequency_), ema_values_on(params.device()));
-  }
+  update(params, grads, lr,
+         accumulation_steps_ ? updates_.on(params.device()) : iterations_.on(params.device()));
+  update_average(params, grads);
+}
+
+void Optimizer::update_average(Tensor& params, const Tensor& grads) {
+  if (!use_ema_) return;
+  Tensor none;  // the rule reads no gradient
+  ops::optimizer_update(params, grads, slot("average"), none, none,
+                        ema_rule(ema_momentum_, ema_overwrite_frequency_), ema_values_on(params.device()));
 }
 
 }  // namespace systolic::optimizers

@@ -126,7 +126,10 @@ std::unique_ptr<Optimizer> deserialize(const json& value) {
       opt->set_loss_scale_factor(f.is_null() ? std::nullopt : std::optional<double>(f.get<double>()));
     });
   }
-  if (!c.taken("gradient_accumulation_steps")) c.off("gradient_accumulation_steps");
+  if (c.present("gradient_accumulation_steps")) {
+    const std::optional<std::int64_t> steps = c.optional_integer("gradient_accumulation_steps", 2);
+    opt->set_gradient_accumulation_steps(steps);
+  }
   if (!c.taken("decay")) c.off("decay", 0.0);
   c.finish();
   opt->set_learning_rate_schedule(schedule);
@@ -146,6 +149,8 @@ json serialize(const Optimizer& optimizer, keras_object::Form form) {
     if (optimizer.global_clipnorm()) config["global_clipnorm"] = *optimizer.global_clipnorm();
     if (optimizer.clipvalue()) config["clipvalue"] = *optimizer.clipvalue();
     if (optimizer.loss_scale_factor()) config["loss_scale_factor"] = *optimizer.loss_scale_factor();
+    if (optimizer.gradient_accumulation_steps())
+      config["gradient_accumulation_steps"] = *optimizer.gradient_accumulation_steps();
     if (optimizer.use_ema()) {
       config["use_ema"] = true;
       config["ema_momentum"] = optimizer.ema_momentum();
@@ -168,7 +173,9 @@ json serialize(const Optimizer& optimizer, keras_object::Form form) {
       {"ema_overwrite_frequency",
        optimizer.ema_overwrite_frequency() ? json(*optimizer.ema_overwrite_frequency()) : json(nullptr)},
       {"loss_scale_factor", or_null(optimizer.loss_scale_factor())},
-      {"gradient_accumulation_steps", nullptr}};
+      {"gradient_accumulation_steps", optimizer.gradient_accumulation_steps()
+                                          ? json(*optimizer.gradient_accumulation_steps())
+                                          : json(nullptr)}};
   config.update(own);
   return keras_object::serialized("keras.optimizers", e.class_name, config);
 }

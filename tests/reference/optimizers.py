@@ -63,6 +63,19 @@ def cases():
         # loss_scale_factor: apply_gradients divides the (given) gradients by it, before clipping.
         O.SGD(learning_rate=0.1, momentum=0.9, loss_scale_factor=4.0),
         O.SGD(learning_rate=0.1, loss_scale_factor=0.5, clipnorm=0.3),
+        # gradient_accumulation_steps: an update every n steps with the mean of their gradients (clipped, after the
+        # weight decay); the bias corrections count updates, a schedule steps; the moving average follows every step.
+        # Ten steps: some cases end with gradients accumulated.
+        O.SGD(learning_rate=0.1, momentum=0.9, gradient_accumulation_steps=2),
+        O.Adam(learning_rate=0.01, gradient_accumulation_steps=3, use_ema=True, ema_momentum=0.9),
+        O.Adamax(learning_rate=S.ExponentialDecay(0.02, decay_steps=3, decay_rate=0.5), gradient_accumulation_steps=2,
+                 clipnorm=0.3),
+        O.Nadam(learning_rate=0.01, gradient_accumulation_steps=2),
+        O.AdamW(learning_rate=0.01, weight_decay=0.1, gradient_accumulation_steps=4),
+        O.RMSprop(learning_rate=0.01, momentum=0.5, gradient_accumulation_steps=3),
+        O.Lamb(learning_rate=0.01, gradient_accumulation_steps=2),
+        O.SGD(learning_rate=0.1, momentum=0.5, use_ema=True, ema_momentum=0.8, ema_overwrite_frequency=2,
+              gradient_accumulation_steps=2, loss_scale_factor=4.0),
     ]
 
 
