@@ -60,7 +60,7 @@ TEST(CudaOpsRuntime, OutOfRangeLabelIsReportedBySynchronize) {
     EXPECT_EQ(g[30 + c], 0.0);
   }
   Tensor count = Tensor::zeros({1}, DType::float64, gpu());
-  ops::accuracy_count(logits, labels, count, 1);
+  ops::accuracy_count(logits, labels, Tensor(), count, 1);
   EXPECT_THAT(error_of([&] { synchronize(gpu()); }), HasSubstr("label"));
   synchronize(gpu());  // cleared
 }

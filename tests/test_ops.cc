@@ -865,12 +865,12 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
       // k = 1 (argmax) and k = 3 (in_top_k, where ties at the boundary count as in).
       for (int k : {1, 3}) {
         m[Op::accuracy_count].push_back({fmt::format("{}, ties, k {}", name, k),
-                                         {pred, sparse ? labels(N, C) : tied, total()},
-                                         [k](auto& t) { accuracy_count(t[0], t[1], t[2], k); },
+                                         {pred, sparse ? labels(N, C) : tied, w, total()},
+                                         [k](auto& t) { accuracy_count(t[0], t[1], t[2], t[3], k); },
                                          Family::reduction});
         m[Op::accuracy_count].push_back({fmt::format("{}, k {}", name, k),
-                                         {in("predictions", ps), y, total()},
-                                         [k](auto& t) { accuracy_count(t[0], t[1], t[2], k); },
+                                         {in("predictions", ps), y, w, total()},
+                                         [k](auto& t) { accuracy_count(t[0], t[1], t[2], t[3], k); },
                                          Family::reduction});
       }
     }
@@ -974,6 +974,12 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
            [ignore](auto& t) { ignore_class(t[0], ignore, t[1], t[2], t[3]); },
            Family::elementwise});
     }
+  // add_sum: sample weights' sums (float32 with bfloat16 data, as sample weights are), of several sizes and none.
+  for (std::int64_t n : {0, 1, 37, 4099})
+    m[Op::add_sum].push_back({fmt::format("{} values", n),
+                              {param(in("x", {n}, 0, 3)), total()},
+                              [](auto& t) { add_sum(t[0], t[1]); },
+                              Family::reduction});
   // Regression sums: one column and three, offset targets.
   for (const Shape& s : {Shape{53, 1}, Shape{31, 3}}) {
     m[Op::regression_sums].push_back({"columns of " + s.str(),

@@ -82,7 +82,30 @@ TEST_P(SampleWeights, FitAndEvaluateAsKeras) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, SampleWeights,
                          ::testing::Values("sparse_class_weight", "binary_sample_weight",
-                                           "regression_sample_weight", "onehot_class_weight"));
+                                           "regression_sample_weight", "onehot_class_weight",
+                                           "weighted_metrics_sparse", "weighted_metrics_binary"));
+
+// Keras's weighted_metrics: compile_config keeps them (a .keras file written by Keras reads back, and systolic
+// writes them as Keras does); a metric that takes no sample weights is refused there by name.
+TEST(WeightedMetrics, KeptInKerasFilesAndRefusedWhereUnweighable) {
+  Model m = load_model(fixture("weighted_metrics_sparse.keras"));
+  EXPECT_EQ(m.metrics_names(),
+            (std::vector<std::string>{"loss", "accuracy", "sparse_categorical_crossentropy",
+                                      "sparse_top_k_categorical_accuracy", "weighted_accuracy"}));
+  systolic::testing::TempDir dir;
+  m.save(dir.file("again.keras"));
+  Model back = load_model(dir.file("again.keras"));
+  EXPECT_EQ(back.metrics_names(), m.metrics_names());
+  auto a = npy::load_npz(fixture("weighted_metrics_sparse.npz"));
+  EXPECT_EQ(back.evaluate(a["xs"], a["ys"], {.verbose = 0, .sample_weight = a["ws"]}),
+            m.evaluate(a["xs"], a["ys"], {.verbose = 0, .sample_weight = a["ws"]}));
+  auto in = layers::Input({4});
+  Model c(in, layers::Dense(1, {.activation = "sigmoid"})(in));
+  EXPECT_THAT(systolic::testing::error_of([&] {
+                c.compile(optimizers::SGD(0.1), "binary_crossentropy", {}, {"accuracy", "auc"});
+              }),
+              ::testing::HasSubstr("weighted_metrics: auc (AUC) takes no sample weights"));
+}
 
 namespace {
 

@@ -42,6 +42,16 @@ class Metric {
   virtual void update_from_logits(const Tensor& logits, const Tensor& labels, Tensor& state) const {
     update(logits, labels, state);
   }
+  // Keras's weighted_metrics: whether the metric takes sample weights (the per-sample means do), and update() with
+  // them: each sample's value counts its weight (`weights` [N], float32; float64 for float64 outputs), and the model
+  // shows value(state, the weights' sum). update_weighted raises an Error for a metric that takes none.
+  virtual bool takes_sample_weights() const { return false; }
+  virtual void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                               Tensor& state) const;
+  virtual void update_weighted_from_logits(const Tensor& logits, const Tensor& labels, const Tensor& weights,
+                                           Tensor& state) const {
+    update_weighted(logits, labels, weights, state);
+  }
   // The value shown from the state summed over `samples` samples: by default result() of the per-sample mean
   // state[0] / samples.
   virtual double value(const double* state, double samples) const { return result(state[0] / samples); }

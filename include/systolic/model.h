@@ -93,11 +93,16 @@ struct History {
 // loss (nothing: Keras's None, no loss on it); the loss's weight in the total (Keras's loss_weights; none: 1);
 // and its metrics, logged as "<output>_<metric>". The total loss is the sum of each loss times its weight (and
 // the regularization losses), and each output's loss is logged as "<output>_loss" when several have one.
+// weighted_metrics are Keras's: metrics that fit's and evaluate's sample weights (sample_weight, class_weight) weigh,
+// each sample's value counting its weight over the weights' sum (without sample weights, the plain mean); logged
+// after every output's metrics, by their names or, where a metric took the name already, as "weighted_<name>". The
+// per-sample means take weights (Metric::takes_sample_weights); compile refuses the others there.
 struct OutputCompile {
   std::string output;
   losses::LossArg loss;
   std::optional<double> loss_weight;
   std::vector<metrics::MetricArg> metrics;
+  std::vector<metrics::MetricArg> weighted_metrics;
 };
 
 // model.load_weights(path, {.by_name = true, .skip_mismatch = true}), as in Keras (legacy .h5 files only).
@@ -155,13 +160,17 @@ class Model {
   LayerRef as_layer() const;
 
   // metrics: names ("accuracy", "auc") or metrics made with options (metrics::AUC({.curve = "PR"})). With several
-  // outputs the loss applies to each (as Keras's) and the metrics, if any, are one per output.
+  // outputs the loss applies to each (as Keras's) and the metrics, if any, are one per output; so are the
+  // weighted_metrics (Keras's: weighed by the sample weights, see OutputCompile).
   void compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
-               const std::vector<metrics::MetricArg>& metrics = {});
+               const std::vector<metrics::MetricArg>& metrics = {},
+               const std::vector<metrics::MetricArg>& weighted_metrics = {});
   void compile(const optimizers::Optimizer& optimizer, const std::string& loss,
-               const std::vector<metrics::MetricArg>& metrics = {});
+               const std::vector<metrics::MetricArg>& metrics = {},
+               const std::vector<metrics::MetricArg>& weighted_metrics = {});
   void compile(const std::string& optimizer, const std::string& loss,
-               const std::vector<metrics::MetricArg>& metrics = {});
+               const std::vector<metrics::MetricArg>& metrics = {},
+               const std::vector<metrics::MetricArg>& weighted_metrics = {});
   // Every output's loss, weight and metrics: one entry each (model.compile(opt, {{.output = "label", .loss =
   // "sparse_categorical_crossentropy", .metrics = {"accuracy"}}, {.output = "value", .loss = "mse",
   // .loss_weight = 0.5}})).

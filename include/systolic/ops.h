@@ -357,7 +357,10 @@ struct RowLossParams {
 // accuracy_count    ADDS to `total` (float64 scalar) the count of rows whose label (int32 [N], or the argmax of
 //                   labels[N,C]: its first maximum) is predicted: k = 1, argmax(pred) (its first maximum) is the
 //                   label; k > 1, the label is in the top k (TensorFlow's in_top_k: fewer than k predictions of
-//                   the row are greater than the label's, so ties at the boundary count as in).
+//                   the row are greater than the label's, so ties at the boundary count as in). With `weights`
+//                   (the losses' sample weights) each row counts its sample's weight.
+// add_sum           ADDS to `total` (float64 [1]) the sum of x's values (float32 or float64): the sample weights'
+//                   sum, a weighted metric's denominator.
 // confusion_counts  ADDS to counts (float64 [4, T]) the confusion matrix of every prediction against its label
 //                   (labels with pred's numel; non-zero is positive), at each threshold t (ConfusionParams): a
 //                   prediction p is positive when p > threshold[t]; rows tp, fp, tn, fn (Keras's
@@ -509,7 +512,9 @@ struct RowLossParams {
     (pred, target, weights, total, dpred, p, grad_scale))                                                        \
   X(row_loss, (const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total, Tensor& dpred,    \
                const RowLossParams& p, double grad_scale), (pred, target, weights, total, dpred, p, grad_scale))  \
-  X(accuracy_count, (const Tensor& pred, const Tensor& labels, Tensor& total, int k), (pred, labels, total, k)) \
+  X(accuracy_count, (const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& total, int k),       \
+    (pred, labels, weights, total, k))                                                                           \
+  X(add_sum, (const Tensor& x, Tensor& total), (x, total))                                                      \
   X(confusion_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p),     \
     (pred, labels, counts, p))                                                                                   \
   X(regression_sums, (const Tensor& pred, const Tensor& target, Tensor& sums), (pred, target, sums))           \

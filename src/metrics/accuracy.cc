@@ -13,7 +13,7 @@ namespace systolic::metrics {
 
 namespace {
 // k = 1: (Sparse)CategoricalAccuracy; k > 1: (Sparse)TopKCategoricalAccuracy, the label among the k best.
-class Accuracy final : public Metric {
+class Accuracy final : public MeanMetric {
  public:
   Accuracy(std::string name, bool sparse, int k = 1) : name_(std::move(name)), sparse_(sparse), k_(k) {}
   std::string name() const override { return name_; }
@@ -23,8 +23,9 @@ class Accuracy final : public Metric {
   }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<Accuracy>(*this); }
   bool sparse_labels() const override { return sparse_; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& total) const override {
-    ops::accuracy_count(output, labels, total, k_);
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& total) const override {
+    ops::accuracy_count(output, labels, weights, total, k_);
   }
   // A top-k accuracy's k when it is not Keras's default 5 (a file then holds the serialized object).
   nlohmann::ordered_json get_config() const override {

@@ -13,7 +13,7 @@ namespace {
 
 constexpr double kEpsilon = 1e-7;  // keras.backend.epsilon()
 
-class CrossentropyMetric final : public Metric {
+class CrossentropyMetric final : public MeanMetric {
  public:
   CrossentropyMetric(std::string name, bool sparse, bool from_logits)
       : name_(std::move(name)), sparse_(sparse), from_logits_(from_logits) {}
@@ -24,16 +24,21 @@ class CrossentropyMetric final : public Metric {
   std::unique_ptr<Metric> clone() const override { return std::make_unique<CrossentropyMetric>(*this); }
   bool sparse_labels() const override { return sparse_; }
   bool reads_logits() const override { return !from_logits_; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& total) const override {
-    Tensor none, no_gradient;
-    if (from_logits_)
-      ops::softmax_cross_entropy(output, labels, none, total, no_gradient, 1.0);
-    else
-      ops::crossentropy_from_probabilities(output, labels, none, total, no_gradient, 1.0, kEpsilon);
-  }
   void update_from_logits(const Tensor& logits, const Tensor& labels, Tensor& total) const override {
-    Tensor none, no_gradient;
-    ops::softmax_cross_entropy(logits, labels, none, total, no_gradient, 1.0);
+    update_weighted_from_logits(logits, labels, Tensor(), total);
+  }
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& total) const override {
+    Tensor no_gradient;
+    if (from_logits_)
+      ops::softmax_cross_entropy(output, labels, weights, total, no_gradient, 1.0);
+    else
+      ops::crossentropy_from_probabilities(output, labels, weights, total, no_gradient, 1.0, kEpsilon);
+  }
+  void update_weighted_from_logits(const Tensor& logits, const Tensor& labels, const Tensor& weights,
+                                   Tensor& total) const override {
+    Tensor no_gradient;
+    ops::softmax_cross_entropy(logits, labels, weights, total, no_gradient, 1.0);
   }
   // Keras's arguments, written when one differs from its default (compile's name is written otherwise, as Keras
   // writes the name it was given).

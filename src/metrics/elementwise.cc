@@ -10,7 +10,7 @@
 namespace systolic::metrics {
 
 namespace {
-class ElementwiseMetric final : public Metric {
+class ElementwiseMetric final : public MeanMetric {
  public:
   ElementwiseMetric(std::string name, std::string class_name, const ops::ElementLossParams& p,
                     bool root = false)
@@ -19,9 +19,10 @@ class ElementwiseMetric final : public Metric {
   std::string class_name() const override { return class_name_; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<ElementwiseMetric>(*this); }
   bool sparse_labels() const override { return false; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& total) const override {
-    Tensor no_gradient, unweighted;
-    ops::elementwise_loss(output, labels, unweighted, total, no_gradient, params_, 1.0);
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& total) const override {
+    Tensor no_gradient;
+    ops::elementwise_loss(output, labels, weights, total, no_gradient, params_, 1.0);
   }
   double result(double mean) const override { return root_ ? std::sqrt(mean) : mean; }
 

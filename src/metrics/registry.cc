@@ -58,6 +58,13 @@ const keras_object::Registry<Entry>& registry() {
 
 }  // namespace
 
+void Metric::update_weighted(const Tensor&, const Tensor&, const Tensor&, Tensor&) const {
+  fail(
+      "metric {} ({}) takes no sample weights in systolic: give it in metrics, not weighted_metrics (the "
+      "per-sample means take them: the accuracies and the loss-like metrics)",
+      name(), class_name());
+}
+
 std::unique_ptr<Metric> get(const std::string& name, bool loss_has_sparse_labels, bool binary_output) {
   auto m = registry().at(name).make(name, loss_has_sparse_labels, binary_output);
   SYSTOLIC_CHECK(m->takes_labels(loss_has_sparse_labels),

@@ -8,7 +8,7 @@
 namespace systolic::metrics {
 
 namespace {
-class RowwiseMetric final : public Metric {
+class RowwiseMetric final : public MeanMetric {
  public:
   RowwiseMetric(std::string name, std::string class_name, ops::RowLoss kind)
       : name_(std::move(name)), class_name_(std::move(class_name)), kind_(kind) {}
@@ -16,9 +16,10 @@ class RowwiseMetric final : public Metric {
   std::string class_name() const override { return class_name_; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<RowwiseMetric>(*this); }
   bool sparse_labels() const override { return false; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& total) const override {
-    Tensor no_gradient, unweighted;
-    ops::row_loss(output, labels, unweighted, total, no_gradient, {.kind = kind_}, 1.0);
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& total) const override {
+    Tensor no_gradient;
+    ops::row_loss(output, labels, weights, total, no_gradient, {.kind = kind_}, 1.0);
   }
   double result(double mean) const override {
     return kind_ == ops::RowLoss::cosine_similarity ? -mean : mean;

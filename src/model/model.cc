@@ -423,21 +423,36 @@ void ModelState::compute_loss(std::int64_t n, double grad_scale) {
 }
 
 void ModelState::compute_metrics(std::int64_t n) {
+  const Tensor weights = w_buf.defined() ? w_buf.slice(0, n) : Tensor();
   for (auto& h : heads) {
     const NodeExec& out = nodes[h.node];
     Tensor labels = h.y_buf.slice(0, n);
-    std::int64_t at = h.metric_at;
     // A metric that reads the logits (a crossentropy) gets them where the output layer ends in softmax.
     const bool softmax =
         out.node->layer->activation() == Activation::softmax && out.call.preactivation.defined();
-    for (auto& m : h.metrics) {
-      Tensor state = totals.view(at, {m->state_size()});
-      if (softmax && m->reads_logits())
-        m->update_from_logits(out.call.preactivation, labels, state);
+    auto update = [&](const metrics::Metric& m, std::int64_t at, const Tensor& w) {
+      Tensor state = totals.view(at, {m.state_size()});
+      const bool logits = softmax && m.reads_logits();
+      const Tensor& x = logits ? out.call.preactivation : out.call.output;
+      if (!w.defined())
+        logits ? m.update_from_logits(x, labels, state) : m.update(x, labels, state);
       else
-        m->update(out.call.output, labels, state);
+        logits ? m.update_weighted_from_logits(x, labels, w, state) : m.update_weighted(x, labels, w, state);
+    };
+    std::int64_t at = h.metric_at;
+    for (auto& m : h.metrics) {
+      update(*m, at, Tensor());
       at += m->state_size();
     }
+    at = h.weighted_at;
+    for (auto& m : h.weighted_metrics) {
+      update(*m, at, weights);
+      at += m->state_size();
+    }
+  }
+  if (weight_sum_slot >= 0 && weights.defined()) {
+    Tensor sum = totals.view(weight_sum_slot, {1});
+    ops::add_sum(weights, sum);
   }
 }
 
@@ -625,14 +640,20 @@ Tensor& Model::gradients() {
 
 namespace {
 
-// The metrics compile makes for one output.
+// The metrics compile makes for one output; `weighted`: its weighted_metrics, which must take sample weights.
 std::vector<std::unique_ptr<metrics::Metric>> output_metrics(const std::vector<metrics::MetricArg>& args,
-                                                             const losses::Loss* loss, const Shape& out) {
+                                                             const losses::Loss* loss, const Shape& out,
+                                                             bool weighted) {
   const bool binary = out.rank() >= 1 && out[out.rank() - 1] == 1;
   std::vector<std::unique_ptr<metrics::Metric>> made;
   for (auto& m : args) {
     made.push_back(metrics::make(m, loss && loss->sparse_labels(), binary));
     made.back()->build(out);
+    SYSTOLIC_CHECK(
+        !weighted || made.back()->takes_sample_weights(),
+        "compile: weighted_metrics: {} ({}) takes no sample weights in systolic; give it in metrics "
+        "(the per-sample means take them: the accuracies and the loss-like metrics)",
+        made.back()->name(), made.back()->class_name());
   }
   return made;
 }
@@ -669,7 +690,8 @@ void Model::compile(const optimizers::Optimizer& optimizer, const std::vector<Ou
     h.name = names[i];
     h.loss = c.loss.make();
     h.loss_weight = c.loss_weight;
-    h.metrics = output_metrics(c.metrics, h.loss.get(), s.outputs[i].shape());
+    h.metrics = output_metrics(c.metrics, h.loss.get(), s.outputs[i].shape(), false);
+    h.weighted_metrics = output_metrics(c.weighted_metrics, h.loss.get(), s.outputs[i].shape(), true);
   }
   int losses = 0;
   for (std::size_t i = 0; i < heads.size(); ++i) {
@@ -695,6 +717,13 @@ void Model::compile(const optimizers::Optimizer& optimizer, const std::vector<Ou
     h.metric_at = sums;
     for (auto& m : h.metrics) sums += m->state_size();
   }
+  bool any_weighted = false;
+  for (auto& h : heads) {
+    h.weighted_at = sums;
+    for (auto& m : h.weighted_metrics) sums += m->state_size();
+    any_weighted = any_weighted || !h.weighted_metrics.empty();
+  }
+  s.weight_sum_slot = any_weighted ? sums++ : -1;
   s.optimizer = optimizer.clone();
   s.heads = std::move(heads);
   s.totals = Tensor::zeros({sums}, DType::float64, s.device());
@@ -704,33 +733,40 @@ void Model::compile(const optimizers::Optimizer& optimizer, const std::vector<Ou
 }
 
 void Model::compile(const optimizers::Optimizer& optimizer, const losses::Loss& loss,
-                    const std::vector<metrics::MetricArg>& metrics) {
+                    const std::vector<metrics::MetricArg>& metrics,
+                    const std::vector<metrics::MetricArg>& weighted_metrics) {
   // Keras: one loss applies to every output; with several outputs a list of metrics has one per output.
   const std::size_t n = state_->outputs.size();
-  SYSTOLIC_CHECK(n == 1 || metrics.empty() || metrics.size() == n,
-                 "compile: model '{}' has {} outputs; give its metrics one per output (Keras takes a list of "
-                 "{} entries, or a dict by output name: compile with OutputCompile entries), not {}",
-                 state_->name, n, n, metrics.size());
+  for (auto [what, list] : {std::pair{"metrics", &metrics}, std::pair{"weighted_metrics", &weighted_metrics}})
+    SYSTOLIC_CHECK(n == 1 || list->empty() || list->size() == n,
+                   "compile: model '{}' has {} outputs; give its {} one per output (Keras takes a list of "
+                   "{} entries, or a dict by output name: compile with OutputCompile entries), not {}",
+                   state_->name, n, what, n, list->size());
   std::vector<OutputCompile> outputs;
   for (std::size_t i = 0; i < n; ++i) {
     OutputCompile c{.loss = loss};
-    if (n == 1)
+    if (n == 1) {
       c.metrics = metrics;
-    else if (!metrics.empty())
-      c.metrics = {metrics[i]};
+      c.weighted_metrics = weighted_metrics;
+    } else {
+      if (!metrics.empty()) c.metrics = {metrics[i]};
+      if (!weighted_metrics.empty()) c.weighted_metrics = {weighted_metrics[i]};
+    }
     outputs.push_back(std::move(c));
   }
   compile(optimizer, outputs);
 }
 
 void Model::compile(const optimizers::Optimizer& optimizer, const std::string& loss,
-                    const std::vector<metrics::MetricArg>& metrics) {
-  compile(optimizer, *losses::get(loss), metrics);
+                    const std::vector<metrics::MetricArg>& metrics,
+                    const std::vector<metrics::MetricArg>& weighted_metrics) {
+  compile(optimizer, *losses::get(loss), metrics, weighted_metrics);
 }
 
 void Model::compile(const std::string& optimizer, const std::string& loss,
-                    const std::vector<metrics::MetricArg>& metrics) {
-  compile(*optimizers::get(optimizer), *losses::get(loss), metrics);
+                    const std::vector<metrics::MetricArg>& metrics,
+                    const std::vector<metrics::MetricArg>& weighted_metrics) {
+  compile(*optimizers::get(optimizer), *losses::get(loss), metrics, weighted_metrics);
 }
 
 bool Model::compiled() const {
@@ -762,6 +798,8 @@ std::vector<const metrics::Metric*> ModelState::all_metrics() const {
   std::vector<const metrics::Metric*> out;
   for (auto& h : heads)
     for (auto& m : h.metrics) out.push_back(m.get());
+  for (auto& h : heads)
+    for (auto& m : h.weighted_metrics) out.push_back(m.get());
   return out;
 }
 
@@ -771,6 +809,20 @@ std::vector<std::string> ModelState::log_names() const {
   for (auto& h : heads)
     for (auto& m : h.metrics) {
       std::string name = heads.size() > 1 ? h.name + "_" + m->name() : m->name();
+      auto [it, first] = seen.try_emplace(name, 1);
+      if (!first) name += "_" + std::to_string(it->second++);
+      names.push_back(name);
+    }
+  // Keras's CompileMetrics.result: a weighted metric whose name is taken is "weighted_<name>" (then "_1", ...).
+  for (auto& h : heads)
+    for (auto& m : h.weighted_metrics) {
+      const std::string prefix = heads.size() > 1 ? h.name + "_" : "";
+      std::string name = prefix + m->name();
+      if (seen.try_emplace(name, 1).second) {
+        names.push_back(name);
+        continue;
+      }
+      name = prefix + "weighted_" + m->name();
       auto [it, first] = seen.try_emplace(name, 1);
       if (!first) name += "_" + std::to_string(it->second++);
       names.push_back(name);
@@ -787,9 +839,12 @@ std::vector<std::size_t> ModelState::evaluate_order() const {
   const std::vector<std::string> logs = log_names();
   // model.metrics' names: the loss tracker, each compiled metric by its own name, the outputs' loss trackers.
   std::vector<std::string> own{"loss"};
+  std::size_t compiled = 1;
   for (auto& h : heads)
-    for (auto& m : h.metrics) own.push_back(m->name());
-  for (std::size_t i = own.size(); i < logs.size(); ++i) own.push_back(logs[i]);  // "<output>_loss"
+    for (auto& m : h.metrics) own.push_back(m->name()), ++compiled;
+  for (auto& h : heads)
+    for (auto& m : h.weighted_metrics) own.push_back(m->name()), ++compiled;
+  for (std::size_t i = compiled; i < logs.size(); ++i) own.push_back(logs[i]);  // "<output>_loss"
   std::vector<std::size_t> order;
   std::vector<char> taken(logs.size(), 0);
   // Keras appends logs[name] for every entry of model.metrics named so, a name given twice twice ([loss, mae,
@@ -818,6 +873,16 @@ std::vector<double> ModelState::log_values(const double* t, double seen) const {
     const double* at = t + h.metric_at;
     for (auto& m : h.metrics) {
       v.push_back(m->value(at, seen));
+      at += m->state_size();
+    }
+  }
+  // The weighted metrics over the sample weights' sum; without sample weights (a sum of 0) their plain means (a
+  // sum of 0 with weights has sums of 0 to divide: 0, as Keras's divide_no_nan).
+  const double weights = weight_sum_slot >= 0 && t[weight_sum_slot] != 0 ? t[weight_sum_slot] : seen;
+  for (auto& h : heads) {
+    const double* at = t + h.weighted_at;
+    for (auto& m : h.weighted_metrics) {
+      v.push_back(m->value(at, weights));
       at += m->state_size();
     }
   }

@@ -46,9 +46,10 @@ struct OutputHead {
   std::unique_ptr<losses::Loss> loss;
   std::optional<double> loss_weight;  // Keras's loss_weights entry (none: 1)
   std::vector<std::unique_ptr<metrics::Metric>> metrics;
+  std::vector<std::unique_ptr<metrics::Metric>> weighted_metrics;  // Keras's weighted_metrics for it
   // Where its sums are in ModelState::totals: its own loss sum (-1: counted in totals[0], the one loss of the
-  // model), then its metrics' states from metric_at on.
-  std::int64_t loss_slot = -1, metric_at = 0;
+  // model), its metrics' states from metric_at on, its weighted metrics' from weighted_at on.
+  std::int64_t loss_slot = -1, metric_at = 0, weighted_at = 0;
   Tensor y_buf;  // [capacity]: int32 labels for a sparse loss, else [capacity, output shape] in its dtype
   // Its node feeds other layers: its loss is computed from the output values (the other layers' gradients are
   // w.r.t. them too), never from the output layer's logits.
@@ -120,8 +121,10 @@ class ModelState final : public distribute::Replica {
   // dtype).
   DType weight_dtype() const;
   // float64: the loss sum (with separate_losses: the loss terms' only, then each output's loss sum), then the
-  // metrics' states (OutputHead::loss_slot, metric_at).
+  // metrics' states (OutputHead::loss_slot, metric_at), the weighted metrics' (weighted_at), and with weighted
+  // metrics the sample weights' sum, their denominator (weight_sum_slot; 0 while batches carry no weights).
   Tensor totals;
+  std::int64_t weight_sum_slot = -1;
   // What compile registered besides the loss and the optimizer (loss_terms.h): the regularizers' loss terms and
   // the constraints' post-update hooks, collected by pack_weights.
   TrainingTerms terms;

@@ -18,6 +18,7 @@ std::vector<OutputCompile> compile_settings(const Model& model) {
     OutputCompile c{.output = h.name, .loss_weight = h.loss_weight};
     if (h.loss) c.loss = *h.loss;
     for (auto& m : h.metrics) c.metrics.emplace_back(*m);
+    for (auto& m : h.weighted_metrics) c.weighted_metrics.emplace_back(*m);
     out.push_back(std::move(c));
   }
   return out;

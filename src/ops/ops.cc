@@ -677,12 +677,22 @@ DType row_loss(const Tensor& pred, const Tensor& target, const Tensor& w, Tensor
   return pred.dtype();
 }
 
-DType accuracy_count(const Tensor& pred, const Tensor& l, Tensor& total, int k) {
+DType accuracy_count(const Tensor& pred, const Tensor& l, const Tensor& w, Tensor& total, int k) {
   Check c("accuracy_count");
   SYSTOLIC_OP_CHECK(c, k >= 1, "k {}: it must be >= 1", k);
   labels(c, l, pred, predictions(c, "predictions", pred));
+  sample_weights(c, w, pred);
   c.total(total);
   return pred.dtype();
+}
+
+DType add_sum(const Tensor& x, Tensor& total) {
+  Check c("add_sum");
+  c.defined("x", x);
+  SYSTOLIC_OP_CHECK(c, x.dtype() == DType::float32 || x.dtype() == DType::float64,
+                    "x is {}; it takes float32 or float64", dtype_name(x.dtype()));
+  c.total(total);
+  return x.dtype();
 }
 
 DType confusion_counts(const Tensor& pred, const Tensor& l, Tensor& counts, const ConfusionParams& p) {

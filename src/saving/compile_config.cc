@@ -30,33 +30,37 @@ namespace {
 // compile took them): every output's loss (null: none), every output's weight when any was given, and the
 // metrics of the outputs that have some.
 struct CompileJson {
-  json loss, loss_weights, metrics;
+  json loss, loss_weights, metrics, weighted_metrics;
 };
 
 CompileJson compile_json(const Model& model, keras_object::Form form) {
   const std::vector<OutputCompile> outputs = saving_access::compile_settings(model);
-  auto metrics_of = [&](const OutputCompile& c) {
+  auto metrics_of = [&](const std::vector<metrics::MetricArg>& metrics) {
     json list = json::array();
-    for (auto& m : c.metrics) list.push_back(metrics::serialize(*m.metric(), form));
+    for (auto& m : metrics) list.push_back(metrics::serialize(*m.metric(), form));
     return list;
   };
   if (outputs.size() == 1) {
     const OutputCompile& c = outputs[0];
+    // Keras writes None for weighted_metrics it was not given.
     return {losses::serialize(*c.loss.make(), form), c.loss_weight ? json(*c.loss_weight) : json(nullptr),
-            metrics_of(c)};
+            metrics_of(c.metrics),
+            c.weighted_metrics.empty() ? json(nullptr) : metrics_of(c.weighted_metrics)};
   }
-  CompileJson out{json::object(), nullptr, json::object()};
+  CompileJson out{json::object(), nullptr, json::object(), json::object()};
   bool weights = false;
   for (auto& c : outputs) {
     out.loss[c.output] = c.loss.empty() ? json(nullptr) : losses::serialize(*c.loss.make(), form);
     weights = weights || c.loss_weight.has_value();
-    if (!c.metrics.empty()) out.metrics[c.output] = metrics_of(c);
+    if (!c.metrics.empty()) out.metrics[c.output] = metrics_of(c.metrics);
+    if (!c.weighted_metrics.empty()) out.weighted_metrics[c.output] = metrics_of(c.weighted_metrics);
   }
   if (weights) {
     out.loss_weights = json::object();
     for (auto& c : outputs) out.loss_weights[c.output] = c.loss_weight.value_or(1.0);
   }
   if (out.metrics.empty()) out.metrics = json::array();
+  if (out.weighted_metrics.empty()) out.weighted_metrics = nullptr;
   return out;
 }
 
@@ -95,6 +99,7 @@ std::vector<OutputCompile> outputs_from(const Model& model, const json& tc) {
   const json& loss = tc["loss"];
   const json weights = tc.value("loss_weights", json(nullptr));
   const json metrics = tc.value("metrics", json(nullptr));
+  const json weighted = tc.value("weighted_metrics", json(nullptr));
   if (loss.is_object() && by_output(loss))
     for (auto& [k, v] : loss.items())
       if (std::find(names.begin(), names.end(), k) == names.end())
@@ -116,10 +121,15 @@ std::vector<OutputCompile> outputs_from(const Model& model, const json& tc) {
       if (!w.is_null() && !w.is_number()) fail("loss_weights['{}'] is not a number", names[i]);
       if (w.is_number()) c.loss_weight = w.get<double>();
     }
-    if (n == 1)
+    if (n == 1) {
       collect_metrics(metrics, c.metrics);
-    else if (metrics.is_object() || (metrics.is_array() && !metrics.empty()))
-      collect_metrics(entry(metrics, i, names[i], "metrics", n), c.metrics);
+      collect_metrics(weighted, c.weighted_metrics);
+    } else {
+      if (metrics.is_object() || (metrics.is_array() && !metrics.empty()))
+        collect_metrics(entry(metrics, i, names[i], "metrics", n), c.metrics);
+      if (weighted.is_object() || (weighted.is_array() && !weighted.empty()))
+        collect_metrics(entry(weighted, i, names[i], "weighted_metrics", n), c.weighted_metrics);
+    }
   }
   return out;
 }
@@ -130,7 +140,7 @@ json training_config(const Model& model) {
   CompileJson c = compile_json(model, keras_object::Form::h5);
   return {{"loss", c.loss},
           {"metrics", c.metrics},
-          {"weighted_metrics", nullptr},
+          {"weighted_metrics", c.weighted_metrics},
           {"loss_weights", c.loss_weights},
           {"optimizer_config",
            optimizers::serialize(const_cast<Model&>(model).optimizer(), keras_object::Form::h5)}};
@@ -143,7 +153,7 @@ json compile_config(const Model& model) {
       {"loss", c.loss},
       {"loss_weights", c.loss_weights},
       {"metrics", c.metrics},
-      {"weighted_metrics", nullptr},
+      {"weighted_metrics", c.weighted_metrics},
       {"run_eagerly", false},
       {"steps_per_execution", 1},
       {"jit_compile", false}};
@@ -174,9 +184,6 @@ void compile_from_training_config(Model& model, const json& tc, const std::strin
     } catch (const Error& e) {
       fail("{}: training_config: {}", source, e.what());
     }
-    if (tc.contains("weighted_metrics") && !tc["weighted_metrics"].is_null() &&
-        !tc["weighted_metrics"].empty())
-      fail("{}: training_config: weighted_metrics are not supported", source);
     try {
       model.compile(*opt, outputs);
     } catch (const Error& e) {

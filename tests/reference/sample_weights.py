@@ -15,6 +15,11 @@ weights after it (model.get_weights(), flattened) and evaluate(xs, ys, sample_we
                        of its own, Adam
   regression_sample_weight  two linear outputs, mse, sample weights split by validation_split 0.2, RMSprop
   onehot_class_weight  softmax over 4 classes, one-hot labels (class: the argmax), class_weight without class 3
+  weighted_metrics_sparse  softmax over 3 classes, weighted_metrics (accuracy, given as a metric too: logged as
+                       weighted_accuracy; the crossentropy; top-2 accuracy), sample weights, validation_data with
+                       weights of its own, Adam
+  weighted_metrics_binary  a sigmoid unit, class_weight, weighted_metrics (accuracy, mse also a metric, rmse, mae),
+                       validation_split, SGD
 """
 import argparse
 import json
@@ -69,6 +74,25 @@ def cases(rng):
     m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9), loss="categorical_crossentropy",
               metrics=["categorical_accuracy"])
     out.append(("onehot_class_weight", m, x, y, None, {"class_weight": {0: 2.0, 1: 0.5, 2: 1.5}}))
+    # weighted_metrics, drawn from a stream of their own (the cases above stay as they were): the sample weights
+    # weigh them in fit, validation and evaluate; a name taken by a metric is logged as "weighted_<name>".
+    r2 = np.random.default_rng(2711)
+    x = r2.normal(size=(64, 5)).astype(np.float32)
+    y = np.argmax(x[:, :3] + 0.5 * r2.normal(size=(64, 3)), axis=1).astype(np.float32)
+    w = r2.uniform(0, 2, size=64).astype(np.float32)
+    w[::9] = 0
+    m = model(15, 5, 8, 3, "softmax")
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.05), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"], weighted_metrics=["accuracy", "sparse_categorical_crossentropy",
+                                                      keras.metrics.SparseTopKCategoricalAccuracy(k=2)])
+    out.append(("weighted_metrics_sparse", m, x, y, w, {"validation_data": 16}))
+    x = r2.normal(size=(56, 4)).astype(np.float32)
+    y = (x[:, 0] + 0.5 * x[:, 1] - x[:, 2] + 0.3 * r2.normal(size=56) > 0).astype(np.float32)
+    m = model(16, 4, 6, 1, "sigmoid")
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.3), loss="binary_crossentropy",
+              metrics=["mse"], weighted_metrics=["accuracy", "mse", "root_mean_squared_error", "mae"])
+    out.append(("weighted_metrics_binary", m, x, y, None, {"class_weight": {0: 0.5, 1: 2.0},
+                                                           "validation_split": 0.25}))
     return out
 
 

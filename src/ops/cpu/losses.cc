@@ -175,9 +175,11 @@ void row_loss_loop(const Tensor& pred, const Tensor& target, const Tensor& weigh
 }
 
 template <class T>
-void accuracy_count_loop(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
+void accuracy_count_loop(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& total,
+                         int k) {
   std::int64_t C = pred.dim(-1), R = pred.numel() / C;
   bool sparse = sparse_labels(labels, R, C);
+  const loss::RowWeights rw = loss::row_weights(weights, R);
   const T* pp = pred.data<T>();
   auto argmax = [C](const auto* row) {
     std::int64_t best = 0;
@@ -191,11 +193,11 @@ void accuracy_count_loop(const Tensor& pred, const Tensor& labels, Tensor& total
     std::int64_t truth = sparse ? labels.data<std::int32_t>()[r] : argmax(labels.data<T>() + r * C);
     const T* row = pp + r * C;
     if (k == 1) {
-      correct += argmax(row) == truth ? 1.0 : 0.0;
+      correct += argmax(row) == truth ? rw(r) : 0.0;
     } else {  // in_top_k: fewer than k predictions greater than the label's
       std::int64_t greater = 0;
       for (std::int64_t c = 0; c < C; ++c) greater += row[c] > row[truth] ? 1 : 0;
-      correct += greater < k ? 1.0 : 0.0;
+      correct += greater < k ? rw(r) : 0.0;
     }
   }
   add_to_total(total, correct);
@@ -367,9 +369,21 @@ void row_loss(const Tensor& pred, const Tensor& target, const Tensor& weights, T
 }
 
 const DTypes accuracy_count_dtypes = kFloats;
-void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
-  visit_dtype<float, double>(
-      pred.dtype(), [&](auto t) { accuracy_count_loop<typename decltype(t)::type>(pred, labels, total, k); });
+void accuracy_count(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& total, int k) {
+  visit_dtype<float, double>(pred.dtype(), [&](auto t) {
+    accuracy_count_loop<typename decltype(t)::type>(pred, labels, weights, total, k);
+  });
+}
+
+const DTypes add_sum_dtypes = kFloats;
+void add_sum(const Tensor& x, Tensor& total) {
+  visit_dtype<float, double>(x.dtype(), [&](auto t) {
+    using T = typename decltype(t)::type;
+    const T* p = x.data<T>();
+    double sum = 0;
+    for (std::int64_t i = 0; i < x.numel(); ++i) sum += double(p[i]);
+    add_to_total(total, sum);
+  });
 }
 
 const DTypes confusion_counts_dtypes = kFloats;

@@ -278,7 +278,8 @@ __device__ std::int64_t warp_argmax(const T* row, std::int64_t C, int lane) {
 
 template <class T, class L>
 __global__ void accuracy_kernel(const T* pred, const std::int32_t* sparse, const L* dense, std::int64_t rows,
-                                std::int64_t C, int k, double* total, int* error_flags, int flag) {
+                                std::int64_t C, int k, loss::RowWeights rw, double* total, int* error_flags,
+                                int flag) {
   const int lane = threadIdx.x & 31;
   double acc = 0;
   SYSTOLIC_WARP_ROWS(r, rows) {
@@ -296,7 +297,17 @@ __global__ void accuracy_kernel(const T* pred, const std::int32_t* sparse, const
       }
       hit = warp_sum(greater) < float(k);
     }
-    if (lane == 0 && truth >= 0 && hit) acc += 1.0;
+    if (lane == 0 && truth >= 0 && hit) acc += rw(r);
+  }
+  block_add(acc, total);
+}
+
+// ---- add_sum: the sum of x's values.
+template <class T>
+__global__ void add_sum_kernel(const T* x, std::int64_t n, double* total) {
+  double acc = 0;
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    acc += double(x[i]);
   }
   block_add(acc, total);
 }
@@ -378,14 +389,14 @@ cudaError_t launch_row_loss(const void* pred, Element type, const void* target, 
 }
 
 cudaError_t launch_accuracy_count(const void* pred, Element type, const Labels& labels, std::int64_t rows,
-                                  std::int64_t classes, int k, double* total, int* error_flags, int flag,
-                                  cudaStream_t stream) {
+                                  std::int64_t classes, int k, loss::RowWeights rw, double* total,
+                                  int* error_flags, int flag, cudaStream_t stream) {
   if (rows == 0 || classes == 0) return cudaSuccess;
   return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
     using L = typename decltype(ltag)::type;
     accuracy_kernel<T, L><<<reduction_blocks(rows * 32), kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), labels.sparse, static_cast<const L*>(labels.dense), rows, classes, k,
+        static_cast<const T*>(pred), labels.sparse, static_cast<const L*>(labels.dense), rows, classes, k, rw,
         total, error_flags, flag);
     return cudaGetLastError();
   });
@@ -653,12 +664,23 @@ void row_loss(const Tensor& pred, const Tensor& target, const Tensor& weights, T
 }
 
 const DTypes accuracy_count_dtypes = kFloat32Or16;
-void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
+void accuracy_count(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& total, int k) {
   Batch b = batch_of(pred, labels);
   Context& c = context(pred);
   SYSTOLIC_CUDA_CHECK(launch_accuracy_count(pred.raw_data(), element_of(pred.dtype()), b.labels, b.rows,
-                                            b.classes, k, total.data<double>(), c.error_flags,
-                                            kLabelOutOfRange, c.stream));
+                                            b.classes, k, loss::row_weights(weights, b.rows),
+                                            total.data<double>(), c.error_flags, kLabelOutOfRange, c.stream));
+}
+
+// Sample weights are float32 on this backend (it has no float64 predictions).
+const DTypes add_sum_dtypes = {DType::float32};
+void add_sum(const Tensor& x, Tensor& total) {
+  const std::int64_t n = x.numel();
+  if (n == 0) return;
+  Context& c = context(x);
+  add_sum_kernel<float>
+      <<<reduction_blocks(n), kThreads, 0, c.stream>>>(x.data<float>(), n, total.data<double>());
+  SYSTOLIC_CUDA_CHECK(cudaGetLastError());
 }
 
 const DTypes confusion_counts_dtypes = kFloat32Or16;

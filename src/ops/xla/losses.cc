@@ -176,7 +176,7 @@ void row_loss(const Tensor& pred, const Tensor& target, const Tensor& weights, T
 }
 
 const DTypes accuracy_count_dtypes = kFloatsAndBf16;
-void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int k) {
+void accuracy_count(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& total, int k) {
   traced([&] {
     const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
     E z = reshape(read(pred), {R, C});
@@ -194,8 +194,13 @@ void accuracy_count(const Tensor& pred, const Tensor& labels, Tensor& total, int
       E in_range = truth >= constant(0.0, truth.type()) && truth < constant(double(C), truth.type());
       hit = where(greater < double(k) && in_range, ones, 0.0);
     }
-    add_total(total, sum_all(hit));
+    add_total(total, sum_all(weights.defined() && R > 0 ? hit * spread(weights, R) : hit));
   });
+}
+
+const DTypes add_sum_dtypes = kFloats;
+void add_sum(const Tensor& x, Tensor& total) {
+  traced([&] { add_total(total, sum_all(reshape(read_as(x, Elem::f64), {x.numel()}))); });
 }
 
 // Every prediction against every threshold ([T, n] comparisons), in float64 after rounding the prediction and the
