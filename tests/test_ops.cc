@@ -902,10 +902,14 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
     Arg pred = in("predictions", k.s, k.lo, k.hi);
     if (k.name.find("ties") != std::string::npos) pred.values = Values::integers;
     ConfusionParams p = k.p;
-    m[Op::confusion_counts].push_back({k.name + " " + k.s.str(),
-                                       {pred, y, counts(4 * k.p.thresholds)},
-                                       [p](auto& t) { confusion_counts(t[0], t[1], t[2], p); },
-                                       Family::reduction});
+    // Each case unweighted, and with sample weights in [-0.5, 2] (Keras's weighted_metrics take them as given).
+    for (bool weighted : {false, true})
+      m[Op::confusion_counts].push_back(
+          {k.name + " " + k.s.str() + (weighted ? ", sample weights" : ""),
+           {pred, y, weighted ? param(in("weights", {k.s[0]}, -0.5, 2)) : none("weights"),
+            counts(4 * k.p.thresholds)},
+           [p](auto& t) { confusion_counts(t[0], t[1], t[2], t[3], p); },
+           Family::reduction});
   }
   // Class confusion (Keras's IoU metrics): argmax of tied whole-number predictions against int32 labels (some out of
   // range) with an ignored class, against one-hot labels' argmax (more columns than classes: out of range too),
@@ -951,11 +955,18 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
                 ? fixed({.name = "labels", .shape = k.labels, .values = Values::integers, .lo = -1, .hi = 4},
                         DType::int32)
                 : param(in("labels", k.labels, k.p.argmax_labels ? 0 : -0.5, k.p.argmax_labels ? 1 : 3.5));
-    ClassConfusionParams p = k.p;
-    m[Op::class_confusion].push_back({k.name + " " + k.pred.str(),
-                                      {pred, y, counts(k.p.classes * k.p.classes)},
-                                      [p](auto& t) { class_confusion(t[0], t[1], t[2], p); },
-                                      Family::reduction});
+    // And with sample weights (Keras's weighted_metrics), taken as they are or truncated (the IoUs' int64).
+    for (bool weighted : {false, true}) {
+      ClassConfusionParams p = k.p;
+      p.integer_weights = weighted && k.p.classes % 2 == 0;
+      m[Op::class_confusion].push_back(
+          {k.name + " " + k.pred.str() + (weighted ? ", sample weights" : "") +
+               (p.integer_weights ? " truncated" : ""),
+           {pred, y, weighted ? param(in("weights", {k.pred[0]}, -0.5, 2)) : none("weights"),
+            counts(k.p.classes * k.p.classes)},
+           [p](auto& t) { class_confusion(t[0], t[1], t[2], t[3], p); },
+           Family::reduction});
+    }
   }
   // ignore_class: labels among which the ignored one (-1, or a class index) and other classes, with and without
   // sample weights (float32 with bfloat16 data, as sample weights are); and a batch whose labels are all ignored.
@@ -1009,10 +1020,13 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
     Arg y = param(in("labels", k.s, 0, 1));
     if (!k.smoothed) y.values = Values::integers;
     FScoreParams p = k.p;
-    m[Op::f_score_counts].push_back({k.name + " " + k.s.str(),
-                                     {pred, y, fixed(acc("counts", {4 * k.s[-1]}, 0, 3), DType::float64)},
-                                     [p](auto& t) { f_score_counts(t[0], t[1], t[2], p); },
-                                     Family::reduction});
+    for (bool weighted : {false, true})  // and with sample weights (Keras's weighted_metrics)
+      m[Op::f_score_counts].push_back(
+          {k.name + " " + k.s.str() + (weighted ? ", sample weights" : ""),
+           {pred, y, weighted ? param(in("weights", {k.s[0]}, -0.5, 2)) : none("weights"),
+            fixed(acc("counts", {4 * k.s[-1]}, 0, 3), DType::float64)},
+           [p](auto& t) { f_score_counts(t[0], t[1], t[2], t[3], p); },
+           Family::reduction});
   }
   // Every elementwise kind, on predictions and targets in its domain; squared error also on a long batch.
   using K = ElementLoss;

@@ -83,7 +83,8 @@ TEST_P(SampleWeights, FitAndEvaluateAsKeras) {
 INSTANTIATE_TEST_SUITE_P(Cases, SampleWeights,
                          ::testing::Values("sparse_class_weight", "binary_sample_weight",
                                            "regression_sample_weight", "onehot_class_weight",
-                                           "weighted_metrics_sparse", "weighted_metrics_binary"));
+                                           "weighted_metrics_sparse", "weighted_metrics_binary",
+                                           "weighted_metrics_confusion"));
 
 // Keras's weighted_metrics: compile_config keeps them (a .keras file written by Keras reads back, and systolic
 // writes them as Keras does); a metric that takes no sample weights is refused there by name.
@@ -102,9 +103,9 @@ TEST(WeightedMetrics, KeptInKerasFilesAndRefusedWhereUnweighable) {
   auto in = layers::Input({4});
   Model c(in, layers::Dense(1, {.activation = "sigmoid"})(in));
   EXPECT_THAT(systolic::testing::error_of([&] {
-                c.compile(optimizers::SGD(0.1), "binary_crossentropy", {}, {"accuracy", "auc"});
+                c.compile(optimizers::SGD(0.1), "binary_crossentropy", {}, {"accuracy", "auc", "r2_score"});
               }),
-              ::testing::HasSubstr("weighted_metrics: auc (AUC) takes no sample weights"));
+              ::testing::HasSubstr("weighted_metrics: r2_score (R2Score) takes no sample weights"));
 }
 
 namespace {

@@ -42,7 +42,7 @@ class Metric {
   virtual void update_from_logits(const Tensor& logits, const Tensor& labels, Tensor& state) const {
     update(logits, labels, state);
   }
-  // Keras's weighted_metrics: whether the metric takes sample weights (the per-sample means do), and update() with
+  // Keras's weighted_metrics: whether the metric takes sample weights (WeighableMetric's do), and update() with
   // them: each sample's value counts its weight (`weights` [N], float32; float64 for float64 outputs), and the model
   // shows value(state, the weights' sum). update_weighted raises an Error for a metric that takes none.
   virtual bool takes_sample_weights() const { return false; }
@@ -63,6 +63,16 @@ class Metric {
   virtual nlohmann::ordered_json get_config() const { return nlohmann::ordered_json::object(); }
 };
 
+// A metric whose state adds up each sample's part, which Keras's sample weights scale (the per-sample means, the
+// confusion counts, the F-scores' counts): it takes weighted_metrics' weights; update is update_weighted without.
+class WeighableMetric : public Metric {
+ public:
+  void update(const Tensor& output, const Tensor& labels, Tensor& state) const final {
+    update_weighted(output, labels, Tensor(), state);
+  }
+  bool takes_sample_weights() const final { return true; }
+};
+
 // Keras's AUC: the area under the ROC or precision-recall curve from the confusion counts at num_thresholds
 // thresholds spaced evenly over [0, 1] (predictions clipped to it), accumulated over the batches. multi_label: an
 // area per label (a column of the (batch, labels) output), and their mean (weighted by label_weights when given).
@@ -75,7 +85,7 @@ struct AUCOptions {
   bool multi_label = false;
   std::vector<double> label_weights;  // multi_label: one per label, or empty (each weighs 1)
 };
-class AUC final : public Metric {
+class AUC final : public WeighableMetric {
  public:
   explicit AUC(const AUCOptions& options = {});
   std::string name() const override { return options_.name; }
@@ -84,7 +94,8 @@ class AUC final : public Metric {
   bool sparse_labels() const override { return false; }
   void build(const Shape& output) override;
   std::int64_t state_size() const override { return 4 * options_.num_thresholds * labels_; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& state) const override;
   double value(const double* state, double samples) const override;
   nlohmann::ordered_json get_config() const override;
 
@@ -103,12 +114,13 @@ struct ThresholdOptions {
   std::string name;                 // empty: "precision" / "recall"
   std::int64_t top_k = 0;           // 0: none
 };
-class ThresholdMetric : public Metric {
+class ThresholdMetric : public WeighableMetric {
  public:
   std::string name() const override { return name_; }
   bool sparse_labels() const override { return false; }
   std::int64_t state_size() const override { return 4; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& state) const override;
   nlohmann::ordered_json get_config() const override;
 
  protected:
@@ -147,7 +159,7 @@ struct RateAtOptions {
   std::int64_t class_id = -1;  // -1: every prediction
   std::string name;            // empty: Keras's ("precision_at_recall", ...)
 };
-class RateAtMetric final : public Metric {
+class RateAtMetric final : public WeighableMetric {
  public:
   RateAtMetric(RateAt kind, const RateAtOptions& options);
   std::string name() const override { return name_; }
@@ -155,7 +167,8 @@ class RateAtMetric final : public Metric {
   std::unique_ptr<Metric> clone() const override { return std::make_unique<RateAtMetric>(*this); }
   bool sparse_labels() const override { return false; }
   std::int64_t state_size() const override { return 4 * options_.num_thresholds; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& state) const override;
   double value(const double* state, double samples) const override;
   nlohmann::ordered_json get_config() const override;
 
@@ -181,7 +194,7 @@ struct IoUOptions {
   double threshold = 0.5;                    // BinaryIoU
   std::string name;                          // empty: Keras's ("io_u", "mean_io_u", ...)
 };
-class IoUMetric final : public Metric {
+class IoUMetric final : public WeighableMetric {
  public:
   IoUMetric(IoUKind kind, const IoUOptions& options);
   std::string name() const override { return name_; }
@@ -190,7 +203,8 @@ class IoUMetric final : public Metric {
   bool sparse_labels() const override { return options_.sparse_y_true; }
   bool takes_labels(bool sparse) const override { return options_.sparse_y_true || !sparse; }
   std::int64_t state_size() const override { return options_.num_classes * options_.num_classes; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& state) const override;
   double value(const double* state, double samples) const override;
   nlohmann::ordered_json get_config() const override;
 
@@ -241,7 +255,7 @@ struct FBetaScoreOptions {
   std::optional<double> threshold;     // in (0, 1]; none: each row's maximum
   std::string name = "fbeta_score";
 };
-class FBetaScore : public Metric {
+class FBetaScore : public WeighableMetric {
  public:
   explicit FBetaScore(const FBetaScoreOptions& options = {}) : FBetaScore(options, "FBetaScore") {}
   std::string name() const override { return options_.name; }
@@ -250,7 +264,8 @@ class FBetaScore : public Metric {
   bool sparse_labels() const override { return false; }
   void build(const Shape& output) override;
   std::int64_t state_size() const override { return 4 * classes_; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& state) const override;
   double value(const double* state, double samples) const override;
   nlohmann::ordered_json get_config() const override;
   // Keras's result() of the state: the score of each class (average none), else the one average.

@@ -96,7 +96,8 @@ struct History {
 // weighted_metrics are Keras's: metrics that fit's and evaluate's sample weights (sample_weight, class_weight) weigh,
 // each sample's value counting its weight over the weights' sum (without sample weights, the plain mean); logged
 // after every output's metrics, by their names or, where a metric took the name already, as "weighted_<name>". The
-// per-sample means take weights (Metric::takes_sample_weights); compile refuses the others there.
+// per-sample means, the confusion counts (AUC, Precision, the IoUs, ...) and the F-scores take weights
+// (Metric::takes_sample_weights); compile refuses the others (R2Score) there.
 struct OutputCompile {
   std::string output;
   losses::LossArg loss;

@@ -200,6 +200,8 @@ struct ClassConfusionParams {
   double threshold = 0.5;
   bool has_ignore_class = false;
   std::int64_t ignore_class = 0;
+  // Sample weights cast to Keras's integer dtype (the IoU metrics' int64): each truncated toward 0 (1.7 counts 1).
+  bool integer_weights = false;
 };
 
 // f_score_counts's rule for a positive prediction (Keras's FBetaScore threshold): `argmax` (threshold None): a
@@ -364,19 +366,20 @@ struct RowLossParams {
 // confusion_counts  ADDS to counts (float64 [4, T]) the confusion matrix of every prediction against its label
 //                   (labels with pred's numel; non-zero is positive), at each threshold t (ConfusionParams): a
 //                   prediction p is positive when p > threshold[t]; rows tp, fp, tn, fn (Keras's
-//                   update_confusion_matrix_variables, unweighted).
+//                   update_confusion_matrix_variables). With `weights` (the losses' sample weights) each prediction
+//                   counts its sample's weight, else 1.
 // regression_sums   ADDS to sums (float64 [3, C]) per column c of pred [N, C] (C its last axis, N the other
 //                   elements over C) and target (pred's numel): the sum of t, of t * t, and of (t - p)^2 (Keras's
 //                   R2Score state, unweighted; the count is N).
 // class_confusion   ADDS to counts (float64 [classes, classes]) the confusion matrix of class predictions against
 //                   class labels (ClassConfusionParams): one item per row of the predictions' last axis with
-//                   argmax_predictions, else per element, and as many label items; counts[label, prediction] += 1
-//                   (Keras's IoU metrics' total_cm, unweighted).
+//                   argmax_predictions, else per element, and as many label items; counts[label, prediction] += 1,
+//                   or with `weights` (the losses' sample weights) the item's sample's weight (Keras's total_cm).
 // f_score_counts    ADDS to counts (float64 [4, C]) per class c of pred [N, C] (C its last axis, N the other
 //                   elements over C) and labels (pred's numel; their values as they are: 0/1, or smoothed), with
 //                   q = 1 for a positive prediction (FScoreParams), else 0: the sums over the rows of q * t (true
-//                   positives), q * (1 - t) (false positives), (1 - q) * t (false negatives) and t (the support)
-//                   (Keras's FBetaScore state per class, unweighted).
+//                   positives), q * (1 - t) (false positives), (1 - q) * t (false negatives) and t (the support),
+//                   each times its row's sample's weight with `weights` (Keras's FBetaScore state per class).
 // Optimizer updates over flat parameter buffers (a model's trainable weights, one allocation). `lr` (float64 [1] on
 // w's device) is the learning rate of this update and `iterations` (float64 [1] on w's device, or undefined: 0)
 // counts the updates done before this one, as Keras's optimizer.iterations does; the ops read both there (so a
@@ -515,13 +518,17 @@ struct RowLossParams {
   X(accuracy_count, (const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& total, int k),       \
     (pred, labels, weights, total, k))                                                                           \
   X(add_sum, (const Tensor& x, Tensor& total), (x, total))                                                      \
-  X(confusion_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p),     \
-    (pred, labels, counts, p))                                                                                   \
+  X(confusion_counts,                                                                                           \
+    (const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts, const ConfusionParams& p), \
+    (pred, labels, weights, counts, p))                                                                          \
   X(regression_sums, (const Tensor& pred, const Tensor& target, Tensor& sums), (pred, target, sums))           \
-  X(class_confusion, (const Tensor& pred, const Tensor& labels, Tensor& counts, const ClassConfusionParams& p),   \
-    (pred, labels, counts, p))                                                                                   \
-  X(f_score_counts, (const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p),          \
-    (pred, labels, counts, p))                                                                                   \
+  X(class_confusion,                                                                                            \
+    (const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,                            \
+     const ClassConfusionParams& p),                                                                             \
+    (pred, labels, weights, counts, p))                                                                          \
+  X(f_score_counts,                                                                                             \
+    (const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts, const FScoreParams& p),    \
+    (pred, labels, weights, counts, p))                                                                          \
   X(adam_update, (Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const AdamStep& s, const Tensor& lr,        \
                   const Tensor& iterations), (w, g, m, v, s, lr, iterations))                                     \
   X(sgd_update, (Tensor& w, const Tensor& g, Tensor& velocity, const Tensor& lr, double momentum, bool nesterov), \

@@ -13,7 +13,7 @@ namespace systolic::metrics {
 
 namespace {
 // k = 1: (Sparse)CategoricalAccuracy; k > 1: (Sparse)TopKCategoricalAccuracy, the label among the k best.
-class Accuracy final : public MeanMetric {
+class Accuracy final : public WeighableMetric {
  public:
   Accuracy(std::string name, bool sparse, int k = 1) : name_(std::move(name)), sparse_(sparse), k_(k) {}
   std::string name() const override { return name_; }

@@ -50,16 +50,17 @@ void AUC::build(const Shape& output) {
                  "{}: {} label_weights for {} labels", options_.name, options_.label_weights.size(), labels_);
 }
 
-void AUC::update(const Tensor& output, const Tensor& labels, Tensor& state) const {
+void AUC::update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                          Tensor& state) const {
   // num_thresholds = 2 is Keras's [-epsilon, 1 + epsilon]: what ConfusionParams spaces evenly for 2 too.
   ops::ConfusionParams p{
       .thresholds = options_.num_thresholds, .from_logits = options_.from_logits, .clip = true};
-  if (!options_.multi_label) return ops::confusion_counts(output, labels, state, p);
+  if (!options_.multi_label) return ops::confusion_counts(output, labels, weights, state, p);
   const std::int64_t size = 4 * options_.num_thresholds;
   for (std::int64_t label = 0; label < labels_; ++label) {  // each label's counts, as its column's
     Tensor counts = state.view(label * size, Shape{size});
     p.class_id = label;
-    ops::confusion_counts(output, labels, counts, p);
+    ops::confusion_counts(output, labels, weights, counts, p);
   }
 }
 
@@ -135,10 +136,11 @@ ThresholdMetric::ThresholdMetric(const ThresholdOptions& options, const char* de
   SYSTOLIC_CHECK(options_.top_k >= 0, "{}: top_k {} is negative", name_, options_.top_k);
 }
 
-void ThresholdMetric::update(const Tensor& output, const Tensor& labels, Tensor& state) const {
+void ThresholdMetric::update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                                      Tensor& state) const {
   // Keras's default threshold: 0.5, or with top_k NEG_INF (every prediction of the top k).
   const double threshold = options_.threshold.value_or(options_.top_k > 0 ? -1e10 : 0.5);
-  ops::confusion_counts(output, labels, state,
+  ops::confusion_counts(output, labels, weights, state,
                         {.threshold = threshold, .class_id = options_.class_id, .top_k = options_.top_k});
 }
 
@@ -173,9 +175,10 @@ std::string RateAtMetric::class_name() const {
   return classes[static_cast<int>(kind_)];
 }
 
-void RateAtMetric::update(const Tensor& output, const Tensor& labels, Tensor& state) const {
+void RateAtMetric::update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                                   Tensor& state) const {
   // Keras's thresholds: [0, 1/(T-1), ..., 1] (predictions clipped to [0, 1]), or [0.5] for one.
-  ops::confusion_counts(output, labels, state,
+  ops::confusion_counts(output, labels, weights, state,
                         {.thresholds = options_.num_thresholds,
                          .class_id = options_.class_id,
                          .clip = options_.num_thresholds > 1,

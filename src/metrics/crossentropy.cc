@@ -13,7 +13,7 @@ namespace {
 
 constexpr double kEpsilon = 1e-7;  // keras.backend.epsilon()
 
-class CrossentropyMetric final : public MeanMetric {
+class CrossentropyMetric final : public WeighableMetric {
  public:
   CrossentropyMetric(std::string name, bool sparse, bool from_logits)
       : name_(std::move(name)), sparse_(sparse), from_logits_(from_logits) {}

@@ -10,7 +10,7 @@
 namespace systolic::metrics {
 
 namespace {
-class ElementwiseMetric final : public MeanMetric {
+class ElementwiseMetric final : public WeighableMetric {
  public:
   ElementwiseMetric(std::string name, std::string class_name, const ops::ElementLossParams& p,
                     bool root = false)

@@ -42,8 +42,9 @@ void FBetaScore::build(const Shape& output) {
   classes_ = output[0];
 }
 
-void FBetaScore::update(const Tensor& output, const Tensor& labels, Tensor& state) const {
-  ops::f_score_counts(output, labels, state,
+void FBetaScore::update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                                 Tensor& state) const {
+  ops::f_score_counts(output, labels, weights, state,
                       {.argmax = !options_.threshold, .threshold = options_.threshold.value_or(0.5)});
 }
 

@@ -53,15 +53,17 @@ std::string IoUMetric::class_name() const {
   return kClasses[static_cast<int>(kind_)];
 }
 
-void IoUMetric::update(const Tensor& output, const Tensor& labels, Tensor& state) const {
-  ops::class_confusion(output, labels, state,
+void IoUMetric::update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                                Tensor& state) const {
+  ops::class_confusion(output, labels, weights, state,
                        {.classes = options_.num_classes,
                         .argmax_predictions = kind_ != IoUKind::binary_iou && !*options_.sparse_y_pred,
                         .argmax_labels = !options_.sparse_y_true && labels.dtype() != DType::int32,
                         .thresholded = kind_ == IoUKind::binary_iou,
                         .threshold = options_.threshold,
                         .has_ignore_class = options_.ignore_class.has_value(),
-                        .ignore_class = options_.ignore_class.value_or(0)});
+                        .ignore_class = options_.ignore_class.value_or(0),
+                        .integer_weights = true});  // Keras casts them to the metric's int64
 }
 
 double IoUMetric::value(const double* cm, double) const {

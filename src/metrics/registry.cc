@@ -61,7 +61,7 @@ const keras_object::Registry<Entry>& registry() {
 void Metric::update_weighted(const Tensor&, const Tensor&, const Tensor&, Tensor&) const {
   fail(
       "metric {} ({}) takes no sample weights in systolic: give it in metrics, not weighted_metrics (the "
-      "per-sample means take them: the accuracies and the loss-like metrics)",
+      "accuracies, the loss-like and confusion-count metrics and the F-scores take them; R2Score does not)",
       name(), class_name());
 }
 

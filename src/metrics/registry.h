@@ -37,16 +37,6 @@ std::unique_ptr<Metric> needs_arguments(const std::string& name, bool sparse, bo
     return e;                                                                \
   }
 
-// A per-sample mean (Keras's MeanMetricWrapper): it adds each sample's value, times its weight when weighted
-// (Keras's weighted_metrics); update is update_weighted without weights.
-class MeanMetric : public Metric {
- public:
-  void update(const Tensor& output, const Tensor& labels, Tensor& total) const final {
-    update_weighted(output, labels, Tensor(), total);
-  }
-  bool takes_sample_weights() const final { return true; }
-};
-
 // BinaryAccuracy shown as `name` (what "accuracy" means on an output of one unit).
 std::unique_ptr<Metric> binary_accuracy(const std::string& name);
 

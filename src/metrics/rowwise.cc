@@ -8,7 +8,7 @@
 namespace systolic::metrics {
 
 namespace {
-class RowwiseMetric final : public MeanMetric {
+class RowwiseMetric final : public WeighableMetric {
  public:
   RowwiseMetric(std::string name, std::string class_name, ops::RowLoss kind)
       : name_(std::move(name)), class_name_(std::move(class_name)), kind_(kind) {}

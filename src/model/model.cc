@@ -652,7 +652,8 @@ std::vector<std::unique_ptr<metrics::Metric>> output_metrics(const std::vector<m
     SYSTOLIC_CHECK(
         !weighted || made.back()->takes_sample_weights(),
         "compile: weighted_metrics: {} ({}) takes no sample weights in systolic; give it in metrics "
-        "(the per-sample means take them: the accuracies and the loss-like metrics)",
+        "(all but R2Score take them: the accuracies, the loss-like and confusion-count metrics, the "
+        "F-scores)",
         made.back()->name(), made.back()->class_name());
   }
   return made;

@@ -695,9 +695,11 @@ DType add_sum(const Tensor& x, Tensor& total) {
   return x.dtype();
 }
 
-DType confusion_counts(const Tensor& pred, const Tensor& l, Tensor& counts, const ConfusionParams& p) {
+DType confusion_counts(const Tensor& pred, const Tensor& l, const Tensor& w, Tensor& counts,
+                       const ConfusionParams& p) {
   Check c("confusion_counts");
   predictions_and(c, pred, "labels", l);
+  sample_weights(c, w, pred);
   SYSTOLIC_OP_CHECK(c, p.thresholds >= 1, "{} thresholds: there must be at least 1", p.thresholds);
   SYSTOLIC_OP_CHECK(c, p.class_id < 0 || (pred.rank() >= 2 && p.class_id < pred.dim(-1)),
                     "class_id {} for predictions of shape {}", p.class_id, pred.shape().str());
@@ -719,9 +721,11 @@ DType regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
   return pred.dtype();
 }
 
-DType class_confusion(const Tensor& pred, const Tensor& l, Tensor& counts, const ClassConfusionParams& p) {
+DType class_confusion(const Tensor& pred, const Tensor& l, const Tensor& w, Tensor& counts,
+                      const ClassConfusionParams& p) {
   Check c("class_confusion");
   c.floating("predictions", pred);
+  sample_weights(c, w, pred);
   SYSTOLIC_OP_CHECK(c, p.classes >= 1, "{} classes: there must be at least 1", p.classes);
   SYSTOLIC_OP_CHECK(c,
                     !p.thresholded || (p.classes >= 2 && !p.argmax_predictions && std::isfinite(p.threshold)),
@@ -748,9 +752,11 @@ DType class_confusion(const Tensor& pred, const Tensor& l, Tensor& counts, const
   return pred.dtype();
 }
 
-DType f_score_counts(const Tensor& pred, const Tensor& l, Tensor& counts, const FScoreParams& p) {
+DType f_score_counts(const Tensor& pred, const Tensor& l, const Tensor& w, Tensor& counts,
+                     const FScoreParams& p) {
   Check c("f_score_counts");
   predictions_and(c, pred, "labels", l);
+  sample_weights(c, w, pred);
   SYSTOLIC_OP_CHECK(c, p.argmax || std::isfinite(p.threshold), "threshold {} is not finite", p.threshold);
   c.dtype("counts", counts, DType::float64, "sums of counts");
   SYSTOLIC_OP_CHECK(c, counts.numel() == 4 * pred.dim(-1),

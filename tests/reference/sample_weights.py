@@ -20,6 +20,10 @@ weights after it (model.get_weights(), flattened) and evaluate(xs, ys, sample_we
                        weights of its own, Adam
   weighted_metrics_binary  a sigmoid unit, class_weight, weighted_metrics (accuracy, mse also a metric, rmse, mae),
                        validation_split, SGD
+  weighted_metrics_confusion  a sigmoid unit, sample weights, weighted AUC (also a metric: Keras names it auc_1),
+                       PR AUC, Precision, Recall at 0.3, PrecisionAtRecall, BinaryIoU, F1Score; validation_split, Adam
+Rerunning it rewrites every case: TensorFlow's last float32 bits vary between runs, so a new case is added by
+keeping the others as they were (their .keras files and expected.json entries).
 """
 import argparse
 import json
@@ -93,6 +97,20 @@ def cases(rng):
               metrics=["mse"], weighted_metrics=["accuracy", "mse", "root_mean_squared_error", "mae"])
     out.append(("weighted_metrics_binary", m, x, y, None, {"class_weight": {0: 0.5, 1: 2.0},
                                                            "validation_split": 0.25}))
+    # The confusion-count metrics weighted (a stream of its own again).
+    r3 = np.random.default_rng(2712)
+    x = r3.normal(size=(64, 4)).astype(np.float32)
+    y = (x[:, 0] - x[:, 1] + 1.5 * r3.normal(size=64) > 0).astype(np.float32)[:, None]  # (N, 1): F1Score
+    w = r3.uniform(0, 2, size=64).astype(np.float32)
+    w[::6] = 0
+    m = model(17, 4, 6, 1, "sigmoid")
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.05), loss="binary_crossentropy",
+              metrics=["accuracy", keras.metrics.AUC()],
+              weighted_metrics=[keras.metrics.AUC(), keras.metrics.AUC(curve="PR", name="pr_auc"),
+                                keras.metrics.Precision(), keras.metrics.Recall(thresholds=0.3),
+                                keras.metrics.PrecisionAtRecall(0.5, num_thresholds=50),
+                                keras.metrics.BinaryIoU(), keras.metrics.F1Score(threshold=0.5, average="micro")])
+    out.append(("weighted_metrics_confusion", m, x, y, w, {"validation_split": 0.25}))
     return out
 
 

@@ -206,9 +206,10 @@ void accuracy_count_loop(const Tensor& pred, const Tensor& labels, const Tensor&
 // Thresholds ascend, so a prediction is positive at thresholds [0, k), k the count of thresholds below it (0 for
 // NaN): the counts per k of positive and negative labels, then tp[t] = the positives with k > t, and so on.
 template <class T>
-void confusion_counts_loop(const Tensor& pred, const Tensor& labels, Tensor& counts,
+void confusion_counts_loop(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
                            const ConfusionParams& p) {
   const std::int64_t nt = p.thresholds, C = pred.dim(-1);
+  const loss::RowWeights rw = loss::row_weights(weights, pred.numel());  // each prediction's sample's weight
   std::vector<T> thresholds(static_cast<std::size_t>(nt));
   for (std::int64_t t = 0; t < nt; ++t) thresholds[t] = T(confusion::threshold(p, t));
   const T *pp = pred.data<T>(), *lp = labels.data<T>();
@@ -225,7 +226,7 @@ void confusion_counts_loop(const Tensor& pred, const Tensor& labels, Tensor& cou
     const auto k = std::lower_bound(thresholds.begin(), thresholds.end(), x,
                                     [](T threshold, T value) { return threshold < value; }) -
                    thresholds.begin();
-    (lp[i] != T(0) ? positives : negatives)[k] += 1.0;
+    (lp[i] != T(0) ? positives : negatives)[k] += rw(i);
   }
   double* out = counts.data<double>();
   double tp = 0, fp = 0, all_positive = 0, all_negative = 0;
@@ -260,9 +261,10 @@ void regression_sums_loop(const Tensor& pred, const Tensor& target, Tensor& sums
 
 // Each item's label class and predicted class, its cell counted (the items in order; whole numbers: exact).
 template <class T>
-void class_confusion_loop(const Tensor& pred, const Tensor& labels, Tensor& counts,
+void class_confusion_loop(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
                           const ClassConfusionParams& p) {
   const std::int64_t K = p.argmax_predictions ? pred.dim(-1) : 1, n = K ? pred.numel() / K : 0;
+  const loss::RowWeights rw = loss::row_weights(weights, n);  // each item's sample's weight
   const std::int64_t KL = p.argmax_labels ? labels.dim(-1) : 1;
   const T* pp = pred.data<T>();
   const std::int32_t* sparse = labels.dtype() == DType::int32 ? labels.data<std::int32_t>() : nullptr;
@@ -282,15 +284,17 @@ void class_confusion_loop(const Tensor& pred, const Tensor& labels, Tensor& coun
                            : p.argmax_labels ? argmax(dense + i * KL, KL)
                                              : confusion::value_class(double(dense[i]), p.classes);
     const std::int64_t cell = confusion::confusion_cell(p, t, q);
-    if (cell >= 0) out[cell] += 1.0;
+    if (cell >= 0) out[cell] += p.integer_weights ? std::trunc(rw(i)) : rw(i);
   }
 }
 
 // The rows in order: the row's maximum (with argmax), then each class's four sums in double.
 template <class T>
-void f_score_counts_loop(const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p) {
+void f_score_counts_loop(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
+                         const FScoreParams& p) {
   if (pred.numel() == 0) return;
   const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+  const loss::RowWeights rw = loss::row_weights(weights, R);
   const T *pp = pred.data<T>(), *lp = labels.data<T>();
   double* s = counts.data<double>();
   for (std::int64_t r = 0; r < R; ++r) {
@@ -298,15 +302,16 @@ void f_score_counts_loop(const Tensor& pred, const Tensor& labels, Tensor& count
     T row_max = x[0];
     if (p.argmax)
       for (std::int64_t c = 1; c < C; ++c) row_max = x[c] > row_max ? x[c] : row_max;
+    const double w = rw(r);
     for (std::int64_t c = 0; c < C; ++c) {
       const double t = double(lp[r * C + c]);
       if (confusion::f_score_positive<T>(p, x[c], row_max)) {
-        s[c] += t;
-        s[C + c] += 1.0 - t;
+        s[c] += t * w;
+        s[C + c] += (1.0 - t) * w;
       } else {
-        s[2 * C + c] += t;
+        s[2 * C + c] += t * w;
       }
-      s[3 * C + c] += t;
+      s[3 * C + c] += t * w;
     }
   }
 }
@@ -387,9 +392,10 @@ void add_sum(const Tensor& x, Tensor& total) {
 }
 
 const DTypes confusion_counts_dtypes = kFloats;
-void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p) {
+void confusion_counts(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
+                      const ConfusionParams& p) {
   visit_dtype<float, double>(pred.dtype(), [&](auto t) {
-    confusion_counts_loop<typename decltype(t)::type>(pred, labels, counts, p);
+    confusion_counts_loop<typename decltype(t)::type>(pred, labels, weights, counts, p);
   });
 }
 
@@ -400,17 +406,18 @@ void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
 }
 
 const DTypes class_confusion_dtypes = kFloats;
-void class_confusion(const Tensor& pred, const Tensor& labels, Tensor& counts,
+void class_confusion(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
                      const ClassConfusionParams& p) {
   visit_dtype<float, double>(pred.dtype(), [&](auto t) {
-    class_confusion_loop<typename decltype(t)::type>(pred, labels, counts, p);
+    class_confusion_loop<typename decltype(t)::type>(pred, labels, weights, counts, p);
   });
 }
 
 const DTypes f_score_counts_dtypes = kFloats;
-void f_score_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p) {
+void f_score_counts(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
+                    const FScoreParams& p) {
   visit_dtype<float, double>(pred.dtype(), [&](auto t) {
-    f_score_counts_loop<typename decltype(t)::type>(pred, labels, counts, p);
+    f_score_counts_loop<typename decltype(t)::type>(pred, labels, weights, counts, p);
   });
 }
 

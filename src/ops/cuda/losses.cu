@@ -403,10 +403,10 @@ cudaError_t launch_accuracy_count(const void* pred, Element type, const Labels& 
 }
 
 // ---- confusion counts: blockIdx.y strides over the thresholds, blockIdx.x and the threads over the elements; each
-// block adds its four counts per threshold with one atomic each (whole numbers: exact in any order).
+// block adds its four counts per threshold with one atomic each (whole numbers without weights: exact in any order).
 template <class T, class L>
 __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n, std::int64_t classes,
-                                 ConfusionParams p, double* counts) {
+                                 ConfusionParams p, loss::RowWeights rw, double* counts) {
   for (std::int64_t t = blockIdx.y; t < p.thresholds; t += gridDim.y) {
     const float threshold = float(confusion::threshold(p, t));
     double c[4] = {0, 0, 0, 0};  // tp, fp, tn, fn
@@ -422,7 +422,7 @@ __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n,
       }
       const float x = float(confusion::prediction(p, raw));
       const bool above = x > threshold, positive = float(load(labels, i)) != 0.f;
-      c[above ? (positive ? 0 : 1) : (positive ? 3 : 2)] += 1.0;
+      c[above ? (positive ? 0 : 1) : (positive ? 3 : 2)] += rw(i);
     }
     block_add(c, counts + t, p.thresholds);
   }
@@ -463,7 +463,7 @@ cudaError_t launch_regression_sums(const void* pred, Element type, const void* t
 // order).
 template <class T, class L>
 __global__ void f_score_counts_kernel(const T* pred, const L* labels, std::int64_t rows, std::int64_t C,
-                                      FScoreParams p, double* counts) {
+                                      FScoreParams p, loss::RowWeights rw, double* counts) {
   __shared__ float partial[kThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (std::int64_t c0 = std::int64_t(blockIdx.y) * blockDim.x; c0 < C;
@@ -484,10 +484,11 @@ __global__ void f_score_counts_kernel(const T* pred, const L* labels, std::int64
         __syncthreads();  // partial is written again for the next row
       }
       if (c < C) {
-        const double t = double(load(labels, r * C + c));
+        const double t =
+            double(load(labels, r * C + c)) * rw(r);  // the row's terms times its sample's weight
         if (confusion::f_score_positive<float>(p, load(x, c), row_max)) {
           v[0] += t;
-          v[1] += 1.0 - t;
+          v[1] += rw(r) - t;
         } else {
           v[2] += t;
         }
@@ -501,7 +502,7 @@ __global__ void f_score_counts_kernel(const T* pred, const L* labels, std::int64
 }
 
 // ---- class confusion: a thread per item (its argmax over its row where asked, in float, the first maximum), one
-// atomic per counted item (whole numbers: exact in any order).
+// atomic per counted item (whole numbers without weights: exact in any order).
 template <class T>
 __device__ std::int64_t first_argmax(const T* row, std::int64_t k) {
   std::int64_t best = 0;
@@ -516,7 +517,7 @@ __device__ std::int64_t first_argmax(const T* row, std::int64_t k) {
 template <class T, class L>
 __global__ void class_confusion_kernel(const T* pred, const std::int32_t* sparse, const L* dense,
                                        std::int64_t n, std::int64_t K, std::int64_t KL,
-                                       ClassConfusionParams p, double* counts) {
+                                       ClassConfusionParams p, loss::RowWeights rw, double* counts) {
   SYSTOLIC_GRID_STRIDE(i, n) {
     const std::int64_t q = p.argmax_predictions ? first_argmax(pred + i * K, K)
                            : p.thresholded      ? (load(pred, i) >= float(p.threshold) ? 1 : 0)
@@ -525,26 +526,27 @@ __global__ void class_confusion_kernel(const T* pred, const std::int32_t* sparse
                            : p.argmax_labels ? first_argmax(dense + i * KL, KL)
                                              : confusion::value_class(load_double(dense, i), p.classes);
     const std::int64_t cell = confusion::confusion_cell(p, t, q);
-    if (cell >= 0) atomicAdd(counts + cell, 1.0);
+    if (cell >= 0) atomicAdd(counts + cell, p.integer_weights ? trunc(rw(i)) : rw(i));
   }
 }
 
 cudaError_t launch_class_confusion(const void* pred, Element type, const Labels& labels, std::int64_t n,
                                    std::int64_t K, std::int64_t KL, const ClassConfusionParams& p,
-                                   double* counts, cudaStream_t stream) {
+                                   loss::RowWeights rw, double* counts, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
     using L = typename decltype(ltag)::type;
     class_confusion_kernel<T, L><<<reduction_blocks(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), labels.sparse, static_cast<const L*>(labels.dense), n, K, KL, p, counts);
+        static_cast<const T*>(pred), labels.sparse, static_cast<const L*>(labels.dense), n, K, KL, p, rw,
+        counts);
     return cudaGetLastError();
   });
 }
 
 cudaError_t launch_f_score_counts(const void* pred, Element type, const void* labels, Element label_type,
-                                  std::int64_t rows, std::int64_t C, const FScoreParams& p, double* counts,
-                                  cudaStream_t stream) {
+                                  std::int64_t rows, std::int64_t C, const FScoreParams& p,
+                                  loss::RowWeights rw, double* counts, cudaStream_t stream) {
   if (rows == 0 || C == 0) return cudaSuccess;
   return by_types(type, label_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
@@ -554,14 +556,14 @@ cudaError_t launch_f_score_counts(const void* pred, Element type, const void* la
         std::min<std::int64_t>((rows + 7) / 8, std::max<std::int64_t>(1, kMaxReductionBlocks / tiles));
     const dim3 grid(unsigned(row_blocks), unsigned(std::min<std::int64_t>(tiles, 65535)));
     f_score_counts_kernel<T, L><<<grid, kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), static_cast<const L*>(labels), rows, C, p, counts);
+        static_cast<const T*>(pred), static_cast<const L*>(labels), rows, C, p, rw, counts);
     return cudaGetLastError();
   });
 }
 
 cudaError_t launch_confusion_counts(const void* pred, Element type, const void* labels, Element label_type,
                                     std::int64_t n, std::int64_t classes, const ConfusionParams& p,
-                                    double* counts, cudaStream_t stream) {
+                                    loss::RowWeights rw, double* counts, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return by_types(type, label_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
@@ -570,7 +572,7 @@ cudaError_t launch_confusion_counts(const void* pred, Element type, const void* 
         std::max(1u, std::min(reduction_blocks(n), unsigned(std::max<std::int64_t>(1, 4096 / p.thresholds))));
     const dim3 grid(per_threshold, unsigned(std::min<std::int64_t>(p.thresholds, 65535)));
     confusion_kernel<T, L><<<grid, kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), static_cast<const L*>(labels), n, classes, p, counts);
+        static_cast<const T*>(pred), static_cast<const L*>(labels), n, classes, p, rw, counts);
     return cudaGetLastError();
   });
 }
@@ -684,11 +686,12 @@ void add_sum(const Tensor& x, Tensor& total) {
 }
 
 const DTypes confusion_counts_dtypes = kFloat32Or16;
-void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p) {
+void confusion_counts(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
+                      const ConfusionParams& p) {
   Context& c = context(pred);
-  SYSTOLIC_CUDA_CHECK(launch_confusion_counts(pred.raw_data(), element_of(pred.dtype()), labels.raw_data(),
-                                              element_of(labels.dtype()), pred.numel(), pred.dim(-1), p,
-                                              counts.data<double>(), c.stream));
+  SYSTOLIC_CUDA_CHECK(launch_confusion_counts(
+      pred.raw_data(), element_of(pred.dtype()), labels.raw_data(), element_of(labels.dtype()), pred.numel(),
+      pred.dim(-1), p, loss::row_weights(weights, pred.numel()), counts.data<double>(), c.stream));
 }
 
 const DTypes regression_sums_dtypes = kFloat32Or16;
@@ -700,7 +703,7 @@ void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
 }
 
 const DTypes class_confusion_dtypes = kFloat32Or16;
-void class_confusion(const Tensor& pred, const Tensor& labels, Tensor& counts,
+void class_confusion(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
                      const ClassConfusionParams& p) {
   Context& c = context(pred);
   const std::int64_t K = p.argmax_predictions ? pred.dim(-1) : 1, KL = p.argmax_labels ? labels.dim(-1) : 1;
@@ -711,18 +714,19 @@ void class_confusion(const Tensor& pred, const Tensor& labels, Tensor& counts,
     l.dense = labels.raw_data();
     l.dense_type = element_of(labels.dtype());
   }
-  SYSTOLIC_CUDA_CHECK(launch_class_confusion(pred.raw_data(), element_of(pred.dtype()), l,
-                                             K ? pred.numel() / K : 0, K, KL, p, counts.data<double>(),
-                                             c.stream));
+  SYSTOLIC_CUDA_CHECK(launch_class_confusion(
+      pred.raw_data(), element_of(pred.dtype()), l, K ? pred.numel() / K : 0, K, KL, p,
+      loss::row_weights(weights, K ? pred.numel() / K : 0), counts.data<double>(), c.stream));
 }
 
 const DTypes f_score_counts_dtypes = kFloat32Or16;
-void f_score_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p) {
+void f_score_counts(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
+                    const FScoreParams& p) {
   Context& c = context(pred);
-  const std::int64_t C = pred.numel() ? pred.dim(-1) : 0;
-  SYSTOLIC_CUDA_CHECK(launch_f_score_counts(pred.raw_data(), element_of(pred.dtype()), labels.raw_data(),
-                                            element_of(labels.dtype()), C ? pred.numel() / C : 0, C, p,
-                                            counts.data<double>(), c.stream));
+  const std::int64_t C = pred.numel() ? pred.dim(-1) : 0, rows = C ? pred.numel() / C : 0;
+  SYSTOLIC_CUDA_CHECK(launch_f_score_counts(
+      pred.raw_data(), element_of(pred.dtype()), labels.raw_data(), element_of(labels.dtype()), rows, C, p,
+      loss::row_weights(weights, rows), counts.data<double>(), c.stream));
 }
 
 }  // namespace systolic::ops::cuda

@@ -206,7 +206,8 @@ void add_sum(const Tensor& x, Tensor& total) {
 // Every prediction against every threshold ([T, n] comparisons), in float64 after rounding the prediction and the
 // thresholds to the predictions' compute type as the CPU does; the four rows stacked by an iota.
 const DTypes confusion_counts_dtypes = kFloatsAndBf16;
-void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const ConfusionParams& p) {
+void confusion_counts(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
+                      const ConfusionParams& p) {
   traced([&] {
     const std::int64_t n = pred.numel(), C = pred.dim(-1), R = n / C, T = p.thresholds;
     const Elem compute = compute_elem(pred.dtype());
@@ -233,6 +234,7 @@ void confusion_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, 
       counted = reshape(where(eq(iota({R, C}, 1, Elem::i32), double(p.class_id)),
                               constant(1.0, Type{Elem::f64, {R, C}}), 0.0),
                         {n});
+    if (weights.defined() && n > 0) counted = counted * spread(weights, n);
     const std::vector<std::int64_t> d{T, n};
     E above = broadcast(x, d, {1}) > broadcast(constant(thresholds, Type{Elem::f64, {T}}), d, {0});
     E label = broadcast(positive, d, {1}), weight = broadcast(counted, d, {1});
@@ -262,7 +264,7 @@ void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
 
 // Each item's cell (labels by predictions, -1 for none) in float64, counted against an iota of the cells.
 const DTypes class_confusion_dtypes = kFloatsAndBf16;
-void class_confusion(const Tensor& pred, const Tensor& labels, Tensor& counts,
+void class_confusion(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
                      const ClassConfusionParams& p) {
   traced([&] {
     const std::int64_t C = p.classes, K = p.argmax_predictions ? pred.dim(-1) : 1, n = pred.numel() / K;
@@ -290,15 +292,21 @@ void class_confusion(const Tensor& pred, const Tensor& labels, Tensor& counts,
     E cell = where(valid, t * double(C) + q, -1.0);
     const std::vector<std::int64_t> d{n, C * C};
     E hits = eq(broadcast(cell, d, {0}), convert(iota(d, 1, Elem::i32), Elem::f64));
-    accumulate_into(counts, reshape(sum(where(hits, constant(1.0, Type{Elem::f64, d}), 0.0), {0}),
-                                    counts.shape().dims()));
+    E one = constant(1.0, Type{Elem::f64, d});
+    if (weights.defined()) {
+      E w = spread(weights, n);
+      if (p.integer_weights) w = convert(convert(w, Elem::i32), Elem::f64);  // truncated toward 0
+      one = broadcast(w, d, {0});
+    }
+    accumulate_into(counts, reshape(sum(where(hits, one, 0.0), {0}), counts.shape().dims()));
   });
 }
 
 // The predictions compared in their compute type (the threshold and 1e-9 rounded to it, as the CPU compares them),
 // the four sums in float64, stacked by an iota.
 const DTypes f_score_counts_dtypes = kFloatsAndBf16;
-void f_score_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, const FScoreParams& p) {
+void f_score_counts(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,
+                    const FScoreParams& p) {
   traced([&] {
     if (pred.numel() == 0) return;
     const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
@@ -310,7 +318,11 @@ void f_score_counts(const Tensor& pred, const Tensor& labels, Tensor& counts, co
                  : x > rounded(p.threshold);
     E q = where(positive, constant(1.0, Type{Elem::f64, {R, C}}), 0.0);
     E t = reshape(read_as(labels, Elem::f64), {R, C});
-    E tp = sum(q * t, {0}), fp = sum(q * (1.0 - t), {0}), fn = sum((1.0 - q) * t, {0}), support = sum(t, {0});
+    // Each row's terms times its sample's weight.
+    E w = weights.defined() ? broadcast_rows(spread(weights, R), {R, C})
+                            : constant(1.0, Type{Elem::f64, {R, C}});
+    E tp = sum(q * t * w, {0}), fp = sum(q * (1.0 - t) * w, {0}), fn = sum((1.0 - q) * t * w, {0}),
+      support = sum(t * w, {0});
     E row = iota({4, C}, 0, Elem::i32);
     auto rows = [&](const E& v) { return broadcast(v, {4, C}, {1}); };
     E all = where(eq(row, 0.0), rows(tp),
