@@ -430,25 +430,23 @@ void ModelState::compute_metrics(std::int64_t n) {
     // A metric that reads the logits (a crossentropy) gets them where the output layer ends in softmax.
     const bool softmax =
         out.node->layer->activation() == Activation::softmax && out.call.preactivation.defined();
-    auto update = [&](const metrics::Metric& m, std::int64_t at, const Tensor& w) {
-      Tensor state = totals.view(at, {m.state_size()});
-      const bool logits = softmax && m.reads_logits();
-      const Tensor& x = logits ? out.call.preactivation : out.call.output;
-      if (!w.defined())
-        logits ? m.update_from_logits(x, labels, state) : m.update(x, labels, state);
-      else
-        logits ? m.update_weighted_from_logits(x, labels, w, state) : m.update_weighted(x, labels, w, state);
+    // Each metric adds to its state, the states laid out from `at` on; with weights w, weighted.
+    auto update = [&](const std::vector<std::unique_ptr<metrics::Metric>>& ms, std::int64_t at,
+                      const Tensor& w) {
+      for (auto& m : ms) {
+        Tensor state = totals.view(at, {m->state_size()});
+        const bool logits = softmax && m->reads_logits();
+        const Tensor& x = logits ? out.call.preactivation : out.call.output;
+        if (!w.defined())
+          logits ? m->update_from_logits(x, labels, state) : m->update(x, labels, state);
+        else
+          logits ? m->update_weighted_from_logits(x, labels, w, state)
+                 : m->update_weighted(x, labels, w, state);
+        at += m->state_size();
+      }
     };
-    std::int64_t at = h.metric_at;
-    for (auto& m : h.metrics) {
-      update(*m, at, Tensor());
-      at += m->state_size();
-    }
-    at = h.weighted_at;
-    for (auto& m : h.weighted_metrics) {
-      update(*m, at, weights);
-      at += m->state_size();
-    }
+    update(h.metrics, h.metric_at, Tensor());
+    update(h.weighted_metrics, h.weighted_at, weights);
   }
   if (weight_sum_slot >= 0 && weights.defined()) {
     Tensor sum = totals.view(weight_sum_slot, {1});
@@ -806,27 +804,19 @@ std::vector<const metrics::Metric*> ModelState::all_metrics() const {
 
 std::vector<std::string> ModelState::log_names() const {
   std::vector<std::string> names{"loss"};
-  std::map<std::string, int> seen;  // a name's count of later copies so far
+  std::map<std::string, int> seen;           // a name's count of later copies so far
+  auto add = [&](const std::string& name) {  // the name, or its next copy's "<name>_1", "<name>_2", ...
+    auto [it, first] = seen.try_emplace(name, 1);
+    names.push_back(first ? name : fmt::format("{}_{}", name, it->second++));
+  };
+  auto prefix = [&](const OutputHead& h) { return heads.size() > 1 ? h.name + "_" : std::string(); };
   for (auto& h : heads)
-    for (auto& m : h.metrics) {
-      std::string name = heads.size() > 1 ? h.name + "_" + m->name() : m->name();
-      auto [it, first] = seen.try_emplace(name, 1);
-      if (!first) name += "_" + std::to_string(it->second++);
-      names.push_back(name);
-    }
+    for (auto& m : h.metrics) add(prefix(h) + m->name());
   // Keras's CompileMetrics.result: a weighted metric whose name is taken is "weighted_<name>" (then "_1", ...).
   for (auto& h : heads)
     for (auto& m : h.weighted_metrics) {
-      const std::string prefix = heads.size() > 1 ? h.name + "_" : "";
-      std::string name = prefix + m->name();
-      if (seen.try_emplace(name, 1).second) {
-        names.push_back(name);
-        continue;
-      }
-      name = prefix + "weighted_" + m->name();
-      auto [it, first] = seen.try_emplace(name, 1);
-      if (!first) name += "_" + std::to_string(it->second++);
-      names.push_back(name);
+      const std::string name = prefix(h) + m->name();
+      add(seen.count(name) ? prefix(h) + "weighted_" + m->name() : name);
     }
   int losses = 0;
   for (auto& h : heads) losses += h.loss != nullptr;
@@ -840,12 +830,11 @@ std::vector<std::size_t> ModelState::evaluate_order() const {
   const std::vector<std::string> logs = log_names();
   // model.metrics' names: the loss tracker, each compiled metric by its own name, the outputs' loss trackers.
   std::vector<std::string> own{"loss"};
-  std::size_t compiled = 1;
   for (auto& h : heads)
-    for (auto& m : h.metrics) own.push_back(m->name()), ++compiled;
+    for (auto& m : h.metrics) own.push_back(m->name());
   for (auto& h : heads)
-    for (auto& m : h.weighted_metrics) own.push_back(m->name()), ++compiled;
-  for (std::size_t i = compiled; i < logs.size(); ++i) own.push_back(logs[i]);  // "<output>_loss"
+    for (auto& m : h.weighted_metrics) own.push_back(m->name());
+  for (std::size_t i = own.size(); i < logs.size(); ++i) own.push_back(logs[i]);  // "<output>_loss"
   std::vector<std::size_t> order;
   std::vector<char> taken(logs.size(), 0);
   // Keras appends logs[name] for every entry of model.metrics named so, a name given twice twice ([loss, mae,
@@ -870,23 +859,19 @@ std::vector<double> ModelState::log_values(const double* t, double seen) const {
   for (auto& h : heads)
     if (h.loss_slot >= 0) loss += h.weight() * t[h.loss_slot];
   std::vector<double> v{loss / seen};
-  for (auto& h : heads) {
-    const double* at = t + h.metric_at;
-    for (auto& m : h.metrics) {
-      v.push_back(m->value(at, seen));
+  // Each metric's value from its state, the states laid out from `at` on.
+  auto values = [&](const std::vector<std::unique_ptr<metrics::Metric>>& ms, std::int64_t at,
+                    double samples) {
+    for (auto& m : ms) {
+      v.push_back(m->value(t + at, samples));
       at += m->state_size();
     }
-  }
+  };
+  for (auto& h : heads) values(h.metrics, h.metric_at, seen);
   // The weighted metrics over the sample weights' sum; without sample weights (a sum of 0) their plain means (a
   // sum of 0 with weights has sums of 0 to divide: 0, as Keras's divide_no_nan).
   const double weights = weight_sum_slot >= 0 && t[weight_sum_slot] != 0 ? t[weight_sum_slot] : seen;
-  for (auto& h : heads) {
-    const double* at = t + h.weighted_at;
-    for (auto& m : h.weighted_metrics) {
-      v.push_back(m->value(at, weights));
-      at += m->state_size();
-    }
-  }
+  for (auto& h : heads) values(h.weighted_metrics, h.weighted_at, weights);
   int losses = 0;  // "<output>_loss" is logged when several outputs have a loss (log_names)
   for (auto& h : heads) losses += h.loss != nullptr;
   if (losses > 1)

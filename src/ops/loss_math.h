@@ -101,6 +101,16 @@ SYSTOLIC_LOSS_HD ValueGrad<V> ce_of_probabilities(bool sparse, const V& p, const
   V g = sparse ? 1.0 / s - y / c : -y / c;
   return {-y * M::log(c), M::where(q >= eps && q <= 1.0 - eps, g, M::like(0.0, q))};
 }
+// The row's loss from the sum of its elements' values, and an element's gradient w.r.t. p from its `grad` and, for
+// categorical targets, G = the row's sum of grad * q.
+template <class M, class V>
+SYSTOLIC_LOSS_HD V ce_row_loss(bool sparse, const V& values, const V& s) {
+  return sparse ? values + M::log(s) : values;
+}
+template <class V>
+SYSTOLIC_LOSS_HD V ce_gradient(bool sparse, const V& grad, const V& G, const V& s) {
+  return sparse ? grad : (grad - G) / s;
+}
 
 // The element's loss and derivative for prediction x and target t (a hinge kind's t already converted, see
 // hinge_targets). `logits`: x is a logit (the binary crossentropies computed from the pre-sigmoid values).

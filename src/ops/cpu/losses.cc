@@ -96,19 +96,17 @@ void crossentropy_from_probabilities_loop(const Tensor& probs, const Tensor& lab
     };
     double s = 0;
     for (std::int64_t c = 0; c < C; ++c) s += loss::ce_statistic_term<DoubleMath>(sparse, double(p[c]), eps);
-    double row = sparse ? std::log(s) : 0.0, G = 0;  // G = sum g q (categorical)
+    double values = 0, G = 0;  // G = sum grad q (categorical)
     for (std::int64_t c = 0; c < C; ++c) {
       const loss::ValueGrad<double> t = term(c, s);
-      row += t.value;
+      values += t.value;
       if (!sparse) G += t.grad * double(p[c]) / s;
     }
     const double wr = rw(r);
-    sum += wr * row;
+    sum += wr * loss::ce_row_loss<DoubleMath>(sparse, values, s);
     if (gp)
-      for (std::int64_t c = 0; c < C; ++c) {
-        const double g = term(c, s).grad;
-        gp[r * C + c] = T((sparse ? g : (g - G) / s) * grad_scale * wr);
-      }
+      for (std::int64_t c = 0; c < C; ++c)
+        gp[r * C + c] = T(loss::ce_gradient(sparse, term(c, s).grad, G, s) * grad_scale * wr);
   }
   add_to_total(total, sum);
 }

@@ -148,13 +148,13 @@ __global__ void crossentropy_kernel(const T* probs, const std::int32_t* sparse, 
     row = warp_sum(row);
     G = warp_sum(G);
     const double wr = rw(r);
-    if (lane == 0 && label >= 0) acc += wr * (is_sparse ? row + log(s) : row);
+    if (lane == 0 && label >= 0) acc += wr * loss::ce_row_loss<DoubleMath>(is_sparse, row, s);
     __syncwarp();  // the row is read before any lane writes the gradient (which may share its memory)
     if (dprobs)
       for (std::int64_t c = lane; c < C; c += 32) {
         const double pc = load_double(p, c);
         const double g = loss::ce_of_probabilities<DoubleMath>(is_sparse, pc, y(c), s, eps).grad;
-        store_double(dprobs + r * C, c, (is_sparse ? g : (g - G) / s) * (grad_scale * wr));
+        store_double(dprobs + r * C, c, loss::ce_gradient(is_sparse, g, G, s) * (grad_scale * wr));
       }
   }
   block_add(acc, total);

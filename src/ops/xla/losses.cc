@@ -94,15 +94,14 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
     Labels l = labels_of(labels, R, C);
     E s_row = sum(loss::ce_statistic_term<Math>(l.sparse, p, eps), {1}), s = broadcast_rows(s_row, d);
     loss::ValueGrad<E> t = loss::ce_of_probabilities<Math>(l.sparse, p, l.y, s, eps);
-    E per_row = sum(t.value, {1});
-    if (l.sparse) per_row = per_row + log(s_row);
+    E per_row = loss::ce_row_loss<Math>(l.sparse, sum(t.value, {1}), s_row);
     const bool weighted = weights.defined() && R > 0;
     E w = weighted ? spread(weights, R) : E();
     add_total(total, sum_all(guard(weighted ? per_row * w : per_row, l)));
     if (dprobs.defined()) {
       E scale = weighted ? broadcast_rows(w * grad_scale, d) : like(grad_scale, p);
-      E g = l.sparse ? t.grad : (t.grad - broadcast_rows(sum(t.grad * p / s, {1}), d)) / s;
-      write(dprobs, g * scale);
+      E G = l.sparse ? t.grad : broadcast_rows(sum(t.grad * p / s, {1}), d);  // G: categorical only
+      write(dprobs, loss::ce_gradient(l.sparse, t.grad, G, s) * scale);
     }
   });
 }
