@@ -2,8 +2,9 @@
 // (tests/fixtures/keras_training, written by tests/reference/keras_training.py with Keras 3.15): a binary
 // classifier (sigmoid, BinaryCrossentropy with label smoothing, Nadam with weight decay, integer labels from
 // numpy), a regression (Huber, Adamax with clipnorm, MAE, RMSE and MSE metrics) and a three-column regression
-// (MSE, Lion with global_clipnorm, MAE and LogCoshError), each saved by Keras after two epochs with its optimizer
-// state. systolic loads each .keras and its .npz data (npz:PATH), evaluates as Keras did within 2e-3, and trains
+// (MSE, Lion with global_clipnorm, MAE and LogCoshError), and a small CNN trained with Adafactor (its second
+// moments factored over a conv kernel's and a dense kernel's last two axes; weight decay), each saved by Keras after
+// two epochs with its optimizer state. systolic loads each .keras and its .npz data (npz:PATH), evaluates as Keras did within 2e-3, and trains
 // on from Keras's optimizer state to Keras's weights after one more epoch.
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
@@ -62,13 +63,14 @@ TEST_P(KerasTraining, EvaluatesAndTrainsOnAsKeras) {
                 want["evaluate_after_fit"]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining, ::testing::Values("binary", "regression", "columns"));
+INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
+                         ::testing::Values("binary", "regression", "columns", "factored"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
 TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
   systolic::testing::TempDir tmp;
-  for (const char* name : {"binary", "regression", "columns"}) {
+  for (const char* name : {"binary", "regression", "columns", "factored"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

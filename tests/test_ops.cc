@@ -1246,6 +1246,30 @@ void optimizer_rule_cases(std::map<Op, std::vector<Case>>& m) {
          },
          update::trust_ratio(p.rule) ? Family::reduction : Family::elementwise});
   }
+  // adafactor_update: a factored variable (a conv kernel's [B, R, C]: 3 x 3 positions, 5 inputs, 7 filters; a dense
+  // kernel's [1, 33, 17]) and an unfactored one (a bias), two steps at two rates; the second moments > 0.
+  const AdafactorStep af{.epsilon_1 = 1e-30, .epsilon_2 = 1e-3, .clip_threshold = 1.0};
+  auto adafactor_steps = [](double decay, AdafactorStep s) {
+    return [decay, s](auto& t) {
+      for (int k = 0; k < 2; ++k) {
+        auto c = adafactor::step_values(0.3 * (k + 1), k, decay);
+        Tensor values =
+            Tensor::from_vector(std::vector<double>(c.begin(), c.end()), {adafactor::kStepValues});
+        adafactor_update(t[0], t[1], t[2], t[3], t[4], s, values.to(t[0].device()));
+      }
+    };
+  };
+  for (Shape bcr : {Shape{9, 5, 7}, Shape{1, 33, 17}})
+    m[Op::adafactor_update].push_back({"factored " + bcr.str(),
+                                       {acc("w", bcr), in("g", bcr), acc("r", {bcr[0], bcr[1]}, 0.1, 1.0),
+                                        acc("c", {bcr[0], bcr[2]}, 0.1, 1.0), acc("v", bcr, 0.1, 1.0)},
+                                       adafactor_steps(-0.8, af),
+                                       Family::reduction});
+  m[Op::adafactor_update].push_back(
+      {"unfactored, the update clipped by its RMS",
+       {acc("w", {1031}), in("g", {1031}), none("r"), none("c"), acc("v", {1031}, 0.1, 1.0)},
+       adafactor_steps(-0.5, {.epsilon_1 = 1e-6, .epsilon_2 = 1e-2, .clip_threshold = 0.1}),
+       Family::reduction});
 }
 
 // norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes.

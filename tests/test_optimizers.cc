@@ -35,22 +35,6 @@ double max_abs_error(const std::vector<double>& got, const std::vector<double>& 
   return e;
 }
 
-// Keras's variable "<optimizer name>/<variable>_<slot>" for both variables (k then b), flattened: the slot's
-// values over the flat parameter buffer.
-std::vector<double> keras_slot(const json& variables, const std::string& keras3_name) {
-  std::vector<double> out;
-  for (const char* var : {"k", "b"}) {
-    bool found = false;
-    for (auto& [path, values] : variables.items())
-      if (path.ends_with(std::string("/") + var + "_" + keras3_name)) {
-        for (double v : values.get<std::vector<double>>()) out.push_back(v);
-        found = true;
-      }
-    EXPECT_TRUE(found) << var << "_" << keras3_name;
-  }
-  return out;
-}
-
 const json* keras_variable(const json& variables, const std::string& suffix) {
   for (auto& [path, values] : variables.items())
     if (path.ends_with("/" + suffix)) return &values;
@@ -63,13 +47,14 @@ TEST(Optimizers, KerasTrajectoriesInFloat64) {
   const json& f = fixture();
   std::vector<double> initial = f["k"].get<std::vector<double>>();
   for (double v : f["b"].get<std::vector<double>>()) initial.push_back(v);
-  ASSERT_EQ(f["cases"].size(), 37u);
+  ASSERT_EQ(f["cases"].size(), 40u);
   for (const json& c : f["cases"]) {
     SCOPED_TRACE(c["serialized"].dump());
     auto opt = optimizers::deserialize(c["serialized"]);
     Tensor params = Tensor::from_vector(initial, {std::int64_t(initial.size())});
     for (std::size_t step = 0; step < f["grads"].size(); ++step) {
-      opt->apply(params, vector_of(f["grads"][step]), {6, 4});  // k (3, 2), b (4,)
+      opt->apply(params, vector_of(f["grads"][step]),
+                 {{.shape = {3, 2}, .path = "k"}, {.shape = {4}, .path = "b"}});
       EXPECT_LT(max_abs_error(params.to_doubles(), c["steps"][step].get<std::vector<double>>()), 1e-6)
           << "step " << step + 1;
     }
@@ -77,11 +62,20 @@ TEST(Optimizers, KerasTrajectoriesInFloat64) {
     const json& vars = c["variables"];
     ASSERT_NE(keras_variable(vars, "iteration"), nullptr);
     EXPECT_EQ(opt->iterations(), (*keras_variable(vars, "iteration"))[0].get<double>());
-    auto specs = opt->variable_slots();
-    ASSERT_EQ(specs.size(), opt->slots().size());
-    for (std::size_t k = 0; k < specs.size(); ++k)
-      EXPECT_LT(max_abs_error(opt->slots()[k].second.to_doubles(), keras_slot(vars, specs[k].keras3)), 1e-6)
-          << specs[k].keras3;
+    // The slots in Keras's order (optimizer.variables after iteration and learning_rate), each of Keras's shape and
+    // values: the order .keras files hold.
+    const json& list = c["variable_list"];
+    const std::size_t head = opt->learning_rate_schedule() ? 1 : 2;
+    auto order = opt->keras3_slot_order();
+    ASSERT_EQ(list.size(), head + order.size() + opt->keras3_scalar_variables().size());
+    for (std::size_t j = 0; j < order.size(); ++j) {
+      auto [variable, slot] = order[j];
+      const json& keras = list[head + j];
+      SCOPED_TRACE(keras["path"].get<std::string>() + " as " + opt->slots()[slot].first);
+      Tensor view = opt->slot_view(slot, variable);
+      EXPECT_EQ(view.shape(), Shape(keras["shape"].get<std::vector<std::int64_t>>()));
+      EXPECT_LT(max_abs_error(view.to_doubles(), keras["values"].get<std::vector<double>>()), 1e-6);
+    }
     auto scalars = opt->keras3_scalar_variables();
     const json* extra =
         nullptr;  // Keras names it "variable", "variable_1", ... (an unnamed backend.Variable)
@@ -114,7 +108,7 @@ TEST(Optimizers, WriteKerasConfigsBack) {
 
 TEST(Optimizers, EveryKerasNameAndDefault) {
   for (const char* n : {"adam", "adamw", "sgd", "rmsprop", "adamax", "nadam", "adagrad", "adadelta", "lion",
-                        "ftrl", "lamb"}) {
+                        "ftrl", "lamb", "adafactor"}) {
     SCOPED_TRACE(n);
     auto opt = optimizers::get(n);
     EXPECT_EQ(opt->learning_rate(), n == std::string("sgd") ? 0.01 : 0.001);
@@ -163,6 +157,9 @@ TEST(Optimizers, RuleOptimizersResumeExactlyFromKerasFiles) {
   opts.push_back(std::make_unique<optimizers::RMSprop>(0.01, 0.9, 0.5));
   opts.back()->set_gradient_accumulation_steps(2);
   opts.back()->set_ema(true, 0.9);
+  // Adafactor's factors, shaped unlike the weights (a conv kernel's and a dense kernel's), and the scalars Keras
+  // keeps for a bias.
+  opts.push_back(std::make_unique<optimizers::Adafactor>(0.01));
   for (auto& opt : opts)
     for (const char* file : {"m.keras", "m.h5"}) {
       SCOPED_TRACE(opt->name() + " " + file);

@@ -215,6 +215,10 @@ struct FScoreParams {
 struct AdamStep {
   double beta_1, beta_2, epsilon;
 };
+// adafactor_update's constants (Keras's Adafactor epsilon_1, epsilon_2, clip_threshold).
+struct AdafactorStep {
+  double epsilon_1 = 1e-30, epsilon_2 = 1e-3, clip_threshold = 1.0;
+};
 // optimizer_update's rule and constants: defined with the rules' formulas in src/ops/optimizer_math.h, where a new
 // rule is added without touching this header.
 enum class UpdateRule : int;
@@ -402,6 +406,11 @@ struct RowLossParams {
 //                   this step that the optimizer computed on the host (update::step_values: the rate, bias
 //                   corrections), read there as `lr` is; computed in double on the CPU and CUDA, in the data's
 //                   type on XLA.
+// adafactor_update  Keras's Adafactor step of one variable (src/ops/optimizer_math.h's adafactor formulas): w, g and
+//                   the second moment v of shape [B, R, C] with its factors r [B, R] and c [B, C] (factored: a
+//                   variable's last two axes R and C, B the others), or of any shape with r and c undefined
+//                   (a variable of rank < 2). step: float64 [2] on w's device, rho and beta of this step
+//                   (adafactor::step_values), read there as `lr` is. The sums of squares of w and u in double.
 // norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
 // layer_norm_forward  over the axes of x in the set `axes` (bit a: axis a of x, any of them; a row is one index
 //                   of the other axes, its K values one of each combination of the set's indices, row-major over
@@ -539,6 +548,8 @@ struct RowLossParams {
   X(clip_gradients, (Tensor& g, bool by_norm, double limit), (g, by_norm, limit))                              \
   X(optimizer_update, (Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor& s2, const UpdateParams& p,  \
                        const Tensor& step), (w, g, s0, s1, s2, p, step))                                        \
+  X(adafactor_update, (Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& v, const AdafactorStep& s,   \
+                       const Tensor& step), (w, g, r, c, v, s, step))                                          \
   /* norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes */             \
   X(layer_norm_forward, (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,     \
                          Tensor& rstd, std::uint32_t axes, NormKind kind, double eps),                           \

@@ -96,6 +96,14 @@ struct Slot {
   double initial = 0.0;  // the slot's value before the first update (Adagrad's and Ftrl's accumulators: 0.1)
 };
 
+// A trainable variable of the flat parameter buffer, in its order: its shape and Keras's path ("dense/kernel"). Slots
+// are shaped by it (Adafactor's factors); Muon chooses its rule by it.
+struct TrainableVariable {
+  Shape shape;
+  std::string path;
+  bool operator==(const TrainableVariable&) const = default;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -107,6 +115,10 @@ class Optimizer {
   virtual nlohmann::ordered_json get_config() const = 0;
   // The slots this optimizer's class keeps, in Keras's order, with their names in Keras's files.
   virtual std::vector<Slot> slot_specs() const = 0;
+  // The shape of slot `slot` for `variable` (the variable's, by default; Adafactor's factors are smaller), or
+  // nullopt where the slot has no values for it (Keras makes no variable). A slot's flat buffer holds, variable by
+  // variable in order, the values of those it has.
+  virtual std::optional<Shape> slot_shape(const Slot& slot, const TrainableVariable& variable) const;
   // Every slot the optimizer keeps: its class's, then with use_ema the weights' moving average ("average"), then with
   // gradient_accumulation_steps the gradients' sum ("gradient_accumulator"): Keras 3's build makes those two first,
   // in that order, before the class's.
@@ -204,22 +216,32 @@ class Optimizer {
   // without use_ema.
   Tensor ema_values_on(Device device);
 
-  // Allocates the slots for a flat parameter buffer (idempotent for the same size).
-  void build(const Tensor& params);
-  // One update step: loads the rate, params -= f(grads), iterations += 1. `variable_sizes`: the sizes of the
-  // variables the flat buffers hold, in order (clipnorm clips each; empty: one variable).
-  void apply(Tensor& params, const Tensor& grads, const std::vector<std::int64_t>& variable_sizes = {});
+  // Allocates the slots for a flat parameter buffer holding `variables` in order (empty: those it was built for
+  // when their sizes add up to params', else one variable, params' flat shape); idempotent for the same variables.
+  void build(const Tensor& params, const std::vector<TrainableVariable>& variables = {});
+  // The variables the slots were built for (after build).
+  const std::vector<TrainableVariable>& variables() const { return variables_; }
+  // One update step: loads the rate, params -= f(grads), iterations += 1. `variables`: as build()'s (clipnorm clips
+  // each variable, Lamb's trust ratio and Adafactor's step are per variable).
+  void apply(Tensor& params, const Tensor& grads, const std::vector<TrainableVariable>& variables = {});
   // The update alone, reading the loaded rate and the step count from their copies on the parameters' device;
   // the caller loads the rate before and advances the counter once the step is over (a model's train function,
   // which may record the step as a CUDA graph and replay it). Clipping scales `grads` in place.
   void apply_update(Tensor& params, const Tensor& grads,
-                    const std::vector<std::int64_t>& variable_sizes = {});
+                    const std::vector<TrainableVariable>& variables = {});
   // Moves the slots to `device` (the model moves its optimizer with its weights).
   void to(Device device);
   // The slot buffers (after build), in slot_specs()'s order, by their names ("m", "v", "momentum", ...).
   const std::vector<std::pair<std::string, Tensor>>& slots() const { return slots_; }
   // The slot buffer named `name` (after build), to restore saved optimizer state.
   Tensor& slot(const std::string& name);
+  // Slot `slot` (an index of slots()) of variable `variable` (of variables()), in its slot_shape; undefined where
+  // the slot has no values for the variable.
+  Tensor slot_view(std::size_t slot, std::size_t variable) const;
+  // Keras 3's order of the slot variables (its optimizer.variables after iterations and the rate): the slots of
+  // each of its build's add_optimizer_variables calls (Slot::keras3_call), each call's interleaved per variable,
+  // those a variable has. Each item: (variable, slot), indices of variables() and slots().
+  std::vector<std::pair<std::size_t, std::size_t>> keras3_slot_order() const;
   // Keras 3's variables of the optimizer besides iterations, the rate and the slots, as it saves them after the
   // slots (Nadam's u_product): their values after updates() updates.
   virtual std::vector<double> keras3_scalar_variables() const { return {}; }
@@ -235,9 +257,8 @@ class Optimizer {
   // params -= f(grads) by the rule of ops::optimizer_update, with the slots in slot_specs()'s order and the step
   // values that step_values() gave for this step; a rule of a trust ratio (Lamb's), variable by variable.
   void update_by_rule(const ops::UpdateParams& p, Tensor& params, const Tensor& grads);
-  // The sizes of the variables in params, in order (one variable of them all when the caller gave none), for the
-  // update being applied.
-  const std::vector<std::int64_t>& variable_sizes() const { return variable_sizes_; }
+  // Where each variable starts in the flat parameter buffer (variables()'s order).
+  const std::vector<std::int64_t>& variable_offsets() const { return variable_offsets_; }
 
  private:
   double learning_rate_;
@@ -254,7 +275,9 @@ class Optimizer {
   void update_average(Tensor& params, const Tensor& grads);  // use_ema's moving average, after a step
   Schedule schedule_;
   StepCounter iterations_;
-  std::vector<std::int64_t> variable_sizes_;
+  std::vector<TrainableVariable> variables_;
+  std::vector<std::int64_t> variable_offsets_;
+  std::vector<std::vector<std::int64_t>> slot_offsets_;  // [slot][variable]: -1 where the slot has no values
   DeviceScalar loaded_rate_;
   DeviceValues step_values_;
   std::vector<std::pair<std::string, Tensor>> slots_;
@@ -481,6 +504,29 @@ class Ftrl : public RuleOptimizer {
 
  private:
   double lr_power_, initial_, l1_, l2_, l2_shrinkage_, beta_;
+};
+
+// Adafactor (Keras 3): a second moment factored over the last two axes of each variable of rank >= 2 (slots r and c,
+// shaped the variable without its last axis and without its second last; scalars, unused, for a variable of lower
+// rank), the step scaled by the variable's RMS and clipped by the update's RMS (ops::adafactor_update). relative_step
+// is accepted and written back; Keras's update is the same either way.
+class Adafactor : public Optimizer {
+ public:
+  explicit Adafactor(double learning_rate = 0.001, double beta_2_decay = -0.8, double epsilon_1 = 1e-30,
+                     double epsilon_2 = 1e-3, double clip_threshold = 1.0, bool relative_step = true);
+  std::string name() const override { return "Adafactor"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Adafactor>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
+  std::optional<Shape> slot_shape(const Slot& slot, const TrainableVariable& variable) const override;
+
+ protected:
+  void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
+  std::vector<double> step_values(double lr) override;  // rho and beta (ops::adafactor_update's step)
+
+ private:
+  double beta_2_decay_, epsilon_1_, epsilon_2_, clip_threshold_;
+  bool relative_step_;
 };
 
 // keras.optimizers.get: a class name or one of the names Keras takes for it, in any case ("adam", "SGD",

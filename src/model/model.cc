@@ -115,14 +115,14 @@ void ModelState::pack_weights() {
   std::int64_t total = 0;
   DType vdtype = variable_dtype();
   packed_trainable.clear();
-  trainable_sizes.clear();
+  trainable_variables.clear();
   for (auto* l : weight_layers())
     for (auto& w : l->weights()) {
       SYSTOLIC_CHECK(w.value.dtype() == vdtype, "model '{}': layer '{}' keeps {} weights, the model {}", name,
                      l->name(), dtype_name(w.value.dtype()), dtype_name(vdtype));
       if (w.trainable) {
         total += w.value.numel();
-        trainable_sizes.push_back(w.value.numel());
+        trainable_variables.push_back({.shape = w.value.shape(), .path = l->name() + "/" + w.name});
       }
       packed_trainable.push_back(w.trainable);
     }
@@ -167,7 +167,7 @@ void ModelState::pack_weights() {
   }
   capacity = 0;  // the gradient buffers follow needs_grad
   train_function.invalidate();
-  if (optimizer) optimizer->build(params);
+  if (optimizer) optimizer->build(params, trainable_variables);
   collect_training_terms();
 }
 
@@ -519,7 +519,7 @@ void ModelState::backward(std::int64_t n) {
 }
 
 void ModelState::apply_gradients() {
-  optimizer->apply_update(params, grads, trainable_sizes);
+  optimizer->apply_update(params, grads, trainable_variables);
   for (auto& hook : terms.post_update) hook();  // the constraints, after the update (Keras 3)
 }
 

@@ -172,8 +172,9 @@ class ModelState final : public distribute::Replica {
   bool trainable = true;
   // Each weight's `trainable` when the weights were last packed (model.layers order).
   std::vector<bool> packed_trainable;
-  // The sizes of the trainable weights in params, in order (an optimizer's clipnorm clips each one's gradient).
-  std::vector<std::int64_t> trainable_sizes;
+  // The trainable weights in params, in order: their shapes and Keras paths (an optimizer's clipnorm clips each
+  // one's gradient; Adafactor's slots are shaped by them).
+  std::vector<optimizers::TrainableVariable> trainable_variables;
 
   // Builds nodes and layers from inputs/outputs and packs the weights.
   void finalize();

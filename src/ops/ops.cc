@@ -837,6 +837,31 @@ DType optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tenso
   return w.dtype();
 }
 
+DType adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c_, Tensor& v, const AdafactorStep& s,
+                       const Tensor& step) {
+  Check c("adafactor_update");
+  weights(c, w, g);
+  c.like("v", v, "w", w);
+  SYSTOLIC_OP_CHECK(c, r.defined() == c_.defined(), "r and c are both defined (factored) or both undefined");
+  if (r.defined()) {  // w [B, R, C], r [B, R], c [B, C]
+    c.rank("w", w, 3, "[B, R, C] when factored");
+    const auto& d = w.shape();
+    c.shape("r", r, Shape{d[0], d[1]});
+    c.shape("c", c_, Shape{d[0], d[2]});
+    c.dtype("r", r, w.dtype(), "w's");
+    c.dtype("c", c_, w.dtype(), "w's");
+  }
+  c.defined("step", step);
+  SYSTOLIC_OP_CHECK(c, step.dtype() == DType::float64 && step.numel() == adafactor::kStepValues,
+                    "step must be a float64 [{}] tensor, not {} {}", adafactor::kStepValues,
+                    dtype_name(step.dtype()), step.shape().str());
+  SYSTOLIC_OP_CHECK(
+      c, s.epsilon_1 >= 0 && s.epsilon_2 >= 0 && s.clip_threshold > 0,
+      "epsilon_1 {}, epsilon_2 {}, clip_threshold {}: the epsilons must be >= 0, clip_threshold > 0",
+      s.epsilon_1, s.epsilon_2, s.clip_threshold);
+  return w.dtype();
+}
+
 // ---- norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes.
 
 // The number of x's values in one combination of the indices of the axes in `axes` (bit a: axis a of x), after

@@ -191,4 +191,43 @@ SYSTOLIC_MATH_HD V ratio(const V& w_squares, const V& direction_squares) {
 }
 
 }  // namespace update
+
+// Keras 3.15's Adafactor.update_step (keras/src/optimizers/adafactor.py), ops::adafactor_update's formulas: per
+// variable, with t = iterations + 1,
+//   G = g^2 + epsilon_1;  beta = 1 - t^beta_2_decay;  rho = min(lr, 1 / sqrt(t));
+//   factored (rank >= 2, the last two axes R, C): r = beta r + (1 - beta) mean_C(G), c = beta c + (1 - beta)
+//   mean_R(G), v = r / mean_R(r) * c;  else v = beta v + (1 - beta) G;
+//   u = g / sqrt(v);  w -= max(epsilon_2, rms(w)) rho / max(1, rms(u) / clip_threshold) * u
+// (rms(x) = sqrt(mean(x^2)) over the whole variable, w's taken before the update).
+namespace adafactor {
+
+// How many values a step passes the op: rho and beta (a float64 [kStepValues] tensor on w's device).
+inline constexpr int kStepValues = 2;
+
+// rho and beta of the step with learning rate `lr` after `iterations` updates.
+inline std::array<double, kStepValues> step_values(double lr, double iterations, double beta_2_decay) {
+  const double t = iterations + 1;
+  return {std::fmin(lr, 1.0 / std::sqrt(t)), 1.0 - std::pow(t, beta_2_decay)};
+}
+
+// The regulated square of a gradient: g^2 + epsilon_1.
+template <class V>
+SYSTOLIC_MATH_HD V regulated(const V& g, double epsilon_1) {
+  return g * g + epsilon_1;
+}
+
+// A second moment's moving average with the step's beta: beta s + (1 - beta) mean.
+template <class V, class B>
+SYSTOLIC_MATH_HD V moment(const B& beta, const V& s, const V& mean) {
+  return beta * s + (1.0 - beta) * mean;
+}
+
+// The step's factor of u = g / sqrt(v): max(epsilon_2, rms(w)) rho / max(1, rms(u) / clip_threshold).
+template <class M, class V>
+SYSTOLIC_MATH_HD V scale(const V& rms_w, const V& rms_u, const V& rho, double epsilon_2,
+                         double clip_threshold) {
+  return M::max(rms_w, epsilon_2) * rho / M::max(rms_u / clip_threshold, 1.0);
+}
+
+}  // namespace adafactor
 }  // namespace systolic::ops

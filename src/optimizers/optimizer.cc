@@ -155,7 +155,7 @@ Tensor Optimizer::step_values_on(Device device) {
 }
 
 void Optimizer::update_by_rule(const ops::UpdateParams& p, Tensor& params, const Tensor& grads) {
-  auto& s = slots_;
+  auto& s = slots_;  // a rule's slots are shaped as the variables: at the parameters' offsets
   const Tensor& step = step_values_on(params.device());
   auto update = [&](std::int64_t at, std::int64_t n) {
     auto part = [&](const Tensor& t) { return t.slice(at, at + n); };
@@ -165,11 +165,8 @@ void Optimizer::update_by_rule(const ops::UpdateParams& p, Tensor& params, const
     ops::optimizer_update(w, part(grads), s0, s1, s2, p, step);
   };
   if (!ops::update::trust_ratio(p.rule)) return update(0, params.numel());
-  std::int64_t at = 0;
-  for (std::int64_t n : variable_sizes_) {
-    update(at, n);
-    at += n;
-  }
+  for (std::size_t i = 0; i < variables_.size(); ++i)
+    update(variable_offsets_[i], variables_[i].shape.numel());
 }
 
 void RuleOptimizer::update(Tensor& params, const Tensor& grads, const Tensor&, const Tensor&) {
@@ -212,12 +209,71 @@ void Optimizer::set_loss_scale_factor(std::optional<double> factor) {
   loss_scale_factor_ = factor;
 }
 
-void Optimizer::build(const Tensor& params) {
+std::optional<Shape> Optimizer::slot_shape(const Slot&, const TrainableVariable& variable) const {
+  return variable.shape;
+}
+
+namespace {
+
+std::int64_t total_size(const std::vector<TrainableVariable>& variables) {
+  std::int64_t n = 0;
+  for (auto& v : variables) n += v.shape.numel();
+  return n;
+}
+
+}  // namespace
+
+void Optimizer::build(const Tensor& params, const std::vector<TrainableVariable>& variables) {
+  std::vector<TrainableVariable> vars = variables;
+  if (vars.empty())
+    vars = !variables_.empty() && total_size(variables_) == params.numel()
+               ? variables_
+               : std::vector<TrainableVariable>{{.shape = Shape{params.numel()}}};
+  SYSTOLIC_CHECK(total_size(vars) == params.numel(),
+                 "optimizer {}: the variables' sizes add up to {}, the weights hold {}", name(),
+                 total_size(vars), params.numel());
   auto specs = variable_slots();
-  if (slots_.size() == specs.size() && (slots_.empty() || slots_[0].second.numel() == params.numel())) return;
+  if (vars == variables_ && slots_.size() == specs.size() && slot_offsets_.size() == specs.size()) return;
+  variables_ = std::move(vars);
+  variable_offsets_.clear();
+  std::int64_t at = 0;
+  for (auto& v : variables_) {
+    variable_offsets_.push_back(at);
+    at += v.shape.numel();
+  }
   slots_.clear();
-  for (auto& s : specs)
-    slots_.emplace_back(s.name, Tensor::full(params.shape(), s.initial, params.dtype(), params.device()));
+  slot_offsets_.assign(specs.size(), {});
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    std::int64_t n = 0;
+    for (auto& v : variables_) {
+      auto shape = slot_shape(specs[k], v);
+      slot_offsets_[k].push_back(shape ? n : -1);
+      if (shape) n += shape->numel();
+    }
+    slots_.emplace_back(specs[k].name, Tensor::full({n}, specs[k].initial, params.dtype(), params.device()));
+  }
+}
+
+Tensor Optimizer::slot_view(std::size_t slot, std::size_t variable) const {
+  SYSTOLIC_CHECK(slot < slots_.size() && slot < slot_offsets_.size() && variable < variables_.size(),
+                 "optimizer {}: no slot {} of variable {} ({} slots, {} variables built)", name(), slot,
+                 variable, slots_.size(), variables_.size());
+  const std::int64_t at = slot_offsets_[slot][variable];
+  if (at < 0) return Tensor();
+  return slots_[slot].second.view(at, *slot_shape(variable_slots()[slot], variables_[variable]));
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> Optimizer::keras3_slot_order() const {
+  auto specs = variable_slots();
+  int calls = 0;
+  for (auto& s : specs) calls = std::max(calls, s.keras3_call + 1);
+  std::vector<std::pair<std::size_t, std::size_t>> order;
+  for (int call = 0; call < calls; ++call)
+    for (std::size_t i = 0; i < variables_.size(); ++i)
+      for (std::size_t k = 0; k < specs.size(); ++k)
+        if (specs[k].keras3_call == call && (k >= slot_offsets_.size() || slot_offsets_[k][i] >= 0))
+          order.emplace_back(i, k);
+  return order;
 }
 
 void Optimizer::to(Device device) {
@@ -235,21 +291,18 @@ Tensor& Optimizer::slot(const std::string& name) {
   fail("optimizer {}: no slot '{}' (built: {})", this->name(), name, slots_.empty() ? "no" : "yes");
 }
 
-void Optimizer::apply(Tensor& params, const Tensor& grads, const std::vector<std::int64_t>& variable_sizes) {
+void Optimizer::apply(Tensor& params, const Tensor& grads, const std::vector<TrainableVariable>& variables) {
   load_learning_rate();
-  apply_update(params, grads, variable_sizes);
+  apply_update(params, grads, variables);
   iterations_.advance();
 }
 
 void Optimizer::apply_update(Tensor& params, const Tensor& grads,
-                             const std::vector<std::int64_t>& variable_sizes) {
-  build(params);
-  variable_sizes_ = variable_sizes.empty() ? std::vector<std::int64_t>{params.numel()} : variable_sizes;
-  std::int64_t total = 0;
-  for (std::int64_t n : variable_sizes_) total += n;
-  SYSTOLIC_CHECK(total == params.numel() && total == grads.numel(),
-                 "optimizer {}: the variables' sizes add up to {}, the weights hold {} and the gradients {}",
-                 name(), total, params.numel(), grads.numel());
+                             const std::vector<TrainableVariable>& variables) {
+  build(params, variables);
+  SYSTOLIC_CHECK(grads.numel() == params.numel(),
+                 "optimizer {}: the weights hold {} values, the gradients {}", name(), params.numel(),
+                 grads.numel());
   Tensor g = grads;  // the same buffer, unscaled and clipped in place
   if (loss_scale_factor_) ops::scale_shift(g, g, 1.0 / *loss_scale_factor_, 0.0);  // Keras's g / scale
   if (accumulation_steps_) {
@@ -265,11 +318,9 @@ void Optimizer::apply_update(Tensor& params, const Tensor& grads,
   }
   // Keras's _clip_gradients: clipnorm first, then global_clipnorm, then clipvalue, each only when > 0.
   if (clipnorm_ && *clipnorm_ > 0) {
-    std::int64_t at = 0;
-    for (std::int64_t n : variable_sizes_) {
-      Tensor part = g.slice(at, at + n);
+    for (std::size_t i = 0; i < variables_.size(); ++i) {
+      Tensor part = g.slice(variable_offsets_[i], variable_offsets_[i] + variables_[i].shape.numel());
       ops::clip_gradients(part, /*by_norm=*/true, *clipnorm_);
-      at += n;
     }
   } else if (global_clipnorm_ && *global_clipnorm_ > 0) {
     ops::clip_gradients(g, /*by_norm=*/true, *global_clipnorm_);

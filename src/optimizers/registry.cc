@@ -20,7 +20,8 @@ using keras_object::json;
   X(adadelta)                         \
   X(lion)                             \
   X(ftrl)                             \
-  X(lamb)
+  X(lamb)                             \
+  X(adafactor)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),

@@ -229,40 +229,34 @@ void load_legacy_weights(const hdf5::ReadGroup& g, Model& model, const LoadWeigh
 }
 
 // The model's trainable weights in the order of its flat parameter buffer (model.layers, each layer's trainable
-// weights), with their offsets there: optimizer slots are flat buffers laid out the same way.
+// weights): the optimizer's variables, whose slots it lays out in that order.
 struct TrainableSlice {
   const Layer* layer;
   const Weight* weight;
-  std::int64_t offset;
-  Tensor of(const Tensor& flat) const { return flat.view(offset, weight->value.shape()); }
 };
 
 std::vector<TrainableSlice> trainable_slices(const Model& model) {
   std::vector<TrainableSlice> out;
-  std::int64_t at = 0;
   for (auto* l : saving_access::weight_layers(model))
     for (auto& w : l->weights())
-      if (w.trainable) {
-        out.push_back({l, &w, at});
-        at += w.value.numel();
-      }
+      if (w.trainable) out.push_back({l, &w});
   return out;
 }
 
-// Keras 3's order of the optimizer's slot variables after iterations and the learning rate (optimizer/vars): the
-// slots of each of its build's add_optimizer_variables calls (Slot::keras3_call), each call's interleaved per
-// trainable variable. Each item: (the trainable slice's index, the slot's index in slots()).
-std::vector<std::pair<std::size_t, std::size_t>> keras3_slot_order(const optimizers::Optimizer& opt,
-                                                                   std::size_t slices) {
-  auto specs = opt.variable_slots();
-  int calls = 0;
-  for (auto& s : specs) calls = std::max(calls, s.keras3_call + 1);
-  std::vector<std::pair<std::size_t, std::size_t>> order;
-  for (int call = 0; call < calls; ++call)
-    for (std::size_t t = 0; t < slices; ++t)
-      for (std::size_t k = 0; k < specs.size(); ++k)
-        if (specs[k].keras3_call == call) order.emplace_back(t, k);
-  return order;
+// The model's optimizer built for its trainable weights (their slices, in the flat buffer's order): its slots are
+// then laid out variable by variable as the slices are (Optimizer::slot_view).
+optimizers::Optimizer& built_optimizer(Model& model, const std::vector<TrainableSlice>& slices) {
+  auto& opt = model.optimizer();
+  bool same = opt.variables().size() == slices.size();  // as the model built it (the state kept)
+  for (std::size_t i = 0; same && i < slices.size(); ++i)
+    same = opt.variables()[i].shape == slices[i].weight->value.shape();
+  if (!same || opt.slots().size() != opt.variable_slots().size()) {
+    std::vector<optimizers::TrainableVariable> variables;
+    for (auto& t : slices)
+      variables.push_back({.shape = t.weight->value.shape(), .path = t.layer->name() + "/" + t.weight->name});
+    opt.build(model.trainable_parameters(), variables);
+  }
+  return opt;
 }
 
 // ---- Keras 3 layout ----------------------------------------------------------------------------------------
@@ -287,18 +281,17 @@ std::vector<std::shared_ptr<Layer>> model_layers(const Model& model) {
 }
 
 // The optimizer's variables as Keras 3 orders them: iteration, learning_rate, then the slots in Keras 3's order
-// (keras3_slot_order: Adam's m and v per trainable weight), for a model whose optimizer has state.
+// (Optimizer::keras3_slot_order: Adam's m and v per trainable weight), for a model whose optimizer has state.
 void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
-  auto& opt = model.optimizer();
+  auto& opt = built_optimizer(model, trainable_slices(model));
   auto vars = root.create_group("optimizer/vars");
   vars.write_int64_scalar("0", opt.iterations());
   // A schedule is no variable: Keras 3 then writes the slots from 1.
   int index = 1;
   if (!opt.learning_rate_schedule())
     vars.write_float32_scalar(std::to_string(index++), static_cast<float>(opt.learning_rate()));
-  auto slices = trainable_slices(model);
-  for (auto [t, k] : keras3_slot_order(opt, slices.size()))
-    vars.write_float32(std::to_string(index++), host_float32(slices[t].of(opt.slots()[k].second)));
+  for (auto [t, k] : opt.keras3_slot_order())
+    vars.write_float32(std::to_string(index++), host_float32(opt.slot_view(k, t)));
   for (double v : opt.keras3_scalar_variables()) vars.write_float32_scalar(std::to_string(index++), float(v));
 }
 
@@ -373,27 +366,29 @@ void read_keras3_layers(const hdf5::ReadGroup& lg, const std::vector<std::shared
 // The optimizer's variables that write_keras3_optimizer wrote (Keras 3 reads them back in load_weights, so a
 // backup resumes with its optimizer): an empty string, or why they were not read.
 std::string read_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
-  auto& opt = model.optimizer();
-  auto vars = root.group("optimizer/vars");
   auto slices = trainable_slices(model);
+  auto& opt = built_optimizer(model, slices);
+  auto vars = root.group("optimizer/vars");
   const bool scheduled = opt.learning_rate_schedule() != nullptr;  // no learning-rate variable then
   const int head = scheduled ? 1 : 2;
   // Variables after the slots (Nadam's u_product) follow from the step count: counted, not read.
-  std::size_t want =
-      std::size_t(head) + slices.size() * opt.slots().size() + opt.keras3_scalar_variables().size();
+  const auto order = opt.keras3_slot_order();
+  std::size_t want = std::size_t(head) + order.size() + opt.keras3_scalar_variables().size();
   if (vars.children().size() != want)
     return fmt::format("the file's optimizer has {} variables, {} with {} trainable weights has {}",
                        vars.children().size(), opt.name(), slices.size(), want);
   std::vector<std::pair<Tensor, Tensor>> values;  // (slot view, value)
   int index = head;
-  for (auto [i, k] : keras3_slot_order(opt, slices.size())) {
+  for (auto [i, k] : order) {
     auto& t = slices[i];
     auto key = std::to_string(index++);
+    Tensor view = opt.slot_view(k, i);
     if (!vars.has_dataset(key)) return "no dataset " + vars.where(key);
-    if (Shape(vars.dataset_shape(key)) != t.weight->value.shape())
-      return fmt::format("{} has shape {}, the weight '{}' {}", vars.where(key),
-                         Shape(vars.dataset_shape(key)).str(), t.weight->name, shape_of(*t.weight));
-    values.emplace_back(t.of(opt.slots()[k].second), vars.read_float32(key));
+    if (Shape(vars.dataset_shape(key)) != view.shape())
+      return fmt::format("{} has shape {}, the weight '{}' {}'s {} {}", vars.where(key),
+                         Shape(vars.dataset_shape(key)).str(), t.weight->name, shape_of(*t.weight),
+                         opt.slots()[k].first, view.shape().str());
+    values.emplace_back(view, vars.read_float32(key));
   }
   if (!vars.has_dataset("0") || (!scheduled && !vars.has_dataset("1")))
     return "no iterations or learning rate";
@@ -423,31 +418,31 @@ void load_keras3_weights(const hdf5::ReadGroup& root, Model& model, const LoadWe
 std::string load_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
   if (!root.has_group("optimizer/vars")) return "the file has no optimizer/vars";
   auto g = root.group("optimizer/vars");
-  auto& opt = model.optimizer();
-  opt.build(model.trainable_parameters());
   auto trainable = trainable_slices(model);
+  auto& opt = built_optimizer(model, trainable);
   std::size_t per = opt.slots().size();
+  const auto order = opt.keras3_slot_order();
   auto children = g.children();
   const std::size_t head = opt.learning_rate_schedule() ? 1 : 2;  // a schedule is no variable
   if (children.size() == head && g.has_dataset("0") && g.read_scalar("0") == 0)
     return "";  // compiled, not trained
   // Variables after the slots (Nadam's u_product) follow from the step count: counted, not read.
   const std::size_t scalars = opt.keras3_scalar_variables().size();
-  if (children.size() != head + per * trainable.size() + scalars)
+  if (children.size() != head + order.size() + scalars)
     return fmt::format("{} variables for {} trainable weights with {} slots each{}", children.size(),
                        trainable.size(), per, scalars ? fmt::format(" and {} more", scalars) : "");
   if (!g.has_dataset("0")) return "no iteration count";
   std::vector<std::pair<Tensor, Tensor>> copies;  // destination view, value
   std::size_t index = head;
-  for (auto [i, k] : keras3_slot_order(opt, trainable.size())) {
-    auto& t = trainable[i];
+  for (auto [i, k] : order) {
     auto name = std::to_string(index++);
+    Tensor view = opt.slot_view(k, i);
     if (!g.has_dataset(name)) return "no variable " + name;
     auto dims = g.dataset_shape(name);
-    if (Shape(dims) != t.weight->value.shape())
-      return fmt::format("variable {} has shape {}, the weight {}", name, Shape(dims).str(),
-                         t.weight->value.shape().str());
-    copies.emplace_back(t.of(opt.slots()[k].second), g.read_float32(name));
+    if (Shape(dims) != view.shape())
+      return fmt::format("variable {} has shape {}, the weight {}'s {} {}", name, Shape(dims).str(),
+                         trainable[i].weight->value.shape().str(), opt.slots()[k].first, view.shape().str());
+    copies.emplace_back(view, g.read_float32(name));
   }
   for (auto& [dst, value] : copies)
     dst.copy_from(dst.dtype() == DType::float32 ? value : value.to(dst.dtype()));
@@ -460,15 +455,19 @@ std::string load_keras3_optimizer(const hdf5::ReadGroup& root, Model& model) {
 // tf.keras 2.x's (legacy optimizer) layout, which tf.keras builds from an optimizer_config of class "Adam":
 // "<Optimizer>/iter:0", then for each slot, for each trainable weight, "<Optimizer>/<layer>/<weight>/<slot>:0".
 void write_optimizer_weights(const hdf5::Group& root, Model& model) {
-  auto& opt = model.optimizer();
+  auto trainable = trainable_slices(model);
+  auto& opt = built_optimizer(model, trainable);
   auto g = root.create_group("optimizer_weights");
   std::vector<std::string> names = {opt.name() + "/iter:0"};
   g.write_int64_scalar(names[0], opt.iterations());
-  auto trainable = trainable_slices(model);
-  for (auto& [slot_name, slot] : opt.slots())
-    for (auto& t : trainable) {
-      auto name = opt.name() + "/" + t.layer->name() + "/" + t.weight->name + "/" + slot_name + ":0";
-      g.write_float32(name, host_float32(t.of(slot)));
+  for (std::size_t k = 0; k < opt.slots().size(); ++k)
+    for (std::size_t i = 0; i < trainable.size(); ++i) {
+      Tensor view = opt.slot_view(k, i);
+      if (!view.defined()) continue;  // the slot has no values for this weight (as in Keras)
+      auto& t = trainable[i];
+      auto name =
+          opt.name() + "/" + t.layer->name() + "/" + t.weight->name + "/" + opt.slots()[k].first + ":0";
+      g.write_float32(name, host_float32(view));
       names.push_back(name);
     }
   g.set_string_list_attribute("weight_names", names);
@@ -499,9 +498,8 @@ std::string load_optimizer_weights(const hdf5::ReadGroup& root, Model& model) {
   if (!root.has_group("optimizer_weights")) return "the file has no optimizer_weights";
   auto g = root.group("optimizer_weights");
   auto names = g.string_list_attribute("weight_names");
-  auto& opt = model.optimizer();
-  opt.build(model.trainable_parameters());
   auto trainable = trainable_slices(model);
+  auto& opt = built_optimizer(model, trainable);
   std::map<std::string, std::vector<std::string>> per_slot;  // systolic slot -> dataset names, in order
   std::optional<double> iterations;
   for (auto& n : names) {
@@ -531,20 +529,22 @@ std::string load_optimizer_weights(const hdf5::ReadGroup& root, Model& model) {
   }
   if (!iterations) return "no iteration count";
   std::vector<std::pair<Tensor, Tensor>> copies;  // destination view, value
-  for (auto& [slot_name, slot] : opt.slots()) {
+  for (std::size_t k = 0; k < opt.slots().size(); ++k) {
+    const std::string& slot_name = opt.slots()[k].first;
     auto it = per_slot.find(slot_name);
     if (it == per_slot.end()) return "no '" + slot_name + "' slot";
-    if (it->second.size() != trainable.size())
+    std::vector<Tensor> views;  // the weights that have the slot, in order
+    for (std::size_t i = 0; i < trainable.size(); ++i)
+      if (Tensor view = opt.slot_view(k, i); view.defined()) views.push_back(view);
+    if (it->second.size() != views.size())
       return fmt::format("{} '{}' values for {} trainable weights", it->second.size(), slot_name,
-                         trainable.size());
-    Tensor& buf = opt.slot(slot_name);
-    for (std::size_t i = 0; i < trainable.size(); ++i) {
-      const Shape& shape = trainable[i].weight->value.shape();
+                         views.size());
+    for (std::size_t i = 0; i < views.size(); ++i) {
       auto dims = g.dataset_shape(it->second[i]);
-      if (Shape(dims) != shape)
-        return fmt::format("'{}' has shape {}, the weight {}", printable(it->second[i]), Shape(dims).str(),
-                           shape.str());
-      copies.emplace_back(trainable[i].of(buf), g.read_float32(it->second[i]));
+      if (Shape(dims) != views[i].shape())
+        return fmt::format("'{}' has shape {}, the slot {}", printable(it->second[i]), Shape(dims).str(),
+                           views[i].shape().str());
+      copies.emplace_back(views[i], g.read_float32(it->second[i]));
     }
   }
   if (per_slot.size() != opt.slots().size()) return "the file's optimizer has other slots than " + opt.name();

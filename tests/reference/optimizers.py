@@ -9,7 +9,8 @@ Needs keras (3.x) and tensorflow-cpu from pip (run it with the python3 of a virt
 Two float64 variables, k (3, 2) and b (4,), drawn once; ten steps of drawn gradients (some elements 0, and every
 gradient of step 5 0), the same for every case. For each case: keras.optimizers.serialize(optimizer), the
 variables after each apply_gradients (flattened, k then b), and the optimizer's variables after the ten steps by
-their Keras paths ("adam/k_momentum"), flattened.
+their Keras paths ("adam/k_momentum"), flattened, and in their order (variable_list: path, shape, values; Adafactor
+names two variables alike).
 """
 import argparse
 import json
@@ -76,6 +77,13 @@ def cases():
         O.Lamb(learning_rate=0.01, gradient_accumulation_steps=2),
         O.SGD(learning_rate=0.1, momentum=0.5, use_ema=True, ema_momentum=0.8, ema_overwrite_frequency=2,
               gradient_accumulation_steps=2, loss_scale_factor=4.0),
+        # Adafactor: k's second moment factored (r (3,), c (2,)), b's not (r and c scalars); a rate above
+        # 1 / sqrt(t) (rho is the smaller); the update clipped by its RMS; a schedule, weight decay, accumulation.
+        O.Adafactor(learning_rate=0.01),
+        O.Adafactor(learning_rate=0.5, beta_2_decay=-0.5, epsilon_1=1e-6, epsilon_2=1e-2, clip_threshold=0.5,
+                    relative_step=False),
+        O.Adafactor(learning_rate=S.ExponentialDecay(0.05, decay_steps=3, decay_rate=0.5), weight_decay=0.1,
+                    gradient_accumulation_steps=2),
     ]
 
 
@@ -104,10 +112,13 @@ def main():
         for gk, gb in grads:
             opt.apply_gradients([(gk, k), (gb, b)])
             steps.append([float(v) for v in np.concatenate([np.asarray(k).reshape(-1), np.asarray(b).reshape(-1)])])
-        variables = {}
+        variables, variable_list = {}, []
         for v in opt.variables:
-            variables[v.path] = [float(x) for x in np.asarray(v).reshape(-1)]
-        out_cases.append({"serialized": serialized, "steps": steps, "variables": variables})
+            values = [float(x) for x in np.asarray(v).reshape(-1)]
+            variables[v.path] = values
+            variable_list.append({"path": v.path, "shape": list(v.shape), "values": values})
+        out_cases.append({"serialized": serialized, "steps": steps, "variables": variables,
+                          "variable_list": variable_list})
     out = {
         "generator": f"keras {keras.__version__}",
         "k": [float(v) for v in k0.reshape(-1)],

@@ -169,4 +169,57 @@ void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor
   });
 }
 
+const DTypes adafactor_update_dtypes = kFloats;
+void adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& v, const AdafactorStep& s,
+                      const Tensor& step) {
+  const double rho = step.data<double>()[0], beta = step.data<double>()[1];
+  visit_dtype<float, double>(w.dtype(), [&](auto type) {
+    using T = typename decltype(type)::type;
+    T* wp = w.data<T>();
+    T* vp = v.data<T>();
+    const T* gp = g.data<T>();
+    const std::int64_t n = w.numel();
+    auto G = [&](std::int64_t i) { return adafactor::regulated(double(gp[i]), s.epsilon_1); };
+    if (r.defined()) {  // factored: w [B, R, C]
+      const std::int64_t B = w.shape()[0], R = w.shape()[1], C = w.shape()[2];
+      T* rp = r.data<T>();
+      T* cp = c.data<T>();
+#pragma omp parallel for
+      for (std::int64_t b = 0; b < B; ++b) {
+        for (std::int64_t i = 0; i < R; ++i) {  // r: the mean over C
+          double sum = 0;
+          for (std::int64_t j = 0; j < C; ++j) sum += G((b * R + i) * C + j);
+          rp[b * R + i] = T(adafactor::moment(beta, double(rp[b * R + i]), sum / double(C)));
+        }
+        for (std::int64_t j = 0; j < C; ++j) {  // c: the mean over R
+          double sum = 0;
+          for (std::int64_t i = 0; i < R; ++i) sum += G((b * R + i) * C + j);
+          cp[b * C + j] = T(adafactor::moment(beta, double(cp[b * C + j]), sum / double(R)));
+        }
+        double r_sum = 0;
+        for (std::int64_t i = 0; i < R; ++i) r_sum += double(rp[b * R + i]);
+        const double r_mean = r_sum / double(R);
+        for (std::int64_t i = 0; i < R; ++i)
+          for (std::int64_t j = 0; j < C; ++j)
+            vp[(b * R + i) * C + j] = T(double(rp[b * R + i]) / r_mean * double(cp[b * C + j]));
+      }
+    } else {
+#pragma omp parallel for
+      for (std::int64_t i = 0; i < n; ++i) vp[i] = T(adafactor::moment(beta, double(vp[i]), G(i)));
+    }
+    double w_squares = 0, u_squares = 0;  // in order: the same on every run
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double u = double(gp[i]) / std::sqrt(double(vp[i]));
+      w_squares += double(wp[i]) * double(wp[i]);
+      u_squares += u * u;
+    }
+    const double scale =
+        adafactor::scale<DoubleMath>(std::sqrt(w_squares / double(n)), std::sqrt(u_squares / double(n)), rho,
+                                     s.epsilon_2, s.clip_threshold);
+#pragma omp parallel for
+    for (std::int64_t i = 0; i < n; ++i)
+      wp[i] = T(double(wp[i]) - scale * double(gp[i]) / std::sqrt(double(vp[i])));
+  });
+}
+
 }  // namespace systolic::ops::cpu

@@ -224,6 +224,122 @@ cudaError_t launch_optimizer_update(float* w, const float* g, float* s0, float* 
                             kClipBlocks);
 }
 
+// adafactor_update (optimizer_math.h's adafactor formulas). Factored (w [B, R, C]): a thread per row of r (the
+// mean of G over C), a thread per column of c (the mean over R), a thread per b for mean_R(r) (into r_mean), then v
+// for each element; unfactored: v for each element. Then the sums of squares of w and u = g / sqrt(v) as the
+// trust ratio's are taken (each block's into partial, added in order by every block of the step kernel).
+__global__ void adafactor_rows_kernel(const float* g, float* r, std::int64_t rows, std::int64_t C,
+                                      AdafactorStep s, const double* step) {
+  const double beta = step[1];
+  SYSTOLIC_GRID_STRIDE(i, rows) {
+    double sum = 0;
+    for (std::int64_t j = 0; j < C; ++j) sum += adafactor::regulated(double(g[i * C + j]), s.epsilon_1);
+    r[i] = static_cast<float>(adafactor::moment(beta, double(r[i]), sum / double(C)));
+  }
+}
+
+__global__ void adafactor_cols_kernel(const float* g, float* c, std::int64_t B, std::int64_t R,
+                                      std::int64_t C, AdafactorStep s, const double* step) {
+  const double beta = step[1];
+  SYSTOLIC_GRID_STRIDE(k, B * C) {
+    const std::int64_t b = k / C, j = k % C;
+    double sum = 0;
+    for (std::int64_t i = 0; i < R; ++i)
+      sum += adafactor::regulated(double(g[(b * R + i) * C + j]), s.epsilon_1);
+    c[k] = static_cast<float>(adafactor::moment(beta, double(c[k]), sum / double(R)));
+  }
+}
+
+__global__ void adafactor_r_mean_kernel(const float* r, std::int64_t B, std::int64_t R, double* r_mean) {
+  SYSTOLIC_GRID_STRIDE(b, B) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < R; ++i) sum += double(r[b * R + i]);
+    r_mean[b] = sum / double(R);
+  }
+}
+
+__global__ void adafactor_factored_v_kernel(float* v, const float* r, const float* c, const double* r_mean,
+                                            std::int64_t B, std::int64_t R, std::int64_t C) {
+  SYSTOLIC_GRID_STRIDE(k, B * R * C) {
+    const std::int64_t j = k % C, row = k / C, b = row / R;
+    v[k] = static_cast<float>(double(r[row]) / r_mean[b] * double(c[b * C + j]));
+  }
+}
+
+__global__ void adafactor_v_kernel(float* v, const float* g, std::int64_t n, AdafactorStep s,
+                                   const double* step) {
+  const double beta = step[1];
+  SYSTOLIC_GRID_STRIDE(i, n)
+  v[i] = static_cast<float>(
+      adafactor::moment(beta, double(v[i]), adafactor::regulated(double(g[i]), s.epsilon_1)));
+}
+
+__global__ void adafactor_partials_kernel(const float* w, const float* g, const float* v, std::int64_t n,
+                                          double* partial) {
+  __shared__ double lanes[2][kThreads];
+  double ws = 0, us = 0;
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const double u = double(g[i]) / sqrt(double(v[i]));
+    ws += double(w[i]) * double(w[i]);
+    us += u * u;
+  }
+  lanes[0][threadIdx.x] = ws;
+  lanes[1][threadIdx.x] = us;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      for (int k = 0; k < 2; ++k) lanes[k][threadIdx.x] += lanes[k][threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = lanes[0][0];
+    partial[2 * blockIdx.x + 1] = lanes[1][0];
+  }
+}
+
+__global__ void adafactor_step_kernel(float* w, const float* g, const float* v, std::int64_t n,
+                                      AdafactorStep s, const double* step, const double* partial,
+                                      unsigned parts) {
+  __shared__ double scale;
+  if (threadIdx.x == 0) {
+    double ws = 0, us = 0;
+    for (unsigned k = 0; k < parts; ++k) ws += partial[2 * k], us += partial[2 * k + 1];
+    scale = adafactor::scale<DoubleMath>(sqrt(ws / double(n)), sqrt(us / double(n)), step[0], s.epsilon_2,
+                                         s.clip_threshold);
+  }
+  __syncthreads();
+  SYSTOLIC_GRID_STRIDE(i, n)
+  w[i] = static_cast<float>(double(w[i]) - scale * double(g[i]) / sqrt(double(v[i])));
+}
+
+// B, R, C: w's factored shape (r and c null: unfactored); workspace: B doubles, then 2 kClipBlocks.
+cudaError_t launch_adafactor_update(float* w, const float* g, float* r, float* c, float* v, std::int64_t B,
+                                    std::int64_t R, std::int64_t C, std::int64_t n, const AdafactorStep& s,
+                                    const double* step, double* workspace, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  cudaError_t e;
+  if (r) {
+    double* r_mean = workspace;
+    if ((e = launch_elementwise(adafactor_rows_kernel, B * R, stream, g, r, B * R, C, s, step)) !=
+            cudaSuccess ||
+        (e = launch_elementwise(adafactor_cols_kernel, B * C, stream, g, c, B, R, C, s, step)) !=
+            cudaSuccess ||
+        (e = launch_elementwise(adafactor_r_mean_kernel, B, stream, static_cast<const float*>(r), B, R,
+                                r_mean)) != cudaSuccess ||
+        (e = launch_elementwise(adafactor_factored_v_kernel, n, stream, v, static_cast<const float*>(r),
+                                static_cast<const float*>(c), static_cast<const double*>(r_mean), B, R, C)) !=
+            cudaSuccess)
+      return e;
+  } else if ((e = launch_elementwise(adafactor_v_kernel, n, stream, v, g, n, s, step)) != cudaSuccess) {
+    return e;
+  }
+  double* partial = workspace + B;
+  adafactor_partials_kernel<<<kClipBlocks, kThreads, 0, stream>>>(w, g, v, n, partial);
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  return launch_elementwise(adafactor_step_kernel, n, stream, w, g, static_cast<const float*>(v), n, s, step,
+                            static_cast<const double*>(partial), kClipBlocks);
+}
+
 }  // namespace
 
 const DTypes adam_update_dtypes{DType::float32};
@@ -278,6 +394,20 @@ void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor
       launch_optimizer_update(w.data<float>(), g.data<float>(), slots > 0 ? s0.data<float>() : nullptr,
                               slots > 1 ? s1.data<float>() : nullptr, slots > 2 ? s2.data<float>() : nullptr,
                               w.numel(), p, step.data<double>(), partial, c.stream));
+}
+
+const DTypes adafactor_update_dtypes{DType::float32};
+void adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& v, const AdafactorStep& s,
+                      const Tensor& step) {
+  Context& ctx = context(w);
+  const bool factored = r.defined();
+  const std::int64_t B = factored ? w.shape()[0] : 1, R = factored ? w.shape()[1] : 0,
+                     C = factored ? w.shape()[2] : 0;
+  auto* workspace = static_cast<double*>(ctx.workspace((B + 2 * kClipBlocks) * sizeof(double)));
+  SYSTOLIC_CUDA_CHECK(launch_adafactor_update(w.data<float>(), g.data<float>(),
+                                              factored ? r.data<float>() : nullptr,
+                                              factored ? c.data<float>() : nullptr, v.data<float>(), B, R, C,
+                                              w.numel(), s, step.data<double>(), workspace, ctx.stream));
 }
 
 }  // namespace systolic::ops::cuda

@@ -118,4 +118,37 @@ void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor
   });
 }
 
+const DTypes adafactor_update_dtypes = kFloats;
+void adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& v, const AdafactorStep& s,
+                      const Tensor& step) {
+  traced([&] {
+    E wv = read(w), gv = read(g);
+    E values = read_as(step, Elem::f64);
+    E rho = reshape(E(hlo().slice(values.v, {0}, {1})), {}),
+      beta = reshape(E(hlo().slice(values.v, {1}, {2})), {});
+    E G = adafactor::regulated(gv, s.epsilon_1), vv;
+    if (r.defined()) {  // factored: w [B, R, C]
+      const std::vector<std::int64_t> d = wv.dims();
+      const double R = double(d[1]), C = double(d[2]);
+      E rv = read(r), cv = read(c);
+      E r2 = adafactor::moment(as_like(beta, rv), rv, sum(G, {2}) / C);
+      E c2 = adafactor::moment(as_like(beta, cv), cv, sum(G, {1}) / R);
+      write(r, r2);
+      write(c, c2);
+      E r_mean = sum(r2, {1}) / R;  // [B]
+      vv = broadcast(r2 / broadcast(r_mean, r2.dims(), {0}), d, {0, 1}) * broadcast(c2, d, {0, 2});
+    } else {
+      E v0 = read(v);
+      vv = adafactor::moment(as_like(beta, v0), v0, G);
+    }
+    write(v, vv);
+    E u = gv / sqrt(vv);
+    const double n = double(w.numel());
+    E rms_w = sqrt(sum_all(square(convert(wv, Elem::f64))) / n);
+    E rms_u = sqrt(sum_all(square(convert(u, Elem::f64))) / n);
+    E scale = adafactor::scale<Math>(rms_w, rms_u, rho, s.epsilon_2, s.clip_threshold);
+    write(w, wv - as_like(scale, wv) * u);
+  });
+}
+
 }  // namespace systolic::ops::xla
