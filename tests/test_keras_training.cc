@@ -4,7 +4,8 @@
 // numpy), a regression (Huber, Adamax with clipnorm, MAE, RMSE and MSE metrics) and a three-column regression
 // (MSE, Lion with global_clipnorm, MAE and LogCoshError), and a small CNN trained with Adafactor (its second
 // moments factored over a conv kernel's and a dense kernel's last two axes; weight decay), each saved by Keras after
-// two epochs with its optimizer state. systolic loads each .keras and its .npz data (npz:PATH), evaluates as Keras did within 2e-3, and trains
+// two epochs with its optimizer state, and a dense classifier trained with Muon (its first kernel orthogonalised,
+// the head excluded by name). systolic loads each .keras and its .npz data (npz:PATH), evaluates as Keras did within 2e-3, and trains
 // on from Keras's optimizer state to Keras's weights after one more epoch.
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
@@ -64,13 +65,13 @@ TEST_P(KerasTraining, EvaluatesAndTrainsOnAsKeras) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
-                         ::testing::Values("binary", "regression", "columns", "factored"));
+                         ::testing::Values("binary", "regression", "columns", "factored", "orthogonal"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
 TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
   systolic::testing::TempDir tmp;
-  for (const char* name : {"binary", "regression", "columns", "factored"}) {
+  for (const char* name : {"binary", "regression", "columns", "factored", "orthogonal"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

@@ -1270,6 +1270,32 @@ void optimizer_rule_cases(std::map<Op, std::vector<Case>>& m) {
        {acc("w", {1031}), in("g", {1031}), none("r"), none("c"), acc("v", {1031}, 0.1, 1.0)},
        adafactor_steps(-0.5, {.epsilon_1 = 1e-6, .epsilon_2 = 1e-2, .clip_threshold = 0.1}),
        Family::reduction});
+  // muon_update: a wide matrix and a tall one (orthogonalised transposed), Nesterov's or not, rms_rate None; two
+  // steps at two rates. Five Newton-Schulz steps amplify float32's rounding: the matmul family's tolerance.
+  struct MuonCase {
+    std::string name;
+    Shape w;
+    MuonStep s;
+  };
+  const std::vector<MuonCase> muon_cases = {
+      {"wide, Nesterov", {6, 11}, {}},
+      {"tall, without Nesterov, rms_rate None", {13, 5}, {.steps = 3, .nesterov = false, .scaled = false}},
+      {"square, other coefficients",
+       {8, 8},
+       {.a = 3.0, .b = -3.2, .c = 1.2, .momentum = 0.9, .rms_rate = 0.3}},
+  };
+  for (const MuonCase& mc : muon_cases) {
+    MuonStep s = mc.s;
+    m[Op::muon_update].push_back({mc.name + ", two steps at two rates",
+                                  {acc("w", mc.w), in("g", mc.w), acc("m", mc.w)},
+                                  [s](auto& t) {
+                                    for (int k = 0; k < 2; ++k) {
+                                      Tensor lr = Tensor::full({1}, 0.01 * (k + 1), DType::float64);
+                                      muon_update(t[0], t[1], t[2], s, lr.to(t[0].device()));
+                                    }
+                                  },
+                                  Family::matmul});
+  }
 }
 
 // norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes.

@@ -47,7 +47,7 @@ TEST(Optimizers, KerasTrajectoriesInFloat64) {
   const json& f = fixture();
   std::vector<double> initial = f["k"].get<std::vector<double>>();
   for (double v : f["b"].get<std::vector<double>>()) initial.push_back(v);
-  ASSERT_EQ(f["cases"].size(), 40u);
+  ASSERT_EQ(f["cases"].size(), 43u);
   for (const json& c : f["cases"]) {
     SCOPED_TRACE(c["serialized"].dump());
     auto opt = optimizers::deserialize(c["serialized"]);
@@ -108,7 +108,7 @@ TEST(Optimizers, WriteKerasConfigsBack) {
 
 TEST(Optimizers, EveryKerasNameAndDefault) {
   for (const char* n : {"adam", "adamw", "sgd", "rmsprop", "adamax", "nadam", "adagrad", "adadelta", "lion",
-                        "ftrl", "lamb", "adafactor"}) {
+                        "ftrl", "lamb", "adafactor", "muon"}) {
     SCOPED_TRACE(n);
     auto opt = optimizers::get(n);
     EXPECT_EQ(opt->learning_rate(), n == std::string("sgd") ? 0.01 : 0.001);
@@ -120,6 +120,35 @@ TEST(Optimizers, EveryKerasNameAndDefault) {
   adagrad->build(p);
   EXPECT_EQ(adagrad->slots()[0].second.to_doubles(),
             std::vector<double>(3, 0.1));  // initial_accumulator_value
+}
+
+// Muon steps a matrix by its orthogonalised momentum unless Keras's _should_use_adamw says AdamW: any other rank, an
+// embedding's path (any case) unless exclude_embeddings is false, a path a regular expression of exclude_layers finds
+// (re.search: anywhere in it).
+TEST(Optimizers, MuonChoosesAdamWAsKerasDoes) {
+  optimizers::Muon muon;
+  using V = optimizers::TrainableVariable;
+  EXPECT_FALSE(muon.uses_adamw(V{.shape = {4, 3}, .path = "dense/kernel"}));
+  EXPECT_TRUE(muon.uses_adamw(V{.shape = {3}, .path = "dense/bias"}));
+  EXPECT_TRUE(muon.uses_adamw(V{.shape = {3, 3, 2, 4}, .path = "conv2d/kernel"}));
+  EXPECT_TRUE(muon.uses_adamw(V{.shape = {100, 8}, .path = "token_Embedding/embeddings"}));
+  optimizers::Muon::Options o;
+  o.exclude_embeddings = false;
+  o.exclude_layers = {"dense_[0-9]+"};
+  optimizers::Muon other(0.01, o);
+  EXPECT_FALSE(other.uses_adamw(V{.shape = {100, 8}, .path = "embedding/embeddings"}));
+  EXPECT_TRUE(other.uses_adamw(V{.shape = {4, 3}, .path = "block/dense_12/kernel"}));
+  EXPECT_FALSE(other.uses_adamw(V{.shape = {4, 3}, .path = "dense/kernel"}));
+  // The velocity slot only for the AdamW variables, as Keras makes it.
+  Tensor p = Tensor::zeros({12 + 3});
+  muon.build(p, {V{.shape = {4, 3}, .path = "dense/kernel"}, V{.shape = {3}, .path = "dense/bias"}});
+  EXPECT_FALSE(muon.slot_view(1, 0).defined());
+  EXPECT_EQ(muon.slot_view(1, 1).shape(), Shape{3});
+  EXPECT_EQ(muon.slots()[1].second.numel(), 3);
+  EXPECT_EQ(muon.keras3_slot_order(),
+            (std::vector<std::pair<std::size_t, std::size_t>>{{0, 0}, {1, 0}, {1, 1}}));
+  json bad = {{"class_name", "Muon"}, {"config", {{"exclude_layers", {"dense_("}}}}};
+  EXPECT_THAT(error_of([&] { optimizers::deserialize(bad); }), HasSubstr("not a regular expression"));
 }
 
 TEST(Optimizers, RefuseWhatKerasRefuses) {
@@ -160,6 +189,8 @@ TEST(Optimizers, RuleOptimizersResumeExactlyFromKerasFiles) {
   // Adafactor's factors, shaped unlike the weights (a conv kernel's and a dense kernel's), and the scalars Keras
   // keeps for a bias.
   opts.push_back(std::make_unique<optimizers::Adafactor>(0.01));
+  // Muon: the dense kernel orthogonalised, the rest by AdamW (velocity slots for those alone).
+  opts.push_back(std::make_unique<optimizers::Muon>(0.01));
   for (auto& opt : opts)
     for (const char* file : {"m.keras", "m.h5"}) {
       SCOPED_TRACE(opt->name() + " " + file);

@@ -219,6 +219,16 @@ struct AdamStep {
 struct AdafactorStep {
   double epsilon_1 = 1e-30, epsilon_2 = 1e-3, clip_threshold = 1.0;
 };
+// muon_update's constants (Keras's Muon): the Newton-Schulz coefficients a, b, c and steps, the momentum, Nesterov's,
+// and rms_rate (scaled = false: Keras's None, the update not scaled by sqrt(max(R, C)) rms_rate).
+struct MuonStep {
+  double a = 3.4445, b = -4.7750, c = 2.0315;
+  int steps = 5;
+  double momentum = 0.95;
+  bool nesterov = true;
+  bool scaled = true;
+  double rms_rate = 0.2;
+};
 // optimizer_update's rule and constants: defined with the rules' formulas in src/ops/optimizer_math.h, where a new
 // rule is added without touching this header.
 enum class UpdateRule : int;
@@ -411,6 +421,11 @@ struct RowLossParams {
 //                   variable's last two axes R and C, B the others), or of any shape with r and c undefined
 //                   (a variable of rank < 2). step: float64 [2] on w's device, rho and beta of this step
 //                   (adafactor::step_values), read there as `lr` is. The sums of squares of w and u in double.
+// muon_update       Keras's Muon step of one matrix w [R, C] (muon::newton_schulz in src/ops/optimizer_math.h):
+//                   m += g + m (momentum - 1); x = g + momentum m (nesterov) or m; X = x (transposed when R > C)
+//                   / (||x||_F + 1e-7); `steps` times: A = X X^T, X = a X + (b A + c A A) X; w -= lr X (X as x was)
+//                   sqrt(max(R, C)) rms_rate (not `scaled`: w -= lr X). lr: float64 [1] on w's device. In double on
+//                   the CPU and CUDA, in float64 on XLA.
 // norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
 // layer_norm_forward  over the axes of x in the set `axes` (bit a: axis a of x, any of them; a row is one index
 //                   of the other axes, its K values one of each combination of the set's indices, row-major over
@@ -550,6 +565,8 @@ struct RowLossParams {
                        const Tensor& step), (w, g, s0, s1, s2, p, step))                                        \
   X(adafactor_update, (Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& v, const AdafactorStep& s,   \
                        const Tensor& step), (w, g, r, c, v, s, step))                                          \
+  X(muon_update, (Tensor& w, const Tensor& g, Tensor& m, const MuonStep& s, const Tensor& lr),                  \
+    (w, g, m, s, lr))                                                                                            \
   /* norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes */             \
   X(layer_norm_forward, (const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y, Tensor& mean,     \
                          Tensor& rstd, std::uint32_t axes, NormKind kind, double eps),                           \

@@ -250,6 +250,9 @@ class Optimizer {
   explicit Optimizer(double learning_rate) : learning_rate_(learning_rate), loaded_rate_(learning_rate) {}
   // params -= f(grads), reading the rate `lr` and the step count `iterations` on the device.
   virtual void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) = 0;
+  // Keras's _apply_weight_decay before the update: w -= w weight_decay lr on every variable (Muon's differs by
+  // variable).
+  virtual void decay_weights(Tensor& params, const Tensor& lr);
   Tensor& slot(std::size_t i) { return slots_[i].second; }
   // The values a rule's step reads (ops::update::step_values for the rate `lr` after updates() updates); empty
   // for an optimizer with its own op.
@@ -527,6 +530,49 @@ class Adafactor : public Optimizer {
  private:
   double beta_2_decay_, epsilon_1_, epsilon_2_, clip_threshold_;
   bool relative_step_;
+};
+
+// Muon's own arguments, with Keras's defaults.
+struct MuonOptions {
+  double adam_beta_1 = 0.9, adam_beta_2 = 0.999;
+  std::optional<double> adam_weight_decay = 0.004;
+  double epsilon = 1e-7;
+  std::vector<std::string> exclude_layers;
+  bool exclude_embeddings = true;
+  double muon_a = 3.4445, muon_b = -4.7750, muon_c = 2.0315;
+  double adam_lr_ratio = 1.0;
+  double momentum = 0.95;
+  int ns_steps = 5;
+  bool nesterov = true;
+  std::optional<double> rms_rate = 0.2;  // nullopt: Keras's None (the update not scaled)
+};
+
+// Muon (Keras 3): each matrix (a variable of rank 2, not an embedding's unless exclude_embeddings is false, nor one
+// whose path a regular expression of exclude_layers finds) steps by the Newton-Schulz orthogonalisation of its
+// momentum (ops::muon_update); every other variable by AdamW with adam_beta_1, adam_beta_2, epsilon, the rate times
+// adam_lr_ratio and adam_weight_decay (the matrices decay by weight_decay). Slots: momentum for every variable,
+// velocity for the AdamW ones.
+class Muon : public Optimizer {
+ public:
+  using Options = MuonOptions;
+  explicit Muon(double learning_rate = 0.001, Options options = {},
+                std::optional<double> weight_decay = 0.004);
+  std::string name() const override { return "Muon"; }
+  std::unique_ptr<Optimizer> clone() const override { return std::make_unique<Muon>(*this); }
+  nlohmann::ordered_json get_config() const override;
+  std::vector<Slot> slot_specs() const override;
+  std::optional<Shape> slot_shape(const Slot& slot, const TrainableVariable& variable) const override;
+  const Options& options() const { return options_; }
+  // Whether `variable` steps by AdamW (Keras's _should_use_adamw), not by the orthogonalised momentum.
+  bool uses_adamw(const TrainableVariable& variable) const;
+
+ protected:
+  void update(Tensor& params, const Tensor& grads, const Tensor& lr, const Tensor& iterations) override;
+  void decay_weights(Tensor& params, const Tensor& lr) override;
+  std::vector<double> step_values(double lr) override;  // the AdamW variables' rate, lr adam_lr_ratio
+
+ private:
+  Options options_;
 };
 
 // keras.optimizers.get: a class name or one of the names Keras takes for it, in any case ("adam", "SGD",

@@ -862,6 +862,19 @@ DType adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c_, Tensor
   return w.dtype();
 }
 
+DType muon_update(Tensor& w, const Tensor& g, Tensor& m, const MuonStep& s, const Tensor& lr) {
+  Check c("muon_update");
+  weights(c, w, g);
+  c.rank("w", w, 2, "[R, C] (a matrix)");
+  c.like("m", m, "w", w);
+  c.device_scalar("the learning rate lr", lr);
+  SYSTOLIC_OP_CHECK(
+      c, s.steps >= 0 && std::isfinite(s.rms_rate + s.a + s.b + s.c + s.momentum),
+      "steps {}, rms_rate {}, a {}, b {}, c {}, momentum {}: steps must be >= 0, the others finite", s.steps,
+      s.rms_rate, s.a, s.b, s.c, s.momentum);
+  return w.dtype();
+}
+
 // ---- norm: normalisations over sets of axes, broadcasting binary ops, Normalization, transposes.
 
 // The number of x's values in one combination of the indices of the axes in `axes` (bit a: axis a of x), after

@@ -230,4 +230,31 @@ SYSTOLIC_MATH_HD V scale(const V& rms_w, const V& rms_u, const V& rho, double ep
 }
 
 }  // namespace adafactor
+
+// Keras 3.15's Muon._muon_update_step (keras/src/optimizers/muon.py), ops::muon_update's formulas for a matrix
+// w [R, C]: the momentum and the matrix x element by element (moment(), direction()), X = x / (||x||_F + kNormEpsilon) taken
+// as [min, max] (x transposed when R > C), then newton_schulz's `steps` iterations A = X X^T, X = a X + (b A + c A A) X
+// (each backend's matrix products), and w -= lr adjust() X.
+namespace muon {
+
+inline constexpr double kNormEpsilon = 1e-7;
+
+// The momentum after the step: m + (g + m (momentum - 1)) (Keras's assign_add).
+template <class V>
+SYSTOLIC_MATH_HD V moment(const MuonStep& s, const V& m, const V& g) {
+  return m + (g + m * (s.momentum - 1.0));
+}
+
+// The matrix's element from the momentum after the step (as stored): g + momentum m with Nesterov's, else m.
+template <class V>
+SYSTOLIC_MATH_HD V direction(const MuonStep& s, const V& m, const V& g) {
+  return s.nesterov ? g + m * s.momentum : m;
+}
+
+// The factor of lr X in w's step (Keras's lr_adjust): sqrt(max(R, C)) rms_rate, or 1 (rms_rate None).
+SYSTOLIC_MATH_HD double adjust(const MuonStep& s, std::int64_t R, std::int64_t C) {
+  return s.scaled ? ::sqrt(double(R > C ? R : C)) * s.rms_rate : 1.0;
+}
+
+}  // namespace muon
 }  // namespace systolic::ops

@@ -328,10 +328,14 @@ void Optimizer::apply_update(Tensor& params, const Tensor& grads,
     ops::clip_gradients(g, /*by_norm=*/false, *clipvalue_);
   }
   const Tensor& lr = loaded_rate_.on(params.device());
-  if (weight_decay_ && *weight_decay_ != 0) ops::decay_weights(params, lr, *weight_decay_);
+  decay_weights(params, lr);
   update(params, grads, lr,
          accumulation_steps_ ? updates_.on(params.device()) : iterations_.on(params.device()));
   update_average(params, grads);
+}
+
+void Optimizer::decay_weights(Tensor& params, const Tensor& lr) {
+  if (weight_decay_ && *weight_decay_ != 0) ops::decay_weights(params, lr, *weight_decay_);
 }
 
 void Optimizer::update_average(Tensor& params, const Tensor& grads) {

@@ -21,7 +21,8 @@ using keras_object::json;
   X(lion)                             \
   X(ftrl)                             \
   X(lamb)                             \
-  X(adafactor)
+  X(adafactor)                        \
+  X(muon)
 
 #define SYSTOLIC_DECLARE_ENTRY(name) const Entry& name##_entry();
 #define SYSTOLIC_LIST_ENTRY(name) name##_entry(),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/keras_training/: Keras 3 models compiled with the training surface beyond the seed's
-(binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, Adafactor, clipping, regression metrics, AUC,
+(binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, Adafactor, Muon, clipping, regression metrics, AUC,
 Precision, Recall), trained by
 Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
@@ -83,7 +83,22 @@ def factored(rng):
     return m, x, y
 
 
-CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored)]
+def orthogonal(rng):
+    """Muon: the first dense kernel orthogonalised, the second excluded by its path (AdamW), the biases AdamW."""
+    x = rng.normal(size=(80, 6))
+    y = np.argmax(x[:, :3] + 0.5 * x[:, 3:], axis=1).astype(np.int64)
+    keras.utils.set_random_seed(5)
+    i = keras.Input((6,))
+    h = keras.layers.Dense(16, activation="relu")(i)
+    o = keras.layers.Dense(3, activation="softmax", name="head")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Muon(learning_rate=0.02, exclude_layers=["head"], adam_lr_ratio=0.5),
+              loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return m, x, y
+
+
+CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
+         ("orthogonal", orthogonal)]
 
 
 def check(folder):

@@ -84,6 +84,12 @@ def cases():
                     relative_step=False),
         O.Adafactor(learning_rate=S.ExponentialDecay(0.05, decay_steps=3, decay_rate=0.5), weight_decay=0.1,
                     gradient_accumulation_steps=2),
+        # Muon: k (a matrix, taller than wide: orthogonalised transposed) by Newton-Schulz, b by AdamW; options; k
+        # excluded by a regular expression of its path (AdamW for both), with gradient accumulation.
+        O.Muon(learning_rate=0.01),
+        O.Muon(learning_rate=0.02, adam_lr_ratio=0.5, momentum=0.9, nesterov=False, ns_steps=3, rms_rate=None,
+               weight_decay=0.1, adam_weight_decay=0.05, muon_a=3.0, muon_b=-3.2, muon_c=1.2),
+        O.Muon(learning_rate=0.01, exclude_layers=["^k$"], gradient_accumulation_steps=2),
     ]
 
 

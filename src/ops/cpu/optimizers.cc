@@ -2,6 +2,7 @@
 // include/systolic/ops.h).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/cpu/cpu_backend.h"
 #include "ops/optimizer_math.h"
@@ -219,6 +220,66 @@ void adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& 
 #pragma omp parallel for
     for (std::int64_t i = 0; i < n; ++i)
       wp[i] = T(double(wp[i]) - scale * double(gp[i]) / std::sqrt(double(vp[i])));
+  });
+}
+
+namespace {
+
+// out [M, N] = alpha e + beta p q, p [M, K], q [K, N] (e null: 0), row-major, in double.
+void matmul_add(const double* p, const double* q, const double* e, double* out, std::int64_t M,
+                std::int64_t N, std::int64_t K, double alpha, double beta) {
+#pragma omp parallel for
+  for (std::int64_t i = 0; i < M; ++i) {
+    double* row = out + i * N;
+    for (std::int64_t j = 0; j < N; ++j) row[j] = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      const double pik = p[i * K + k];
+      const double* qk = q + k * N;
+      for (std::int64_t j = 0; j < N; ++j) row[j] += pik * qk[j];
+    }
+    for (std::int64_t j = 0; j < N; ++j) row[j] = (e ? alpha * e[i * N + j] : 0.0) + beta * row[j];
+  }
+}
+
+}  // namespace
+
+const DTypes muon_update_dtypes = kFloats;
+void muon_update(Tensor& w, const Tensor& g, Tensor& m, const MuonStep& s, const Tensor& lr) {
+  const double rate = lr.data<double>()[0];
+  const std::int64_t R = w.shape()[0], C = w.shape()[1], n = R * C;
+  const bool transposed = R > C;  // X is [r, c], r <= c
+  const std::int64_t r = transposed ? C : R, c = transposed ? R : C;
+  std::vector<double> x(n), t(n), a(r * r), b(r * r);
+  visit_dtype<float, double>(w.dtype(), [&](auto type) {
+    using T = typename decltype(type)::type;
+    T* wp = w.data<T>();
+    T* mp = m.data<T>();
+    const T* gp = g.data<T>();
+    double squares = 0;  // in order: the same on every run
+    for (std::int64_t i = 0; i < R; ++i)
+      for (std::int64_t j = 0; j < C; ++j) {
+        const double gi = gp[i * C + j];
+        const T mi = T(muon::moment(s, double(mp[i * C + j]), gi));
+        mp[i * C + j] = mi;
+        const double xi = muon::direction(s, double(mi), gi);
+        x[transposed ? j * R + i : i * C + j] = xi;
+        squares += xi * xi;
+      }
+    const double norm = std::sqrt(squares) + muon::kNormEpsilon;
+    for (double& v : x) v /= norm;
+    for (int step = 0; step < s.steps; ++step) {
+      for (std::int64_t i = 0; i < c; ++i)  // t = X^T [c, r], for A = X X^T
+        for (std::int64_t j = 0; j < r; ++j) t[i * r + j] = x[j * c + i];
+      matmul_add(x.data(), t.data(), nullptr, a.data(), r, r, c, 0.0, 1.0);   // A = X X^T
+      matmul_add(a.data(), a.data(), a.data(), b.data(), r, r, r, s.b, s.c);  // B = b A + c A A
+      matmul_add(b.data(), x.data(), x.data(), t.data(), r, c, r, s.a, 1.0);  // a X + B X
+      std::swap(x, t);
+    }
+    const double scale = rate * muon::adjust(s, R, C);
+#pragma omp parallel for
+    for (std::int64_t i = 0; i < R; ++i)
+      for (std::int64_t j = 0; j < C; ++j)
+        wp[i * C + j] = T(double(wp[i * C + j]) - scale * x[transposed ? j * R + i : i * C + j]);
   });
 }
 

@@ -340,6 +340,102 @@ cudaError_t launch_adafactor_update(float* w, const float* g, float* r, float* c
                             static_cast<const double*>(partial), kClipBlocks);
 }
 
+// muon_update (optimizer_math.h's muon formulas), in double: the momentum and x (into X [r, c], r <= c, transposed
+// when R > C), the Frobenius norm as clip_gradients's (each block's sum of squares, added in order by every block of
+// the scaling kernel), the Newton-Schulz products (a thread per element of the product), the step.
+__global__ void muon_momentum_kernel(float* m, const float* g, double* x, std::int64_t R, std::int64_t C,
+                                     MuonStep s) {
+  const bool transposed = R > C;
+  SYSTOLIC_GRID_STRIDE(k, R * C) {
+    const std::int64_t i = k / C, j = k % C;
+    const double gk = g[k];
+    const float mk = static_cast<float>(muon::moment(s, double(m[k]), gk));
+    m[k] = mk;
+    const double xi = muon::direction(s, double(mk), gk);
+    x[transposed ? j * R + i : k] = xi;
+  }
+}
+
+__global__ void double_square_partials_kernel(const double* x, std::int64_t n, double* partial) {
+  __shared__ double lanes[kThreads];
+  double acc = 0;
+  SYSTOLIC_GRID_STRIDE(i, n) acc += x[i] * x[i];
+  lanes[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) lanes[threadIdx.x] += lanes[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = lanes[0];
+}
+
+__global__ void muon_normalise_kernel(double* x, std::int64_t n, const double* partial, unsigned parts) {
+  __shared__ double norm;
+  if (threadIdx.x == 0) {
+    double sum = 0;
+    for (unsigned k = 0; k < parts; ++k) sum += partial[k];
+    norm = sqrt(sum) + muon::kNormEpsilon;
+  }
+  __syncthreads();
+  SYSTOLIC_GRID_STRIDE(i, n) x[i] /= norm;
+}
+
+// out [M, N] = alpha e + beta p q', p [M, K], q' = q [K, N] or, q_transposed, q [N, K] read transposed (e null: 0).
+__global__ void muon_matmul_kernel(const double* p, const double* q, bool q_transposed, const double* e,
+                                   double* out, std::int64_t M, std::int64_t N, std::int64_t K, double alpha,
+                                   double beta) {
+  SYSTOLIC_GRID_STRIDE(k, M * N) {
+    const std::int64_t i = k / N, j = k % N;
+    double sum = 0;
+    for (std::int64_t l = 0; l < K; ++l) sum += p[i * K + l] * (q_transposed ? q[j * K + l] : q[l * N + j]);
+    out[k] = (e ? alpha * e[k] : 0.0) + beta * sum;
+  }
+}
+
+__global__ void muon_step_kernel(float* w, const double* x, std::int64_t R, std::int64_t C, const double* lr,
+                                 double adjust) {
+  const bool transposed = R > C;
+  const double scale = lr[0] * adjust;
+  SYSTOLIC_GRID_STRIDE(k, R * C) {
+    const std::int64_t i = k / C, j = k % C;
+    w[k] = static_cast<float>(double(w[k]) - scale * x[transposed ? j * R + i : k]);
+  }
+}
+
+// workspace: X and T (r c each), A and B (r r each), then kClipBlocks partials.
+cudaError_t launch_muon_update(float* w, const float* g, float* m, std::int64_t R, std::int64_t C,
+                               const MuonStep& s, const double* lr, double* workspace, cudaStream_t stream) {
+  const std::int64_t n = R * C;
+  if (n == 0) return cudaSuccess;
+  const std::int64_t r = R > C ? C : R, c = R > C ? R : C;
+  double *x = workspace, *t = x + n, *a = t + n, *b = a + r * r, *partial = b + r * r;
+  cudaError_t e;
+  if ((e = launch_elementwise(muon_momentum_kernel, n, stream, m, g, x, R, C, s)) != cudaSuccess) return e;
+  double_square_partials_kernel<<<kClipBlocks, kThreads, 0, stream>>>(x, n, partial);
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  if ((e = launch_elementwise(muon_normalise_kernel, n, stream, x, n, static_cast<const double*>(partial),
+                              kClipBlocks)) != cudaSuccess)
+    return e;
+  const double* none = nullptr;
+  for (int step = 0; step < s.steps; ++step) {
+    if ((e = launch_elementwise(muon_matmul_kernel, r * r, stream, static_cast<const double*>(x),
+                                static_cast<const double*>(x), true, none, a, r, r, c, 0.0, 1.0)) !=
+            cudaSuccess ||  // A = X X^T
+        (e = launch_elementwise(muon_matmul_kernel, r * r, stream, static_cast<const double*>(a),
+                                static_cast<const double*>(a), false, static_cast<const double*>(a), b, r, r,
+                                r, s.b, s.c)) != cudaSuccess ||  // B = b A + c A A
+        (e = launch_elementwise(muon_matmul_kernel, n, stream, static_cast<const double*>(b),
+                                static_cast<const double*>(x), false, static_cast<const double*>(x), t, r, c,
+                                r, s.a, 1.0)) != cudaSuccess)  // a X + B X
+      return e;
+    double* swap = x;
+    x = t;
+    t = swap;
+  }
+  return launch_elementwise(muon_step_kernel, n, stream, w, static_cast<const double*>(x), R, C, lr,
+                            muon::adjust(s, R, C));
+}
+
 }  // namespace
 
 const DTypes adam_update_dtypes{DType::float32};
@@ -408,6 +504,16 @@ void adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& 
                                               factored ? r.data<float>() : nullptr,
                                               factored ? c.data<float>() : nullptr, v.data<float>(), B, R, C,
                                               w.numel(), s, step.data<double>(), workspace, ctx.stream));
+}
+
+const DTypes muon_update_dtypes{DType::float32};
+void muon_update(Tensor& w, const Tensor& g, Tensor& m, const MuonStep& s, const Tensor& lr) {
+  Context& ctx = context(w);
+  const std::int64_t R = w.shape()[0], C = w.shape()[1], r = R > C ? C : R;
+  auto* workspace =
+      static_cast<double*>(ctx.workspace((2 * R * C + 2 * r * r + kClipBlocks) * sizeof(double)));
+  SYSTOLIC_CUDA_CHECK(launch_muon_update(w.data<float>(), g.data<float>(), m.data<float>(), R, C, s,
+                                         lr.data<double>(), workspace, ctx.stream));
 }
 
 }  // namespace systolic::ops::cuda

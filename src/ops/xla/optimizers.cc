@@ -151,4 +151,30 @@ void adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& 
   });
 }
 
+const DTypes muon_update_dtypes = kFloats;
+void muon_update(Tensor& w, const Tensor& g, Tensor& m, const MuonStep& s, const Tensor& lr) {
+  traced([&] {
+    E wv = read(w), gv = read(g);
+    E mv = muon::moment(s, read(m), gv);
+    write(m, mv);
+    E x = muon::direction(s, mv, gv);
+    const std::int64_t R = w.shape()[0], C = w.shape()[1];
+    // X [R, C] in float64; with R > C the products of X^T's iteration, written for X: A = X^T X, X = a X + X B (A
+    // and B are symmetric).
+    const bool transposed = R > C;
+    auto dot = [](const E& p, const E& q, std::int64_t p_contract, std::int64_t q_contract) {
+      return E(hlo().dot_general(p.v, q.v, {}, {}, {p_contract}, {q_contract}, p.elem()));
+    };
+    x = convert(x, Elem::f64);
+    x = x / as_like(sqrt(sum_all(x * x)) + muon::kNormEpsilon, x);
+    for (int step = 0; step < s.steps; ++step) {
+      E a = transposed ? dot(x, x, 0, 0) : dot(x, x, 1, 1);
+      E b = a * s.b + dot(a, a, 1, 0) * s.c;
+      x = x * s.a + (transposed ? dot(x, b, 1, 0) : dot(b, x, 1, 0));
+    }
+    E scale = read_scalar(lr, Elem::f64) * muon::adjust(s, R, C);
+    write(w, wv - convert(x * as_like(scale, x), wv.elem()));
+  });
+}
+
 }  // namespace systolic::ops::xla
