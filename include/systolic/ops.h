@@ -424,8 +424,9 @@ struct RowLossParams {
 // muon_update       Keras's Muon step of one matrix w [R, C] (muon::newton_schulz in src/ops/optimizer_math.h):
 //                   m += g + m (momentum - 1); x = g + momentum m (nesterov) or m; X = x (transposed when R > C)
 //                   / (||x||_F + 1e-7); `steps` times: A = X X^T, X = a X + (b A + c A A) X; w -= lr X (X as x was)
-//                   sqrt(max(R, C)) rms_rate (not `scaled`: w -= lr X). lr: float64 [1] on w's device. In double on
-//                   the CPU and CUDA, in float64 on XLA.
+//                   sqrt(max(R, C)) rms_rate (not `scaled`: w -= lr X). lr: float64 [1] on w's device. In double
+//                   on CUDA and for float64 data on the CPU; float32 data's iterations on the CPU in float32 (oneDNN's
+//                   products, as Keras computes a float32 variable's); in float64 on XLA.
 // norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
 // layer_norm_forward  over the axes of x in the set `axes` (bit a: axis a of x, any of them; a row is one index
 //                   of the other axes, its K values one of each combination of the set's indices, row-major over

@@ -241,6 +241,39 @@ void matmul_add(const double* p, const double* q, const double* e, double* out, 
   }
 }
 
+// The Newton-Schulz iterations on X [r, c] (row-major), in place: float64 data in double loops; float32 data in
+// float32 with oneDNN's matrix products (dense_forward), as Keras computes a float32 variable's.
+void newton_schulz(std::vector<double>& x, std::int64_t r, std::int64_t c, const MuonStep& s, DType dtype) {
+  if (s.steps == 0) return;
+  if (dtype == DType::float64) {
+    std::vector<double> t(r * c), a(r * r), b(r * r);
+    for (int step = 0; step < s.steps; ++step) {
+      for (std::int64_t i = 0; i < c; ++i)  // t = X^T [c, r], for A = X X^T
+        for (std::int64_t j = 0; j < r; ++j) t[i * r + j] = x[j * c + i];
+      matmul_add(x.data(), t.data(), nullptr, a.data(), r, r, c, 0.0, 1.0);   // A = X X^T
+      matmul_add(a.data(), a.data(), a.data(), b.data(), r, r, r, s.b, s.c);  // B = b A + c A A
+      matmul_add(b.data(), x.data(), x.data(), t.data(), r, c, r, s.a, 1.0);  // a X + B X
+      std::swap(x, t);
+    }
+    return;
+  }
+  Tensor X({r, c}), T({c, r}), A({r, r}), AA({r, r}), BX({r, c}), none;
+  float *xp = X.data<float>(), *tp = T.data<float>(), *ap = A.data<float>(), *aap = AA.data<float>(),
+        *bxp = BX.data<float>();
+  for (std::int64_t i = 0; i < r * c; ++i) xp[i] = float(x[i]);
+  const float fa = float(s.a), fb = float(s.b), fc = float(s.c);
+  for (int step = 0; step < s.steps; ++step) {
+    for (std::int64_t i = 0; i < c; ++i)
+      for (std::int64_t j = 0; j < r; ++j) tp[i * r + j] = xp[j * c + i];
+    dense_forward(X, T, none, A);                                                // A = X X^T
+    dense_forward(A, A, none, AA);                                               // A A
+    for (std::int64_t i = 0; i < r * r; ++i) aap[i] = fb * ap[i] + fc * aap[i];  // B = b A + c A A
+    dense_forward(AA, X, none, BX);                                              // B X
+    for (std::int64_t i = 0; i < r * c; ++i) xp[i] = fa * xp[i] + bxp[i];
+  }
+  for (std::int64_t i = 0; i < r * c; ++i) x[i] = xp[i];
+}
+
 }  // namespace
 
 const DTypes muon_update_dtypes = kFloats;
@@ -249,7 +282,7 @@ void muon_update(Tensor& w, const Tensor& g, Tensor& m, const MuonStep& s, const
   const std::int64_t R = w.shape()[0], C = w.shape()[1], n = R * C;
   const bool transposed = R > C;  // X is [r, c], r <= c
   const std::int64_t r = transposed ? C : R, c = transposed ? R : C;
-  std::vector<double> x(n), t(n), a(r * r), b(r * r);
+  std::vector<double> x(n);
   visit_dtype<float, double>(w.dtype(), [&](auto type) {
     using T = typename decltype(type)::type;
     T* wp = w.data<T>();
@@ -267,14 +300,7 @@ void muon_update(Tensor& w, const Tensor& g, Tensor& m, const MuonStep& s, const
       }
     const double norm = std::sqrt(squares) + muon::kNormEpsilon;
     for (double& v : x) v /= norm;
-    for (int step = 0; step < s.steps; ++step) {
-      for (std::int64_t i = 0; i < c; ++i)  // t = X^T [c, r], for A = X X^T
-        for (std::int64_t j = 0; j < r; ++j) t[i * r + j] = x[j * c + i];
-      matmul_add(x.data(), t.data(), nullptr, a.data(), r, r, c, 0.0, 1.0);   // A = X X^T
-      matmul_add(a.data(), a.data(), a.data(), b.data(), r, r, r, s.b, s.c);  // B = b A + c A A
-      matmul_add(b.data(), x.data(), x.data(), t.data(), r, c, r, s.a, 1.0);  // a X + B X
-      std::swap(x, t);
-    }
+    newton_schulz(x, r, c, s, w.dtype());
     const double scale = rate * muon::adjust(s, R, C);
 #pragma omp parallel for
     for (std::int64_t i = 0; i < R; ++i)

@@ -126,7 +126,8 @@ __global__ void rule_kernel(float* w, const float* g, float* s0, float* s1, floa
 // scaling kernel adds the partials in the same order (no atomics: the same norm on every run) and scales.
 constexpr unsigned kClipBlocks = 256;
 
-__global__ void square_partials_kernel(const float* g, std::int64_t n, double* partial) {
+template <class T>
+__global__ void square_partials_kernel(const T* g, std::int64_t n, double* partial) {
   __shared__ double lanes[kThreads];
   double acc = 0;
   SYSTOLIC_GRID_STRIDE(i, n) acc += double(g[i]) * double(g[i]);
@@ -160,7 +161,7 @@ cudaError_t launch_clip_gradients(float* g, std::int64_t n, bool by_norm, double
                                   cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (!by_norm) return launch_elementwise(clip_value_kernel, n, stream, g, n, static_cast<float>(limit));
-  square_partials_kernel<<<kClipBlocks, kThreads, 0, stream>>>(g, n, partial);
+  square_partials_kernel<float><<<kClipBlocks, kThreads, 0, stream>>>(g, n, partial);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   return launch_elementwise(clip_scale_kernel, n, stream, g, n, static_cast<const double*>(partial),
                             kClipBlocks, limit);
@@ -169,19 +170,11 @@ cudaError_t launch_clip_gradients(float* g, std::int64_t n, bool by_norm, double
 // A trust-ratio rule (Lamb), after rule_kernel updated the slots: each block's sums of w^2 and of the direction's
 // squares into partial[2 block], [2 block + 1]; then every block of the step kernel adds the partials in the same
 // order (the same ratio on every run) and steps w.
-__global__ void trust_partials_kernel(const float* w, const float* s0, const float* s1, std::int64_t n,
-                                      UpdateParams p, const double* step, double* partial) {
+// Two sums over a block (each thread's a and b): the block's into partial[2 blockIdx.x] and [2 blockIdx.x + 1].
+__device__ void block_sums2(double a, double b, double* partial) {
   __shared__ double lanes[2][kThreads];
-  double c[update::kStepValues];
-  for (int k = 0; k < update::kStepValues; ++k) c[k] = step[k];
-  double ws = 0, ds = 0;
-  SYSTOLIC_GRID_STRIDE(i, n) {
-    const double d = static_cast<float>(update::direction<DoubleMath>(p, c, double(s0[i]), double(s1[i])));
-    ws += double(w[i]) * double(w[i]);
-    ds += d * d;
-  }
-  lanes[0][threadIdx.x] = ws;
-  lanes[1][threadIdx.x] = ds;
+  lanes[0][threadIdx.x] = a;
+  lanes[1][threadIdx.x] = b;
   __syncthreads();
   for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
     if (threadIdx.x < half)
@@ -192,6 +185,19 @@ __global__ void trust_partials_kernel(const float* w, const float* s0, const flo
     partial[2 * blockIdx.x] = lanes[0][0];
     partial[2 * blockIdx.x + 1] = lanes[1][0];
   }
+}
+
+__global__ void trust_partials_kernel(const float* w, const float* s0, const float* s1, std::int64_t n,
+                                      UpdateParams p, const double* step, double* partial) {
+  double c[update::kStepValues];
+  for (int k = 0; k < update::kStepValues; ++k) c[k] = step[k];
+  double ws = 0, ds = 0;
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    const double d = static_cast<float>(update::direction<DoubleMath>(p, c, double(s0[i]), double(s1[i])));
+    ws += double(w[i]) * double(w[i]);
+    ds += d * d;
+  }
+  block_sums2(ws, ds, partial);
 }
 
 __global__ void trust_step_kernel(float* w, const float* s0, const float* s1, std::int64_t n, UpdateParams p,
@@ -276,25 +282,13 @@ __global__ void adafactor_v_kernel(float* v, const float* g, std::int64_t n, Ada
 
 __global__ void adafactor_partials_kernel(const float* w, const float* g, const float* v, std::int64_t n,
                                           double* partial) {
-  __shared__ double lanes[2][kThreads];
   double ws = 0, us = 0;
   SYSTOLIC_GRID_STRIDE(i, n) {
     const double u = double(g[i]) / sqrt(double(v[i]));
     ws += double(w[i]) * double(w[i]);
     us += u * u;
   }
-  lanes[0][threadIdx.x] = ws;
-  lanes[1][threadIdx.x] = us;
-  __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      for (int k = 0; k < 2; ++k) lanes[k][threadIdx.x] += lanes[k][threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    partial[2 * blockIdx.x] = lanes[0][0];
-    partial[2 * blockIdx.x + 1] = lanes[1][0];
-  }
+  block_sums2(ws, us, partial);
 }
 
 __global__ void adafactor_step_kernel(float* w, const float* g, const float* v, std::int64_t n,
@@ -356,19 +350,6 @@ __global__ void muon_momentum_kernel(float* m, const float* g, double* x, std::i
   }
 }
 
-__global__ void double_square_partials_kernel(const double* x, std::int64_t n, double* partial) {
-  __shared__ double lanes[kThreads];
-  double acc = 0;
-  SYSTOLIC_GRID_STRIDE(i, n) acc += x[i] * x[i];
-  lanes[threadIdx.x] = acc;
-  __syncthreads();
-  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) lanes[threadIdx.x] += lanes[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = lanes[0];
-}
-
 __global__ void muon_normalise_kernel(double* x, std::int64_t n, const double* partial, unsigned parts) {
   __shared__ double norm;
   if (threadIdx.x == 0) {
@@ -411,7 +392,7 @@ cudaError_t launch_muon_update(float* w, const float* g, float* m, std::int64_t 
   double *x = workspace, *t = x + n, *a = t + n, *b = a + r * r, *partial = b + r * r;
   cudaError_t e;
   if ((e = launch_elementwise(muon_momentum_kernel, n, stream, m, g, x, R, C, s)) != cudaSuccess) return e;
-  double_square_partials_kernel<<<kClipBlocks, kThreads, 0, stream>>>(x, n, partial);
+  square_partials_kernel<double><<<kClipBlocks, kThreads, 0, stream>>>(x, n, partial);
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
   if ((e = launch_elementwise(muon_normalise_kernel, n, stream, x, n, static_cast<const double*>(partial),
                               kClipBlocks)) != cudaSuccess)

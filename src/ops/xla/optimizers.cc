@@ -15,6 +15,10 @@ E as_like(const E& scalar64, const E& like_value) {
 E pow(const E& base, const E& exponent) {
   return hlo().binary("stablehlo.power", base.v, exponent.v);
 }
+// Value k of a step's float64 [n] values, as a float64 scalar.
+E step_value(const E& values, int k) {
+  return reshape(E(hlo().slice(values.v, {k}, {k + 1})), {});
+}
 }  // namespace
 
 const DTypes adam_update_dtypes = kFloats;
@@ -100,8 +104,7 @@ void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor
     E wv = read(w), gv = read(g);
     E values = read_as(step, Elem::f64);
     std::array<E, update::kStepValues> c;
-    for (int k = 0; k < update::kStepValues; ++k)
-      c[k] = as_like(reshape(E(hlo().slice(values.v, {k}, {k + 1})), {}), wv);
+    for (int k = 0; k < update::kStepValues; ++k) c[k] = as_like(step_value(values, k), wv);
     const int slots = update::slot_count(p.rule);
     Tensor* given[3] = {&s0, &s1, &s2};
     E sv[3];
@@ -124,8 +127,7 @@ void adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& 
   traced([&] {
     E wv = read(w), gv = read(g);
     E values = read_as(step, Elem::f64);
-    E rho = reshape(E(hlo().slice(values.v, {0}, {1})), {}),
-      beta = reshape(E(hlo().slice(values.v, {1}, {2})), {});
+    E rho = step_value(values, 0), beta = step_value(values, 1);
     E G = adafactor::regulated(gv, s.epsilon_1), vv;
     if (r.defined()) {  // factored: w [B, R, C]
       const std::vector<std::int64_t> d = wv.dims();
