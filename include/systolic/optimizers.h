@@ -260,8 +260,9 @@ class Optimizer {
   // params -= f(grads) by the rule of ops::optimizer_update, with the slots in slot_specs()'s order and the step
   // values that step_values() gave for this step; a rule of a trust ratio (Lamb's), variable by variable.
   void update_by_rule(const ops::UpdateParams& p, Tensor& params, const Tensor& grads);
-  // Where each variable starts in the flat parameter buffer (variables()'s order).
-  const std::vector<std::int64_t>& variable_offsets() const { return variable_offsets_; }
+  // Variable `i` (of variables()) of a flat buffer laid out as the parameters (the parameters, the gradients), in its
+  // shape.
+  Tensor variable_view(const Tensor& flat, std::size_t i) const;
 
  private:
   double learning_rate_;
@@ -280,7 +281,12 @@ class Optimizer {
   StepCounter iterations_;
   std::vector<TrainableVariable> variables_;
   std::vector<std::int64_t> variable_offsets_;
-  std::vector<std::vector<std::int64_t>> slot_offsets_;  // [slot][variable]: -1 where the slot has no values
+  // [slot][variable]: where the slot's values for the variable start in its buffer (-1: it has none), their shape.
+  struct SlotPart {
+    std::int64_t offset = -1;
+    Shape shape;
+  };
+  std::vector<std::vector<SlotPart>> slot_parts_;
   DeviceScalar loaded_rate_;
   DeviceValues step_values_;
   std::vector<std::pair<std::string, Tensor>> slots_;

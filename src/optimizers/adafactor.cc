@@ -68,20 +68,18 @@ void Adafactor::update(Tensor& params, const Tensor& grads, const Tensor&, const
   const auto& vars = variables();
   for (std::size_t i = 0; i < vars.size(); ++i) {
     const Shape& shape = vars[i].shape;
-    const std::int64_t at = variable_offsets()[i], n = shape.numel();
-    Tensor v = slot_view(2, i);
+    Tensor w = variable_view(params, i), g = variable_view(grads, i), v = slot_view(2, i);
     if (!factored(shape)) {
-      Tensor w = params.slice(at, at + n), g = grads.slice(at, at + n), none;
-      Tensor flat_v = v.view(0, Shape{n});
-      ops::adafactor_update(w, g, none, none, flat_v, s, step);
+      Tensor none;
+      ops::adafactor_update(w, g, none, none, v, s, step);
       continue;
     }
-    const auto& d = shape.dims();
-    const std::int64_t C = d[d.size() - 1], R = d[d.size() - 2], B = n / (R * C == 0 ? 1 : R * C);
+    // The op's [B, R, C]: the last two axes, and the others as one.
+    const std::int64_t C = shape[-1], R = shape[-2], B = shape.numel() / (R * C == 0 ? 1 : R * C);
     const Shape bcr{B, R, C};
-    Tensor w = params.view(at, bcr), g = grads.view(at, bcr), v3 = v.view(0, bcr);
+    Tensor w3 = w.view(0, bcr), g3 = g.view(0, bcr), v3 = v.view(0, bcr);
     Tensor r = slot_view(0, i).view(0, Shape{B, R}), c = slot_view(1, i).view(0, Shape{B, C});
-    ops::adafactor_update(w, g, r, c, v3, s, step);
+    ops::adafactor_update(w3, g3, r, c, v3, s, step);
   }
 }
 

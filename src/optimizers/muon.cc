@@ -70,13 +70,13 @@ std::vector<double> Muon::step_values(double lr) {
   return {lr * options_.adam_lr_ratio};
 }
 
+// An AdamW variable is one with a velocity slot (slot_shape chose, once, when the slots were made).
 void Muon::decay_weights(Tensor& params, const Tensor& lr) {
-  const auto& vars = variables();
-  for (std::size_t i = 0; i < vars.size(); ++i) {
-    const std::optional<double> decay = uses_adamw(vars[i]) ? options_.adam_weight_decay : weight_decay();
+  for (std::size_t i = 0; i < variables().size(); ++i) {
+    const std::optional<double> decay =
+        slot_view(1, i).defined() ? options_.adam_weight_decay : weight_decay();
     if (!decay || *decay == 0) continue;
-    const std::int64_t at = variable_offsets()[i];
-    Tensor w = params.slice(at, at + vars[i].shape.numel());
+    Tensor w = variable_view(params, i);
     ops::decay_weights(w, lr, *decay);
   }
 }
@@ -93,19 +93,13 @@ void Muon::update(Tensor& params, const Tensor& grads, const Tensor& lr, const T
                            .rms_rate = o.rms_rate.value_or(0.0)};
   const ops::AdamStep adam{o.adam_beta_1, o.adam_beta_2, o.epsilon};
   const Tensor& adam_lr = step_values_on(params.device());  // lr adam_lr_ratio
-  const auto& vars = variables();
-  for (std::size_t i = 0; i < vars.size(); ++i) {
-    const std::int64_t at = variable_offsets()[i];
-    Tensor m = slot_view(0, i), v = slot_view(1, i);
-    if (v.defined()) {
-      const std::int64_t n = vars[i].shape.numel();
-      Tensor w = params.slice(at, at + n), g = grads.slice(at, at + n), mf = m.view(0, Shape{n}),
-             vf = v.view(0, Shape{n});
-      ops::adam_update(w, g, mf, vf, adam, adam_lr, iterations);
-    } else {
-      Tensor w = params.view(at, vars[i].shape), g = grads.view(at, vars[i].shape);
+  for (std::size_t i = 0; i < variables().size(); ++i) {
+    Tensor w = variable_view(params, i), g = variable_view(grads, i), m = slot_view(0, i),
+           v = slot_view(1, i);
+    if (v.defined())
+      ops::adam_update(w, g, m, v, adam, adam_lr, iterations);
+    else
       ops::muon_update(w, g, m, step, lr);
-    }
   }
 }
 

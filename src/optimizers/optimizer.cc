@@ -224,17 +224,17 @@ std::int64_t total_size(const std::vector<TrainableVariable>& variables) {
 }  // namespace
 
 void Optimizer::build(const Tensor& params, const std::vector<TrainableVariable>& variables) {
-  std::vector<TrainableVariable> vars = variables;
-  if (vars.empty())
-    vars = !variables_.empty() && total_size(variables_) == params.numel()
-               ? variables_
-               : std::vector<TrainableVariable>{{.shape = Shape{params.numel()}}};
+  // Called before every update: nothing is copied unless the slots are made again.
+  const bool as_built = variables.empty() && !variables_.empty() && total_size(variables_) == params.numel();
+  std::vector<TrainableVariable> one;  // none given and none built for these parameters: one flat variable
+  if (variables.empty() && !as_built) one = {{.shape = Shape{params.numel()}}};
+  const std::vector<TrainableVariable>& vars = !variables.empty() ? variables : as_built ? variables_ : one;
   SYSTOLIC_CHECK(total_size(vars) == params.numel(),
                  "optimizer {}: the variables' sizes add up to {}, the weights hold {}", name(),
                  total_size(vars), params.numel());
   auto specs = variable_slots();
-  if (vars == variables_ && slots_.size() == specs.size() && slot_offsets_.size() == specs.size()) return;
-  variables_ = std::move(vars);
+  if (vars == variables_ && slots_.size() == specs.size() && slot_parts_.size() == specs.size()) return;
+  variables_ = vars;
   variable_offsets_.clear();
   std::int64_t at = 0;
   for (auto& v : variables_) {
@@ -242,12 +242,12 @@ void Optimizer::build(const Tensor& params, const std::vector<TrainableVariable>
     at += v.shape.numel();
   }
   slots_.clear();
-  slot_offsets_.assign(specs.size(), {});
+  slot_parts_.assign(specs.size(), {});
   for (std::size_t k = 0; k < specs.size(); ++k) {
     std::int64_t n = 0;
     for (auto& v : variables_) {
       auto shape = slot_shape(specs[k], v);
-      slot_offsets_[k].push_back(shape ? n : -1);
+      slot_parts_[k].push_back(shape ? SlotPart{n, *shape} : SlotPart{});
       if (shape) n += shape->numel();
     }
     slots_.emplace_back(specs[k].name, Tensor::full({n}, specs[k].initial, params.dtype(), params.device()));
@@ -255,12 +255,15 @@ void Optimizer::build(const Tensor& params, const std::vector<TrainableVariable>
 }
 
 Tensor Optimizer::slot_view(std::size_t slot, std::size_t variable) const {
-  SYSTOLIC_CHECK(slot < slots_.size() && slot < slot_offsets_.size() && variable < variables_.size(),
+  SYSTOLIC_CHECK(slot < slots_.size() && slot < slot_parts_.size() && variable < variables_.size(),
                  "optimizer {}: no slot {} of variable {} ({} slots, {} variables built)", name(), slot,
                  variable, slots_.size(), variables_.size());
-  const std::int64_t at = slot_offsets_[slot][variable];
-  if (at < 0) return Tensor();
-  return slots_[slot].second.view(at, *slot_shape(variable_slots()[slot], variables_[variable]));
+  const SlotPart& part = slot_parts_[slot][variable];
+  return part.offset < 0 ? Tensor() : slots_[slot].second.view(part.offset, part.shape);
+}
+
+Tensor Optimizer::variable_view(const Tensor& flat, std::size_t i) const {
+  return flat.view(variable_offsets_[i], variables_[i].shape);
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> Optimizer::keras3_slot_order() const {
@@ -271,7 +274,7 @@ std::vector<std::pair<std::size_t, std::size_t>> Optimizer::keras3_slot_order() 
   for (int call = 0; call < calls; ++call)
     for (std::size_t i = 0; i < variables_.size(); ++i)
       for (std::size_t k = 0; k < specs.size(); ++k)
-        if (specs[k].keras3_call == call && (k >= slot_offsets_.size() || slot_offsets_[k][i] >= 0))
+        if (specs[k].keras3_call == call && (k >= slot_parts_.size() || slot_parts_[k][i].offset >= 0))
           order.emplace_back(i, k);
   return order;
 }
@@ -319,7 +322,7 @@ void Optimizer::apply_update(Tensor& params, const Tensor& grads,
   // Keras's _clip_gradients: clipnorm first, then global_clipnorm, then clipvalue, each only when > 0.
   if (clipnorm_ && *clipnorm_ > 0) {
     for (std::size_t i = 0; i < variables_.size(); ++i) {
-      Tensor part = g.slice(variable_offsets_[i], variable_offsets_[i] + variables_[i].shape.numel());
+      Tensor part = variable_view(g, i);
       ops::clip_gradients(part, /*by_norm=*/true, *clipnorm_);
     }
   } else if (global_clipnorm_ && *global_clipnorm_ > 0) {

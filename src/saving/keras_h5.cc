@@ -243,19 +243,14 @@ std::vector<TrainableSlice> trainable_slices(const Model& model) {
   return out;
 }
 
-// The model's optimizer built for its trainable weights (their slices, in the flat buffer's order): its slots are
-// then laid out variable by variable as the slices are (Optimizer::slot_view).
+// The model's optimizer, built for its trainable weights (the variables the model gave it, in the slices' order: its
+// slots laid out variable by variable, Optimizer::slot_view).
 optimizers::Optimizer& built_optimizer(Model& model, const std::vector<TrainableSlice>& slices) {
   auto& opt = model.optimizer();
-  bool same = opt.variables().size() == slices.size();  // as the model built it (the state kept)
-  for (std::size_t i = 0; same && i < slices.size(); ++i)
-    same = opt.variables()[i].shape == slices[i].weight->value.shape();
-  if (!same || opt.slots().size() != opt.variable_slots().size()) {
-    std::vector<optimizers::TrainableVariable> variables;
-    for (auto& t : slices)
-      variables.push_back({.shape = t.weight->value.shape(), .path = t.layer->name() + "/" + t.weight->name});
-    opt.build(model.trainable_parameters(), variables);
-  }
+  opt.build(model.trainable_parameters());
+  SYSTOLIC_CHECK(opt.variables().size() == slices.size(),
+                 "optimizer {}: built for {} variables, the model has {} trainable weights", opt.name(),
+                 opt.variables().size(), slices.size());
   return opt;
 }
 
