@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace systolic::npy {
 
@@ -29,5 +31,7 @@ std::map<std::string, Tensor> load_npz(const std::string& path);
 std::string serialize(const Tensor& t);
 // Writes serialize(t) to `path` atomically.
 void save(const std::string& path, const Tensor& t);
+// Writes an .npz (numpy.savez: a zip of stored .npy members, `name`.npy each, in the order given) atomically.
+void save_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& arrays);
 
 }  // namespace systolic::npy

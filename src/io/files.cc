@@ -1,5 +1,7 @@
 #include "io/files.h"
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -8,7 +10,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <memory>
 
 namespace systolic::io {
 
@@ -75,6 +79,33 @@ TempFolder::TempFolder(const fs::path& parent, const std::string& prefix) {
 TempFolder::~TempFolder() {
   std::error_code ec;
   fs::remove_all(path_, ec);
+}
+
+void write_zip(const std::string& path, const std::vector<ZipMember>& members) {
+  write_atomically(path, [&](const std::string& tmp) {
+    std::unique_ptr<archive, int (*)(archive*)> a(archive_write_new(), archive_write_free);
+    SYSTOLIC_CHECK(a != nullptr, "{}: cannot allocate a zip writer", path);
+    auto message = [&] {
+      const char* m = archive_error_string(a.get());
+      return std::string(m ? m : "?");
+    };
+    if (archive_write_set_format_zip(a.get()) != ARCHIVE_OK ||
+        archive_write_set_format_option(a.get(), "zip", "compression", "store") != ARCHIVE_OK ||
+        archive_write_open_filename(a.get(), tmp.c_str()) != ARCHIVE_OK)
+      fail("{}: cannot write the zip ({})", path, message());
+    for (const ZipMember& m : members) {
+      std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
+      archive_entry_set_pathname(e.get(), m.name.c_str());
+      archive_entry_set_filetype(e.get(), AE_IFREG);
+      archive_entry_set_perm(e.get(), 0644);
+      archive_entry_set_size(e.get(), static_cast<la_int64_t>(m.size));
+      archive_entry_set_mtime(e.get(), std::time(nullptr), 0);
+      if (archive_write_header(a.get(), e.get()) != ARCHIVE_OK ||
+          (m.size > 0 && archive_write_data(a.get(), m.data, m.size) != static_cast<la_ssize_t>(m.size)))
+        fail("{}: cannot write {} into the zip ({})", path, m.name, message());
+    }
+    if (archive_write_close(a.get()) != ARCHIVE_OK) fail("{}: cannot finish the zip ({})", path, message());
+  });
 }
 
 }  // namespace systolic::io

@@ -19,6 +19,16 @@ void write_atomically(const std::string& path,
 // write_atomically with `size` bytes as the content.
 void write_file_atomic(const std::string& path, const void* data, std::size_t size);
 
+// A member of a zip to write: its name and bytes.
+struct ZipMember {
+  std::string name;
+  const void* data;
+  std::size_t size;
+};
+// Writes a zip of `members` in order, stored (uncompressed, as Keras's .keras and numpy.savez's files are),
+// atomically (libarchive).
+void write_zip(const std::string& path, const std::vector<ZipMember>& members);
+
 // A fresh folder `parent/.<prefix>-XXXXXX` (mkdtemp), removed with its contents when the object dies unless
 // release()d. parent is created when missing.
 class TempFolder {

@@ -336,4 +336,17 @@ void save(const std::string& path, const Tensor& t) {
   io::write_file_atomic(path, bytes.data(), bytes.size());
 }
 
+void save_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& arrays) {
+  std::vector<std::string> bytes;
+  std::vector<io::ZipMember> members;
+  bytes.reserve(arrays.size());
+  for (const auto& [name, t] : arrays) {
+    SYSTOLIC_CHECK(!name.empty() && name.find('/') == std::string::npos,
+                   "{}: array name '{}' is not a plain name", path, name);
+    bytes.push_back(serialize(t));
+    members.push_back({name + ".npy", bytes.back().data(), bytes.back().size()});
+  }
+  io::write_zip(path, members);
+}
+
 }  // namespace systolic::npy

@@ -117,30 +117,9 @@ KerasArchive read_keras_archive_file(const std::string& path) {
 
 void write_keras_archive(const std::string& path, const std::string& config, const std::string& metadata,
                          const std::vector<char>& weights) {
-  io::write_atomically(path, [&](const std::string& tmp) {
-    std::unique_ptr<archive, int (*)(archive*)> a(archive_write_new(), archive_write_free);
-    SYSTOLIC_CHECK(a != nullptr, "{}: cannot allocate a zip writer", path);
-    if (archive_write_set_format_zip(a.get()) != ARCHIVE_OK ||
-        archive_write_set_format_option(a.get(), "zip", "compression", "store") != ARCHIVE_OK ||
-        archive_write_open_filename(a.get(), tmp.c_str()) != ARCHIVE_OK)
-      fail("{}: cannot write the zip ({})", path, archive_message(a.get()));
-    auto add = [&](const char* name, const char* data, std::size_t size) {
-      std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
-      archive_entry_set_pathname(e.get(), name);
-      archive_entry_set_filetype(e.get(), AE_IFREG);
-      archive_entry_set_perm(e.get(), 0644);
-      archive_entry_set_size(e.get(), static_cast<la_int64_t>(size));
-      archive_entry_set_mtime(e.get(), std::time(nullptr), 0);
-      if (archive_write_header(a.get(), e.get()) != ARCHIVE_OK ||
-          (size > 0 && archive_write_data(a.get(), data, size) != static_cast<la_ssize_t>(size)))
-        fail("{}: cannot write {} into the zip ({})", path, name, archive_message(a.get()));
-    };
-    add(kMetadata, metadata.data(), metadata.size());
-    add(kConfig, config.data(), config.size());
-    add(kWeights, weights.data(), weights.size());
-    if (archive_write_close(a.get()) != ARCHIVE_OK)
-      fail("{}: cannot finish the zip ({})", path, archive_message(a.get()));
-  });
+  io::write_zip(path, {{kMetadata, metadata.data(), metadata.size()},
+                       {kConfig, config.data(), config.size()},
+                       {kWeights, weights.data(), weights.size()}});
 }
 
 }  // namespace systolic::keras_io
