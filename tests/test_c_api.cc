@@ -151,3 +151,77 @@ TEST(CApi, ConcurrentPredictsOnOneModel) {
   for (auto& t : threads) t.join();
   for (int s = 0; s < 4; ++s) EXPECT_EQ(got[s], serial[s]) << "thread " << s;
 }
+
+// A model of several inputs (Keras's two_inputs: a(4), b(3) -> prob(1)) and one of several outputs (two_outputs:
+// features(6) -> label(3), value(1)): counts, names and shapes by index, and predict_many as Model::predict_outputs.
+TEST(CApi, SeveralInputsAndOutputs) {
+  const std::string dir = source_dir() + "/tests/fixtures/multi_output/";
+  Handle two_in, two_out;
+  ASSERT_EQ(systolic_model_load((dir + "two_inputs.keras").c_str(), &two_in.m), SYSTOLIC_OK)
+      << systolic_last_error();
+  ASSERT_EQ(systolic_model_load((dir + "two_outputs.keras").c_str(), &two_out.m), SYSTOLIC_OK)
+      << systolic_last_error();
+  EXPECT_EQ(systolic_model_input_count(two_in.m), 2u);
+  EXPECT_EQ(systolic_model_output_count(two_in.m), 1u);
+  EXPECT_STREQ(systolic_model_input_name(two_in.m, 0), "a");
+  EXPECT_STREQ(systolic_model_input_name(two_in.m, 1), "b");
+  EXPECT_EQ(systolic_model_input_name(two_in.m, 2), nullptr);
+  EXPECT_STREQ(systolic_model_output_name(two_out.m, 1), "value");
+  EXPECT_EQ(systolic_model_input_count(nullptr), 0u);
+  int64_t dims[4];
+  size_t rank = 0;
+  ASSERT_EQ(systolic_model_input_shape_at(two_in.m, 1, dims, 4, &rank), SYSTOLIC_OK);
+  EXPECT_EQ(rank, 1u);
+  EXPECT_EQ(dims[0], 3);
+  ASSERT_EQ(systolic_model_output_shape_at(two_out.m, 0, dims, 4, &rank), SYSTOLIC_OK);
+  EXPECT_EQ(dims[0], 3);
+  EXPECT_EQ(systolic_model_output_shape_at(two_out.m, 2, dims, 4, &rank), SYSTOLIC_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(systolic_last_error()).find("the model has 2 outputs, no 2"), std::string::npos)
+      << systolic_last_error();
+
+  // Two inputs, batch 5.
+  std::vector<float> a(5 * 4), b(5 * 3), prob(5, NAN);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(float(i));
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(float(i));
+  const float* inputs[] = {a.data(), b.data()};
+  float* outputs[] = {prob.data()};
+  size_t counts[] = {prob.size()};
+  ASSERT_EQ(systolic_model_predict_many(two_in.m, inputs, 2, 5, outputs, counts, 1), SYSTOLIC_OK)
+      << systolic_last_error();
+  systolic::Model model = systolic::load_model(dir + "two_inputs.keras", {.compile = false});
+  systolic::Tensor want =
+      model.predict({systolic::Tensor::from_vector(a, {5, 4}), systolic::Tensor::from_vector(b, {5, 3})});
+  EXPECT_EQ(std::vector<double>(prob.begin(), prob.end()), want.to_doubles());
+  // The one-input entry point refuses it, naming the other.
+  EXPECT_EQ(systolic_model_predict(two_in.m, a.data(), 5, prob.data(), prob.size()),
+            SYSTOLIC_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(systolic_last_error()).find("use systolic_model_predict_many"), std::string::npos)
+      << systolic_last_error();
+  EXPECT_EQ(systolic_model_predict_many(two_in.m, inputs, 1, 5, outputs, counts, 1),
+            SYSTOLIC_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(systolic_last_error()).find("the call gives 1 and 1"), std::string::npos)
+      << systolic_last_error();
+  const float* missing[] = {a.data(), nullptr};
+  EXPECT_EQ(systolic_model_predict_many(two_in.m, missing, 2, 5, outputs, counts, 1),
+            SYSTOLIC_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(systolic_last_error()).find("input 'b' is NULL"), std::string::npos)
+      << systolic_last_error();
+
+  // Two outputs, batch 3; too little room for one of them is named.
+  std::vector<float> x(3 * 6), label(3 * 3, NAN), value(3, NAN);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * float(i) - 0.5f;
+  const float* xs[] = {x.data()};
+  float* ys[] = {label.data(), value.data()};
+  size_t room[] = {label.size(), value.size() - 1};
+  EXPECT_EQ(systolic_model_predict_many(two_out.m, xs, 1, 3, ys, room, 2), SYSTOLIC_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(systolic_last_error()).find("output 'value' has room for 2 floats"),
+            std::string::npos)
+      << systolic_last_error();
+  room[1] = value.size();
+  ASSERT_EQ(systolic_model_predict_many(two_out.m, xs, 1, 3, ys, room, 2), SYSTOLIC_OK)
+      << systolic_last_error();
+  systolic::Model two = systolic::load_model(dir + "two_outputs.keras", {.compile = false});
+  auto both = two.predict_outputs(systolic::Tensor::from_vector(x, {3, 6}));
+  EXPECT_EQ(std::vector<double>(label.begin(), label.end()), both[0].to_doubles());
+  EXPECT_EQ(std::vector<double>(value.begin(), value.end()), both[1].to_doubles());
+}

@@ -903,6 +903,115 @@ TEST(Cli, ArrayDataTrainEvaluatePredict) {
       "the model takes inputs");
 }
 
+// Models of several inputs or outputs on the command line (issue 27): their arrays in an .npz by input and output
+// name (or position), as Keras's fit takes dicts or lists. evaluate --json gives Keras's evaluate(return_dict=True) of
+// the Keras-saved two_outputs model on its test arrays; train fits the two-input model and saves it; predict --input
+// takes an .npz of inputs and writes an .npz of outputs (or JSON objects by output name); what does not fit is named.
+TEST(Cli, SeveralInputsAndOutputs) {
+  systolic::testing::TempDir tmp;
+  const std::string dir = systolic::testing::source_dir() + "/tests/fixtures/multi_output/";
+  nlohmann::json keras;
+  std::ifstream(dir + "expected.json") >> keras;
+  auto two_outputs = systolic::npy::load_npz(dir + "two_outputs.npz");
+  // By name: x_<split>_features; y_<split>_label and y_<split>_value.
+  systolic::npy::save_npz(tmp.file("two_outputs.npz"), {{"x_train_features", two_outputs.at("x")},
+                                                        {"y_train_label", two_outputs.at("y_label")},
+                                                        {"y_train_value", two_outputs.at("y_value")},
+                                                        {"x_test_features", two_outputs.at("xs")},
+                                                        {"y_test_label", two_outputs.at("ys_label")},
+                                                        {"y_test_value", two_outputs.at("ys_value")}});
+  CliResult e =
+      run_cli(fmt::format("evaluate --model {}two_outputs.keras --dataset npz:{} --batch-size 8 --json", dir,
+                          tmp.file("two_outputs.npz")));
+  ASSERT_EQ(e.code, 0) << e.describe();
+  auto got = nlohmann::json::parse(e.out);
+  const auto& want = keras["two_outputs"]["evaluate_saved"];
+  EXPECT_EQ(got.size(), want.size()) << e.out;
+  for (auto& [k, v] : want.items()) {
+    ASSERT_TRUE(got.contains(k)) << k << " missing from " << e.out;
+    EXPECT_NEAR(got[k].get<double>(), v.get<double>(), 2e-3) << k;
+  }
+
+  // Two inputs: a by name, b by position; the one output's labels as plain y_train / y_test.
+  auto two_inputs = systolic::npy::load_npz(dir + "two_inputs.npz");
+  systolic::npy::save_npz(tmp.file("two_inputs.npz"), {{"x_train_a", two_inputs.at("xa")},
+                                                       {"x_train_1", two_inputs.at("xb")},
+                                                       {"y_train", two_inputs.at("y")},
+                                                       {"x_test_a", two_inputs.at("xas")},
+                                                       {"x_test_1", two_inputs.at("xbs")},
+                                                       {"y_test", two_inputs.at("ys")}});
+  CliResult t = run_cli(fmt::format(
+      "train --model {}two_inputs.keras --dataset npz:{} --epochs 2 --batch-size 8 --verbose 0 --save {}",
+      dir, tmp.file("two_inputs.npz"), tmp.file("trained.keras")));
+  ASSERT_EQ(t.code, 0) << t.describe();
+  EXPECT_NE(t.out.find("Test loss: "), std::string::npos) << t.describe();
+  EXPECT_NE(t.out.find("Test accuracy: "), std::string::npos) << t.describe();
+  auto trained = systolic::load_model(tmp.file("trained.keras"));
+  const std::int64_t rows = two_inputs.at("xa").dim(0);
+  EXPECT_EQ(trained.optimizer().iterations(), 2 * ((rows + 7) / 8));
+
+  // predict: inputs by name and position, outputs to an .npz by name, or JSON objects.
+  systolic::npy::save_npz(tmp.file("in.npz"), {{"a", two_inputs.at("xas")}, {"arr_1", two_inputs.at("xbs")}});
+  CliResult p = run_cli(fmt::format("predict --model {} --input {} --output {}", tmp.file("trained.keras"),
+                                    tmp.file("in.npz"), tmp.file("out.npz")));
+  ASSERT_EQ(p.code, 0) << p.describe();
+  auto out = systolic::npy::load_npz(tmp.file("out.npz"));
+  ASSERT_EQ(out.count("prob"), 1u);
+  systolic::Tensor prob = trained.predict(
+      {two_inputs.at("xas").to(systolic::DType::float32), two_inputs.at("xbs").to(systolic::DType::float32)});
+  EXPECT_EQ(out.at("prob").to_doubles(), prob.to_doubles());
+  systolic::npy::save_npz(tmp.file("features.npz"), {{"features", two_outputs.at("xs")}});
+  CliResult lines =
+      run_cli(fmt::format("predict --model {}two_outputs.keras --input {}", dir, tmp.file("features.npz")));
+  ASSERT_EQ(lines.code, 0) << lines.describe();
+  ASSERT_EQ(std::int64_t(lines.out_lines().size()), two_outputs.at("xs").dim(0)) << lines.describe();
+  auto both = systolic::load_model(dir + "two_outputs.keras")
+                  .predict_outputs(two_outputs.at("xs").to(systolic::DType::float32));
+  auto first = nlohmann::json::parse(lines.out_lines()[0]);
+  ASSERT_EQ(first["label"].size(), 3u) << lines.out_lines()[0];
+  EXPECT_NEAR(first["label"][2].get<double>(), both[0].to_doubles()[2], 1e-6);
+  EXPECT_NEAR(first["value"][0].get<double>(), both[1].to_doubles()[0], 1e-6);
+
+  // What does not fit: one clear error each.
+  expect_runtime_error(
+      fmt::format("train --model {}two_inputs.keras --dataset fashion_mnist --limit 8", dir),
+      "the model has 2 inputs (a, b) and 1 outputs (prob); give its arrays as --dataset npz:PATH");
+  systolic::npy::save_npz(tmp.file("no_b.npz"), {{"x_train_a", two_inputs.at("xa")},
+                                                 {"y_train", two_inputs.at("y")},
+                                                 {"x_test_a", two_inputs.at("xas")},
+                                                 {"y_test", two_inputs.at("ys")}});
+  expect_runtime_error(
+      fmt::format("evaluate --model {}two_inputs.keras --dataset npz:{}", dir, tmp.file("no_b.npz")),
+      "no array for the model's input 'b': name it x_train_b or x_train_1");
+  systolic::npy::save_npz(tmp.file("swapped.npz"), {{"x_train_a", two_inputs.at("xb")},
+                                                    {"x_train_b", two_inputs.at("xa")},
+                                                    {"y_train", two_inputs.at("y")},
+                                                    {"x_test_a", two_inputs.at("xbs")},
+                                                    {"x_test_b", two_inputs.at("xas")},
+                                                    {"y_test", two_inputs.at("ys")}});
+  expect_runtime_error(
+      fmt::format("evaluate --model {}two_inputs.keras --dataset npz:{}", dir, tmp.file("swapped.npz")),
+      "the model's input 'a' takes samples of shape (4,) but its arrays have (3,)");
+  systolic::npy::save_npz(tmp.file("short.npz"), {{"x_train_a", two_inputs.at("xa")},
+                                                  {"x_train_b", two_inputs.at("xb").slice(0, 3)},
+                                                  {"y_train", two_inputs.at("y")},
+                                                  {"x_test_a", two_inputs.at("xas")},
+                                                  {"x_test_b", two_inputs.at("xbs")},
+                                                  {"y_test", two_inputs.at("ys")}});
+  expect_runtime_error(
+      fmt::format("train --model {}two_inputs.keras --dataset npz:{}", dir, tmp.file("short.npz")),
+      "x_train_b has 3 samples but x_train_a has");
+  systolic::npy::save(tmp.file("a.npy"), two_inputs.at("xas"));
+  expect_runtime_error(fmt::format("predict --model {}two_inputs.keras --input {}", dir, tmp.file("a.npy")),
+                       "the model has 2 inputs (a, b); give an .npz");
+  expect_runtime_error(fmt::format("predict --model {}two_outputs.keras --input {} --output {}", dir,
+                                   tmp.file("features.npz"), tmp.file("y.npy")),
+                       "the model has 2 outputs (label, value); give an .npz name");
+  expect_runtime_error(fmt::format("train --model {}two_inputs.keras --dataset npz:{} --horizontal-flip", dir,
+                                   tmp.file("two_inputs.npz")),
+                       "augment the images of a model of one input");
+}
+
 // train --class-weight: Keras's class_weight. Weights of 0 for both classes leave SGD nothing to learn from (the
 // weights stay Keras's), weights of 1 are a plain fit (the weights move); a malformed pair is named.
 TEST(Cli, TrainWithClassWeights) {

@@ -117,6 +117,22 @@ class InvalidName : public Error {
   using Error::Error;
 };
 
+// npz:PATH for a model of several inputs or outputs, as Keras's fit takes their arrays (a dict by name, or a list):
+// per input of `inputs` (the model's input names, in order) the array x_train_<name>, else x_train_<i> (its
+// position), else, for a model of one input, x_train; per output of `outputs` y_train_<name>, y_train_<i> or
+// y_train; and the same with _test. Each x and y is converted as load() converts npz:PATH's (uint8 x stays uint8
+// with a channel axis for (N, H, W), others float32; integer labels of one column int32, others float32), then cut
+// to its first `limit` samples (> 0). Errors name the array at fault: a missing one (with what the file holds),
+// sample counts that differ within a split, NaN or infinite labels, negative class labels.
+struct ArraySplit {
+  Arrays x, y;
+};
+struct ArrayDataset {
+  ArraySplit train, test;
+};
+ArrayDataset load_arrays(const std::string& path, const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs, std::int64_t limit = 0);
+
 // What `systolic datasets` lists: each known data set, where its copy is (or would be cached), and whether a
 // load works without the network.
 struct DatasetInfo {

@@ -1,13 +1,16 @@
 // datasets::load: a data set by the name the command's --dataset takes, both splits with a channel axis and
 // cut to a limit; dir:PATH reads image folders (one folder for both splits, or train/ and test/).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <systolic/datasets.h>
 #include <systolic/image.h>
 #include <systolic/npy.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 namespace systolic::datasets {
 
@@ -72,47 +75,61 @@ Dataset image_folders(const std::string& name, const std::string& path, const Lo
   return d;
 }
 
-// npz:PATH: arrays in Keras's mnist.npz convention, x_train, y_train, x_test and y_test, of any numeric dtype and
-// rank. x becomes float32 (uint8 stays uint8, the images the pipeline converts per batch; uint8 (N, H, W) gets
-// a channel axis as MNIST's does); integer labels of one column name their classes "0" .. max, float labels
-// (regression, one-hot, multi-label) stay float32 and name none.
-Dataset arrays(const std::string& name, const std::string& path, const LoadOptions& o) {
+// npz:PATH's arrays: x becomes float32 (uint8 stays uint8, the images the pipeline converts per batch; uint8 (N, H,
+// W) gets a channel axis as MNIST's does); integer labels of one column stay int32 and raise `classes` to their
+// maximum + 1, float labels (regression, one-hot, multi-label) and integer columns become float32.
+Tensor npz_x(const std::string& path, const std::string& key, Tensor x) {
+  SYSTOLIC_CHECK(x.rank() >= 2, "{}: {} has shape {}; it must be (samples, features...)", path, key,
+                 x.shape().str());
+  return x.dtype() == DType::uint8 ? with_channel(x) : x.to(DType::float32);
+}
+
+Tensor npz_y(const std::string& path, const std::string& key, Tensor y, std::int64_t& classes) {
+  SYSTOLIC_CHECK(y.rank() >= 1, "{}: {} is a scalar; labels must have a sample axis", path, key);
+  if (y.dtype() == DType::uint8) y = y.to(DType::int32);
+  if (is_floating(y.dtype())) {
+    y = y.to(DType::float32);
+    const float* p = y.data<float>();
+    for (std::int64_t i = 0; i < y.numel(); ++i)
+      SYSTOLIC_CHECK(std::isfinite(p[i]), "{}: {} holds {} (element {}); labels must be finite numbers", path,
+                     key, p[i], i);
+  } else if (y.numel() == y.dim(0)) {
+    const std::int32_t* p = y.data<std::int32_t>();
+    for (std::int64_t i = 0; i < y.numel(); ++i) {
+      SYSTOLIC_CHECK(p[i] >= 0, "{}: {}[{}] is {}; class labels are integers >= 0", path, key, i, p[i]);
+      classes = std::max<std::int64_t>(classes, std::int64_t(p[i]) + 1);
+    }
+  } else {
+    y = y.to(DType::float32);  // integer columns: multi-label or one-hot targets
+  }
+  return y;
+}
+
+std::map<std::string, Tensor> npz_file(const std::string& name, const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) throw InvalidName(fmt::format("{}: no such file", name));
-  auto a = npy::load_npz(path);
-  std::string held;
-  for (auto& [k, v] : a) held += (held.empty() ? "" : ", ") + k;
+  return npy::load_npz(path);
+}
+
+std::string held(const std::map<std::string, Tensor>& a) {
+  std::string out;
+  for (auto& [k, v] : a) out += (out.empty() ? "" : ", ") + k;
+  return out.empty() ? "none" : out;
+}
+
+// npz:PATH: arrays in Keras's mnist.npz convention, x_train, y_train, x_test and y_test, of any numeric dtype and
+// rank (npz_x, npz_y); integer labels of both splits name their classes "0" .. max.
+Dataset arrays(const std::string& name, const std::string& path, const LoadOptions& o) {
+  auto a = npz_file(name, path);
   for (const char* k : {"x_train", "y_train", "x_test", "y_test"})
     SYSTOLIC_CHECK(a.count(k),
                    "{}: no array '{}' (an npz data set holds x_train, y_train, x_test and y_test; "
                    "this one holds {})",
-                   path, k, held.empty() ? "none" : held);
+                   path, k, held(a));
   std::int64_t classes = 0;
   auto split = [&](const char* xs, const char* ys) {
-    Tensor x = a[xs], y = a[ys];
-    SYSTOLIC_CHECK(x.rank() >= 2, "{}: {} has shape {}; it must be (samples, features...)", path, xs,
-                   x.shape().str());
-    SYSTOLIC_CHECK(y.rank() >= 1 && y.dim(0) == x.dim(0), "{}: {} has {} samples but {} has shape {}", path,
-                   xs, x.dim(0), ys, y.shape().str());
-    if (x.dtype() == DType::uint8)
-      x = with_channel(x);
-    else
-      x = x.to(DType::float32);
-    if (y.dtype() == DType::uint8) y = y.to(DType::int32);
-    if (is_floating(y.dtype())) {
-      y = y.to(DType::float32);
-      const float* p = y.data<float>();
-      for (std::int64_t i = 0; i < y.numel(); ++i)
-        SYSTOLIC_CHECK(std::isfinite(p[i]), "{}: {} holds {} (element {}); labels must be finite numbers",
-                       path, ys, p[i], i);
-    } else if (y.numel() == y.dim(0)) {
-      const std::int32_t* p = y.data<std::int32_t>();
-      for (std::int64_t i = 0; i < y.numel(); ++i) {
-        SYSTOLIC_CHECK(p[i] >= 0, "{}: {}[{}] is {}; class labels are integers >= 0", path, ys, i, p[i]);
-        classes = std::max<std::int64_t>(classes, std::int64_t(p[i]) + 1);
-      }
-    } else {
-      y = y.to(DType::float32);  // integer columns: multi-label or one-hot targets
-    }
+    Tensor x = npz_x(path, xs, a[xs]), y = npz_y(path, ys, a[ys], classes);
+    SYSTOLIC_CHECK(y.dim(0) == x.dim(0), "{}: {} has {} samples but {} has shape {}", path, xs, x.dim(0), ys,
+                   y.shape().str());
     return Split{first(x, o.limit), first(y, o.limit)};
   };
   Dataset d;
@@ -152,6 +169,43 @@ Dataset load(const std::string& name, const LoadOptions& options) {
     return arrays(name, name.substr(4), options);
   }
   throw InvalidName(fmt::format("{}: unknown data set (known: {})", name, names()));
+}
+
+ArrayDataset load_arrays(const std::string& path, const std::vector<std::string>& inputs,
+                         const std::vector<std::string>& outputs, std::int64_t limit) {
+  auto a = npz_file("npz:" + path, path);
+  // The array of one input or output: by its name, its position, or alone by the plain key.
+  auto key = [&](const std::string& prefix, const std::vector<std::string>& names, std::size_t i) {
+    std::vector<std::string> keys{prefix + "_" + names[i], prefix + "_" + std::to_string(i)};
+    if (names.size() == 1) keys.push_back(prefix);
+    for (const auto& k : keys)
+      if (a.count(k)) return k;
+    fail("{}: no array for the model's {} '{}': name it {} (this file holds {})", path,
+         prefix[0] == 'x' ? "input" : "output", names[i], fmt::join(keys, " or "), held(a));
+  };
+  std::int64_t classes = 0;
+  auto split = [&](const std::string& suffix) {
+    ArraySplit s;
+    std::string first_key;  // each array has as many samples as the split's first
+    auto take = [&](Arrays& to, const std::string& k, const Tensor& t) {
+      if (first_key.empty()) first_key = k;
+      const std::int64_t n = a[first_key].dim(0);
+      SYSTOLIC_CHECK(t.dim(0) == n, "{}: {} has {} samples but {} has {}", path, k, t.dim(0), first_key, n);
+      to.push_back(first(t, limit));
+    };
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::string k = key("x_" + suffix, inputs, i);
+      take(s.x, k, npz_x(path, k, a[k]));
+    }
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const std::string k = key("y_" + suffix, outputs, i);
+      take(s.y, k, npz_y(path, k, a[k], classes));
+    }
+    return s;
+  };
+  SYSTOLIC_CHECK(!inputs.empty() && !outputs.empty(), "{}: a model has at least one input and one output",
+                 path);
+  return {split("train"), split("test")};
 }
 
 }  // namespace systolic::datasets

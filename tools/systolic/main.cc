@@ -2,6 +2,7 @@
 // info, benchmark. Progress and logs go to stderr, results to stdout. Errors: one line
 // "systolic: error: ...", exit 1 (2: usage).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <systolic/systolic.h>
 #include <unistd.h>
 
@@ -198,6 +199,39 @@ SplitData load_split(const std::string& name, const std::string& split, std::int
   Data d = load_dataset(name, limit, shape);
   return split == "train" ? SplitData{d.x_train, d.y_train, d.input_shape, d.class_names}
                           : SplitData{d.x_test, d.y_test, d.input_shape, d.class_names};
+}
+
+// A model of several inputs or outputs (Keras's functional multi-IO): its data come as arrays by name.
+bool several_io(const sy::Model& model) {
+  return model.inputs().size() > 1 || model.outputs().size() > 1;
+}
+
+std::vector<std::string> input_names(const sy::Model& model) {
+  std::vector<std::string> names;
+  for (const auto& t : model.inputs()) names.push_back(t.node()->layer->name());
+  return names;
+}
+
+// --dataset npz:PATH for a model of several inputs or outputs (datasets::load_arrays: x_train_<input>, ...), each
+// input's arrays checked against its shape.
+sy::datasets::ArrayDataset load_several(const sy::Model& model, const std::string& dataset,
+                                        std::int64_t limit) {
+  const auto inputs = input_names(model), outputs = model.output_names();
+  if (!dataset.starts_with("npz:") || dataset.size() == 4)
+    sy::fail(
+        "--dataset {}: the model has {} inputs ({}) and {} outputs ({}); give its arrays as --dataset "
+        "npz:PATH "
+        "(x_train_<input>, y_train_<output>, x_test_<input>, y_test_<output>)",
+        dataset, inputs.size(), fmt::join(inputs, ", "), outputs.size(), fmt::join(outputs, ", "));
+  auto d = sy::datasets::load_arrays(dataset.substr(4), inputs, outputs, limit);
+  for (const auto* split : {&d.train, &d.test})
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const sy::Shape want = model.inputs()[i].shape(), got = split->x[i].shape().without_batch();
+      if (want != got)
+        sy::fail("--dataset {}: the model's input '{}' takes samples of shape {} but its arrays have {}",
+                 dataset, inputs[i], want.str(), got.str());
+    }
+  return d;
 }
 
 void add_common(CLI::App* app, Common& c, bool with_model = true) {
@@ -432,13 +466,18 @@ void add_callback_flags(CLI::App* train, TrainArgs& a) {
 }
 
 // --rescale F of train and evaluate (as predict's): the images as float32 pixel * F; F = 1 keeps them as they
-// are (uint8 stays uint8 and becomes float per batch, the raw 0-255 values).
+// are (uint8 stays uint8 and becomes float per batch, the raw 0-255 values). Every input's array alike.
 sy::Tensor rescaled(const sy::Tensor& x, double rescale) {
   if (rescale == 1.0) return x;
   sy::Tensor out = x.to(sy::DType::float32);
   float* p = out.data<float>();
   const float f = static_cast<float>(rescale);
   for (std::int64_t i = 0; i < out.numel(); ++i) p[i] *= f;
+  return out;
+}
+sy::Arrays rescaled(const sy::Arrays& x, double rescale) {
+  sy::Arrays out;
+  for (const auto& t : x) out.push_back(rescaled(t, rescale));
   return out;
 }
 
@@ -472,11 +511,16 @@ std::optional<sy::Model> model_file(const Common& c, std::optional<sy::Shape>& s
   return model;
 }
 
+// The optimizer and loss the flags name; the seed's accuracy metric for a model of one output (a model of several
+// gets the loss for each output, and no metric: Keras takes its metrics per output).
 void compile_for_data(sy::Model& model, const std::string& optimizer_name, double lr,
                       const std::string& loss = "sparse_categorical_crossentropy") {
   auto optimizer = sy::optimizers::get(optimizer_name);
   if (lr > 0) optimizer->set_learning_rate(lr);
-  model.compile(*optimizer, loss, {"accuracy"});
+  if (model.outputs().size() > 1)
+    model.compile(*optimizer, loss);
+  else
+    model.compile(*optimizer, loss, {"accuracy"});
 }
 
 int cmd_train(const Common& c, const TrainArgs& a) {
@@ -488,9 +532,24 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   sy::Device device = resolve_device(c.device);
   std::optional<sy::Shape> shape;
   auto from_file = model_file(c, shape);
-  Data data = load_dataset(a.dataset, a.limit, shape);
-  auto model = from_file ? *from_file : make_model(c, data.input_shape, data.classes);
-  check_model_fits(model, data.input_shape, data.classes, "--dataset " + a.dataset);
+  // The arrays: a data set for a model of one input and output, npz arrays by name for several.
+  sy::Arrays x_train, y_train, x_test, y_test;
+  std::optional<sy::Model> made;
+  if (from_file && several_io(*from_file)) {
+    if (a.width_shift_range > 0 || a.height_shift_range > 0 || a.horizontal_flip)
+      sy::fail(
+          "--width-shift-range, --height-shift-range and --horizontal-flip augment the images of a model of "
+          "one input; --model {} has several inputs or outputs",
+          c.model);
+    auto d = load_several(*from_file, a.dataset, a.limit);
+    x_train = d.train.x, y_train = d.train.y, x_test = d.test.x, y_test = d.test.y;
+  } else {
+    Data data = load_dataset(a.dataset, a.limit, shape);
+    made = from_file ? *from_file : make_model(c, data.input_shape, data.classes);
+    check_model_fits(*made, data.input_shape, data.classes, "--dataset " + a.dataset);
+    x_train = data.x_train, y_train = data.y_train, x_test = data.x_test, y_test = data.y_test;
+  }
+  auto model = made ? *made : *from_file;
   if (!a.weights.empty()) model.load_weights(a.weights);
   // A full-model file resumes with its own optimizer and state unless --optimizer, --loss or --lr says
   // otherwise; one saved without a training config (Keras's model.save before compile) is compiled with them.
@@ -499,8 +558,7 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   if (!a.lr_schedule.empty()) {
     auto& opt = model.optimizer();
     opt.set_learning_rate_schedule(nullptr);
-    const auto train_rows =
-        static_cast<std::int64_t>(double(data.x_train.dim(0)) * (1.0 - a.validation_split));
+    const auto train_rows = static_cast<std::int64_t>(double(x_train.samples()) * (1.0 - a.validation_split));
     const std::int64_t steps = a.epochs * ((train_rows + a.batch_size - 1) / a.batch_size);
     opt.set_learning_rate_schedule(lr_schedule(a, opt.learning_rate(), steps));
   }
@@ -514,7 +572,7 @@ int cmd_train(const Common& c, const TrainArgs& a) {
   fit.callbacks = train_callbacks(a);
   fit.class_weight = class_weights(a.class_weight);
   model = place(model, device, c);
-  model.fit(rescaled(data.x_train, a.rescale), data.y_train, fit);
+  model.fit(rescaled(x_train, a.rescale), y_train, fit);
   // Replicas: only the chief writes (save_weights/save do nothing on other workers) and prints.
   if (!a.save_weights.empty()) {
     model.save_weights(a.save_weights);
@@ -525,8 +583,8 @@ int cmd_train(const Common& c, const TrainArgs& a) {
                {.keras = a.save_for == "tf.keras" ? sy::KerasTarget::tf_keras : sy::KerasTarget::keras3});
     if (g_chief) std::fprintf(stderr, "Saved the model to %s\n", a.save.c_str());
   }
-  auto scores = model.evaluate(rescaled(data.x_test, a.rescale), data.y_test,
-                               {.batch_size = a.batch_size, .verbose = 0});
+  auto scores =
+      model.evaluate(rescaled(x_test, a.rescale), y_test, {.batch_size = a.batch_size, .verbose = 0});
   if (g_chief) print_test_scores(model, scores);
   return 0;
 }
@@ -543,16 +601,27 @@ int cmd_evaluate(const Common& c, const EvaluateArgs& a) {
   sy::Device device = resolve_device(c.device);
   std::optional<sy::Shape> shape;
   auto from_file = model_file(c, shape);
-  SplitData d = load_split(a.dataset, a.split, a.limit, shape);
-  auto model = from_file ? *from_file : make_model(c, d.input_shape, static_cast<int>(d.class_names.size()));
-  check_model_fits(model, d.input_shape, static_cast<int>(d.class_names.size()), "--dataset " + a.dataset);
+  sy::Arrays x, y;
+  std::optional<sy::Model> made;
+  if (from_file && several_io(*from_file)) {
+    SYSTOLIC_CHECK(a.split == "train" || a.split == "test", "--split {}: expected train or test", a.split);
+    auto d = load_several(*from_file, a.dataset, a.limit);
+    const auto& split = a.split == "train" ? d.train : d.test;
+    x = split.x, y = split.y;
+  } else {
+    SplitData d = load_split(a.dataset, a.split, a.limit, shape);
+    made = from_file ? *from_file : make_model(c, d.input_shape, static_cast<int>(d.class_names.size()));
+    check_model_fits(*made, d.input_shape, static_cast<int>(d.class_names.size()), "--dataset " + a.dataset);
+    x = d.x, y = d.y;
+  }
+  auto model = made ? *made : *from_file;
   if (!a.weights.empty())
     model.load_weights(a.weights);
   else if (!is_full_model_file(c.model))
     sy::fail("--weights is required: --model {} has no weights of its own", c.model);
   if (!model.compiled()) compile_for_data(model, "adam", -1);
   model = place(model, device, c);
-  auto scores = model.evaluate(rescaled(d.x, a.rescale), d.y, {.batch_size = a.batch_size, .verbose = 0});
+  auto scores = model.evaluate(rescaled(x, a.rescale), y, {.batch_size = a.batch_size, .verbose = 0});
   if (g_chief) a.json ? print_scores_json(model, scores) : print_test_scores(model, scores);
   return 0;
 }
@@ -598,8 +667,52 @@ nlohmann::ordered_json nested(const float* p, const sy::Shape& shape, int axis =
   return out;
 }
 
-// predict --input X.npy: the model's outputs for every sample of an array, to --output Y.npy, or as one JSON line
-// (the sample's outputs as nested lists) per sample.
+// predict --input: the samples of each input, from an .npy array (a model of one input) or an .npz of one array
+// per input, by the input's name or its position (arr_0, arr_1, ...: numpy.savez's names for arrays given in order).
+sy::Arrays predict_inputs(const sy::Model& model, const std::string& path) {
+  const auto names = input_names(model);
+  sy::Arrays x;
+  if (!path.ends_with(".npz")) {
+    if (names.size() > 1)
+      sy::fail(
+          "--input {}: the model has {} inputs ({}); give an .npz holding an array for each, by name or as "
+          "arr_0, arr_1, ...",
+          path, names.size(), fmt::join(names, ", "));
+    x.push_back(sy::npy::load(path));
+  } else {
+    auto arrays = sy::npy::load_npz(path);
+    std::string held;
+    for (auto& [k, v] : arrays) held += (held.empty() ? "" : ", ") + k;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      auto it = arrays.find(names[i]);
+      if (it == arrays.end()) it = arrays.find("arr_" + std::to_string(i));
+      if (it == arrays.end() && names.size() == 1 && arrays.size() == 1) it = arrays.begin();
+      if (it == arrays.end())
+        sy::fail("--input {}: no array for the model's input '{}': name it {} or arr_{} (this file holds {})",
+                 path, names[i], names[i], i, held.empty() ? "none" : held);
+      x.push_back(it->second);
+    }
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const sy::Shape in = model.inputs()[i].shape();
+    sy::Tensor& t = x[i];
+    if (t.shape() == in) t = t.reshape(in.with_batch(1));  // one sample without its batch axis
+    if (t.rank() < 1 || t.shape().without_batch() != in)
+      sy::fail(
+          "--input {}: {}an array of shape {}; the model takes samples of shape {} (give N of them: (N, "
+          "...))",
+          path, names.size() > 1 ? fmt::format("input '{}': ", names[i]) : "", t.shape().str(), in.str());
+    if (t.dim(0) != x[0].dim(0))
+      sy::fail("--input {}: input '{}' has {} samples but '{}' has {}", path, names[i], t.dim(0), names[0],
+               x[0].dim(0));
+    if (t.dtype() != sy::DType::uint8) t = t.to(sy::DType::float32);
+  }
+  return x;
+}
+
+// predict --input X.npy (or X.npz, several inputs): the model's outputs for every sample, to --output Y.npy (one
+// output) or Y.npz (an array per output, by name), or as one JSON line per sample: the sample's outputs as nested
+// lists, an object of them by output name for a model of several.
 int predict_arrays(const Common& c, const PredictArgs& a, sy::Device device) {
   if (!a.dataset.empty() || !a.images.empty())
     sy::fail("predict: give --input, image files or --dataset (one of them)");
@@ -609,25 +722,39 @@ int predict_arrays(const Common& c, const PredictArgs& a, sy::Device device) {
   auto model = *from_file;
   if (!a.weights.empty()) model.load_weights(a.weights);
   if (!device.is_cpu()) model.to(device);
-  sy::Tensor x = sy::npy::load(a.input);
-  const sy::Shape in = model.inputs()[0].shape();
-  if (x.shape() == in) x = x.reshape(in.with_batch(1));  // one sample without its batch axis
-  if (x.rank() < 1 || x.shape().without_batch() != in)
-    sy::fail(
-        "--input {}: an array of shape {}; the model takes samples of shape {} (give N of them: (N, ...))",
-        a.input, x.shape().str(), in.str());
-  sy::Tensor y =
-      model.predict(rescaled(x.dtype() == sy::DType::uint8 ? x : x.to(sy::DType::float32), a.rescale))
-          .to(sy::DType::float32);
+  const auto names = model.output_names();
+  if (!a.output.empty() && !a.output.ends_with(".npz") && names.size() > 1)
+    sy::fail("--output {}: the model has {} outputs ({}); give an .npz name, which holds an array for each",
+             a.output, names.size(), fmt::join(names, ", "));
+  const sy::Arrays x = rescaled(predict_inputs(model, a.input), a.rescale);
+  std::vector<sy::Tensor> y = model.predict_outputs(x);
+  for (auto& t : y) t = t.to(sy::DType::float32);
   if (!a.output.empty()) {
-    sy::npy::save(a.output, y);
-    std::fprintf(stderr, "Wrote the outputs %s to %s\n", y.shape().str().c_str(), a.output.c_str());
+    if (a.output.ends_with(".npz")) {
+      std::vector<std::pair<std::string, sy::Tensor>> arrays;
+      for (std::size_t k = 0; k < y.size(); ++k) arrays.emplace_back(names[k], y[k]);
+      sy::npy::save_npz(a.output, arrays);
+    } else {
+      sy::npy::save(a.output, y[0]);
+    }
+    for (std::size_t k = 0; k < y.size(); ++k)
+      std::fprintf(stderr, "Wrote the outputs %s%s to %s\n", y.size() > 1 ? (names[k] + " ").c_str() : "",
+                   y[k].shape().str().c_str(), a.output.c_str());
     return 0;
   }
-  const sy::Shape sample = y.shape().without_batch();
-  const std::int64_t per = sample.numel();
-  for (std::int64_t i = 0; i < y.dim(0); ++i)
-    std::printf("%s\n", nested(y.data<float>() + i * per, sample).dump().c_str());
+  auto sample = [&](std::size_t k, std::int64_t i) {
+    const sy::Shape shape = y[k].shape().without_batch();
+    return nested(y[k].data<float>() + i * shape.numel(), shape);
+  };
+  for (std::int64_t i = 0; i < y[0].dim(0); ++i) {
+    nlohmann::ordered_json line;
+    if (y.size() == 1) {
+      line = sample(0, i);
+    } else {
+      for (std::size_t k = 0; k < y.size(); ++k) line[names[k]] = sample(k, i);
+    }
+    std::printf("%s\n", line.dump().c_str());
+  }
   return 0;
 }
 
@@ -999,10 +1126,13 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   predict->add_option("images", predict_args.images,
                       "image files (PNG, JPEG, BMP), resized to the model's input");
-  predict->add_option("--input", predict_args.input,
-                      "an .npy array of samples (N, ...) for a model of any input: its outputs for each");
+  predict->add_option(
+      "--input", predict_args.input,
+      "an .npy array of samples (N, ...) for a model of any input, or an .npz of one array per "
+      "input (by input name, or arr_0, arr_1, ...): its outputs for each");
   predict->add_option("--output", predict_args.output,
-                      "with --input: write the outputs as an .npy array (default: one JSON line per sample)");
+                      "with --input: write the outputs as an .npy array, or an .npz of one array per output "
+                      "(default: one JSON line per sample)");
 
   ShowArgs show_args;
   auto* show =
