@@ -59,10 +59,13 @@ TEST(CudaOpsRuntime, OutOfRangeLabelIsReportedBySynchronize) {
     EXPECT_EQ(g[10 + c], 0.0);
     EXPECT_EQ(g[30 + c], 0.0);
   }
-  Tensor count = Tensor::zeros({1}, DType::float64, gpu());
-  ops::accuracy_count(logits, labels, Tensor(), count, 1);
-  EXPECT_THAT(error_of([&] { synchronize(gpu()); }), HasSubstr("label"));
   synchronize(gpu());  // cleared
+  // The accuracy counts a label out of range as a miss, as Keras does (the CPU's count), and reports nothing.
+  Tensor count = Tensor::zeros({1}, DType::float64, gpu()), want_count = Tensor::zeros({1}, DType::float64);
+  ops::accuracy_count(logits, labels, Tensor(), count, 1);
+  synchronize(gpu());
+  ops::accuracy_count(hl, host(labels), Tensor(), want_count, 1);
+  EXPECT_EQ(host(count).item(), want_count.item());
 }
 
 // A training step is captured as a CUDA graph after a warm-up step, so once the ops have run on their shapes

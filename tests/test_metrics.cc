@@ -90,9 +90,33 @@ void expect_as_keras(const std::string& fixture, std::size_t cases, double toler
     Tensor pred = Tensor::from_vector(c["pred"].get<std::vector<float>>(), Shape(dims));
     Tensor labels = Tensor::from_vector(c["labels"].get<std::vector<float>>(), Shape(dims));
     Tensor state = Tensor::zeros({m->state_size()}, DType::float64);
-    m->update(pred.slice(0, 10), labels.slice(0, 10), state);
-    m->update(pred.slice(10, dims[0]), labels.slice(10, dims[0]), state);
-    EXPECT_NEAR(m->value(state.data<double>(), double(dims[0])), c["result"].get<double>(), tolerance);
+    double samples = double(dims[0]);
+    if (c.contains("weights")) {  // weighted_metrics: each sample's weight, the weights' sum as the count
+      Tensor w = Tensor::from_vector(c["weights"].get<std::vector<float>>(), {dims[0]});
+      m->update_weighted(pred.slice(0, 10), labels.slice(0, 10), w.slice(0, 10), state);
+      m->update_weighted(pred.slice(10, dims[0]), labels.slice(10, dims[0]), w.slice(10, dims[0]), state);
+      samples = 0;
+      for (double v : c["weights"].get<std::vector<double>>()) samples += double(float(v));
+    } else {
+      m->update(pred.slice(0, 10), labels.slice(0, 10), state);
+      m->update(pred.slice(10, dims[0]), labels.slice(10, dims[0]), state);
+    }
+    const double value = m->value(state.data<double>(), samples);
+    if (c["result"].is_array()) {  // a value per threshold: values() gives them, the logs their mean
+      auto expected = c["result"].get<std::vector<double>>();
+      auto* thresholded = dynamic_cast<const metrics::ThresholdMetric*>(m.get());
+      ASSERT_NE(thresholded, nullptr);
+      auto values = thresholded->values(state.data<double>());
+      ASSERT_EQ(values.size(), expected.size());
+      double mean = 0;
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        EXPECT_NEAR(values[i], expected[i], tolerance) << "threshold " << i;
+        mean += values[i] / double(values.size());
+      }
+      EXPECT_DOUBLE_EQ(value, mean);
+    } else {
+      EXPECT_NEAR(value, c["result"].get<double>(), tolerance);
+    }
     EXPECT_EQ(json::parse(metrics::serialize(*m, keras_object::Form::keras3).dump()), c["config"]);
   }
 }
@@ -102,6 +126,31 @@ void expect_as_keras(const std::string& fixture, std::size_t cases, double toler
 // Keras's AUC, Precision and Recall (tests/fixtures/metrics/confusion.json).
 TEST(ConfusionMetrics, MatchKerasAcrossBatches) {
   expect_as_keras("metrics/confusion.json", 14, 1e-6);
+}
+
+// Keras's AUC with thresholds of its own, Precision and Recall with lists of thresholds (a value each), and these and
+// R2Score with sample weights, as weighted_metrics pass them (tests/fixtures/metrics/thresholds.json).
+TEST(ConfusionMetrics, ThresholdListsAndSampleWeightsMatchKerasAcrossBatches) {
+  expect_as_keras("metrics/thresholds.json", 31, 1e-5);
+}
+
+// A loss's ignore_class outside the classes (-1): the loss skips those samples, the accuracies count them as misses,
+// as Keras's evaluate does (tests/fixtures/metrics/ignore_class.json).
+TEST(SparseAccuracy, CountsALossIgnoredClassAsAMiss) {
+  const json& c = systolic::testing::json_fixture("metrics/ignore_class.json")["cases"][0];
+  auto in = layers::Input({4});
+  Model m(in, layers::Dense(4, {.activation = "softmax",
+                                .kernel_initializer = "identity",
+                                .bias_initializer = "zeros"})(in));
+  m.compile(optimizers::SGD(0.01), losses::SparseCategoricalCrossentropy({.ignore_class = -1}),
+            {"accuracy", "sparse_top_k_categorical_accuracy"});
+  Tensor x = Tensor::from_vector(c["x"].get<std::vector<float>>(), {6, 4});
+  Tensor y = Tensor::from_vector(c["y"].get<std::vector<std::int32_t>>(), {6});
+  auto got = m.evaluate(x, y, {.verbose = 0});
+  const auto names = m.metrics_names();
+  ASSERT_EQ(got.size(), names.size());
+  for (std::size_t i = 0; i < names.size(); ++i)
+    EXPECT_NEAR(got[i], c["evaluate"][names[i]].get<double>(), 1e-6) << names[i];
 }
 
 // Keras's PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity, SpecificityAtSensitivity, Precision and
@@ -388,9 +437,11 @@ TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {
   Model m(in, out);
   m.compile("adam", "binary_crossentropy",
             {"accuracy", "auc", metrics::AUC({.curve = "PR", .name = "pr_auc"}),
-             metrics::Precision({.threshold = 0.3}), "recall"});
-  EXPECT_EQ(m.metrics_names(),
-            (std::vector<std::string>{"loss", "accuracy", "auc", "pr_auc", "precision", "recall"}));
+             metrics::Precision({.threshold = 0.3}), "recall",
+             metrics::AUC({.thresholds = {0.6, 0.2, 0.45}, .name = "auc_given"}),
+             metrics::Recall({.name = "recalls", .thresholds = {0.7, 0.4}})});
+  EXPECT_EQ(m.metrics_names(), (std::vector<std::string>{"loss", "accuracy", "auc", "pr_auc", "precision",
+                                                         "recall", "auc_given", "recalls"}));
   Tensor x = systolic::testing::random_tensor({40, 4}, 3);
   std::vector<float> y(40);
   for (std::size_t i = 0; i < y.size(); ++i) y[i] = float(i % 3 == 0);
@@ -398,7 +449,7 @@ TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {
   // The counts accumulate over batches: a batch of 7 gives what one batch of all gives.
   auto whole = m.evaluate(x, labels, {.batch_size = 40, .verbose = 0});
   auto batched = m.evaluate(x, labels, {.batch_size = 7, .verbose = 0});
-  ASSERT_EQ(whole.size(), 6u);
+  ASSERT_EQ(whole.size(), 8u);
   for (std::size_t i = 2; i < whole.size(); ++i) EXPECT_NEAR(batched[i], whole[i], 1e-12) << i;
   systolic::testing::TempDir tmp;
   m.save(tmp.file("m.keras"));
@@ -410,8 +461,26 @@ TEST(ConfusionMetrics, InACompiledModelAndTheirConfigs) {
   EXPECT_THAT(error_of([&] { metrics::from_config(auc); }), HasSubstr("label_weights without multi_label"));
   auc["config"] = {{"name", "auc"}, {"curve", "PRGAIN"}};
   EXPECT_THAT(error_of([&] { metrics::from_config(auc); }), HasSubstr("PRGAIN"));
-  json precision = {{"class_name", "Precision"}, {"config", {{"name", "p"}, {"thresholds", {0.2, 0.7}}}}};
-  EXPECT_THAT(error_of([&] { metrics::from_config(precision); }), HasSubstr("thresholds [0.2,0.7]"));
+  // Thresholds: numbers in [0, 1] (Keras's assert_thresholds_range), a list for AUC, one or a list for Precision.
+  json precision = {{"class_name", "Precision"}, {"config", {{"name", "p"}, {"thresholds", {0.2, 1.5}}}}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(precision); }),
+              HasSubstr("threshold values must be in [0, 1], got 1.5"));
+  precision["config"]["thresholds"] = {0.2, "0.7"};
+  EXPECT_THAT(error_of([&] { metrics::from_config(precision); }), HasSubstr("is not a list of numbers"));
+  precision["config"]["thresholds"] = "0.5";
+  EXPECT_THAT(error_of([&] { metrics::from_config(precision); }),
+              HasSubstr("thresholds \"0.5\" is not a number"));
+  precision["config"]["thresholds"] = -0.1;
+  EXPECT_THAT(error_of([&] { metrics::from_config(precision); }), HasSubstr("must be in [0, 1], got -0.1"));
+  EXPECT_THAT(error_of([] { metrics::Precision({.threshold = 0.5, .thresholds = {0.2}}); }),
+              HasSubstr("not both"));
+  auc["config"] = {{"name", "auc"}, {"thresholds", 0.5}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(auc); }),
+              HasSubstr("thresholds 0.5 is not a list of numbers"));
+  auc["config"] = {{"name", "auc"}, {"thresholds", {0.5, 2}}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(auc); }), HasSubstr("must be in [0, 1], got 2"));
+  auc["config"] = {{"name", "auc"}, {"thresholds", json::array()}};
+  EXPECT_THAT(error_of([&] { metrics::from_config(auc); }), HasSubstr("thresholds [] is not supported"));
   precision["config"] = {{"name", "p"}, {"top_k", 0}};
   EXPECT_THAT(error_of([&] { metrics::from_config(precision); }),
               HasSubstr("top_k must be a whole number >= 1, not 0"));

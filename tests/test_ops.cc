@@ -875,8 +875,18 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
       }
     }
   }
+  // Sparse labels out of [0, C) (a loss's ignore_class of -1, a class too many) are misses, for k = 1 and in_top_k.
+  for (int k : {1, 3}) {
+    Arg outside = fixed({.name = "labels", .shape = {97}, .values = Values::integers, .lo = -2, .hi = 12},
+                        DType::int32);
+    m[Op::accuracy_count].push_back({fmt::format("sparse C 10, labels -2..12, k {}", k),
+                                     {in("predictions", {97, 10}), outside, none("weights"), total()},
+                                     [k](auto& t) { accuracy_count(t[0], t[1], t[2], t[3], k); },
+                                     Family::reduction});
+  }
   // Confusion counts: Keras's AUC thresholds (predictions clipped, some outside [0, 1]; from logits), one
-  // threshold (Precision, Recall), one class of several.
+  // threshold (Precision, Recall), one class of several, thresholds given (Keras's lists).
+  static constexpr double kGivenThresholds[] = {0.7, -1e-7, 0.3, 0.3, 1.0000001, 0.55};
   struct Confusion {
     std::string name;
     ConfusionParams p;
@@ -895,6 +905,16 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
        1.2},
       {"top 2 of 5, ties", {.threshold = -1e10, .top_k = 2}, {27, 5}, 0, 2},
       {"top 1 of 40, class 3", {.threshold = 0.4, .class_id = 3, .top_k = 1}, {19, 40}, 0, 1},
+      {"6 thresholds given: unsorted, tied, beyond [0, 1]",
+       {.thresholds = 6, .values = kGivenThresholds},
+       {33, 2},
+       -0.2,
+       1.2},
+      {"3 thresholds given, from logits",
+       {.thresholds = 3, .from_logits = true, .values = std::span(kGivenThresholds).first(3)},
+       {21, 1},
+       -4,
+       4},
   };
   for (const Confusion& k : confusions) {
     Arg y = param(in("labels", k.s, 0, 1));
@@ -991,14 +1011,15 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
                               {param(in("x", {n}, 0, 3)), total()},
                               [](auto& t) { add_sum(t[0], t[1]); },
                               Family::reduction});
-  // Regression sums: one column and three, offset targets.
-  for (const Shape& s : {Shape{53, 1}, Shape{31, 3}}) {
-    m[Op::regression_sums].push_back({"columns of " + s.str(),
-                                      {in("predictions", s, -2, 2), param(in("targets", s, 1, 4)),
-                                       fixed(acc("sums", {3 * s[-1]}, 0, 3), DType::float64)},
-                                      [](auto& t) { regression_sums(t[0], t[1], t[2]); },
-                                      Family::reduction});
-  }
+  // Regression sums: one column and three, offset targets, unweighted and with sample weights.
+  for (const Shape& s : {Shape{53, 1}, Shape{31, 3}})
+    for (bool weighted : {false, true})
+      m[Op::regression_sums].push_back({"columns of " + s.str() + (weighted ? ", sample weights" : ""),
+                                        {in("predictions", s, -2, 2), param(in("targets", s, 1, 4)),
+                                         weighted ? param(in("weights", {s[0]}, -0.5, 2)) : none("weights"),
+                                         fixed(acc("sums", {4 * s[-1]}, 0, 3), DType::float64)},
+                                        [](auto& t) { regression_sums(t[0], t[1], t[2], t[3]); },
+                                        Family::reduction});
   // F-score counts: the rows' maxima (whole numbers 0..2: tied maxima, some rows of zeros) or one threshold, 0/1 or
   // smoothed labels; 300 classes take two tiles of classes on CUDA.
   struct FScore {

@@ -100,12 +100,51 @@ TEST(WeightedMetrics, KeptInKerasFilesAndRefusedWhereUnweighable) {
   auto a = npy::load_npz(fixture("weighted_metrics_sparse.npz"));
   EXPECT_EQ(back.evaluate(a["xs"], a["ys"], {.verbose = 0, .sample_weight = a["ws"]}),
             m.evaluate(a["xs"], a["ys"], {.verbose = 0, .sample_weight = a["ws"]}));
+  // Keras's metrics all take sample weights; a metric of the user's own that takes none is refused by name.
+  struct Unweighable : metrics::Metric {
+    std::string name() const override { return "mine"; }
+    std::string class_name() const override { return "Mine"; }
+    std::unique_ptr<Metric> clone() const override { return std::make_unique<Unweighable>(*this); }
+    bool sparse_labels() const override { return false; }
+    void update(const Tensor& output, const Tensor&, Tensor& state) const override {
+      ops::add_sum(output, state);
+    }
+  };
   auto in = layers::Input({4});
   Model c(in, layers::Dense(1, {.activation = "sigmoid"})(in));
-  EXPECT_THAT(systolic::testing::error_of([&] {
-                c.compile(optimizers::SGD(0.1), "binary_crossentropy", {}, {"accuracy", "auc", "r2_score"});
-              }),
-              ::testing::HasSubstr("weighted_metrics: r2_score (R2Score) takes no sample weights"));
+  EXPECT_THAT(
+      systolic::testing::error_of([&] {
+        c.compile(optimizers::SGD(0.1), "binary_crossentropy", {}, {"accuracy", "auc", Unweighable()});
+      }),
+      ::testing::HasSubstr("weighted_metrics: mine (Mine) takes no sample weights"));
+}
+
+// R2Score in weighted_metrics: evaluate's value, over batches, is the metric's of the whole data with the weights
+// (its Keras formula with weights: tests/fixtures/metrics/thresholds.json), the weights' sum its count.
+TEST(WeightedMetrics, R2ScoreWeighsTheSamples) {
+  set_random_seed(11);
+  auto in = layers::Input({3});
+  Model m(in, layers::Dense(2)(in));
+  m.compile(optimizers::SGD(0.1), "mse", {"r2_score"}, {"r2_score"});
+  EXPECT_EQ(m.metrics_names(), (std::vector<std::string>{"loss", "r2_score", "weighted_r2_score"}));
+  Tensor x = systolic::testing::random_tensor({29, 3}, 12);
+  Tensor y = systolic::testing::random_tensor({29, 2}, 13);
+  std::vector<float> w(29);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = float(i % 4) * 0.5f;
+  Tensor weights = Tensor::from_vector(w, {29});
+  auto scores = m.evaluate(x, y, {.batch_size = 8, .verbose = 0, .sample_weight = weights});
+  Tensor pred = m.predict(x, {.verbose = 0});
+  metrics::R2Score r2;
+  r2.build(Shape{2});
+  Tensor state = Tensor::zeros({r2.state_size()}, DType::float64);
+  r2.update(pred, y, state);
+  EXPECT_NEAR(scores[1], r2.value(state.data<double>(), 29), 1e-6);
+  state = Tensor::zeros({r2.state_size()}, DType::float64);
+  r2.update_weighted(pred, y, weights, state);
+  double sum = 0;
+  for (float v : w) sum += v;
+  EXPECT_NEAR(scores[2], r2.value(state.data<double>(), sum), 1e-6);
+  EXPECT_GT(std::abs(scores[2] - scores[1]), 1e-4);  // the weights change it
 }
 
 namespace {

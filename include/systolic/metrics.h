@@ -74,11 +74,14 @@ class WeighableMetric : public Metric {
 };
 
 // Keras's AUC: the area under the ROC or precision-recall curve from the confusion counts at num_thresholds
-// thresholds spaced evenly over [0, 1] (predictions clipped to it), accumulated over the batches. multi_label: an
-// area per label (a column of the (batch, labels) output), and their mean (weighted by label_weights when given).
+// thresholds spaced evenly over [0, 1] (predictions clipped to it), or at the thresholds given (sorted, with
+// -epsilon and 1 + epsilon at the ends; predictions as they are unless the thresholds are evenly spaced, as Keras's
+// is_evenly_distributed_thresholds finds them), accumulated over the batches. multi_label: an area per label (a
+// column of the (batch, labels) output), and their mean (weighted by label_weights when given).
 struct AUCOptions {
-  std::int64_t num_thresholds = 200;
-  std::string curve = "ROC";                       // or "PR"
+  std::int64_t num_thresholds = 200;  // with `thresholds`: their count + 2
+  std::vector<double> thresholds;     // Keras's thresholds=[...], each in [0, 1]; empty: num_thresholds
+  std::string curve = "ROC";          // or "PR"
   std::string summation_method = "interpolation";  // or "minoring", "majoring"
   bool from_logits = false;                        // predictions are logits (sigmoid first)
   std::string name = "auc";
@@ -101,46 +104,62 @@ class AUC final : public WeighableMetric {
 
  private:
   AUCOptions options_;
-  std::int64_t labels_ = 1;  // multi_label: the output's labels; else 1
+  std::int64_t labels_ = 1;     // multi_label: the output's labels; else 1
+  std::vector<double> values_;  // the thresholds given, with their ends, when not evenly spaced; else empty
   double area(const double* counts) const;
 };
 
-// Keras's Precision (tp / (tp + fp)) and Recall (tp / (tp + fn)) at one threshold, accumulated over the batches;
-// with class_id, of that column of the predictions and labels only; with top_k, of each row's top_k predictions
-// only (the others count as negative).
+// Keras's Precision (tp / (tp + fp)) and Recall (tp / (tp + fn)) at one threshold or several, accumulated over the
+// batches; with class_id, of that column of the predictions and labels only; with top_k, of each row's top_k
+// predictions only (the others count as negative). Logs hold one number per metric: with several thresholds the
+// value logged is the mean of the thresholds' values, which Keras's progress bar shows (Keras's logs, History and
+// evaluate hold the list of them, which values() gives).
 struct ThresholdOptions {
   std::optional<double> threshold;  // none: 0.5, or with top_k any prediction in the top k
   std::int64_t class_id = -1;       // -1: every prediction
   std::string name;                 // empty: "precision" / "recall"
   std::int64_t top_k = 0;           // 0: none
+  // Keras's thresholds=[...] (a list, of one or more, each in [0, 1], in the order given), instead of threshold.
+  std::vector<double> thresholds;
 };
 class ThresholdMetric : public WeighableMetric {
  public:
   std::string name() const override { return name_; }
   bool sparse_labels() const override { return false; }
-  std::int64_t state_size() const override { return 4; }
+  std::int64_t state_size() const override { return 4 * count_; }
   void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
                        Tensor& state) const override;
+  double value(const double* state, double samples) const override;
   nlohmann::ordered_json get_config() const override;
+  // Keras's result() of the state: the value at each threshold, in the order given.
+  std::vector<double> values(const double* state) const;
 
  protected:
   ThresholdMetric(const ThresholdOptions& options, const char* default_name);
+  // The value at threshold t of `count` from the state's tp, fp, tn and fn rows.
+  virtual double rate(const double* state, std::int64_t count, std::int64_t t) const = 0;
   ThresholdOptions options_;
   std::string name_;
+  std::int64_t count_ = 1;  // the thresholds
+  bool even_ = false;       // a list spaced evenly over [0, 1] (Keras's is_evenly_distributed_thresholds)
 };
 class Precision final : public ThresholdMetric {
  public:
   explicit Precision(const ThresholdOptions& options = {}) : ThresholdMetric(options, "precision") {}
   std::string class_name() const override { return "Precision"; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<Precision>(*this); }
-  double value(const double* state, double samples) const override;
+
+ private:
+  double rate(const double* state, std::int64_t count, std::int64_t t) const override;
 };
 class Recall final : public ThresholdMetric {
  public:
   explicit Recall(const ThresholdOptions& options = {}) : ThresholdMetric(options, "recall") {}
   std::string class_name() const override { return "Recall"; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<Recall>(*this); }
-  double value(const double* state, double samples) const override;
+
+ private:
+  double rate(const double* state, std::int64_t count, std::int64_t t) const override;
 };
 
 // Keras's PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity and SpecificityAtSensitivity: over
@@ -216,14 +235,15 @@ class IoUMetric final : public WeighableMetric {
 };
 
 // Keras's R2Score (coefficient of determination) per output column, from the columns' sums of targets, squared
-// targets and squared residuals accumulated over the batches, averaged over the columns uniformly or weighted by
-// their variance; adjusted for num_regressors when it is not 0. The output must be (batch, columns).
+// targets and squared residuals (each row's times its sample's weight in weighted_metrics) accumulated over the
+// batches, averaged over the columns uniformly or weighted by their variance; adjusted for num_regressors when it
+// is not 0 (by the count of values, unweighted, as Keras's num_samples). The output must be (batch, columns).
 struct R2ScoreOptions {
   std::string class_aggregation = "uniform_average";  // or "variance_weighted_average"
   std::int64_t num_regressors = 0;
   std::string name = "r2_score";
 };
-class R2Score final : public Metric {
+class R2Score final : public WeighableMetric {
  public:
   explicit R2Score(const R2ScoreOptions& options = {});
   std::string name() const override { return options_.name; }
@@ -231,8 +251,9 @@ class R2Score final : public Metric {
   std::unique_ptr<Metric> clone() const override { return std::make_unique<R2Score>(*this); }
   bool sparse_labels() const override { return false; }
   void build(const Shape& output) override;
-  std::int64_t state_size() const override { return 3 * columns_; }
-  void update(const Tensor& output, const Tensor& labels, Tensor& state) const override;
+  std::int64_t state_size() const override { return 4 * columns_; }
+  void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                       Tensor& state) const override;
   double value(const double* state, double samples) const override;
   nlohmann::ordered_json get_config() const override;
 

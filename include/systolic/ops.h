@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -169,10 +170,11 @@ struct ElementLossParams {
   double epsilon = 1e-7;         // keras.backend.epsilon()
 };
 
-// confusion_counts's thresholds and what it reads. The thresholds: `thresholds` of them spaced evenly as Keras's AUC
-// makes them (-epsilon, 1/(T-1), 2/(T-1), ..., (T-2)/(T-1), 1+epsilon, epsilon = 1e-7; with exact_ends, 0 and 1 at
-// the ends, as Keras's PrecisionAtRecall and its kin make them), or, for thresholds = 1, `threshold` alone
-// (Precision's and Recall's); thresholds and predictions are compared in the predictions' compute type (float32 for
+// confusion_counts's thresholds and what it reads. The thresholds: `values` when given (thresholds = their count, in
+// any order: Keras's AUC(thresholds=[...]) and Precision's or Recall's lists that are not evenly spaced), else
+// `thresholds` of them spaced evenly as Keras's AUC makes them (-epsilon, 1/(T-1), 2/(T-1), ..., (T-2)/(T-1),
+// 1+epsilon, epsilon = 1e-7; with exact_ends, 0 and 1 at the ends, as Keras's PrecisionAtRecall and its kin make
+// them), or, for thresholds = 1, `threshold` alone (Precision's and Recall's); thresholds and predictions are compared in the predictions' compute type (float32 for
 // bfloat16), as Keras compares them in float32.
 struct ConfusionParams {
   std::int64_t thresholds = 1;
@@ -184,6 +186,8 @@ struct ConfusionParams {
   // > 0: a prediction outside its row's top_k (the largest, ties to the lower index, as tf.math.top_k) counts as
   // -1e10 (Keras's Precision and Recall top_k), before class_id picks a column.
   std::int64_t top_k = 0;
+  // Explicit thresholds (the caller keeps them alive during the call), or empty.
+  std::span<const double> values;
 };
 
 // class_confusion's classes (Keras's IoU metrics): an item's predicted class is the argmax of the predictions' last
@@ -373,8 +377,10 @@ struct RowLossParams {
 // accuracy_count    ADDS to `total` (float64 scalar) the count of rows whose label (int32 [N], or the argmax of
 //                   labels[N,C]: its first maximum) is predicted: k = 1, argmax(pred) (its first maximum) is the
 //                   label; k > 1, the label is in the top k (TensorFlow's in_top_k: fewer than k predictions of
-//                   the row are greater than the label's, so ties at the boundary count as in). With `weights`
-//                   (the losses' sample weights) each row counts its sample's weight.
+//                   the row are greater than the label's, so ties at the boundary count as in). An int32 label
+//                   outside [0, C) is no error: its row is a miss (as Keras's sparse accuracies count a label of
+//                   a loss's ignore_class, and in_top_k an out-of-range target). With `weights` (the losses'
+//                   sample weights) each row counts its sample's weight.
 // add_sum           ADDS to `total` (float64 [1]) the sum of x's values (float32 or float64): the sample weights'
 //                   sum, a weighted metric's denominator.
 // confusion_counts  ADDS to counts (float64 [4, T]) the confusion matrix of every prediction against its label
@@ -382,9 +388,11 @@ struct RowLossParams {
 //                   prediction p is positive when p > threshold[t]; rows tp, fp, tn, fn (Keras's
 //                   update_confusion_matrix_variables). With `weights` (the losses' sample weights) each prediction
 //                   counts its sample's weight, else 1.
-// regression_sums   ADDS to sums (float64 [3, C]) per column c of pred [N, C] (C its last axis, N the other
-//                   elements over C) and target (pred's numel): the sum of t, of t * t, and of (t - p)^2 (Keras's
-//                   R2Score state, unweighted; the count is N).
+// regression_sums   ADDS to sums (float64 [4, C]) per column c of pred [N, C] (C its last axis, N the other
+//                   elements over C) and target (pred's numel): the sums of w t, of w t * t and of w (t - p)^2, w
+//                   each row's sample's weight with `weights` (the losses' sample weights) or else 1, and the
+//                   count of rows N, unweighted (Keras's R2Score state: sum, squared_sum, total_mse, and
+//                   num_samples; its count, the weights' sum, is the model's).
 // class_confusion   ADDS to counts (float64 [classes, classes]) the confusion matrix of class predictions against
 //                   class labels (ClassConfusionParams): one item per row of the predictions' last axis with
 //                   argmax_predictions, else per element, and as many label items; counts[label, prediction] += 1,
@@ -546,7 +554,8 @@ struct RowLossParams {
   X(confusion_counts,                                                                                           \
     (const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts, const ConfusionParams& p), \
     (pred, labels, weights, counts, p))                                                                          \
-  X(regression_sums, (const Tensor& pred, const Tensor& target, Tensor& sums), (pred, target, sums))           \
+  X(regression_sums, (const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& sums),             \
+    (pred, target, weights, sums))                                                                               \
   X(class_confusion,                                                                                            \
     (const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& counts,                            \
      const ClassConfusionParams& p),                                                                             \

@@ -1,10 +1,11 @@
-// Keras's metrics of confusion counts: AUC (ROC or PR, Keras's three summation methods, multi_label), Precision and
-// Recall at one threshold (class_id, top_k), and PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity and
+// Keras's metrics of confusion counts: AUC (ROC or PR, Keras's three summation methods, multi_label, thresholds of
+// its own), Precision and Recall at one threshold or several (class_id, top_k), and PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity and
 // SpecificityAtSensitivity. ops::confusion_counts adds each batch's true/false positives/negatives per threshold to the
 // metric's state; the value is Keras 3.15's result() of those sums (keras/src/metrics/confusion_metrics.py),
 // computed in double.
 #include <systolic/ops.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "metrics/registry.h"
@@ -26,9 +27,43 @@ struct Counts {
       : tp(state), fp(state + n), tn(state + 2 * n), fn(state + 3 * n) {}
 };
 
+// Keras's assert_thresholds_range: every threshold given in [0, 1].
+void check_range(const std::string& name, const std::vector<double>& thresholds) {
+  for (double t : thresholds)
+    SYSTOLIC_CHECK(t >= 0 && t <= 1, "{}: threshold values must be in [0, 1], got {}", name, t);
+}
+
+// Keras's is_evenly_distributed_thresholds: 3 or more, each within np.allclose's tolerances (atol epsilon, rtol
+// 1e-5) of i / (n - 1) in float32.
+bool evenly_distributed(const std::vector<double>& thresholds) {
+  const std::size_t n = thresholds.size();
+  if (n < 3) return false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double even = double(float(i) / float(n - 1));
+    if (!(std::abs(thresholds[i] - even) <= 1e-7 + 1e-5 * std::abs(even))) return false;
+  }
+  return true;
+}
+
+constexpr double kEpsilon = 1e-7;  // keras.backend.epsilon()
+
 }  // namespace
 
 AUC::AUC(const AUCOptions& options) : options_(options) {
+  if (!options_.thresholds.empty()) {
+    // Keras: the thresholds sorted, between -epsilon and 1 + epsilon; as its own evenly spaced ones when they are.
+    check_range("AUC", options_.thresholds);
+    std::sort(options_.thresholds.begin(), options_.thresholds.end());
+    options_.num_thresholds = std::int64_t(options_.thresholds.size()) + 2;
+    std::vector<double> ends{0.0};
+    ends.insert(ends.end(), options_.thresholds.begin(), options_.thresholds.end());
+    ends.push_back(1.0);
+    if (!evenly_distributed(ends)) {
+      values_ = {0.0 - kEpsilon};
+      values_.insert(values_.end(), options_.thresholds.begin(), options_.thresholds.end());
+      values_.push_back(1.0 + kEpsilon);
+    }
+  }
   SYSTOLIC_CHECK(options_.num_thresholds > 1, "AUC: num_thresholds must be an integer > 1, got {}",
                  options_.num_thresholds);
   SYSTOLIC_CHECK(options_.curve == "ROC" || options_.curve == "PR",
@@ -52,9 +87,12 @@ void AUC::build(const Shape& output) {
 
 void AUC::update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
                           Tensor& state) const {
-  // num_thresholds = 2 is Keras's [-epsilon, 1 + epsilon]: what ConfusionParams spaces evenly for 2 too.
-  ops::ConfusionParams p{
-      .thresholds = options_.num_thresholds, .from_logits = options_.from_logits, .clip = true};
+  // num_thresholds = 2 is Keras's [-epsilon, 1 + epsilon]: what ConfusionParams spaces evenly for 2 too. Thresholds
+  // given, not evenly spaced: Keras compares the predictions as they are.
+  ops::ConfusionParams p{.thresholds = options_.num_thresholds,
+                         .from_logits = options_.from_logits,
+                         .clip = values_.empty(),
+                         .values = values_};
   if (!options_.multi_label) return ops::confusion_counts(output, labels, weights, state, p);
   const std::int64_t size = 4 * options_.num_thresholds;
   for (std::int64_t label = 0; label < labels_; ++label) {  // each label's counts, as its column's
@@ -113,7 +151,7 @@ double AUC::area(const double* state) const {
 }
 
 nlohmann::ordered_json AUC::get_config() const {
-  return {
+  nlohmann::ordered_json config{
       {"num_thresholds", options_.num_thresholds},
       {"curve", options_.curve},
       {"summation_method", options_.summation_method},
@@ -126,28 +164,58 @@ nlohmann::ordered_json AUC::get_config() const {
            : nlohmann::ordered_json{{"class_name", "__tensor__"},
                                     {"config", {{"value", options_.label_weights}, {"dtype", "float32"}}}}},
       {"from_logits", options_.from_logits}};
+  // Keras writes the thresholds it was given (sorted), after its other arguments.
+  if (!options_.thresholds.empty()) config["thresholds"] = options_.thresholds;
+  return config;
 }
 
 ThresholdMetric::ThresholdMetric(const ThresholdOptions& options, const char* default_name)
     : options_(options), name_(options.name.empty() ? default_name : options.name) {
-  SYSTOLIC_CHECK(!options_.threshold || std::isfinite(*options_.threshold), "{}: threshold {} is not finite",
-                 name_, options_.threshold.value_or(0.5));
+  SYSTOLIC_CHECK(!options_.threshold || options_.thresholds.empty(),
+                 "{}: give one threshold or a list of thresholds, not both", name_);
+  if (options_.threshold) check_range(name_, {*options_.threshold});
+  check_range(name_, options_.thresholds);
+  count_ = options_.thresholds.empty() ? 1 : std::int64_t(options_.thresholds.size());
+  even_ = evenly_distributed(options_.thresholds);
   SYSTOLIC_CHECK(options_.class_id >= -1, "{}: class_id {} is negative", name_, options_.class_id);
   SYSTOLIC_CHECK(options_.top_k >= 0, "{}: top_k {} is negative", name_, options_.top_k);
 }
 
 void ThresholdMetric::update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
                                       Tensor& state) const {
-  // Keras's default threshold: 0.5, or with top_k NEG_INF (every prediction of the top k).
-  const double threshold = options_.threshold.value_or(options_.top_k > 0 ? -1e10 : 0.5);
-  ops::confusion_counts(output, labels, weights, state,
-                        {.threshold = threshold, .class_id = options_.class_id, .top_k = options_.top_k});
+  ops::ConfusionParams p{.class_id = options_.class_id, .top_k = options_.top_k};
+  if (options_.thresholds.empty()) {
+    // Keras's default threshold: 0.5, or with top_k NEG_INF (every prediction of the top k).
+    p.threshold = options_.threshold.value_or(options_.top_k > 0 ? -1e10 : 0.5);
+  } else if (even_) {
+    // Keras's evenly spaced thresholds: 0, 1/(n-1), ..., 1, predictions clipped to [0, 1].
+    p.thresholds = count_, p.clip = true, p.exact_ends = true;
+  } else {
+    p.thresholds = count_, p.values = options_.thresholds;
+  }
+  ops::confusion_counts(output, labels, weights, state, p);
+}
+
+std::vector<double> ThresholdMetric::values(const double* state) const {
+  std::vector<double> v(static_cast<std::size_t>(count_));
+  for (std::int64_t t = 0; t < count_; ++t) v[t] = rate(state, count_, t);
+  return v;
+}
+
+double ThresholdMetric::value(const double* state, double) const {
+  double sum = 0;
+  for (double v : values(state)) sum += v;
+  return sum / double(count_);
 }
 
 nlohmann::ordered_json ThresholdMetric::get_config() const {
   using ojson = nlohmann::ordered_json;
   auto or_null = [](bool set, const ojson& v) { return set ? v : ojson(nullptr); };
-  return {{"thresholds", or_null(options_.threshold.has_value(), options_.threshold.value_or(0.5))},
+  // Keras writes the thresholds as given: none, a number or a list.
+  const ojson thresholds = !options_.thresholds.empty() ? ojson(options_.thresholds)
+                           : options_.threshold         ? ojson(*options_.threshold)
+                                                        : ojson(nullptr);
+  return {{"thresholds", thresholds},
           {"top_k", or_null(options_.top_k > 0, options_.top_k)},
           {"class_id", or_null(options_.class_id >= 0, options_.class_id)}};
 }
@@ -221,18 +289,29 @@ nlohmann::ordered_json RateAtMetric::get_config() const {
           {kRateAtValues[static_cast<int>(kind_)], options_.value}};
 }
 
-double Precision::value(const double* state, double) const {
-  return divide_no_nan(state[0], state[0] + state[1]);
+double Precision::rate(const double* state, std::int64_t count, std::int64_t t) const {
+  Counts c(state, count);
+  return divide_no_nan(c.tp[t], c.tp[t] + c.fp[t]);
 }
 
-double Recall::value(const double* state, double) const {
-  return divide_no_nan(state[0], state[0] + state[3]);
+double Recall::rate(const double* state, std::int64_t count, std::int64_t t) const {
+  Counts c(state, count);
+  return divide_no_nan(c.tp[t], c.tp[t] + c.fn[t]);
 }
 
 namespace {
 
-// AUC's config: Keras's arguments, refusing what systolic does not compute (label_weights without multi_label,
-// thresholds of its own).
+// A config's list of thresholds: numbers (the range is the metric's to check).
+std::vector<double> threshold_list(keras_object::StrictConfig& c, const json& t) {
+  std::vector<double> out;
+  for (const json& v : t) {
+    if (!v.is_number()) c.fail("thresholds " + t.dump() + " is not a list of numbers");
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// AUC's config: Keras's arguments, refusing what systolic does not compute (label_weights without multi_label).
 std::unique_ptr<Metric> auc_from_config(keras_object::StrictConfig& c, const std::string& name) {
   AUCOptions o{.name = name};
   o.num_thresholds = c.integer("num_thresholds", 200, 2);
@@ -255,21 +334,27 @@ std::unique_ptr<Metric> auc_from_config(keras_object::StrictConfig& c, const std
       o.label_weights.push_back(w.get<double>());
     }
   }
-  c.off("thresholds");
+  if (c.present("thresholds")) {
+    const json& t = c.raw("thresholds");
+    if (!t.is_null() && !t.is_array()) c.fail("thresholds " + t.dump() + " is not a list of numbers");
+    if (t.is_array()) {
+      o.thresholds = threshold_list(c, t);
+      if (o.thresholds.empty()) c.fail("thresholds [] is not supported (give at least one, or null)");
+    }
+  }
   return c.checked([&]() -> std::unique_ptr<Metric> { return std::make_unique<AUC>(o); });
 }
 
-// Precision's and Recall's thresholds: null (0.5), a number or a list of one (a list of several makes Keras's
-// result a list, which logs cannot show).
+// Precision's and Recall's thresholds: null (0.5), a number or a list (of one or more).
 ThresholdOptions threshold_options(keras_object::StrictConfig& c, const std::string& name) {
   ThresholdOptions o{.name = name};
   const json& t = c.raw("thresholds");
   if (t.is_number()) {
     o.threshold = t.get<double>();
-  } else if (t.is_array() && t.size() == 1 && t[0].is_number()) {
-    o.threshold = t[0].get<double>();
+  } else if (t.is_array() && !t.empty()) {
+    o.thresholds = threshold_list(c, t);
   } else if (!t.is_null()) {
-    c.fail("thresholds " + t.dump() + " is not supported (one threshold, or null for 0.5)");
+    c.fail("thresholds " + t.dump() + " is not a number, a list of numbers or null");
   }
   o.top_k = c.integer("top_k", 0, 1);
   o.class_id = c.integer("class_id", -1, 0);
@@ -296,7 +381,8 @@ const Entry& precision_entry() {
         return std::make_unique<Precision>(ThresholdOptions{.name = name == "Precision" ? "" : name});
       },
       [](keras_object::StrictConfig& c, const std::string& name) -> std::unique_ptr<Metric> {
-        return std::make_unique<Precision>(threshold_options(c, name));
+        const ThresholdOptions o = threshold_options(c, name);
+        return c.checked([&]() -> std::unique_ptr<Metric> { return std::make_unique<Precision>(o); });
       }};
   return e;
 }
@@ -309,7 +395,8 @@ const Entry& recall_entry() {
         return std::make_unique<Recall>(ThresholdOptions{.name = name == "Recall" ? "" : name});
       },
       [](keras_object::StrictConfig& c, const std::string& name) -> std::unique_ptr<Metric> {
-        return std::make_unique<Recall>(threshold_options(c, name));
+        const ThresholdOptions o = threshold_options(c, name);
+        return c.checked([&]() -> std::unique_ptr<Metric> { return std::make_unique<Recall>(o); });
       }};
   return e;
 }

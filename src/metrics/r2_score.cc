@@ -1,5 +1,6 @@
-// Keras's R2Score: ops::regression_sums adds each batch's column sums of t, t^2 and (t - p)^2 to the state; the value
-// is Keras 3.15's result() of them (keras/src/metrics/regression_metrics.py), in double.
+// Keras's R2Score: ops::regression_sums adds each batch's column sums of w t, w t^2 and w (t - p)^2 (w the sample
+// weights of weighted_metrics, else 1) and the rows' count to the state; the value is Keras 3.15's result() of them
+// (keras/src/metrics/regression_metrics.py), in double, with the weights' sum (the samples unweighted) as its count.
 #include <systolic/ops.h>
 
 #include <cmath>
@@ -27,8 +28,9 @@ void R2Score::build(const Shape& output) {
   columns_ = output[0];
 }
 
-void R2Score::update(const Tensor& output, const Tensor& labels, Tensor& state) const {
-  ops::regression_sums(output, labels, state);
+void R2Score::update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
+                              Tensor& state) const {
+  ops::regression_sums(output, labels, weights, state);
 }
 
 double R2Score::value(const double* state, double samples) const {
@@ -44,8 +46,11 @@ double R2Score::value(const double* state, double samples) const {
     weights += total;
   }
   double r2 = options_.class_aggregation == "uniform_average" ? uniform : weighted / weights;
-  // Adjusted R2 (Keras falls back to the plain score, with a warning, when there are too few samples).
-  const double n = samples * double(C), p = double(options_.num_regressors);
+  // Adjusted R2 by Keras's num_samples, the count of values (unweighted); Keras falls back to the plain score, with
+  // a warning, when there are too few.
+  double n = 0;
+  for (std::int64_t c = 0; c < C; ++c) n += state[3 * C + c];
+  const double p = double(options_.num_regressors);
   if (p != 0 && p < n - 1) r2 = 1 - (1 - r2) * (n - 1) / (n - p - 1);
   return r2;
 }

@@ -9,10 +9,11 @@
 
 namespace systolic::ops::confusion {
 
-// Threshold t of p.thresholds, in double (each backend rounds it to the predictions' type): Keras's AUC's
-// [0 - epsilon] + [(i + 1) / (T - 1) for i in range(T - 2)] + [1 + epsilon], epsilon = keras.backend.epsilon()
-// (with p.exact_ends, 0 and 1 at the ends).
+// Threshold t of p.thresholds, in double (each backend rounds it to the predictions' type): p.values[t] when
+// given (read on the host only), else Keras's AUC's [0 - epsilon] + [(i + 1) / (T - 1) for i in range(T - 2)] +
+// [1 + epsilon], epsilon = keras.backend.epsilon() (with p.exact_ends, 0 and 1 at the ends).
 SYSTOLIC_MATH_HD double threshold(const ConfusionParams& p, std::int64_t t) {
+  if (!p.values.empty()) return p.values[t];
   if (p.thresholds == 1) return p.threshold;
   const double eps = p.exact_ends ? 0.0 : 1e-7;
   if (t == 0) return 0.0 - eps;

@@ -701,6 +701,9 @@ DType confusion_counts(const Tensor& pred, const Tensor& l, const Tensor& w, Ten
   predictions_and(c, pred, "labels", l);
   sample_weights(c, w, pred);
   SYSTOLIC_OP_CHECK(c, p.thresholds >= 1, "{} thresholds: there must be at least 1", p.thresholds);
+  SYSTOLIC_OP_CHECK(c, p.values.empty() || std::int64_t(p.values.size()) == p.thresholds,
+                    "{} threshold values for {} thresholds", p.values.size(), p.thresholds);
+  for (double v : p.values) SYSTOLIC_OP_CHECK(c, !std::isnan(v), "a threshold value is NaN");
   SYSTOLIC_OP_CHECK(c, p.class_id < 0 || (pred.rank() >= 2 && p.class_id < pred.dim(-1)),
                     "class_id {} for predictions of shape {}", p.class_id, pred.shape().str());
   SYSTOLIC_OP_CHECK(c, p.top_k >= 0, "top_k {} is negative", p.top_k);
@@ -711,12 +714,13 @@ DType confusion_counts(const Tensor& pred, const Tensor& l, const Tensor& w, Ten
   return pred.dtype();
 }
 
-DType regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
+DType regression_sums(const Tensor& pred, const Tensor& target, const Tensor& w, Tensor& sums) {
   Check c("regression_sums");
   predictions_and(c, pred, "targets", target);
+  sample_weights(c, w, pred);
   c.dtype("sums", sums, DType::float64, "sums");
-  SYSTOLIC_OP_CHECK(c, sums.numel() == 3 * pred.dim(-1),
-                    "sums has shape {}; it takes [3 x {}] (one per column)", sums.shape().str(),
+  SYSTOLIC_OP_CHECK(c, sums.numel() == 4 * pred.dim(-1),
+                    "sums has shape {}; it takes [4 x {}] (one per column)", sums.shape().str(),
                     pred.dim(-1));
   return pred.dtype();
 }

@@ -41,6 +41,16 @@ probabilities (a row with zeros, clipped) and with from_logits on logits, as iou
 
 mean_sum.json (its own random stream): Keras's Mean and Sum after two update_state calls of values and sample weights
 of several shapes (none, per sample, elementwise, expanded or squeezed by one axis, broadcast, scalars).
+
+thresholds.json (its own random stream): AUC with thresholds of its own (unsorted, evenly spaced, PR, majoring, from
+logits, multi_label), Precision and Recall with lists of thresholds (unsorted, evenly spaced with 0 and 1, a list of
+one, a repeated threshold, class_id, top_k), some predictions exactly at a threshold; some of them, and R2Score (one
+column, three variance-weighted, adjusted), with sample weights (a weight per sample in [0, 2], one 0) as
+weighted_metrics pass them. The result is a list for a metric of several thresholds.
+
+ignore_class.json: a model (Dense(4, softmax) of an identity kernel on one-hot inputs) compiled with
+SparseCategoricalCrossentropy(ignore_class=-1) and the accuracy and top-k metrics, evaluated on labels some of which
+are -1: the loss skips them, the metrics count them as misses.
 """
 import argparse
 import json
@@ -82,6 +92,8 @@ def main():
     write(os.path.join(args.out, "iou.json"), iou_cases(np.random.default_rng(9)))
     write(os.path.join(args.out, "crossentropy.json"), crossentropy_cases(np.random.default_rng(10)))
     write(os.path.join(args.out, "mean_sum.json"), mean_sum_cases(np.random.default_rng(11)))
+    write(os.path.join(args.out, "thresholds.json"), threshold_cases(np.random.default_rng(12)))
+    write(os.path.join(args.out, "ignore_class.json"), ignore_class_cases())
 
 
 def r2_cases(rng):
@@ -207,17 +219,72 @@ def rate_cases(rng):
     return cases
 
 
-def two_batch_case(m, labels, pred, own_label_shape=False):
-    """The metric updated on rows 0-9, then the rest: its serialized config, the data and Keras's result. With
-    own_label_shape the labels' shape and whether they are integers (int32) are recorded too."""
-    m.update_state(labels[:10], pred[:10])
-    m.update_state(labels[10:], pred[10:])
+def two_batch_case(m, labels, pred, own_label_shape=False, weights=None):
+    """The metric updated on rows 0-9, then the rest: its serialized config, the data and Keras's result (a list for
+    a result of several values). With own_label_shape the labels' shape and whether they are integers (int32) are
+    recorded too; with weights (one per sample) they are passed as sample_weight and recorded."""
+    w = (None, None) if weights is None else (weights[:10], weights[10:])
+    m.update_state(labels[:10], pred[:10], sample_weight=w[0])
+    m.update_state(labels[10:], pred[10:], sample_weight=w[1])
     case = {"config": keras.saving.serialize_keras_object(m), "shape": list(pred.shape)}
     if own_label_shape:
         case.update({"label_shape": list(labels.shape), "integer_labels": bool(labels.dtype == np.int32)})
-    case.update({"pred": pred.reshape(-1).tolist(), "labels": labels.reshape(-1).astype(float).tolist(),
-                 "result": float(m.result())})
+    case.update({"pred": pred.reshape(-1).tolist(), "labels": labels.reshape(-1).astype(float).tolist()})
+    if weights is not None:
+        case["weights"] = weights.tolist()
+    result = np.asarray(m.result())
+    case["result"] = float(result) if result.ndim == 0 else result.tolist()
     return case
+
+
+def ignore_class_cases():
+    x = np.eye(4, dtype=np.float32)[[0, 1, 2, 3, 0, 1]]
+    y = np.array([0, 1, -1, 3, -1, 2])
+    inp = keras.Input((4,))
+    out = keras.layers.Dense(4, activation="softmax", kernel_initializer="identity", bias_initializer="zeros")(inp)
+    m = keras.Model(inp, out)
+    m.compile("sgd", keras.losses.SparseCategoricalCrossentropy(ignore_class=-1),
+              metrics=["accuracy", "sparse_top_k_categorical_accuracy"])
+    result = m.evaluate(x, y, return_dict=True, verbose=0)
+    return [{"x": x.reshape(-1).tolist(), "y": y.tolist(), "evaluate": {k: float(v) for k, v in result.items()}}]
+
+
+def threshold_cases(rng):
+    M = keras.metrics
+    rows = 23
+    one_column = [
+        M.AUC(thresholds=[0.3, 0.1, 0.75]), M.AUC(thresholds=[0.25, 0.5, 0.75]), M.AUC(thresholds=[0.2, 0.6], curve="PR"),
+        M.AUC(thresholds=[0.4, 0.5, 0.9], summation_method="majoring"),
+        M.Precision(thresholds=[0.3, 0.7, 0.5]), M.Precision(thresholds=[0.0, 0.5, 1.0]), M.Recall(thresholds=[0.4, 0.8]),
+        M.Recall(thresholds=[0.6]), M.Precision(thresholds=[0.5, 0.5], name="repeated"),
+    ]
+    three_columns = [
+        M.AUC(thresholds=[0.2, 0.45, 0.9], multi_label=True), M.Precision(thresholds=[0.2, 0.9], class_id=1),
+        M.Recall(thresholds=[0.1, 0.6, 0.35], top_k=2), M.Precision(thresholds=[0.0, 0.25, 0.5, 0.75, 1.0], class_id=2),
+    ]
+    cases = []
+    weights = rng.uniform(0, 2, size=rows).astype(np.float32)
+    weights[4] = 0
+    for columns, metrics in ((1, one_column), (3, three_columns)):
+        labels = rng.integers(0, 2, size=(rows, columns)).astype(np.float32)
+        pred = np.clip(0.35 * labels + rng.uniform(-0.1, 0.75, size=labels.shape), 0, 1).astype(np.float32)
+        flat = pred.reshape(-1)
+        flat[2], flat[5], flat[7], flat[11] = 0.3, 0.5, 0.75, 0.6  # exactly at thresholds
+        for weighted in (False, True):
+            cases += [two_batch_case(m.__class__.from_config(m.get_config()), labels, pred,
+                                     weights=weights if weighted else None) for m in metrics]
+    # From logits (predictions outside [0, 1]).
+    labels = rng.integers(0, 2, size=(rows, 1)).astype(np.float32)
+    logits = (2.0 * labels - 1.0 + rng.normal(size=labels.shape) * 1.5).astype(np.float32)
+    cases.append(two_batch_case(M.AUC(thresholds=[0.3, 0.5, 0.7], from_logits=True), labels, logits))
+    # R2Score with sample weights.
+    for columns, metrics in ((1, [M.R2Score(), M.R2Score(num_regressors=3)]),
+                             (3, [M.R2Score(class_aggregation="variance_weighted_average"),
+                                  M.R2Score(num_regressors=2, name="adjusted")])):
+        target = (rng.normal(size=(rows, columns)) * np.array([1.0, 3.0, 0.5])[:columns] + 2.0).astype(np.float32)
+        pred = (target + 0.6 * rng.normal(size=target.shape)).astype(np.float32)
+        cases += [two_batch_case(m, target, pred, weights=weights) for m in metrics]
+    return cases
 
 
 def iou_cases(rng):

@@ -4,6 +4,7 @@
 // Contracts: include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "ops/confusion_math.h"
@@ -16,7 +17,8 @@ namespace systolic::ops::cpu {
 namespace {
 
 // Sparse labels: int32 with one label per row. Checked before any parallel loop (errors cannot leave OpenMP).
-bool sparse_labels(const Tensor& labels, std::int64_t rows, std::int64_t classes) {
+// Whether the labels are int32 class ids (else dense [rows, classes]); with check_range, each in [0, classes).
+bool sparse_labels(const Tensor& labels, std::int64_t rows, std::int64_t classes, bool check_range = true) {
   if (labels.dtype() != DType::int32) {
     SYSTOLIC_CHECK(labels.numel() == rows * classes,
                    "labels of shape {} do not match predictions with {} rows of {}", labels.shape().str(),
@@ -24,6 +26,7 @@ bool sparse_labels(const Tensor& labels, std::int64_t rows, std::int64_t classes
     return false;
   }
   SYSTOLIC_CHECK(labels.numel() == rows, "{} integer labels for {} predictions", labels.numel(), rows);
+  if (!check_range) return true;
   const std::int32_t* lp = labels.data<std::int32_t>();
   for (std::int64_t r = 0; r < rows; ++r)
     SYSTOLIC_CHECK(lp[r] >= 0 && lp[r] < classes,
@@ -176,7 +179,7 @@ template <class T>
 void accuracy_count_loop(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& total,
                          int k) {
   std::int64_t C = pred.dim(-1), R = pred.numel() / C;
-  bool sparse = sparse_labels(labels, R, C);
+  bool sparse = sparse_labels(labels, R, C, /*check_range=*/false);  // a label out of range is a miss
   const loss::RowWeights rw = loss::row_weights(weights, R);
   const T* pp = pred.data<T>();
   auto argmax = [C](const auto* row) {
@@ -189,6 +192,7 @@ void accuracy_count_loop(const Tensor& pred, const Tensor& labels, const Tensor&
 #pragma omp parallel for reduction(+ : correct)
   for (std::int64_t r = 0; r < R; ++r) {
     std::int64_t truth = sparse ? labels.data<std::int32_t>()[r] : argmax(labels.data<T>() + r * C);
+    if (truth < 0 || truth >= C) continue;
     const T* row = pp + r * C;
     if (k == 1) {
       correct += argmax(row) == truth ? rw(r) : 0.0;
@@ -208,8 +212,13 @@ void confusion_counts_loop(const Tensor& pred, const Tensor& labels, const Tenso
                            const ConfusionParams& p) {
   const std::int64_t nt = p.thresholds, C = pred.dim(-1);
   const loss::RowWeights rw = loss::row_weights(weights, pred.numel());  // each prediction's sample's weight
+  // The thresholds in ascending order (values given may come in any), order[k] the index of the k-th.
+  std::vector<std::int64_t> order(static_cast<std::size_t>(nt));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  auto at = [&](std::int64_t t) { return T(confusion::threshold(p, t)); };
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return at(a) < at(b); });
   std::vector<T> thresholds(static_cast<std::size_t>(nt));
-  for (std::int64_t t = 0; t < nt; ++t) thresholds[t] = T(confusion::threshold(p, t));
+  for (std::int64_t k = 0; k < nt; ++k) thresholds[k] = at(order[k]);
   const T *pp = pred.data<T>(), *lp = labels.data<T>();
   std::vector<double> positives(nt + 1, 0.0), negatives(nt + 1, 0.0);
   for (std::int64_t i = 0; i < pred.numel(); ++i) {
@@ -232,9 +241,10 @@ void confusion_counts_loop(const Tensor& pred, const Tensor& labels, const Tenso
     all_positive += positives[k];
     all_negative += negatives[k];
   }
-  for (std::int64_t t = nt - 1; t >= 0; --t) {  // the predictions above threshold t: k > t
-    tp += positives[t + 1];
-    fp += negatives[t + 1];
+  for (std::int64_t k = nt - 1; k >= 0; --k) {  // the predictions above the k-th threshold: index > k
+    tp += positives[k + 1];
+    fp += negatives[k + 1];
+    const std::int64_t t = order[k];
     out[t] += tp;
     out[nt + t] += fp;
     out[2 * nt + t] += all_negative - fp;
@@ -244,17 +254,21 @@ void confusion_counts_loop(const Tensor& pred, const Tensor& labels, const Tenso
 
 // The rows in order, each column's sums in double.
 template <class T>
-void regression_sums_loop(const Tensor& pred, const Tensor& target, Tensor& sums) {
+void regression_sums_loop(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& sums) {
   const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
+  const loss::RowWeights rw = loss::row_weights(weights, R);  // each row's sample's weight
   const T *pp = pred.data<T>(), *tp = target.data<T>();
   double* s = sums.data<double>();
-  for (std::int64_t r = 0; r < R; ++r)
+  for (std::int64_t r = 0; r < R; ++r) {
+    const double w = rw(r);
     for (std::int64_t c = 0; c < C; ++c) {
       const double t = double(tp[r * C + c]), d = t - double(pp[r * C + c]);
-      s[c] += t;
-      s[C + c] += t * t;
-      s[2 * C + c] += d * d;
+      s[c] += w * t;
+      s[C + c] += w * t * t;
+      s[2 * C + c] += w * d * d;
+      s[3 * C + c] += 1;
     }
+  }
 }
 
 // Each item's label class and predicted class, its cell counted (the items in order; whole numbers: exact).
@@ -398,9 +412,10 @@ void confusion_counts(const Tensor& pred, const Tensor& labels, const Tensor& we
 }
 
 const DTypes regression_sums_dtypes = kFloats;
-void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
-  visit_dtype<float, double>(
-      pred.dtype(), [&](auto t) { regression_sums_loop<typename decltype(t)::type>(pred, target, sums); });
+void regression_sums(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& sums) {
+  visit_dtype<float, double>(pred.dtype(), [&](auto t) {
+    regression_sums_loop<typename decltype(t)::type>(pred, target, weights, sums);
+  });
 }
 
 const DTypes class_confusion_dtypes = kFloats;

@@ -278,13 +278,14 @@ __device__ std::int64_t warp_argmax(const T* row, std::int64_t C, int lane) {
 
 template <class T, class L>
 __global__ void accuracy_kernel(const T* pred, const std::int32_t* sparse, const L* dense, std::int64_t rows,
-                                std::int64_t C, int k, loss::RowWeights rw, double* total, int* error_flags,
-                                int flag) {
+                                std::int64_t C, int k, loss::RowWeights rw, double* total) {
   const int lane = threadIdx.x & 31;
   double acc = 0;
   SYSTOLIC_WARP_ROWS(r, rows) {
-    const std::int64_t truth = sparse ? checked_label(sparse, r, C, error_flags, flag, lane == 0)
-                                      : warp_argmax(dense + r * C, C, lane);
+    // A sparse label out of [0, C) is no error: its row is a miss (-1).
+    const std::int64_t label = sparse ? sparse[r] : 0;
+    const std::int64_t truth =
+        sparse ? (label >= 0 && label < C ? label : -1) : warp_argmax(dense + r * C, C, lane);
     bool hit;
     if (k == 1) {
       hit = warp_argmax(pred + r * C, C, lane) == truth;
@@ -390,23 +391,25 @@ cudaError_t launch_row_loss(const void* pred, Element type, const void* target, 
 
 cudaError_t launch_accuracy_count(const void* pred, Element type, const Labels& labels, std::int64_t rows,
                                   std::int64_t classes, int k, loss::RowWeights rw, double* total,
-                                  int* error_flags, int flag, cudaStream_t stream) {
+                                  cudaStream_t stream) {
   if (rows == 0 || classes == 0) return cudaSuccess;
   return by_types(type, labels.dense_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
     using L = typename decltype(ltag)::type;
     accuracy_kernel<T, L><<<reduction_blocks(rows * 32), kThreads, 0, stream>>>(
         static_cast<const T*>(pred), labels.sparse, static_cast<const L*>(labels.dense), rows, classes, k, rw,
-        total, error_flags, flag);
+        total);
     return cudaGetLastError();
   });
 }
 
 // ---- confusion counts: blockIdx.y strides over the thresholds, blockIdx.x and the threads over the elements; each
-// block adds its four counts per threshold with one atomic each (whole numbers without weights: exact in any order).
+// block adds its four counts per threshold with one atomic each (whole numbers without weights: exact in any order)
+// to the counts' rows of `stride` columns.
 template <class T, class L>
 __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n, std::int64_t classes,
-                                 ConfusionParams p, loss::RowWeights rw, double* counts) {
+                                 ConfusionParams p, loss::RowWeights rw, double* counts,
+                                 std::int64_t stride) {
   for (std::int64_t t = blockIdx.y; t < p.thresholds; t += gridDim.y) {
     const float threshold = float(confusion::threshold(p, t));
     double c[4] = {0, 0, 0, 0};  // tp, fp, tn, fn
@@ -424,7 +427,7 @@ __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n,
       const bool above = x > threshold, positive = float(load(labels, i)) != 0.f;
       c[above ? (positive ? 0 : 1) : (positive ? 3 : 2)] += rw(i);
     }
-    block_add(c, counts + t, p.thresholds);
+    block_add(c, counts + t, stride);
   }
 }
 
@@ -432,27 +435,29 @@ __global__ void confusion_kernel(const T* pred, const L* labels, std::int64_t n,
 // column and sum per launch, so the order of the additions is the block's.
 template <class T, class L>
 __global__ void regression_sums_kernel(const T* pred, const L* target, std::int64_t rows, std::int64_t C,
-                                       double* sums) {
+                                       loss::RowWeights rw, double* sums) {
   for (std::int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-    double v[3] = {0, 0, 0};
+    double v[4] = {0, 0, 0, 0};
     for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-      const double t = double(load(target, r * C + c)), d = t - double(load(pred, r * C + c));
-      v[0] += t;
-      v[1] += t * t;
-      v[2] += d * d;
+      const double w = rw(r), t = double(load(target, r * C + c)), d = t - double(load(pred, r * C + c));
+      v[0] += w * t;
+      v[1] += w * t * t;
+      v[2] += w * d * d;
+      v[3] += 1;
     }
     block_add(v, sums + c, C);
   }
 }
 
 cudaError_t launch_regression_sums(const void* pred, Element type, const void* target, Element target_type,
-                                   std::int64_t rows, std::int64_t C, double* sums, cudaStream_t stream) {
+                                   std::int64_t rows, std::int64_t C, loss::RowWeights rw, double* sums,
+                                   cudaStream_t stream) {
   if (rows == 0 || C == 0) return cudaSuccess;
   return by_types(type, target_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
     using L = typename decltype(ltag)::type;
     regression_sums_kernel<T, L><<<unsigned(std::min<std::int64_t>(C, 65535)), kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), static_cast<const L*>(target), rows, C, sums);
+        static_cast<const T*>(pred), static_cast<const L*>(target), rows, C, rw, sums);
     return cudaGetLastError();
   });
 }
@@ -570,10 +575,25 @@ cudaError_t launch_confusion_counts(const void* pred, Element type, const void* 
     using L = typename decltype(ltag)::type;
     const unsigned per_threshold =
         std::max(1u, std::min(reduction_blocks(n), unsigned(std::max<std::int64_t>(1, 4096 / p.thresholds))));
-    const dim3 grid(per_threshold, unsigned(std::min<std::int64_t>(p.thresholds, 65535)));
-    confusion_kernel<T, L><<<grid, kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), static_cast<const L*>(labels), n, classes, p, rw, counts);
-    return cudaGetLastError();
+    if (p.values.empty()) {
+      const dim3 grid(per_threshold, unsigned(std::min<std::int64_t>(p.thresholds, 65535)));
+      confusion_kernel<T, L><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(pred),
+                                                            static_cast<const L*>(labels), n, classes, p, rw,
+                                                            counts, p.thresholds);
+      return cudaGetLastError();
+    }
+    // Thresholds given (host values): a launch per threshold, each a threshold of its own in its column.
+    for (std::int64_t t = 0; t < p.thresholds; ++t) {
+      ConfusionParams one = p;
+      one.values = {};
+      one.thresholds = 1;
+      one.threshold = p.values[t];
+      confusion_kernel<T, L>
+          <<<per_threshold, kThreads, 0, stream>>>(static_cast<const T*>(pred), static_cast<const L*>(labels),
+                                                   n, classes, one, rw, counts + t, p.thresholds);
+      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
   });
 }
 
@@ -671,7 +691,7 @@ void accuracy_count(const Tensor& pred, const Tensor& labels, const Tensor& weig
   Context& c = context(pred);
   SYSTOLIC_CUDA_CHECK(launch_accuracy_count(pred.raw_data(), element_of(pred.dtype()), b.labels, b.rows,
                                             b.classes, k, loss::row_weights(weights, b.rows),
-                                            total.data<double>(), c.error_flags, kLabelOutOfRange, c.stream));
+                                            total.data<double>(), c.stream));
 }
 
 // Sample weights are float32 on this backend (it has no float64 predictions).
@@ -695,11 +715,12 @@ void confusion_counts(const Tensor& pred, const Tensor& labels, const Tensor& we
 }
 
 const DTypes regression_sums_dtypes = kFloat32Or16;
-void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
+void regression_sums(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& sums) {
   Context& c = context(pred);
-  SYSTOLIC_CUDA_CHECK(launch_regression_sums(pred.raw_data(), element_of(pred.dtype()), target.raw_data(),
-                                             element_of(target.dtype()), pred.numel() / pred.dim(-1),
-                                             pred.dim(-1), sums.data<double>(), c.stream));
+  const std::int64_t rows = pred.numel() / pred.dim(-1);
+  SYSTOLIC_CUDA_CHECK(launch_regression_sums(
+      pred.raw_data(), element_of(pred.dtype()), target.raw_data(), element_of(target.dtype()), rows,
+      pred.dim(-1), loss::row_weights(weights, rows), sums.data<double>(), c.stream));
 }
 
 const DTypes class_confusion_dtypes = kFloat32Or16;

@@ -183,7 +183,7 @@ void accuracy_count(const Tensor& pred, const Tensor& labels, const Tensor& weig
                                              : argmax_rows(reshape(read(labels), {R, C}));
     E ones = constant(1.0, Type{Elem::f64, {R}});
     E hit;
-    if (k == 1) {
+    if (k == 1) {  // argmax is in [0, C): a label out of range is a miss
       hit = where(eq(argmax_rows(z), truth), ones, 0.0);
     } else {  // in_top_k: fewer than k predictions greater than the label's (a label out of range: no hit)
       E pick = eq(iota({R, C}, 1, Elem::i32), broadcast_rows(truth, {R, C}));
@@ -249,14 +249,19 @@ void confusion_counts(const Tensor& pred, const Tensor& labels, const Tensor& we
 }
 
 const DTypes regression_sums_dtypes = kFloatsAndBf16;
-void regression_sums(const Tensor& pred, const Tensor& target, Tensor& sums) {
+void regression_sums(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& sums) {
   traced([&] {
     const std::int64_t C = pred.dim(-1), R = pred.numel() / C;
     E p = reshape(read_as(pred, Elem::f64), {R, C}), t = reshape(read_as(target, Elem::f64), {R, C});
-    E s1 = sum(t, {0}), s2 = sum(t * t, {0}), s3 = sum(square(t - p), {0});
-    E row = iota({3, C}, 0, Elem::i32);
-    auto rows = [&](const E& v) { return broadcast(v, {3, C}, {1}); };
-    E all = where(eq(row, 0.0), rows(s1), where(eq(row, 1.0), rows(s2), rows(s3)));
+    E w = weights.defined() && R > 0 ? broadcast(spread(weights, R), {R, C}, {0})
+                                     : constant(1.0, Type{Elem::f64, {R, C}});
+    E wt = w * t;
+    E s1 = sum(wt, {0}), s2 = sum(t * wt, {0}), s3 = sum(w * square(t - p), {0});
+    E row = iota({4, C}, 0, Elem::i32);
+    auto rows = [&](const E& v) { return broadcast(v, {4, C}, {1}); };
+    E all = where(eq(row, 0.0), rows(s1),
+                  where(eq(row, 1.0), rows(s2),
+                        where(eq(row, 2.0), rows(s3), constant(double(R), Type{Elem::f64, {4, C}}))));
     accumulate_into(sums, reshape(all, sums.shape().dims()));
   });
 }
