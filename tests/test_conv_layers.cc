@@ -1,6 +1,8 @@
 // The convolution-family layers against Keras 3 (tests/reference/conv_layers.py, tests/fixtures/conv_layers):
 // Conv2D groups, DepthwiseConv2D, SeparableConv2D, Cropping2D, pooling with every padding and stride,
-// GlobalMaxPooling2D and keepdims, Conv2DTranspose, UpSampling2D. Each case is a one-layer model that Keras
+// GlobalMaxPooling2D and keepdims, Conv2DTranspose, UpSampling2D, and the 1-D layers (Conv1D with causal padding,
+// dilation and groups, MaxPooling1D, AveragePooling1D, the global 1-D poolings, ZeroPadding1D, Cropping1D,
+// UpSampling1D). Each case is a one-layer model that Keras
 // saved (.h5 full model and .weights.h5), with its inputs and Keras's outputs: systolic loads both files and
 // predicts the same values (1e-5 relative), builds the same weights, and writes the layer's config as Keras does;
 // and the same layers saved by tf.keras.
@@ -204,4 +206,79 @@ TEST(ConvGeometry, PadsAsTensorFlow) {
   EXPECT_THAT(sy::testing::error_of([&] { g3.check("c"); }),
               ::testing::HasSubstr("together with dilation_rate"));
   g3.check("c", {.strides_with_dilation = true});
+}
+
+// The 1-D layers' configs as Keras 3 writes them (SpatialDropout1D's own keys; the others are in the fixtures), and
+// what they refuse, by option.
+TEST(Conv1DLayers, ConfigsAndRefusals) {
+  auto error_of = [](auto&& f) { return systolic::testing::error_of(f); };
+  using ::testing::HasSubstr;
+  nlohmann::ordered_json c = {{"rate", 0.2}, {"seed", nullptr}, {"name", "drop"}};
+  auto drop = sy::layers::layer_from_config("SpatialDropout1D", c);
+  (*drop)(sy::layers::Input({6, 3}));
+  nlohmann::ordered_json ours;
+  drop->get_config(ours);
+  ours.erase("dtype");
+  EXPECT_EQ(nlohmann::json(ours), nlohmann::json(c));
+  EXPECT_THAT(error_of([&] {
+                (*drop)(sy::layers::Input({6, 3, 2}));
+              }),
+              HasSubstr("expects input (steps, channels)"));
+  c = {{"name", "c"}, {"filters", 2}, {"kernel_size", {3, 3}}};
+  EXPECT_THAT(error_of([&] { sy::layers::layer_from_config("Conv1D", c); }),
+              HasSubstr("option 'kernel_size': expected an int or a list of one int"));
+  c = {{"name", "c"}, {"filters", 2}, {"kernel_size", 3}, {"padding", "full"}};
+  EXPECT_THAT(error_of([&] { sy::layers::layer_from_config("Conv1D", c); }),
+              HasSubstr("padding 'full' is not 'valid', 'same' or 'causal'"));
+  c = {{"name", "c"}, {"filters", 2}, {"kernel_size", 3}, {"data_format", "channels_first"}};
+  EXPECT_THAT(error_of([&] { sy::layers::layer_from_config("Conv1D", c); }), HasSubstr("data_format"));
+  c = {{"name", "p"}, {"pool_size", 2}, {"padding", "causal"}};
+  EXPECT_THAT(error_of([&] { sy::layers::layer_from_config("MaxPooling1D", c); }),
+              HasSubstr("padding 'causal' is not 'valid' or 'same'"));
+  c = {{"name", "g"}, {"data_format", "channels_first"}, {"keepdims", false}};
+  EXPECT_THAT(error_of([&] { sy::layers::layer_from_config("GlobalAveragePooling1D", c); }),
+              HasSubstr("data_format"));
+  auto seq = sy::layers::Input({5, 2});
+  EXPECT_THAT(error_of([&] {
+                sy::layers::Conv1D(3, 3)(sy::layers::Input({5, 4, 2}));
+              }),
+              HasSubstr("expects input (steps, channels)"));
+  EXPECT_THAT(error_of([&] { sy::layers::Conv1D(3, 7)(seq); }), HasSubstr("does not fit"));
+  EXPECT_THAT(error_of([&] { sy::layers::Cropping1D({3, 2})(seq); }), HasSubstr("leaves no steps"));
+  EXPECT_THAT(error_of([&] { sy::layers::MaxPooling1D(6)(seq); }), HasSubstr("does not fit"));
+  EXPECT_THAT(error_of([] { sy::layers::Conv1D(3, 3, {.strides = 2, .dilation_rate = 2}); }),
+              HasSubstr("strides > 1 together with dilation_rate > 1"));
+  EXPECT_THAT(error_of([] { sy::layers::UpSampling1D(0); }), HasSubstr("size must be positive"));
+}
+
+// A sequence classifier of the 1-D layers (Conv1D causal, pooling, global pooling) trains: its loss falls on a task
+// of which shape a pulse has, wherever it sits in the sequence, and a .keras round trip predicts the same.
+TEST(Conv1DLayers, ASequenceClassifierTrainsAndRoundTrips) {
+  sy::set_random_seed(31);
+  auto in = sy::layers::Input({16, 1});
+  auto x = sy::layers::Conv1D(8, 3, {.padding = "causal", .activation = "relu"})(in);
+  x = sy::layers::MaxPooling1D(2)(x);
+  x = sy::layers::Conv1D(8, 3, {.padding = "same", .activation = "relu"})(x);
+  x = sy::layers::GlobalMaxPooling1D()(x);
+  sy::Model model(in, sy::layers::Dense(2, {.activation = "softmax"})(x));
+  model.compile("adam", "sparse_categorical_crossentropy", {"accuracy"});
+  // Class 0: a spike (1); class 1: a spike and its opposite (1, -1); at any of 14 places.
+  const std::int64_t n = 128;
+  std::vector<float> xs(n * 16, 0.f);
+  std::vector<std::int32_t> ys(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ys[i] = std::int32_t(i % 2);
+    const std::int64_t at = i * 16 + (i / 2) % 14;
+    xs[at] = 1.f;
+    if (ys[i] == 1) xs[at + 1] = -1.f;
+  }
+  sy::Tensor X = sy::Tensor::from_vector(xs, {n, 16, 1}), Y = sy::Tensor::from_vector(ys, {n});
+  auto history = model.fit(X, Y, {.batch_size = 16, .epochs = 30, .verbose = 0});
+  const auto& loss = history.history.at("loss");
+  EXPECT_LT(loss.back(), 0.5 * loss.front());
+  EXPECT_GT(history.history.at("accuracy").back(), 0.9);
+  systolic::testing::TempDir dir;
+  model.save(dir.file("seq.keras"));
+  auto back = sy::load_model(dir.file("seq.keras"));
+  EXPECT_EQ(back.predict(X).to_doubles(), model.predict(X).to_doubles());
 }

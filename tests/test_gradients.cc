@@ -186,6 +186,7 @@ TEST(GradientCheck, SpatialDropoutAndNoiseShapeDropoutInTraining) {
   // linear maps whose gradient finite differences check.
   Float64Scope f64;
   check_layer(layers::SpatialDropout2D(0.4, {.seed = 3}), {{3, 2, 3, 4}}, 58);
+  check_layer(layers::SpatialDropout1D(0.4, {.seed = 5}), {{3, 5, 4}}, 60);
   layers::DropoutOptions o{.seed = 4};
   o.noise_shape = std::vector<std::optional<std::int64_t>>{std::nullopt, 1, 3};
   check_layer(layers::Dropout(0.5, o), {{4, 2, 3}}, 59);
@@ -515,6 +516,24 @@ TEST(GradientCheck, Cropping2DAndUpSampling2D) {
   check_layer(layers::Cropping2D(layers::Padding2D({1, 0}, {1, 0})), {{2, 4, 5, 2}});
   check_layer(layers::UpSampling2D({2, 3}), {{2, 3, 2, 2}});
   check_layer(layers::UpSampling2D({3, 2}, {.interpolation = "bilinear"}), {{2, 3, 4, 2}});
+}
+// The 1-D layers over sequences (N, L, C), each a 2-D op on an (N, 1, L, C) view: its paddings (causal too),
+// strides, dilation and groups.
+TEST(GradientCheck, Conv1DFamily) {
+  Float64Scope f64;
+  check_layer(layers::Conv1D(3, 3), {{2, 7, 2}});
+  check_layer(layers::Conv1D(4, 3, {.padding = "causal", .dilation_rate = 2, .activation = "relu"}),
+              {{2, 8, 3}});
+  check_layer(layers::Conv1D(4, 5, {.strides = 2, .padding = "same", .groups = 2, .use_bias = false}),
+              {{1, 9, 4}});
+  check_layer(layers::MaxPooling1D(2), {{2, 7, 3}});
+  check_layer(layers::MaxPooling1D(3, {.strides = 1, .padding = "same"}), {{1, 6, 2}});
+  check_layer(layers::AveragePooling1D(3, {.strides = 2, .padding = "same"}), {{2, 7, 2}});
+  check_layer(layers::GlobalAveragePooling1D(), {{2, 5, 3}});
+  check_layer(layers::GlobalMaxPooling1D({.keepdims = true}), {{2, 5, 3}});
+  check_layer(layers::ZeroPadding1D({2, 1}), {{2, 4, 3}});
+  check_layer(layers::Cropping1D({1, 2}), {{2, 6, 3}});
+  check_layer(layers::UpSampling1D(3), {{2, 3, 2}});
 }
 TEST(GradientCheck, PoolingPaddingsAndGlobalMax) {
   Float64Scope f64;

@@ -238,12 +238,12 @@ TEST(NormLayers, ConfigReadersRefuseWhatSystolicDoesNotRun) {
 }
 
 // A training forward of Dropout(noise_shape [null, 1, 1, 1]) keeps or drops whole samples; SpatialDropout2D whole
-// channels of a sample; survivors are scaled by 1/(1-rate).
+// channels of a sample (as SpatialDropout1D does of a sequence (12, 5)); survivors are scaled by 1/(1-rate).
 TEST(NormLayers, DropoutNoiseShapes) {
-  auto check = [](sy::LayerRef layer, bool per_channel) {
-    auto in = sy::layers::Input({3, 4, 5});
+  auto check = [](sy::LayerRef layer, bool per_channel, sy::Shape sample = {3, 4, 5}) {
+    auto in = sy::layers::Input(sample);
     layer(in);
-    sy::Tensor x = sy::Tensor::full({16, 3, 4, 5}, 1.0);
+    sy::Tensor x = sy::Tensor::full(sample.with_batch(16), 1.0);
     sy::TrainingStep step;
     sy::LayerCall c;
     c.inputs = {x};
@@ -275,6 +275,7 @@ TEST(NormLayers, DropoutNoiseShapes) {
   o.noise_shape = std::vector<std::optional<std::int64_t>>{std::nullopt, 1, 1, 1};
   check(sy::layers::Dropout(0.5, o), false);
   check(sy::layers::SpatialDropout2D(0.5), true);
+  check(sy::layers::SpatialDropout1D(0.5), true, {12, 5});
 }
 
 }  // namespace

@@ -236,6 +236,41 @@ struct UpSampling2DOptions {
 };
 LayerRef UpSampling2D(Pair size = {2, 2}, const UpSampling2DOptions& options = {});
 
+// 1-D layers over sequences (L, C) (channels_last), each the 2-D op on an (N, 1, L, C) view.
+// Conv1D: kernel (K, C/groups, filters), bias (filters); padding "valid", "same" or "causal" (left padding of
+// (K-1)*dilation_rate: the output at step t reads steps <= t).
+struct Conv1DOptions {
+  int strides = 1;
+  std::string padding = "valid";  // "valid", "same" or "causal"
+  int dilation_rate = 1;
+  int groups = 1;  // divides the input channels and filters
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint kernel_constraint = {}, bias_constraint = {};
+  std::string name;
+};
+LayerRef Conv1D(int filters, int kernel_size, const Conv1DOptions& options = {});
+struct Pooling1DOptions {
+  std::optional<int> strides;  // default: the pool size
+  std::string padding = "valid";
+  std::string name;
+};
+LayerRef MaxPooling1D(int pool_size = 2, const Pooling1DOptions& options = {});
+LayerRef AveragePooling1D(int pool_size = 2, const Pooling1DOptions& options = {});
+// GlobalAveragePooling1D and GlobalMaxPooling1D: (L, C) -> (C,), or (1, C) with keepdims.
+LayerRef GlobalAveragePooling1D(const GlobalPoolingOptions& options = {});
+LayerRef GlobalMaxPooling1D(const GlobalPoolingOptions& options = {});
+// ZeroPadding1D({before, after}) adds zero steps; Cropping1D({before, after}) removes steps.
+LayerRef ZeroPadding1D(Pair padding = {1, 1}, const NameOptions& options = {});
+LayerRef Cropping1D(Pair cropping = {1, 1}, const NameOptions& options = {});
+// UpSampling1D: each step repeated `size` times.
+LayerRef UpSampling1D(int size = 2, const NameOptions& options = {});
+// SpatialDropout1D: Dropout of whole channels, the noise shape (N, 1, C).
+LayerRef SpatialDropout1D(double rate, const DropoutOptions& options = {});
+
 // augment (branch augment): noise and image augmentation, active only while training (the identity at inference,
 // as in Keras 3; RandomCrop: see below). Random draws are keyed by (seed, training step) and differ per replica;
 // without a seed the layer draws one from the global generator (set_random_seed).

@@ -139,6 +139,21 @@ Pair ConfigReader::get_pair(const std::string& key, Pair fallback) {
   return p ? *p : fallback;
 }
 
+std::optional<int> ConfigReader::get_optional_size1(const std::string& key) {
+  if (!has(key) || config_[key].is_null()) {
+    if (has(key)) at(key);
+    return std::nullopt;
+  }
+  auto& v = at(key);
+  if (v.is_number_integer()) return v.get<int>();
+  if (v.is_array() && v.size() == 1 && v[0].is_number_integer()) return v[0].get<int>();
+  fail_option(key, "expected an int or a list of one int, got " + v.dump());
+}
+
+int ConfigReader::get_size1(const std::string& key, int fallback) {
+  return get_optional_size1(key).value_or(fallback);
+}
+
 std::optional<std::int64_t> ConfigReader::get_optional_int(const std::string& key) {
   if (!has(key) || config_[key].is_null()) {
     if (has(key)) at(key);
@@ -416,6 +431,21 @@ const std::map<std::string, FromConfig>& registry() {
       {"ELU", elu_from_config},
       {"Softmax", softmax_from_config},
       {"ZeroPadding2D", zero_padding2d_from_config},
+      // 1-D
+      {"Conv1D", conv1d_from_config},
+      {"Convolution1D", conv1d_from_config},
+      {"MaxPooling1D", max_pooling1d_from_config},
+      {"MaxPool1D", max_pooling1d_from_config},
+      {"AveragePooling1D", average_pooling1d_from_config},
+      {"AvgPool1D", average_pooling1d_from_config},
+      {"GlobalAveragePooling1D", global_average_pooling1d_from_config},
+      {"GlobalAvgPool1D", global_average_pooling1d_from_config},
+      {"GlobalMaxPooling1D", global_max_pooling1d_from_config},
+      {"GlobalMaxPool1D", global_max_pooling1d_from_config},
+      {"ZeroPadding1D", zero_padding1d_from_config},
+      {"Cropping1D", cropping1d_from_config},
+      {"UpSampling1D", upsampling1d_from_config},
+      {"SpatialDropout1D", spatial_dropout1d_from_config},
       {"Rescaling", rescaling_from_config},
       {"Add", add_from_config},
       {"Concatenate", concatenate_from_config},

@@ -32,6 +32,9 @@ class ConfigReader {
   Pair get_pair(const std::string& key, Pair fallback);  // an int n (n, n) or a list of two
   std::optional<Pair> get_optional_pair(const std::string& key);
   std::optional<std::int64_t> get_optional_int(const std::string& key);
+  // A 1-D layer's size: an int n or a list of one ([n], as Keras writes kernel_size, strides and pool_size).
+  int get_size1(const std::string& key, int fallback);
+  std::optional<int> get_optional_size1(const std::string& key);  // absent or null: none
   // An int, (rows, cols) or ((top, bottom), (left, right)), as Keras accepts for ZeroPadding2D and Cropping2D.
   Padding2D get_padding2d(const std::string& key, Padding2D fallback);
   Initializer get_initializer(const std::string& key, const Initializer& fallback);
@@ -105,6 +108,15 @@ std::vector<std::string> known_layer_classes();
 // One per layer class (defined in the layer's own file).
 std::shared_ptr<Layer> input_layer_from_config(ConfigReader& r);
 std::shared_ptr<Layer> conv2d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> conv1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> max_pooling1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> average_pooling1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> global_average_pooling1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> global_max_pooling1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> zero_padding1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> cropping1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> upsampling1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> spatial_dropout1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> dense_from_config(ConfigReader& r);
 std::shared_ptr<Layer> batch_normalization_from_config(ConfigReader& r);
 std::shared_ptr<Layer> max_pooling2d_from_config(ConfigReader& r);

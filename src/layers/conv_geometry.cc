@@ -96,6 +96,10 @@ ops::Pool2DParams ConvGeometry::pool2d_params(const Shape& x, ops::PoolKind kind
           g.ph.before, g.ph.after, g.pw.before, g.pw.after};
 }
 
+Tensor as_2d(const Tensor& t) {
+  return t.defined() ? t.reshape({t.dim(0), 1, t.dim(1), t.dim(2)}) : t;
+}
+
 void check_depthwise_options(const std::string& layer, const ConvGeometry& geometry, int depth_multiplier) {
   geometry.check(layer);
   SYSTOLIC_CHECK(depth_multiplier > 0, "layer '{}': depth_multiplier must be positive", layer);

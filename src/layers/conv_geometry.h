@@ -85,6 +85,10 @@ class ConvGeometry {
   std::string padding_;
 };
 
+// A batch of sequences (N, L, C) as the 2-D ops' (N, 1, L, C) view (a 1-D layer's axis is W); an undefined tensor
+// stays undefined.
+Tensor as_2d(const Tensor& t);
+
 // Error naming `layer` unless `padding` is 'valid' or 'same' (or 'causal' where allowed).
 void check_padding(const std::string& padding, const std::string& layer, bool causal = false);
 

@@ -3,7 +3,7 @@
 // noise_shape (Keras: null entries take the input's dims; EfficientNet's stochastic depth drops whole samples
 // with [null, 1, 1, 1]) the mask is drawn for that shape (dropout_forward over ones: 0 or 1/(1-rate)) and
 // broadcast over x (broadcast_forward multiply); backward redraws it. SpatialDropout2D is Dropout with the
-// noise shape (N, 1, 1, C).
+// noise shape (N, 1, 1, C), SpatialDropout1D with (N, 1, C).
 #include <systolic/layers.h>
 
 #include "core/philox.h"
@@ -24,7 +24,9 @@ class DropoutLayer final : public Layer {
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
-    if (spatial() && in[0].rank() != 3) fail_shape("expects input (H, W, C), got " + in[0].keras_str());
+    if (spatial() && in[0].rank() != spatial_rank())
+      fail_shape(std::string("expects input ") + (spatial_rank() == 2 ? "(steps, channels)" : "(H, W, C)") +
+                 ", got " + in[0].keras_str());
     if (noise_shape_) {
       const auto& ns = *noise_shape_;
       bool fits = int(ns.size()) == in[0].rank() + 1;
@@ -37,10 +39,10 @@ class DropoutLayer final : public Layer {
 
   void get_config(json& c) const override {
     if (spatial()) {
-      // Keras 3's SpatialDropout2D writes its own keys only.
+      // Keras 3's SpatialDropout2D and SpatialDropout1D write their own keys only.
       c = {{"rate", rate_}, {"seed", given_seed_ ? json(*given_seed_) : json(nullptr)}, {"name", name()}};
       c["dtype"] = base_config(*this)["dtype"];
-      c["data_format"] = "channels_last";
+      if (spatial_rank() == 3) c["data_format"] = "channels_last";
       return;
     }
     Layer::get_config(c);
@@ -85,7 +87,11 @@ class DropoutLayer final : public Layer {
   std::uint64_t seed_for(const LayerCall& c) const {
     return philox::replica_seed(seed_, c.training ? c.training->replica : 0);
   }
-  bool spatial() const { return class_name() == "SpatialDropout2D"; }
+  bool spatial() const { return spatial_rank() > 0; }
+  // The sample rank of a spatial dropout's input: 3 for SpatialDropout2D, 2 for SpatialDropout1D; 0 for Dropout.
+  int spatial_rank() const {
+    return class_name() == "SpatialDropout2D" ? 3 : class_name() == "SpatialDropout1D" ? 2 : 0;
+  }
   // This step's mask of the noise shape (kept in c.saved: ones, then the mask), like x's dtype and device.
   const Tensor& mask(LayerCall& c, const Tensor& x) {
     std::vector<std::int64_t> dims;
@@ -139,6 +145,20 @@ std::shared_ptr<Layer> spatial_dropout2d_from_config(ConfigReader& r) {
   DropoutOptions o{.name = r.name()};
   if (auto seed = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*seed);
   return std::make_shared<DropoutLayer>(rate, o, "SpatialDropout2D");
+}
+
+std::shared_ptr<Layer> spatial_dropout1d_from_config(ConfigReader& r) {
+  if (!r.has("rate")) r.fail_option("rate", "missing");
+  double rate = r.get_double("rate", 0);
+  DropoutOptions o{.name = r.name()};
+  if (auto seed = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*seed);
+  return std::make_shared<DropoutLayer>(rate, o, "SpatialDropout1D");
+}
+
+LayerRef SpatialDropout1D(double rate, const DropoutOptions& options) {
+  DropoutOptions o = options;
+  o.noise_shape.reset();
+  return LayerRef(std::make_shared<DropoutLayer>(rate, o, "SpatialDropout1D"));
 }
 
 LayerRef SpatialDropout2D(double rate, const DropoutOptions& options) {

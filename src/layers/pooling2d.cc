@@ -1,5 +1,6 @@
-// MaxPooling2D and AveragePooling2D (Keras): pool_size (2, 2), strides default to the pool size, padding
-// valid/same; max ignores padded cells, average does not count them.
+// MaxPooling2D and AveragePooling2D, MaxPooling1D and AveragePooling1D (Keras): pool_size (2, 2) or 2, strides
+// default to the pool size, padding valid/same; max ignores padded cells, average does not count them. A 1-D pool
+// runs the pool2d ops on (N, 1, L, C) views.
 #include <systolic/layers.h>
 
 #include "layers/config.h"
@@ -8,80 +9,110 @@
 namespace systolic::layers {
 
 namespace {
-class Pooling2DLayer final : public Layer {
+class PoolingLayer final : public Layer {
  public:
-  Pooling2DLayer(const char* class_name, ops::PoolKind kind, Pair pool, const PoolingOptions& o)
-      : Layer(class_name, o.name),
-        kind_(kind),
-        pool_(pool),
-        strides_(o.strides.value_or(pool)),
-        padding_(o.padding),
-        geometry_(pool_, strides_, {1, 1}, padding_) {
-    SYSTOLIC_CHECK(pool[0] > 0 && pool[1] > 0 && strides_[0] > 0 && strides_[1] > 0,
-                   "layer '{}': pool_size and strides must be positive", name());
-    check_padding(padding_, name());
+  PoolingLayer(const char* class_name, ops::PoolKind kind, ConvGeometry geometry, const std::string& name)
+      : Layer(class_name, name), kind_(kind), geometry_(std::move(geometry)) {
+    for (int a = 0; a < geometry_.rank(); ++a)
+      SYSTOLIC_CHECK(geometry_.axis(a).kernel > 0 && geometry_.axis(a).stride > 0,
+                     "layer '{}': pool_size and strides must be positive", this->name());
+    check_padding(geometry_.padding(), this->name());
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
-    if (in[0].rank() != 3) fail_shape("expects input (H, W, C), got " + in[0].keras_str());
+    const bool one = geometry_.rank() == 1;
+    if (in[0].rank() != geometry_.rank() + 1)
+      fail_shape(std::string("expects input ") + (one ? "(steps, channels)" : "(H, W, C)") + ", got " +
+                 in[0].keras_str());
     if (!geometry_.fits(in[0])) fail_shape("the pool does not fit the input " + in[0].keras_str());
     auto [h, w] = geometry_.output_extents(in[0]);
+    if (one) return {h, in[0][1]};
     return {h, w, in[0][2]};
   }
 
   void get_config(json& c) const override {
     Layer::get_config(c);
-    c["pool_size"] = pool_;
-    c["padding"] = padding_;
-    c["strides"] = strides_;
+    json pool = json::array(), strides = json::array();
+    for (int a = 0; a < geometry_.rank(); ++a) {
+      pool.push_back(geometry_.axis(a).kernel);
+      strides.push_back(geometry_.axis(a).stride);
+    }
+    c["pool_size"] = pool;
+    c["padding"] = geometry_.padding();
+    c["strides"] = strides;
     c["data_format"] = "channels_last";
   }
 
  protected:
   ops::Pool2DParams params(const Shape& x) const { return geometry_.pool2d_params(x, kind_); }
+  Tensor view(const Tensor& t) const { return geometry_.rank() == 1 ? as_2d(t) : t; }
   // saved[0]: the backend's workspace, which a training forward fills for backward (oneDNN's argmax indices).
   void forward(LayerCall& c) override {
-    Tensor none;
+    Tensor none, y = view(c.output);
     if (c.training && c.saved.empty()) c.saved = {Tensor(Shape{0}, DType::uint8, c.inputs[0].device())};
-    ops::pool2d_forward(c.inputs[0], c.output, c.training ? c.saved[0] : none, params(c.inputs[0].shape()));
+    ops::pool2d_forward(view(c.inputs[0]), y, c.training ? c.saved[0] : none, params(c.inputs[0].shape()));
   }
   void backward(LayerCall& c) override {
     if (!c.dinputs[0].defined()) return;
-    Tensor workspace = c.saved.empty() ? Tensor() : c.saved[0];
-    ops::pool2d_backward(c.inputs[0], c.output, c.doutput, workspace, c.dinputs[0],
+    Tensor workspace = c.saved.empty() ? Tensor() : c.saved[0], dx = view(c.dinputs[0]);
+    ops::pool2d_backward(view(c.inputs[0]), view(c.output), view(c.doutput), workspace, dx,
                          params(c.inputs[0].shape()));
   }
 
  private:
   ops::PoolKind kind_;
-  Pair pool_, strides_;
-  std::string padding_;
   ConvGeometry geometry_;
 };
-std::shared_ptr<Layer> pooling_from_config(ConfigReader& r, const char* class_name, ops::PoolKind kind) {
+
+std::shared_ptr<Layer> pooling2d_from_config(ConfigReader& r, const char* class_name, ops::PoolKind kind) {
   Pair pool = r.get_pair("pool_size", {2, 2});
-  PoolingOptions o{.strides = r.get_optional_pair("strides"),
-                   .padding = r.get_string("padding", "valid"),
-                   .name = r.name()};
+  Pair strides = r.get_optional_pair("strides").value_or(pool);
+  std::string padding = r.get_string("padding", "valid");
   r.require_value("data_format", "channels_last");
-  return std::make_shared<Pooling2DLayer>(class_name, kind, pool, o);
+  return std::make_shared<PoolingLayer>(class_name, kind, ConvGeometry(pool, strides, {1, 1}, padding),
+                                        r.name());
+}
+std::shared_ptr<Layer> pooling1d_from_config(ConfigReader& r, const char* class_name, ops::PoolKind kind) {
+  int pool = r.get_size1("pool_size", 2);
+  int strides = r.get_optional_size1("strides").value_or(pool);
+  std::string padding = r.get_string("padding", "valid");
+  r.require_value("data_format", "channels_last");
+  return std::make_shared<PoolingLayer>(class_name, kind, ConvGeometry(pool, strides, 1, padding), r.name());
+}
+LayerRef pooling2d(const char* class_name, ops::PoolKind kind, Pair pool, const PoolingOptions& o) {
+  return LayerRef(std::make_shared<PoolingLayer>(
+      class_name, kind, ConvGeometry(pool, o.strides.value_or(pool), {1, 1}, o.padding), o.name));
+}
+LayerRef pooling1d(const char* class_name, ops::PoolKind kind, int pool, const Pooling1DOptions& o) {
+  return LayerRef(std::make_shared<PoolingLayer>(
+      class_name, kind, ConvGeometry(pool, o.strides.value_or(pool), 1, o.padding), o.name));
 }
 }  // namespace
 
 std::shared_ptr<Layer> max_pooling2d_from_config(ConfigReader& r) {
-  return pooling_from_config(r, "MaxPooling2D", ops::PoolKind::max);
+  return pooling2d_from_config(r, "MaxPooling2D", ops::PoolKind::max);
 }
 std::shared_ptr<Layer> average_pooling2d_from_config(ConfigReader& r) {
-  return pooling_from_config(r, "AveragePooling2D", ops::PoolKind::average);
+  return pooling2d_from_config(r, "AveragePooling2D", ops::PoolKind::average);
+}
+std::shared_ptr<Layer> max_pooling1d_from_config(ConfigReader& r) {
+  return pooling1d_from_config(r, "MaxPooling1D", ops::PoolKind::max);
+}
+std::shared_ptr<Layer> average_pooling1d_from_config(ConfigReader& r) {
+  return pooling1d_from_config(r, "AveragePooling1D", ops::PoolKind::average);
 }
 
 LayerRef MaxPooling2D(Pair pool_size, const PoolingOptions& options) {
-  return LayerRef(std::make_shared<Pooling2DLayer>("MaxPooling2D", ops::PoolKind::max, pool_size, options));
+  return pooling2d("MaxPooling2D", ops::PoolKind::max, pool_size, options);
 }
-
 LayerRef AveragePooling2D(Pair pool_size, const PoolingOptions& options) {
-  return LayerRef(
-      std::make_shared<Pooling2DLayer>("AveragePooling2D", ops::PoolKind::average, pool_size, options));
+  return pooling2d("AveragePooling2D", ops::PoolKind::average, pool_size, options);
+}
+LayerRef MaxPooling1D(int pool_size, const Pooling1DOptions& options) {
+  return pooling1d("MaxPooling1D", ops::PoolKind::max, pool_size, options);
+}
+LayerRef AveragePooling1D(int pool_size, const Pooling1DOptions& options) {
+  return pooling1d("AveragePooling1D", ops::PoolKind::average, pool_size, options);
 }
 
 }  // namespace systolic::layers

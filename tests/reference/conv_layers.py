@@ -1,7 +1,7 @@
-"""Keras 3 fixtures for systolic's convolution, cropping, pooling and upsampling layers.
+"""Keras 3 fixtures for systolic's convolution, cropping, pooling and upsampling layers, 2-D and 1-D.
 
-    /work/venv/bin/python tests/reference/conv_layers.py            # rewrites tests/fixtures/conv_layers/
-    /work/venv/bin/python tests/reference/conv_layers.py --out DIR  # elsewhere
+    /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py            # rewrites tests/fixtures/conv_layers/
+    /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py --out DIR  # elsewhere
 
 Each case is a one-layer functional model, Input(shape) -> layer, built in Keras 3 with deterministic weights
 (uniform in [-0.5, 0.5] from a seeded NumPy generator, biases included) and run on deterministic inputs in
@@ -94,6 +94,20 @@ CASES = {
     "upsampling_nearest_2x3": ((3, 4, 2), lambda L: L.UpSampling2D((2, 3))),
     "upsampling_bilinear_2": ((3, 4, 2), lambda L: L.UpSampling2D(2, interpolation="bilinear")),
     "upsampling_bilinear_3x2": ((4, 3, 2), lambda L: L.UpSampling2D((3, 2), interpolation="bilinear")),
+    # The 1-D layers over sequences (steps, channels).
+    "conv1d_3_valid": ((10, 4), lambda L: L.Conv1D(5, 3)),
+    "conv1d_causal_dilation2_relu": ((12, 3), lambda L: L.Conv1D(4, 3, padding="causal", dilation_rate=2,
+                                                                  activation="relu")),
+    "conv1d_5_stride2_same_groups2": ((11, 6), lambda L: L.Conv1D(4, 5, strides=2, padding="same", groups=2)),
+    "conv1d_1_nobias": ((7, 3), lambda L: L.Conv1D(2, 1, use_bias=False)),
+    "maxpool1d_2": ((9, 3), lambda L: L.MaxPooling1D()),
+    "maxpool1d_3_stride1_same": ((8, 2), lambda L: L.MaxPooling1D(3, strides=1, padding="same")),
+    "avgpool1d_3_stride2_same": ((9, 3), lambda L: L.AveragePooling1D(3, strides=2, padding="same")),
+    "global_avg1d": ((6, 4), lambda L: L.GlobalAveragePooling1D()),
+    "global_max1d_keepdims": ((6, 4), lambda L: L.GlobalMaxPooling1D(keepdims=True)),
+    "zero_padding1d_2_1": ((5, 3), lambda L: L.ZeroPadding1D((2, 1))),
+    "cropping1d_1_2": ((8, 3), lambda L: L.Cropping1D((1, 2))),
+    "upsampling1d_3": ((4, 2), lambda L: L.UpSampling1D(3)),
 }
 
 
