@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/keras_training/: Keras 3 models compiled with the training surface beyond the seed's
 (binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, Adafactor, Muon, clipping, regression metrics, AUC,
-Precision, Recall), trained by
+Precision, Recall) and a sequence model of the 1-D layers, trained by
 Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
@@ -97,8 +97,30 @@ def orthogonal(rng):
     return m, x, y
 
 
+def sequence(rng):
+    """The 1-D layers: a causal dilated Conv1D, MaxPooling1D, a strided Conv1D, GlobalAveragePooling1D, on series
+    (24 steps, 2 channels) whose class is which of three bumps they carry, wherever it sits; Adam."""
+    x = 0.3 * rng.normal(size=(80, 24, 2))
+    y = rng.integers(0, 3, size=80).astype(np.int64)
+    bumps = np.array([[1.0, 1.0, 1.0], [1.0, -1.0, 1.0], [-1.0, 0.0, 1.0]])
+    for i in range(80):
+        at = rng.integers(0, 21)
+        x[i, at:at + 3, 0] += bumps[y[i]]
+    keras.utils.set_random_seed(6)
+    i = keras.Input((24, 2))
+    h = keras.layers.Conv1D(6, 3, padding="causal", dilation_rate=2, activation="relu")(i)
+    h = keras.layers.MaxPooling1D(2)(h)
+    h = keras.layers.Conv1D(8, 3, strides=2, padding="same", activation="relu")(h)
+    h = keras.layers.GlobalAveragePooling1D()(h)
+    o = keras.layers.Dense(3, activation="softmax")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
-         ("orthogonal", orthogonal)]
+         ("orthogonal", orthogonal), ("sequence", sequence)]
 
 
 def check(folder):
