@@ -138,33 +138,35 @@ std::shared_ptr<Layer> dropout_from_config(ConfigReader& r) {
   return std::make_shared<DropoutLayer>(rate, o);
 }
 
-std::shared_ptr<Layer> spatial_dropout2d_from_config(ConfigReader& r) {
+namespace {
+// SpatialDropout1D's and SpatialDropout2D's configs: rate and seed (and 2-D's data_format, which 1-D has not).
+std::shared_ptr<Layer> spatial_dropout_from_config(ConfigReader& r, const std::string& class_name) {
   if (!r.has("rate")) r.fail_option("rate", "missing");
   double rate = r.get_double("rate", 0);
-  r.require_value("data_format", "channels_last");
+  if (class_name == "SpatialDropout2D") r.require_value("data_format", "channels_last");
   DropoutOptions o{.name = r.name()};
   if (auto seed = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*seed);
-  return std::make_shared<DropoutLayer>(rate, o, "SpatialDropout2D");
+  return std::make_shared<DropoutLayer>(rate, o, class_name);
 }
+// A spatial dropout's noise shape is its own: the options' is ignored.
+LayerRef spatial_dropout(double rate, DropoutOptions o, const std::string& class_name) {
+  o.noise_shape.reset();
+  return LayerRef(std::make_shared<DropoutLayer>(rate, o, class_name));
+}
+}  // namespace
 
+std::shared_ptr<Layer> spatial_dropout2d_from_config(ConfigReader& r) {
+  return spatial_dropout_from_config(r, "SpatialDropout2D");
+}
 std::shared_ptr<Layer> spatial_dropout1d_from_config(ConfigReader& r) {
-  if (!r.has("rate")) r.fail_option("rate", "missing");
-  double rate = r.get_double("rate", 0);
-  DropoutOptions o{.name = r.name()};
-  if (auto seed = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*seed);
-  return std::make_shared<DropoutLayer>(rate, o, "SpatialDropout1D");
+  return spatial_dropout_from_config(r, "SpatialDropout1D");
 }
 
 LayerRef SpatialDropout1D(double rate, const DropoutOptions& options) {
-  DropoutOptions o = options;
-  o.noise_shape.reset();
-  return LayerRef(std::make_shared<DropoutLayer>(rate, o, "SpatialDropout1D"));
+  return spatial_dropout(rate, options, "SpatialDropout1D");
 }
-
 LayerRef SpatialDropout2D(double rate, const DropoutOptions& options) {
-  DropoutOptions o = options;
-  o.noise_shape.reset();
-  return LayerRef(std::make_shared<DropoutLayer>(rate, o, "SpatialDropout2D"));
+  return spatial_dropout(rate, options, "SpatialDropout2D");
 }
 
 LayerRef Dropout(double rate, const DropoutOptions& options) {

@@ -56,7 +56,7 @@ __device__ void block_add(double v, double* total) {
   block_add(one, total, 0);
 }
 
-// Sparse label of row r, or -1 (after flagging it) when it is out of [0, classes).
+// Sparse label of row r, or -1 when it is out of [0, classes) (flagged in error_flags when `report`).
 __device__ __forceinline__ std::int64_t checked_label(const std::int32_t* labels, std::int64_t r,
                                                       std::int64_t classes, int* error_flags, int flag,
                                                       bool report) {
@@ -282,10 +282,9 @@ __global__ void accuracy_kernel(const T* pred, const std::int32_t* sparse, const
   const int lane = threadIdx.x & 31;
   double acc = 0;
   SYSTOLIC_WARP_ROWS(r, rows) {
-    // A sparse label out of [0, C) is no error: its row is a miss (-1).
-    const std::int64_t label = sparse ? sparse[r] : 0;
-    const std::int64_t truth =
-        sparse ? (label >= 0 && label < C ? label : -1) : warp_argmax(dense + r * C, C, lane);
+    // A sparse label out of [0, C) is no error: its row is a miss (-1, not reported).
+    const std::int64_t truth = sparse ? checked_label(sparse, r, C, nullptr, 0, /*report=*/false)
+                                      : warp_argmax(dense + r * C, C, lane);
     bool hit;
     if (k == 1) {
       hit = warp_argmax(pred + r * C, C, lane) == truth;
