@@ -2,7 +2,7 @@
 // Conv2D groups, DepthwiseConv2D, SeparableConv2D, Cropping2D, pooling with every padding and stride,
 // GlobalMaxPooling2D and keepdims, Conv2DTranspose, UpSampling2D, and the 1-D layers (Conv1D with causal padding,
 // dilation and groups, MaxPooling1D, AveragePooling1D, the global 1-D poolings, ZeroPadding1D, Cropping1D,
-// UpSampling1D). Each case is a one-layer model that Keras
+// UpSampling1D), and Embedding (ids given as floats, some fractional). Each case is a one-layer model that Keras
 // saved (.h5 full model and .weights.h5), with its inputs and Keras's outputs: systolic loads both files and
 // predicts the same values (1e-5 relative), builds the same weights, and writes the layer's config as Keras does;
 // and the same layers saved by tf.keras.

@@ -535,6 +535,13 @@ TEST(GradientCheck, Conv1DFamily) {
   check_layer(layers::Cropping1D({1, 2}), {{2, 6, 3}});
   check_layer(layers::UpSampling1D(3), {{2, 3, 2}});
 }
+// Embedding: ids drawn as floats in [0, input_dim) (truncated toward zero; none within the step of an integer), so
+// several repeat and their gradient rows add up; the ids' own gradient is zero.
+TEST(GradientCheck, Embedding) {
+  Float64Scope f64;
+  check_layer(layers::Embedding(7, 3), {{2, 5}}, 1, 0, 6.99);
+  check_layer(layers::Embedding(4, 2), {{2, 3, 2}}, 2, 0, 3.99);
+}
 TEST(GradientCheck, PoolingPaddingsAndGlobalMax) {
   Float64Scope f64;
   check_layer(layers::MaxPooling2D({3, 3}, {.strides = layers::Pair{1, 1}, .padding = "same"}),

@@ -249,8 +249,10 @@ TEST(MixedPrecision, CastRoundsToNearestEvenAsTheHostBfloat16) {
   const float* s = src.data<float>();
   const float* b = back.data<float>();
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(b[i], static_cast<float>(bfloat16(s[i]))) << i;
-  Tensor ints({1000}, DType::int32);
-  EXPECT_NE(systolic::testing::error_of([&] { ops::cast(src, ints); }).find("cast: dst is int32"),
+  Tensor bytes({1000}, DType::uint8), ints({1000}, DType::int32);
+  EXPECT_NE(systolic::testing::error_of([&] { ops::cast(src, bytes); }).find("cast: dst is uint8"),
+            std::string::npos);
+  EXPECT_NE(systolic::testing::error_of([&] { ops::cast(ints, back); }).find("cast: src is int32"),
             std::string::npos);
 }
 

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -722,6 +723,18 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
                            {fixed(in("src", {1000003}, -300, 300), from), out("dst", {1000003})},
                            [](auto& t) { cast(t[0], t[1]); }});
 
+  // cast to int32 (Embedding's ids): whole and fractional values of both signs, huge ones and the int32 limits.
+  {
+    Case ids{"cast float ids to int32 (toward zero; out of range: INT32_MIN)",
+             {fixed(in("src", {4099}, -3e9, 3e9), DType::float32), fixed(out("dst", {4099}), DType::int32)},
+             [](auto& t) { cast(t[0], t[1]); }};
+    m[Op::cast].push_back(ids);
+    m[Op::cast].push_back(
+        {"cast small ids to int32",
+         {fixed(in("src", {1001}, -20.5, 20.5), DType::float64), fixed(out("dst", {1001}), DType::int32)},
+         [](auto& t) { cast(t[0], t[1]); }});
+  }
+
   // add_n: 3 inputs; 11 (more than one CUDA launch takes) into its first input; none (zeros).
   {
     Case three{"add_n of 3", {in("x0", big), in("x1", big), in("x2", big), out("y", big)}, [](auto& t) {
@@ -812,6 +825,17 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
   m[Op::gather_rows].push_back({"int32 labels",
                                 {fixed(labels(50, 10), DType::int32), idx, out("dst", {7})},
                                 [](auto& t) { gather_rows(t[0], t[1], t[2]); }});
+
+  // Scattering rows back (Embedding's gradient): repeated indices add up, into float32 or float64 tables.
+  Arg many =
+      fixed({.name = "indices", .shape = {300}, .values = Values::integers, .lo = 0, .hi = 9}, DType::int32);
+  m[Op::scatter_add_rows].push_back({"300 rows into 10, repeated",
+                                     {in("src", {300, 8}), many, param(acc("dst", {10, 8}))},
+                                     [](auto& t) { scatter_add_rows(t[0], t[1], t[2]); },
+                                     Family::reduction});
+  m[Op::scatter_add_rows].push_back({"rows of (4, 3) into a table of 50",
+                                     {in("src", {7, 4, 3}), idx, param(acc("dst", {50, 4, 3}))},
+                                     [](auto& t) { scatter_add_rows(t[0], t[1], t[2]); }});
 
   // Augmentation: fill nearest and constant, small and large shifts, flips; one channel as (N, H, W).
   for (bool constant : {false, true})
@@ -1855,6 +1879,52 @@ TEST(OpChecks, GatherRowsWithHostIndices) {
     }
     EXPECT_THAT(error_of([&] { gather_rows(images, std::vector<std::int64_t>{50}, got); }),
                 HasSubstr("range"));
+  }
+}
+
+// Embedding's ops by hand, on every device and on XLA: ids truncated toward zero (INT32_MIN when not finite or out
+// of range), rows gathered, and the gradient's rows added back with repeated ids summed.
+TEST(OpChecks, EmbeddingIdsGatherAndScatterAddByHand) {
+  auto f = [](Shape s, std::vector<double> v, DType t = DType::float32) {
+    return Tensor::from_vector(v, s).to(t);
+  };
+  auto i32 = [](std::vector<std::int32_t> v) { return Tensor::from_vector(v, {std::int64_t(v.size())}); };
+  std::vector<Device> ds = devices();
+  if (systolic::testing::xla_unavailable().empty()) ds.push_back(systolic::testing::xla_cpu());
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> ids = {2.7, -2.7, 0.0, -0.5, 3e9, -3e9, nan, inf, 2147483520.0, -2147483648.0};
+  const std::vector<double> want = {2,         -2,           0,        0, INT32_MIN, INT32_MIN, INT32_MIN,
+                                    INT32_MIN, 2147483520.0, INT32_MIN};
+  for (Device d : ds) {
+    SCOPED_TRACE(d.str());
+    for (DType from : {DType::float32, DType::float64}) {
+      Tensor src = f({10}, ids, from).to(d), got = Tensor::zeros({10}, DType::int32, d);
+      cast(src, got);
+      EXPECT_EQ(got.to_doubles(), want) << dtype_name(from);
+    }
+    // Table of 4 rows of 2; ids 3, 0, 3: rows 3, 0, 3; the gradient rows add up at 3.
+    Tensor table = f({4, 2}, {0, 1, 10, 11, 20, 21, 30, 31}).to(d);
+    Tensor index = i32({3, 0, 3}).to(d);
+    Tensor rows = Tensor::zeros({3, 2}, DType::float32, d);
+    gather_rows(table, index, rows);
+    EXPECT_EQ(rows.to_doubles(), (std::vector<double>{30, 31, 0, 1, 30, 31}));
+    Tensor grad = Tensor::full({4, 2}, 1.0).to(d);
+    scatter_add_rows(f({3, 2}, {1, 2, 3, 4, 5, 6}).to(d), index, grad);
+    EXPECT_EQ(grad.to_doubles(), (std::vector<double>{4, 5, 1, 1, 1, 1, 7, 9}));
+  }
+  // An id out of range: an error on the CPU; NaN rows on XLA (its gather would clamp the index).
+  Tensor table = f({4, 2}, {0, 1, 10, 11, 20, 21, 30, 31});
+  Tensor bad = i32({1, 4}), rows = Tensor::zeros({2, 2});
+  EXPECT_THAT(error_of([&] { gather_rows(table, bad, rows); }), HasSubstr("row 4 out of range [0, 4)"));
+  EXPECT_THAT(error_of([&] { scatter_add_rows(rows, bad, table); }), HasSubstr("row 4 out of range [0, 4)"));
+  if (systolic::testing::xla_unavailable().empty()) {
+    Device x = systolic::testing::xla_cpu();
+    Tensor xr = Tensor::zeros({2, 2}, DType::float32, x);
+    gather_rows(table.to(x), bad.to(x), xr);
+    auto v = xr.to_doubles();
+    EXPECT_EQ(v[0], 10);
+    EXPECT_EQ(v[1], 11);
+    EXPECT_TRUE(std::isnan(v[2]) && std::isnan(v[3]));
   }
 }
 

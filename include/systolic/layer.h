@@ -154,6 +154,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual bool is_input_layer() const { return false; }
   // Whether forward() already applied the activation (fused into its op); backward still applies its gradient.
   virtual bool fuses_activation() const { return false; }
+  // Keras's layer.autocast: whether the model casts the layer's float inputs to its compute dtype (under mixed
+  // precision). Embedding says no: its ids stay in the variables' dtype.
+  virtual bool autocast() const { return true; }
   // Whether the layer asks for statistics over the global batch under replicas (Keras's
   // BatchNormalization(synchronized=True)): fit refuses a strategy that does not synchronise batch norm.
   virtual bool synchronized() const { return false; }

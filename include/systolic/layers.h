@@ -270,6 +270,18 @@ LayerRef Cropping1D(Pair cropping = {1, 1}, const NameOptions& options = {});
 LayerRef UpSampling1D(int size = 2, const NameOptions& options = {});
 // SpatialDropout1D: Dropout of whole channels, the noise shape (N, 1, C).
 LayerRef SpatialDropout1D(double rate, const DropoutOptions& options = {});
+// Embedding: integer ids (any input shape; float values are truncated toward zero, as Keras casts them) -> their
+// rows of embeddings (input_dim, output_dim): (dims...) -> (dims..., output_dim). An id outside [0, input_dim) is an
+// error (CPU; CUDA at the next synchronisation; XLA gives NaN rows). Model inputs carry ids as float32, exact below
+// 2^24. Its input is not cast under mixed precision (Keras's autocast=False); its output is.
+struct EmbeddingOptions {
+  Initializer embeddings_initializer = "random_uniform";  // Keras's "uniform": U(-0.05, 0.05)
+  Regularizer embeddings_regularizer = {}, activity_regularizer = {};
+  Constraint embeddings_constraint = {};
+  bool mask_zero = false;  // not yet supported: masks do not flow through models yet
+  std::string name;
+};
+LayerRef Embedding(int input_dim, int output_dim, const EmbeddingOptions& options = {});
 
 // augment (branch augment): noise and image augmentation, active only while training (the identity at inference,
 // as in Keras 3; RandomCrop: see below). Random draws are keyed by (seed, training step) and differ per replica;

@@ -327,14 +327,21 @@ struct ConstraintParams {
 // concat_backward   each defined dxs[k] (=) gets its part of dy; an undefined one is skipped.
 // fill              x[:] = value (any dtype, rounded as Tensor::fill rounds).
 // copy              dst = src (same numel and dtype).
-// cast              dst = src converted to dst's dtype (float32, float64, bfloat16; to nearest even), same numel.
+// cast              dst = src converted to dst's dtype, same numel: between float32, float64 and bfloat16 (to
+//                   nearest even); from those to int32 truncated toward zero, as Keras casts ids (a value that is
+//                   not finite or outside int32's range becomes INT32_MIN, as x86's conversion gives).
 // add_n             y = sum xs (same shapes, at least one; y may alias xs[0]).
 // accumulate        dst += src.
 // scale_shift       y = x*scale + shift.
 // moving_average    moving = moving*momentum + value*(1-momentum).
 // gather_rows       dst[i] = src[indices[i]] over src's first dimension, converted to dst's dtype (uint8 images
 //                   -> float32, labels -> int32); indices int32 on the tensors' device (a training step on a GPU
-//                   reads its batch from a data set resident there). A host overload follows the list.
+//                   reads its batch from a data set resident there). A host overload follows the list. A row index
+//                   out of range: the CPU throws, CUDA writes zeros and reports it at the next synchronisation,
+//                   XLA writes NaN rows (float dst; its gather would clamp the index).
+// scatter_add_rows  dst[indices[i]] += src[i] over dst's first dimension (Embedding's gradient): src [n, row...]
+//                   in float32, bfloat16 or float64 added in dst's float32 or float64; repeated indices add up.
+//                   A row index out of range: the CPU throws, CUDA skips it and reports it, XLA skips it.
 // augment_images    random shifts with bilinear interpolation, fill "nearest" or "constant", then a random
 //                   horizontal flip. x, y: float32 [n, H, W, C] (y must not overlap x). Sample i draws its numbers
 //                   from Philox at (seed, first + i).
@@ -533,6 +540,7 @@ struct RowLossParams {
   X(scale_shift, (const Tensor& x, Tensor& y, double scale, double shift), (x, y, scale, shift))                \
   X(moving_average, (Tensor& moving, const Tensor& value, double momentum), (moving, value, momentum))          \
   X(gather_rows, (const Tensor& src, const Tensor& indices, Tensor& dst), (src, indices, dst))                  \
+  X(scatter_add_rows, (const Tensor& src, const Tensor& indices, Tensor& dst), (src, indices, dst))             \
   X(augment_images, (const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first), \
     (x, y, p, seed, first))                                                                                      \
   X(softmax_cross_entropy, (const Tensor& logits, const Tensor& labels, const Tensor& weights, Tensor& total,   \

@@ -446,6 +446,7 @@ const std::map<std::string, FromConfig>& registry() {
       {"Cropping1D", cropping1d_from_config},
       {"UpSampling1D", upsampling1d_from_config},
       {"SpatialDropout1D", spatial_dropout1d_from_config},
+      {"Embedding", embedding_from_config},
       {"Rescaling", rescaling_from_config},
       {"Add", add_from_config},
       {"Concatenate", concatenate_from_config},

@@ -117,6 +117,7 @@ std::shared_ptr<Layer> zero_padding1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> cropping1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> upsampling1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> spatial_dropout1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> embedding_from_config(ConfigReader& r);
 std::shared_ptr<Layer> dense_from_config(ConfigReader& r);
 std::shared_ptr<Layer> batch_normalization_from_config(ConfigReader& r);
 std::shared_ptr<Layer> max_pooling2d_from_config(ConfigReader& r);

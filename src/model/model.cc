@@ -85,14 +85,14 @@ void ModelState::finalize() {
                    in.node()->layer->name());
   // Each layer computes in its own policy's dtype (NodeExec::dtype); the variables share one dtype. The input
   // holds the batch in the compute dtype of the first layer with weights (the first one Keras would autocast it
-  // for).
+  // for), or in the variables' dtype when that layer does not autocast (Embedding's ids).
   dtype = floatx();
   const Layer* first = nullptr;
   for (auto* l : weight_layers()) {
     if (l->is_input_layer()) continue;
     if (!first) {
       first = l;
-      dtype = l->compute_dtype();
+      dtype = l->autocast() ? l->compute_dtype() : l->dtype();
     }
     SYSTOLIC_CHECK(
         l->dtype() == first->dtype(),
@@ -225,7 +225,7 @@ void ModelState::ensure_capacity(std::int64_t n) {
     for (auto& s : e.scratch) s = Tensor();
     for (std::size_t k = 0; k < e.inputs.size(); ++k) {
       const NodeExec& p = nodes[e.inputs[k]];
-      const bool cast = p.dtype != e.dtype && is_floating(p.dtype);
+      const bool cast = p.dtype != e.dtype && is_floating(p.dtype) && e.node->layer->autocast();
       e.cast_in[k] = cast ? Tensor(p.node->shape.with_batch(n), e.dtype, d) : Tensor();
       e.cast_grad[k] = Tensor();
     }

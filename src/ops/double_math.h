@@ -14,6 +14,11 @@
 
 namespace systolic::ops {
 
+// ops::cast to int32: toward zero; not finite or outside int32's range gives INT32_MIN (x86's cvttsd2si).
+SYSTOLIC_MATH_HD int truncate_to_int32(double v) {
+  return v > -2147483649.0 && v < 2147483648.0 ? static_cast<int>(v) : -2147483647 - 1;
+}
+
 struct DoubleMath {
   static SYSTOLIC_MATH_HD double where(bool c, double a, double b) { return c ? a : b; }
   static SYSTOLIC_MATH_HD double like(double value, double) { return value; }  // a constant of x's kind

@@ -492,7 +492,9 @@ DType copy(const Tensor& src, Tensor& dst) {
 DType cast(const Tensor& src, Tensor& dst) {
   Check c("cast");
   c.floating("src", src);
-  c.floating("dst", dst);
+  c.defined("dst", dst);
+  SYSTOLIC_OP_CHECK(c, dst.dtype() != DType::uint8,
+                    "dst is uint8; casts go to float32, bfloat16, float64 or int32");
   SYSTOLIC_OP_CHECK(c, src.numel() == dst.numel(), "{} values into {}", src.numel(), dst.numel());
   return dst.dtype();
 }
@@ -545,6 +547,21 @@ DType gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   std::int64_t rows = src.dim(0), row = rows ? src.numel() / rows : 0;
   SYSTOLIC_OP_CHECK(c, indices.numel() * row == dst.numel(), "{} rows of {} values do not fill dst {}",
                     indices.numel(), row, dst.shape().str());
+  return dst.dtype();
+}
+
+DType scatter_add_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
+  Check c("scatter_add_rows");
+  c.floating("src", src);
+  c.dtype("indices", indices, DType::int32, "row indices");
+  c.defined("dst", dst);
+  SYSTOLIC_OP_CHECK(c, dst.dtype() == DType::float32 || dst.dtype() == DType::float64,
+                    "dst is {}; rows are added in float32 or float64", dtype_name(dst.dtype()));
+  SYSTOLIC_OP_CHECK(c, dst.rank() >= 1, "dst has no rows (shape {})", dst.shape().str());
+  std::int64_t rows = dst.dim(0), row = rows ? dst.numel() / rows : 0;
+  SYSTOLIC_OP_CHECK(c, indices.numel() * row == src.numel(), "{} rows of {} values do not make src {}",
+                    indices.numel(), row, src.shape().str());
+  SYSTOLIC_OP_CHECK(c, !overlap(src, dst), "dst must not overlap src");
   return dst.dtype();
 }
 

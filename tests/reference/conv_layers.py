@@ -1,11 +1,11 @@
-"""Keras 3 fixtures for systolic's convolution, cropping, pooling and upsampling layers, 2-D and 1-D.
+"""Keras 3 fixtures for systolic's convolution, cropping, pooling and upsampling layers, 2-D and 1-D, and Embedding.
 
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py            # rewrites tests/fixtures/conv_layers/
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py --out DIR  # elsewhere
 
 Each case is a one-layer functional model, Input(shape) -> layer, built in Keras 3 with deterministic weights
 (uniform in [-0.5, 0.5] from a seeded NumPy generator, biases included) and run on deterministic inputs in
-float32. For each case it writes:
+float32 (Embedding's: ids, some with a fractional part, which Keras truncates). For each case it writes:
   <case>.h5            model.save (Keras 3's legacy full-model HDF5: model_config + model_weights)
   <case>.weights.h5    model.save_weights (Keras 3's object-tree layout: layers/<key>/vars/<i>)
   <case>.inputs.bin    the inputs, raw little-endian float32, shape (N,) + input shape
@@ -108,7 +108,14 @@ CASES = {
     "zero_padding1d_2_1": ((5, 3), lambda L: L.ZeroPadding1D((2, 1))),
     "cropping1d_1_2": ((8, 3), lambda L: L.Cropping1D((1, 2))),
     "upsampling1d_3": ((4, 2), lambda L: L.UpSampling1D(3)),
+    # Embedding: ids as float32 (Keras casts them to int32, toward zero), so the fractional case checks the cast.
+    "embedding_10x4": ((7,), lambda L: L.Embedding(10, 4)),
+    "embedding_fractional_ids": ((6,), lambda L: L.Embedding(9, 3)),
+    "embedding_rank2_ids": ((3, 2), lambda L: L.Embedding(12, 5)),
 }
+
+# Cases whose inputs are ids: name -> (input_dim, fractional part added to each id).
+IDS = {"embedding_10x4": (10, 0.0), "embedding_fractional_ids": (9, 0.75), "embedding_rank2_ids": (12, 0.0)}
 
 
 def main():
@@ -127,7 +134,11 @@ def main():
         model = keras.Model(x_in, layer(x_in), name=name)
         weights = [rng.uniform(-0.5, 0.5, w.shape).astype("float32") for w in model.get_weights()]
         model.set_weights(weights)
-        x = rng.uniform(-1, 1, (N,) + shape).astype("float32")
+        if name in IDS:
+            dim, frac = IDS[name]
+            x = (rng.integers(0, dim, (N,) + shape) + frac).astype("float32")
+        else:
+            x = rng.uniform(-1, 1, (N,) + shape).astype("float32")
         y = np.asarray(model.predict(x, verbose=0), dtype="float32")
         tf_keras.backend.clear_session()
         t_in = tf_keras.Input(shape, name="input")

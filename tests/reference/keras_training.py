@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/keras_training/: Keras 3 models compiled with the training surface beyond the seed's
 (binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, Adafactor, Muon, clipping, regression metrics, AUC,
-Precision, Recall) and a sequence model of the 1-D layers, trained by
+Precision, Recall), a sequence model of the 1-D layers and a text model with an Embedding, trained by
 Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
@@ -119,8 +119,33 @@ def sequence(rng):
     return m, x, y
 
 
+def text(rng):
+    """Embedding: sequences of 16 word ids (1..39, 0 pads the tail) whose class is whether words 1..9 outnumber
+    words 10..18; Embedding(40, 8), a Conv1D, GlobalAveragePooling1D, a sigmoid; SGD with Nesterov momentum. The ids are
+    int64, as Keras's datasets give them. (Not Adam: Keras on TensorFlow hands the optimizer an Embedding's gradient as
+    IndexedSlices, whose square it takes per occurrence of an id, so that a word repeated in a batch gets the sum of
+    its gradients' squares in Adam's second moment, not the square of their sum that systolic, like Keras on JAX,
+    computes.)"""
+    x = np.zeros((80, 16), dtype=np.int64)
+    y = np.zeros(80, dtype=np.int64)
+    for i in range(80):
+        n = rng.integers(8, 17)
+        x[i, :n] = rng.integers(1, 40, size=n)
+        y[i] = int(np.sum((x[i] >= 1) & (x[i] <= 9)) > np.sum((x[i] >= 10) & (x[i] <= 18)))
+    keras.utils.set_random_seed(7)
+    i = keras.Input((16,))
+    h = keras.layers.Embedding(40, 8)(i)
+    h = keras.layers.Conv1D(8, 3, padding="same", activation="relu")(h)
+    h = keras.layers.GlobalAveragePooling1D()(h)
+    o = keras.layers.Dense(1, activation="sigmoid")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.3, momentum=0.9, nesterov=True),
+              loss="binary_crossentropy", metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
-         ("orthogonal", orthogonal), ("sequence", sequence)]
+         ("orthogonal", orthogonal), ("sequence", sequence), ("text", text)]
 
 
 def check(folder):

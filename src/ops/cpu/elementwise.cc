@@ -9,6 +9,7 @@
 #include "core/philox.h"
 #include "ops/concat_layout.h"
 #include "ops/cpu/cpu_backend.h"
+#include "ops/double_math.h"
 
 namespace systolic::ops::cpu {
 
@@ -205,9 +206,18 @@ void copy(const Tensor& src, Tensor& dst) {
   dst.copy_from(src);
 }
 
-const DTypes cast_dtypes{DType::float32, DType::float64, DType::bfloat16};
+const DTypes cast_dtypes{DType::float32, DType::float64, DType::bfloat16, DType::int32};
 void cast(const Tensor& src, Tensor& dst) {
   const std::int64_t n = src.numel();
+  if (dst.dtype() == DType::int32) {
+    std::int32_t* d = dst.data<std::int32_t>();
+    visit_dtype<float, double, bfloat16>(src.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      const S* s = static_cast<const S*>(src.raw_data());
+      for (std::int64_t i = 0; i < n; ++i) d[i] = truncate_to_int32(static_cast<double>(widen(s[i])));
+    });
+    return;
+  }
   // The conversions mixed precision runs on every op (bf16_emulation.h, the compute copy of the weights):
   // one parallel pass, rounding as bfloat16's constructor does.
   if (src.dtype() == DType::float32 && dst.dtype() == DType::bfloat16) {
@@ -303,6 +313,28 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   // A bfloat16 target: each value rounded once, as the float32 rows cast to bfloat16.
   visit_dtype<float, double, bfloat16, std::int32_t>(
       dst.dtype(), [&](auto tag) { gather_rows_loop<typename decltype(tag)::type>(src, ip, count, dst); });
+}
+
+const DTypes scatter_add_rows_dtypes{DType::float32, DType::float64};
+void scatter_add_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
+  const std::int32_t* ip = indices.data<std::int32_t>();
+  const std::int64_t count = indices.numel(), rows = dst.dim(0), row = rows ? dst.numel() / rows : 0;
+  for (std::int64_t k = 0; k < count; ++k)
+    SYSTOLIC_CHECK(ip[k] >= 0 && ip[k] < rows, "scatter_add_rows: row {} out of range [0, {})", ip[k], rows);
+  // In the order of the indices (one thread: repeated indices add up in a fixed order).
+  visit_dtype<float, double>(dst.dtype(), [&](auto dtag) {
+    using T = typename decltype(dtag)::type;
+    T* out = dst.data<T>();
+    visit_dtype<float, double, bfloat16>(src.dtype(), [&](auto stag) {
+      using S = typename decltype(stag)::type;
+      const S* in = static_cast<const S*>(src.raw_data());
+      for (std::int64_t k = 0; k < count; ++k) {
+        T* d = out + std::int64_t(ip[k]) * row;
+        const S* s = in + k * row;
+        for (std::int64_t j = 0; j < row; ++j) d[j] += static_cast<T>(widen(s[j]));
+      }
+    });
+  });
 }
 
 }  // namespace systolic::ops::cpu

@@ -17,6 +17,7 @@
 #include "ops/cuda/cuda_backend.h"
 #include "ops/cuda/kernels.cuh"
 #include "ops/cuda/rounding.cuh"
+#include "ops/double_math.h"
 
 namespace systolic::ops::cuda {
 
@@ -184,6 +185,31 @@ __global__ void cast_kernel(const S* src, D* dst, std::int64_t n) {
   }
 }
 
+// To int32: toward zero, INT32_MIN when not finite or out of range (double_math.h), as the other backends.
+template <class S>
+__global__ void cast_to_int32_kernel(const S* src, std::int32_t* dst, std::int64_t n) {
+  SYSTOLIC_GRID_STRIDE(i, n) {
+    dst[i] = truncate_to_int32(load_value(src[i]));
+  }
+}
+
+// dst[indices[k]] += src[k], rows of `row` values (atomicAdd: repeated indices add up in any order). An index
+// out of range is skipped and sets `flag`.
+template <class S, class D>
+__global__ void scatter_add_rows_kernel(const S* src, const std::int32_t* indices, std::int64_t count,
+                                        std::int64_t row, D* dst, std::int64_t dst_rows, int* error_flags,
+                                        int flag) {
+  SYSTOLIC_GRID_STRIDE(i, count * row) {
+    std::int64_t k = i / row, j = i - k * row;
+    std::int64_t r = indices[k];
+    if (r >= 0 && r < dst_rows) {
+      atomicAdd(dst + r * row + j, static_cast<D>(load_value(src[i])));
+    } else if (j == 0) {
+      atomicOr(error_flags, flag);
+    }
+  }
+}
+
 // ---- launchers
 
 cudaError_t launch_fill(void* x, std::int64_t n, int element_bytes, std::uint64_t bits, cudaStream_t stream) {
@@ -299,12 +325,33 @@ cudaError_t launch_gather_rows(const void* src, Element src_type, std::int64_t s
 cudaError_t launch_cast(const void* src, Element src_type, void* dst, Element dst_type, std::int64_t n,
                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  if (dst_type == Element::int32)
+    return visit_element<float, __nv_bfloat16, double>(src_type, [&](auto s) {
+      using S = typename decltype(s)::type;
+      return launch_elementwise(cast_to_int32_kernel<S>, n, stream, static_cast<const S*>(src),
+                                static_cast<std::int32_t*>(dst), n);
+    });
   return visit_element<float, __nv_bfloat16, double>(src_type, [&](auto s) {
     using S = typename decltype(s)::type;
     return visit_element<float, __nv_bfloat16, double>(dst_type, [&](auto d) {
       using D = typename decltype(d)::type;
       return launch_elementwise(cast_kernel<S, D>, n, stream, static_cast<const S*>(src),
                                 static_cast<D*>(dst), n);
+    });
+  });
+}
+
+cudaError_t launch_scatter_add_rows(const void* src, Element src_type, const std::int32_t* indices,
+                                    std::int64_t count, std::int64_t row, void* dst, Element dst_type,
+                                    std::int64_t dst_rows, int* error_flags, int flag, cudaStream_t stream) {
+  if (count * row == 0) return cudaSuccess;
+  return visit_element<float, __nv_bfloat16, double>(src_type, [&](auto stag) {
+    using S = typename decltype(stag)::type;
+    return visit_element<float, double>(dst_type, [&](auto dtag) {
+      using D = typename decltype(dtag)::type;
+      return launch_elementwise(scatter_add_rows_kernel<S, D>, count * row, stream,
+                                static_cast<const S*>(src), indices, count, row, static_cast<D*>(dst),
+                                dst_rows, error_flags, flag);
     });
   });
 }
@@ -352,7 +399,7 @@ void copy(const Tensor& src, Tensor& dst) {
       cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, c.stream));
 }
 
-const DTypes cast_dtypes = kFloats;
+const DTypes cast_dtypes{DType::float32, DType::bfloat16, DType::float64, DType::int32};
 void cast(const Tensor& src, Tensor& dst) {
   Context& c = context(dst);
   SYSTOLIC_CUDA_CHECK(launch_cast(src.raw_data(), element_of(src.dtype()), dst.raw_data(),
@@ -463,6 +510,16 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   SYSTOLIC_CUDA_CHECK(launch_gather_rows(src.raw_data(), element_of(src.dtype()), rows, row,
                                          indices.raw_data(), false, indices.numel(), dst.raw_data(),
                                          element_of(dst.dtype()), c.error_flags, kIndexOutOfRange, c.stream));
+}
+
+// An index out of range sets kIndexOutOfRange (raised by the next synchronize) and adds nothing.
+const DTypes scatter_add_rows_dtypes{DType::float32, DType::float64};
+void scatter_add_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
+  Context& c = context(dst);
+  const std::int64_t rows = dst.dim(0), row = rows ? dst.numel() / rows : 0;
+  SYSTOLIC_CUDA_CHECK(launch_scatter_add_rows(
+      src.raw_data(), element_of(src.dtype()), indices.data<std::int32_t>(), indices.numel(), row,
+      dst.raw_data(), element_of(dst.dtype()), rows, c.error_flags, kIndexOutOfRange, c.stream));
 }
 
 }  // namespace systolic::ops::cuda

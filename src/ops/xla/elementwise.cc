@@ -1,6 +1,8 @@
 // Elementwise ops, padding, concatenation and row gathers on the XLA backend (xla_backend.h). Dropout: philox.h.
 #include <systolic/error.h>
 
+#include <cmath>
+
 #include "ops/concat_layout.h"
 #include "ops/xla/emit.h"
 #include "ops/xla/philox.h"
@@ -18,9 +20,17 @@ void copy(const Tensor& src, Tensor& dst) {
   traced([&] { trace().write(dst, hlo().reshape(trace().read(src), dst.shape().dims())); });
 }
 
-const DTypes cast_dtypes = kFloatsAndBf16;
+const DTypes cast_dtypes{DType::float32, DType::float64, DType::bfloat16, DType::int32};
 void cast(const Tensor& src, Tensor& dst) {
-  traced([&] { write(dst, reshape(read_as(src, systolic::xla::elem_of(dst.dtype())), dst.shape().dims())); });
+  traced([&] {
+    if (dst.dtype() != DType::int32)
+      return write(dst, reshape(read_as(src, systolic::xla::elem_of(dst.dtype())), dst.shape().dims()));
+    // Toward zero (stablehlo.convert); not finite or outside int32's range: INT32_MIN, as the other backends.
+    E v = read_as(src, Elem::f64);
+    E in_range = v > -2147483649.0 && v < 2147483648.0;
+    E i = convert(where(in_range, v, 0.0), Elem::i32);
+    write(dst, reshape(where(in_range, i, -2147483648.0), dst.shape().dims()));
+  });
 }
 
 const DTypes add_n_dtypes = kFloatsAndBf16;
@@ -74,7 +84,37 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
                        "], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, "
                        "indices_are_sorted = false, slice_sizes = " +
                        systolic::xla::i64_array(sizes));
-    write(dst, reshape(convert(g, systolic::xla::elem_of(dst.dtype())), dst.shape().dims()));
+    // stablehlo.gather clamps an index out of range: such a row reads NaN instead (float rows).
+    E rows_in = reshape(idx, {n});
+    E bad = !(rows_in >= constant(0.0, rows_in.type()) && rows_in < constant(double(row[0]), rows_in.type()));
+    E rows = convert(g, systolic::xla::elem_of(dst.dtype()));
+    if (dst.dtype() != DType::int32) rows = where(broadcast(bad, rows.dims(), {0}), like(NAN, rows), rows);
+    write(dst, reshape(rows, dst.shape().dims()));
+  });
+}
+
+const DTypes scatter_add_rows_dtypes = kFloats;
+void scatter_add_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
+  traced([&] {
+    const std::int64_t n = indices.numel();
+    std::vector<std::int64_t> row = dst.shape().dims(), updates = {n};
+    const std::int64_t rank = static_cast<std::int64_t>(row.size());
+    std::string window;
+    for (std::int64_t d = 1; d < rank; ++d) {
+      updates.push_back(row[static_cast<std::size_t>(d)]);
+      window += (d > 1 ? ", " : "") + std::to_string(d);
+    }
+    E table = read(dst);
+    E idx = reshape(read_as(indices, Elem::i32), {n, 1});
+    E upd = reshape(read_as(src, table.elem()), updates);
+    // An index out of range updates nothing (stablehlo.scatter skips it).
+    E out =
+        hlo().op("stablehlo.scatter", {table.v, idx.v, upd.v}, table.type(),
+                 "scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [" + window +
+                     "], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = "
+                     "1>, indices_are_sorted = false, unique_indices = false",
+                 hlo().binary_region("stablehlo.add", table.elem()));
+    write(dst, out);
   });
 }
 
