@@ -2,7 +2,9 @@
 // Conv2D groups, DepthwiseConv2D, SeparableConv2D, Cropping2D, pooling with every padding and stride,
 // GlobalMaxPooling2D and keepdims, Conv2DTranspose, UpSampling2D, and the 1-D layers (Conv1D with causal padding,
 // dilation and groups, MaxPooling1D, AveragePooling1D, the global 1-D poolings, ZeroPadding1D, Cropping1D,
-// UpSampling1D), and Embedding (ids given as floats, some fractional). Each case is a one-layer model that Keras
+// UpSampling1D), Embedding (ids given as floats, some fractional), and SimpleRNN, LSTM and GRU (the last output or
+// every step's, go_backwards, other activations, no bias) and Bidirectional (every merge mode, a backward_layer of
+// its own). Each case is a one-layer model that Keras
 // saved (.h5 full model and .weights.h5), with its inputs and Keras's outputs: systolic loads both files and
 // predicts the same values (1e-5 relative), builds the same weights, and writes the layer's config as Keras does;
 // and the same layers saved by tf.keras.
@@ -44,6 +46,32 @@ double relative_error(const sy::Tensor& a, const sy::Tensor& b) {
 const nlohmann::json& manifest() {
   static const nlohmann::json m = nlohmann::json::parse(read_text(fixtures() + "/manifest.json"));
   return m;
+}
+
+// Every key of Keras's config but the dtype, which systolic writes as its name (and a nested layer's build_config,
+// which Keras 3 adds to the layers a Bidirectional serialises), with the same value; a nested serialised layer
+// key by key.
+void expect_config_as_keras(const nlohmann::ordered_json& ours, const nlohmann::ordered_json& keras,
+                            const std::string& where) {
+  for (auto& [key, value] : keras.items()) {
+    if (key == "dtype" || key == "build_config") continue;
+    ASSERT_TRUE(ours.contains(key)) << "systolic does not write '" << where << key << "'";
+    // Initializers: the same class (Keras 3.15 adds input_axes and output_axes, null, to the config that
+    // initializer_config writes for every layer).
+    if (key.ends_with("_initializer")) {
+      EXPECT_EQ(ours[key]["class_name"], value["class_name"]) << where << key;
+      continue;
+    }
+    if (value.is_object() && value.contains("config") && value.contains("class_name") &&
+        value.contains("module")) {
+      EXPECT_EQ(ours[key]["class_name"], value["class_name"]) << where << key;
+      expect_config_as_keras(ours[key]["config"], value["config"], where + key + ".");
+      continue;
+    }
+    EXPECT_EQ(nlohmann::json(ours[key]), nlohmann::json(value)) << where << key;
+  }
+  for (auto& [key, value] : ours.items())
+    EXPECT_TRUE(keras.contains(key)) << "systolic writes '" << where << key << "', Keras does not";
 }
 
 }  // namespace
@@ -112,26 +140,20 @@ TEST(ConvLayersKeras, WeightsAndConfigAsKeras) {
     for (std::size_t i = 0; i < c["weights"].size(); ++i) {
       // Keras 3 names DepthwiseConv2D's kernel variable "kernel" (so does its legacy .h5); tf.keras, whose
       // legacy layout systolic writes, names it depthwise_kernel (LegacyWeightNamesAsTfKeras).
-      std::string path = c["weights"][i][0], keras_name = path.substr(path.rfind('/') + 1);
+      // The path after the layer's name: "kernel", or an RNN's "lstm_cell/kernel".
+      std::string path = c["weights"][i][0], keras_name = path.substr(path.find('/') + 1);
       if (c["class_name"] == "DepthwiseConv2D" && keras_name == "kernel") keras_name = "depthwise_kernel";
+      // A Bidirectional's backward_layer of its own keeps its name in Keras 3's paths; tf.keras prefixes it with
+      // "backward_" (as systolic names the weights).
+      if (c["class_name"] == "Bidirectional" && !keras_name.starts_with("forward_") &&
+          !keras_name.starts_with("backward_"))
+        keras_name = "backward_" + keras_name;
       EXPECT_EQ(layer->weights()[i].name, keras_name);
       EXPECT_EQ(layer->weights()[i].value.shape(), shape_of(c["weights"][i][1])) << path;
     }
     nlohmann::ordered_json ours;
     layer->get_config(ours);
-    for (auto& [key, value] : keras.items()) {
-      if (key == "dtype") continue;
-      ASSERT_TRUE(ours.contains(key)) << "systolic does not write '" << key << "'";
-      // Initializers: the same class (Keras 3.15 adds input_axes and output_axes, null, to the config that
-      // initializer_config writes for every layer).
-      if (key.ends_with("_initializer")) {
-        EXPECT_EQ(ours[key]["class_name"], value["class_name"]) << key;
-        continue;
-      }
-      EXPECT_EQ(nlohmann::json(ours[key]), nlohmann::json(value)) << key;
-    }
-    for (auto& [key, value] : ours.items())
-      EXPECT_TRUE(keras.contains(key)) << "systolic writes '" << key << "', Keras does not";
+    expect_config_as_keras(ours, keras, "");
   }
 }
 

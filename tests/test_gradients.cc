@@ -542,6 +542,78 @@ TEST(GradientCheck, Embedding) {
   check_layer(layers::Embedding(7, 3), {{2, 5}}, 1, 0, 6.99);
   check_layer(layers::Embedding(4, 2), {{2, 3, 2}}, 2, 0, 3.99);
 }
+// The recurrent layers through time: the last output and every step's (return_sequences), forwards and backwards,
+// with biases (GRU's two rows) and the LSTM's forget bias of 1; other activations.
+TEST(GradientCheck, RecurrentLayers) {
+  Float64Scope f64;
+  check_layer(layers::SimpleRNN(3), {{2, 4, 3}});
+  check_layer(layers::SimpleRNN(2, {.activation = "relu", .return_sequences = true, .go_backwards = true}),
+              {{2, 3, 2}});
+  check_layer(layers::LSTM(3), {{2, 4, 2}});
+  check_layer(layers::LSTM(2, {.return_sequences = true, .go_backwards = true}), {{3, 3, 2}});
+  check_layer(layers::LSTM(2, {.activation = "softsign",
+                               .recurrent_activation = "hard_sigmoid",
+                               .use_bias = false,
+                               .return_sequences = true}),
+              {{2, 3, 3}});
+  check_layer(layers::GRU(3), {{2, 4, 2}});
+  check_layer(layers::GRU(2, {.return_sequences = true, .go_backwards = true}), {{2, 3, 3}});
+}
+// Bidirectional: each merge mode, the last outputs and every step's (the backward run's put back in time order).
+TEST(GradientCheck, Bidirectional) {
+  Float64Scope f64;
+  check_layer(layers::Bidirectional(layers::LSTM(2, {.return_sequences = true})), {{2, 3, 2}});
+  check_layer(layers::Bidirectional(layers::GRU(2), {.merge_mode = "sum"}), {{2, 3, 2}});
+  check_layer(layers::Bidirectional(layers::SimpleRNN(2, {.return_sequences = true}), {.merge_mode = "mul"}),
+              {{2, 3, 2}});
+  check_layer(
+      layers::Bidirectional(layers::LSTM(2),
+                            {.merge_mode = "ave", .backward_layer = layers::GRU(2, {.go_backwards = true})}),
+      {{2, 4, 2}});
+}
+
+// One step of each cell with some rows masked (rnn_cell_forward/backward): a masked row keeps its state, and its
+// gradients pass straight to the previous state. L = sum(r_h * h) + sum(r_c * c), checked by finite differences
+// w.r.t. x_part, h_part, h_prev and c_prev.
+TEST(GradientCheck, RnnCellsWithMaskedRows) {
+  for (ops::RnnCell cell : {ops::RnnCell::simple, ops::RnnCell::lstm, ops::RnnCell::gru}) {
+    SCOPED_TRACE(static_cast<int>(cell));
+    const std::int64_t N = 4, u = 3,
+                       G = (cell == ops::RnnCell::lstm  ? 4
+                            : cell == ops::RnnCell::gru ? 3
+                                                        : 1) *
+                           u;
+    const bool lstm = cell == ops::RnnCell::lstm;
+    ops::RnnCellParams p{.cell = cell};
+    Tensor xp = random_tensor({N, G}, 1, DType::float64), hp = random_tensor({N, G}, 2, DType::float64);
+    Tensor h0 = random_tensor({N, u}, 3, DType::float64), c0 = random_tensor({N, u}, 4, DType::float64);
+    Tensor mask = Tensor::from_vector(std::vector<double>{1, 0, 1, 0}, {N});
+    Tensor rh = random_tensor({N, u}, 5, DType::float64), rc = random_tensor({N, u}, 6, DType::float64);
+    Tensor none, h({N, u}, DType::float64), c({N, u}, DType::float64), z({N, G}, DType::float64);
+    auto run = [&] { ops::rnn_cell_forward(p, xp, hp, h0, lstm ? c0 : none, mask, h, lstm ? c : none, z); };
+    auto loss = [&] {
+      run();
+      double s = 0;
+      auto hv = h.to_doubles(), rv = rh.to_doubles(), cv = c.to_doubles(), rcv = rc.to_doubles();
+      for (std::size_t i = 0; i < hv.size(); ++i) s += hv[i] * rv[i] + (lstm ? cv[i] * rcv[i] : 0.0);
+      return s;
+    };
+    run();
+    Tensor dxp({N, G}, DType::float64), dhp({N, G}, DType::float64), dh_prev({N, u}, DType::float64),
+        dc_prev({N, u}, DType::float64);
+    const bool gru = cell == ops::RnnCell::gru;
+    Tensor dhp_arg = gru ? dhp : none, dcp_arg = lstm ? dc_prev : none;
+    ops::rnn_cell_backward(p, hp, h0, lstm ? c0 : none, z, lstm ? c : none, mask, rh, lstm ? rc : none, dxp,
+                           dhp_arg, dh_prev, dcp_arg);
+    // The gradient w.r.t. h_part is dx_part's, except GRU's.
+    check_all(xp, dxp, loss, "dx_part");
+    check_all(hp, gru ? dhp : dxp, loss, "dh_part");
+    // h_prev: only the direct part here (h_part is an independent input in this check).
+    check_all(h0, dh_prev, loss, "dh_prev");
+    if (lstm) check_all(c0, dc_prev, loss, "dc_prev");
+  }
+}
+
 TEST(GradientCheck, PoolingPaddingsAndGlobalMax) {
   Float64Scope f64;
   check_layer(layers::MaxPooling2D({3, 3}, {.strides = layers::Pair{1, 1}, .padding = "same"}),

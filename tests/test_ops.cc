@@ -837,6 +837,45 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
                                      {in("src", {7, 4, 3}), idx, param(acc("dst", {50, 4, 3}))},
                                      [](auto& t) { scatter_add_rows(t[0], t[1], t[2]); }});
 
+  // Recurrent cells: each kind with and without a mask (some rows masked), and LSTM with other activations.
+  {
+    const std::int64_t N = 5, u = 7;
+    struct Cell {
+      std::string name;
+      RnnCellParams p;
+    };
+    RnnCellParams other{.cell = RnnCell::lstm,
+                        .activation = Activation::softsign,
+                        .recurrent_activation = Activation::hard_sigmoid};
+    for (const Cell& cell : {Cell{"simple", {.cell = RnnCell::simple}}, Cell{"lstm", {.cell = RnnCell::lstm}},
+                             Cell{"gru", {.cell = RnnCell::gru}}, Cell{"lstm softsign hard_sigmoid", other}})
+      for (bool masked : {false, true}) {
+        const RnnCellParams p = cell.p;
+        const bool lstm = p.cell == RnnCell::lstm, gru = p.cell == RnnCell::gru;
+        const std::int64_t G = (lstm ? 4 : gru ? 3 : 1) * u;
+        std::string name = cell.name + (masked ? ", rows masked" : "");
+        Arg mask = masked ? Arg{.name = "mask", .shape = {N}, .values = Values::integers, .lo = 0, .hi = 1}
+                          : none("mask");
+        m[Op::rnn_cell_forward].push_back(
+            {name,
+             {in("x_part", {N, G}, -2, 2), in("h_part", {N, G}, -2, 2), in("h_prev", {N, u}),
+              lstm ? in("c_prev", {N, u}, -2, 2) : none("c_prev"), mask, out("h", {N, u}),
+              lstm ? out("c", {N, u}) : none("c"), out("z", {N, G})},
+             [p](auto& t) { rnn_cell_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); }});
+        m[Op::rnn_cell_backward].push_back(
+            {name,
+             {gru ? in("h_part", {N, G}, -2, 2) : none("h_part"), gru ? in("h_prev", {N, u}) : none("h_prev"),
+              lstm ? in("c_prev", {N, u}, -2, 2) : none("c_prev"), in("z", {N, G}, -2, 2),
+              lstm ? in("c", {N, u}, -2, 2) : none("c"), mask, in("dh", {N, u}),
+              lstm ? in("dc", {N, u}) : none("dc"), out("dx_part", {N, G}),
+              gru ? out("dh_part", {N, G}) : none("dh_part"), out("dh_prev", {N, u}),
+              lstm ? out("dc_prev", {N, u}) : none("dc_prev")},
+             [p](auto& t) {
+               rnn_cell_backward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]);
+             }});
+      }
+  }
+
   // Augmentation: fill nearest and constant, small and large shifts, flips; one channel as (N, H, W).
   for (bool constant : {false, true})
     for (double range : {0.2, 3.5}) {

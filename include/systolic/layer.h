@@ -154,6 +154,14 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual bool is_input_layer() const { return false; }
   // Whether forward() already applied the activation (fused into its op); backward still applies its gradient.
   virtual bool fuses_activation() const { return false; }
+  // Where Keras 3's object-tree weights files (.weights.h5, a .keras archive's) keep the layer's variables: groups
+  // under layers/<key>/, each holding the next `count` weights as datasets 0, 1, ... in order ("vars" with all of
+  // them for most layers; an RNN's cell owns them: an empty "vars", then "cell/vars").
+  struct VariableGroup {
+    std::string path;
+    std::size_t count;
+  };
+  virtual std::vector<VariableGroup> keras3_variable_groups() const { return {{"vars", weights_.size()}}; }
   // Keras's layer.autocast: whether the model casts the layer's float inputs to its compute dtype (under mixed
   // precision). Embedding says no: its ids stay in the variables' dtype.
   virtual bool autocast() const { return true; }

@@ -283,6 +283,43 @@ struct EmbeddingOptions {
 };
 LayerRef Embedding(int input_dim, int output_dim, const EmbeddingOptions& options = {});
 
+// The recurrent layers: SimpleRNN, LSTM and GRU over sequences (steps, features) -> (units,), or (steps, units) with
+// return_sequences. The cell's weights, named as Keras names them ("lstm_cell/kernel", ...): kernel (features,
+// G*units), recurrent_kernel (units, G*units), bias (G*units; GRU: (2, 3*units), the input's and the recurrent
+// product's), the gates in Keras's order (LSTM i, f, c, o; GRU z, r, h).
+struct RecurrentOptions {
+  std::string activation = "tanh";
+  std::string recurrent_activation = "sigmoid";  // LSTM and GRU
+  bool use_bias = true;
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer recurrent_initializer = "orthogonal";
+  Initializer bias_initializer = "zeros";
+  bool unit_forget_bias = true;  // LSTM: the forget gate's bias starts at 1
+  bool reset_after = true;  // GRU: the reset gate after the recurrent product (false is not supported yet)
+  Regularizer kernel_regularizer = {}, recurrent_regularizer = {}, bias_regularizer = {},
+              activity_regularizer = {};
+  Constraint kernel_constraint = {}, recurrent_constraint = {}, bias_constraint = {};
+  double dropout = 0, recurrent_dropout = 0;  // not supported yet: 0 only
+  bool return_sequences = false;
+  bool go_backwards = false;          // the steps in reverse (the outputs in that order, as Keras gives them)
+  bool unroll = false;                // how Keras builds its graph; the same result
+  bool zero_output_for_mask = false;  // only with masks (which do not flow through models yet): no effect
+  std::string name;
+};
+LayerRef SimpleRNN(int units, const RecurrentOptions& options = {});
+LayerRef LSTM(int units, const RecurrentOptions& options = {});
+LayerRef GRU(int units, const RecurrentOptions& options = {});
+// Bidirectional(LSTM(64, {.return_sequences = true})): the layer run forwards and a copy of it run backwards (or
+// backward_layer, which must go the other way), outputs merged by merge_mode: "concat", "sum", "ave" or "mul"
+// (Keras's None, two outputs, is not supported). The weights: the forward copy's ("forward_lstm/lstm_cell/kernel",
+// ...), then the backward one's.
+struct BidirectionalOptions {
+  std::string merge_mode = "concat";
+  std::optional<LayerRef> backward_layer;
+  std::string name;
+};
+LayerRef Bidirectional(const LayerRef& layer, const BidirectionalOptions& options = {});
+
 // augment (branch augment): noise and image augmentation, active only while training (the identity at inference,
 // as in Keras 3; RandomCrop: see below). Random draws are keyed by (seed, training step) and differ per replica;
 // without a seed the layer draws one from the global generator (set_random_seed).

@@ -339,12 +339,30 @@ struct ConstraintParams {
 //                   reads its batch from a data set resident there). A host overload follows the list. A row index
 //                   out of range: the CPU throws, CUDA writes zeros and reports it at the next synchronisation,
 //                   XLA writes NaN rows (float dst; its gather would clamp the index).
+// rnn_cell_forward  x_part [N, G*u]: the step's input product x W (+ the input bias); h_part [N, G*u]: the state's
+//                   product h_prev W_r (gru: + the recurrent bias); h_prev, c_prev [N, u] (c_prev: lstm only). Writes
+//                   h [N, u], c [N, u] (lstm) and z [N, G*u], the gates' pre-activations that backward reads. mask [N]
+//                   (undefined: every row runs): a row whose mask is 0 keeps h_prev and c_prev (z: zeros).
+// rnn_cell_backward dh [N, u]: the gradient w.r.t. h; dc [N, u] (lstm; undefined: zeros) w.r.t. c from the next
+//                   step. Writes (=) dx_part [N, G*u] w.r.t. x_part; dh_part [N, G*u] w.r.t. h_part (gru; the
+//                   others' equals dx_part); dh_prev [N, u], the gradient that reaches h_prev other than through
+//                   h_part (gru: through z * h_prev; a masked row: dh); dc_prev [N, u] (lstm). Reads h_part and h_prev
+//                   (gru), c_prev and c (lstm), and z.
 // scatter_add_rows  dst[indices[i]] += src[i] over dst's first dimension (Embedding's gradient): src [n, row...]
 //                   in float32, bfloat16 or float64 added in dst's float32 or float64; repeated indices add up.
 //                   A row index out of range: the CPU throws, CUDA skips it and reports it, XLA skips it.
 // augment_images    random shifts with bilinear interpolation, fill "nearest" or "constant", then a random
 //                   horizontal flip. x, y: float32 [n, H, W, C] (y must not overlap x). Sample i draws its numbers
 //                   from Philox at (seed, first + i).
+// rnn: one step of a recurrent cell (Keras's SimpleRNNCell, LSTMCell with implementation 2, GRUCell with
+// reset_after) for every row of the batch; the formulas are in src/ops/rnn_math.h. u: the units; G: the gates
+// (simple 1; lstm 4: i, f, c, o; gru 3: z, r, h), each a block of u columns, in Keras's order.
+enum class RnnCell { simple, lstm, gru };
+struct RnnCellParams {
+  RnnCell cell = RnnCell::lstm;
+  Activation activation = Activation::tanh;
+  Activation recurrent_activation = Activation::sigmoid;  // lstm and gru
+};
 // row_loss: Keras's losses whose value for a row (the last axis) needs the whole row; the formulas, and their
 // gradients, are in src/ops/row_loss_math.h.
 enum class RowLoss {
@@ -541,6 +559,13 @@ struct RowLossParams {
   X(moving_average, (Tensor& moving, const Tensor& value, double momentum), (moving, value, momentum))          \
   X(gather_rows, (const Tensor& src, const Tensor& indices, Tensor& dst), (src, indices, dst))                  \
   X(scatter_add_rows, (const Tensor& src, const Tensor& indices, Tensor& dst), (src, indices, dst))             \
+  X(rnn_cell_forward, (const RnnCellParams& p, const Tensor& x_part, const Tensor& h_part, const Tensor& h_prev,   \
+                        const Tensor& c_prev, const Tensor& mask, Tensor& h, Tensor& c, Tensor& z),                 \
+    (p, x_part, h_part, h_prev, c_prev, mask, h, c, z))                                                          \
+  X(rnn_cell_backward, (const RnnCellParams& p, const Tensor& h_part, const Tensor& h_prev, const Tensor& c_prev,  \
+                         const Tensor& z, const Tensor& c, const Tensor& mask, const Tensor& dh, const Tensor& dc,  \
+                         Tensor& dx_part, Tensor& dh_part, Tensor& dh_prev, Tensor& dc_prev),                       \
+    (p, h_part, h_prev, c_prev, z, c, mask, dh, dc, dx_part, dh_part, dh_prev, dc_prev))                         \
   X(augment_images, (const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first), \
     (x, y, p, seed, first))                                                                                      \
   X(softmax_cross_entropy, (const Tensor& logits, const Tensor& labels, const Tensor& weights, Tensor& total,   \

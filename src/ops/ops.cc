@@ -565,6 +565,80 @@ DType scatter_add_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   return dst.dtype();
 }
 
+// rnn: one step's shapes: N rows of u units, G gates; every tensor in h's (or dh's) dtype; those of the cell
+// kind defined, the others' ignored.
+void rnn_step_checks(const Check& c, const RnnCellParams& p, const Tensor& like, const char* like_name) {
+  SYSTOLIC_OP_CHECK(
+      c, like.dtype() == DType::float32 || like.dtype() == DType::float64 || like.dtype() == DType::bfloat16,
+      "{} is {}; it takes float32, bfloat16 or float64", like_name, dtype_name(like.dtype()));
+  c.rank(like_name, like, 2, "(rows, units)");
+  for (const Activation& a : {p.activation, p.recurrent_activation}) {
+    SYSTOLIC_OP_CHECK(c, !a.over_last_axis(), "a cell's activations act on each value, not {}",
+                      activation_name(a));
+    activation_parameters(c, a);
+  }
+}
+std::int64_t rnn_gates(RnnCell k) {
+  return k == RnnCell::lstm ? 4 : k == RnnCell::gru ? 3 : 1;
+}
+void rnn_tensor(const Check& c, const char* name, const Tensor& t, const Tensor& like, Shape want) {
+  c.shape(name, t, want);
+  SYSTOLIC_OP_CHECK(c, t.dtype() == like.dtype(), "{} is {}, expected {}", name, dtype_name(t.dtype()),
+                    dtype_name(like.dtype()));
+}
+void rnn_mask(const Check& c, const Tensor& mask, const Tensor& like) {
+  if (mask.defined()) rnn_tensor(c, "mask", mask, like, {like.dim(0)});
+}
+
+DType rnn_cell_forward(const RnnCellParams& p, const Tensor& x_part, const Tensor& h_part,
+                       const Tensor& h_prev, const Tensor& c_prev, const Tensor& mask, Tensor& h, Tensor& c,
+                       Tensor& z) {
+  Check k("rnn_cell_forward");
+  k.defined("h", h);
+  rnn_step_checks(k, p, h, "h");
+  const std::int64_t N = h.dim(0), u = h.dim(1), G = rnn_gates(p.cell) * u;
+  rnn_tensor(k, "x_part", x_part, h, {N, G});
+  rnn_tensor(k, "h_part", h_part, h, {N, G});
+  rnn_tensor(k, "z", z, h, {N, G});
+  rnn_tensor(k, "h_prev", h_prev, h, {N, u});
+  if (p.cell == RnnCell::lstm) {
+    rnn_tensor(k, "c_prev", c_prev, h, {N, u});
+    rnn_tensor(k, "c", c, h, {N, u});
+  }
+  rnn_mask(k, mask, h);
+  SYSTOLIC_OP_CHECK(k, !overlap(h, h_prev) && !overlap(z, x_part) && !overlap(z, h_part),
+                    "h must not overlap h_prev, nor z x_part or h_part");
+  return h.dtype();
+}
+
+DType rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tensor& h_prev,
+                        const Tensor& c_prev, const Tensor& z, const Tensor& c, const Tensor& mask,
+                        const Tensor& dh, const Tensor& dc, Tensor& dx_part, Tensor& dh_part, Tensor& dh_prev,
+                        Tensor& dc_prev) {
+  Check k("rnn_cell_backward");
+  k.defined("dh", dh);
+  rnn_step_checks(k, p, dh, "dh");
+  const std::int64_t N = dh.dim(0), u = dh.dim(1), G = rnn_gates(p.cell) * u;
+  rnn_tensor(k, "z", z, dh, {N, G});
+  rnn_tensor(k, "dx_part", dx_part, dh, {N, G});
+  rnn_tensor(k, "dh_prev", dh_prev, dh, {N, u});
+  if (p.cell == RnnCell::gru) {
+    rnn_tensor(k, "h_part", h_part, dh, {N, G});
+    rnn_tensor(k, "h_prev", h_prev, dh, {N, u});
+    rnn_tensor(k, "dh_part", dh_part, dh, {N, G});
+  }
+  if (p.cell == RnnCell::lstm) {
+    rnn_tensor(k, "c_prev", c_prev, dh, {N, u});
+    rnn_tensor(k, "c", c, dh, {N, u});
+    if (dc.defined()) rnn_tensor(k, "dc", dc, dh, {N, u});
+    rnn_tensor(k, "dc_prev", dc_prev, dh, {N, u});
+    SYSTOLIC_OP_CHECK(k, !dc.defined() || !overlap(dc, dc_prev), "dc_prev must not overlap dc");
+  }
+  rnn_mask(k, mask, dh);
+  SYSTOLIC_OP_CHECK(k, !overlap(dh, dh_prev), "dh_prev must not overlap dh");
+  return dh.dtype();
+}
+
 DType augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t, std::uint64_t) {
   Check c("augment_images");
   c.dtype("x", x, DType::float32, "images are float32");

@@ -1,7 +1,8 @@
 // Keras HDF5 files: weights (legacy tf.keras layout and Keras 3's .weights.h5) and full models (legacy .h5).
 // Layouts: the legacy one has root attributes layer_names, backend, keras_version and a group per layer (its
 // weight_names attribute, then the datasets, names with "/" making subgroups); Keras 3's has layers/<key>/vars/<i>
-// (key: the snake_case class name with a counter). Every file is written to a temporary name and renamed into
+// (key: the snake_case class name with a counter; an RNN's under layers/<key>/cell/vars: the layer's
+// keras3_variable_groups). Every file is written to a temporary name and renamed into
 // place.
 #include <fmt/format.h>
 #include <systolic/log.h>
@@ -293,9 +294,12 @@ void write_keras3_optimizer(const hdf5::Group& root, Model& model) {
 void write_keras3_layers(const hdf5::Group& lg, const std::vector<std::shared_ptr<Layer>>& layers) {
   auto keys = keras3_layer_keys(layers);
   for (std::size_t i = 0; i < layers.size(); ++i) {
-    auto vars = lg.create_group(keys[i] + "/vars");
     auto& ws = layers[i]->weights();
-    for (std::size_t j = 0; j < ws.size(); ++j) write_weight(vars, std::to_string(j), ws[j]);
+    std::size_t next = 0;
+    for (auto& group : layers[i]->keras3_variable_groups()) {
+      auto vars = lg.create_group(keys[i] + "/" + group.path);
+      for (std::size_t j = 0; j < group.count; ++j) write_weight(vars, std::to_string(j), ws[next++]);
+    }
     if (saving_access::is_nested_model(*layers[i]))
       write_keras3_layers(lg.create_group(keys[i] + "/layers"), layers[i]->sublayers());
   }
@@ -326,33 +330,38 @@ void read_keras3_layers(const hdf5::ReadGroup& lg, const std::vector<std::shared
       continue;
     }
     auto& ws = layer.weights();
-    std::string path = keys[i] + "/vars";
-    if (!lg.has_group(path)) {
-      if (ws.empty()) continue;
-      fail("{}: no weights for layer #{} '{}' ({}): the file has no group {}{}", lg.file(), i, layer.name(),
-           layer.class_name(), where, path);
-    }
-    auto vars = lg.group(path);
-    auto children = vars.children();
-    if (children.size() != ws.size())
-      fail("{}: layer #{} '{}' ({}) has {} weights, the file's {}{} holds {}", lg.file(), i, layer.name(),
-           layer.class_name(), ws.size(), where, path, children.size());
     Loads values;
-    for (std::size_t j = 0; j < ws.size(); ++j) {
-      auto name = std::to_string(j);
-      if (!vars.has_dataset(name)) fail("{}: missing dataset", vars.where(name));
-      auto dims = vars.dataset_shape(name);
-      if (Shape(dims) != ws[j].value.shape()) {
-        auto msg =
-            fmt::format("layer #{} '{}' ({}) expects weight '{}' of shape {}, the file's {} has shape {}", i,
-                        layer.name(), layer.class_name(), ws[j].name, shape_of(ws[j]), vars.where(name),
-                        Shape(dims).str());
-        if (!o.skip_mismatch) fail("{}: {}", lg.file(), msg);
-        log_line("WARNING: load_weights: skipping " + msg);
-        values.clear();
-        break;
+    std::size_t next = 0;
+    bool skipped = false;
+    for (auto& group : layer.keras3_variable_groups()) {
+      std::string path = keys[i] + "/" + group.path;
+      if (!lg.has_group(path)) {
+        if (group.count == 0) continue;
+        fail("{}: no weights for layer #{} '{}' ({}): the file has no group {}{}", lg.file(), i, layer.name(),
+             layer.class_name(), where, path);
       }
-      values.emplace_back(&ws[j], vars.read_float32(name));
+      auto vars = lg.group(path);
+      auto children = vars.children();
+      if (children.size() != group.count)
+        fail("{}: layer #{} '{}' ({}) has {} weights in {}, the file's {}{} holds {}", lg.file(), i,
+             layer.name(), layer.class_name(), group.count, group.path, where, path, children.size());
+      for (std::size_t j = 0; j < group.count && !skipped; ++j, ++next) {
+        auto name = std::to_string(j);
+        if (!vars.has_dataset(name)) fail("{}: missing dataset", vars.where(name));
+        auto dims = vars.dataset_shape(name);
+        if (Shape(dims) != ws[next].value.shape()) {
+          auto msg =
+              fmt::format("layer #{} '{}' ({}) expects weight '{}' of shape {}, the file's {} has shape {}",
+                          i, layer.name(), layer.class_name(), ws[next].name, shape_of(ws[next]),
+                          vars.where(name), Shape(dims).str());
+          if (!o.skip_mismatch) fail("{}: {}", lg.file(), msg);
+          log_line("WARNING: load_weights: skipping " + msg);
+          values.clear();
+          skipped = true;
+        } else {
+          values.emplace_back(&ws[next], vars.read_float32(name));
+        }
+      }
     }
     loads.insert(loads.end(), values.begin(), values.end());
   }

@@ -1,4 +1,5 @@
-"""Keras 3 fixtures for systolic's convolution, cropping, pooling and upsampling layers, 2-D and 1-D, and Embedding.
+"""Keras 3 fixtures for systolic's convolution, cropping, pooling and upsampling layers, 2-D and 1-D, Embedding and
+the recurrent layers (SimpleRNN, LSTM, GRU, Bidirectional).
 
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py            # rewrites tests/fixtures/conv_layers/
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py --out DIR  # elsewhere
@@ -112,6 +113,25 @@ CASES = {
     "embedding_10x4": ((7,), lambda L: L.Embedding(10, 4)),
     "embedding_fractional_ids": ((6,), lambda L: L.Embedding(9, 3)),
     "embedding_rank2_ids": ((3, 2), lambda L: L.Embedding(12, 5)),
+    # The recurrent layers: the last output or every step's, forwards and backwards, other activations, no bias.
+    "simple_rnn_4": ((5, 3), lambda L: L.SimpleRNN(4)),
+    "simple_rnn_seq_backwards_relu": (
+        (4, 2), lambda L: L.SimpleRNN(3, activation="relu", return_sequences=True, go_backwards=True)),
+    "lstm_5": ((6, 3), lambda L: L.LSTM(5)),
+    "lstm_seq_backwards": ((5, 2), lambda L: L.LSTM(3, return_sequences=True, go_backwards=True)),
+    "lstm_softsign_tanh_nobias": (
+        (4, 3), lambda L: L.LSTM(2, activation="softsign", recurrent_activation="tanh", use_bias=False)),
+    "gru_4": ((6, 3), lambda L: L.GRU(4)),
+    "gru_seq_backwards": ((5, 2), lambda L: L.GRU(3, return_sequences=True, go_backwards=True)),
+    # Bidirectional: every merge mode, sequences or the last outputs, an explicit backward_layer.
+    "bidirectional_lstm_concat_seq": ((5, 2), lambda L: L.Bidirectional(L.LSTM(3, return_sequences=True))),
+    "bidirectional_gru_sum": ((4, 3), lambda L: L.Bidirectional(L.GRU(2), merge_mode="sum")),
+    "bidirectional_lstm_mul": ((4, 2), lambda L: L.Bidirectional(L.LSTM(2), merge_mode="mul")),
+    "bidirectional_rnn_backward_layer_ave_seq": (
+        (4, 2),
+        lambda L: L.Bidirectional(L.SimpleRNN(3, return_sequences=True), merge_mode="ave",
+                                  backward_layer=L.SimpleRNN(3, activation="relu", return_sequences=True,
+                                                             go_backwards=True))),
 }
 
 # Cases whose inputs are ids: name -> (input_dim, fractional part added to each id).

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/keras_training/: Keras 3 models compiled with the training surface beyond the seed's
 (binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, Adafactor, Muon, clipping, regression metrics, AUC,
-Precision, Recall), a sequence model of the 1-D layers and a text model with an Embedding, trained by
+Precision, Recall), a sequence model of the 1-D layers, a text model with an Embedding and a recurrent model
+(Conv1D, LSTM, Bidirectional GRU, SimpleRNN), trained by
 Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
@@ -144,8 +145,30 @@ def text(rng):
     return m, x, y
 
 
+def recurrent(rng):
+    """The recurrent layers, as issue 28 asks: a Conv1D, an LSTM's sequences into a Bidirectional GRU, on series
+    (12 steps, 3 channels) whose class is the channel that drifts upwards; a SimpleRNN run backwards beside them on
+    the same input; Adam with clipnorm."""
+    x = 0.5 * rng.normal(size=(80, 12, 3))
+    y = rng.integers(0, 3, size=80).astype(np.int64)
+    for i in range(80):
+        x[i, :, y[i]] += np.linspace(-1.0, 1.0, 12)
+    keras.utils.set_random_seed(8)
+    i = keras.Input((12, 3))
+    h = keras.layers.Conv1D(8, 3, padding="same", activation="relu")(i)
+    h = keras.layers.LSTM(8, return_sequences=True)(h)
+    h = keras.layers.Bidirectional(keras.layers.GRU(6))(h)
+    s = keras.layers.SimpleRNN(4, go_backwards=True)(i)
+    o = keras.layers.Dense(3, activation="softmax")(keras.layers.Concatenate()([h, s]))
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01, clipnorm=1.0),
+              loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
-         ("orthogonal", orthogonal), ("sequence", sequence), ("text", text)]
+         ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
+         ("recurrent", recurrent)]
 
 
 def check(folder):

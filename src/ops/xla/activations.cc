@@ -170,6 +170,13 @@ E backward(const Activation& a, const E& x, const E& y, const E& dy) {
 
 }  // namespace
 
+E activate(const Activation& a, const E& x) {
+  return forward(a, x);
+}
+E activate_grad(const Activation& a, const E& x, const E& y, const E& dy) {
+  return backward(a, x, y, dy);
+}
+
 const DTypes activation_forward_dtypes = kFloatsAndBf16;
 void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
   traced([&] {

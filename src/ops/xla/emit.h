@@ -153,6 +153,11 @@ void accumulate_into(const Tensor& t, const E& x);
 // A float64 [1] tensor (the learning rate, the step counter) as a scalar of `elem`; undefined: `fallback`.
 E read_scalar(const Tensor& t, Elem elem, double fallback = 0.0);
 
+// An elementwise activation of x, and dy times its derivative given x and y = activate(a, x): activation_math.h's
+// formulas (ops/xla/activations.cc; softmax and log_softmax, over rows, are not among them).
+E activate(const Activation& a, const E& x);
+E activate_grad(const Activation& a, const E& x, const E& y, const E& dy);
+
 // The Math policy of the formulas written once for every backend (ops/double_math.h has the doubles' one): their
 // functions over expressions.
 struct Math {

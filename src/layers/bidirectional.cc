@@ -1,0 +1,214 @@
+// Bidirectional (Keras): a recurrent layer run forwards and a copy of it (or its backward_layer) run backwards over
+// the same input, their outputs merged (concat, sum, ave, mul); with return_sequences the backward run's steps are
+// put back in time order first. The weights: the forward layer's, then the backward one's, named as Keras names
+// them ("forward_lstm/lstm_cell/kernel", ...); Keras 3's weights files keep them under forward_layer/cell/vars and
+// backward_layer/cell/vars.
+#include "layers/recurrent.h"
+
+namespace systolic::layers {
+
+namespace {
+
+std::string without_prefix(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
+}
+
+class BidirectionalLayer final : public Layer {
+ public:
+  BidirectionalLayer(RecurrentSpec forward, RecurrentSpec backward, std::string merge_mode,
+                     const std::string& name)
+      : Layer("Bidirectional", name),
+        f_(std::move(forward)),
+        b_(std::move(backward)),
+        merge_(std::move(merge_mode)) {
+    SYSTOLIC_CHECK(
+        merge_ == "concat" || merge_ == "sum" || merge_ == "ave" || merge_ == "mul",
+        "layer '{}': merge_mode '{}' is not supported (concat, sum, ave, mul; None gives two outputs, "
+        "which a layer here cannot)",
+        this->name(), merge_);
+    SYSTOLIC_CHECK(f_.options.go_backwards != b_.options.go_backwards,
+                   "layer '{}': the forward and backward layers must differ in go_backwards", this->name());
+    SYSTOLIC_CHECK(f_.options.return_sequences == b_.options.return_sequences,
+                   "layer '{}': the forward and backward layers must agree on return_sequences",
+                   this->name());
+    SYSTOLIC_CHECK(merge_ == "concat" || f_.units == b_.units,
+                   "layer '{}': merge_mode '{}' needs layers of the same units, got {} and {}", this->name(),
+                   merge_, f_.units, b_.units);
+    b_.flip_sequences = true;  // the backward run's outputs in time order
+    // As Keras's Bidirectional forces it (it matters with masks only).
+    for (RecurrentSpec* s : {&f_, &b_}) s->options.zero_output_for_mask = s->options.return_sequences;
+  }
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override {
+    auto why = recurrent_shape_error(in[0]);
+    if (!why.empty()) fail_shape(why);
+    Shape out = recurrent_output_shape(f_, in[0]);
+    if (merge_ == "concat") out[-1] = f_.units + b_.units;
+    return out;
+  }
+  std::vector<VariableGroup> keras3_variable_groups() const override {
+    return {{"vars", 0},
+            {"forward_layer/vars", 0},
+            {"forward_layer/cell/vars", forward_count_},
+            {"backward_layer/vars", 0},
+            {"backward_layer/cell/vars", weights().size() - forward_count_}};
+  }
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["merge_mode"] = merge_;
+    c["layer"] = nested_config(f_);
+    c["backward_layer"] = nested_config(b_);
+  }
+
+ protected:
+  void build(const std::vector<Shape>& in) override {
+    auto add = [this](const std::string& n, Shape sh, const Initializer& i,
+                      const WeightOptions& o) -> Weight& { return add_weight(n, std::move(sh), i, true, o); };
+    add_recurrent_weights(f_, in[0][1], f_.options.name + "/", add);
+    forward_count_ = weights().size();
+    // tf.keras names the backward layer's weights "backward_<its name>/..." even when it is given its own name
+    // (Keras 3 keeps that name in the config).
+    add_recurrent_weights(b_, in[0][1], "backward_" + without_prefix(b_.options.name, "backward_") + "/",
+                          add);
+  }
+
+  // c.saved: 0 the forward run's output, 1 the backward run's, 2 and 3 their gradients, 4 the input gradient of
+  // one run; then each run's own (kRecurrentSaved each).
+  void forward(LayerCall& c) override {
+    const Tensor& x = c.inputs[0];
+    const std::int64_t N = x.dim(0);
+    Shape of = recurrent_output_shape(f_, x.shape().without_batch()).with_batch(N),
+          ob = recurrent_output_shape(b_, x.shape().without_batch()).with_batch(N);
+    c.saved.resize(kFirstRun + 2 * kRecurrentSaved);
+    for (int i : {0, 1})
+      if (!fits(c.saved[i], i == 0 ? of : ob, x))
+        c.saved[i] = Tensor(i == 0 ? of : ob, x.dtype(), x.device());
+    run(c, 0, [&](std::vector<Tensor>& s) { recurrent_forward(f_, weights_of(0), x, c.saved[0], s); });
+    run(c, 1, [&](std::vector<Tensor>& s) { recurrent_forward(b_, weights_of(1), x, c.saved[1], s); });
+    const Tensor &yf = c.saved[0], &yb = c.saved[1];
+    if (merge_ == "concat") {
+      ops::concat_forward({yf, yb}, c.output, c.output.rank() - 1);
+    } else if (merge_ == "mul") {
+      ops::broadcast_forward(ops::BinaryKind::multiply, yf, yb, c.output);
+    } else {
+      ops::add_n({yf, yb}, c.output);
+      if (merge_ == "ave") ops::scale_shift(c.output, c.output, 0.5, 0.0);
+    }
+  }
+  void backward(LayerCall& c) override {
+    SYSTOLIC_CHECK(c.saved.size() == kFirstRun + 2 * kRecurrentSaved,
+                   "layer '{}': backward without a forward", name());
+    const Tensor &yf = c.saved[0], &yb = c.saved[1];
+    for (int i : {2, 3})
+      if (!fits(c.saved[i], c.saved[i - 2].shape(), yf))
+        c.saved[i] = Tensor(c.saved[i - 2].shape(), yf.dtype(), yf.device());
+    Tensor &dyf = c.saved[2], &dyb = c.saved[3];
+    if (merge_ == "concat") {
+      std::vector<Tensor> parts = {dyf, dyb};
+      ops::concat_backward(c.doutput, parts, c.doutput.rank() - 1);
+    } else if (merge_ == "mul") {
+      ops::broadcast_backward(ops::BinaryKind::multiply, yf, yb, c.doutput, dyf, dyb);
+    } else {
+      const double scale = merge_ == "ave" ? 0.5 : 1.0;
+      ops::scale_shift(c.doutput, dyf, scale, 0.0);
+      ops::scale_shift(c.doutput, dyb, scale, 0.0);
+    }
+    Tensor& dx = c.dinputs[0];
+    if (dx.defined() && !fits(c.saved[4], dx.shape(), dx))
+      c.saved[4] = Tensor(dx.shape(), dx.dtype(), dx.device());
+    Tensor dx_b = dx.defined() ? c.saved[4] : Tensor();
+    run(c, 0, [&](std::vector<Tensor>& s) { recurrent_backward(f_, weights_of(0), dyf, dx, s); });
+    run(c, 1, [&](std::vector<Tensor>& s) { recurrent_backward(b_, weights_of(1), dyb, dx_b, s); });
+    if (dx.defined()) ops::accumulate(dx_b, dx);
+  }
+
+ private:
+  static constexpr std::size_t kFirstRun = 5;
+  static bool fits(const Tensor& t, const Shape& s, const Tensor& like) {
+    return t.defined() && t.shape() == s && t.dtype() == like.dtype() && t.device() == like.device();
+  }
+  // Runs f on run i's part of c.saved (a vector of its own, written back).
+  template <class F>
+  static void run(LayerCall& c, int i, F&& f) {
+    auto first = c.saved.begin() + kFirstRun + i * kRecurrentSaved;
+    std::vector<Tensor> own(first, first + kRecurrentSaved);
+    f(own);
+    SYSTOLIC_CHECK(own.size() <= kRecurrentSaved, "Bidirectional: a run keeps {} tensors", own.size());
+    std::copy(own.begin(), own.end(), first);
+  }
+  RecurrentWeights weights_of(int i) {
+    auto& w = weights();
+    const std::size_t at = i == 0 ? 0 : forward_count_;
+    const RecurrentSpec& s = i == 0 ? f_ : b_;
+    return {&w[at], &w[at + 1], s.options.use_bias ? &w[at + 2] : nullptr};
+  }
+  static json nested_config(const RecurrentSpec& s) {
+    json config = {{"name", s.options.name}, {"trainable", true}, {"dtype", "float32"}};
+    write_recurrent_config(s, config);
+    return {{"module", "keras.layers"},
+            {"class_name", s.class_name},
+            {"config", config},
+            {"registered_name", nullptr}};
+  }
+
+  RecurrentSpec f_, b_;
+  std::string merge_;
+  std::size_t forward_count_ = 0;
+};
+
+// A serialized layer ({"class_name", "config"}, Keras 3's with module and registered_name) of a recurrent class.
+RecurrentSpec nested_spec(ConfigReader& outer, const char* key) {
+  const json& v = outer.get_raw(key);
+  if (!v.is_object() || !v.contains("class_name") || !v["class_name"].is_string() || !v.contains("config"))
+    outer.fail_option(key,
+                      "expected a serialized layer {\"class_name\": ..., \"config\": ...}, got " + v.dump());
+  for (auto& [k, value] : v.items())
+    if (k != "class_name" && k != "config" && k != "module" && k != "registered_name" && k != "build_config")
+      outer.fail_option(key, "unexpected key '" + k + "'");
+  const std::string cls = v["class_name"];
+  ConfigReader r(v["config"], cls);
+  RecurrentSpec s = recurrent_spec_from_config(r, cls);
+  r.require_null("activity_regularizer");  // the wrapped layer's own (the Bidirectional's may have one)
+  r.finish();
+  return s;
+}
+
+}  // namespace
+
+std::shared_ptr<Layer> bidirectional_from_config(ConfigReader& r) {
+  RecurrentSpec f = nested_spec(r, "layer");
+  std::string inner = f.options.name;
+  f.options.name = "forward_" + without_prefix(inner, "forward_");
+  RecurrentSpec b;
+  if (r.has("backward_layer") && !r.get_raw("backward_layer").is_null()) {
+    b = nested_spec(r, "backward_layer");
+  } else {  // tf.keras: a copy of the layer that goes backwards
+    b = f;
+    b.options.go_backwards = true;
+    b.options.name = "backward_" + without_prefix(inner, "backward_");
+  }
+  const json& mode = r.get_raw("merge_mode");
+  if (!mode.is_string()) r.fail_option("merge_mode", "must be concat, sum, ave or mul, got " + mode.dump());
+  return std::make_shared<BidirectionalLayer>(f, b, mode.get<std::string>(), r.name());
+}
+
+LayerRef Bidirectional(const LayerRef& layer, const BidirectionalOptions& options) {
+  auto spec_of = [](const LayerRef& l) {
+    const RecurrentSpec* s = recurrent_spec_of(*l);
+    SYSTOLIC_CHECK(s, "Bidirectional: layer '{}' ({}) is not a recurrent layer (SimpleRNN, LSTM, GRU)",
+                   l->name(), l->class_name());
+    RecurrentSpec copy = *s;
+    copy.options.name = l->name();
+    return copy;
+  };
+  RecurrentSpec f = spec_of(layer), b = options.backward_layer ? spec_of(*options.backward_layer) : f;
+  const std::string inner = f.options.name;
+  f.options.name = "forward_" + without_prefix(inner, "forward_");
+  if (!options.backward_layer) {
+    b.options.go_backwards = !f.options.go_backwards;
+    b.options.name = "backward_" + without_prefix(inner, "backward_");
+  }
+  return LayerRef(std::make_shared<BidirectionalLayer>(f, b, options.merge_mode, options.name));
+}
+
+}  // namespace systolic::layers

@@ -1,0 +1,312 @@
+// SimpleRNN, LSTM and GRU (Keras 3), and the recurrence they share with Bidirectional (recurrent.h). The weights are
+// the cell's, named as Keras names them ("lstm_cell/kernel": Keras's variable path lstm/lstm_cell/kernel, tf.keras's
+// .h5 name lstm/lstm_cell/kernel:0), and Keras 3's weights files keep them under the layer's cell/vars.
+#include "layers/recurrent.h"
+
+#include <algorithm>
+
+namespace systolic::layers {
+
+using ops::RnnCell;
+
+namespace {
+
+std::int64_t gates(RnnCell k) {
+  return k == RnnCell::lstm ? 4 : k == RnnCell::gru ? 3 : 1;
+}
+
+// Step s of a time-major buffer [steps, N, width].
+Tensor step(const Tensor& t, std::int64_t s, std::int64_t width, std::int64_t N) {
+  return t.view(s * N * width, {N, width});
+}
+
+// (Re)allocates buffers[first...] of these shapes in x's dtype and device, keeping those that fit.
+void allocate(std::vector<Tensor>& buffers, std::size_t first, const std::vector<Shape>& shapes,
+              const Tensor& x) {
+  buffers.resize(std::max(buffers.size(), first + shapes.size()));
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    Tensor& b = buffers[first + i];
+    if (!b.defined() || b.shape() != shapes[i] || b.dtype() != x.dtype() || !(b.device() == x.device()))
+      b = Tensor(shapes[i], x.dtype(), x.device());
+  }
+}
+
+// GRU's bias (2, 3u): row 0 the input's, row 1 the recurrent product's; the others' bias is the input's alone.
+Tensor input_part(const RecurrentSpec& s, const Tensor& bias) {
+  if (!bias.defined()) return {};
+  return s.cell == RnnCell::gru ? bias.view(0, {gates(s.cell) * s.units}) : bias;
+}
+Tensor recurrent_part(const RecurrentSpec& s, const Tensor& bias) {
+  if (!bias.defined() || s.cell != RnnCell::gru) return {};
+  return bias.view(gates(s.cell) * s.units, {gates(s.cell) * s.units});
+}
+
+class RecurrentLayer final : public Layer {
+ public:
+  explicit RecurrentLayer(RecurrentSpec s, const std::string& name)
+      : Layer(s.class_name, name), s_(std::move(s)) {
+    set_activity_regularizer(s_.options.activity_regularizer);
+  }
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override {
+    auto why = recurrent_shape_error(in[0]);
+    if (!why.empty()) fail_shape(why);
+    return recurrent_output_shape(s_, in[0]);
+  }
+  std::vector<VariableGroup> keras3_variable_groups() const override {
+    return {{"vars", 0}, {"cell/vars", weights().size()}};
+  }
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    write_recurrent_config(s_, c);
+  }
+  const RecurrentSpec& spec() const { return s_; }
+
+ protected:
+  void build(const std::vector<Shape>& in) override {
+    add_recurrent_weights(
+        s_, in[0][1], "",
+        [this](const std::string& n, Shape sh, const Initializer& i, const WeightOptions& o) -> Weight& {
+          return add_weight(n, std::move(sh), i, true, o);
+        });
+  }
+  void forward(LayerCall& c) override {
+    recurrent_forward(s_, cell_weights(), c.inputs[0], c.output, c.saved);
+  }
+  void backward(LayerCall& c) override {
+    recurrent_backward(s_, cell_weights(), c.doutput, c.dinputs[0], c.saved);
+  }
+
+ private:
+  RecurrentWeights cell_weights() {
+    auto& w = weights();
+    return {&w[0], &w[1], s_.options.use_bias ? &w[2] : nullptr};
+  }
+  RecurrentSpec s_;
+};
+
+}  // namespace
+
+const RecurrentSpec* recurrent_spec_of(const Layer& layer) {
+  auto* r = dynamic_cast<const RecurrentLayer*>(&layer);
+  return r ? &r->spec() : nullptr;
+}
+
+const char* recurrent_cell_name(RnnCell k) {
+  return k == RnnCell::lstm ? "lstm_cell" : k == RnnCell::gru ? "gru_cell" : "simple_rnn_cell";
+}
+
+RecurrentSpec recurrent_spec(const char* class_name, RnnCell cell, int units, const RecurrentOptions& o) {
+  const std::string name = o.name.empty() ? class_name : o.name;
+  SYSTOLIC_CHECK(units > 0, "layer '{}': units must be positive, got {}", name, units);
+  RecurrentSpec s{.class_name = class_name, .cell = cell, .units = units, .options = o};
+  s.params.cell = cell;
+  s.params.activation = activation_from_name(o.activation);
+  s.params.recurrent_activation = activation_from_name(o.recurrent_activation);
+  for (const systolic::Activation& a : {s.params.activation, s.params.recurrent_activation})
+    SYSTOLIC_CHECK(!a.over_last_axis(),
+                   "layer '{}': {} works over rows; a recurrent cell's activations act on each value", name,
+                   activation_name(a));
+  SYSTOLIC_CHECK(
+      cell != RnnCell::gru || o.reset_after,
+      "layer '{}': GRU(reset_after=False) is not supported yet (Keras's default since 2.x is True)", name);
+  SYSTOLIC_CHECK(o.dropout == 0 && o.recurrent_dropout == 0,
+                 "layer '{}': dropout and recurrent_dropout are not supported yet (got {} and {})", name,
+                 o.dropout, o.recurrent_dropout);
+  return s;
+}
+
+std::string recurrent_shape_error(const Shape& in) {
+  return in.rank() == 2 ? "" : "expects sequences (steps, features), got " + in.keras_str();
+}
+
+Shape recurrent_output_shape(const RecurrentSpec& s, const Shape& in) {
+  return s.options.return_sequences ? Shape{in[0], s.units} : Shape{s.units};
+}
+
+void write_recurrent_config(const RecurrentSpec& s, json& c) {
+  const RecurrentOptions& o = s.options;
+  c["return_sequences"] = o.return_sequences;
+  c["return_state"] = false;
+  c["go_backwards"] = o.go_backwards;
+  c["stateful"] = false;
+  c["unroll"] = o.unroll;
+  c["zero_output_for_mask"] = o.zero_output_for_mask;
+  c["units"] = s.units;
+  c["activation"] = o.activation;
+  if (s.cell != RnnCell::simple) c["recurrent_activation"] = o.recurrent_activation;
+  c["use_bias"] = o.use_bias;
+  c["kernel_initializer"] = initializer_config(o.kernel_initializer);
+  c["recurrent_initializer"] = initializer_config(o.recurrent_initializer);
+  c["bias_initializer"] = initializer_config(o.bias_initializer);
+  if (s.cell == RnnCell::lstm) c["unit_forget_bias"] = o.unit_forget_bias;
+  c["kernel_regularizer"] = regularizer_config(o.kernel_regularizer);
+  c["recurrent_regularizer"] = regularizer_config(o.recurrent_regularizer);
+  c["bias_regularizer"] = regularizer_config(o.bias_regularizer);
+  if (!c.contains("activity_regularizer")) c["activity_regularizer"] = nullptr;  // base_config wrote one set
+  c["kernel_constraint"] = constraint_config(o.kernel_constraint);
+  c["recurrent_constraint"] = constraint_config(o.recurrent_constraint);
+  c["bias_constraint"] = constraint_config(o.bias_constraint);
+  c["dropout"] = o.dropout;
+  c["recurrent_dropout"] = o.recurrent_dropout;
+  if (s.cell == RnnCell::gru) c["reset_after"] = o.reset_after;
+  if (s.cell != RnnCell::simple) c["seed"] = nullptr;
+}
+
+RecurrentSpec recurrent_spec_from_config(ConfigReader& r, const std::string& class_name) {
+  const RnnCell cell = class_name == "LSTM"  ? RnnCell::lstm
+                       : class_name == "GRU" ? RnnCell::gru
+                                             : RnnCell::simple;
+  const char* name = cell == RnnCell::lstm ? "LSTM" : cell == RnnCell::gru ? "GRU" : "SimpleRNN";
+  SYSTOLIC_CHECK(class_name == name, "layer '{}': {} is not a recurrent layer (SimpleRNN, LSTM, GRU)",
+                 r.name(), class_name);
+  if (!r.has("units")) r.fail_option("units", "missing");
+  RecurrentOptions o;
+  o.return_sequences = r.get_bool("return_sequences", false);
+  r.require_value("return_state", false);
+  o.go_backwards = r.get_bool("go_backwards", false);
+  r.require_value("stateful", false);
+  o.unroll = r.get_bool("unroll", false);
+  o.zero_output_for_mask = r.get_bool("zero_output_for_mask", false);
+  r.require_value("time_major", false);  // tf.keras
+  o.activation = r.get_activation("activation", "tanh");
+  if (cell != RnnCell::simple) o.recurrent_activation = r.get_activation("recurrent_activation", "sigmoid");
+  o.use_bias = r.get_bool("use_bias", true);
+  o.kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform");
+  o.recurrent_initializer = r.get_initializer("recurrent_initializer", "orthogonal");
+  o.bias_initializer = r.get_initializer("bias_initializer", "zeros");
+  if (cell == RnnCell::lstm) o.unit_forget_bias = r.get_bool("unit_forget_bias", true);
+  o.kernel_regularizer = r.get_regularizer("kernel_regularizer");
+  o.recurrent_regularizer = r.get_regularizer("recurrent_regularizer");
+  o.bias_regularizer = r.get_regularizer("bias_regularizer");
+  o.kernel_constraint = r.get_constraint("kernel_constraint");
+  o.recurrent_constraint = r.get_constraint("recurrent_constraint");
+  o.bias_constraint = r.get_constraint("bias_constraint");
+  o.dropout = r.get_double("dropout", 0.0);
+  o.recurrent_dropout = r.get_double("recurrent_dropout", 0.0);
+  if (cell == RnnCell::gru) o.reset_after = r.get_bool("reset_after", true);
+  r.ignore("seed");            // draws dropout masks, which are not supported yet
+  r.ignore("implementation");  // tf.keras: how the gates' products are grouped, not what they compute
+  r.ignore("use_cudnn");       // Keras 3: which kernel runs, not what it computes
+  o.name = r.name();
+  return recurrent_spec(name, cell, r.get_int("units", 0), o);
+}
+
+void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const std::string& prefix,
+                           const AddWeight& add) {
+  const RecurrentOptions& o = s.options;
+  const std::string cell = prefix + recurrent_cell_name(s.cell);
+  const std::int64_t G = gates(s.cell) * s.units;
+  add(cell + "/kernel", {features, G}, o.kernel_initializer, {o.kernel_regularizer, o.kernel_constraint});
+  add(cell + "/recurrent_kernel", {s.units, G}, o.recurrent_initializer,
+      {o.recurrent_regularizer, o.recurrent_constraint});
+  if (!o.use_bias) return;
+  Shape bias = s.cell == RnnCell::gru ? Shape{2, G} : Shape{G};
+  Weight& b = add(cell + "/bias", bias, o.bias_initializer, {o.bias_regularizer, o.bias_constraint});
+  // Keras's unit_forget_bias: the forget gate's bias (the second of i, f, c, o) starts at 1.
+  if (s.cell == RnnCell::lstm && o.unit_forget_bias) b.value.view(s.units, {s.units}).fill(1.0);
+}
+
+// saved: 0 the input time-major [T, N, F]; 1 its products x W + b [T, N, G*u]; 2 the states h [T+1, N, u]; 3 the
+// cell states c [T+1, N, u] (LSTM); 4 the pre-activations [T, N, G*u]; 5 the recurrent products h W_r (+ b_r)
+// [T, N, G*u].
+void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, Tensor& y,
+                       std::vector<Tensor>& saved) {
+  const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units, G = gates(s.cell) * u;
+  const bool lstm = s.cell == RnnCell::lstm;
+  allocate(saved, 0, {{T, N, F}, {T, N, G}, {T + 1, N, u}, {T + 1, N, u}, {T, N, G}, {T, N, G}}, x);
+  saved.resize(kRecurrentSaved);
+  Tensor &xt = saved[0], &xp = saved[1], &h = saved[2], &cs = saved[3], &z = saved[4], &hp = saved[5];
+  const Tensor bias = w.bias ? w.bias->value : Tensor();
+  ops::transpose(x, xt, {1, 0, 2});
+  Tensor xp_flat = xp.view(0, {T * N, G});
+  ops::dense_forward(xt.view(0, {T * N, F}), w.kernel->operand(), input_part(s, bias), xp_flat);
+  Tensor h0 = step(h, 0, u, N), c0 = step(cs, 0, u, N), none;
+  ops::fill(h0, 0.0);
+  ops::fill(c0, 0.0);
+  const Tensor rec_bias = recurrent_part(s, bias);
+  for (std::int64_t k = 0; k < T; ++k) {
+    const std::int64_t t = s.options.go_backwards ? T - 1 - k : k;
+    Tensor hs = step(h, k, u, N), hnext = step(h, k + 1, u, N), zs = step(z, k, G, N),
+           hps = step(hp, k, G, N);
+    Tensor cprev = lstm ? step(cs, k, u, N) : none, cnext = lstm ? step(cs, k + 1, u, N) : none;
+    ops::dense_forward(hs, w.recurrent->operand(), rec_bias, hps);
+    ops::rnn_cell_forward(s.params, step(xp, t, G, N), hps, hs, cprev, none, hnext, cnext, zs);
+  }
+  if (!s.options.return_sequences) return ops::copy(step(h, T, u, N), y);
+  if (!s.flip_sequences) return ops::transpose(h.view(N * u, {T, N, u}), y, {1, 0, 2});
+  // Step k ran time T-1-k: the outputs in time order.
+  allocate(saved, 15, {{T, N, u}}, x);
+  for (std::int64_t k = 0; k < T; ++k) {
+    Tensor at = step(saved[15], T - 1 - k, u, N);
+    ops::copy(step(h, k + 1, u, N), at);
+  }
+  ops::transpose(saved[15], y, {1, 0, 2});
+}
+
+// saved, after forward's: 6 the output's gradient time-major [T, N, u]; 7 the products' gradients [T, N, G*u]; 8 the
+// recurrent products' gradient [N, G*u] (GRU); 9-13 [N, u] each: dh, dc, the direct parts dh_prev and dc_prev, dh
+// through the recurrent kernel; 14 the input's gradient time-major [T, N, F]. (15: forward's outputs in time
+// order, with flip_sequences.)
+void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy, Tensor& dx,
+                        std::vector<Tensor>& saved) {
+  SYSTOLIC_CHECK(saved.size() == kRecurrentSaved, "{}: backward without a forward", s.class_name);
+  const std::int64_t T = saved[0].dim(0), N = saved[0].dim(1), F = saved[0].dim(2), u = s.units,
+                     G = gates(s.cell) * u;
+  const bool lstm = s.cell == RnnCell::lstm, gru = s.cell == RnnCell::gru;
+  allocate(saved, 6, {{T, N, u}, {T, N, G}, {N, G}, {N, u}, {N, u}, {N, u}, {N, u}, {N, u}, {T, N, F}},
+           saved[0]);
+  Tensor &xt = saved[0], &h = saved[2], &cs = saved[3], &z = saved[4], &hp = saved[5];
+  Tensor &dyt = saved[6], &dxp = saved[7], &dhp = saved[8], &dh = saved[9], &dc = saved[10],
+         &dh_direct = saved[11], &dc_prev = saved[12], &dh_rec = saved[13], &dxt = saved[14];
+  if (s.options.return_sequences) {
+    ops::transpose(dy, dyt, {1, 0, 2});
+    ops::fill(dh, 0.0);
+  } else {
+    ops::copy(dy, dh);
+  }
+  ops::fill(dc, 0.0);
+  Tensor none, bias_grad = w.bias ? w.bias->grad : Tensor();
+  Tensor db_in = input_part(s, bias_grad), db_rec = recurrent_part(s, bias_grad);
+  for (std::int64_t k = T - 1; k >= 0; --k) {
+    const std::int64_t t = s.options.go_backwards ? T - 1 - k : k;
+    if (s.options.return_sequences) ops::accumulate(step(dyt, s.flip_sequences ? T - 1 - k : k, u, N), dh);
+    Tensor hs = step(h, k, u, N), dxs = step(dxp, t, G, N);
+    Tensor dhp_arg = gru ? dhp : none, dcp_arg = lstm ? dc_prev : none;
+    ops::rnn_cell_backward(s.params, step(hp, k, G, N), hs, lstm ? step(cs, k, u, N) : none, step(z, k, G, N),
+                           lstm ? step(cs, k + 1, u, N) : none, none, dh, lstm ? dc : none, dxs, dhp_arg,
+                           dh_direct, dcp_arg);
+    ops::dense_backward(hs, w.recurrent->operand(), gru ? dhp : dxs, dh_rec, w.recurrent->grad, db_rec);
+    ops::add_n({dh_direct, dh_rec}, dh);
+    if (lstm) std::swap(dc, dc_prev);
+  }
+  Tensor dx_flat = dx.defined() ? dxt.view(0, {T * N, F}) : none;
+  ops::dense_backward(xt.view(0, {T * N, F}), w.kernel->operand(), dxp.view(0, {T * N, G}), dx_flat,
+                      w.kernel->grad, db_in);
+  if (dx.defined()) ops::transpose(dxt, dx, {1, 0, 2});
+}
+
+std::shared_ptr<Layer> simple_rnn_from_config(ConfigReader& r) {
+  return std::make_shared<RecurrentLayer>(recurrent_spec_from_config(r, "SimpleRNN"), r.name());
+}
+std::shared_ptr<Layer> lstm_from_config(ConfigReader& r) {
+  return std::make_shared<RecurrentLayer>(recurrent_spec_from_config(r, "LSTM"), r.name());
+}
+std::shared_ptr<Layer> gru_from_config(ConfigReader& r) {
+  return std::make_shared<RecurrentLayer>(recurrent_spec_from_config(r, "GRU"), r.name());
+}
+
+LayerRef SimpleRNN(int units, const RecurrentOptions& options) {
+  return LayerRef(std::make_shared<RecurrentLayer>(
+      recurrent_spec("SimpleRNN", RnnCell::simple, units, options), options.name));
+}
+LayerRef LSTM(int units, const RecurrentOptions& options) {
+  return LayerRef(
+      std::make_shared<RecurrentLayer>(recurrent_spec("LSTM", RnnCell::lstm, units, options), options.name));
+}
+LayerRef GRU(int units, const RecurrentOptions& options) {
+  return LayerRef(
+      std::make_shared<RecurrentLayer>(recurrent_spec("GRU", RnnCell::gru, units, options), options.name));
+}
+
+}  // namespace systolic::layers

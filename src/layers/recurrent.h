@@ -1,0 +1,64 @@
+// The recurrence that SimpleRNN, LSTM and GRU (recurrent.cc) and Bidirectional (bidirectional.cc) run: a cell over
+// the steps of (N, T, F), time-major. The input's product with the kernel for every step at once (one matrix
+// product), then per step the state's product with the recurrent kernel and the cell's gates
+// (ops::rnn_cell_forward); backward runs the steps in reverse, then one product for the kernel's gradient and the
+// input's.
+#pragma once
+
+#include <systolic/layers.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "layers/config.h"
+
+namespace systolic::layers {
+
+// One recurrent layer's arguments, checked.
+struct RecurrentSpec {
+  const char* class_name = "LSTM";
+  ops::RnnCell cell = ops::RnnCell::lstm;
+  std::int64_t units = 0;
+  RecurrentOptions options;
+  ops::RnnCellParams params;
+  // With return_sequences and go_backwards: the outputs in time order rather than in the order of the steps run
+  // (Bidirectional's backward run).
+  bool flip_sequences = false;
+};
+// The spec of a SimpleRNN, LSTM or GRU layer; null for another layer.
+const RecurrentSpec* recurrent_spec_of(const Layer& layer);
+// How many tensors recurrent_forward and recurrent_backward keep in `saved`.
+inline constexpr std::size_t kRecurrentSaved = 16;
+// Checks the arguments (errors name the layer).
+RecurrentSpec recurrent_spec(const char* class_name, ops::RnnCell cell, int units, const RecurrentOptions& o);
+// Reads a Keras 3 or tf.keras config of SimpleRNN, LSTM or GRU (the class's), the name included.
+RecurrentSpec recurrent_spec_from_config(ConfigReader& r, const std::string& class_name);
+// (steps, features) -> (units,), or (steps, units) with return_sequences; "" when the input is not a sequence.
+std::string recurrent_shape_error(const Shape& in);
+Shape recurrent_output_shape(const RecurrentSpec& s, const Shape& in);
+// The keys Keras writes after the base config (name, trainable, dtype), in its order.
+void write_recurrent_config(const RecurrentSpec& s, json& c);
+// "lstm_cell", "gru_cell", "simple_rnn_cell".
+const char* recurrent_cell_name(ops::RnnCell cell);
+
+// The cell's weights, in Keras's order: kernel, recurrent_kernel, bias (when use_bias).
+struct RecurrentWeights {
+  Weight* kernel = nullptr;
+  Weight* recurrent = nullptr;
+  Weight* bias = nullptr;
+};
+// Creates them through `add` (a layer's add_weight), named prefix + "<cell>/kernel", ... (the LSTM's forget bias at
+// 1 with unit_forget_bias).
+using AddWeight = std::function<Weight&(const std::string&, Shape, const Initializer&, const WeightOptions&)>;
+void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const std::string& prefix,
+                           const AddWeight& add);
+
+// y = the recurrence over x [N, T, F] (y: [N, units] or [N, T, units]); `saved` keeps what backward reads.
+void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, Tensor& y,
+                       std::vector<Tensor>& saved);
+// dx (=; undefined: not computed) and the weights' gradients (+=) from dy.
+void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy, Tensor& dx,
+                        std::vector<Tensor>& saved);
+
+}  // namespace systolic::layers

@@ -1,0 +1,100 @@
+// One step of Keras's recurrent cells for one (row, unit): the formulas of ops::rnn_cell_forward and
+// rnn_cell_backward (include/systolic/ops.h), once for the CPU loops (ops/cpu/rnn.cc) and the CUDA kernels
+// (ops/cuda/rnn.cu); ops/xla/rnn.cc writes the same with its expressions. Keras 3.15's SimpleRNNCell, LSTMCell
+// (implementation 2: one product of the four gates i, f, c, o) and GRUCell with reset_after (gates z, r, h) over the
+// TensorFlow backend; the derivatives are those of the same formulas (activation_math.h's backward).
+//
+// Per row: xp, hp are the row's x_part and h_part (G*u values), zp its saved pre-activations (G*u); j the unit.
+#pragma once
+
+#include <systolic/ops.h>
+
+#include "ops/activation_math.h"
+
+namespace systolic::ops::rnn_math {
+
+// The cell's activations as kernel arguments.
+template <class T>
+struct Acts {
+  Activation::Kind act, rec;  // activation (tanh), recurrent_activation (sigmoid)
+  activation::Params<T> pa, pr;
+};
+template <class T>
+Acts<T> acts_of(const RnnCellParams& p) {
+  return {p.activation.kind, p.recurrent_activation.kind, activation::params_of<T>(p.activation),
+          activation::params_of<T>(p.recurrent_activation)};
+}
+
+// Gates per cell kind: simple 1, lstm 4, gru 3.
+SYSTOLIC_HD int gates(RnnCell k) {
+  return k == RnnCell::lstm ? 4 : k == RnnCell::gru ? 3 : 1;
+}
+
+// Forward, for a row whose step is not masked: writes the pre-activations zp[g*u + j] and h (c for LSTM).
+template <class T>
+SYSTOLIC_HD void forward(RnnCell k, const Acts<T>& a, const T* xp, const T* hp, std::int64_t u,
+                         std::int64_t j, T h_prev, T c_prev, T* zp, T& h, T& c) {
+  using activation::forward;
+  if (k == RnnCell::simple) {
+    zp[j] = xp[j] + hp[j];
+    h = forward<T>(a.act, zp[j], a.pa);
+    return;
+  }
+  if (k == RnnCell::lstm) {
+    for (int g = 0; g < 4; ++g) zp[g * u + j] = xp[g * u + j] + hp[g * u + j];
+    const T i = forward<T>(a.rec, zp[j], a.pr), f = forward<T>(a.rec, zp[u + j], a.pr);
+    const T cc = forward<T>(a.act, zp[2 * u + j], a.pa), o = forward<T>(a.rec, zp[3 * u + j], a.pr);
+    c = f * c_prev + i * cc;
+    h = o * forward<T>(a.act, c, a.pa);
+    return;
+  }
+  // GRU, reset_after: the reset gate scales the recurrent product of the candidate (its bias included).
+  zp[j] = xp[j] + hp[j];
+  zp[u + j] = xp[u + j] + hp[u + j];
+  const T z = forward<T>(a.rec, zp[j], a.pr), r = forward<T>(a.rec, zp[u + j], a.pr);
+  zp[2 * u + j] = xp[2 * u + j] + r * hp[2 * u + j];
+  const T hh = forward<T>(a.act, zp[2 * u + j], a.pa);
+  h = z * h_prev + (T(1) - z) * hh;
+}
+
+// Backward, for a row whose step is not masked: given dh (w.r.t. h) and dc (w.r.t. c, from the next step; LSTM),
+// writes dxp[g*u + j] (w.r.t. x_part), dhp[g*u + j] (w.r.t. h_part; GRU only: the others' equals dxp) and the direct
+// parts dh_prev (GRU: through z * h_prev) and dc_prev (LSTM).
+template <class T>
+SYSTOLIC_HD void backward(RnnCell k, const Acts<T>& a, const T* hp, const T* zp, std::int64_t u,
+                          std::int64_t j, T h_prev, T c_prev, T c, T dh, T dc, T* dxp, T* dhp, T& dh_prev,
+                          T& dc_prev) {
+  using activation::backward;
+  using activation::forward;
+  if (k == RnnCell::simple) {
+    dxp[j] = backward<T>(a.act, zp[j], forward<T>(a.act, zp[j], a.pa), dh, a.pa);
+    dh_prev = T(0);
+    return;
+  }
+  if (k == RnnCell::lstm) {
+    const T zi = zp[j], zf = zp[u + j], zc = zp[2 * u + j], zo = zp[3 * u + j];
+    const T i = forward<T>(a.rec, zi, a.pr), f = forward<T>(a.rec, zf, a.pr);
+    const T cc = forward<T>(a.act, zc, a.pa), o = forward<T>(a.rec, zo, a.pr);
+    const T tc = forward<T>(a.act, c, a.pa);
+    const T dct = dc + backward<T>(a.act, c, tc, dh * o, a.pa);
+    dxp[j] = backward<T>(a.rec, zi, i, dct * cc, a.pr);
+    dxp[u + j] = backward<T>(a.rec, zf, f, dct * c_prev, a.pr);
+    dxp[2 * u + j] = backward<T>(a.act, zc, cc, dct * i, a.pa);
+    dxp[3 * u + j] = backward<T>(a.rec, zo, o, dh * tc, a.pr);
+    dh_prev = T(0);
+    dc_prev = dct * f;
+    return;
+  }
+  const T zz = zp[j], zr = zp[u + j], zh = zp[2 * u + j];
+  const T z = forward<T>(a.rec, zz, a.pr), r = forward<T>(a.rec, zr, a.pr), hh = forward<T>(a.act, zh, a.pa);
+  const T dzh = backward<T>(a.act, zh, hh, dh * (T(1) - z), a.pa);
+  const T dzr = backward<T>(a.rec, zr, r, dzh * hp[2 * u + j], a.pr);
+  const T dzz = backward<T>(a.rec, zz, z, dh * (h_prev - hh), a.pr);
+  dxp[j] = dhp[j] = dzz;
+  dxp[u + j] = dhp[u + j] = dzr;
+  dxp[2 * u + j] = dzh;
+  dhp[2 * u + j] = dzh * r;
+  dh_prev = dh * z;
+}
+
+}  // namespace systolic::ops::rnn_math
