@@ -1,6 +1,7 @@
 // Embedding beyond the Keras fixtures (tests/test_conv_layers.cc predicts Keras's one-layer models; the keras_training
-// "text" case trains on from Keras's Adam state): what it refuses, ids out of range, ids above bfloat16's exact
-// integers under mixed precision (Keras's autocast=False), and the same training step on XLA as on the CPU.
+// "text" case trains on from Keras's SGD state, and "masked_text" with mask_zero; tests/test_masks.cc): what it
+// refuses, ids out of range, and ids above bfloat16's exact integers under mixed precision (Keras's autocast=False).
+// (tests/test_masks.cc trains the masked_text fixture's Embedding on XLA as on the CPU.)
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
@@ -10,7 +11,6 @@
 
 #include "layers/config.h"
 #include "test_util.h"
-#include "xla_test_util.h"
 
 using namespace systolic;
 using systolic::testing::error_of;
@@ -26,14 +26,10 @@ Model one_layer(int input_dim, int output_dim, Shape ids, const std::string& nam
 }  // namespace
 
 TEST(Embedding, RefusesWhatItDoesNotDoByName) {
-  EXPECT_THAT(error_of([] { layers::Embedding(10, 4, {.mask_zero = true}); }),
-              HasSubstr("mask_zero=True is not supported yet"));
   EXPECT_THAT(error_of([] { layers::Embedding(0, 4); }),
               HasSubstr("input_dim must be a positive integer, got 0"));
   EXPECT_THAT(error_of([] { layers::Embedding(3, -1); }), HasSubstr("output_dim must be a positive integer"));
-  nlohmann::ordered_json c = {{"name", "e"}, {"input_dim", 10}, {"output_dim", 4}, {"mask_zero", true}};
-  EXPECT_THAT(error_of([&] { layers::layer_from_config("Embedding", c); }), HasSubstr("mask_zero=True"));
-  c = {{"name", "e"}, {"output_dim", 4}};
+  nlohmann::ordered_json c = {{"name", "e"}, {"output_dim", 4}};
   EXPECT_THAT(error_of([&] { layers::layer_from_config("Embedding", c); }), HasSubstr("input_dim"));
   c = {{"name", "e"}, {"input_dim", 10}, {"output_dim", 4}, {"lora_rank", 2}};
   EXPECT_THAT(error_of([&] { layers::layer_from_config("Embedding", c); }), HasSubstr("lora_rank"));
@@ -85,23 +81,4 @@ TEST(Embedding, MixedPrecisionKeepsIdsExact) {
       float want = static_cast<float>(bfloat16(static_cast<float>(table[rows[i] * 2 + j])));
       EXPECT_EQ(got[i * 2 + j], want) << i;
     }
-}
-
-// The Keras "text" fixture trained one epoch on xla:cpu as on the CPU (Embedding's gather and its gradient's
-// scatter-add in one compiled step).
-TEST(Embedding, TrainsOnXlaAsOnTheCpu) {
-  SYSTOLIC_REQUIRE_XLA();
-  const std::string dir = systolic::testing::source_dir() + "/tests/fixtures/keras_training/";
-  auto d = datasets::load("npz:" + dir + "text.npz");
-  FitOptions o{.batch_size = 16, .epochs = 1, .verbose = 0, .shuffle = false};
-  Model cpu = load_model(dir + "text.keras");
-  cpu.fit(d.train.x, d.train.y, o);
-  Model xla = to_accelerator(load_model(dir + "text.keras"),
-                             distribute::OneDeviceStrategy(systolic::testing::xla_cpu()));
-  xla.fit(d.train.x, d.train.y, o);
-  EXPECT_EQ(xla.step_mode(), "graph") << xla.step_mode_reason();
-  auto a = cpu.get_weights(), b = xla.get_weights();
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t k = 0; k < a.size(); ++k)
-    EXPECT_LT(systolic::testing::normalised_max_error(b[k].to(Device::cpu()), a[k]), 1e-5) << k;
 }

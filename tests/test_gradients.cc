@@ -559,6 +559,11 @@ TEST(GradientCheck, RecurrentLayers) {
   check_layer(layers::GRU(3), {{2, 4, 2}});
   check_layer(layers::GRU(2, {.return_sequences = true, .go_backwards = true}), {{2, 3, 3}});
 }
+// Masking alone (its mask kept by the layer): no step of random values equals mask_value, so every step passes.
+TEST(GradientCheck, Masking) {
+  Float64Scope f64;
+  check_layer(layers::Masking({.mask_value = 0.25}), {{2, 4, 3}});
+}
 // Bidirectional: each merge mode, the last outputs and every step's (the backward run's put back in time order).
 TEST(GradientCheck, Bidirectional) {
   Float64Scope f64;

@@ -8,7 +8,9 @@
 // the head excluded by name), and a sequence classifier of the 1-D layers (causal dilated and strided Conv1D,
 // MaxPooling1D, GlobalAveragePooling1D) trained with Adam, and a text classifier (Embedding over int64 word ids,
 // Conv1D, GlobalAveragePooling1D) trained with SGD, and a recurrent classifier (a Conv1D, an LSTM's sequences into
-// a Bidirectional GRU, a SimpleRNN run backwards beside them) trained with Adam. systolic loads each .keras and its .npz data (npz:PATH),
+// a Bidirectional GRU, a SimpleRNN run backwards beside them) trained with Adam, and two with Keras's masks
+// (Embedding(mask_zero=True) into a Bidirectional LSTM and a GRU, with SGD; Masking through a Dense into LSTMs, with
+// Adam). systolic loads each .keras and its .npz data (npz:PATH),
 // evaluates as Keras did within 2e-3, and trains on from Keras's optimizer state to Keras's weights after one more
 // epoch.
 #include <gmock/gmock.h>
@@ -70,14 +72,14 @@ TEST_P(KerasTraining, EvaluatesAndTrainsOnAsKeras) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                          ::testing::Values("binary", "regression", "columns", "factored", "orthogonal",
-                                           "sequence", "text", "recurrent"));
+                                           "sequence", "text", "recurrent", "masked_text", "masked_series"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
 TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
   systolic::testing::TempDir tmp;
-  for (const char* name :
-       {"binary", "regression", "columns", "factored", "orthogonal", "sequence", "text", "recurrent"}) {
+  for (const char* name : {"binary", "regression", "columns", "factored", "orthogonal", "sequence", "text",
+                           "recurrent", "masked_text", "masked_series"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

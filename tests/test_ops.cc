@@ -837,6 +837,20 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
                                      {in("src", {7, 4, 3}), idx, param(acc("dst", {50, 4, 3}))},
                                      [](auto& t) { scatter_add_rows(t[0], t[1], t[2]); }});
 
+  // Masks: rows of three 0-or-1 values (some all 0), compared with 0; ids (one column) compared with 0; rows of
+  // values compared with 0.5 (none equal: every row kept).
+  m[Op::compute_mask].push_back(
+      {"rows of 0 and 1 against 0",
+       {{.name = "x", .shape = {64, 3}, .values = Values::integers, .lo = 0, .hi = 1}, out("mask", {64})},
+       [](auto& t) { compute_mask(t[0], 0.0, t[1]); }});
+  m[Op::compute_mask].push_back(
+      {"ids against 0",
+       {{.name = "x", .shape = {5, 13}, .values = Values::integers, .lo = 0, .hi = 3}, out("mask", {5, 13})},
+       [](auto& t) { compute_mask(t[0], 0.0, t[1]); }});
+  m[Op::compute_mask].push_back({"values against 0.5",
+                                 {in("x", {7, 4, 6}), out("mask", {7, 4})},
+                                 [](auto& t) { compute_mask(t[0], 0.5, t[1]); }});
+
   // Recurrent cells: each kind with and without a mask (some rows masked), and LSTM with other activations.
   {
     const std::int64_t N = 5, u = 7;

@@ -86,6 +86,10 @@ struct LayerCall {
   Tensor output;  // [N, node shape]; forward writes it (or rebinds it to a view of an input)
   const TrainingStep* training = nullptr;  // set in training (dropout, batch norm); null at inference
   std::vector<Tensor> saved;               // what the layer's backward needs, kept by its forward
+  // Keras's masks: 1 for a step that counts, 0 for padding; [N, the output's shape without its last axis], in the
+  // data's dtype. `mask`: the first input's (undefined: none); `output_mask`: where a layer that makes one
+  // (makes_mask()) writes it.
+  Tensor mask, output_mask;
   // The values before the fused activation, kept when the loss or the activation's gradient needs them (the
   // Layer base's; the output then lives in activated).
   Tensor preactivation, activated;
@@ -162,6 +166,18 @@ class Layer : public std::enable_shared_from_this<Layer> {
     std::size_t count;
   };
   virtual std::vector<VariableGroup> keras3_variable_groups() const { return {{"vars", weights_.size()}}; }
+  // Keras's masks (LayerCall::mask). Whether the output carries one, given whether the first input does: a layer
+  // that makes one (Embedding with mask_zero, Masking) or passes its input's on (Keras's supports_masking: Dense,
+  // activations, dropouts, normalisations; an RNN with return_sequences); every other layer drops it, as Keras's
+  // layers that do not support masking do.
+  virtual bool output_masked(bool input_masked) const {
+    (void)input_masked;
+    return makes_mask();
+  }
+  virtual bool makes_mask() const { return false; }
+  // Why a masked input is refused (empty: it is not): a layer that Keras lets read the mask, where systolic does
+  // not yet (GlobalAveragePooling1D's average of the unmasked steps, the merges' combined masks).
+  virtual std::string mask_refusal() const { return {}; }
   // Keras's layer.autocast: whether the model casts the layer's float inputs to its compute dtype (under mixed
   // precision). Embedding says no: its ids stay in the variables' dtype.
   virtual bool autocast() const { return true; }

@@ -278,10 +278,21 @@ struct EmbeddingOptions {
   Initializer embeddings_initializer = "random_uniform";  // Keras's "uniform": U(-0.05, 0.05)
   Regularizer embeddings_regularizer = {}, activity_regularizer = {};
   Constraint embeddings_constraint = {};
-  bool mask_zero = false;  // not yet supported: masks do not flow through models yet
+  bool mask_zero =
+      false;  // id 0 is padding: the output carries a mask (1 where the id is not 0) for the RNNs
   std::string name;
 };
 LayerRef Embedding(int input_dim, int output_dim, const EmbeddingOptions& options = {});
+// Masking: steps whose features all equal mask_value are padding: the output is the input with those steps zeroed,
+// and carries a mask (1 for the other steps) that the recurrent layers skip padded steps by. Keras's masks pass
+// through the layers that support them (Dense, activations, dropouts, normalisations, an RNN with
+// return_sequences) and stop at the others; a layer that Keras lets read a mask where systolic does not yet
+// (GlobalAveragePooling1D, the merges) refuses a masked input by name, as does a loss on a masked output.
+struct MaskingOptions {
+  double mask_value = 0.0;
+  std::string name;
+};
+LayerRef Masking(const MaskingOptions& options = {});
 
 // The recurrent layers: SimpleRNN, LSTM and GRU over sequences (steps, features) -> (units,), or (steps, units) with
 // return_sequences. The cell's weights, named as Keras names them ("lstm_cell/kernel", ...): kernel (features,

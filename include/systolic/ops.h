@@ -339,6 +339,8 @@ struct ConstraintParams {
 //                   reads its batch from a data set resident there). A host overload follows the list. A row index
 //                   out of range: the CPU throws, CUDA writes zeros and reports it at the next synchronisation,
 //                   XLA writes NaN rows (float dst; its gather would clamp the index).
+// compute_mask      mask[r] = 1 where row r of x [R, C] holds a value other than `value` (compared in x's dtype),
+//                   else 0; mask [R] in x's dtype (Keras's Masking; Embedding's mask_zero with C = 1).
 // rnn_cell_forward  x_part [N, G*u]: the step's input product x W (+ the input bias); h_part [N, G*u]: the state's
 //                   product h_prev W_r (gru: + the recurrent bias); h_prev, c_prev [N, u] (c_prev: lstm only). Writes
 //                   h [N, u], c [N, u] (lstm) and z [N, G*u], the gates' pre-activations that backward reads. mask [N]
@@ -559,6 +561,7 @@ struct RowLossParams {
   X(moving_average, (Tensor& moving, const Tensor& value, double momentum), (moving, value, momentum))          \
   X(gather_rows, (const Tensor& src, const Tensor& indices, Tensor& dst), (src, indices, dst))                  \
   X(scatter_add_rows, (const Tensor& src, const Tensor& indices, Tensor& dst), (src, indices, dst))             \
+  X(compute_mask, (const Tensor& x, double value, Tensor& mask), (x, value, mask))                                \
   X(rnn_cell_forward, (const RnnCellParams& p, const Tensor& x_part, const Tensor& h_part, const Tensor& h_prev,   \
                         const Tensor& c_prev, const Tensor& mask, Tensor& h, Tensor& c, Tensor& z),                 \
     (p, x_part, h_part, h_prev, c_prev, mask, h, c, z))                                                          \

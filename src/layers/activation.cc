@@ -14,6 +14,7 @@ namespace systolic::layers {
 namespace {
 class ActivationLayer final : public Layer {
  public:
+  bool output_masked(bool input_masked) const override { return input_masked; }  // Keras passes it on
   ActivationLayer(const char* class_name, const systolic::Activation& activation, const std::string& name)
       : Layer(class_name, name, activation) {
     if (class_name_is("ReLU")) {

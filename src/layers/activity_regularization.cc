@@ -11,6 +11,7 @@ namespace systolic::layers {
 namespace {
 class ActivityRegularizationLayer final : public Layer {
  public:
+  bool output_masked(bool input_masked) const override { return input_masked; }  // Keras passes it on
   explicit ActivityRegularizationLayer(const ActivityRegularizationOptions& o)
       : Layer("ActivityRegularization", o.name), l1_(o.l1), l2_(o.l2) {
     set_activity_regularizer(regularizers::L1L2(o.l1, o.l2));

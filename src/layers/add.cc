@@ -8,6 +8,9 @@ namespace systolic::layers {
 namespace {
 class AddLayer final : public Layer {
  public:
+  std::string mask_refusal() const override {
+    return "Keras combines the inputs' masks, which systolic does not do yet";
+  }
   explicit AddLayer(const NameOptions& o) : Layer("Add", o.name) {}
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {

@@ -17,6 +17,7 @@ namespace systolic::layers {
 namespace {
 class BatchNormalizationLayer final : public Layer {
  public:
+  bool output_masked(bool input_masked) const override { return input_masked; }  // Keras passes it on
   explicit BatchNormalizationLayer(const BatchNormalizationOptions& o)
       : Layer("BatchNormalization", o.name), o_(o) {
     SYSTOLIC_CHECK(o.epsilon > 0, "layer '{}': epsilon must be positive", name());

@@ -39,6 +39,8 @@ class BidirectionalLayer final : public Layer {
     for (RecurrentSpec* s : {&f_, &b_}) s->options.zero_output_for_mask = s->options.return_sequences;
   }
 
+  // Keras passes the input's mask on with return_sequences.
+  bool output_masked(bool input_masked) const override { return input_masked && f_.options.return_sequences; }
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     auto why = recurrent_shape_error(in[0]);
     if (!why.empty()) fail_shape(why);
@@ -83,8 +85,10 @@ class BidirectionalLayer final : public Layer {
     for (int i : {0, 1})
       if (!fits(c.saved[i], i == 0 ? of : ob, x))
         c.saved[i] = Tensor(i == 0 ? of : ob, x.dtype(), x.device());
-    run(c, 0, [&](std::vector<Tensor>& s) { recurrent_forward(f_, weights_of(0), x, c.saved[0], s); });
-    run(c, 1, [&](std::vector<Tensor>& s) { recurrent_forward(b_, weights_of(1), x, c.saved[1], s); });
+    run(c, 0,
+        [&](std::vector<Tensor>& s) { recurrent_forward(f_, weights_of(0), x, c.mask, c.saved[0], s); });
+    run(c, 1,
+        [&](std::vector<Tensor>& s) { recurrent_forward(b_, weights_of(1), x, c.mask, c.saved[1], s); });
     const Tensor &yf = c.saved[0], &yb = c.saved[1];
     if (merge_ == "concat") {
       ops::concat_forward({yf, yb}, c.output, c.output.rank() - 1);
@@ -117,8 +121,8 @@ class BidirectionalLayer final : public Layer {
     if (dx.defined() && !fits(c.saved[4], dx.shape(), dx))
       c.saved[4] = Tensor(dx.shape(), dx.dtype(), dx.device());
     Tensor dx_b = dx.defined() ? c.saved[4] : Tensor();
-    run(c, 0, [&](std::vector<Tensor>& s) { recurrent_backward(f_, weights_of(0), dyf, dx, s); });
-    run(c, 1, [&](std::vector<Tensor>& s) { recurrent_backward(b_, weights_of(1), dyb, dx_b, s); });
+    run(c, 0, [&](std::vector<Tensor>& s) { recurrent_backward(f_, weights_of(0), dyf, c.mask, dx, s); });
+    run(c, 1, [&](std::vector<Tensor>& s) { recurrent_backward(b_, weights_of(1), dyb, c.mask, dx_b, s); });
     if (dx.defined()) ops::accumulate(dx_b, dx);
   }
 

@@ -8,6 +8,9 @@ namespace systolic::layers {
 namespace {
 class ConcatenateLayer final : public Layer {
  public:
+  std::string mask_refusal() const override {
+    return "Keras combines the inputs' masks, which systolic does not do yet";
+  }
   ConcatenateLayer(const ConcatenateOptions& o) : Layer("Concatenate", o.name), axis_(o.axis) {}
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {

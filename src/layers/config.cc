@@ -447,6 +447,7 @@ const std::map<std::string, FromConfig>& registry() {
       {"UpSampling1D", upsampling1d_from_config},
       {"SpatialDropout1D", spatial_dropout1d_from_config},
       {"Embedding", embedding_from_config},
+      {"Masking", masking_from_config},
       {"SimpleRNN", simple_rnn_from_config},
       {"LSTM", lstm_from_config},
       {"GRU", gru_from_config},

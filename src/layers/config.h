@@ -118,6 +118,7 @@ std::shared_ptr<Layer> cropping1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> upsampling1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> spatial_dropout1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> embedding_from_config(ConfigReader& r);
+std::shared_ptr<Layer> masking_from_config(ConfigReader& r);
 std::shared_ptr<Layer> simple_rnn_from_config(ConfigReader& r);
 std::shared_ptr<Layer> lstm_from_config(ConfigReader& r);
 std::shared_ptr<Layer> gru_from_config(ConfigReader& r);

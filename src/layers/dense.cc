@@ -8,6 +8,7 @@ namespace systolic::layers {
 namespace {
 class DenseLayer final : public Layer {
  public:
+  bool output_masked(bool input_masked) const override { return input_masked; }  // Keras passes it on
   DenseLayer(int units, const DenseOptions& o)
       : Layer("Dense", o.name, activation_from_name(o.activation)), units_(units), o_(o) {
     SYSTOLIC_CHECK(units > 0, "layer '{}': units must be positive, got {}", name(), units);

@@ -14,6 +14,7 @@ namespace systolic::layers {
 namespace {
 class DropoutLayer final : public Layer {
  public:
+  bool output_masked(bool input_masked) const override { return input_masked; }  // Keras passes it on
   DropoutLayer(double rate, const DropoutOptions& o, std::string cls = "Dropout")
       : Layer(std::move(cls), o.name),
         rate_(rate),

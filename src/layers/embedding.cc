@@ -16,11 +16,6 @@ class EmbeddingLayer final : public Layer {
                    input_dim);
     SYSTOLIC_CHECK(output_dim > 0, "layer '{}': output_dim must be a positive integer, got {}", name(),
                    output_dim);
-    SYSTOLIC_CHECK(
-        !o.mask_zero,
-        "layer '{}': mask_zero=True is not supported yet (masks do not flow through systolic's models); "
-        "pad with an id the model may read, or leave mask_zero False",
-        name());
     set_activity_regularizer(o.activity_regularizer);
   }
 
@@ -30,6 +25,8 @@ class EmbeddingLayer final : public Layer {
     return Shape(dims);
   }
   bool autocast() const override { return false; }
+  // mask_zero: the output's mask is 1 where the id is not 0.
+  bool makes_mask() const override { return o_.mask_zero; }
 
   void get_config(json& c) const override {
     Layer::get_config(c);
@@ -49,18 +46,24 @@ class EmbeddingLayer final : public Layer {
     add_weight("embeddings", {input_dim_, output_dim_}, o_.embeddings_initializer, true,
                {o_.embeddings_regularizer, o_.embeddings_constraint});
   }
-  // saved[0]: the ids as int32, kept for backward.
+  // saved[0]: the ids as int32, kept for backward; saved[1]: the mask in the ids' dtype when the data's differs.
   void forward(LayerCall& c) override {
     const Tensor& x = c.inputs[0];
     const std::int64_t n = x.numel();
-    if (c.saved.size() != 1 || c.saved[0].numel() != n || c.saved[0].device() != x.device())
-      c.saved = {Tensor({n}, DType::int32, x.device())};
+    if (c.saved.size() != 2 || c.saved[0].numel() != n || c.saved[0].device() != x.device())
+      c.saved = {Tensor({n}, DType::int32, x.device()), Tensor({n}, x.dtype(), x.device())};
     ops::cast(x, c.saved[0]);
     Tensor rows = c.output.view(0, {n, output_dim_});
     ops::gather_rows(weights()[0].value, c.saved[0], rows);
+    if (!c.output_mask.defined()) return;
+    // The ids compared with 0 in their own dtype, then the mask in the data's.
+    Tensor ids = x.view(0, {n, 1}), mask = c.output_mask.view(0, {n});
+    if (mask.dtype() == x.dtype()) return ops::compute_mask(ids, 0.0, mask);
+    ops::compute_mask(ids, 0.0, c.saved[1]);
+    ops::cast(c.saved[1], mask);
   }
   void backward(LayerCall& c) override {
-    SYSTOLIC_CHECK(c.saved.size() == 1, "layer '{}': backward without a forward", name());
+    SYSTOLIC_CHECK(c.saved.size() == 2, "layer '{}': backward without a forward", name());
     if (c.dinputs[0].defined()) ops::fill(c.dinputs[0], 0.0);  // ids have no gradient
     Tensor& g = weights()[0].grad;
     if (!g.defined()) return;

@@ -14,6 +14,7 @@ namespace systolic::layers {
 namespace {
 class GaussianNoiseLayer final : public Layer {
  public:
+  bool output_masked(bool input_masked) const override { return input_masked; }  // Keras passes it on
   // multiplicative: GaussianDropout(rate), `amount` is the rate; else GaussianNoise(stddev).
   GaussianNoiseLayer(const char* class_name, double amount, bool multiplicative,
                      std::optional<std::uint64_t> seed, const std::string& name)

@@ -13,6 +13,13 @@ class GlobalPooling2DLayer final : public Layer {
  public:
   GlobalPooling2DLayer(const char* class_name, ops::PoolKind kind, int rank, const GlobalPoolingOptions& o)
       : Layer(class_name, o.name), kind_(kind), rank_(rank), keepdims_(o.keepdims) {}
+  // Keras's GlobalAveragePooling1D averages the unmasked steps alone.
+  std::string mask_refusal() const override {
+    return rank_ == 1 && kind_ == ops::PoolKind::average
+               ? "Keras's GlobalAveragePooling1D averages the unmasked steps alone, which systolic does not "
+                 "do yet"
+               : "";
+  }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     if (in[0].rank() != rank_ + 1)

@@ -36,6 +36,7 @@ std::uint32_t axes_set(const std::vector<int>& axis, const Shape& in) {
 
 class LayerNormLayer final : public Layer {
  public:
+  bool output_masked(bool input_masked) const override { return input_masked; }  // Keras passes it on
   LayerNormLayer(std::string cls, ops::NormKind kind, const LayerNormalizationOptions& o)
       : Layer(std::move(cls), o.name), kind_(kind), o_(o) {
     SYSTOLIC_CHECK(kind == ops::NormKind::unit || o.epsilon > 0, "layer '{}': epsilon must be positive",

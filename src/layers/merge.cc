@@ -28,6 +28,9 @@ std::optional<Shape> merged_shape(const Shape& a, const Shape& b) {
 
 class MergeLayer final : public Layer {
  public:
+  std::string mask_refusal() const override {
+    return "Keras combines the inputs' masks, which systolic does not do yet";
+  }
   MergeLayer(std::string class_name, ops::BinaryKind kind, bool average, const NameOptions& o)
       : Layer(std::move(class_name), o.name), kind_(kind), average_(average) {}
 

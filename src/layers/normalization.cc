@@ -25,6 +25,7 @@ struct Constant {
 
 class NormalizationLayer final : public Layer {
  public:
+  bool output_masked(bool input_masked) const override { return input_masked; }  // Keras passes it on
   explicit NormalizationLayer(const NormalizationOptions& o) : Layer("Normalization", o.name), o_(o) {
     SYSTOLIC_CHECK(o.mean.has_value() == o.variance.has_value(),
                    "layer '{}': give both mean and variance, or neither", name());

@@ -31,6 +31,42 @@ void allocate(std::vector<Tensor>& buffers, std::size_t first, const std::vector
   }
 }
 
+// The mask [N, T] time-major in x's dtype, kept in saved[16] (undefined without a mask).
+Tensor time_major_mask(const RecurrentSpec& s, const Tensor& mask, const Tensor& x,
+                       std::vector<Tensor>& saved) {
+  if (!mask.defined()) {
+    saved[16] = Tensor();
+    return {};
+  }
+  const std::int64_t N = x.dim(0), T = x.dim(1);
+  SYSTOLIC_CHECK(mask.numel() == N * T, "{}: a mask of shape {} for sequences {}", s.class_name,
+                 mask.shape().str(), x.shape().str());
+  allocate(saved, 16, {{T, N}}, x);
+  Tensor m = mask.view(0, {N, T});
+  if (m.dtype() != x.dtype()) {
+    allocate(saved, 17, {{N, T}}, x);
+    ops::cast(m, saved[17]);
+    m = saved[17];
+  }
+  ops::transpose(m, saved[16], {1, 0});
+  return saved[16];
+}
+Tensor mask_at(const Tensor& mt, std::int64_t t, std::int64_t N) {
+  return mt.defined() ? mt.view(t * N, {N}) : Tensor();
+}
+// Keras's zero_output_for_mask: the masked steps' outputs are zeros (with return_sequences). A layer that runs
+// backwards gives its outputs in the order of its steps, and would zero them by the mask reversed: refused.
+bool zeroes_masked_outputs(const RecurrentSpec& s, const Tensor& mask) {
+  if (!mask.defined() || !s.options.return_sequences || !s.options.zero_output_for_mask) return false;
+  SYSTOLIC_CHECK(!s.options.go_backwards || s.flip_sequences,
+                 "{}: zero_output_for_mask with go_backwards and a mask is not supported yet", s.class_name);
+  return true;
+}
+// The mask as [N, T, 1], to multiply outputs [N, T, u] by.
+Tensor output_mask(const Tensor& mask) {
+  return mask.view(0, {mask.dim(0), mask.numel() / mask.dim(0), 1});
+}
+
 // GRU's bias (2, 3u): row 0 the input's, row 1 the recurrent product's; the others' bias is the input's alone.
 Tensor input_part(const RecurrentSpec& s, const Tensor& bias) {
   if (!bias.defined()) return {};
@@ -70,11 +106,13 @@ class RecurrentLayer final : public Layer {
           return add_weight(n, std::move(sh), i, true, o);
         });
   }
+  // Keras's RNN passes its input's mask on with return_sequences.
+  bool output_masked(bool input_masked) const override { return input_masked && s_.options.return_sequences; }
   void forward(LayerCall& c) override {
-    recurrent_forward(s_, cell_weights(), c.inputs[0], c.output, c.saved);
+    recurrent_forward(s_, cell_weights(), c.inputs[0], c.mask, c.output, c.saved);
   }
   void backward(LayerCall& c) override {
-    recurrent_backward(s_, cell_weights(), c.doutput, c.dinputs[0], c.saved);
+    recurrent_backward(s_, cell_weights(), c.doutput, c.mask, c.dinputs[0], c.saved);
   }
 
  private:
@@ -210,8 +248,8 @@ void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const 
 // saved: 0 the input time-major [T, N, F]; 1 its products x W + b [T, N, G*u]; 2 the states h [T+1, N, u]; 3 the
 // cell states c [T+1, N, u] (LSTM); 4 the pre-activations [T, N, G*u]; 5 the recurrent products h W_r (+ b_r)
 // [T, N, G*u].
-void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, Tensor& y,
-                       std::vector<Tensor>& saved) {
+void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, const Tensor& mask,
+                       Tensor& y, std::vector<Tensor>& saved) {
   const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units, G = gates(s.cell) * u;
   const bool lstm = s.cell == RnnCell::lstm;
   allocate(saved, 0, {{T, N, F}, {T, N, G}, {T + 1, N, u}, {T + 1, N, u}, {T, N, G}, {T, N, G}}, x);
@@ -225,31 +263,38 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
   ops::fill(h0, 0.0);
   ops::fill(c0, 0.0);
   const Tensor rec_bias = recurrent_part(s, bias);
+  const Tensor mt = time_major_mask(s, mask, x, saved);
   for (std::int64_t k = 0; k < T; ++k) {
     const std::int64_t t = s.options.go_backwards ? T - 1 - k : k;
     Tensor hs = step(h, k, u, N), hnext = step(h, k + 1, u, N), zs = step(z, k, G, N),
            hps = step(hp, k, G, N);
     Tensor cprev = lstm ? step(cs, k, u, N) : none, cnext = lstm ? step(cs, k + 1, u, N) : none;
     ops::dense_forward(hs, w.recurrent->operand(), rec_bias, hps);
-    ops::rnn_cell_forward(s.params, step(xp, t, G, N), hps, hs, cprev, none, hnext, cnext, zs);
+    ops::rnn_cell_forward(s.params, step(xp, t, G, N), hps, hs, cprev, mask_at(mt, t, N), hnext, cnext, zs);
   }
   if (!s.options.return_sequences) return ops::copy(step(h, T, u, N), y);
-  if (!s.flip_sequences) return ops::transpose(h.view(N * u, {T, N, u}), y, {1, 0, 2});
-  // Step k ran time T-1-k: the outputs in time order.
-  allocate(saved, 15, {{T, N, u}}, x);
-  for (std::int64_t k = 0; k < T; ++k) {
-    Tensor at = step(saved[15], T - 1 - k, u, N);
-    ops::copy(step(h, k + 1, u, N), at);
+  if (!s.flip_sequences) {
+    ops::transpose(h.view(N * u, {T, N, u}), y, {1, 0, 2});
+  } else {
+    // Step k ran time T-1-k: the outputs in time order.
+    allocate(saved, 15, {{T, N, u}}, x);
+    for (std::int64_t k = 0; k < T; ++k) {
+      Tensor at = step(saved[15], T - 1 - k, u, N);
+      ops::copy(step(h, k + 1, u, N), at);
+    }
+    ops::transpose(saved[15], y, {1, 0, 2});
   }
-  ops::transpose(saved[15], y, {1, 0, 2});
+  if (zeroes_masked_outputs(s, mask))
+    ops::broadcast_forward(ops::BinaryKind::multiply, y, output_mask(mask), y);
 }
 
 // saved, after forward's: 6 the output's gradient time-major [T, N, u]; 7 the products' gradients [T, N, G*u]; 8 the
 // recurrent products' gradient [N, G*u] (GRU); 9-13 [N, u] each: dh, dc, the direct parts dh_prev and dc_prev, dh
-// through the recurrent kernel; 14 the input's gradient time-major [T, N, F]. (15: forward's outputs in time
-// order, with flip_sequences.)
-void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy, Tensor& dx,
-                        std::vector<Tensor>& saved) {
+// through the recurrent kernel; 14 the input's gradient time-major [T, N, F]. Forward's 15: its outputs in time
+// order (flip_sequences); 16: the mask time-major [T, N]; 17: the mask cast to the data's dtype. 18: the output's
+// gradient times the mask (zero_output_for_mask).
+void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy,
+                        const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved) {
   SYSTOLIC_CHECK(saved.size() == kRecurrentSaved, "{}: backward without a forward", s.class_name);
   const std::int64_t T = saved[0].dim(0), N = saved[0].dim(1), F = saved[0].dim(2), u = s.units,
                      G = gates(s.cell) * u;
@@ -259,8 +304,15 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
   Tensor &xt = saved[0], &h = saved[2], &cs = saved[3], &z = saved[4], &hp = saved[5];
   Tensor &dyt = saved[6], &dxp = saved[7], &dhp = saved[8], &dh = saved[9], &dc = saved[10],
          &dh_direct = saved[11], &dc_prev = saved[12], &dh_rec = saved[13], &dxt = saved[14];
+  const Tensor mt = saved[16];  // forward's time-major mask
   if (s.options.return_sequences) {
-    ops::transpose(dy, dyt, {1, 0, 2});
+    if (zeroes_masked_outputs(s, mask)) {  // the zeroed outputs pass no gradient
+      allocate(saved, 18, {dy.shape()}, dy);
+      ops::broadcast_forward(ops::BinaryKind::multiply, dy, output_mask(mask), saved[18]);
+      ops::transpose(saved[18], dyt, {1, 0, 2});
+    } else {
+      ops::transpose(dy, dyt, {1, 0, 2});
+    }
     ops::fill(dh, 0.0);
   } else {
     ops::copy(dy, dh);
@@ -274,8 +326,8 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
     Tensor hs = step(h, k, u, N), dxs = step(dxp, t, G, N);
     Tensor dhp_arg = gru ? dhp : none, dcp_arg = lstm ? dc_prev : none;
     ops::rnn_cell_backward(s.params, step(hp, k, G, N), hs, lstm ? step(cs, k, u, N) : none, step(z, k, G, N),
-                           lstm ? step(cs, k + 1, u, N) : none, none, dh, lstm ? dc : none, dxs, dhp_arg,
-                           dh_direct, dcp_arg);
+                           lstm ? step(cs, k + 1, u, N) : none, mask_at(mt, t, N), dh, lstm ? dc : none, dxs,
+                           dhp_arg, dh_direct, dcp_arg);
     ops::dense_backward(hs, w.recurrent->operand(), gru ? dhp : dxs, dh_rec, w.recurrent->grad, db_rec);
     ops::add_n({dh_direct, dh_rec}, dh);
     if (lstm) std::swap(dc, dc_prev);

@@ -29,7 +29,7 @@ struct RecurrentSpec {
 // The spec of a SimpleRNN, LSTM or GRU layer; null for another layer.
 const RecurrentSpec* recurrent_spec_of(const Layer& layer);
 // How many tensors recurrent_forward and recurrent_backward keep in `saved`.
-inline constexpr std::size_t kRecurrentSaved = 16;
+inline constexpr std::size_t kRecurrentSaved = 19;
 // Checks the arguments (errors name the layer).
 RecurrentSpec recurrent_spec(const char* class_name, ops::RnnCell cell, int units, const RecurrentOptions& o);
 // Reads a Keras 3 or tf.keras config of SimpleRNN, LSTM or GRU (the class's), the name included.
@@ -54,11 +54,13 @@ using AddWeight = std::function<Weight&(const std::string&, Shape, const Initial
 void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const std::string& prefix,
                            const AddWeight& add);
 
-// y = the recurrence over x [N, T, F] (y: [N, units] or [N, T, units]); `saved` keeps what backward reads.
-void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, Tensor& y,
-                       std::vector<Tensor>& saved);
-// dx (=; undefined: not computed) and the weights' gradients (+=) from dy.
-void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy, Tensor& dx,
-                        std::vector<Tensor>& saved);
+// y = the recurrence over x [N, T, F] (y: [N, units] or [N, T, units]); `saved` keeps what backward reads. mask
+// [N, T] (Keras's; undefined: none): a masked step keeps the state, and with return_sequences outputs the previous
+// step's output, or zeros with zero_output_for_mask.
+void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, const Tensor& mask,
+                       Tensor& y, std::vector<Tensor>& saved);
+// dx (=; undefined: not computed) and the weights' gradients (+=) from dy (the mask: forward's).
+void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy,
+                        const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved);
 
 }  // namespace systolic::layers

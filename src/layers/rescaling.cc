@@ -12,6 +12,7 @@ namespace systolic::layers {
 namespace {
 class RescalingLayer final : public Layer {
  public:
+  bool output_masked(bool input_masked) const override { return input_masked; }  // Keras passes it on
   RescalingLayer(std::vector<double> scale, std::vector<double> offset, const std::string& name)
       : Layer("Rescaling", name), scale_(std::move(scale)), offset_(std::move(offset)) {
     SYSTOLIC_CHECK(!scale_.empty() && !offset_.empty(), "layer '{}': empty scale or offset", name);

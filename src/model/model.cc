@@ -106,6 +106,22 @@ void ModelState::finalize() {
     e.cast_in.assign(e.inputs.size(), Tensor());
     e.cast_grad.assign(e.inputs.size(), Tensor());
   }
+  // Keras's masks: which nodes' outputs carry one, and which node made it (a layer that passes its first input's on
+  // shares that input's).
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    NodeExec& e = nodes[i];
+    if (e.is_input) continue;
+    const Layer& l = *e.node->layer;
+    bool any = false;
+    for (int k : e.inputs) any = any || nodes[k].mask_from >= 0;
+    const std::string why = any ? l.mask_refusal() : "";
+    SYSTOLIC_CHECK(why.empty(),
+                   "model '{}': layer '{}' ({}) gets a masked input (from Embedding(mask_zero=True) or "
+                   "Masking): {}",
+                   name, l.name(), l.class_name(), why);
+    const int first_mask = e.inputs.empty() ? -1 : nodes[e.inputs[0]].mask_from;
+    e.mask_from = l.makes_mask() ? static_cast<int>(i) : l.output_masked(first_mask >= 0) ? first_mask : -1;
+  }
   capacity = 0;
   pack_weights();
 }
@@ -219,7 +235,10 @@ void ModelState::ensure_capacity(std::int64_t n) {
   if (n <= capacity) return;
   train_function.invalidate();
   Device d = device();
-  for (auto& e : nodes) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    NodeExec& e = nodes[i];
+    e.mask_buf =
+        e.mask_from == static_cast<int>(i) ? Tensor(mask_shape(e).with_batch(n), e.dtype, d) : Tensor();
     e.out_buf = Tensor(e.node->shape.with_batch(n), e.dtype, d);
     e.grad_buf = e.needs_grad ? Tensor(e.node->shape.with_batch(n), e.dtype, d) : Tensor();
     for (auto& s : e.scratch) s = Tensor();
@@ -239,6 +258,7 @@ void ModelState::ensure_capacity(std::int64_t n) {
       mark_step_scratch(e.out_buf);
     mark_step_scratch(e.grad_buf);
     for (auto& c : e.cast_in) mark_step_scratch(c);
+    mark_step_scratch(e.mask_buf);
   }
   x_bufs.clear();
   for (int i : input_nodes()) x_bufs.push_back(nodes[i].out_buf);
@@ -386,6 +406,9 @@ void ModelState::forward(std::int64_t n, bool training) {
       c.inputs.push_back(cast);
     }
     c.output = e.out_buf.slice(0, n);
+    const int mask = e.inputs.empty() ? -1 : nodes[e.inputs[0]].mask_from;
+    c.mask = mask >= 0 ? nodes[mask].mask_buf.slice(0, n) : Tensor();
+    c.output_mask = e.mask_buf.defined() ? e.mask_buf.slice(0, n) : Tensor();
     // A nested model called with training=false runs its layers in inference mode.
     c.training = training && e.node->training.value_or(true) ? &training_step : nullptr;
     e.node->layer->call_forward(c);
@@ -687,6 +710,11 @@ void Model::compile(const optimizers::Optimizer& optimizer, const std::vector<Ou
     OutputHead& h = heads[i];
     h.node = nodes[i];
     h.name = names[i];
+    SYSTOLIC_CHECK(
+        s.nodes[static_cast<std::size_t>(h.node)].mask_from < 0,
+        "compile: output '{}' of model '{}' carries a mask (from Embedding(mask_zero=True) or Masking, "
+        "passed on to it); Keras weighs its loss and metrics by it, which systolic does not do yet",
+        names[i], s.name);
     h.loss = c.loss.make();
     h.loss_weight = c.loss_weight;
     h.metrics = output_metrics(c.metrics, h.loss.get(), s.outputs[i].shape(), false);

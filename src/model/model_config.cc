@@ -199,6 +199,20 @@ bool is_operation_entry(const json& entry) {
   return false;
 }
 
+// The operation nodes Keras 3 writes for the masks it derived: NotEqual(x, value) and Any(..., axis=-1).
+bool is_mask_operation(const json& entry) {
+  if (!entry.is_object() || entry.value("module", "") != "keras.src.ops.numpy") return false;
+  const std::string cls = entry.value("class_name", "");
+  return cls == "NotEqual" || cls == "Any";
+}
+
+// Whether a tensor carries Keras's mask: the rule the model runs by (ModelState::finalize), along first inputs.
+bool carries_mask(const SymbolicTensor& t) {
+  const Node& n = *t.node();
+  if (n.layer->is_input_layer()) return false;
+  return n.layer->output_masked(!n.inputs.empty() && carries_mask(n.inputs[0]));
+}
+
 bool is_model_class(const json& entry) {
   auto cls = entry.value("class_name", "");
   return cls == "Functional" || cls == "Sequential" || cls == "Model";
@@ -336,12 +350,18 @@ Ref parse_ref(const json& r, const std::string& where) {
 
 // The inbound tensors of one call of a layer.
 // An operation node's numbers (constants: the layer holds them) are skipped; anywhere else a number is an error.
-std::vector<Ref> parse_call(const json& call, const std::string& where, bool operation) {
+// A Keras 3 call's `mask` argument (the mask Keras derived and wrote down) goes to *mask.
+std::vector<Ref> parse_call(const json& call, const std::string& where, bool operation,
+                            std::optional<Ref>* mask = nullptr) {
   std::vector<Ref> refs;
   if (call.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}
     json kwargs = call.contains("kwargs") ? call["kwargs"] : json::object();
     std::optional<bool> training;
     for (auto& [k, v] : kwargs.items()) {
+      if (k == "mask" && mask && v.is_object()) {
+        *mask = parse_ref(v, where);
+        continue;
+      }
       if (!v.is_null() && !(k == "training" && v.is_boolean()))
         fail("{}: call argument '{}'={} is not supported", where, k, v.dump());
       if (k == "training" && v.is_boolean()) training = v.get<bool>();
@@ -382,8 +402,12 @@ Model functional_from_config(const json& config, const std::string& source) {
   struct Pending {
     std::shared_ptr<Layer> layer;
     std::vector<std::vector<Ref>> calls;
+    std::vector<std::optional<Ref>> masks;  // per call: the mask Keras passed it
     std::size_t done = 0;
   };
+  // Keras 3 writes the masks it derived as operation nodes (NotEqual, Any) passed to the layers that read them; the
+  // model derives the same masks itself (Layer::output_masked), so these nodes are checked, not built.
+  std::set<std::string> mask_nodes;
   std::vector<Pending> pending;
   // layer name -> per node (call), its outputs (several for a nested model of several outputs)
   std::map<std::string, std::vector<std::vector<SymbolicTensor>>> outputs;
@@ -399,19 +423,26 @@ Model functional_from_config(const json& config, const std::string& source) {
     return r.node;
   };
   for (auto& entry : config["layers"]) {
+    if (is_mask_operation(entry)) {
+      mask_nodes.insert(entry_name(entry));
+      continue;
+    }
     auto layer = layer_from_entry(entry, source, nullptr);
     if (outputs.count(layer->name())) fail("{}: two layers named '{}'", source, layer->name());
     outputs[layer->name()];
     by_name[layer->name()] = layer.get();
-    Pending p{layer, {}, 0};
+    Pending p{layer, {}, {}, 0};
     std::string where = source + ": layer '" + layer->name() + "'";
     if (layer->is_input_layer()) {
       outputs[layer->name()].push_back({(*layer)(std::vector<SymbolicTensor>{})});
     } else {
       if (!entry.contains("inbound_nodes") || !entry["inbound_nodes"].is_array())
         fail("{}: missing \"inbound_nodes\"", where);
-      for (auto& call : entry["inbound_nodes"])
-        p.calls.push_back(parse_call(call, where, is_operation_entry(entry)));
+      for (auto& call : entry["inbound_nodes"]) {
+        std::optional<Ref> mask;
+        p.calls.push_back(parse_call(call, where, is_operation_entry(entry), &mask));
+        p.masks.push_back(mask);
+      }
     }
     pending.push_back(std::move(p));
   }
@@ -439,6 +470,12 @@ Model functional_from_config(const json& config, const std::string& source) {
       while (p.done < p.calls.size()) {
         std::vector<SymbolicTensor> ins;
         for (auto& r : p.calls[p.done]) {
+          if (mask_nodes.count(r.layer))
+            fail(
+                "{}: layer '{}' takes the mask operation '{}' as an input; systolic reads such nodes only as "
+                "the "
+                "masks Keras passes to layers",
+                source, p.layer->name(), r.layer);
           auto it = outputs.find(r.layer);
           if (it == outputs.end())
             fail("{}: layer '{}' takes its input from '{}', which is not in the model", source,
@@ -452,6 +489,16 @@ Model functional_from_config(const json& config, const std::string& source) {
               pick(it->second[static_cast<std::size_t>(node)], r, "layer '" + p.layer->name() + "'"));
         }
         if (ins.size() != p.calls[p.done].size()) break;
+        if (const auto& m = p.masks[p.done]) {
+          if (!mask_nodes.count(m->layer))
+            fail(
+                "{}: layer '{}' is passed the output of '{}' as its mask; systolic derives masks from "
+                "Embedding(mask_zero=True) and Masking only",
+                source, p.layer->name(), m->layer);
+          if (ins.empty() || !carries_mask(ins[0]))
+            fail("{}: layer '{}' is passed a mask ('{}') that systolic does not derive for its input", source,
+                 p.layer->name(), m->layer);
+        }
         std::vector<SymbolicTensor> outs;
         if (auto* nested = dynamic_cast<ModelLayer*>(p.layer.get()))
           outs = nested->call_all(ins, p.calls[p.done].empty() ? std::nullopt : p.calls[p.done][0].training);

@@ -35,7 +35,17 @@ struct NodeExec {
   std::vector<Tensor> scratch;  // per input: a second gradient into an already written buffer goes here first
   std::vector<Tensor> cast_in,
       cast_grad;  // per input whose dtype differs: the cast input; its gradient, cast
+  // Keras's mask of the output: the node that made it (this one, or the one whose mask it passes on; -1: none), and
+  // where a node that makes one keeps it ([capacity, its output shape without the last axis]).
+  int mask_from = -1;
+  Tensor mask_buf;
 };
+// The shape of a node's mask: its output's without the last axis.
+inline Shape mask_shape(const NodeExec& e) {
+  auto dims = e.node->shape.dims();
+  if (!dims.empty()) dims.pop_back();
+  return Shape(dims);
+}
 
 // One output of a compiled model (Keras's CompileLoss and CompileMetrics entries for it): its node, Keras's name
 // for it (the output layer's), its loss (null: none, Keras's None) with the loss's weight in the total, its

@@ -565,6 +565,19 @@ DType scatter_add_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   return dst.dtype();
 }
 
+DType compute_mask(const Tensor& x, double value, Tensor& mask) {
+  Check c("compute_mask");
+  c.floating("x", x);
+  c.defined("mask", mask);
+  SYSTOLIC_OP_CHECK(c, mask.dtype() == x.dtype(), "mask is {}, expected {} (x's dtype)",
+                    dtype_name(mask.dtype()), dtype_name(x.dtype()));
+  SYSTOLIC_OP_CHECK(c, mask.numel() > 0 ? x.numel() % mask.numel() == 0 : x.numel() == 0,
+                    "x {} does not split into {} rows", x.shape().str(), mask.numel());
+  SYSTOLIC_OP_CHECK(c, std::isfinite(value), "value must be finite, got {}", value);
+  SYSTOLIC_OP_CHECK(c, !overlap(x, mask), "mask must not overlap x");
+  return x.dtype();
+}
+
 // rnn: one step's shapes: N rows of u units, G gates; every tensor in h's (or dh's) dtype; those of the cell
 // kind defined, the others' ignored.
 void rnn_step_checks(const Check& c, const RnnCellParams& p, const Tensor& like, const char* like_name) {

@@ -97,4 +97,55 @@ SYSTOLIC_HD void backward(RnnCell k, const Acts<T>& a, const T* hp, const T* zp,
   dh_prev = dh * z;
 }
 
+// One (row n, unit j) of rnn_cell_forward and rnn_cell_backward over whole tensors (undefined ones null), the
+// mask applied: the CPU's loops and the CUDA kernels call these for every n < N, j < u.
+template <class T>
+struct ForwardTensors {
+  const T *x_part, *h_part, *h_prev, *c_prev, *mask;
+  T *h, *c, *z;
+};
+template <class T>
+SYSTOLIC_HD void forward_at(RnnCell k, const Acts<T>& a, const ForwardTensors<T>& t, std::int64_t u,
+                            std::int64_t n, std::int64_t j) {
+  const std::int64_t G = gates(k), at = n * u + j, row = n * G * u;
+  const T cp = t.c_prev ? t.c_prev[at] : T(0);
+  if (t.mask && t.mask[n] == T(0)) {  // a masked step keeps the state (its pre-activations are not read)
+    for (std::int64_t g = 0; g < G; ++g) t.z[row + g * u + j] = T(0);
+    t.h[at] = t.h_prev[at];
+    if (t.c) t.c[at] = cp;
+    return;
+  }
+  T hv, cv = T(0);
+  forward<T>(k, a, t.x_part + row, t.h_part + row, u, j, t.h_prev[at], cp, t.z + row, hv, cv);
+  t.h[at] = hv;
+  if (t.c) t.c[at] = cv;
+}
+
+template <class T>
+struct BackwardTensors {
+  const T *h_part, *h_prev, *c_prev, *z, *c, *mask, *dh, *dc;
+  T *dx_part, *dh_part, *dh_prev, *dc_prev;
+};
+template <class T>
+SYSTOLIC_HD void backward_at(RnnCell k, const Acts<T>& a, const BackwardTensors<T>& t, std::int64_t u,
+                             std::int64_t n, std::int64_t j) {
+  const std::int64_t G = gates(k), at = n * u + j, row = n * G * u;
+  const T dc = t.dc ? t.dc[at] : T(0);
+  if (t.mask && t.mask[n] == T(0)) {  // a masked step passes the state's gradients through
+    for (std::int64_t g = 0; g < G; ++g) {
+      t.dx_part[row + g * u + j] = T(0);
+      if (t.dh_part) t.dh_part[row + g * u + j] = T(0);
+    }
+    t.dh_prev[at] = t.dh[at];
+    if (t.dc_prev) t.dc_prev[at] = dc;
+    return;
+  }
+  T dh_prev = T(0), dc_prev = T(0);
+  backward<T>(k, a, t.h_part ? t.h_part + row : nullptr, t.z + row, u, j, t.h_prev ? t.h_prev[at] : T(0),
+              t.c_prev ? t.c_prev[at] : T(0), t.c ? t.c[at] : T(0), t.dh[at], dc, t.dx_part + row,
+              t.dh_part ? t.dh_part + row : nullptr, dh_prev, dc_prev);
+  t.dh_prev[at] = dh_prev;
+  if (t.dc_prev) t.dc_prev[at] = dc_prev;
+}
+
 }  // namespace systolic::ops::rnn_math

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/keras_training/: Keras 3 models compiled with the training surface beyond the seed's
 (binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, Adafactor, Muon, clipping, regression metrics, AUC,
-Precision, Recall), a sequence model of the 1-D layers, a text model with an Embedding and a recurrent model
-(Conv1D, LSTM, Bidirectional GRU, SimpleRNN), trained by
+Precision, Recall), a sequence model of the 1-D layers, a text model with an Embedding, a recurrent model
+(Conv1D, LSTM, Bidirectional GRU, SimpleRNN) and two models with masks (Embedding(mask_zero=True), Masking), trained by
 Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
@@ -166,9 +166,56 @@ def recurrent(rng):
     return m, x, y
 
 
+def masked_text(rng):
+    """Keras's masks, as issue 28 asks: Embedding(mask_zero=True) over word ids padded with 0 at the end (and a few
+    0s inside, which Keras masks too), a Bidirectional LSTM's sequences into a GRU, a sigmoid: class 1 when words 1..9
+    outnumber words 10..18. SGD with momentum (Adam would differ by the Embedding's IndexedSlices: see text())."""
+    x = np.zeros((80, 16), dtype=np.int64)
+    y = np.zeros(80, dtype=np.int64)
+    for i in range(80):
+        n = rng.integers(4, 17)
+        x[i, :n] = rng.integers(1, 40, size=n)
+        if n > 6 and rng.random() < 0.2:
+            x[i, rng.integers(1, n - 1)] = 0
+        y[i] = int(np.sum((x[i] >= 1) & (x[i] <= 9)) > np.sum((x[i] >= 10) & (x[i] <= 18)))
+    keras.utils.set_random_seed(9)
+    i = keras.Input((16,))
+    h = keras.layers.Embedding(40, 8, mask_zero=True)(i)
+    h = keras.layers.Bidirectional(keras.layers.LSTM(6, return_sequences=True))(h)
+    h = keras.layers.GRU(5)(h)
+    o = keras.layers.Dense(1, activation="sigmoid")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.2, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
+def masked_series(rng):
+    """Masking: series of 3 to 10 steps (3 channels) zero-padded to 10, whose class is the channel that drifts
+    upwards; Masking, a Dense per step (which passes the mask on), an LSTM's sequences into an LSTM run backwards;
+    Adam."""
+    x = np.zeros((80, 10, 3))
+    y = rng.integers(0, 3, size=80).astype(np.int64)
+    for i in range(80):
+        n = rng.integers(3, 11)
+        x[i, :n] = 0.5 * rng.normal(size=(n, 3))
+        x[i, :n, y[i]] += np.linspace(-1.0, 1.0, n)
+    keras.utils.set_random_seed(10)
+    i = keras.Input((10, 3))
+    h = keras.layers.Masking(mask_value=0.0)(i)
+    h = keras.layers.Dense(6, activation="tanh")(h)
+    h = keras.layers.LSTM(6, return_sequences=True)(h)
+    h = keras.layers.LSTM(5, go_backwards=True)(h)
+    o = keras.layers.Dense(3, activation="softmax")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
-         ("recurrent", recurrent)]
+         ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series)]
 
 
 def check(folder):

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/philox.h"
@@ -313,6 +314,27 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   // A bfloat16 target: each value rounded once, as the float32 rows cast to bfloat16.
   visit_dtype<float, double, bfloat16, std::int32_t>(
       dst.dtype(), [&](auto tag) { gather_rows_loop<typename decltype(tag)::type>(src, ip, count, dst); });
+}
+
+const DTypes compute_mask_dtypes{DType::float32, DType::float64, DType::bfloat16};
+void compute_mask(const Tensor& x, double value, Tensor& mask) {
+  const std::int64_t R = mask.numel(), C = R ? x.numel() / R : 0;
+  visit_dtype<float, double, bfloat16>(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = x.data<T>();
+    T* mp = mask.data<T>();
+    T v;
+    if constexpr (std::is_same_v<T, bfloat16>)
+      v = T(static_cast<float>(value));
+    else
+      v = static_cast<T>(value);
+    const auto wv = widen(v);
+    for (std::int64_t r = 0; r < R; ++r) {
+      bool any = false;
+      for (std::int64_t k = 0; k < C; ++k) any = any || widen(xp[r * C + k]) != wv;
+      mp[r] = T(any ? 1.0f : 0.0f);
+    }
+  });
 }
 
 const DTypes scatter_add_rows_dtypes{DType::float32, DType::float64};

@@ -512,6 +512,35 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
                                          element_of(dst.dtype()), c.error_flags, kIndexOutOfRange, c.stream));
 }
 
+namespace {
+// One thread per row: whether any of its C values differs from v (in T).
+template <class T>
+__global__ void compute_mask_kernel(const T* x, T v, T* mask, std::int64_t R, std::int64_t C) {
+  SYSTOLIC_GRID_STRIDE(r, R) {
+    bool any = false;
+    for (std::int64_t k = 0; k < C; ++k) any = any || load(x, r * C + k) != load(&v, 0);
+    store(mask, r, acc_t<T>(any ? 1 : 0));
+  }
+}
+}  // namespace
+
+const DTypes compute_mask_dtypes = kFloats;
+void compute_mask(const Tensor& x, double value, Tensor& mask) {
+  Context& c = context(mask);
+  const std::int64_t R = mask.numel(), C = R ? x.numel() / R : 0;
+  if (R == 0) return;
+  SYSTOLIC_CUDA_CHECK((visit_dtype<float, __nv_bfloat16, double>(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T v;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+      v = __float2bfloat16_rn(static_cast<float>(value));
+    else
+      v = static_cast<T>(value);
+    return launch_elementwise(compute_mask_kernel<T>, R, c.stream, static_cast<const T*>(x.raw_data()), v,
+                              static_cast<T*>(mask.raw_data()), R, C);
+  })));
+}
+
 // An index out of range sets kIndexOutOfRange (raised by the next synchronize) and adds nothing.
 const DTypes scatter_add_rows_dtypes{DType::float32, DType::float64};
 void scatter_add_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {

@@ -14,60 +14,23 @@ namespace systolic::ops::cuda {
 namespace {
 
 template <class T>
-const T* ptr(const Tensor& t) {
+const T* in(const Tensor& t) {
   return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr;
 }
 template <class T>
-T* mut(Tensor& t) {
+T* out(Tensor& t) {
   return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr;
 }
 
 template <class T>
-__global__ void rnn_forward_kernel(RnnCell cell, rnn_math::Acts<T> a, const T* xp, const T* hp,
-                                   const T* hprev, const T* cprev, const T* m, T* hout, T* cout, T* zp,
+__global__ void rnn_forward_kernel(RnnCell cell, rnn_math::Acts<T> a, rnn_math::ForwardTensors<T> t,
                                    std::int64_t N, std::int64_t u) {
-  const std::int64_t G = rnn_math::gates(cell);
-  SYSTOLIC_GRID_STRIDE(k, N * u) {
-    const std::int64_t n = k / u, j = k - n * u, row = n * G * u;
-    const T cp = cprev ? cprev[k] : T(0);
-    if (m && m[n] == T(0)) {
-      for (std::int64_t g = 0; g < G; ++g) zp[row + g * u + j] = T(0);
-      hout[k] = hprev[k];
-      if (cout) cout[k] = cp;
-    } else {
-      T hv, cv = T(0);
-      rnn_math::forward<T>(cell, a, xp + row, hp + row, u, j, hprev[k], cp, zp + row, hv, cv);
-      hout[k] = hv;
-      if (cout) cout[k] = cv;
-    }
-  }
+  SYSTOLIC_GRID_STRIDE(i, N * u) rnn_math::forward_at(cell, a, t, u, i / u, i % u);
 }
-
 template <class T>
-__global__ void rnn_backward_kernel(RnnCell cell, rnn_math::Acts<T> a, const T* hp, const T* hprev,
-                                    const T* cprev, const T* zp, const T* cp, const T* m, const T* dh,
-                                    const T* dc, T* dxp, T* dhpart, T* dhprev, T* dcprev, std::int64_t N,
-                                    std::int64_t u) {
-  const std::int64_t G = rnn_math::gates(cell);
-  SYSTOLIC_GRID_STRIDE(k, N * u) {
-    const std::int64_t n = k / u, j = k - n * u, row = n * G * u;
-    const T dcv = dc ? dc[k] : T(0);
-    if (m && m[n] == T(0)) {
-      for (std::int64_t g = 0; g < G; ++g) {
-        dxp[row + g * u + j] = T(0);
-        if (dhpart) dhpart[row + g * u + j] = T(0);
-      }
-      dhprev[k] = dh[k];
-      if (dcprev) dcprev[k] = dcv;
-    } else {
-      T dhv = T(0), dcv_prev = T(0);
-      rnn_math::backward<T>(cell, a, hp ? hp + row : nullptr, zp + row, u, j, hprev ? hprev[k] : T(0),
-                            cprev ? cprev[k] : T(0), cp ? cp[k] : T(0), dh[k], dcv, dxp + row,
-                            dhpart ? dhpart + row : nullptr, dhv, dcv_prev);
-      dhprev[k] = dhv;
-      if (dcprev) dcprev[k] = dcv_prev;
-    }
-  }
+__global__ void rnn_backward_kernel(RnnCell cell, rnn_math::Acts<T> a, rnn_math::BackwardTensors<T> t,
+                                    std::int64_t N, std::int64_t u) {
+  SYSTOLIC_GRID_STRIDE(i, N * u) rnn_math::backward_at(cell, a, t, u, i / u, i % u);
 }
 
 }  // namespace
@@ -81,9 +44,10 @@ void rnn_cell_forward(const RnnCellParams& p, const Tensor& x_part, const Tensor
   if (N * u == 0) return;
   SYSTOLIC_CUDA_CHECK((visit_dtype<float, double>(h.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return launch_elementwise(rnn_forward_kernel<T>, N * u, ctx.stream, p.cell, rnn_math::acts_of<T>(p),
-                              ptr<T>(x_part), ptr<T>(h_part), ptr<T>(h_prev), ptr<T>(c_prev), ptr<T>(mask),
-                              mut<T>(h), mut<T>(c), mut<T>(z), N, u);
+    const rnn_math::ForwardTensors<T> t{in<T>(x_part), in<T>(h_part), in<T>(h_prev), in<T>(c_prev),
+                                        in<T>(mask),   out<T>(h),     out<T>(c),     out<T>(z)};
+    return launch_elementwise(rnn_forward_kernel<T>, N * u, ctx.stream, p.cell, rnn_math::acts_of<T>(p), t, N,
+                              u);
   })));
 }
 
@@ -97,10 +61,11 @@ void rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tenso
   if (N * u == 0) return;
   SYSTOLIC_CUDA_CHECK((visit_dtype<float, double>(dh.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return launch_elementwise(rnn_backward_kernel<T>, N * u, ctx.stream, p.cell, rnn_math::acts_of<T>(p),
-                              ptr<T>(h_part), ptr<T>(h_prev), ptr<T>(c_prev), ptr<T>(z), ptr<T>(c),
-                              ptr<T>(mask), ptr<T>(dh), ptr<T>(dc), mut<T>(dx_part), mut<T>(dh_part),
-                              mut<T>(dh_prev), mut<T>(dc_prev), N, u);
+    const rnn_math::BackwardTensors<T> t{in<T>(h_part),   in<T>(h_prev),   in<T>(c_prev),   in<T>(z),
+                                         in<T>(c),        in<T>(mask),     in<T>(dh),       in<T>(dc),
+                                         out<T>(dx_part), out<T>(dh_part), out<T>(dh_prev), out<T>(dc_prev)};
+    return launch_elementwise(rnn_backward_kernel<T>, N * u, ctx.stream, p.cell, rnn_math::acts_of<T>(p), t,
+                              N, u);
   })));
 }
 

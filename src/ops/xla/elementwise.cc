@@ -93,6 +93,19 @@ void gather_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   });
 }
 
+const DTypes compute_mask_dtypes = kFloatsAndBf16;
+void compute_mask(const Tensor& x, double value, Tensor& mask) {
+  traced([&] {
+    const std::int64_t R = mask.numel(), C = R ? x.numel() / R : 0;
+    // Compared in x's dtype: the value rounded to it first (bfloat16 reads as float32, exactly).
+    E v = reshape(read(x), {R, C});
+    E target =
+        convert(convert(constant(value, Type{Elem::f64, {}}), systolic::xla::elem_of(x.dtype())), v.elem());
+    E differs = where(!eq(v, broadcast(target, {R, C}, {})), like(1.0, v), 0.0);
+    write(mask, reduce_max(differs, {1}));
+  });
+}
+
 const DTypes scatter_add_rows_dtypes = kFloats;
 void scatter_add_rows(const Tensor& src, const Tensor& indices, Tensor& dst) {
   traced([&] {

@@ -1,0 +1,112 @@
+// Keras's masks beyond the Keras fixtures (the keras_training cases "masked_text", Embedding(mask_zero=True) into a
+// Bidirectional LSTM and a GRU, and "masked_series", Masking through a Dense into LSTMs, train on from Keras's
+// state): padded steps leave the recurrent layers' results as the unpadded sequence gives them, the layers that
+// would read a mask systolic does not handle yet refuse it, and a masked model trains on XLA as on the CPU.
+#include <gmock/gmock.h>
+#include <systolic/systolic.h>
+
+#include "test_util.h"
+#include "xla_test_util.h"
+
+using namespace systolic;
+using systolic::testing::error_of;
+using ::testing::HasSubstr;
+
+namespace {
+
+// Embedding(mask_zero) -> Bidirectional(LSTM, sequences) -> GRU -> Dense over `steps` ids.
+Model text_model(std::int64_t steps) {
+  set_random_seed(5);
+  auto in = layers::Input({steps});
+  auto x = layers::Embedding(20, 4, {.mask_zero = true})(in);
+  x = layers::Bidirectional(layers::LSTM(3, {.return_sequences = true}))(x);
+  x = layers::GRU(3)(x);
+  return Model(in, layers::Dense(2)(x), "text");
+}
+
+}  // namespace
+
+// Ids padded with zeros at the end give what the unpadded ids give: the masked steps keep every state (the
+// backward run starts from the padding, whose steps keep its zero state).
+TEST(Masks, PaddedIdsGiveWhatTheUnpaddedGive) {
+  Model padded = text_model(7), short_one = text_model(4);
+  short_one.set_weights(padded.get_weights());
+  Tensor ids = Tensor::from_vector(std::vector<float>{3, 7, 1, 12, 0, 0, 0, 5, 5, 9, 2, 0, 0, 0}, {2, 7});
+  Tensor cut = Tensor::from_vector(std::vector<float>{3, 7, 1, 12, 5, 5, 9, 2}, {2, 4});
+  auto a = padded.predict(ids).to_doubles(), b = short_one.predict(cut).to_doubles();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
+  // Without the mask the padding counts.
+  set_random_seed(5);
+  auto in = layers::Input({7});
+  auto x = layers::Embedding(20, 4)(in);
+  x = layers::Bidirectional(layers::LSTM(3, {.return_sequences = true}))(x);
+  x = layers::GRU(3)(x);
+  Model unmasked(in, layers::Dense(2)(x), "unmasked");
+  unmasked.set_weights(padded.get_weights());
+  auto c = unmasked.predict(ids).to_doubles();
+  double differs = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) differs = std::max(differs, std::abs(a[i] - c[i]));
+  EXPECT_GT(differs, 1e-3);
+}
+
+// Masking: steps of zeros are skipped by the LSTM (through a Dense, which passes the mask on) and zeroed in the
+// output.
+TEST(Masks, MaskingSkipsZeroSteps) {
+  auto make = [](std::int64_t steps) {
+    set_random_seed(6);
+    auto in = layers::Input({steps, 2});
+    auto x = layers::Masking()(in);
+    x = layers::Dense(3, {.activation = "tanh"})(x);
+    x = layers::LSTM(3)(x);
+    return Model(in, x, "series");
+  };
+  Model padded = make(5), short_one = make(3);
+  short_one.set_weights(padded.get_weights());
+  Tensor x = Tensor::from_vector(std::vector<float>{0.5f, -1, 2, 0.25f, -0.5f, 0, 0, 0, 0, 0}, {1, 5, 2});
+  Tensor cut = Tensor::from_vector(std::vector<float>{0.5f, -1, 2, 0.25f, -0.5f, 0}, {1, 3, 2});
+  auto a = padded.predict(x).to_doubles(), b = short_one.predict(cut).to_doubles();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
+  // Masking alone: the padded steps' values are zeroed (here they already are: a step of other values is kept).
+  auto in = layers::Input({3, 2});
+  Model alone(in, layers::Masking({.mask_value = 1.0})(in), "alone");
+  Tensor y = alone.predict(Tensor::from_vector(std::vector<float>{1, 1, 1, 2, 3, 4}, {1, 3, 2}));
+  EXPECT_EQ(y.to_doubles(), (std::vector<double>{0, 0, 1, 2, 3, 4}));
+}
+
+TEST(Masks, LayersThatWouldReadAMaskRefuseIt) {
+  auto in = layers::Input({6});
+  auto x = layers::Embedding(10, 4, {.mask_zero = true})(in);
+  EXPECT_THAT(error_of([&] { Model(in, layers::GlobalAveragePooling1D()(x), "gap"); }),
+              HasSubstr("averages the unmasked steps alone"));
+  EXPECT_THAT(error_of([&] {
+                Model(in, layers::Add()({x, x}), "add");
+              }),
+              HasSubstr("combines the inputs' masks"));
+  // A layer that Keras lets drop the mask drops it (Conv1D, GlobalMaxPooling1D).
+  Model conv(in, layers::GlobalMaxPooling1D()(layers::Conv1D(3, 2)(x)), "conv");
+  EXPECT_EQ(conv.predict(Tensor::from_vector(std::vector<float>{1, 2, 0, 0, 0, 0}, {1, 6})).shape(),
+            (Shape{1, 3}));
+  // A masked output: its loss would be weighed by the mask in Keras.
+  Model seq(in, layers::LSTM(2, {.return_sequences = true})(x), "seq");
+  EXPECT_THAT(error_of([&] { seq.compile(optimizers::SGD(0.1), "mse"); }), HasSubstr("carries a mask"));
+}
+
+// The masked_text fixture trained one epoch on xla:cpu as on the CPU: Embedding's gather and scatter-add, the mask,
+// the Bidirectional LSTM and the GRU in one compiled step.
+TEST(Masks, TrainsOnXlaAsOnTheCpu) {
+  SYSTOLIC_REQUIRE_XLA();
+  const std::string dir = systolic::testing::source_dir() + "/tests/fixtures/keras_training/";
+  auto d = datasets::load("npz:" + dir + "masked_text.npz");
+  FitOptions o{.batch_size = 16, .epochs = 1, .verbose = 0, .shuffle = false};
+  Model cpu = load_model(dir + "masked_text.keras");
+  cpu.fit(d.train.x, d.train.y, o);
+  Model xla = to_accelerator(load_model(dir + "masked_text.keras"),
+                             distribute::OneDeviceStrategy(systolic::testing::xla_cpu()));
+  xla.fit(d.train.x, d.train.y, o);
+  EXPECT_EQ(xla.step_mode(), "graph") << xla.step_mode_reason();
+  auto a = cpu.get_weights(), b = xla.get_weights();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t k = 0; k < a.size(); ++k)
+    EXPECT_LT(systolic::testing::normalised_max_error(b[k].to(Device::cpu()), a[k]), 1e-5) << k;
+}
