@@ -881,9 +881,8 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
              {gru ? in("h_part", {N, G}, -2, 2) : none("h_part"), gru ? in("h_prev", {N, u}) : none("h_prev"),
               lstm ? in("c_prev", {N, u}, -2, 2) : none("c_prev"), in("z", {N, G}, -2, 2),
               lstm ? in("c", {N, u}, -2, 2) : none("c"), mask, in("dh", {N, u}),
-              lstm ? in("dc", {N, u}) : none("dc"), out("dx_part", {N, G}),
-              gru ? out("dh_part", {N, G}) : none("dh_part"), out("dh_prev", {N, u}),
-              lstm ? out("dc_prev", {N, u}) : none("dc_prev")},
+              lstm ? in("dc", {N, u}) : none("dc"), out("dx_part", {N, G}), out("dh_part", {N, G}),
+              out("dh_prev", {N, u}), lstm ? out("dc_prev", {N, u}) : none("dc_prev")},
              [p](auto& t) {
                rnn_cell_backward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]);
              }});

@@ -133,3 +133,30 @@ TEST(Recurrent, LearnsARealTimeSeries) {
   std::printf("ItalyPowerDemand: test accuracy %.4f\n", scores[1]);
   EXPECT_GT(scores[1], 0.85);
 }
+
+// Under mixed_bfloat16 the recurrent layers compute in bfloat16 (the CPU rounds each op's inputs and outputs, as
+// its other ops do) with float32 weights: the predictions of a float32 copy within bfloat16's rounding, and a
+// training step runs.
+TEST(Recurrent, RunsUnderMixedBfloat16) {
+  auto make = [](const std::string& policy) {
+    mixed_precision::set_global_policy(policy);
+    set_random_seed(4);
+    auto in = layers::Input({6, 3});
+    auto x = layers::Bidirectional(layers::LSTM(4, {.return_sequences = true}))(in);
+    x = layers::GRU(3)(x);
+    Model m(in, layers::Dense(2, {.activation = "softmax"})(x), "mixed");
+    mixed_precision::set_global_policy("float32");
+    return m;
+  };
+  Model mixed = make("mixed_bfloat16"), plain = make("float32");
+  plain.set_weights(mixed.get_weights());
+  EXPECT_EQ(mixed.layers()[1]->compute_dtype(), DType::bfloat16);
+  Tensor x = systolic::testing::random_tensor({4, 6, 3}, 9);
+  EXPECT_LT(systolic::testing::normalised_max_error(mixed.predict(x).to(DType::float32), plain.predict(x)),
+            2e-2);
+  mixed.compile(optimizers::Adam(0.01), "sparse_categorical_crossentropy");
+  Tensor y = Tensor::from_vector(std::vector<float>{0, 1, 1, 0}, {4});
+  auto before = mixed.get_weights()[0].to_doubles();
+  mixed.fit(x, y, {.batch_size = 4, .epochs = 1, .verbose = 0});
+  EXPECT_NE(mixed.get_weights()[0].to_doubles(), before);
+}

@@ -346,8 +346,8 @@ struct ConstraintParams {
 //                   h [N, u], c [N, u] (lstm) and z [N, G*u], the gates' pre-activations that backward reads. mask [N]
 //                   (undefined: every row runs): a row whose mask is 0 keeps h_prev and c_prev (z: zeros).
 // rnn_cell_backward dh [N, u]: the gradient w.r.t. h; dc [N, u] (lstm; undefined: zeros) w.r.t. c from the next
-//                   step. Writes (=) dx_part [N, G*u] w.r.t. x_part; dh_part [N, G*u] w.r.t. h_part (gru; the
-//                   others' equals dx_part); dh_prev [N, u], the gradient that reaches h_prev other than through
+//                   step. Writes (=) dx_part [N, G*u] w.r.t. x_part; dh_part [N, G*u] w.r.t. h_part (undefined:
+//                   not written; gru needs it; the others' equals dx_part); dh_prev [N, u], the gradient that reaches h_prev other than through
 //                   h_part (gru: through z * h_prev; a masked row: dh); dc_prev [N, u] (lstm). Reads h_part and h_prev
 //                   (gru), c_prev and c (lstm), and z.
 // scatter_add_rows  dst[indices[i]] += src[i] over dst's first dimension (Embedding's gradient): src [n, row...]

@@ -289,7 +289,7 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
 }
 
 // saved, after forward's: 6 the output's gradient time-major [T, N, u]; 7 the products' gradients [T, N, G*u]; 8 the
-// recurrent products' gradient [N, G*u] (GRU); 9-13 [N, u] each: dh, dc, the direct parts dh_prev and dc_prev, dh
+// recurrent products' gradients, in the order of the steps [T, N, G*u]; 9-13 [N, u] each: dh, dc, the direct parts dh_prev and dc_prev, dh
 // through the recurrent kernel; 14 the input's gradient time-major [T, N, F]. Forward's 15: its outputs in time
 // order (flip_sequences); 16: the mask time-major [T, N]; 17: the mask cast to the data's dtype. 18: the output's
 // gradient times the mask (zero_output_for_mask).
@@ -299,7 +299,7 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
   const std::int64_t T = saved[0].dim(0), N = saved[0].dim(1), F = saved[0].dim(2), u = s.units,
                      G = gates(s.cell) * u;
   const bool lstm = s.cell == RnnCell::lstm, gru = s.cell == RnnCell::gru;
-  allocate(saved, 6, {{T, N, u}, {T, N, G}, {N, G}, {N, u}, {N, u}, {N, u}, {N, u}, {N, u}, {T, N, F}},
+  allocate(saved, 6, {{T, N, u}, {T, N, G}, {T, N, G}, {N, u}, {N, u}, {N, u}, {N, u}, {N, u}, {T, N, F}},
            saved[0]);
   Tensor &xt = saved[0], &h = saved[2], &cs = saved[3], &z = saved[4], &hp = saved[5];
   Tensor &dyt = saved[6], &dxp = saved[7], &dhp = saved[8], &dh = saved[9], &dc = saved[10],
@@ -320,18 +320,28 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
   ops::fill(dc, 0.0);
   Tensor none, bias_grad = w.bias ? w.bias->grad : Tensor();
   Tensor db_in = input_part(s, bias_grad), db_rec = recurrent_part(s, bias_grad);
+  // The gradient reaching h_prev other than through the recurrent kernel: GRU's z * h_prev, a masked row's all.
+  const bool direct = gru || mask.defined();
   for (std::int64_t k = T - 1; k >= 0; --k) {
     const std::int64_t t = s.options.go_backwards ? T - 1 - k : k;
     if (s.options.return_sequences) ops::accumulate(step(dyt, s.flip_sequences ? T - 1 - k : k, u, N), dh);
-    Tensor hs = step(h, k, u, N), dxs = step(dxp, t, G, N);
-    Tensor dhp_arg = gru ? dhp : none, dcp_arg = lstm ? dc_prev : none;
+    Tensor hs = step(h, k, u, N), dxs = step(dxp, t, G, N), dhs = step(dhp, k, G, N);
+    Tensor dcp_arg = lstm ? dc_prev : none;
     ops::rnn_cell_backward(s.params, step(hp, k, G, N), hs, lstm ? step(cs, k, u, N) : none, step(z, k, G, N),
                            lstm ? step(cs, k + 1, u, N) : none, mask_at(mt, t, N), dh, lstm ? dc : none, dxs,
-                           dhp_arg, dh_direct, dcp_arg);
-    ops::dense_backward(hs, w.recurrent->operand(), gru ? dhp : dxs, dh_rec, w.recurrent->grad, db_rec);
-    ops::add_n({dh_direct, dh_rec}, dh);
+                           dhs, dh_direct, dcp_arg);
+    // dh_prev = dh_part @ W_r^T (+ the direct part); W_r's gradient is taken once for every step, below.
+    if (direct) {
+      ops::dense_backward(hs, w.recurrent->operand(), dhs, dh_rec, none, none);
+      ops::add_n({dh_direct, dh_rec}, dh);
+    } else {
+      ops::dense_backward(hs, w.recurrent->operand(), dhs, dh, none, none);
+    }
     if (lstm) std::swap(dc, dc_prev);
   }
+  // W_r's gradient (and the recurrent bias's): sum over the steps of h_prev^T @ dh_part, as one product.
+  ops::dense_backward(h.view(0, {T * N, u}), w.recurrent->operand(), dhp.view(0, {T * N, G}), none,
+                      w.recurrent->grad, db_rec);
   Tensor dx_flat = dx.defined() ? dxt.view(0, {T * N, F}) : none;
   ops::dense_backward(xt.view(0, {T * N, F}), w.kernel->operand(), dxp.view(0, {T * N, G}), dx_flat,
                       w.kernel->grad, db_in);

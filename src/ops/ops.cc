@@ -639,6 +639,8 @@ DType rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tens
     rnn_tensor(k, "h_part", h_part, dh, {N, G});
     rnn_tensor(k, "h_prev", h_prev, dh, {N, u});
     rnn_tensor(k, "dh_part", dh_part, dh, {N, G});
+  } else if (dh_part.defined()) {
+    rnn_tensor(k, "dh_part", dh_part, dh, {N, G});
   }
   if (p.cell == RnnCell::lstm) {
     rnn_tensor(k, "c_prev", c_prev, dh, {N, u});

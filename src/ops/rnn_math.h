@@ -58,7 +58,7 @@ SYSTOLIC_HD void forward(RnnCell k, const Acts<T>& a, const T* xp, const T* hp, 
 }
 
 // Backward, for a row whose step is not masked: given dh (w.r.t. h) and dc (w.r.t. c, from the next step; LSTM),
-// writes dxp[g*u + j] (w.r.t. x_part), dhp[g*u + j] (w.r.t. h_part; GRU only: the others' equals dxp) and the direct
+// writes dxp[g*u + j] (w.r.t. x_part), dhp[g*u + j] (w.r.t. h_part, when not null; the others' equals dxp) and the direct
 // parts dh_prev (GRU: through z * h_prev) and dc_prev (LSTM).
 template <class T>
 SYSTOLIC_HD void backward(RnnCell k, const Acts<T>& a, const T* hp, const T* zp, std::int64_t u,
@@ -68,6 +68,7 @@ SYSTOLIC_HD void backward(RnnCell k, const Acts<T>& a, const T* hp, const T* zp,
   using activation::forward;
   if (k == RnnCell::simple) {
     dxp[j] = backward<T>(a.act, zp[j], forward<T>(a.act, zp[j], a.pa), dh, a.pa);
+    if (dhp) dhp[j] = dxp[j];
     dh_prev = T(0);
     return;
   }
@@ -81,6 +82,8 @@ SYSTOLIC_HD void backward(RnnCell k, const Acts<T>& a, const T* hp, const T* zp,
     dxp[u + j] = backward<T>(a.rec, zf, f, dct * c_prev, a.pr);
     dxp[2 * u + j] = backward<T>(a.act, zc, cc, dct * i, a.pa);
     dxp[3 * u + j] = backward<T>(a.rec, zo, o, dh * tc, a.pr);
+    if (dhp)
+      for (int g = 0; g < 4; ++g) dhp[g * u + j] = dxp[g * u + j];
     dh_prev = T(0);
     dc_prev = dct * f;
     return;

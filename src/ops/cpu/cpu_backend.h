@@ -17,6 +17,10 @@ SYSTOLIC_DECLARE_BACKEND_OPS()
 
 const Backend& backend();
 
+// Elementwise loops over fewer values than this run on one thread: forking the team costs more than it saves
+// (an RNN's per-step ops are a few thousand values each).
+inline constexpr std::int64_t kParallelMin = 32768;
+
 // Float types of the CPU's loops.
 inline constexpr DTypes kFloats{DType::float32, DType::float64};
 // ... and bfloat16, for the ops with oneDNN's bfloat16 kernels (widened where the CPU lacks them:

@@ -106,7 +106,7 @@ void add_n_loop(const std::vector<Tensor>& xs, Tensor& y) {
   T* yp = y.data<T>();
   std::vector<const T*> ins;
   for (auto& x : xs) ins.push_back(x.data<T>());
-#pragma omp parallel for
+#pragma omp parallel for if (n > kParallelMin)
   for (std::int64_t i = 0; i < n; ++i) {
     A s = 0;
     for (auto* p : ins) s += widen(p[i]);
@@ -119,7 +119,7 @@ void accumulate_loop(const Tensor& src, Tensor& dst) {
   std::int64_t n = dst.numel();
   const T* s = src.data<T>();
   T* d = dst.data<T>();
-#pragma omp parallel for
+#pragma omp parallel for if (n > kParallelMin)
   for (std::int64_t i = 0; i < n; ++i) d[i] = T(widen(d[i]) + widen(s[i]));
 }
 
@@ -130,7 +130,7 @@ void scale_shift_loop(const Tensor& x, Tensor& y, double scale, double shift) {
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   const A a = A(scale), b = A(shift);
-#pragma omp parallel for
+#pragma omp parallel for if (n > kParallelMin)
   for (std::int64_t i = 0; i < n; ++i) yp[i] = T(widen(xp[i]) * a + b);
 }
 
@@ -224,12 +224,12 @@ void cast(const Tensor& src, Tensor& dst) {
   if (src.dtype() == DType::float32 && dst.dtype() == DType::bfloat16) {
     const float* s = src.data<float>();
     bfloat16* d = dst.data<bfloat16>();
-#pragma omp parallel for if (n > 32768)
+#pragma omp parallel for if (n > kParallelMin)
     for (std::int64_t i = 0; i < n; ++i) d[i] = bfloat16(s[i]);
   } else if (src.dtype() == DType::bfloat16 && dst.dtype() == DType::float32) {
     const bfloat16* s = src.data<bfloat16>();
     float* d = dst.data<float>();
-#pragma omp parallel for if (n > 32768)
+#pragma omp parallel for if (n > kParallelMin)
     for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
   } else {
     dst.copy_from(src.to(dst.dtype()));

@@ -186,7 +186,7 @@ void transpose_loop(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   const std::int64_t n = y.numel();
-#pragma omp parallel for
+#pragma omp parallel for if (n > kParallelMin)
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t ox, unused;
     l.offsets(i, ox, unused);

@@ -19,7 +19,7 @@ T* out(Tensor& t) {
 // Calls f(n, j) for every row n < N and unit j < u.
 template <class F>
 void each(std::int64_t N, std::int64_t u, F&& f) {
-#pragma omp parallel for if (N * u > 4096)
+#pragma omp parallel for if (N * u > kParallelMin / 8)
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t j = 0; j < u; ++j) f(n, j);
 }

@@ -28,7 +28,7 @@ E keep_rows(const Tensor& mask, std::int64_t N, std::int64_t cols) {
 
 }  // namespace
 
-const DTypes rnn_cell_forward_dtypes = kFloats;
+const DTypes rnn_cell_forward_dtypes = kFloatsAndBf16;
 void rnn_cell_forward(const RnnCellParams& p, const Tensor& x_part, const Tensor& h_part,
                       const Tensor& h_prev, const Tensor& c_prev, const Tensor& mask, Tensor& h, Tensor& c,
                       Tensor& z) {
@@ -67,7 +67,7 @@ void rnn_cell_forward(const RnnCellParams& p, const Tensor& x_part, const Tensor
   });
 }
 
-const DTypes rnn_cell_backward_dtypes = kFloats;
+const DTypes rnn_cell_backward_dtypes = kFloatsAndBf16;
 void rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tensor& h_prev,
                        const Tensor& c_prev, const Tensor& z, const Tensor& c, const Tensor& mask,
                        const Tensor& dh, const Tensor& dc, Tensor& dx_part, Tensor& dh_part, Tensor& dh_prev,
@@ -88,6 +88,7 @@ void rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tenso
     E dx, dhp, dhprev = like(0.0, g), dcprev;
     if (p.cell == RnnCell::simple) {
       dx = dact(zs, act(zs), g);
+      dhp = dx;
     } else if (p.cell == RnnCell::lstm) {
       E zi = gate(zs, 0, u), zf = gate(zs, 1, u), zc = gate(zs, 2, u), zo = gate(zs, 3, u);
       E i = rec(zi), f = rec(zf), cc = act(zc), o = rec(zo);
@@ -97,6 +98,7 @@ void rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tenso
       dx =
           join({drec(zi, i, dct * cc), drec(zf, f, dct * cprev), dact(zc, cc, dct * i), drec(zo, o, g * tc)});
       dcprev = dct * f;
+      dhp = dx;
     } else {
       E zz = gate(zs, 0, u), zr = gate(zs, 1, u), zh = gate(zs, 2, u);
       E zg = rec(zz), r = rec(zr), hh = act(zh);
@@ -111,12 +113,12 @@ void rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tenso
     if (mask.defined()) {
       E keep = keep_rows(mask, N, u), keep_g = keep_rows(mask, N, G * u);
       dx = where(keep_g, dx, 0.0);
-      if (p.cell == RnnCell::gru) dhp = where(keep_g, dhp, 0.0);
+      dhp = where(keep_g, dhp, 0.0);
       dhprev = where(keep, dhprev, g);
       if (p.cell == RnnCell::lstm) dcprev = where(keep, dcprev, dcn);
     }
     write(dx_part, dx);
-    if (p.cell == RnnCell::gru) write(dh_part, dhp);
+    if (dh_part.defined()) write(dh_part, dhp);
     write(dh_prev, dhprev);
     if (p.cell == RnnCell::lstm) write(dc_prev, dcprev);
   });
