@@ -5,15 +5,13 @@
 
 #include <algorithm>
 
+#include "ops/rnn_math.h"
+
 namespace systolic::layers {
 
 using ops::RnnCell;
 
 namespace {
-
-std::int64_t gates(RnnCell k) {
-  return k == RnnCell::lstm ? 4 : k == RnnCell::gru ? 3 : 1;
-}
 
 // Step s of a time-major buffer [steps, N, width].
 Tensor step(const Tensor& t, std::int64_t s, std::int64_t width, std::int64_t N) {
@@ -70,11 +68,11 @@ Tensor output_mask(const Tensor& mask) {
 // GRU's bias (2, 3u): row 0 the input's, row 1 the recurrent product's; the others' bias is the input's alone.
 Tensor input_part(const RecurrentSpec& s, const Tensor& bias) {
   if (!bias.defined()) return {};
-  return s.cell == RnnCell::gru ? bias.view(0, {gates(s.cell) * s.units}) : bias;
+  return s.cell == RnnCell::gru ? bias.view(0, {ops::rnn_math::gates(s.cell) * s.units}) : bias;
 }
 Tensor recurrent_part(const RecurrentSpec& s, const Tensor& bias) {
   if (!bias.defined() || s.cell != RnnCell::gru) return {};
-  return bias.view(gates(s.cell) * s.units, {gates(s.cell) * s.units});
+  return bias.view(ops::rnn_math::gates(s.cell) * s.units, {ops::rnn_math::gates(s.cell) * s.units});
 }
 
 class RecurrentLayer final : public Layer {
@@ -234,7 +232,7 @@ void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const 
                            const AddWeight& add) {
   const RecurrentOptions& o = s.options;
   const std::string cell = prefix + recurrent_cell_name(s.cell);
-  const std::int64_t G = gates(s.cell) * s.units;
+  const std::int64_t G = ops::rnn_math::gates(s.cell) * s.units;
   add(cell + "/kernel", {features, G}, o.kernel_initializer, {o.kernel_regularizer, o.kernel_constraint});
   add(cell + "/recurrent_kernel", {s.units, G}, o.recurrent_initializer,
       {o.recurrent_regularizer, o.recurrent_constraint});
@@ -250,7 +248,8 @@ void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const 
 // [T, N, G*u].
 void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, const Tensor& mask,
                        Tensor& y, std::vector<Tensor>& saved) {
-  const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units, G = gates(s.cell) * u;
+  const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units,
+                     G = ops::rnn_math::gates(s.cell) * u;
   const bool lstm = s.cell == RnnCell::lstm;
   allocate(saved, 0, {{T, N, F}, {T, N, G}, {T + 1, N, u}, {T + 1, N, u}, {T, N, G}, {T, N, G}}, x);
   saved.resize(kRecurrentSaved);
@@ -297,7 +296,7 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
                         const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved) {
   SYSTOLIC_CHECK(saved.size() == kRecurrentSaved, "{}: backward without a forward", s.class_name);
   const std::int64_t T = saved[0].dim(0), N = saved[0].dim(1), F = saved[0].dim(2), u = s.units,
-                     G = gates(s.cell) * u;
+                     G = ops::rnn_math::gates(s.cell) * u;
   const bool lstm = s.cell == RnnCell::lstm, gru = s.cell == RnnCell::gru;
   allocate(saved, 6, {{T, N, u}, {T, N, G}, {T, N, G}, {N, u}, {N, u}, {N, u}, {N, u}, {N, u}, {T, N, F}},
            saved[0]);

@@ -10,6 +10,7 @@
 #include "ops/concat_layout.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/optimizer_math.h"
+#include "ops/rnn_math.h"
 #include "ops/xla/xla_backend.h"
 #if SYSTOLIC_HAS_CUDA
 #include "ops/cuda/cuda_backend.h"
@@ -591,9 +592,6 @@ void rnn_step_checks(const Check& c, const RnnCellParams& p, const Tensor& like,
     activation_parameters(c, a);
   }
 }
-std::int64_t rnn_gates(RnnCell k) {
-  return k == RnnCell::lstm ? 4 : k == RnnCell::gru ? 3 : 1;
-}
 void rnn_tensor(const Check& c, const char* name, const Tensor& t, const Tensor& like, Shape want) {
   c.shape(name, t, want);
   SYSTOLIC_OP_CHECK(c, t.dtype() == like.dtype(), "{} is {}, expected {}", name, dtype_name(t.dtype()),
@@ -609,7 +607,7 @@ DType rnn_cell_forward(const RnnCellParams& p, const Tensor& x_part, const Tenso
   Check k("rnn_cell_forward");
   k.defined("h", h);
   rnn_step_checks(k, p, h, "h");
-  const std::int64_t N = h.dim(0), u = h.dim(1), G = rnn_gates(p.cell) * u;
+  const std::int64_t N = h.dim(0), u = h.dim(1), G = rnn_math::gates(p.cell) * u;
   rnn_tensor(k, "x_part", x_part, h, {N, G});
   rnn_tensor(k, "h_part", h_part, h, {N, G});
   rnn_tensor(k, "z", z, h, {N, G});
@@ -631,7 +629,7 @@ DType rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tens
   Check k("rnn_cell_backward");
   k.defined("dh", dh);
   rnn_step_checks(k, p, dh, "dh");
-  const std::int64_t N = dh.dim(0), u = dh.dim(1), G = rnn_gates(p.cell) * u;
+  const std::int64_t N = dh.dim(0), u = dh.dim(1), G = rnn_math::gates(p.cell) * u;
   rnn_tensor(k, "z", z, dh, {N, G});
   rnn_tensor(k, "dx_part", dx_part, dh, {N, G});
   rnn_tensor(k, "dh_prev", dh_prev, dh, {N, u});

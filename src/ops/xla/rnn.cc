@@ -1,5 +1,6 @@
 // Recurrent cells on the XLA backend (xla_backend.h): rnn_math.h's formulas over whole tensors, each gate a slice
 // [N, u] of the [N, G*u] parts; a masked row keeps its state (forward) and passes its gradients through (backward).
+#include "ops/rnn_math.h"
 #include "ops/xla/emit.h"
 #include "ops/xla/xla_backend.h"
 
@@ -7,9 +8,6 @@ namespace systolic::ops::xla {
 
 namespace {
 
-int gates_of(RnnCell k) {
-  return k == RnnCell::lstm ? 4 : k == RnnCell::gru ? 3 : 1;
-}
 // Gate g of a [N, G*u] value: [N, u].
 E gate(const E& x, int g, std::int64_t u) {
   const std::int64_t N = x.dims()[0];
@@ -34,7 +32,7 @@ void rnn_cell_forward(const RnnCellParams& p, const Tensor& x_part, const Tensor
                       Tensor& z) {
   traced([&] {
     const std::int64_t N = h.dim(0), u = h.dim(1);
-    const int G = gates_of(p.cell);
+    const int G = rnn_math::gates(p.cell);
     E xp = reshape(read(x_part), {N, G * u}), hp = reshape(read(h_part), {N, G * u});
     E hprev = reshape(read(h_prev), {N, u});
     const auto act = [&](const E& v) { return activate(p.activation, v); };
@@ -74,7 +72,7 @@ void rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tenso
                        Tensor& dc_prev) {
   traced([&] {
     const std::int64_t N = dh.dim(0), u = dh.dim(1);
-    const int G = gates_of(p.cell);
+    const int G = rnn_math::gates(p.cell);
     E zs = reshape(read(z), {N, G * u}), g = reshape(read(dh), {N, u});
     E dcn = dc.defined() ? reshape(read(dc), {N, u}) : like(0.0, g);
     const auto act = [&](const E& v) { return activate(p.activation, v); };
