@@ -13,13 +13,20 @@
 //                  downloaded from $SYSTOLIC_DATASETS_URL (sha256 checked as Keras does).
 //   image folders: image_dataset_from_directory(path, ...).
 //   npz:PATH:      arrays in an .npz file (numpy.savez), as Keras's mnist.npz holds them (see load()).
+//   imdb, reuters: Keras's imdb.npz and reuters.npz (ragged word-id sequences) and their word indexes, from the
+//                  cache or downloaded from $SYSTOLIC_DATASETS_URL (digests checked as Keras's get_file does).
 // load(name) picks one by the name the command's --dataset takes.
+// For sequences: pad_sequences, timeseries_dataset_from_array and text_dataset_from_directory, as keras.utils has
+// them; TextVectorization (systolic/text.h) turns texts into ids.
 #pragma once
 
 #include <systolic/error.h>
+#include <systolic/npy.h>
 #include <systolic/shape.h>
 #include <systolic/tensor.h>
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -146,5 +153,103 @@ Tensor read_npy(const void* data, std::size_t size, const std::string& name);
 
 // One IDX file (gzip or plain): checks magic, dtype (unsigned byte), rank and sizes; errors name the file.
 Tensor read_idx(const std::string& path);
+
+// ---- Sequences ------------------------------------------------------------------------------------------------
+
+// Ragged integer sequences (word ids), as Keras's IMDB and Reuters loaders return them.
+using Sequences = npy::Sequences;
+
+// keras.utils.pad_sequences: int32 (N, maxlen), `value` where a sequence is shorter. maxlen 0: the longest
+// sequence's length. padding "pre" puts the values at the end (the padding before), "post" at the start;
+// truncating "pre" keeps a long sequence's last maxlen values, "post" its first. Errors name a bad option.
+struct PadOptions {
+  std::int64_t maxlen = 0;
+  std::string padding = "pre", truncating = "pre";
+  std::int32_t value = 0;
+};
+Tensor pad_sequences(const Sequences& sequences, const PadOptions& options = {});
+
+// keras.utils.timeseries_dataset_from_array, as arrays: x (windows, sequence_length, data's other axes) of data's
+// dtype, window k holding data[s], data[s + sampling_rate], ... for its start s = start_index + k *
+// sequence_stride; y the targets[s - start_index] of each window (targets sliced from start_index, as Keras does)
+// when targets is given, else empty. shuffle orders the windows by numpy.random.RandomState(seed).shuffle, as
+// Keras does before batching (its further in-buffer shuffle of tf.data is not reproduced: fit shuffles anyway);
+// no seed: one drawn from the global generator. Keras's checks, with its messages: sequence_length, strides and
+// rates above 0 and below the data's length, start_index/end_index in range.
+struct TimeseriesOptions {
+  std::int64_t sequence_length = 0;
+  std::int64_t sequence_stride = 1, sampling_rate = 1;
+  std::optional<std::int64_t> start_index, end_index;
+  bool shuffle = false;
+  std::optional<std::uint32_t> seed;
+};
+Split timeseries_dataset_from_array(const Tensor& data, const std::optional<Tensor>& targets,
+                                    const TimeseriesOptions& options);
+
+// keras.utils.text_dataset_from_directory (labels "inferred"): one subfolder per class (class names sorted, or
+// those of `class_names` in their order), each searched recursively for .txt files (folders and files sorted, as
+// os.walk and Keras's sort give them). The texts are the files' bytes; max_length > 0 cuts each to its first
+// max_length bytes (tf.strings.substr). shuffle (Keras's default) orders the files by
+// numpy.random.RandomState(seed).shuffle as Keras does (no seed: one from the global generator);
+// validation_split with subset "training" or "validation" takes Keras's split (the last int(split * N) files are
+// the validation ones), and needs a seed when shuffling, as in Keras. Errors name the folder or file at fault.
+struct TextFolderOptions {
+  std::vector<std::string> class_names;
+  std::int64_t max_length = 0;
+  bool shuffle = true;
+  std::optional<std::uint32_t> seed;
+  double validation_split = 0;
+  std::string subset;  // "", "training" or "validation"
+  bool follow_links = false;
+};
+struct TextSplit {
+  std::vector<std::string> texts;
+  std::vector<std::int32_t> labels;
+  std::vector<std::string> class_names, files;
+};
+TextSplit text_dataset_from_directory(const std::string& directory, const TextFolderOptions& options = {});
+
+// numpy.random.RandomState(seed).permutation(n): the order Keras's loaders shuffle by (MT19937, numpy's legacy
+// bounded integers), so that systolic's IMDB, Reuters and text folders come in Keras's order.
+std::vector<std::int64_t> numpy_permutation(std::int64_t n, std::uint32_t seed);
+
+struct SequenceSplit {
+  Sequences x;
+  std::vector<std::int32_t> y;
+};
+struct SequenceDataset {
+  SequenceSplit train, test;
+  std::vector<std::string> class_names;
+};
+
+// keras.datasets.imdb and keras.datasets.reuters: the same options, the same results (word ids offset by
+// index_from, start_char in front, ids outside [skip_top, num_words) replaced by oov_char or dropped, sequences
+// of maxlen or more ids dropped, Keras's seeded shuffle). `path`: an imdb.npz / reuters.npz to read instead of
+// the cache's (which is downloaded when missing: sha256 checked, $SYSTOLIC_IMDB_SHA256 / $SYSTOLIC_REUTERS_SHA256
+// replace Keras's digests for a mirror of other files). Errors name the file and what is wrong.
+struct SequenceLoadOptions {
+  std::string path;
+  std::int64_t num_words = 0;  // 0: all
+  std::int64_t skip_top = 0;
+  std::int64_t maxlen = 0;  // 0: no limit
+  std::uint32_t seed = 113;
+  std::optional<std::int32_t> start_char = 1;
+  std::optional<std::int32_t> oov_char = 2;
+  std::int32_t index_from = 3;
+  double test_split = 0.2;  // reuters only
+};
+namespace imdb {
+// 25000 + 25000 movie reviews, y 0 (negative) or 1 (positive).
+SequenceDataset load_data(const SequenceLoadOptions& options = {});
+// imdb_word_index.json: word -> rank (1 = most frequent), before index_from. `path`: a file to read instead of
+// the cache's (downloaded when missing, md5 checked; $SYSTOLIC_IMDB_WORD_INDEX_MD5 replaces the digest).
+std::map<std::string, std::int32_t> get_word_index(const std::string& path = "");
+}  // namespace imdb
+namespace reuters {
+// 11228 newswires, 46 topics, split by test_split after the shuffle.
+SequenceDataset load_data(const SequenceLoadOptions& options = {});
+std::map<std::string, std::int32_t> get_word_index(const std::string& path = "");
+std::vector<std::string> get_label_names();  // cocoa, grain, veg-oil, ... (Keras's list)
+}  // namespace reuters
 
 }  // namespace systolic::datasets

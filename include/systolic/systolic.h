@@ -27,5 +27,6 @@
 #include <systolic/shape.h>
 #include <systolic/system.h>
 #include <systolic/tensor.h>
+#include <systolic/text.h>
 #include <systolic/version.h>
 #include <systolic/xla.h>

@@ -1,5 +1,6 @@
 #include "io/dataset_cache.h"
 
+#include <fmt/format.h>
 #include <systolic/datasets.h>
 #include <systolic/error.h>
 
@@ -7,6 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "io/fetch.h"
+#include "io/files.h"
 
 namespace systolic::datasets {
 
@@ -42,6 +46,31 @@ std::string datasets_base_url() {
       env_or("SYSTOLIC_DATASETS_URL", "https://storage.googleapis.com/tensorflow/tf-keras-datasets/");
   if (base.back() != '/') base += '/';
   return base;
+}
+
+fs::path keras_file(const std::string& fname, const std::string& algorithm, const std::string& digest,
+                    const char* digest_variable, const std::string& what) {
+  fs::path cache = cache_dir(), target = cache / fname;
+  if (fs::is_regular_file(target)) return target;
+  const std::string address = datasets_base_url() + fname, expected = env_or(digest_variable, digest);
+  io::TempFolder tmp(cache, fname);
+  fs::path file = tmp.path() / fname;
+  try {
+    io::download(address, file);
+  } catch (const Error& e) {
+    throw Unavailable(
+        fmt::format("{} is not in {} and {}; place Keras's {} ({} {}) there by hand, or set "
+                    "SYSTOLIC_DATASETS_URL to a mirror",
+                    what, cache.string(), e.what(), fname, algorithm, expected));
+  }
+  const std::string got = io::file_digest(file, algorithm);
+  SYSTOLIC_CHECK(
+      got == expected,
+      "{} downloaded from {}: {} {} does not match the expected {} (${} sets another); the file was "
+      "deleted and not used",
+      fname, address, algorithm, got, expected, digest_variable);
+  install_folder(file, target);  // a rename within the cache
+  return target;
 }
 
 }  // namespace detail
@@ -89,6 +118,17 @@ std::vector<DatasetInfo> known() {
   else
     m.location = (cache / "mnist.npz").string();
   out.push_back(m);
+
+  // The sequence data sets (datasets::imdb and reuters: C++ only, as `--dataset` takes arrays of fixed shape).
+  for (auto [name, description] :
+       {std::pair{"imdb",
+                  "IMDB: 25000 + 25000 movie reviews as word ids, 2 classes (datasets::imdb::load_data)"},
+        std::pair{"reuters",
+                  "Reuters: 11228 newswires as word ids, 46 topics (datasets::reuters::load_data)"}}) {
+    const std::string file = std::string(name) + ".npz";
+    out.push_back({name, description, (cache / file).string(), detail::datasets_base_url() + file,
+                   fs::is_regular_file(cache / file)});
+  }
   return out;
 }
 

@@ -15,4 +15,13 @@ void install_folder(const std::filesystem::path& from, const std::filesystem::pa
 // Keras's base address for Fashion-MNIST and mnist.npz, or $SYSTOLIC_DATASETS_URL; always ends in '/'.
 std::string datasets_base_url();
 
+// A file of Keras's data-set address, as Keras's get_file fetches it: cache/`fname` when it is there, else
+// downloaded from datasets_base_url() + fname into a temporary file of the cache, its digest (`algorithm` "md5" or
+// "sha256") checked against $`digest_variable` or `digest`, then renamed into the cache. Unavailable when the
+// download fails (naming `what`, the address and the place to put the file by hand); Error on a digest mismatch
+// (the file deleted).
+std::filesystem::path keras_file(const std::string& fname, const std::string& algorithm,
+                                 const std::string& digest, const char* digest_variable,
+                                 const std::string& what);
+
 }  // namespace systolic::datasets::detail

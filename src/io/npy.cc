@@ -9,14 +9,19 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <vector>
 
 #include "io/files.h"
+#include "io/pickle.h"
 
 namespace systolic::npy {
+
+namespace pickle = io::pickle;
 
 namespace {
 
@@ -160,10 +165,8 @@ std::vector<std::int64_t> fortran_to_c(const std::vector<std::int64_t>& dims, st
   return out;
 }
 
-}  // namespace
-
-Tensor read(const void* data, std::size_t size, const std::string& name) {
-  const auto* p = static_cast<const unsigned char*>(data);
+// The header of the .npy file in `data`, and where its body starts.
+Header read_header(const unsigned char* p, std::size_t size, const std::string& name, std::size_t* offset) {
   if (size < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0) fail("{}: not an npy array (bad magic)", name);
   const int major = p[6];
   std::size_t header_len = 0, start = 0;
@@ -177,15 +180,25 @@ Tensor read(const void* data, std::size_t size, const std::string& name) {
     fail("{}: npy version {} is not supported (1, 2 and 3 are)", name, major);
   }
   if (header_len > size - start) fail("{}: truncated npy header", name);
-  Header h =
-      HeaderParser(std::string_view(reinterpret_cast<const char*>(p + start), header_len), name).parse();
+  *offset = start + header_len;
+  return HeaderParser(std::string_view(reinterpret_cast<const char*>(p + start), header_len), name).parse();
+}
+
+}  // namespace
+
+Tensor read(const void* data, std::size_t size, const std::string& name) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::size_t offset = 0;
+  Header h = read_header(p, size, name, &offset);
 
   // descr: a byte order (< > | =) and a kind with its size.
   const std::string& d = h.descr;
   if (d.find('O') != std::string::npos)
     fail(
         "{}: a pickled object array (dtype '{}') is not supported: save numeric arrays (numpy.save(..., "
-        "allow_pickle=False) refuses object arrays too)",
+        "allow_pickle=False) refuses object arrays too); object arrays of integer sequences, as Keras's "
+        "imdb.npz "
+        "holds, are read by npy::read_sequences",
         name, d);
   if (d.size() < 3 || std::string_view("<>|=").find(d[0]) == std::string_view::npos)
     fail("{}: npy dtype '{}' is not supported", name, d);
@@ -212,7 +225,6 @@ Tensor read(const void* data, std::size_t size, const std::string& name) {
       fail("{}: the npy shape is too large", name);
     count *= v;
   }
-  const std::size_t offset = start + header_len;
   const std::size_t body = size - offset;
   if (std::uint64_t(count) * std::uint64_t(itemsize) != body)
     fail("{}: npy data of {} bytes, its shape ({} elements of {} bytes) needs {}: truncated or corrupt", name,
@@ -272,21 +284,25 @@ Tensor load(const std::string& path) {
   return read(bytes.data(), bytes.size(), path);
 }
 
-std::map<std::string, Tensor> load_npz(const std::string& path) {
-  std::map<std::string, Tensor> arrays;
+namespace {
+
+// Calls visit(member, bytes) for every .npy member of the .npz at `path` (numpy.load reads only those).
+void for_each_member(const std::string& path,
+                     const std::function<void(const std::string&, const std::vector<char>&)>& visit) {
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_format_zip(a.get());
   auto why = [&] { return archive_error_string(a.get()) ? archive_error_string(a.get()) : "?"; };
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK)
     fail("{}: cannot open as a zip (npz) file ({})", path, why());
   constexpr std::size_t kMaxMember = std::size_t(1) << 34;  // 16 GiB
+  std::set<std::string> seen;
   for (;;) {
     archive_entry* e = nullptr;
     int r = archive_read_next_header(a.get(), &e);
     if (r == ARCHIVE_EOF) break;
     if (r < ARCHIVE_WARN) fail("{}: truncated or corrupt npz ({})", path, why());
     std::string member = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
-    if (!member.ends_with(".npy")) continue;  // numpy.load reads only these
+    if (!member.ends_with(".npy")) continue;
     std::vector<char> bytes;
     if (archive_entry_size_is_set(e) && archive_entry_size(e) > 0 &&
         std::size_t(archive_entry_size(e)) <= kMaxMember)
@@ -297,11 +313,157 @@ std::map<std::string, Tensor> load_npz(const std::string& path) {
       bytes.insert(bytes.end(), buf, buf + n);
       if (bytes.size() > kMaxMember) fail("{}: member {} is larger than 16 GiB", path, member);
     }
-    std::string key = member.substr(0, member.size() - 4);
-    if (arrays.count(key)) fail("{}: two members named {}", path, member);
-    arrays[key] = read(bytes.data(), bytes.size(), path + ": " + member);
+    if (!seen.insert(member).second) fail("{}: two members named {}", path, member);
+    visit(member, bytes);
   }
+}
+
+using pickle::Value;
+
+// The integers of one element of an object array: a list or tuple of integers, or an integer ndarray.
+std::vector<std::int32_t> sequence_of(const pickle::Pickle& pk, std::uint32_t index,
+                                      const std::string& where);
+
+// A numpy array's pickle: _reconstruct(...) with BUILD state (version, shape, dtype, fortran_order, data).
+struct ArrayState {
+  std::vector<std::int64_t> shape;
+  std::string dtype;      // numpy.dtype's first argument: 'O8', 'i8', 'u4', ...
+  char byte_order = '|';  // the dtype's state: '<', '>', '|' or '='
+  bool fortran = false;
+  std::uint32_t data = 0;  // a list (object arrays) or the raw bytes
+};
+
+ArrayState array_state(const pickle::Pickle& pk, std::uint32_t index, const std::string& where) {
+  auto is = [&](std::uint32_t i, Value::Kind k) { return pk.at(i).kind == k; };
+  const Value& root = pk.at(index);
+  if (root.kind != Value::Kind::call || !pk.at(root.items[0]).text.ends_with("._reconstruct") ||
+      root.items.size() != 3)
+    fail("{}: the pickle is not a numpy array (no multiarray._reconstruct with a state)", where);
+  const Value& state = pk.at(root.items[2]);
+  if (state.kind != Value::Kind::tuple || state.items.size() != 5 || !is(state.items[1], Value::Kind::tuple))
+    fail("{}: the numpy array's pickled state is not (version, shape, dtype, fortran_order, data)", where);
+  ArrayState out;
+  for (std::uint32_t d : pk.at(state.items[1]).items) {
+    if (!is(d, Value::Kind::integer) || pk.at(d).integer < 0)
+      fail("{}: the numpy array's pickled shape holds something that is not a size", where);
+    out.shape.push_back(pk.at(d).integer);
+  }
+  const Value& dtype = pk.at(state.items[2]);
+  if (dtype.kind != Value::Kind::call || pk.at(dtype.items[0]).text != "numpy.dtype" ||
+      pk.at(dtype.items[1]).items.empty() || !is(pk.at(dtype.items[1]).items[0], Value::Kind::string))
+    fail("{}: the numpy array's pickled dtype is not numpy.dtype('...')", where);
+  out.dtype = pk.at(pk.at(dtype.items[1]).items[0]).text;
+  if (dtype.items.size() == 3) {
+    const Value& ds = pk.at(dtype.items[2]);
+    if (ds.kind == Value::Kind::tuple && ds.items.size() >= 2 && is(ds.items[1], Value::Kind::string) &&
+        pk.at(ds.items[1]).text.size() == 1)
+      out.byte_order = pk.at(ds.items[1]).text[0];
+  }
+  out.fortran = pk.at(state.items[3]).integer != 0;
+  out.data = state.items[4];
+  return out;
+}
+
+std::int32_t to_int32(std::int64_t v, const std::string& where) {
+  if (v < std::numeric_limits<std::int32_t>::min() || v > std::numeric_limits<std::int32_t>::max())
+    fail("{}: the integer {} does not fit the int32 systolic reads ids as", where, v);
+  return std::int32_t(v);
+}
+
+std::vector<std::int32_t> sequence_of(const pickle::Pickle& pk, std::uint32_t index,
+                                      const std::string& where) {
+  const Value& v = pk.at(index);
+  std::vector<std::int32_t> out;
+  if (v.kind == Value::Kind::list || v.kind == Value::Kind::tuple) {
+    out.reserve(v.items.size());
+    for (std::uint32_t i : v.items) {
+      const Value& e = pk.at(i);
+      if (e.kind != Value::Kind::integer && e.kind != Value::Kind::boolean)
+        fail("{}: holds something that is not an integer", where);
+      out.push_back(to_int32(e.integer, where));
+    }
+    return out;
+  }
+  if (v.kind != Value::Kind::call) fail("{}: is not a list, a tuple or an integer array", where);
+  ArrayState a = array_state(pk, index, where);
+  const Value& raw = pk.at(a.data);
+  const char kind = a.dtype.empty() ? '?' : a.dtype[0];
+  int size = 0;
+  if (a.dtype.size() == 2 && a.dtype[1] >= '1' && a.dtype[1] <= '8') size = a.dtype[1] - '0';
+  if ((kind != 'i' && kind != 'u') || (size != 1 && size != 2 && size != 4 && size != 8) ||
+      a.shape.size() != 1 || (raw.kind != Value::Kind::bytes && raw.kind != Value::Kind::string))
+    fail("{}: a numpy array of dtype '{}' and rank {}, not a 1-D integer array", where, a.dtype,
+         a.shape.size());
+  if (std::uint64_t(a.shape[0]) * std::uint64_t(size) != raw.text.size())
+    fail("{}: an array of {} elements of {} bytes with {} bytes of data", where, a.shape[0], size,
+         raw.text.size());
+  const bool swap = a.byte_order == '>' && size > 1;
+  const auto* b = reinterpret_cast<const unsigned char*>(raw.text.data());
+  for (std::int64_t i = 0; i < a.shape[0]; ++i) {
+    const unsigned char* e = b + i * size;
+    std::int64_t x = 0;
+    if (size == 1) x = kind == 'i' ? std::int64_t(std::int8_t(*e)) : std::int64_t(*e);
+    if (size == 2) x = kind == 'i' ? load_raw<std::int16_t>(e, swap) : load_raw<std::uint16_t>(e, swap);
+    if (size == 4) x = kind == 'i' ? load_raw<std::int32_t>(e, swap) : load_raw<std::uint32_t>(e, swap);
+    if (size == 8) {
+      std::uint64_t u = load_raw<std::uint64_t>(e, swap);
+      if (kind == 'u' && u > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+        fail("{}: the integer {} does not fit the int32 systolic reads ids as", where, u);
+      x = std::int64_t(u);
+    }
+    out.push_back(to_int32(x, where));
+  }
+  return out;
+}
+
+}  // namespace
+
+Sequences read_sequences(const void* data, std::size_t size, const std::string& name) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::size_t offset = 0;
+  Header h = read_header(p, size, name, &offset);
+  if (h.descr != "|O" && h.descr != "O")
+    fail("{}: npy dtype '{}' is not an object array of sequences", name, h.descr);
+  if (h.shape.size() != 1)
+    fail("{}: an object array of rank {}, not a 1-D array of sequences", name, h.shape.size());
+  pickle::Pickle pk = pickle::parse(p + offset, size - offset, name);
+  ArrayState a = array_state(pk, pk.root, name);
+  if (a.dtype.empty() || a.dtype[0] != 'O')
+    fail("{}: the pickled array has dtype '{}', not object", name, a.dtype);
+  if (a.shape != h.shape)
+    fail("{}: the pickled array has {} dimensions of which the first is {}, the header says ({},)", name,
+         a.shape.size(), a.shape.empty() ? 0 : a.shape[0], h.shape[0]);
+  const Value& list = pk.at(a.data);
+  if (list.kind != Value::Kind::list || std::int64_t(list.items.size()) != h.shape[0])
+    fail("{}: the pickled array holds {} elements, its shape says {}", name,
+         list.kind == Value::Kind::list ? std::to_string(list.items.size()) : "no list of", h.shape[0]);
+  Sequences out;
+  out.reserve(list.items.size());
+  for (std::size_t i = 0; i < list.items.size(); ++i)
+    out.push_back(sequence_of(pk, list.items[i], fmt::format("{}: element {}", name, i)));
+  return out;
+}
+
+std::map<std::string, Tensor> load_npz(const std::string& path) {
+  std::map<std::string, Tensor> arrays;
+  for_each_member(path, [&](const std::string& member, const std::vector<char>& bytes) {
+    arrays[member.substr(0, member.size() - 4)] = read(bytes.data(), bytes.size(), path + ": " + member);
+  });
   return arrays;
+}
+
+NpzContents load_npz_with_sequences(const std::string& path) {
+  NpzContents out;
+  for_each_member(path, [&](const std::string& member, const std::vector<char>& bytes) {
+    std::string key = member.substr(0, member.size() - 4), name = path + ": " + member;
+    std::size_t offset = 0;
+    Header h = read_header(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), name, &offset);
+    if (h.descr.find('O') != std::string::npos)
+      out.sequences[key] = read_sequences(bytes.data(), bytes.size(), name);
+    else
+      out.arrays[key] = read(bytes.data(), bytes.size(), name);
+  });
+  return out;
 }
 
 std::string serialize(const Tensor& t) {

@@ -65,6 +65,24 @@ def npy_seeds():
         write(d, name, buf.getvalue())
 
 
+def sequences_seeds():
+    """sequences: .npy object arrays of integer sequences (npy::read_sequences, Keras's imdb.npz members), pickled
+    by numpy: lists (protocol 3 and 4) and int32 arrays (protocol 3), as tests/reference/text_data.py writes them."""
+    import pickle
+    d = folder("sequences")
+    lists = np.empty(4, dtype=object)
+    for i, s in enumerate([[1, 14, 22, 16], [1, 194, 1153], [], [1, 70000, 5]]):
+        lists[i] = s
+    arrays = np.empty(3, dtype=object)
+    for i, s in enumerate([[1, 2, 3], [4], [-5, 6]]):
+        arrays[i] = np.array(s, dtype=np.int32)
+    for name, a, protocol in (("lists-p3.npy", lists, 3), ("lists-p4.npy", lists, 4), ("arrays-p3.npy", arrays, 3)):
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, np.lib.format.header_data_from_array_1_0(a))
+        pickle.dump(a, buf, protocol=protocol)
+        write(d, name, buf.getvalue())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tree-seeds", help="the built tests/fuzz/hdf5_tree_seeds, to write hdf5_tree's seeds")
@@ -126,6 +144,7 @@ def main():
     write(d, "mnist-small-stored.npz", buf.getvalue())
 
     npy_seeds()
+    sequences_seeds()
 
     d = folder("tar")  # cifar-10-binary.tar.gz's layout, two records per batch
     buf = io.BytesIO()
