@@ -577,6 +577,15 @@ TEST(GradientCheck, Bidirectional) {
       {{2, 4, 2}});
 }
 
+// TimeDistributed: a Dense with an activation the wrapped layer applies (its own buffers kept by the wrapper), a
+// Conv2D over every frame, an LSTM over every step's sequence.
+TEST(GradientCheck, TimeDistributed) {
+  Float64Scope f64;
+  check_layer(layers::TimeDistributed(layers::Dense(3, {.activation = "softmax"})), {{2, 3, 4}});
+  check_layer(layers::TimeDistributed(layers::Conv2D(2, {3, 3}, {.padding = "same"})), {{2, 2, 4, 3, 2}});
+  check_layer(layers::TimeDistributed(layers::LSTM(2)), {{2, 2, 3, 2}});
+}
+
 // One step of each cell with some rows masked (rnn_cell_forward/backward): a masked row keeps its state, and its
 // gradients pass straight to the previous state. L = sum(r_h * h) + sum(r_c * c), checked by finite differences
 // w.r.t. x_part, h_part, h_prev and c_prev.

@@ -330,6 +330,9 @@ struct BidirectionalOptions {
   std::string name;
 };
 LayerRef Bidirectional(const LayerRef& layer, const BidirectionalOptions& options = {});
+// TimeDistributed(Dense(8)): the layer applied to every step, (T, ...) -> (T, ...'), the steps folded into the
+// batch. Its weights are the wrapper's. BatchNormalization is refused (Keras 3 normalises each step apart).
+LayerRef TimeDistributed(const LayerRef& layer, const NameOptions& options = {});
 
 // augment (branch augment): noise and image augmentation, active only while training (the identity at inference,
 // as in Keras 3; RandomCrop: see below). Random draws are keyed by (seed, training step) and differ per replica;

@@ -452,6 +452,7 @@ const std::map<std::string, FromConfig>& registry() {
       {"LSTM", lstm_from_config},
       {"GRU", gru_from_config},
       {"Bidirectional", bidirectional_from_config},
+      {"TimeDistributed", time_distributed_from_config},
       {"Rescaling", rescaling_from_config},
       {"Add", add_from_config},
       {"Concatenate", concatenate_from_config},

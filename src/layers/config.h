@@ -123,6 +123,7 @@ std::shared_ptr<Layer> simple_rnn_from_config(ConfigReader& r);
 std::shared_ptr<Layer> lstm_from_config(ConfigReader& r);
 std::shared_ptr<Layer> gru_from_config(ConfigReader& r);
 std::shared_ptr<Layer> bidirectional_from_config(ConfigReader& r);
+std::shared_ptr<Layer> time_distributed_from_config(ConfigReader& r);
 std::shared_ptr<Layer> dense_from_config(ConfigReader& r);
 std::shared_ptr<Layer> batch_normalization_from_config(ConfigReader& r);
 std::shared_ptr<Layer> max_pooling2d_from_config(ConfigReader& r);

@@ -1,5 +1,5 @@
 """Keras 3 fixtures for systolic's convolution, cropping, pooling and upsampling layers, 2-D and 1-D, Embedding and
-the recurrent layers (SimpleRNN, LSTM, GRU, Bidirectional).
+the recurrent layers (SimpleRNN, LSTM, GRU, Bidirectional) and TimeDistributed.
 
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py            # rewrites tests/fixtures/conv_layers/
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py --out DIR  # elsewhere
@@ -132,6 +132,10 @@ CASES = {
         lambda L: L.Bidirectional(L.SimpleRNN(3, return_sequences=True), merge_mode="ave",
                                   backward_layer=L.SimpleRNN(3, activation="relu", return_sequences=True,
                                                              go_backwards=True))),
+    # TimeDistributed: a Dense, a Conv2D and an LSTM applied to every step (the LSTM's weights under layer/cell/vars).
+    "time_distributed_dense": ((4, 3), lambda L: L.TimeDistributed(L.Dense(5, activation="tanh"))),
+    "time_distributed_conv2d": ((3, 6, 5, 2), lambda L: L.TimeDistributed(L.Conv2D(3, 3, padding="same"))),
+    "time_distributed_lstm": ((3, 4, 2), lambda L: L.TimeDistributed(L.LSTM(3))),
 }
 
 # Cases whose inputs are ids: name -> (input_dim, fractional part added to each id).
