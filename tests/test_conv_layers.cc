@@ -148,7 +148,9 @@ TEST(ConvLayersKeras, WeightsAndConfigAsKeras) {
       // legacy layout systolic writes, names it depthwise_kernel (LegacyWeightNamesAsTfKeras).
       // The path after the layer's name: "kernel", or an RNN's "lstm_cell/kernel".
       std::string path = c["weights"][i][0], keras_name = path.substr(path.find('/') + 1);
-      if (c["class_name"] == "DepthwiseConv2D" && keras_name == "kernel") keras_name = "depthwise_kernel";
+      if ((c["class_name"] == "DepthwiseConv2D" || c["class_name"] == "DepthwiseConv1D") &&
+          keras_name == "kernel")
+        keras_name = "depthwise_kernel";
       // A Bidirectional's backward_layer of its own keeps its name in Keras 3's paths; tf.keras prefixes it with
       // "backward_" (as systolic names the weights).
       if (c["class_name"] == "Bidirectional" && !keras_name.starts_with("forward_") &&
@@ -189,7 +191,7 @@ TEST(ConvLayersKeras, LegacyWeightNamesAsTfKeras) {
     const std::string mine = dir.file(name + ".h5");
     model.save(mine);
     EXPECT_EQ(names(mine), names(fixtures() + "/" + name + ".tfkeras.h5"));
-    if (c["class_name"] == "DepthwiseConv2D") {
+    if (c["class_name"] == "DepthwiseConv2D" || c["class_name"] == "DepthwiseConv1D") {
       ++depthwise;
       EXPECT_EQ(names(mine)[0], "depthwise_kernel:0");
       EXPECT_EQ(names(fixtures() + "/" + name + ".h5")[0], "kernel");  // Keras 3's own legacy file

@@ -577,6 +577,16 @@ TEST(GradientCheck, Bidirectional) {
       {{2, 4, 2}});
 }
 
+// DepthwiseConv1D and SeparableConv1D: the 2-D layers along one axis (strides, dilation, same padding).
+TEST(GradientCheck, DepthwiseAndSeparableConv1D) {
+  Float64Scope f64;
+  check_layer(layers::DepthwiseConv1D(3, {.padding = "same", .depth_multiplier = 2}), {{2, 5, 3}});
+  check_layer(layers::DepthwiseConv1D(2, {.strides = 2, .activation = "tanh"}), {{2, 6, 2}});
+  check_layer(layers::SeparableConv1D(3, 3, {.dilation_rate = 2, .depth_multiplier = 2}), {{2, 7, 2}});
+  check_layer(layers::SeparableConv1D(2, 3, {.strides = 2, .padding = "same", .use_bias = false}),
+              {{2, 6, 3}});
+}
+
 // TimeDistributed: a Dense with an activation the wrapped layer applies (its own buffers kept by the wrapper), a
 // Conv2D over every frame, an LSTM over every step's sequence.
 TEST(GradientCheck, TimeDistributed) {

@@ -212,6 +212,38 @@ struct SeparableConv2DOptions {
   std::string name;
 };
 LayerRef SeparableConv2D(int filters, Pair kernel_size, const SeparableConv2DOptions& options = {});
+// DepthwiseConv1D and SeparableConv1D over (L, C): the 2-D layers' math along one axis, Keras's 1-D weights
+// (depthwise_kernel (K, C, depth_multiplier); pointwise_kernel (1, C * depth_multiplier, filters)).
+struct DepthwiseConv1DOptions {
+  int strides = 1;
+  std::string padding = "valid";  // "valid" or "same"
+  int depth_multiplier = 1;
+  int dilation_rate = 1;
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer depthwise_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer depthwise_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint depthwise_constraint = {}, bias_constraint = {};
+  std::string name;
+};
+LayerRef DepthwiseConv1D(int kernel_size, const DepthwiseConv1DOptions& options = {});
+struct SeparableConv1DOptions {
+  int strides = 1;
+  std::string padding = "valid";
+  int dilation_rate = 1;
+  int depth_multiplier = 1;
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer depthwise_initializer = "glorot_uniform";
+  Initializer pointwise_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer depthwise_regularizer = {}, pointwise_regularizer = {}, bias_regularizer = {},
+              activity_regularizer = {};
+  Constraint depthwise_constraint = {}, pointwise_constraint = {}, bias_constraint = {};
+  std::string name;
+};
+LayerRef SeparableConv1D(int filters, int kernel_size, const SeparableConv1DOptions& options = {});
 // Cropping2D(1), Cropping2D({1, 2}) (symmetric rows, columns) or Cropping2D({{top, bottom}, {left, right}}).
 LayerRef Cropping2D(Padding2D cropping, const NameOptions& options = {});
 LayerRef GlobalMaxPooling2D(const GlobalPoolingOptions& options = {});

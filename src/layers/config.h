@@ -124,6 +124,8 @@ std::shared_ptr<Layer> lstm_from_config(ConfigReader& r);
 std::shared_ptr<Layer> gru_from_config(ConfigReader& r);
 std::shared_ptr<Layer> bidirectional_from_config(ConfigReader& r);
 std::shared_ptr<Layer> time_distributed_from_config(ConfigReader& r);
+std::shared_ptr<Layer> depthwise_conv1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> separable_conv1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> dense_from_config(ConfigReader& r);
 std::shared_ptr<Layer> batch_normalization_from_config(ConfigReader& r);
 std::shared_ptr<Layer> max_pooling2d_from_config(ConfigReader& r);

@@ -1,5 +1,5 @@
 """Keras 3 fixtures for systolic's convolution, cropping, pooling and upsampling layers, 2-D and 1-D, Embedding and
-the recurrent layers (SimpleRNN, LSTM, GRU, Bidirectional) and TimeDistributed.
+the recurrent layers (SimpleRNN, LSTM, GRU, Bidirectional), TimeDistributed, DepthwiseConv1D and SeparableConv1D.
 
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py            # rewrites tests/fixtures/conv_layers/
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py --out DIR  # elsewhere
@@ -136,6 +136,12 @@ CASES = {
     "time_distributed_dense": ((4, 3), lambda L: L.TimeDistributed(L.Dense(5, activation="tanh"))),
     "time_distributed_conv2d": ((3, 6, 5, 2), lambda L: L.TimeDistributed(L.Conv2D(3, 3, padding="same"))),
     "time_distributed_lstm": ((3, 4, 2), lambda L: L.TimeDistributed(L.LSTM(3))),
+    # DepthwiseConv1D and SeparableConv1D.
+    "depthwise1d_3_m2_same": ((7, 3), lambda L: L.DepthwiseConv1D(3, depth_multiplier=2, padding="same")),
+    "depthwise1d_2_stride2_relu": ((8, 4), lambda L: L.DepthwiseConv1D(2, strides=2, activation="relu")),
+    "separable1d_3_dilation2": ((9, 3), lambda L: L.SeparableConv1D(4, 3, dilation_rate=2, depth_multiplier=2)),
+    "separable1d_5_stride2_same_nobias": (
+        (10, 2), lambda L: L.SeparableConv1D(3, 5, strides=2, padding="same", use_bias=False, activation="relu")),
 }
 
 # Cases whose inputs are ids: name -> (input_dim, fractional part added to each id).
