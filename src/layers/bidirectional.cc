@@ -82,9 +82,7 @@ class BidirectionalLayer final : public Layer {
     Shape of = recurrent_output_shape(f_, x.shape().without_batch()).with_batch(N),
           ob = recurrent_output_shape(b_, x.shape().without_batch()).with_batch(N);
     c.saved.resize(kFirstRun + 2 * kRecurrentSaved);
-    for (int i : {0, 1})
-      if (!fits(c.saved[i], i == 0 ? of : ob, x))
-        c.saved[i] = Tensor(i == 0 ? of : ob, x.dtype(), x.device());
+    reuse_or_allocate(c.saved, 0, {of, ob}, x);
     run(c, 0,
         [&](std::vector<Tensor>& s) { recurrent_forward(f_, weights_of(0), x, c.mask, c.saved[0], s); });
     run(c, 1,
@@ -103,9 +101,7 @@ class BidirectionalLayer final : public Layer {
     SYSTOLIC_CHECK(c.saved.size() == kFirstRun + 2 * kRecurrentSaved,
                    "layer '{}': backward without a forward", name());
     const Tensor &yf = c.saved[0], &yb = c.saved[1];
-    for (int i : {2, 3})
-      if (!fits(c.saved[i], c.saved[i - 2].shape(), yf))
-        c.saved[i] = Tensor(c.saved[i - 2].shape(), yf.dtype(), yf.device());
+    reuse_or_allocate(c.saved, 2, {yf.shape(), yb.shape()}, yf);
     Tensor &dyf = c.saved[2], &dyb = c.saved[3];
     if (merge_ == "concat") {
       std::vector<Tensor> parts = {dyf, dyb};
@@ -118,8 +114,7 @@ class BidirectionalLayer final : public Layer {
       ops::scale_shift(c.doutput, dyb, scale, 0.0);
     }
     Tensor& dx = c.dinputs[0];
-    if (dx.defined() && !fits(c.saved[4], dx.shape(), dx))
-      c.saved[4] = Tensor(dx.shape(), dx.dtype(), dx.device());
+    if (dx.defined()) reuse_or_allocate(c.saved, 4, {dx.shape()}, dx);
     Tensor dx_b = dx.defined() ? c.saved[4] : Tensor();
     run(c, 0, [&](std::vector<Tensor>& s) { recurrent_backward(f_, weights_of(0), dyf, c.mask, dx, s); });
     run(c, 1, [&](std::vector<Tensor>& s) { recurrent_backward(b_, weights_of(1), dyb, c.mask, dx_b, s); });
@@ -128,9 +123,6 @@ class BidirectionalLayer final : public Layer {
 
  private:
   static constexpr std::size_t kFirstRun = 5;
-  static bool fits(const Tensor& t, const Shape& s, const Tensor& like) {
-    return t.defined() && t.shape() == s && t.dtype() == like.dtype() && t.device() == like.device();
-  }
   // Runs f on run i's part of c.saved (a vector of its own, written back).
   template <class F>
   static void run(LayerCall& c, int i, F&& f) {

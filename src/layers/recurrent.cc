@@ -18,17 +18,6 @@ Tensor step(const Tensor& t, std::int64_t s, std::int64_t width, std::int64_t N)
   return t.view(s * N * width, {N, width});
 }
 
-// (Re)allocates buffers[first...] of these shapes in x's dtype and device, keeping those that fit.
-void allocate(std::vector<Tensor>& buffers, std::size_t first, const std::vector<Shape>& shapes,
-              const Tensor& x) {
-  buffers.resize(std::max(buffers.size(), first + shapes.size()));
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    Tensor& b = buffers[first + i];
-    if (!b.defined() || b.shape() != shapes[i] || b.dtype() != x.dtype() || !(b.device() == x.device()))
-      b = Tensor(shapes[i], x.dtype(), x.device());
-  }
-}
-
 // The mask [N, T] time-major in x's dtype, kept in saved[16] (undefined without a mask).
 Tensor time_major_mask(const RecurrentSpec& s, const Tensor& mask, const Tensor& x,
                        std::vector<Tensor>& saved) {
@@ -39,10 +28,10 @@ Tensor time_major_mask(const RecurrentSpec& s, const Tensor& mask, const Tensor&
   const std::int64_t N = x.dim(0), T = x.dim(1);
   SYSTOLIC_CHECK(mask.numel() == N * T, "{}: a mask of shape {} for sequences {}", s.class_name,
                  mask.shape().str(), x.shape().str());
-  allocate(saved, 16, {{T, N}}, x);
+  reuse_or_allocate(saved, 16, {{T, N}}, x);
   Tensor m = mask.view(0, {N, T});
   if (m.dtype() != x.dtype()) {
-    allocate(saved, 17, {{N, T}}, x);
+    reuse_or_allocate(saved, 17, {{N, T}}, x);
     ops::cast(m, saved[17]);
     m = saved[17];
   }
@@ -246,12 +235,22 @@ void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const 
 // saved: 0 the input time-major [T, N, F]; 1 its products x W + b [T, N, G*u]; 2 the states h [T+1, N, u]; 3 the
 // cell states c [T+1, N, u] (LSTM); 4 the pre-activations [T, N, G*u]; 5 the recurrent products h W_r (+ b_r)
 // [T, N, G*u].
+void reuse_or_allocate(std::vector<Tensor>& buffers, std::size_t first, const std::vector<Shape>& shapes,
+                       const Tensor& like) {
+  buffers.resize(std::max(buffers.size(), first + shapes.size()));
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    Tensor& b = buffers[first + i];
+    if (!b.defined() || b.shape() != shapes[i] || b.dtype() != like.dtype() || !(b.device() == like.device()))
+      b = Tensor(shapes[i], like.dtype(), like.device());
+  }
+}
+
 void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, const Tensor& mask,
                        Tensor& y, std::vector<Tensor>& saved) {
   const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units,
                      G = ops::rnn_math::gates(s.cell) * u;
   const bool lstm = s.cell == RnnCell::lstm;
-  allocate(saved, 0, {{T, N, F}, {T, N, G}, {T + 1, N, u}, {T + 1, N, u}, {T, N, G}, {T, N, G}}, x);
+  reuse_or_allocate(saved, 0, {{T, N, F}, {T, N, G}, {T + 1, N, u}, {T + 1, N, u}, {T, N, G}, {T, N, G}}, x);
   saved.resize(kRecurrentSaved);
   Tensor &xt = saved[0], &xp = saved[1], &h = saved[2], &cs = saved[3], &z = saved[4], &hp = saved[5];
   const Tensor bias = w.bias ? w.bias->value : Tensor();
@@ -276,7 +275,7 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
     ops::transpose(h.view(N * u, {T, N, u}), y, {1, 0, 2});
   } else {
     // Step k ran time T-1-k: the outputs in time order.
-    allocate(saved, 15, {{T, N, u}}, x);
+    reuse_or_allocate(saved, 15, {{T, N, u}}, x);
     for (std::int64_t k = 0; k < T; ++k) {
       Tensor at = step(saved[15], T - 1 - k, u, N);
       ops::copy(step(h, k + 1, u, N), at);
@@ -298,15 +297,16 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
   const std::int64_t T = saved[0].dim(0), N = saved[0].dim(1), F = saved[0].dim(2), u = s.units,
                      G = ops::rnn_math::gates(s.cell) * u;
   const bool lstm = s.cell == RnnCell::lstm, gru = s.cell == RnnCell::gru;
-  allocate(saved, 6, {{T, N, u}, {T, N, G}, {T, N, G}, {N, u}, {N, u}, {N, u}, {N, u}, {N, u}, {T, N, F}},
-           saved[0]);
+  reuse_or_allocate(saved, 6,
+                    {{T, N, u}, {T, N, G}, {T, N, G}, {N, u}, {N, u}, {N, u}, {N, u}, {N, u}, {T, N, F}},
+                    saved[0]);
   Tensor &xt = saved[0], &h = saved[2], &cs = saved[3], &z = saved[4], &hp = saved[5];
   Tensor &dyt = saved[6], &dxp = saved[7], &dhp = saved[8], &dh = saved[9], &dc = saved[10],
          &dh_direct = saved[11], &dc_prev = saved[12], &dh_rec = saved[13], &dxt = saved[14];
   const Tensor mt = saved[16];  // forward's time-major mask
   if (s.options.return_sequences) {
     if (zeroes_masked_outputs(s, mask)) {  // the zeroed outputs pass no gradient
-      allocate(saved, 18, {dy.shape()}, dy);
+      reuse_or_allocate(saved, 18, {dy.shape()}, dy);
       ops::broadcast_forward(ops::BinaryKind::multiply, dy, output_mask(mask), saved[18]);
       ops::transpose(saved[18], dyt, {1, 0, 2});
     } else {

@@ -54,6 +54,11 @@ using AddWeight = std::function<Weight&(const std::string&, Shape, const Initial
 void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const std::string& prefix,
                            const AddWeight& add);
 
+// (Re)allocates buffers[first...] (growing the vector) of these shapes in `like`'s dtype and device, keeping those
+// that already fit: the buffers a layer keeps in LayerCall::saved from call to call.
+void reuse_or_allocate(std::vector<Tensor>& buffers, std::size_t first, const std::vector<Shape>& shapes,
+                       const Tensor& like);
+
 // y = the recurrence over x [N, T, F] (y: [N, units] or [N, T, units]); `saved` keeps what backward reads. mask
 // [N, T] (Keras's; undefined: none): a masked step keeps the state, and with return_sequences outputs the previous
 // step's output, or zeros with zero_output_for_mask.
