@@ -81,6 +81,14 @@ def sequences_seeds():
         np.lib.format.write_array_header_1_0(buf, np.lib.format.header_data_from_array_1_0(a))
         pickle.dump(a, buf, protocol=protocol)
         write(d, name, buf.getvalue())
+    # What Python 2's pickle wrote for numpy.array([[1, 2], [300]], dtype=object) (GLOBAL, SHORT_BINSTRING), by hand:
+    # Keras's imdb.npz was written so.
+    p2 = (b"\x80\x02cnumpy.core.multiarray\n_reconstruct\nq\x01cnumpy\nndarray\nq\x02K\x00\x85U\x01b\x87R"
+          b"(K\x01K\x02\x85cnumpy\ndtype\nq\x03U\x02O8K\x00K\x01\x87R(K\x03U\x01|NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK?tb"
+          b"\x89]q\x04(]q\x05(K\x01K\x02e]q\x06M,\x01aetb.")
+    header = "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }"
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    write(d, "python2-p2.npy", b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + p2)
 
 
 def main():
