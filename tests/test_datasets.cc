@@ -520,7 +520,8 @@ TEST(LoadByName, NamesThatAreNoDataSetAreInvalidNames) {
     return std::string("no InvalidName");
   };
   EXPECT_EQ(invalid("nosuch"),
-            "nosuch: unknown data set (known: cifar10, fashion_mnist, mnist, dir:PATH, npz:PATH)");
+            "nosuch: unknown data set (known: cifar10, fashion_mnist, mnist, imdb[:WORDS[:LENGTH]], "
+            "reuters[:WORDS[:LENGTH]], dir:PATH, npz:PATH)");
   EXPECT_EQ(invalid("dir:"), "dir:PATH: the PATH is missing");
   EXPECT_EQ(invalid("npz:"), "npz:PATH: the PATH is missing");
   EXPECT_EQ(invalid("npz:" + dir.file("nope.npz")), "npz:" + dir.file("nope.npz") + ": no such file");
@@ -529,7 +530,9 @@ TEST(LoadByName, NamesThatAreNoDataSetAreInvalidNames) {
   write_image_folder(dir.path() / "test", {"a", "c"}, 1, 4, 4);
   EXPECT_EQ(invalid("dir:" + dir.str()),
             "dir:" + dir.str() + ": train/ and test/ have different class subfolders");
-  EXPECT_EQ(datasets::names(), "cifar10, fashion_mnist, mnist, dir:PATH, npz:PATH");
+  EXPECT_EQ(
+      datasets::names(),
+      "cifar10, fashion_mnist, mnist, imdb[:WORDS[:LENGTH]], reuters[:WORDS[:LENGTH]], dir:PATH, npz:PATH");
   EXPECT_EQ(datasets::class_names("cifar10")[6], "frog");
   EXPECT_EQ(datasets::class_names("mnist").size(), 10u);
   EXPECT_TRUE(datasets::class_names("dir:x").empty());

@@ -440,3 +440,48 @@ TEST(TextVectorization, VocabularyFilesAndErrors) {
   TextVectorization d({.standardize = "", .split = "character"});
   EXPECT_EQ(d.tokens("a\xffé"), (std::vector<std::string>{"a", "\xef\xbf\xbd", "é"}));
 }
+
+// --dataset imdb[:WORDS[:LENGTH]] (datasets::load): Keras's loader, then pad_sequences; and the command trains on it.
+TEST(LoadByName, ImdbAndReutersAsPaddedIds) {
+  TempDir home;
+  systolic::testing::ScopedEnv env;
+  env.set("SYSTOLIC_HOME", home.str());
+  fs::create_directories(home.path() / "datasets");
+  fs::copy_file(fixture("imdb_small.npz"), home.path() / "datasets/imdb.npz");
+  fs::copy_file(fixture("reuters_small.npz"), home.path() / "datasets/reuters.npz");
+
+  auto d = datasets::load("imdb:100:30", {.limit = 50});
+  EXPECT_EQ(d.train.x.shape(), Shape({50, 30}));
+  EXPECT_EQ(d.train.x.dtype(), DType::float32);
+  EXPECT_EQ(d.train.y.dtype(), DType::int32);
+  EXPECT_EQ(d.test.x.shape(), Shape({50, 30}));
+  EXPECT_EQ(d.class_names, (std::vector<std::string>{"negative", "positive"}));
+  auto want = datasets::imdb::load_data({.path = fixture("imdb_small.npz"), .num_words = 100});
+  Tensor padded = datasets::pad_sequences(want.train.x, {.maxlen = 30});
+  auto got = d.train.x.to_doubles(), expect = padded.to_doubles();
+  EXPECT_EQ(std::vector<double>(got.begin(), got.end()),
+            std::vector<double>(expect.begin(), expect.begin() + 1500));
+  EXPECT_EQ(d.train.y.to_doubles()[7], double(want.train.y[7]));
+
+  auto r = datasets::load("reuters");  // 10000 words, 200 ids
+  EXPECT_EQ(r.train.x.dim(1), 200);
+  EXPECT_EQ(r.class_names.size(), 46u);
+  EXPECT_EQ(datasets::class_names("reuters:50")[1], "grain");
+
+  for (const char* bad : {"imdb:", "imdb:0", "imdb:12x", "imdb:100:", "reuters:5:-1"})
+    EXPECT_THAT(error_of([&] { datasets::load(bad); }), HasSubstr("expected")) << bad;
+
+  // The command: an Embedding model trained on imdb:100:30 from the cache.
+  auto in = layers::Input({30});
+  auto x = layers::Embedding(100, 8)(in);
+  x = layers::GlobalAveragePooling1D()(x);
+  Model m(in, layers::Dense(2, {.activation = "softmax"})(x), "bag");
+  m.save(home.file("bag.keras"));
+  const std::string out = home.file("train.txt");
+  const std::string cmd = std::string(SYSTOLIC_CLI) + " train --model " + home.file("bag.keras") +
+                          " --dataset imdb:100:30 --epochs 2 --batch-size 16 --verbose 2 --save " +
+                          home.file("trained.keras") + " > " + out + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_bytes(out);
+  EXPECT_THAT(read_bytes(out), HasSubstr("Test accuracy"));
+  EXPECT_TRUE(fs::is_regular_file(home.file("trained.keras")));
+}

@@ -97,6 +97,9 @@ Split image_dataset_from_directory(const std::string& directory, const ImageFold
 // A data set by name: "cifar10", "fashion_mnist", "mnist", or "dir:PATH", image folders: PATH/train and
 // PATH/test with one subfolder per class each, or PATH with one subfolder per class, which is then both
 // splits (image_dataset_from_directory). The images of both splits get a channel axis: x uint8 (N, H, W, C).
+// "imdb[:WORDS[:LENGTH]]", "reuters[:WORDS[:LENGTH]]": imdb::load_data / reuters::load_data with num_words WORDS
+// (default 20000 for IMDB, 10000 for Reuters), the sequences made LENGTH ids long (default 200) by pad_sequences;
+// x float32 ids (N, LENGTH), y int32 classes.
 // "npz:PATH": the arrays x_train, y_train, x_test and y_test of an .npz file (any numeric dtype, npy.h), x of
 // rank >= 2: uint8 x stays uint8 ((N, H, W) gets a channel axis), any other becomes float32; integer labels of
 // one column stay integers (int32) and name their classes "0" .. max, others (float targets, one-hot or
@@ -110,7 +113,7 @@ struct LoadOptions {
   std::optional<Shape> image_shape;
 };
 Dataset load(const std::string& name, const LoadOptions& options = {});
-// The names load() takes, for help texts: "cifar10, fashion_mnist, mnist, dir:PATH, npz:PATH".
+// The names load() takes, for help texts: "cifar10, fashion_mnist, mnist, imdb[:WORDS[:LENGTH]], ...".
 std::string names();
 // The class names of a data set known by name ("cifar10", "fashion_mnist", "mnist"); empty for any other
 // name (image folders name their classes when loaded).

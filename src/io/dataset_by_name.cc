@@ -143,16 +143,60 @@ Dataset arrays(const std::string& name, const std::string& path, const LoadOptio
   return d;
 }
 
+// imdb[:WORDS[:LENGTH]] and reuters[:WORDS[:LENGTH]]: Keras's loader with num_words WORDS, its sequences padded
+// and cut by pad_sequences to LENGTH (Keras's defaults "pre"); x float32 ids (exact below 2^24, as a Keras
+// Input's default float32 takes them), y int32 classes. The defaults: keras-io's bidirectional_lstm_imdb (20000 words,
+// 200 ids) and, for Reuters, Keras's example MLP's 10000 words. An image shape (options.image_shape) is not used.
+Dataset word_ids(const std::string& name, const LoadOptions& o) {
+  const bool imdb = name.starts_with("imdb");
+  std::int64_t words = imdb ? 20000 : 10000, length = 200;
+  const std::string rest = name.substr(imdb ? 4 : 7);
+  if (!rest.empty()) {
+    auto number = [&](const std::string& s) {
+      std::size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(s, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != s.size() || v <= 0 || v > (1 << 24))
+        throw InvalidName(
+            fmt::format("{}: expected {}[:WORDS[:LENGTH]] with positive numbers (WORDS at most "
+                        "2^24), got '{}'",
+                        name, imdb ? "imdb" : "reuters", s));
+      return std::int64_t(v);
+    };
+    const std::size_t colon = rest.find(':', 1);
+    words = number(rest.substr(1, colon == std::string::npos ? std::string::npos : colon - 1));
+    if (colon != std::string::npos) length = number(rest.substr(colon + 1));
+  }
+  SequenceDataset d = imdb ? imdb::load_data({.num_words = words}) : reuters::load_data({.num_words = words});
+  auto split = [&](const SequenceSplit& s) {
+    Tensor y(Shape({std::int64_t(s.y.size())}), DType::int32);
+    std::copy(s.y.begin(), s.y.end(), y.data<std::int32_t>());
+    return Split{first(pad_sequences(s.x, {.maxlen = length}).to(DType::float32), o.limit),
+                 first(y, o.limit)};
+  };
+  return Dataset{split(d.train), split(d.test), d.class_names};
+}
+
+bool names_word_ids(const std::string& name) {
+  return name == "imdb" || name.starts_with("imdb:") || name == "reuters" || name.starts_with("reuters:");
+}
+
 }  // namespace
 
 std::string names() {
-  return "cifar10, fashion_mnist, mnist, dir:PATH, npz:PATH";
+  return "cifar10, fashion_mnist, mnist, imdb[:WORDS[:LENGTH]], reuters[:WORDS[:LENGTH]], dir:PATH, npz:PATH";
 }
 
 std::vector<std::string> class_names(const std::string& name) {
   if (name == "cifar10") return cifar10::class_names();
   if (name == "fashion_mnist") return fashion_mnist::class_names();
   if (name == "mnist") return mnist::class_names();
+  if (names_word_ids(name))
+    return name.starts_with("imdb") ? std::vector<std::string>{"negative", "positive"}
+                                    : reuters::get_label_names();
   return {};
 }
 
@@ -160,6 +204,7 @@ Dataset load(const std::string& name, const LoadOptions& options) {
   if (name == "fashion_mnist") return prepared(name, fashion_mnist::load_data(), options);
   if (name == "mnist") return prepared(name, mnist::load_data(), options);
   if (name == "cifar10") return prepared(name, cifar10::load_data(), options);
+  if (names_word_ids(name)) return word_ids(name, options);
   if (name.starts_with("dir:")) {
     if (name.size() == 4) throw InvalidName("dir:PATH: the PATH is missing");
     return image_folders(name, name.substr(4), options);

@@ -119,12 +119,10 @@ std::vector<DatasetInfo> known() {
     m.location = (cache / "mnist.npz").string();
   out.push_back(m);
 
-  // The sequence data sets (datasets::imdb and reuters: C++ only, as `--dataset` takes arrays of fixed shape).
+  // The word-id data sets (datasets::imdb and reuters; --dataset pads them to a length).
   for (auto [name, description] :
-       {std::pair{"imdb",
-                  "IMDB: 25000 + 25000 movie reviews as word ids, 2 classes (datasets::imdb::load_data)"},
-        std::pair{"reuters",
-                  "Reuters: 11228 newswires as word ids, 46 topics (datasets::reuters::load_data)"}}) {
+       {std::pair{"imdb", "IMDB: 25000 + 25000 movie reviews as word ids, 2 classes (imdb[:WORDS[:LENGTH]])"},
+        std::pair{"reuters", "Reuters: 11228 newswires as word ids, 46 topics (reuters[:WORDS[:LENGTH]])"}}) {
     const std::string file = std::string(name) + ".npz";
     out.push_back({name, description, (cache / file).string(), detail::datasets_base_url() + file,
                    fs::is_regular_file(cache / file)});
