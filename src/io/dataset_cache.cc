@@ -49,26 +49,30 @@ std::string datasets_base_url() {
 }
 
 fs::path keras_file(const std::string& fname, const std::string& algorithm, const std::string& digest,
-                    const char* digest_variable, const std::string& what) {
+                    const char* digest_variable, const std::string& what, const std::string& remedy) {
   fs::path cache = cache_dir(), target = cache / fname;
   if (fs::is_regular_file(target)) return target;
-  const std::string address = datasets_base_url() + fname, expected = env_or(digest_variable, digest);
+  const std::string address = datasets_base_url() + fname,
+                    expected = digest_variable ? env_or(digest_variable, digest) : digest;
   io::TempFolder tmp(cache, fname);
   fs::path file = tmp.path() / fname;
   try {
     io::download(address, file);
   } catch (const Error& e) {
-    throw Unavailable(
-        fmt::format("{} is not in {} and {}; place Keras's {} ({} {}) there by hand, or set "
-                    "SYSTOLIC_DATASETS_URL to a mirror",
-                    what, cache.string(), e.what(), fname, algorithm, expected));
+    throw Unavailable(fmt::format(
+        "{} is not in {} and {}; {}", what, cache.string(), e.what(),
+        !remedy.empty()
+            ? remedy
+            : fmt::format("place Keras's {} ({} {}) there by hand, or set SYSTOLIC_DATASETS_URL to a "
+                          "mirror",
+                          fname, algorithm, expected)));
   }
   const std::string got = io::file_digest(file, algorithm);
-  SYSTOLIC_CHECK(
-      got == expected,
-      "{} downloaded from {}: {} {} does not match the expected {} (${} sets another); the file was "
-      "deleted and not used",
-      fname, address, algorithm, got, expected, digest_variable);
+  SYSTOLIC_CHECK(got == expected,
+                 "{} downloaded from {}: {} {} does not match the expected {}{}; the file was "
+                 "deleted and not used",
+                 fname, address, algorithm, got, expected,
+                 digest_variable ? fmt::format(" (${} sets another)", digest_variable) : std::string());
   install_folder(file, target);  // a rename within the cache
   return target;
 }

@@ -17,11 +17,11 @@ std::string datasets_base_url();
 
 // A file of Keras's data-set address, as Keras's get_file fetches it: cache/`fname` when it is there, else
 // downloaded from datasets_base_url() + fname into a temporary file of the cache, its digest (`algorithm` "md5" or
-// "sha256") checked against $`digest_variable` or `digest`, then renamed into the cache. Unavailable when the
-// download fails (naming `what`, the address and the place to put the file by hand); Error on a digest mismatch
-// (the file deleted).
+// "sha256") checked against $`digest_variable` (null: no variable) or `digest`, then renamed into the cache.
+// Unavailable when the download fails: "<what> is not in <cache> and <why>; " then `remedy`, or (empty) where to put
+// the file by hand. Error on a digest mismatch (the file deleted).
 std::filesystem::path keras_file(const std::string& fname, const std::string& algorithm,
                                  const std::string& digest, const char* digest_variable,
-                                 const std::string& what);
+                                 const std::string& what, const std::string& remedy = "");
 
 }  // namespace systolic::datasets::detail

@@ -213,29 +213,13 @@ Dataset load_data(const std::string& directory) {
   std::filesystem::path cache = cache_dir();
   if (has_all((cache / "mnist").string()))
     return read_idx_folder((cache / "mnist").string(), "MNIST", class_names());
-  std::filesystem::path npz = cache / "mnist.npz";
-  if (std::filesystem::is_regular_file(npz)) return read_npz(npz, npz.string());
-
-  std::string address = detail::datasets_base_url() + "mnist.npz";
-  io::TempFolder tmp(cache, "mnist");
-  std::filesystem::path file = tmp.path() / "mnist.npz";
-  try {
-    io::download(address, file);
-  } catch (const Error& e) {
-    throw Unavailable(fmt::format(
-        "MNIST is not in {} and {}; place Keras's mnist.npz (sha256 {}) or the four IDX files ({}) in {} by "
-        "hand, "
-        "or set SYSTOLIC_DATASETS_URL to a mirror; Fashion-MNIST works offline (--dataset fashion_mnist)",
-        cache.string(), e.what(), kSha256, kFileList, (cache / "mnist").string()));
-  }
-  std::string got = io::file_digest(file, "sha256");
-  SYSTOLIC_CHECK(got == kSha256,
-                 "mnist.npz downloaded from {}: sha256 {} does not match the expected {}; the file was "
-                 "deleted and not used",
-                 address, got, kSha256);
-  Dataset d = read_npz(file, "mnist.npz downloaded from " + address);
-  detail::install_folder(file, npz);  // a rename within the cache
-  return d;
+  // Keras's mnist.npz, from the cache or downloaded.
+  std::filesystem::path file = detail::keras_file(
+      "mnist.npz", "sha256", kSha256, nullptr, "MNIST",
+      fmt::format("place Keras's mnist.npz (sha256 {}) or the four IDX files ({}) in {} by hand, or set "
+                  "SYSTOLIC_DATASETS_URL to a mirror; Fashion-MNIST works offline (--dataset fashion_mnist)",
+                  kSha256, kFileList, (cache / "mnist").string()));
+  return read_npz(file, file.string());
 }
 
 }  // namespace mnist
