@@ -154,13 +154,7 @@ class BidirectionalLayer final : public Layer {
 
 // A serialized layer ({"class_name", "config"}, Keras 3's with module and registered_name) of a recurrent class.
 RecurrentSpec nested_spec(ConfigReader& outer, const char* key) {
-  const json& v = outer.get_raw(key);
-  if (!v.is_object() || !v.contains("class_name") || !v["class_name"].is_string() || !v.contains("config"))
-    outer.fail_option(key,
-                      "expected a serialized layer {\"class_name\": ..., \"config\": ...}, got " + v.dump());
-  for (auto& [k, value] : v.items())
-    if (k != "class_name" && k != "config" && k != "module" && k != "registered_name" && k != "build_config")
-      outer.fail_option(key, "unexpected key '" + k + "'");
+  const json& v = outer.get_serialized_layer(key);
   const std::string cls = v["class_name"];
   ConfigReader r(v["config"], cls);
   RecurrentSpec s = recurrent_spec_from_config(r, cls);

@@ -74,6 +74,16 @@ const json& ConfigReader::get_raw(const std::string& key) {
   return at(key);
 }
 
+const json& ConfigReader::get_serialized_layer(const std::string& key) {
+  const json& v = get_raw(key);
+  if (!v.is_object() || !v.contains("class_name") || !v["class_name"].is_string() || !v.contains("config"))
+    fail_option(key, "expected a serialized layer {\"class_name\": ..., \"config\": ...}, got " + v.dump());
+  for (auto& [k, value] : v.items())
+    if (k != "class_name" && k != "config" && k != "module" && k != "registered_name" && k != "build_config")
+      fail_option(key, "unexpected key '" + k + "'");
+  return v;
+}
+
 void ConfigReader::fail_option(const std::string& key, const std::string& why) const {
   fail("layer '{}' ({}): option '{}': {}", name_, class_name_, key, why);
 }

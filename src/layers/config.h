@@ -40,6 +40,9 @@ class ConfigReader {
   Initializer get_initializer(const std::string& key, const Initializer& fallback);
   std::string get_activation(const std::string& key, const std::string& fallback);
   const json& get_raw(const std::string& key);  // marks it read; throws when absent
+  // A wrapper's serialized layer ({"class_name", "config"}, and Keras 3's module, registered_name, build_config):
+  // checked, then returned whole.
+  const json& get_serialized_layer(const std::string& key);
   // regul: Keras's regularizer and constraint objects (null or absent: none), and both of one weight:
   // get_weight_options("kernel") reads kernel_regularizer and kernel_constraint.
   Regularizer get_regularizer(const std::string& key);

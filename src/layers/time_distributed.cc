@@ -144,13 +144,7 @@ class TimeDistributedLayer final : public Layer {
 }  // namespace
 
 std::shared_ptr<Layer> time_distributed_from_config(ConfigReader& r) {
-  const json& v = r.get_raw("layer");
-  if (!v.is_object() || !v.contains("class_name") || !v["class_name"].is_string() || !v.contains("config"))
-    r.fail_option("layer",
-                  "expected a serialized layer {\"class_name\": ..., \"config\": ...}, got " + v.dump());
-  for (auto& [k, value] : v.items())
-    if (k != "class_name" && k != "config" && k != "module" && k != "registered_name" && k != "build_config")
-      r.fail_option("layer", "unexpected key '" + k + "'");
+  const json& v = r.get_serialized_layer("layer");
   auto inner = layer_from_config(v["class_name"].get<std::string>(), v["config"]);
   return std::make_shared<TimeDistributedLayer>(std::move(inner), r.name());
 }
