@@ -43,6 +43,13 @@ std::vector<std::int64_t> numpy_permutation(std::int64_t n, std::uint32_t seed) 
   return detail::NumpyRandomState(seed).shuffled(n);
 }
 
+namespace {
+// Keras's `seed if seed is not None else np.random.randint(1e6)`, drawn here from the global generator.
+std::uint32_t seed_or_drawn(const std::optional<std::uint32_t>& seed) {
+  return seed ? *seed : std::uint32_t(global_generator().next_u32() % 1000000);
+}
+}  // namespace
+
 Tensor pad_sequences(const Sequences& sequences, const PadOptions& options) {
   SYSTOLIC_CHECK(options.padding == "pre" || options.padding == "post",
                  "pad_sequences: padding type \"{}\" not understood (\"pre\" or \"post\")", options.padding);
@@ -120,7 +127,7 @@ Split timeseries_dataset_from_array(const Tensor& data, const std::optional<Tens
   std::vector<std::int64_t> starts;
   for (std::int64_t s = 0; s < num_seqs; s += o.sequence_stride) starts.push_back(s);
   if (o.shuffle) {
-    const std::uint32_t seed = o.seed ? *o.seed : std::uint32_t(global_generator().next_u32() % 1000000);
+    const std::uint32_t seed = seed_or_drawn(o.seed);
     std::vector<std::int64_t> order = numpy_permutation(std::int64_t(starts.size()), seed), shuffled;
     for (std::int64_t k : order) shuffled.push_back(starts[std::size_t(k)]);
     starts = std::move(shuffled);
@@ -254,7 +261,7 @@ TextSplit text_dataset_from_directory(const std::string& directory, const TextFo
   const auto n = std::int64_t(all.files.size());
   if (o.shuffle) {
     // Keras shuffles the paths and the labels with two RandomState(seed)s: one permutation for both.
-    const std::uint32_t seed = o.seed ? *o.seed : std::uint32_t(global_generator().next_u32() % 1000000);
+    const std::uint32_t seed = seed_or_drawn(o.seed);
     std::vector<std::int64_t> order = numpy_permutation(n, seed);
     TextSplit s{.class_names = all.class_names};
     for (std::int64_t k : order) {

@@ -127,10 +127,6 @@ void check_options(const SequenceLoadOptions& o, const std::string& what) {
                  o.skip_top, o.maxlen);
 }
 
-npy::NpzContents open_npz(const fs::path& path) {
-  return npy::load_npz_with_sequences(path.string());
-}
-
 std::map<std::string, std::int32_t> word_index(const fs::path& path) {
   std::vector<char> bytes = io::read_file(path.string());
   nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
@@ -156,7 +152,7 @@ SequenceDataset load_data(const SequenceLoadOptions& o) {
                                                             "SYSTOLIC_IMDB_SHA256", "IMDB (imdb.npz)")
                                        : fs::path(o.path);
   const std::string file = path.string();
-  npy::NpzContents f = open_npz(path);
+  npy::NpzContents f = npy::load_npz_with_sequences(file);
   Raw train = read_split(f, "x_train", "y_train", file), test = read_split(f, "x_test", "y_test", file);
   // One RandomState shuffles the training split, then the test split.
   detail::NumpyRandomState rng(o.seed);
@@ -195,7 +191,7 @@ SequenceDataset load_data(const SequenceLoadOptions& o) {
                                                  "SYSTOLIC_REUTERS_SHA256", "Reuters (reuters.npz)")
                             : fs::path(o.path);
   const std::string file = path.string();
-  npy::NpzContents f = open_npz(path);
+  npy::NpzContents f = npy::load_npz_with_sequences(file);
   Raw all = read_split(f, "x", "y", file);
   detail::NumpyRandomState rng(o.seed);
   shuffle(all, rng);
