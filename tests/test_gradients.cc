@@ -559,6 +559,21 @@ TEST(GradientCheck, RecurrentLayers) {
   check_layer(layers::GRU(3), {{2, 4, 2}});
   check_layer(layers::GRU(2, {.return_sequences = true, .go_backwards = true}), {{2, 3, 3}});
 }
+// dropout and recurrent_dropout in training (the masks drawn for the harness's step, the same in every call): one
+// input mask, a mask per gate for the input and the state, the state's alone; through Bidirectional.
+TEST(GradientCheck, RecurrentDropout) {
+  Float64Scope f64;
+  check_layer(layers::SimpleRNN(3, {.dropout = 0.3, .recurrent_dropout = 0.3, .seed = 1}), {{2, 4, 3}});
+  check_layer(layers::LSTM(3, {.dropout = 0.4, .seed = 2}), {{2, 4, 3}});
+  check_layer(
+      layers::LSTM(2, {.dropout = 0.3, .recurrent_dropout = 0.3, .seed = 3, .return_sequences = true}),
+      {{3, 3, 3}});
+  check_layer(layers::GRU(3, {.dropout = 0.3, .recurrent_dropout = 0.4, .seed = 4, .go_backwards = true}),
+              {{2, 4, 3}});
+  check_layer(layers::GRU(2, {.recurrent_dropout = 0.5, .seed = 5}), {{2, 4, 2}});
+  check_layer(layers::Bidirectional(layers::LSTM(2, {.dropout = 0.3, .recurrent_dropout = 0.3, .seed = 6})),
+              {{2, 3, 3}});
+}
 // Masking alone (its mask kept by the layer): no step of random values equals mask_value, so every step passes.
 TEST(GradientCheck, Masking) {
   Float64Scope f64;

@@ -342,7 +342,12 @@ struct RecurrentOptions {
   Regularizer kernel_regularizer = {}, recurrent_regularizer = {}, bias_regularizer = {},
               activity_regularizer = {};
   Constraint kernel_constraint = {}, recurrent_constraint = {}, bias_constraint = {};
-  double dropout = 0, recurrent_dropout = 0;  // not supported yet: 0 only
+  // Keras's dropout while training, masks drawn once per batch and used at every step: `dropout` of the input
+  // (one mask, or one per gate with recurrent_dropout), `recurrent_dropout` of the previous state before its
+  // product with each gate's recurrent kernel (one mask per gate). Rates are clamped to [0, 1]; 0 and 1 drop
+  // nothing, as in Keras. `seed`: of the masks (none: drawn from the global generator).
+  double dropout = 0, recurrent_dropout = 0;
+  std::optional<std::uint64_t> seed;
   bool return_sequences = false;
   bool go_backwards = false;          // the steps in reverse (the outputs in that order, as Keras gives them)
   bool unroll = false;                // how Keras builds its graph; the same result

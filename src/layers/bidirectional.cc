@@ -3,6 +3,7 @@
 // put back in time order first. The weights: the forward layer's, then the backward one's, named as Keras names
 // them ("forward_lstm/lstm_cell/kernel", ...); Keras 3's weights files keep them under forward_layer/cell/vars and
 // backward_layer/cell/vars.
+#include "core/philox.h"
 #include "layers/recurrent.h"
 
 namespace systolic::layers {
@@ -35,6 +36,9 @@ class BidirectionalLayer final : public Layer {
                    "layer '{}': merge_mode '{}' needs layers of the same units, got {} and {}", this->name(),
                    merge_, f_.units, b_.units);
     b_.flip_sequences = true;  // the backward run's outputs in time order
+    // A copy of the forward layer draws dropout masks of its own (as Keras's copy, made from the config, has a seed
+    // generator of its own), unless a seed was given.
+    if (b_.seed == f_.seed && !b_.options.seed) b_.seed = philox::mix64(f_.seed + 1);
     // As Keras's Bidirectional forces it (it matters with masks only).
     for (RecurrentSpec* s : {&f_, &b_}) s->options.zero_output_for_mask = s->options.return_sequences;
   }
@@ -83,10 +87,12 @@ class BidirectionalLayer final : public Layer {
           ob = recurrent_output_shape(b_, x.shape().without_batch()).with_batch(N);
     c.saved.resize(kFirstRun + 2 * kRecurrentSaved);
     reuse_or_allocate(c.saved, 0, {of, ob}, x);
-    run(c, 0,
-        [&](std::vector<Tensor>& s) { recurrent_forward(f_, weights_of(0), x, c.mask, c.saved[0], s); });
-    run(c, 1,
-        [&](std::vector<Tensor>& s) { recurrent_forward(b_, weights_of(1), x, c.mask, c.saved[1], s); });
+    run(c, 0, [&](std::vector<Tensor>& s) {
+      recurrent_forward(f_, weights_of(0), x, c.mask, c.training, c.saved[0], s);
+    });
+    run(c, 1, [&](std::vector<Tensor>& s) {
+      recurrent_forward(b_, weights_of(1), x, c.mask, c.training, c.saved[1], s);
+    });
     const Tensor &yf = c.saved[0], &yb = c.saved[1];
     if (merge_ == "concat") {
       ops::concat_forward({yf, yb}, c.output, c.output.rank() - 1);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/philox.h"
 #include "ops/rnn_math.h"
 
 namespace systolic::layers {
@@ -64,6 +65,86 @@ Tensor recurrent_part(const RecurrentSpec& s, const Tensor& bias) {
   return bias.view(ops::rnn_math::gates(s.cell) * s.units, {ops::rnn_math::gates(s.cell) * s.units});
 }
 
+// Keras's dropout (DropoutRNNCell): the masks, drawn once per call and used at every step, live in `saved` after the
+// recurrence's own tensors (0-18, listed at recurrent_forward and recurrent_backward).
+// The slots' contents: Gi input masks (1, or G with gate_masks), G the cell's gates, u its units.
+//   kInputMasks [Gi, N, F], kStateMasks [G, N, u] (recurrent.h); kInputOnes, kStateOnes: what they are drawn over;
+//   kMaskedInput [N, T, F]: x times the one input mask; kGateInputs [G, T, N, F]: x (time-major) times each gate's;
+//   kGateKernels [G, F, u]: the kernel's blocks; kGateProducts [G, T*N, u]: each gate's input product (backward:
+//   the gradients of the gates' products); kStateKernels [G, u, u]: the recurrent kernel's blocks; kMaskedStates
+//   [G, T, N, u]: each step's state times each gate's mask; kStepProducts [G, N, u]: one step's products of those
+//   (backward: their gradients); kStepStateGrad, kStepStateGradMasked [N, u]: one gate's masked state's gradient,
+//   and it times the mask; kGateInputGrad, kGateInputGradMasked [T, N, F]: likewise for the input; kGateKernelGrads
+//   [G, F, u], kKernelGrad [F, G*u], kStateKernelGrads [G, u, u], kStateKernelGrad [u, G*u]: the kernels' gradients.
+enum DropoutSlot : std::size_t {
+  kInputMasks = kRecurrentInputMasks,
+  kStateMasks = kRecurrentStateMasks,
+  kInputOnes,
+  kStateOnes,
+  kMaskedInput,
+  kGateInputs,
+  kGateKernels,
+  kGateProducts,
+  kStateKernels,
+  kMaskedStates,
+  kStepProducts,
+  kStepStateGrad,
+  kStepStateGradMasked,
+  kGateInputGrad,
+  kGateInputGradMasked,
+  kGateKernelGrads,
+  kKernelGrad,
+  kStateKernelGrads,
+  kStateKernelGrad,
+  kSlots
+};
+static_assert(kStateMasks == kInputMasks + 1 && kSlots == kRecurrentSaved);
+
+bool drops(double rate) {
+  return rate > 0 && rate < 1;
+}  // Keras: `if training and 0.0 < rate < 1.0`
+double clamped_rate(double r) {
+  return !(r > 0) ? 0.0 : r > 1 ? 1.0 : r;
+}
+std::int64_t gate_count(const RecurrentSpec& s) {
+  return ops::rnn_math::gates(s.cell);
+}
+
+// The g-th of a [G, ...] buffer's blocks, each of `shape`.
+Tensor block(const Tensor& t, std::int64_t g, const Shape& shape) {
+  return t.view(g * shape.numel(), shape);
+}
+std::vector<Tensor> blocks(const Tensor& t, std::int64_t G, const Shape& shape) {
+  std::vector<Tensor> b;
+  for (std::int64_t g = 0; g < G; ++g) b.push_back(block(t, g, shape));
+  return b;
+}
+// Gate g's u values of a bias (undefined without one).
+Tensor bias_block(const Tensor& bias, std::int64_t g, std::int64_t u) {
+  return bias.defined() ? bias.view(g * u, {u}) : Tensor();
+}
+
+// Draws this call's masks into saved[kInputMasks] and saved[kStateMasks] (undefined for what is not dropped):
+// dropout_forward over ones, keyed by the layer's seed (the replica's) and the training step.
+void draw_masks(const RecurrentSpec& s, const TrainingStep* training, const Tensor& x,
+                std::vector<Tensor>& saved) {
+  const std::int64_t N = x.dim(0), F = x.dim(2), G = gate_count(s);
+  auto draw = [&](std::size_t slot, std::size_t ones, Shape shape, double rate, std::uint64_t seed) {
+    reuse_or_allocate(saved, ones, {shape}, x);
+    ops::fill(saved[ones], 1.0);
+    reuse_or_allocate(saved, slot, {shape}, x);
+    ops::dropout_forward(saved[ones], saved[slot], rate, philox::replica_seed(seed, training->replica),
+                         training->counter);
+  };
+  saved[kInputMasks] = saved[kStateMasks] = Tensor();
+  if (!training) return;
+  if (drops(s.options.dropout))
+    draw(kInputMasks, kInputOnes, {s.gate_masks ? G : 1, N, F}, s.options.dropout, s.seed);
+  if (drops(s.options.recurrent_dropout))
+    draw(kStateMasks, kStateOnes, {G, N, s.units}, s.options.recurrent_dropout,
+         philox::mix64(s.seed ^ 0x5DEECE66Dull));
+}
+
 class RecurrentLayer final : public Layer {
  public:
   explicit RecurrentLayer(RecurrentSpec s, const std::string& name)
@@ -96,7 +177,7 @@ class RecurrentLayer final : public Layer {
   // Keras's RNN passes its input's mask on with return_sequences.
   bool output_masked(bool input_masked) const override { return input_masked && s_.options.return_sequences; }
   void forward(LayerCall& c) override {
-    recurrent_forward(s_, cell_weights(), c.inputs[0], c.mask, c.output, c.saved);
+    recurrent_forward(s_, cell_weights(), c.inputs[0], c.mask, c.training, c.output, c.saved);
   }
   void backward(LayerCall& c) override {
     recurrent_backward(s_, cell_weights(), c.doutput, c.mask, c.dinputs[0], c.saved);
@@ -135,9 +216,13 @@ RecurrentSpec recurrent_spec(const char* class_name, RnnCell cell, int units, co
   SYSTOLIC_CHECK(
       cell != RnnCell::gru || o.reset_after,
       "layer '{}': GRU(reset_after=False) is not supported yet (Keras's default since 2.x is True)", name);
-  SYSTOLIC_CHECK(o.dropout == 0 && o.recurrent_dropout == 0,
-                 "layer '{}': dropout and recurrent_dropout are not supported yet (got {} and {})", name,
-                 o.dropout, o.recurrent_dropout);
+  s.options.dropout = clamped_rate(o.dropout);
+  s.options.recurrent_dropout = clamped_rate(o.recurrent_dropout);
+  // Keras 3 runs implementation 1 (a mask per gate) whenever recurrent_dropout is set.
+  s.gate_masks = s.options.recurrent_dropout != 0;
+  // Drawn only when a mask will be, so that a layer without dropout leaves the global generator as it was.
+  if (drops(s.options.dropout) || drops(s.options.recurrent_dropout))
+    s.seed = o.seed ? *o.seed : global_generator().split();
   return s;
 }
 
@@ -175,7 +260,7 @@ void write_recurrent_config(const RecurrentSpec& s, json& c) {
   c["dropout"] = o.dropout;
   c["recurrent_dropout"] = o.recurrent_dropout;
   if (s.cell == RnnCell::gru) c["reset_after"] = o.reset_after;
-  if (s.cell != RnnCell::simple) c["seed"] = nullptr;
+  if (s.cell != RnnCell::simple) c["seed"] = o.seed ? json(*o.seed) : json(nullptr);
 }
 
 RecurrentSpec recurrent_spec_from_config(ConfigReader& r, const std::string& class_name) {
@@ -210,11 +295,15 @@ RecurrentSpec recurrent_spec_from_config(ConfigReader& r, const std::string& cla
   o.dropout = r.get_double("dropout", 0.0);
   o.recurrent_dropout = r.get_double("recurrent_dropout", 0.0);
   if (cell == RnnCell::gru) o.reset_after = r.get_bool("reset_after", true);
-  r.ignore("seed");            // draws dropout masks, which are not supported yet
-  r.ignore("implementation");  // tf.keras: how the gates' products are grouped, not what they compute
-  r.ignore("use_cudnn");       // Keras 3: which kernel runs, not what it computes
+  if (auto seed = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*seed);
+  // tf.keras (and Keras 3's constructor): how the gates' products are grouped; the same values, except that
+  // implementation 1 draws an input dropout mask per gate.
+  const auto implementation = r.get_optional_int("implementation");
+  r.ignore("use_cudnn");  // Keras 3: which kernel runs, not what it computes
   o.name = r.name();
-  return recurrent_spec(name, cell, r.get_int("units", 0), o);
+  RecurrentSpec s = recurrent_spec(name, cell, r.get_int("units", 0), o);
+  if (implementation && *implementation == 1) s.gate_masks = true;
+  return s;
 }
 
 void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const std::string& prefix,
@@ -246,28 +335,68 @@ void reuse_or_allocate(std::vector<Tensor>& buffers, std::size_t first, const st
 }
 
 void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, const Tensor& mask,
-                       Tensor& y, std::vector<Tensor>& saved) {
-  const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units,
-                     G = ops::rnn_math::gates(s.cell) * u;
+                       const TrainingStep* training, Tensor& y, std::vector<Tensor>& saved) {
+  const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units, Gn = gate_count(s), G = Gn * u;
   const bool lstm = s.cell == RnnCell::lstm;
   reuse_or_allocate(saved, 0, {{T, N, F}, {T, N, G}, {T + 1, N, u}, {T + 1, N, u}, {T, N, G}, {T, N, G}}, x);
   saved.resize(kRecurrentSaved);
   Tensor &xt = saved[0], &xp = saved[1], &h = saved[2], &cs = saved[3], &z = saved[4], &hp = saved[5];
   const Tensor bias = w.bias ? w.bias->value : Tensor();
-  ops::transpose(x, xt, {1, 0, 2});
+  draw_masks(s, training, x, saved);
+  const Tensor &in_masks = saved[kInputMasks], &state_masks = saved[kStateMasks];
+  const bool one_input_mask = in_masks.defined() && in_masks.dim(0) == 1;
+  if (one_input_mask) {  // the same mask [N, F] at every step
+    reuse_or_allocate(saved, kMaskedInput, {x.shape()}, x);
+    ops::broadcast_forward(ops::BinaryKind::multiply, x, in_masks.view(0, {N, 1, F}), saved[kMaskedInput]);
+    ops::transpose(saved[kMaskedInput], xt, {1, 0, 2});
+  } else {
+    ops::transpose(x, xt, {1, 0, 2});
+  }
   Tensor xp_flat = xp.view(0, {T * N, G});
-  ops::dense_forward(xt.view(0, {T * N, F}), w.kernel->operand(), input_part(s, bias), xp_flat);
+  const Tensor in_bias = input_part(s, bias);
+  if (in_masks.defined() && !one_input_mask) {
+    // A mask per gate: gate g's columns are (x * mask_g) @ kernel_g (+ its bias).
+    reuse_or_allocate(saved, kGateInputs, {{Gn, T, N, F}, {Gn, F, u}, {Gn, T * N, u}}, x);
+    std::vector<Tensor> kernels = blocks(saved[kGateKernels], Gn, {F, u}),
+                        products = blocks(saved[kGateProducts], Gn, {T * N, u});
+    ops::concat_backward(w.kernel->operand(), kernels, 1);
+    for (std::int64_t g = 0; g < Gn; ++g) {
+      Tensor xg = block(saved[kGateInputs], g, {T, N, F});
+      ops::broadcast_forward(ops::BinaryKind::multiply, xt, block(in_masks, g, {1, N, F}), xg);
+      ops::dense_forward(xg.view(0, {T * N, F}), kernels[g], bias_block(in_bias, g, u), products[g]);
+    }
+    ops::concat_forward(products, xp_flat, 1);
+  } else {
+    ops::dense_forward(xt.view(0, {T * N, F}), w.kernel->operand(), in_bias, xp_flat);
+  }
   Tensor h0 = step(h, 0, u, N), c0 = step(cs, 0, u, N), none;
   ops::fill(h0, 0.0);
   ops::fill(c0, 0.0);
   const Tensor rec_bias = recurrent_part(s, bias);
+  std::vector<Tensor> state_kernels, step_products;
+  if (state_masks.defined()) {
+    reuse_or_allocate(saved, kStateKernels, {{Gn, u, u}, {Gn, T, N, u}, {Gn, N, u}}, x);
+    state_kernels = blocks(saved[kStateKernels], Gn, {u, u});
+    step_products = blocks(saved[kStepProducts], Gn, {N, u});
+    ops::concat_backward(w.recurrent->operand(), state_kernels, 1);
+  }
   const Tensor mt = time_major_mask(s, mask, x, saved);
   for (std::int64_t k = 0; k < T; ++k) {
     const std::int64_t t = s.options.go_backwards ? T - 1 - k : k;
     Tensor hs = step(h, k, u, N), hnext = step(h, k + 1, u, N), zs = step(z, k, G, N),
            hps = step(hp, k, G, N);
     Tensor cprev = lstm ? step(cs, k, u, N) : none, cnext = lstm ? step(cs, k + 1, u, N) : none;
-    ops::dense_forward(hs, w.recurrent->operand(), rec_bias, hps);
+    if (state_masks.defined()) {
+      // Keras's implementation 1: gate g's recurrent columns are (h * mask_g) @ recurrent_kernel_g.
+      for (std::int64_t g = 0; g < Gn; ++g) {
+        Tensor hm = block(saved[kMaskedStates], g * T + k, {N, u});
+        ops::broadcast_forward(ops::BinaryKind::multiply, hs, block(state_masks, g, {N, u}), hm);
+        ops::dense_forward(hm, state_kernels[g], bias_block(rec_bias, g, u), step_products[g]);
+      }
+      ops::concat_forward(step_products, hps, 1);
+    } else {
+      ops::dense_forward(hs, w.recurrent->operand(), rec_bias, hps);
+    }
     ops::rnn_cell_forward(s.params, step(xp, t, G, N), hps, hs, cprev, mask_at(mt, t, N), hnext, cnext, zs);
   }
   if (!s.options.return_sequences) return ops::copy(step(h, T, u, N), y);
@@ -295,7 +424,7 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
                         const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved) {
   SYSTOLIC_CHECK(saved.size() == kRecurrentSaved, "{}: backward without a forward", s.class_name);
   const std::int64_t T = saved[0].dim(0), N = saved[0].dim(1), F = saved[0].dim(2), u = s.units,
-                     G = ops::rnn_math::gates(s.cell) * u;
+                     Gn = gate_count(s), G = Gn * u;
   const bool lstm = s.cell == RnnCell::lstm, gru = s.cell == RnnCell::gru;
   reuse_or_allocate(saved, 6,
                     {{T, N, u}, {T, N, G}, {T, N, G}, {N, u}, {N, u}, {N, u}, {N, u}, {N, u}, {T, N, F}},
@@ -304,6 +433,7 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
   Tensor &dyt = saved[6], &dxp = saved[7], &dhp = saved[8], &dh = saved[9], &dc = saved[10],
          &dh_direct = saved[11], &dc_prev = saved[12], &dh_rec = saved[13], &dxt = saved[14];
   const Tensor mt = saved[16];  // forward's time-major mask
+  const Tensor &in_masks = saved[kInputMasks], &state_masks = saved[kStateMasks];
   if (s.options.return_sequences) {
     if (zeroes_masked_outputs(s, mask)) {  // the zeroed outputs pass no gradient
       reuse_or_allocate(saved, 18, {dy.shape()}, dy);
@@ -319,6 +449,12 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
   ops::fill(dc, 0.0);
   Tensor none, bias_grad = w.bias ? w.bias->grad : Tensor();
   Tensor db_in = input_part(s, bias_grad), db_rec = recurrent_part(s, bias_grad);
+  std::vector<Tensor> state_kernels, step_grads;
+  if (state_masks.defined()) {
+    reuse_or_allocate(saved, kStepStateGrad, {{N, u}, {N, u}}, saved[0]);
+    state_kernels = blocks(saved[kStateKernels], Gn, {u, u});
+    step_grads = blocks(saved[kStepProducts], Gn, {N, u});
+  }
   // The gradient reaching h_prev other than through the recurrent kernel: GRU's z * h_prev, a masked row's all.
   const bool direct = gru || mask.defined();
   for (std::int64_t k = T - 1; k >= 0; --k) {
@@ -330,7 +466,22 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
                            lstm ? step(cs, k + 1, u, N) : none, mask_at(mt, t, N), dh, lstm ? dc : none, dxs,
                            dhs, dh_direct, dcp_arg);
     // dh_prev = dh_part @ W_r^T (+ the direct part); W_r's gradient is taken once for every step, below.
-    if (direct) {
+    if (state_masks.defined()) {
+      // Through each gate's masked state: the sum over g of mask_g * (dh_part_g @ W_r,g^T).
+      ops::concat_backward(dhs, step_grads, 1);
+      for (std::int64_t g = 0; g < Gn; ++g) {
+        ops::dense_backward(block(saved[kMaskedStates], g * T + k, {N, u}), state_kernels[g], step_grads[g],
+                            saved[kStepStateGrad], none, none);
+        Tensor& into = g == 0 ? dh_rec : saved[kStepStateGradMasked];
+        ops::broadcast_forward(ops::BinaryKind::multiply, saved[kStepStateGrad],
+                               block(state_masks, g, {N, u}), into);
+        if (g > 0) ops::accumulate(into, dh_rec);
+      }
+      if (direct)
+        ops::add_n({dh_direct, dh_rec}, dh);
+      else
+        ops::copy(dh_rec, dh);
+    } else if (direct) {
       ops::dense_backward(hs, w.recurrent->operand(), dhs, dh_rec, none, none);
       ops::add_n({dh_direct, dh_rec}, dh);
     } else {
@@ -338,13 +489,58 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
     }
     if (lstm) std::swap(dc, dc_prev);
   }
-  // W_r's gradient (and the recurrent bias's): sum over the steps of h_prev^T @ dh_part, as one product.
-  ops::dense_backward(h.view(0, {T * N, u}), w.recurrent->operand(), dhp.view(0, {T * N, G}), none,
-                      w.recurrent->grad, db_rec);
+  // W_r's gradient (and the recurrent bias's): sum over the steps of h_prev^T @ dh_part, as one product (one per
+  // gate when the state was dropped: each gate's masked states).
+  if (state_masks.defined()) {
+    reuse_or_allocate(saved, kStateKernelGrads, {{Gn, u, u}, {u, G}}, w.recurrent->grad);
+    reuse_or_allocate(saved, kGateProducts, {{Gn, T * N, u}}, saved[0]);
+    std::vector<Tensor> grads = blocks(saved[kGateProducts], Gn, {T * N, u}),
+                        kernel_grads = blocks(saved[kStateKernelGrads], Gn, {u, u});
+    ops::concat_backward(dhp.view(0, {T * N, G}), grads, 1);
+    ops::fill(saved[kStateKernelGrads], 0.0);
+    for (std::int64_t g = 0; g < Gn; ++g) {
+      Tensor db = bias_block(db_rec, g, u);
+      ops::dense_backward(block(saved[kMaskedStates], g, {T * N, u}), state_kernels[g], grads[g], none,
+                          kernel_grads[g], db);
+    }
+    ops::concat_forward(kernel_grads, saved[kStateKernelGrad], 1);
+    ops::accumulate(saved[kStateKernelGrad], w.recurrent->grad);
+  } else {
+    ops::dense_backward(h.view(0, {T * N, u}), w.recurrent->operand(), dhp.view(0, {T * N, G}), none,
+                        w.recurrent->grad, db_rec);
+  }
   Tensor dx_flat = dx.defined() ? dxt.view(0, {T * N, F}) : none;
-  ops::dense_backward(xt.view(0, {T * N, F}), w.kernel->operand(), dxp.view(0, {T * N, G}), dx_flat,
-                      w.kernel->grad, db_in);
-  if (dx.defined()) ops::transpose(dxt, dx, {1, 0, 2});
+  if (in_masks.defined() && in_masks.dim(0) > 1) {
+    // A mask per gate: gate g's products' gradient to kernel_g, and through mask_g to the input.
+    reuse_or_allocate(saved, kGateKernelGrads, {{Gn, F, u}, {F, G}}, w.kernel->grad);
+    reuse_or_allocate(saved, kGateProducts, {{Gn, T * N, u}}, saved[0]);
+    if (dx.defined()) reuse_or_allocate(saved, kGateInputGrad, {{T, N, F}, {T, N, F}}, saved[0]);
+    std::vector<Tensor> grads = blocks(saved[kGateProducts], Gn, {T * N, u}),
+                        kernels = blocks(saved[kGateKernels], Gn, {F, u}),
+                        kernel_grads = blocks(saved[kGateKernelGrads], Gn, {F, u});
+    ops::concat_backward(dxp.view(0, {T * N, G}), grads, 1);
+    ops::fill(saved[kGateKernelGrads], 0.0);
+    for (std::int64_t g = 0; g < Gn; ++g) {
+      Tensor dxg = dx.defined() ? saved[kGateInputGrad].view(0, {T * N, F}) : none;
+      Tensor db = bias_block(db_in, g, u);
+      ops::dense_backward(block(saved[kGateInputs], g, {T * N, F}), kernels[g], grads[g], dxg,
+                          kernel_grads[g], db);
+      if (!dx.defined()) continue;
+      Tensor& into = g == 0 ? dxt : saved[kGateInputGradMasked];
+      ops::broadcast_forward(ops::BinaryKind::multiply, saved[kGateInputGrad], block(in_masks, g, {1, N, F}),
+                             into);
+      if (g > 0) ops::accumulate(into, dxt);
+    }
+    ops::concat_forward(kernel_grads, saved[kKernelGrad], 1);
+    ops::accumulate(saved[kKernelGrad], w.kernel->grad);
+  } else {
+    ops::dense_backward(xt.view(0, {T * N, F}), w.kernel->operand(), dxp.view(0, {T * N, G}), dx_flat,
+                        w.kernel->grad, db_in);
+  }
+  if (!dx.defined()) return;
+  ops::transpose(dxt, dx, {1, 0, 2});
+  if (in_masks.defined() && in_masks.dim(0) == 1)  // x was multiplied by the mask
+    ops::broadcast_forward(ops::BinaryKind::multiply, dx, in_masks.view(0, {N, 1, F}), dx);
 }
 
 std::shared_ptr<Layer> simple_rnn_from_config(ConfigReader& r) {

@@ -25,11 +25,18 @@ struct RecurrentSpec {
   // With return_sequences and go_backwards: the outputs in time order rather than in the order of the steps run
   // (Bidirectional's backward run).
   bool flip_sequences = false;
+  // Keras's implementation 1 (which Keras 3 uses whenever recurrent_dropout is set, and a tf.keras config may
+  // name): the input's dropout draws a mask per gate rather than one.
+  bool gate_masks = false;
+  std::uint64_t seed = 0;  // of the dropout masks: options.seed, or drawn when a rate is set
 };
 // The spec of a SimpleRNN, LSTM or GRU layer; null for another layer.
 const RecurrentSpec* recurrent_spec_of(const Layer& layer);
 // How many tensors recurrent_forward and recurrent_backward keep in `saved`.
-inline constexpr std::size_t kRecurrentSaved = 19;
+inline constexpr std::size_t kRecurrentSaved = 38;
+// Where a training forward keeps its dropout masks in `saved` (undefined when nothing is dropped): the input's
+// [1 or G, N, F] and the state's [G, N, units], values 0 or 1/(1 - rate); G: the cell's gates in Keras's order.
+inline constexpr std::size_t kRecurrentInputMasks = 19, kRecurrentStateMasks = 20;
 // Checks the arguments (errors name the layer).
 RecurrentSpec recurrent_spec(const char* class_name, ops::RnnCell cell, int units, const RecurrentOptions& o);
 // Reads a Keras 3 or tf.keras config of SimpleRNN, LSTM or GRU (the class's), the name included.
@@ -61,9 +68,10 @@ void reuse_or_allocate(std::vector<Tensor>& buffers, std::size_t first, const st
 
 // y = the recurrence over x [N, T, F] (y: [N, units] or [N, T, units]); `saved` keeps what backward reads. mask
 // [N, T] (Keras's; undefined: none): a masked step keeps the state, and with return_sequences outputs the previous
-// step's output, or zeros with zero_output_for_mask.
+// step's output, or zeros with zero_output_for_mask. training (null: inference): the step whose dropout masks
+// this call draws.
 void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, const Tensor& mask,
-                       Tensor& y, std::vector<Tensor>& saved);
+                       const TrainingStep* training, Tensor& y, std::vector<Tensor>& saved);
 // dx (=; undefined: not computed) and the weights' gradients (+=) from dy (the mask: forward's).
 void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy,
                         const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved);
