@@ -467,6 +467,13 @@ TEST(GradientCheck, MergesWithBroadcasting) {
   check_layer(layers::Average(), {{2, 3, 4}, {2, 3, 4}, {2, 1, 4}}, 44);
   check_layer(layers::Maximum(), {{2, 3, 4}, {2, 1, 4}, {2, 3, 4}}, 45);
   check_layer(layers::Minimum(), {{2, 3, 4}, {2, 4}}, 46);
+  // keras.src.ops.numpy's TrueDivide and Divide of two tensors (a functional model's `x / y`): values in [0.5, 2].
+  const nlohmann::json tensor = {{"class_name", "__keras_tensor__"}};
+  for (const char* cls : {"TrueDivide", "Divide"}) {
+    LayerRef divide(
+        layers::numpy_operation_from_entry(cls, {{"name", "d"}}, nlohmann::json::array({tensor, tensor})));
+    check_layer(divide, {{2, 3, 4}, {2, 1, 4}}, 60, 0.5, 2);
+  }
 }
 TEST(GradientCheck, ReshapePermuteRepeatVectorDenseRank4) {
   Float64Scope f64;

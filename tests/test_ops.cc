@@ -1502,14 +1502,16 @@ void norm_cases(std::map<Op, std::vector<Case>>& m) {
                                     {{4, 1}, {2, 4, 7}, {2, 4, 7}}};
   for (const Pair2& p : pairs)
     for (BinaryKind kind : {BinaryKind::add, BinaryKind::subtract, BinaryKind::multiply, BinaryKind::maximum,
-                            BinaryKind::minimum}) {
+                            BinaryKind::minimum, BinaryKind::divide}) {
       std::string name = fmt::format("{} op{} {}", p.a.str(), int(kind), p.b.str());
-      m[Op::broadcast_forward].push_back({name, {in("a", p.a), in("b", p.b), out("y", p.y)}, [kind](auto& t) {
+      // A divisor away from zero.
+      const Arg b = kind == BinaryKind::divide ? in("b", p.b, 0.5, 2) : in("b", p.b);
+      m[Op::broadcast_forward].push_back({name, {in("a", p.a), b, out("y", p.y)}, [kind](auto& t) {
                                             broadcast_forward(kind, t[0], t[1], t[2]);
                                           }});
       m[Op::broadcast_backward].push_back(
           {name,
-           {in("a", p.a), in("b", p.b), in("dy", p.y), out("da", p.a), out("db", p.b)},
+           {in("a", p.a), b, in("dy", p.y), out("da", p.a), out("db", p.b)},
            [kind](auto& t) { broadcast_backward(kind, t[0], t[1], t[2], t[3], t[4]); },
            Family::reduction});
     }

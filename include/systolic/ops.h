@@ -281,7 +281,7 @@ struct CrossReplica {
 // LayerNormalization (Keras 3): layer; its deprecated rms_scaling: rms_scaling; UnitNormalization: unit.
 enum class NormKind { layer, rms_scaling, unit };
 // Keras's merge layers and LayerScale, with NumPy broadcasting.
-enum class BinaryKind { add, subtract, multiply, maximum, minimum };
+enum class BinaryKind { add, subtract, multiply, maximum, minimum, divide };
 // regul: the parameters of ops::constrain (Keras's constraints; include/systolic/regularizers.h).
 struct ConstraintParams {
   enum Kind : int { max_norm, non_neg, unit_norm, min_max_norm };
@@ -474,7 +474,7 @@ struct RowLossParams {
 //                   mean, rstd: [M] float32 (float64 with float64 data), written for backward.
 // layer_norm_backward  dx (=), dgamma, dbeta (+=) from x, gamma and the statistics forward wrote.
 // broadcast_forward  y = a (op) b with NumPy broadcasting (shapes aligned on the right, each dim equal or 1); y
-//                   has the broadcast shape. add, subtract, multiply, maximum, minimum.
+//                   has the broadcast shape. add, subtract, multiply, maximum, minimum, divide (a / b).
 // broadcast_backward  da, db (=, each summed over the axes it was broadcast along; undefined: skipped). maximum
 //                   sends dy to a where a >= b, else to b; minimum to a where a <= b (TensorFlow's gradients).
 // normalize_forward  Keras's Normalization: with d = max(sqrt(variance), 1e-7) per statistic: y = (x - mean) / d;

@@ -1,6 +1,6 @@
 // Keras 3 operation nodes of keras.src.ops.numpy. With one tensor and one number (`x + 3.0`, `x * (1/6)`, as
 // MobileNetV3's hard_sigmoid writes them): y = x*scale + shift through ops::scale_shift. With two tensors of one
-// rank (`inputs + x`, ConvNeXt's residuals): NumPy's broadcasting add, subtract or multiply through
+// rank (`inputs + x`, ConvNeXt's residuals, `x / y`): NumPy's broadcasting add, subtract, multiply or divide through
 // ops::broadcast_forward. Keras writes them as entries of the model's layers with module "keras.src.ops.numpy"
 // and the numbers among the call's args; so does systolic (keras_module, keras_call_args).
 #include <systolic/error.h>
@@ -24,11 +24,12 @@ class NumpyOperationLayer final : public Layer {
       kind_ = ops::BinaryKind::subtract;
     else if (class_name == "Multiply")
       kind_ = ops::BinaryKind::multiply;
+    else if (class_name == "Divide" || class_name == "TrueDivide")
+      kind_ = ops::BinaryKind::divide;
     else
       fail(
           "operation '{}': keras.src.ops.numpy.{} of two tensors is not supported (systolic runs Add, "
-          "Subtract "
-          "and Multiply of two tensors)",
+          "Subtract, Multiply and Divide of two tensors)",
           name, class_name);
   }
   // One tensor and a number.

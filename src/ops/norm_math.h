@@ -191,6 +191,8 @@ SYSTOLIC_NORM_HD T binary_value(BinaryKind k, T a, T b) {
       return a >= b ? a : b;
     case BinaryKind::minimum:
       return a <= b ? a : b;
+    case BinaryKind::divide:
+      return a / b;
   }
   return a;
 }
@@ -209,6 +211,8 @@ SYSTOLIC_NORM_HD T binary_gradient(BinaryKind k, int which, T a, T b, T g) {
       return (a >= b) == (which == 0) ? g : T(0);
     case BinaryKind::minimum:
       return (a <= b) == (which == 0) ? g : T(0);
+    case BinaryKind::divide:
+      return which ? -g * a / (b * b) : g / b;
   }
   return g;
 }

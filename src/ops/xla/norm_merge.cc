@@ -128,6 +128,8 @@ E binary_value(BinaryKind k, const E& a, const E& b) {
       return where(a >= b, a, b);
     case BinaryKind::minimum:
       return where(a <= b, a, b);
+    case BinaryKind::divide:
+      return a / b;
   }
   return a;
 }
@@ -143,6 +145,8 @@ E binary_gradient(BinaryKind k, int which, const E& a, const E& b, const E& g) {
       return which ? where(a >= b, 0.0, g) : where(a >= b, g, 0.0);
     case BinaryKind::minimum:
       return which ? where(a <= b, 0.0, g) : where(a <= b, g, 0.0);
+    case BinaryKind::divide:
+      return which ? -g * a / (b * b) : g / b;
   }
   return g;
 }
