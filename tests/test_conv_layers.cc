@@ -268,9 +268,23 @@ TEST(Conv1DLayers, ConfigsAndRefusals) {
   c = {{"name", "p"}, {"pool_size", 2}, {"padding", "causal"}};
   EXPECT_THAT(error_of([&] { sy::layers::layer_from_config("MaxPooling1D", c); }),
               HasSubstr("padding 'causal' is not 'valid' or 'same'"));
-  c = {{"name", "g"}, {"data_format", "channels_first"}, {"keepdims", false}};
+  c = {{"name", "g"}, {"data_format", "channels_middle"}, {"keepdims", false}};
   EXPECT_THAT(error_of([&] { sy::layers::layer_from_config("GlobalAveragePooling1D", c); }),
+              HasSubstr("option 'data_format': unsupported value 'channels_middle'"));
+  c = {{"name", "g"}, {"data_format", "channels_first"}, {"keepdims", false}};
+  EXPECT_THAT(error_of([&] { sy::layers::layer_from_config("GlobalAveragePooling2D", c); }),
               HasSubstr("data_format"));
+  EXPECT_THAT(error_of([] { sy::layers::MaxPooling1D(2, {.data_format = "NCW"}); }),
+              HasSubstr("data_format must be channels_last or channels_first, got 'NCW'"));
+  EXPECT_THAT(error_of([] { sy::layers::GlobalMaxPooling2D({.data_format = "channels_first"}); }),
+              HasSubstr("channels_first is supported by the 1-D layers only"));
+  EXPECT_THAT(error_of([] { sy::layers::Conv1DTranspose(2, 3, {.strides = 2, .output_padding = 2}); }),
+              HasSubstr("output_padding 2 must be at least 0 and less than the stride 2"));
+  EXPECT_THAT(
+      error_of([&] {
+        sy::layers::GlobalAveragePooling1D({.data_format = "channels_first"})(sy::layers::Input({5, 4, 2}));
+      }),
+      HasSubstr("expects input (channels, steps)"));
   auto seq = sy::layers::Input({5, 2});
   EXPECT_THAT(error_of([&] {
                 sy::layers::Conv1D(3, 3)(sy::layers::Input({5, 4, 2}));

@@ -42,8 +42,9 @@ void check_all(Tensor& t, const Tensor& analytic, const std::function<double()>&
 }
 
 // L = sum(r * layer(x...)) in training mode; checks dL/dx for every input and dL/dw for every trainable weight.
+// mask: Keras's mask of the first input (undefined: none).
 void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t seed = 1, double lo = -1,
-                 double hi = 1) {
+                 double hi = 1, const Tensor& mask = Tensor()) {
   std::vector<SymbolicTensor> sym;
   for (auto& s : shapes) sym.push_back(layers::Input(s.without_batch(), {.dtype = DType::float64}));
   SymbolicTensor out = sym.size() == 1 ? layer(sym[0]) : layer(sym);
@@ -57,6 +58,7 @@ void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t
     c.inputs = xs;
     c.output = Tensor(out.shape().with_batch(n), DType::float64);
     c.training = &training;
+    c.mask = mask;
     layer->call_forward(c);
   };
   auto loss = [&]() {
@@ -541,6 +543,26 @@ TEST(GradientCheck, Conv1DFamily) {
   check_layer(layers::ZeroPadding1D({2, 1}), {{2, 4, 3}});
   check_layer(layers::Cropping1D({1, 2}), {{2, 6, 3}});
   check_layer(layers::UpSampling1D(3), {{2, 3, 2}});
+  check_layer(layers::Conv1DTranspose(3, 3, {.strides = 2, .padding = "same"}), {{2, 4, 2}});
+  check_layer(layers::Conv1DTranspose(2, 3, {.strides = 2, .output_padding = 1, .activation = "tanh"}),
+              {{1, 3, 3}});
+  check_layer(layers::Conv1DTranspose(2, 2, {.dilation_rate = 2, .use_bias = false}), {{2, 3, 2}});
+  // data_format channels_first: (C, L).
+  check_layer(layers::MaxPooling1D(2, {.data_format = "channels_first"}), {{2, 3, 7}});
+  check_layer(layers::AveragePooling1D(3, {.strides = 2, .padding = "same", .data_format = "channels_first"}),
+              {{2, 2, 7}});
+  check_layer(layers::GlobalAveragePooling1D({.keepdims = true, .data_format = "channels_first"}),
+              {{2, 3, 5}});
+  check_layer(layers::GlobalMaxPooling1D({.data_format = "channels_first"}), {{2, 3, 5}});
+}
+// GlobalAveragePooling1D of a masked input: the average of the unmasked steps (both data formats); a masked step's
+// gradient is zero.
+TEST(GradientCheck, MaskedGlobalAveragePooling1D) {
+  Float64Scope f64;
+  Tensor mask = Tensor::from_vector(std::vector<double>{1, 1, 0, 1, 0, 0, 1, 1, 1, 1}, {2, 5});
+  check_layer(layers::GlobalAveragePooling1D(), {{2, 5, 3}}, 1, -1, 1, mask);
+  check_layer(layers::GlobalAveragePooling1D({.keepdims = true, .data_format = "channels_first"}),
+              {{2, 3, 5}}, 2, -1, 1, mask);
 }
 // Embedding: ids drawn as floats in [0, input_dim) (truncated toward zero; none within the step of an integer), so
 // several repeat and their gradient rows add up; the ids' own gradient is zero.

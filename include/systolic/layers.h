@@ -83,6 +83,7 @@ struct NameOptions {
 // GlobalAveragePooling2D and GlobalMaxPooling2D: (H, W, C) -> (C,), or (1, 1, C) with keepdims.
 struct GlobalPoolingOptions {
   bool keepdims = false;
+  std::string data_format = "channels_last";  // the 1-D layers also take "channels_first": (C, L)
   std::string name;
 };
 LayerRef GlobalAveragePooling2D(const GlobalPoolingOptions& options = {});
@@ -262,6 +263,21 @@ struct Conv2DTransposeOptions {
   std::string name;
 };
 LayerRef Conv2DTranspose(int filters, Pair kernel_size, const Conv2DTransposeOptions& options = {});
+// Conv1DTranspose over (L, C): Conv2DTranspose along one axis; kernel (K, filters, C), bias (filters).
+struct Conv1DTransposeOptions {
+  int strides = 1;
+  std::string padding = "valid";
+  std::optional<int> output_padding;  // none: Keras's default output length
+  int dilation_rate = 1;
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint kernel_constraint = {}, bias_constraint = {};
+  std::string name;
+};
+LayerRef Conv1DTranspose(int filters, int kernel_size, const Conv1DTransposeOptions& options = {});
 struct UpSampling2DOptions {
   std::string interpolation = "nearest";  // or "bilinear"
   std::string name;
@@ -288,11 +304,13 @@ LayerRef Conv1D(int filters, int kernel_size, const Conv1DOptions& options = {})
 struct Pooling1DOptions {
   std::optional<int> strides;  // default: the pool size
   std::string padding = "valid";
+  std::string data_format = "channels_last";  // or "channels_first": (C, L)
   std::string name;
 };
 LayerRef MaxPooling1D(int pool_size = 2, const Pooling1DOptions& options = {});
 LayerRef AveragePooling1D(int pool_size = 2, const Pooling1DOptions& options = {});
-// GlobalAveragePooling1D and GlobalMaxPooling1D: (L, C) -> (C,), or (1, C) with keepdims.
+// GlobalAveragePooling1D and GlobalMaxPooling1D: (L, C) -> (C,), or (1, C) with keepdims; channels_first: (C, L)
+// -> (C,), or (C, 1). GlobalAveragePooling1D of a masked input averages the unmasked steps alone (Keras's).
 LayerRef GlobalAveragePooling1D(const GlobalPoolingOptions& options = {});
 LayerRef GlobalMaxPooling1D(const GlobalPoolingOptions& options = {});
 // ZeroPadding1D({before, after}) adds zero steps; Cropping1D({before, after}) removes steps.
@@ -318,8 +336,8 @@ LayerRef Embedding(int input_dim, int output_dim, const EmbeddingOptions& option
 // Masking: steps whose features all equal mask_value are padding: the output is the input with those steps zeroed,
 // and carries a mask (1 for the other steps) that the recurrent layers skip padded steps by. Keras's masks pass
 // through the layers that support them (Dense, activations, dropouts, normalisations, an RNN with
-// return_sequences) and stop at the others; a layer that Keras lets read a mask where systolic does not yet
-// (GlobalAveragePooling1D, the merges) refuses a masked input by name, as does a loss on a masked output.
+// return_sequences) and stop at the others (GlobalAveragePooling1D reads it); a layer that Keras lets read a mask
+// where systolic does not yet (the merges) refuses a masked input by name, as does a loss on a masked output.
 struct MaskingOptions {
   double mask_value = 0.0;
   std::string name;

@@ -464,6 +464,8 @@ const std::map<std::string, FromConfig>& registry() {
       {"Bidirectional", bidirectional_from_config},
       {"TimeDistributed", time_distributed_from_config},
       {"DepthwiseConv1D", depthwise_conv1d_from_config},
+      {"Conv1DTranspose", conv1d_transpose_from_config},
+      {"Convolution1DTranspose", conv1d_transpose_from_config},
       {"SeparableConv1D", separable_conv1d_from_config},
       {"SeparableConvolution1D", separable_conv1d_from_config},
       {"Rescaling", rescaling_from_config},

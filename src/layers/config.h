@@ -128,6 +128,7 @@ std::shared_ptr<Layer> gru_from_config(ConfigReader& r);
 std::shared_ptr<Layer> bidirectional_from_config(ConfigReader& r);
 std::shared_ptr<Layer> time_distributed_from_config(ConfigReader& r);
 std::shared_ptr<Layer> depthwise_conv1d_from_config(ConfigReader& r);
+std::shared_ptr<Layer> conv1d_transpose_from_config(ConfigReader& r);
 std::shared_ptr<Layer> separable_conv1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> dense_from_config(ConfigReader& r);
 std::shared_ptr<Layer> batch_normalization_from_config(ConfigReader& r);

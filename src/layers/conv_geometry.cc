@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "layers/config.h"
+
 namespace systolic::layers {
 
 AxisPadding pad_axis(std::int64_t in, const WindowAxis& axis, const std::string& padding) {
@@ -98,6 +100,18 @@ ops::Pool2DParams ConvGeometry::pool2d_params(const Shape& x, ops::PoolKind kind
 
 Tensor as_2d(const Tensor& t) {
   return t.defined() ? t.reshape({t.dim(0), 1, t.dim(1), t.dim(2)}) : t;
+}
+
+bool data_format_1d(const std::string& format, const std::string& layer) {
+  SYSTOLIC_CHECK(format == "channels_last" || format == "channels_first",
+                 "layer '{}': data_format must be channels_last or channels_first, got '{}'", layer, format);
+  return format == "channels_first";
+}
+bool read_data_format_1d(ConfigReader& r) {
+  const std::string f = r.get_string("data_format", "channels_last");
+  if (f != "channels_last" && f != "channels_first")
+    r.fail_option("data_format", "unsupported value '" + f + "'");
+  return f == "channels_first";
 }
 
 void check_depthwise_options(const std::string& layer, const ConvGeometry& geometry, int depth_multiplier) {

@@ -89,6 +89,12 @@ class ConvGeometry {
 // stays undefined.
 Tensor as_2d(const Tensor& t);
 
+class ConfigReader;
+// A 1-D pooling layer's data_format: true for "channels_first", false for "channels_last"; another value is an error
+// naming the layer. read_data_format_1d reads it from a config (default channels_last).
+bool data_format_1d(const std::string& format, const std::string& layer);
+bool read_data_format_1d(ConfigReader& r);
+
 // Error naming `layer` unless `padding` is 'valid' or 'same' (or 'causal' where allowed).
 void check_padding(const std::string& padding, const std::string& layer, bool causal = false);
 

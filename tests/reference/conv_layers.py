@@ -1,5 +1,6 @@
 """Keras 3 fixtures for systolic's convolution, cropping, pooling and upsampling layers, 2-D and 1-D, Embedding and
-the recurrent layers (SimpleRNN, LSTM, GRU, Bidirectional), TimeDistributed, DepthwiseConv1D and SeparableConv1D.
+the recurrent layers (SimpleRNN, LSTM, GRU, Bidirectional; with dropout), TimeDistributed, DepthwiseConv1D,
+SeparableConv1D and Conv1DTranspose, the 1-D pools with data_format channels_first.
 
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py            # rewrites tests/fixtures/conv_layers/
     /var/tmp/systolic-bench-venv/bin/python tests/reference/conv_layers.py --out DIR  # elsewhere
@@ -142,6 +143,24 @@ CASES = {
     "separable1d_3_dilation2": ((9, 3), lambda L: L.SeparableConv1D(4, 3, dilation_rate=2, depth_multiplier=2)),
     "separable1d_5_stride2_same_nobias": (
         (10, 2), lambda L: L.SeparableConv1D(3, 5, strides=2, padding="same", use_bias=False, activation="relu")),
+    # Recurrent dropout: the configs (rates, seed) and inference, where nothing is dropped.
+    "lstm_dropout_recurrent_dropout": ((5, 3), lambda L: L.LSTM(4, dropout=0.2, recurrent_dropout=0.3, seed=7)),
+    "gru_dropout_seq": ((4, 3), lambda L: L.GRU(3, dropout=0.25, return_sequences=True)),
+    "simple_rnn_recurrent_dropout": ((5, 2), lambda L: L.SimpleRNN(3, recurrent_dropout=0.4)),
+    "bidirectional_lstm_dropout": ((4, 2), lambda L: L.Bidirectional(L.LSTM(2, dropout=0.1, recurrent_dropout=0.2))),
+    # Conv1DTranspose, and the 1-D pools with data_format channels_first (C, L).
+    "conv1d_transpose_3_stride2_same": ((6, 3), lambda L: L.Conv1DTranspose(4, 3, strides=2, padding="same")),
+    "conv1d_transpose_4_stride3_valid_relu": (
+        (5, 2), lambda L: L.Conv1DTranspose(3, 4, strides=3, activation="relu", use_bias=False)),
+    "conv1d_transpose_3_stride2_output_padding1": (
+        (5, 3), lambda L: L.Conv1DTranspose(2, 3, strides=2, padding="same", output_padding=1)),
+    "conv1d_transpose_3_dilation2": ((6, 2), lambda L: L.Conv1DTranspose(3, 3, dilation_rate=2)),
+    "max_pooling1d_channels_first": ((3, 7), lambda L: L.MaxPooling1D(2, data_format="channels_first")),
+    "average_pooling1d_channels_first_same": (
+        (4, 7), lambda L: L.AveragePooling1D(3, strides=2, padding="same", data_format="channels_first")),
+    "global_average_pooling1d_channels_first_keepdims": (
+        (3, 5), lambda L: L.GlobalAveragePooling1D(data_format="channels_first", keepdims=True)),
+    "global_max_pooling1d_channels_first": ((4, 6), lambda L: L.GlobalMaxPooling1D(data_format="channels_first")),
 }
 
 # Cases whose inputs are ids: name -> (input_dim, fractional part added to each id).

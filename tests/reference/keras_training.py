@@ -213,9 +213,50 @@ def masked_series(rng):
     return m, x, y
 
 
+def masked_average(rng):
+    """GlobalAveragePooling1D over Embedding(mask_zero=True)'s vectors averages the unmasked steps alone: word ids
+    padded with 0 at the end, class 1 when words 1..9 outnumber words 10..18; SGD with momentum."""
+    x = np.zeros((80, 12), dtype=np.int64)
+    y = np.zeros(80, dtype=np.int64)
+    for i in range(80):
+        n = rng.integers(2, 13)
+        x[i, :n] = rng.integers(1, 30, size=n)
+        y[i] = int(np.sum((x[i] >= 1) & (x[i] <= 9)) > np.sum((x[i] >= 10) & (x[i] <= 18)))
+    keras.utils.set_random_seed(11)
+    i = keras.Input((12,))
+    h = keras.layers.Embedding(30, 6, mask_zero=True)(i)
+    h = keras.layers.GlobalAveragePooling1D()(h)
+    o = keras.layers.Dense(1, activation="sigmoid")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.5, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
+def transpose_series(rng):
+    """Conv1DTranspose and the 1-D pools with data_format channels_first: series of 10 steps (3 channels) whose class
+    is the channel with the largest trend; Conv1DTranspose doubles the steps, MaxPooling1D and
+    GlobalAveragePooling1D read the (20, 4) result as 20 channels of 4 steps; Adam."""
+    x = 0.5 * rng.normal(size=(80, 10, 3))
+    y = rng.integers(0, 3, size=80).astype(np.int64)
+    for i in range(80):
+        x[i, :, y[i]] += np.linspace(-1.0, 1.0, 10)
+    keras.utils.set_random_seed(12)
+    i = keras.Input((10, 3))
+    h = keras.layers.Conv1DTranspose(4, 3, strides=2, padding="same", activation="relu")(i)
+    h = keras.layers.MaxPooling1D(2, data_format="channels_first")(h)
+    h = keras.layers.GlobalAveragePooling1D(data_format="channels_first")(h)
+    o = keras.layers.Dense(3, activation="softmax")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
-         ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series)]
+         ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
+         ("masked_average", masked_average), ("transpose_series", transpose_series)]
 
 
 def check(folder):
