@@ -3,6 +3,7 @@
 // weights-file layout (the cell's variables under cell/vars), what the layers refuse, and a training step on XLA as
 // on the CPU; a GRU learning a real time series; dropout and recurrent_dropout as Keras 3's cells apply them.
 #include <gmock/gmock.h>
+#include <omp.h>
 #include <systolic/systolic.h>
 
 #include <cstdio>
@@ -219,6 +220,47 @@ TEST(Recurrent, DropoutTrainsOnXlaAsOnTheCpu) {
     EXPECT_LT(systolic::testing::normalised_max_error(b[k].to(Device::cpu()), a[k]), 1e-5) << k;
     EXPECT_NE(a[k].to_doubles(), initial[k].to_doubles()) << k;
   }
+}
+
+// On the CPU with two threads a Bidirectional runs its two directions at once (each on one thread): predictions,
+// a training epoch (dropout and a mask included) and the weights it leaves equal those of the runs in turn (one
+// thread).
+TEST(Recurrent, BidirectionalDirectionsAtOnceEqualInTurn) {
+  auto make = [] {
+    set_random_seed(17);
+    auto in = layers::Input({7});
+    auto x = layers::Embedding(12, 4, {.mask_zero = true})(in);
+    x = layers::Bidirectional(
+        layers::LSTM(5, {.dropout = 0.2, .recurrent_dropout = 0.2, .seed = 3, .return_sequences = true}))(x);
+    x = layers::Bidirectional(layers::GRU(3), {.merge_mode = "sum"})(x);
+    Model m(in, layers::Dense(2, {.activation = "softmax"})(x), "bi");
+    m.compile(optimizers::Adam(0.01), "sparse_categorical_crossentropy");
+    return m;
+  };
+  std::vector<float> ids, labels;
+  for (int i = 0; i < 24; ++i) {
+    for (int t = 0; t < 7; ++t) ids.push_back(t < 3 + i % 4 ? float((i * 7 + t * 3) % 11 + 1) : 0.0f);
+    labels.push_back(float(i % 2));
+  }
+  Tensor x = Tensor::from_vector(ids, {24, 7}), y = Tensor::from_vector(labels, {24});
+  const int threads = omp_get_max_threads();
+  auto run = [&](int n) {
+    omp_set_num_threads(n);
+    Model m = make();
+    auto p = m.predict(x).to_doubles();
+    m.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false});
+    std::vector<double> w;
+    for (const Tensor& t : m.get_weights())
+      for (double v : t.to_doubles()) w.push_back(v);
+    omp_set_num_threads(threads);
+    return std::make_pair(p, w);
+  };
+  auto [p1, w1] = run(1);
+  auto [p2, w2] = run(2);
+  ASSERT_EQ(p1.size(), p2.size());
+  for (std::size_t i = 0; i < p1.size(); ++i) EXPECT_NEAR(p1[i], p2[i], 1e-6) << i;
+  ASSERT_EQ(w1.size(), w2.size());
+  for (std::size_t i = 0; i < w1.size(); ++i) EXPECT_NEAR(w1[i], w2[i], 1e-5) << i;
 }
 
 // Keras's names and shapes; the LSTM's bias starts with the forget gate's block at 1 (unit_forget_bias), GRU's is

@@ -2,7 +2,12 @@
 // the same input, their outputs merged (concat, sum, ave, mul); with return_sequences the backward run's steps are
 // put back in time order first. The weights: the forward layer's, then the backward one's, named as Keras names
 // them ("forward_lstm/lstm_cell/kernel", ...); Keras 3's weights files keep them under forward_layer/cell/vars and
-// backward_layer/cell/vars.
+// backward_layer/cell/vars. On the CPU the two runs, which share nothing, go at once on two threads when a step is
+// too small for the ops' own threads to pay (as TensorFlow runs a graph's independent halves at once).
+#include <omp.h>
+
+#include <exception>
+
 #include "core/philox.h"
 #include "layers/recurrent.h"
 
@@ -87,11 +92,10 @@ class BidirectionalLayer final : public Layer {
           ob = recurrent_output_shape(b_, x.shape().without_batch()).with_batch(N);
     c.saved.resize(kFirstRun + 2 * kRecurrentSaved);
     reuse_or_allocate(c.saved, 0, {of, ob}, x);
-    run(c, 0, [&](std::vector<Tensor>& s) {
-      recurrent_forward(f_, weights_of(0), x, c.mask, c.training, c.saved[0], s);
-    });
-    run(c, 1, [&](std::vector<Tensor>& s) {
-      recurrent_forward(b_, weights_of(1), x, c.mask, c.training, c.saved[1], s);
+    both(concurrent(x), [&](int i) {
+      run(c, i, [&](std::vector<Tensor>& s) {
+        recurrent_forward(i == 0 ? f_ : b_, weights_of(i), x, c.mask, c.training, c.saved[i], s);
+      });
     });
     const Tensor &yf = c.saved[0], &yb = c.saved[1];
     if (merge_ == "concat") {
@@ -122,13 +126,47 @@ class BidirectionalLayer final : public Layer {
     Tensor& dx = c.dinputs[0];
     if (dx.defined()) reuse_or_allocate(c.saved, 4, {dx.shape()}, dx);
     Tensor dx_b = dx.defined() ? c.saved[4] : Tensor();
-    run(c, 0, [&](std::vector<Tensor>& s) { recurrent_backward(f_, weights_of(0), dyf, c.mask, dx, s); });
-    run(c, 1, [&](std::vector<Tensor>& s) { recurrent_backward(b_, weights_of(1), dyb, c.mask, dx_b, s); });
+    both(concurrent(c.inputs[0]), [&](int i) {
+      run(c, i, [&](std::vector<Tensor>& s) {
+        recurrent_backward(i == 0 ? f_ : b_, weights_of(i), i == 0 ? dyf : dyb, c.mask, i == 0 ? dx : dx_b,
+                           s);
+      });
+    });
     if (dx.defined()) ops::accumulate(dx_b, dx);
   }
 
  private:
   static constexpr std::size_t kFirstRun = 5;
+  // Whether the runs go at once: on the CPU with two threads or more, outside a parallel region, when one step's
+  // recurrent product (N x units x 4 units) is below about 4 M multiply-adds; a larger one runs on all threads.
+  bool concurrent(const Tensor& x) const {
+    if (!x.device().is_cpu() || omp_in_parallel() || omp_get_max_threads() < 2) return false;
+    const std::int64_t u = std::max(f_.units, b_.units);
+    return x.dim(0) * u * 4 * u <= (std::int64_t(1) << 22);
+  }
+  // f(0) and f(1): at once on two threads, their ops single-threaded (nested regions do not fork), or in turn.
+  template <class F>
+  static void both(bool at_once, F&& f) {
+    if (!at_once) {
+      f(0);
+      f(1);
+      return;
+    }
+    std::exception_ptr error[2];
+#pragma omp parallel num_threads(2)
+    {
+      const int n = omp_get_num_threads();
+      for (int i = omp_get_thread_num(); i < 2; i += n) {
+        try {
+          f(i);
+        } catch (...) {
+          error[i] = std::current_exception();
+        }
+      }
+    }
+    for (auto& e : error)
+      if (e) std::rethrow_exception(e);
+  }
   // Runs f on run i's part of c.saved (a vector of its own, written back).
   template <class F>
   static void run(LayerCall& c, int i, F&& f) {
