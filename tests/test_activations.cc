@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fixture.h"
+#include "ops/activation_math.h"
 #include "test_util.h"
 
 using namespace systolic;
@@ -148,3 +149,29 @@ TEST(KerasActivationLayers, BadParametersAndUnwritableActivationsFailClearly) {
 }
 
 }  // namespace
+
+// The host's float tanh (ops/activation_math.h: a polynomial below |x| = 0.55, exp above) within 2 ulp of tanh over
+// [-12, 12] in steps of 2^-14 and across the branch point; signed zeros, infinities and NaN as tanhf gives them.
+TEST(KerasActivations, HostFloatTanhIsWithinTwoUlp) {
+  double worst = 0;
+  auto check = [&](float x) {
+    const float y = systolic::ops::activation::tanh_(x);
+    const double want = std::tanh(double(x));
+    const float near = float(want);
+    const double ulp = double(std::nextafter(std::fabs(near), INFINITY)) - std::fabs(near);
+    worst = std::max(worst, std::fabs(double(y) - want) / ulp);
+  };
+  for (int i = -12 * 16384; i <= 12 * 16384; ++i) check(float(i) / 16384.0f);
+  for (float x = 0.549f; x < 0.551f; x = std::nextafter(x, 1.0f)) {
+    check(x);
+    check(-x);
+  }
+  for (float x = 1e-30f; x < 1e-2f; x *= 1.37f) check(x);
+  std::printf("host float tanh: worst error %.3f ulp\n", worst);
+  EXPECT_LE(worst, 2.0);
+  EXPECT_TRUE(std::signbit(systolic::ops::activation::tanh_(-0.0f)));
+  EXPECT_EQ(systolic::ops::activation::tanh_(0.0f), 0.0f);
+  EXPECT_EQ(systolic::ops::activation::tanh_(INFINITY), 1.0f);
+  EXPECT_EQ(systolic::ops::activation::tanh_(-INFINITY), -1.0f);
+  EXPECT_TRUE(std::isnan(systolic::ops::activation::tanh_(NAN)));
+}
