@@ -1550,10 +1550,15 @@ void norm_cases(std::map<Op, std::vector<Case>>& m) {
          {in("x", {3, 4}), param(in("mean", {4})), zero, out("y", {3, 4})},
          [invert](auto& t) { normalize_forward(t[0], t[1], t[2], t[3], 0b10, invert); }});
   }
-  for (auto [xs, perm] : {std::pair<Shape, std::vector<int>>{{2, 3, 4, 5}, {0, 3, 1, 2}},
-                          {{3, 4, 5}, {0, 2, 1}},
-                          {{2, 3, 4, 5}, {0, 2, 3, 1}},
-                          {{6, 7}, {1, 0}}}) {
+  for (auto [xs, perm] :
+       {std::pair<Shape, std::vector<int>>{{2, 3, 4, 5}, {0, 3, 1, 2}},
+        {{3, 4, 5}, {0, 2, 1}},
+        {{2, 3, 4, 5}, {0, 2, 3, 1}},
+        {{6, 7}, {1, 0}},
+        // Trailing axes in place: runs copied whole (a recurrent layer's (N, T, F) <-> (T, N, F)).
+        {{3, 4, 5}, {1, 0, 2}},
+        {{2, 3, 4, 5}, {1, 0, 2, 3}},
+        {{2, 3}, {0, 1}}}) {
     Shape ys = xs;
     for (std::size_t i = 0; i < perm.size(); ++i) ys[int(i)] = xs[perm[i]];
     std::string order;

@@ -186,6 +186,21 @@ void transpose_loop(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   const std::int64_t n = y.numel();
+  if (n == 0) return;
+  // Trailing axes left in place (a recurrent layer's (N, T, F) <-> (T, N, F)): runs of `inner` values contiguous in
+  // both, copied whole.
+  std::int64_t inner = 1;
+  for (int a = x.rank() - 1; a >= 0 && perm[static_cast<std::size_t>(a)] == a; --a) inner *= x.dim(a);
+  if (inner > 1) {
+    const std::int64_t runs = n / inner;
+#pragma omp parallel for if (n > kParallelMin)
+    for (std::int64_t j = 0; j < runs; ++j) {
+      std::int64_t ox, unused;
+      l.offsets(j * inner, ox, unused);
+      std::copy_n(xp + ox, inner, yp + j * inner);
+    }
+    return;
+  }
 #pragma omp parallel for if (n > kParallelMin)
   for (std::int64_t i = 0; i < n; ++i) {
     std::int64_t ox, unused;
