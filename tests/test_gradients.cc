@@ -603,6 +603,21 @@ TEST(GradientCheck, RecurrentDropout) {
   check_layer(layers::Bidirectional(layers::LSTM(2, {.dropout = 0.3, .recurrent_dropout = 0.3, .seed = 6})),
               {{2, 3, 3}});
 }
+// GRU(reset_after=False): the candidate's product reads r * h; with a bias row, without one, backwards with every
+// step's output, with dropout on the input and the state, and with a mask (masked steps keep the state).
+TEST(GradientCheck, GruResetBefore) {
+  Float64Scope f64;
+  check_layer(layers::GRU(3, {.reset_after = false}), {{2, 4, 2}});
+  check_layer(
+      layers::GRU(2,
+                  {.use_bias = false, .reset_after = false, .return_sequences = true, .go_backwards = true}),
+      {{2, 3, 3}});
+  check_layer(layers::GRU(3, {.reset_after = false, .dropout = 0.3, .recurrent_dropout = 0.3, .seed = 7}),
+              {{2, 4, 3}});
+  check_layer(layers::GRU(2, {.reset_after = false, .dropout = 0.4, .seed = 8}), {{2, 3, 2}});
+  Tensor mask = Tensor::from_vector(std::vector<double>{1, 1, 0, 1, 1, 0, 0, 1}, {2, 4});
+  check_layer(layers::GRU(3, {.reset_after = false, .return_sequences = true}), {{2, 4, 2}}, 9, -1, 1, mask);
+}
 // Masking alone (its mask kept by the layer): no step of random values equals mask_value, so every step passes.
 TEST(GradientCheck, Masking) {
   Float64Scope f64;
@@ -644,15 +659,18 @@ TEST(GradientCheck, TimeDistributed) {
 // gradients pass straight to the previous state. L = sum(r_h * h) + sum(r_c * c), checked by finite differences
 // w.r.t. x_part, h_part, h_prev and c_prev.
 TEST(GradientCheck, RnnCellsWithMaskedRows) {
-  for (ops::RnnCell cell : {ops::RnnCell::simple, ops::RnnCell::lstm, ops::RnnCell::gru}) {
-    SCOPED_TRACE(static_cast<int>(cell));
+  for (int k = 0; k < 4; ++k) {
+    // The three cells, and GRU without reset_after (r's own gradient is the layer's: the cell's is checked with
+    // h_part's h block as an independent input).
+    const ops::RnnCell cell = k == 0 ? ops::RnnCell::simple : k == 1 ? ops::RnnCell::lstm : ops::RnnCell::gru;
+    SCOPED_TRACE(k);
     const std::int64_t N = 4, u = 3,
                        G = (cell == ops::RnnCell::lstm  ? 4
                             : cell == ops::RnnCell::gru ? 3
                                                         : 1) *
                            u;
     const bool lstm = cell == ops::RnnCell::lstm;
-    ops::RnnCellParams p{.cell = cell};
+    ops::RnnCellParams p{.cell = cell, .reset_after = k != 3};
     Tensor xp = random_tensor({N, G}, 1, DType::float64), hp = random_tensor({N, G}, 2, DType::float64);
     Tensor h0 = random_tensor({N, u}, 3, DType::float64), c0 = random_tensor({N, u}, 4, DType::float64);
     Tensor mask = Tensor::from_vector(std::vector<double>{1, 0, 1, 0}, {N});

@@ -73,7 +73,7 @@ TEST_P(KerasTraining, EvaluatesAndTrainsOnAsKeras) {
 INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                          ::testing::Values("binary", "regression", "columns", "factored", "orthogonal",
                                            "sequence", "text", "recurrent", "masked_text", "masked_series",
-                                           "masked_average", "transpose_series"));
+                                           "masked_average", "transpose_series", "gru_reset_before"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
@@ -81,7 +81,7 @@ TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
   systolic::testing::TempDir tmp;
   for (const char* name :
        {"binary", "regression", "columns", "factored", "orthogonal", "sequence", "text", "recurrent",
-        "masked_text", "masked_series", "masked_average", "transpose_series"}) {
+        "masked_text", "masked_series", "masked_average", "transpose_series", "gru_reset_before"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

@@ -862,7 +862,9 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
                         .activation = Activation::softsign,
                         .recurrent_activation = Activation::hard_sigmoid};
     for (const Cell& cell : {Cell{"simple", {.cell = RnnCell::simple}}, Cell{"lstm", {.cell = RnnCell::lstm}},
-                             Cell{"gru", {.cell = RnnCell::gru}}, Cell{"lstm softsign hard_sigmoid", other}})
+                             Cell{"gru", {.cell = RnnCell::gru}},
+                             Cell{"gru reset_after=False", {.cell = RnnCell::gru, .reset_after = false}},
+                             Cell{"lstm softsign hard_sigmoid", other}})
       for (bool masked : {false, true}) {
         const RnnCellParams p = cell.p;
         const bool lstm = p.cell == RnnCell::lstm, gru = p.cell == RnnCell::gru;

@@ -44,7 +44,7 @@ std::vector<double> keras_cells(ops::RnnCell cell, const std::vector<double>& x,
                                 std::int64_t T, std::int64_t F, std::int64_t u, const std::vector<double>& K,
                                 const std::vector<double>& U, const std::vector<double>& b,
                                 const std::vector<double>& in_masks, std::int64_t in_count,
-                                const std::vector<double>& state_masks) {
+                                const std::vector<double>& state_masks, bool reset_after = true) {
   const std::int64_t G = cell == ops::RnnCell::lstm ? 4 : cell == ops::RnnCell::gru ? 3 : 1, W = G * u;
   std::vector<double> out(N * T * u);
   for (std::int64_t n = 0; n < N; ++n) {
@@ -55,7 +55,7 @@ std::vector<double> keras_cells(ops::RnnCell cell, const std::vector<double>& x,
         for (std::int64_t j = 0; j < u; ++j) {
           const std::int64_t col = g * u + j, mi = in_count == 1 ? 0 : g;
           double sx = b.empty() ? 0.0 : b[col],
-                 sh = cell == ops::RnnCell::gru && !b.empty() ? b[W + col] : 0.0;
+                 sh = cell == ops::RnnCell::gru && reset_after && !b.empty() ? b[W + col] : 0.0;
           for (std::int64_t f = 0; f < F; ++f)
             sx += x[(n * T + t) * F + f] * (in_masks.empty() ? 1.0 : in_masks[(mi * N + n) * F + f]) *
                   K[f * W + col];
@@ -73,10 +73,17 @@ std::vector<double> keras_cells(ops::RnnCell cell, const std::vector<double>& x,
                        o = sigmoid(xp[3 * u + j] + hp[3 * u + j]);
           c[j] = f * c[j] + i * cc;
           next[j] = o * std::tanh(c[j]);
-        } else {
+        } else if (reset_after) {
           const double z = sigmoid(xp[j] + hp[j]), r = sigmoid(xp[u + j] + hp[u + j]),
                        hh = std::tanh(xp[2 * u + j] + r * hp[2 * u + j]);
           next[j] = z * h[j] + (1 - z) * hh;
+        } else {  // the candidate's recurrent product reads r * h (times its mask)
+          const double z = sigmoid(xp[j] + hp[j]);
+          double rec = 0;
+          for (std::int64_t k = 0; k < u; ++k)
+            rec += sigmoid(xp[u + k] + hp[u + k]) * h[k] *
+                   (state_masks.empty() ? 1.0 : state_masks[(2 * N + n) * u + k]) * U[k * W + 2 * u + j];
+          next[j] = z * h[j] + (1 - z) * std::tanh(xp[2 * u + j] + rec);
         }
       }
       h = next;
@@ -107,6 +114,17 @@ TEST(Recurrent, DropoutMasksAsKerasCellsApplyThem) {
       {"GRU input alone", ops::RnnCell::gru, {.dropout = 0.5, .seed = 7}, 1, 0},
       {"LSTM state alone", ops::RnnCell::lstm, {.recurrent_dropout = 0.5, .seed = 8}, 0, 4},
       {"SimpleRNN both", ops::RnnCell::simple, {.dropout = 0.4, .recurrent_dropout = 0.4, .seed = 9}, 1, 1},
+      {"GRU reset_after=False both",
+       ops::RnnCell::gru,
+       {.reset_after = false, .dropout = 0.3, .recurrent_dropout = 0.3, .seed = 10},
+       3,
+       3},
+      {"GRU reset_after=False input alone",
+       ops::RnnCell::gru,
+       {.reset_after = false, .dropout = 0.3, .seed = 11},
+       1,
+       0},
+      {"GRU reset_after=False, no dropout", ops::RnnCell::gru, {.reset_after = false}, 0, 0},
   };
   Tensor x = systolic::testing::random_tensor({N, T, F}, 21, DType::float64);
   for (const Case& k : cases) {
@@ -157,16 +175,18 @@ TEST(Recurrent, DropoutMasksAsKerasCellsApplyThem) {
     if (k.in_count > 1)  // each gate its own mask
       EXPECT_NE(std::vector<double>(in_masks.begin(), in_masks.begin() + N * F),
                 std::vector<double>(in_masks.begin() + N * F, in_masks.begin() + 2 * N * F));
-    auto want = keras_cells(k.cell, x.to_doubles(), N, T, F, u, K, U, b, in_masks, k.in_count, state_masks);
+    auto want = keras_cells(k.cell, x.to_doubles(), N, T, F, u, K, U, b, in_masks, k.in_count, state_masks,
+                            o.reset_after);
     auto got = c.output.to_doubles();
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << i;
     // The same step draws the same masks; another step others.
     EXPECT_EQ(run(3, true).output.to_doubles(), got);
-    EXPECT_NE(run(4, true).output.to_doubles(), got);
+    if (k.in_count + k.state_count > 0) EXPECT_NE(run(4, true).output.to_doubles(), got);
     // Inference drops nothing.
-    EXPECT_EQ(run(3, false).output.to_doubles(),
-              keras_cells(k.cell, x.to_doubles(), N, T, F, u, K, U, b, {}, 0, {}));
+    auto plain = keras_cells(k.cell, x.to_doubles(), N, T, F, u, K, U, b, {}, 0, {}, o.reset_after);
+    auto inference = run(3, false).output.to_doubles();
+    for (std::size_t i = 0; i < plain.size(); ++i) EXPECT_NEAR(inference[i], plain[i], 1e-12) << i;
   }
 }
 
@@ -199,6 +219,9 @@ TEST(Recurrent, DropoutTrainsOnXlaAsOnTheCpu) {
     auto x =
         layers::LSTM(4, {.dropout = 0.2, .recurrent_dropout = 0.3, .seed = 1, .return_sequences = true})(in);
     x = layers::Bidirectional(layers::GRU(3, {.dropout = 0.25, .recurrent_dropout = 0.2, .seed = 2}))(x);
+    x = layers::RepeatVector(3)(x);
+    // GRU without reset_after (its gates' products apart) with dropout too.
+    x = layers::GRU(3, {.reset_after = false, .dropout = 0.2, .recurrent_dropout = 0.2, .seed = 4})(x);
     Model m(in, layers::Dense(2, {.activation = "softmax"})(x), "rnn_dropout");
     m.compile(optimizers::Adam(0.01), "sparse_categorical_crossentropy", {"accuracy"});
     return m;
@@ -309,7 +332,6 @@ TEST(Recurrent, Keras3WeightsFileKeepsTheCellsVariables) {
 }
 
 TEST(Recurrent, RefusesWhatItDoesNotDoByName) {
-  EXPECT_THAT(error_of([] { layers::GRU(3, {.reset_after = false}); }), HasSubstr("reset_after=False"));
   EXPECT_THAT(error_of([] { layers::LSTM(3, {.activation = "softmax"}); }), HasSubstr("softmax"));
   EXPECT_THAT(error_of([] { layers::LSTM(0); }), HasSubstr("units must be positive"));
   EXPECT_THAT(error_of([] { layers::LSTM(3)(layers::Input({5})); }), HasSubstr("expects sequences"));

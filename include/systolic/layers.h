@@ -356,7 +356,7 @@ struct RecurrentOptions {
   Initializer recurrent_initializer = "orthogonal";
   Initializer bias_initializer = "zeros";
   bool unit_forget_bias = true;  // LSTM: the forget gate's bias starts at 1
-  bool reset_after = true;  // GRU: the reset gate after the recurrent product (false is not supported yet)
+  bool reset_after = true;  // GRU: the reset gate after the recurrent product (Keras 3), or before it (false)
   Regularizer kernel_regularizer = {}, recurrent_regularizer = {}, bias_regularizer = {},
               activity_regularizer = {};
   Constraint kernel_constraint = {}, recurrent_constraint = {}, bias_constraint = {};

@@ -364,6 +364,10 @@ struct RnnCellParams {
   RnnCell cell = RnnCell::lstm;
   Activation activation = Activation::tanh;
   Activation recurrent_activation = Activation::sigmoid;  // lstm and gru
+  // gru: false is Keras's reset_after=False, whose candidate reads (r * h_prev) @ U_h: h_part's h block is that
+  // product, which the caller computes, so the cell does not multiply it by r, and writes zeros for the r blocks of
+  // dx_part and dh_part (the caller adds r's gradient, which passes through that product).
+  bool reset_after = true;
 };
 // row_loss: Keras's losses whose value for a row (the last axis) needs the whole row; the formulas, and their
 // gradients, are in src/ops/row_loss_math.h.

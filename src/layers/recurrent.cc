@@ -55,13 +55,21 @@ Tensor output_mask(const Tensor& mask) {
   return mask.view(0, {mask.dim(0), mask.numel() / mask.dim(0), 1});
 }
 
-// GRU's bias (2, 3u): row 0 the input's, row 1 the recurrent product's; the others' bias is the input's alone.
+// GRU's bias with reset_after (2, 3u): row 0 the input's, row 1 the recurrent product's; the others' bias (GRU's
+// without reset_after too) is the input's alone.
+bool two_biases(const RecurrentSpec& s) {
+  return s.cell == RnnCell::gru && s.options.reset_after;
+}
+// GRU without reset_after: the candidate's recurrent product reads r * h_prev.
+bool reset_before(const RecurrentSpec& s) {
+  return s.cell == RnnCell::gru && !s.options.reset_after;
+}
 Tensor input_part(const RecurrentSpec& s, const Tensor& bias) {
   if (!bias.defined()) return {};
-  return s.cell == RnnCell::gru ? bias.view(0, {ops::rnn_math::gates(s.cell) * s.units}) : bias;
+  return two_biases(s) ? bias.view(0, {ops::rnn_math::gates(s.cell) * s.units}) : bias;
 }
 Tensor recurrent_part(const RecurrentSpec& s, const Tensor& bias) {
-  if (!bias.defined() || s.cell != RnnCell::gru) return {};
+  if (!bias.defined() || !two_biases(s)) return {};
   return bias.view(ops::rnn_math::gates(s.cell) * s.units, {ops::rnn_math::gates(s.cell) * s.units});
 }
 
@@ -76,6 +84,10 @@ Tensor recurrent_part(const RecurrentSpec& s, const Tensor& bias) {
 //   (backward: their gradients); kStepStateGrad, kStepStateGradMasked [N, u]: one gate's masked state's gradient,
 //   and it times the mask; kGateInputGrad, kGateInputGradMasked [T, N, F]: likewise for the input; kGateKernelGrads
 //   [G, F, u], kKernelGrad [F, G*u], kStateKernelGrads [G, u, u], kStateKernelGrad [u, G*u]: the kernels' gradients.
+// GRU without reset_after runs the gates' products apart too (the candidate's reads r * h): kResetPre, kReset
+// [T, N, u]: r's pre-activation and r at each step; kResetTemp, kResetStateGrad [N, u]: backward's temporaries;
+// kStepInputGrads [G, N, u]: one step's input-product gradients by gate. Its kMaskedStates' third block holds
+// r * h (times the mask).
 enum DropoutSlot : std::size_t {
   kInputMasks = kRecurrentInputMasks,
   kStateMasks = kRecurrentStateMasks,
@@ -96,6 +108,11 @@ enum DropoutSlot : std::size_t {
   kKernelGrad,
   kStateKernelGrads,
   kStateKernelGrad,
+  kResetPre,
+  kReset,
+  kResetStateGrad,
+  kResetTemp,
+  kStepInputGrads,
   kSlots
 };
 static_assert(kStateMasks == kInputMasks + 1 && kSlots == kRecurrentSaved);
@@ -213,9 +230,7 @@ RecurrentSpec recurrent_spec(const char* class_name, RnnCell cell, int units, co
     SYSTOLIC_CHECK(!a.over_last_axis(),
                    "layer '{}': {} works over rows; a recurrent cell's activations act on each value", name,
                    activation_name(a));
-  SYSTOLIC_CHECK(
-      cell != RnnCell::gru || o.reset_after,
-      "layer '{}': GRU(reset_after=False) is not supported yet (Keras's default since 2.x is True)", name);
+  s.params.reset_after = cell != RnnCell::gru || o.reset_after;
   s.options.dropout = clamped_rate(o.dropout);
   s.options.recurrent_dropout = clamped_rate(o.recurrent_dropout);
   // Keras 3 runs implementation 1 (a mask per gate) whenever recurrent_dropout is set.
@@ -315,7 +330,7 @@ void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const 
   add(cell + "/recurrent_kernel", {s.units, G}, o.recurrent_initializer,
       {o.recurrent_regularizer, o.recurrent_constraint});
   if (!o.use_bias) return;
-  Shape bias = s.cell == RnnCell::gru ? Shape{2, G} : Shape{G};
+  Shape bias = two_biases(s) ? Shape{2, G} : Shape{G};
   Weight& b = add(cell + "/bias", bias, o.bias_initializer, {o.bias_regularizer, o.bias_constraint});
   // Keras's unit_forget_bias: the forget gate's bias (the second of i, f, c, o) starts at 1.
   if (s.cell == RnnCell::lstm && o.unit_forget_bias) b.value.view(s.units, {s.units}).fill(1.0);
@@ -354,15 +369,19 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
   }
   Tensor xp_flat = xp.view(0, {T * N, G});
   const Tensor in_bias = input_part(s, bias);
-  if (in_masks.defined() && !one_input_mask) {
-    // A mask per gate: gate g's columns are (x * mask_g) @ kernel_g (+ its bias).
-    reuse_or_allocate(saved, kGateInputs, {{Gn, T, N, F}, {Gn, F, u}, {Gn, T * N, u}}, x);
+  const bool before = reset_before(s), gate_masks = in_masks.defined() && !one_input_mask;
+  if (gate_masks || before) {
+    // The gates' input products apart: gate g's columns are (x * mask_g) @ kernel_g (+ its bias), with a mask per
+    // gate; GRU without reset_after reads r's columns alone at each step.
+    reuse_or_allocate(saved, kGateKernels, {{Gn, F, u}, {Gn, T * N, u}}, x);
+    if (gate_masks) reuse_or_allocate(saved, kGateInputs, {{Gn, T, N, F}}, x);
     std::vector<Tensor> kernels = blocks(saved[kGateKernels], Gn, {F, u}),
                         products = blocks(saved[kGateProducts], Gn, {T * N, u});
     ops::concat_backward(w.kernel->operand(), kernels, 1);
     for (std::int64_t g = 0; g < Gn; ++g) {
-      Tensor xg = block(saved[kGateInputs], g, {T, N, F});
-      ops::broadcast_forward(ops::BinaryKind::multiply, xt, block(in_masks, g, {1, N, F}), xg);
+      Tensor xg = gate_masks ? block(saved[kGateInputs], g, {T, N, F}) : xt;
+      if (gate_masks)
+        ops::broadcast_forward(ops::BinaryKind::multiply, xt, block(in_masks, g, {1, N, F}), xg);
       ops::dense_forward(xg.view(0, {T * N, F}), kernels[g], bias_block(in_bias, g, u), products[g]);
     }
     ops::concat_forward(products, xp_flat, 1);
@@ -374,8 +393,10 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
   ops::fill(c0, 0.0);
   const Tensor rec_bias = recurrent_part(s, bias);
   std::vector<Tensor> state_kernels, step_products;
-  if (state_masks.defined()) {
+  const bool gate_states = state_masks.defined() || before;
+  if (gate_states) {
     reuse_or_allocate(saved, kStateKernels, {{Gn, u, u}, {Gn, T, N, u}, {Gn, N, u}}, x);
+    if (before) reuse_or_allocate(saved, kResetPre, {{T, N, u}, {T, N, u}}, x);
     state_kernels = blocks(saved[kStateKernels], Gn, {u, u});
     step_products = blocks(saved[kStepProducts], Gn, {N, u});
     ops::concat_backward(w.recurrent->operand(), state_kernels, 1);
@@ -386,11 +407,24 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
     Tensor hs = step(h, k, u, N), hnext = step(h, k + 1, u, N), zs = step(z, k, G, N),
            hps = step(hp, k, G, N);
     Tensor cprev = lstm ? step(cs, k, u, N) : none, cnext = lstm ? step(cs, k + 1, u, N) : none;
-    if (state_masks.defined()) {
-      // Keras's implementation 1: gate g's recurrent columns are (h * mask_g) @ recurrent_kernel_g.
+    if (gate_states) {
+      // Keras's implementation 1: gate g's recurrent columns are (h * mask_g) @ recurrent_kernel_g; GRU without
+      // reset_after: the candidate's are (r * h * mask_h) @ recurrent_kernel_h, r from this step's r columns.
       for (std::int64_t g = 0; g < Gn; ++g) {
         Tensor hm = block(saved[kMaskedStates], g * T + k, {N, u});
-        ops::broadcast_forward(ops::BinaryKind::multiply, hs, block(state_masks, g, {N, u}), hm);
+        if (state_masks.defined())
+          ops::broadcast_forward(ops::BinaryKind::multiply, hs, block(state_masks, g, {N, u}), hm);
+        else if (before && g < 2)
+          hm = hs;  // read in place (states_of gives them all)
+        else
+          ops::copy(hs, hm);
+        if (before && g == 2) {
+          Tensor pre = step(saved[kResetPre], k, u, N), r = step(saved[kReset], k, u, N);
+          ops::add_n({block(saved[kGateProducts], 1, {T * N, u}).view(t * N * u, {N, u}), step_products[1]},
+                     pre);
+          ops::activation_forward(s.params.recurrent_activation, pre, r);
+          ops::broadcast_forward(ops::BinaryKind::multiply, hm, r, hm);
+        }
         ops::dense_forward(hm, state_kernels[g], bias_block(rec_bias, g, u), step_products[g]);
       }
       ops::concat_forward(step_products, hps, 1);
@@ -449,11 +483,25 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
   ops::fill(dc, 0.0);
   Tensor none, bias_grad = w.bias ? w.bias->grad : Tensor();
   Tensor db_in = input_part(s, bias_grad), db_rec = recurrent_part(s, bias_grad);
-  std::vector<Tensor> state_kernels, step_grads;
-  if (state_masks.defined()) {
+  std::vector<Tensor> state_kernels, step_grads, step_input_grads;
+  const bool before = reset_before(s), gate_states = state_masks.defined() || before;
+  // Gate g's states for its recurrent product at step k, and at every step [T*N, u].
+  auto state_at = [&](std::int64_t g, std::int64_t k) {
+    return state_masks.defined() || (before && g == 2) ? block(saved[kMaskedStates], g * T + k, {N, u})
+                                                       : step(h, k, u, N);
+  };
+  auto states_of = [&](std::int64_t g) {
+    return state_masks.defined() || (before && g == 2) ? block(saved[kMaskedStates], g, {T * N, u})
+                                                       : h.view(0, {T * N, u});
+  };
+  if (gate_states) {
     reuse_or_allocate(saved, kStepStateGrad, {{N, u}, {N, u}}, saved[0]);
     state_kernels = blocks(saved[kStateKernels], Gn, {u, u});
     step_grads = blocks(saved[kStepProducts], Gn, {N, u});
+  }
+  if (before) {
+    reuse_or_allocate(saved, kResetStateGrad, {{N, u}, {N, u}, {Gn, N, u}}, saved[0]);
+    step_input_grads = blocks(saved[kStepInputGrads], Gn, {N, u});
   }
   // The gradient reaching h_prev other than through the recurrent kernel: GRU's z * h_prev, a masked row's all.
   const bool direct = gru || mask.defined();
@@ -466,16 +514,40 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
                            lstm ? step(cs, k + 1, u, N) : none, mask_at(mt, t, N), dh, lstm ? dc : none, dxs,
                            dhs, dh_direct, dcp_arg);
     // dh_prev = dh_part @ W_r^T (+ the direct part); W_r's gradient is taken once for every step, below.
-    if (state_masks.defined()) {
+    if (gate_states) {
       // Through each gate's masked state: the sum over g of mask_g * (dh_part_g @ W_r,g^T).
       ops::concat_backward(dhs, step_grads, 1);
+      if (before) {
+        // The candidate's product read r * h (* mask_h): its gradient d reaches r as d * h (* mask_h), then r's
+        // pre-activation, which joins the r columns of dx_part and dh_part (the cell left them 0), and h as d * r
+        // (* mask_h).
+        Tensor &d = saved[kResetStateGrad], &dr = saved[kResetTemp];
+        ops::dense_backward(state_at(2, k), state_kernels[2], step_grads[2], d, none, none);
+        ops::broadcast_forward(ops::BinaryKind::multiply, d, hs, dr);
+        if (state_masks.defined())
+          ops::broadcast_forward(ops::BinaryKind::multiply, dr, block(state_masks, 2, {N, u}), dr);
+        ops::activation_backward(s.params.recurrent_activation, step(saved[kResetPre], k, u, N),
+                                 step(saved[kReset], k, u, N), dr, step_grads[1]);
+        ops::concat_forward(step_grads, dhs, 1);
+        ops::concat_backward(dxs, step_input_grads, 1);
+        ops::copy(step_grads[1], step_input_grads[1]);
+        ops::concat_forward(step_input_grads, dxs, 1);
+        ops::broadcast_forward(ops::BinaryKind::multiply, d, step(saved[kReset], k, u, N), dh_rec);
+        if (state_masks.defined())
+          ops::broadcast_forward(ops::BinaryKind::multiply, dh_rec, block(state_masks, 2, {N, u}), dh_rec);
+      }
       for (std::int64_t g = 0; g < Gn; ++g) {
-        ops::dense_backward(block(saved[kMaskedStates], g * T + k, {N, u}), state_kernels[g], step_grads[g],
-                            saved[kStepStateGrad], none, none);
-        Tensor& into = g == 0 ? dh_rec : saved[kStepStateGradMasked];
-        ops::broadcast_forward(ops::BinaryKind::multiply, saved[kStepStateGrad],
-                               block(state_masks, g, {N, u}), into);
-        if (g > 0) ops::accumulate(into, dh_rec);
+        if (before && g == 2) continue;  // above
+        const bool first = g == 0 && !before;
+        ops::dense_backward(state_at(g, k), state_kernels[g], step_grads[g], saved[kStepStateGrad], none,
+                            none);
+        Tensor& into = first ? dh_rec : saved[kStepStateGradMasked];
+        if (state_masks.defined())
+          ops::broadcast_forward(ops::BinaryKind::multiply, saved[kStepStateGrad],
+                                 block(state_masks, g, {N, u}), into);
+        else
+          ops::copy(saved[kStepStateGrad], into);
+        if (!first) ops::accumulate(into, dh_rec);
       }
       if (direct)
         ops::add_n({dh_direct, dh_rec}, dh);
@@ -490,8 +562,8 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
     if (lstm) std::swap(dc, dc_prev);
   }
   // W_r's gradient (and the recurrent bias's): sum over the steps of h_prev^T @ dh_part, as one product (one per
-  // gate when the state was dropped: each gate's masked states).
-  if (state_masks.defined()) {
+  // gate when the gates' products ran apart: each gate's states).
+  if (gate_states) {
     reuse_or_allocate(saved, kStateKernelGrads, {{Gn, u, u}, {u, G}}, w.recurrent->grad);
     reuse_or_allocate(saved, kGateProducts, {{Gn, T * N, u}}, saved[0]);
     std::vector<Tensor> grads = blocks(saved[kGateProducts], Gn, {T * N, u}),
@@ -500,8 +572,7 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
     ops::fill(saved[kStateKernelGrads], 0.0);
     for (std::int64_t g = 0; g < Gn; ++g) {
       Tensor db = bias_block(db_rec, g, u);
-      ops::dense_backward(block(saved[kMaskedStates], g, {T * N, u}), state_kernels[g], grads[g], none,
-                          kernel_grads[g], db);
+      ops::dense_backward(states_of(g), state_kernels[g], grads[g], none, kernel_grads[g], db);
     }
     ops::concat_forward(kernel_grads, saved[kStateKernelGrad], 1);
     ops::accumulate(saved[kStateKernelGrad], w.recurrent->grad);
@@ -510,8 +581,9 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
                         w.recurrent->grad, db_rec);
   }
   Tensor dx_flat = dx.defined() ? dxt.view(0, {T * N, F}) : none;
-  if (in_masks.defined() && in_masks.dim(0) > 1) {
-    // A mask per gate: gate g's products' gradient to kernel_g, and through mask_g to the input.
+  const bool gate_masks = in_masks.defined() && in_masks.dim(0) > 1;
+  if (gate_masks || before) {
+    // The gates' input products apart: gate g's products' gradient to kernel_g, and (through mask_g) to the input.
     reuse_or_allocate(saved, kGateKernelGrads, {{Gn, F, u}, {F, G}}, w.kernel->grad);
     reuse_or_allocate(saved, kGateProducts, {{Gn, T * N, u}}, saved[0]);
     if (dx.defined()) reuse_or_allocate(saved, kGateInputGrad, {{T, N, F}, {T, N, F}}, saved[0]);
@@ -523,12 +595,15 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
     for (std::int64_t g = 0; g < Gn; ++g) {
       Tensor dxg = dx.defined() ? saved[kGateInputGrad].view(0, {T * N, F}) : none;
       Tensor db = bias_block(db_in, g, u);
-      ops::dense_backward(block(saved[kGateInputs], g, {T * N, F}), kernels[g], grads[g], dxg,
-                          kernel_grads[g], db);
+      ops::dense_backward(gate_masks ? block(saved[kGateInputs], g, {T * N, F}) : xt.view(0, {T * N, F}),
+                          kernels[g], grads[g], dxg, kernel_grads[g], db);
       if (!dx.defined()) continue;
       Tensor& into = g == 0 ? dxt : saved[kGateInputGradMasked];
-      ops::broadcast_forward(ops::BinaryKind::multiply, saved[kGateInputGrad], block(in_masks, g, {1, N, F}),
-                             into);
+      if (gate_masks)
+        ops::broadcast_forward(ops::BinaryKind::multiply, saved[kGateInputGrad],
+                               block(in_masks, g, {1, N, F}), into);
+      else
+        ops::copy(saved[kGateInputGrad], into);
       if (g > 0) ops::accumulate(into, dxt);
     }
     ops::concat_forward(kernel_grads, saved[kKernelGrad], 1);

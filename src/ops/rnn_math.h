@@ -18,11 +18,12 @@ template <class T>
 struct Acts {
   Activation::Kind act, rec;  // activation (tanh), recurrent_activation (sigmoid)
   activation::Params<T> pa, pr;
+  bool reset_after;  // gru (RnnCellParams::reset_after)
 };
 template <class T>
 Acts<T> acts_of(const RnnCellParams& p) {
   return {p.activation.kind, p.recurrent_activation.kind, activation::params_of<T>(p.activation),
-          activation::params_of<T>(p.recurrent_activation)};
+          activation::params_of<T>(p.recurrent_activation), p.reset_after};
 }
 
 // Gates per cell kind: simple 1, lstm 4, gru 3.
@@ -48,10 +49,11 @@ SYSTOLIC_HD void forward(RnnCell k, const Acts<T>& a, const T* xp, const T* hp, 
     h = o * forward<T>(a.act, c, a.pa);
     return;
   }
-  // GRU, reset_after: the reset gate scales the recurrent product of the candidate (its bias included).
+  // GRU, reset_after: the reset gate scales the recurrent product of the candidate (its bias included); without
+  // it the candidate's recurrent part is the caller's (r * h_prev) @ U_h.
   zp[j] = xp[j] + hp[j];
   zp[u + j] = xp[u + j] + hp[u + j];
-  const T z = forward<T>(a.rec, zp[j], a.pr), r = forward<T>(a.rec, zp[u + j], a.pr);
+  const T z = forward<T>(a.rec, zp[j], a.pr), r = a.reset_after ? forward<T>(a.rec, zp[u + j], a.pr) : T(1);
   zp[2 * u + j] = xp[2 * u + j] + r * hp[2 * u + j];
   const T hh = forward<T>(a.act, zp[2 * u + j], a.pa);
   h = z * h_prev + (T(1) - z) * hh;
@@ -89,9 +91,10 @@ SYSTOLIC_HD void backward(RnnCell k, const Acts<T>& a, const T* hp, const T* zp,
     return;
   }
   const T zz = zp[j], zr = zp[u + j], zh = zp[2 * u + j];
-  const T z = forward<T>(a.rec, zz, a.pr), r = forward<T>(a.rec, zr, a.pr), hh = forward<T>(a.act, zh, a.pa);
+  const T z = forward<T>(a.rec, zz, a.pr), hh = forward<T>(a.act, zh, a.pa);
+  const T r = a.reset_after ? forward<T>(a.rec, zr, a.pr) : T(1);
   const T dzh = backward<T>(a.act, zh, hh, dh * (T(1) - z), a.pa);
-  const T dzr = backward<T>(a.rec, zr, r, dzh * hp[2 * u + j], a.pr);
+  const T dzr = a.reset_after ? backward<T>(a.rec, zr, r, dzh * hp[2 * u + j], a.pr) : T(0);
   const T dzz = backward<T>(a.rec, zz, z, dh * (h_prev - hh), a.pr);
   dxp[j] = dhp[j] = dzz;
   dxp[u + j] = dhp[u + j] = dzr;

@@ -148,6 +148,12 @@ CASES = {
     "gru_dropout_seq": ((4, 3), lambda L: L.GRU(3, dropout=0.25, return_sequences=True)),
     "simple_rnn_recurrent_dropout": ((5, 2), lambda L: L.SimpleRNN(3, recurrent_dropout=0.4)),
     "bidirectional_lstm_dropout": ((4, 2), lambda L: L.Bidirectional(L.LSTM(2, dropout=0.1, recurrent_dropout=0.2))),
+    # GRU(reset_after=False): the reset gate before the candidate's recurrent product, one bias row.
+    "gru_reset_before": ((6, 3), lambda L: L.GRU(4, reset_after=False)),
+    "gru_reset_before_seq_backwards_nobias": (
+        (5, 2), lambda L: L.GRU(3, reset_after=False, return_sequences=True, go_backwards=True, use_bias=False)),
+    "bidirectional_gru_reset_before_dropout": (
+        (4, 3), lambda L: L.Bidirectional(L.GRU(2, reset_after=False, dropout=0.2, recurrent_dropout=0.1))),
     # Conv1DTranspose, and the 1-D pools with data_format channels_first (C, L).
     "conv1d_transpose_3_stride2_same": ((6, 3), lambda L: L.Conv1DTranspose(4, 3, strides=2, padding="same")),
     "conv1d_transpose_4_stride3_valid_relu": (

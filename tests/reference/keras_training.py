@@ -253,10 +253,29 @@ def transpose_series(rng):
     return m, x, y
 
 
+def gru_reset_before(rng):
+    """GRU(reset_after=False) (tf.keras 1.x's and Keras 2.0's GRU): series of 12 steps (2 channels) whose class is
+    the sign of the first channel's trend, a GRU without reset_after into a softmax; RMSprop."""
+    x = 0.5 * rng.normal(size=(80, 12, 2))
+    y = rng.integers(0, 2, size=80).astype(np.int64)
+    for i in range(80):
+        x[i, :, 0] += (1.0 if y[i] else -1.0) * np.linspace(-1.0, 1.0, 12)
+    keras.utils.set_random_seed(13)
+    i = keras.Input((12, 2))
+    h = keras.layers.GRU(6, reset_after=False, return_sequences=True)(i)
+    h = keras.layers.GRU(4, reset_after=False, go_backwards=True)(h)
+    o = keras.layers.Dense(2, activation="softmax")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.RMSprop(learning_rate=0.01), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
-         ("masked_average", masked_average), ("transpose_series", transpose_series)]
+         ("masked_average", masked_average), ("transpose_series", transpose_series),
+         ("gru_reset_before", gru_reset_before)]
 
 
 def check(folder):

@@ -49,8 +49,8 @@ void rnn_cell_forward(const RnnCellParams& p, const Tensor& x_part, const Tensor
       hn = o * act(cn);
     } else {
       E pz = gate(xp, 0, u) + gate(hp, 0, u), pr = gate(xp, 1, u) + gate(hp, 1, u);
-      E zg = rec(pz), r = rec(pr);
-      E ph = gate(xp, 2, u) + r * gate(hp, 2, u);
+      E zg = rec(pz);
+      E ph = gate(xp, 2, u) + (p.reset_after ? rec(pr) * gate(hp, 2, u) : gate(hp, 2, u));
       hn = zg * hprev + (1.0 - zg) * act(ph);
       zs = join({pz, pr, ph});
     }
@@ -99,13 +99,20 @@ void rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tenso
       dhp = dx;
     } else {
       E zz = gate(zs, 0, u), zr = gate(zs, 1, u), zh = gate(zs, 2, u);
-      E zg = rec(zz), r = rec(zr), hh = act(zh);
-      E hprev = reshape(read(h_prev), {N, u}), hp = reshape(read(h_part), {N, G * u});
+      E zg = rec(zz), hh = act(zh);
+      E hprev = reshape(read(h_prev), {N, u});
       E dzh = dact(zh, hh, g * (1.0 - zg));
-      E dzr = drec(zr, r, dzh * gate(hp, 2, u));
       E dzz = drec(zz, zg, g * (hprev - hh));
-      dx = join({dzz, dzr, dzh});
-      dhp = join({dzz, dzr, dzh * r});
+      if (p.reset_after) {
+        E r = rec(zr), hp = reshape(read(h_part), {N, G * u});
+        E dzr = drec(zr, r, dzh * gate(hp, 2, u));
+        dx = join({dzz, dzr, dzh});
+        dhp = join({dzz, dzr, dzh * r});
+      } else {  // r's gradient is the caller's
+        E zero = like(0.0, g);
+        dx = join({dzz, zero, dzh});
+        dhp = dx;
+      }
       dhprev = g * zg;
     }
     if (mask.defined()) {
