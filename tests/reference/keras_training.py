@@ -2,8 +2,9 @@
 """Writes tests/fixtures/keras_training/: Keras 3 models compiled with the training surface beyond the seed's
 (binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, Adafactor, Muon, clipping, regression metrics, AUC,
 Precision, Recall), a sequence model of the 1-D layers, a text model with an Embedding, a recurrent model
-(Conv1D, LSTM, Bidirectional GRU, SimpleRNN) and two models with masks (Embedding(mask_zero=True), Masking), trained by
-Keras and saved with their optimizer state, for tests/test_keras_training.cc.
+(Conv1D, LSTM, Bidirectional GRU, SimpleRNN), three models with masks (Embedding(mask_zero=True) into RNNs and into
+GlobalAveragePooling1D, Masking), Conv1DTranspose with channels_first 1-D pools, and GRUs without reset_after,
+trained by Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
     python3 tests/reference/keras_training.py --check FOLDER   # Keras reads systolic's saved models
