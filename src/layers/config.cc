@@ -164,6 +164,10 @@ int ConfigReader::get_size1(const std::string& key, int fallback) {
   return get_optional_size1(key).value_or(fallback);
 }
 
+Pair ConfigReader::get_pair_or_size1(const std::string& key, int fallback, bool one_d) {
+  return one_d ? Pair{1, get_size1(key, fallback)} : get_pair(key, {fallback, fallback});
+}
+
 std::optional<std::int64_t> ConfigReader::get_optional_int(const std::string& key) {
   if (!has(key) || config_[key].is_null()) {
     if (has(key)) at(key);

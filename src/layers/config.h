@@ -35,6 +35,9 @@ class ConfigReader {
   // A 1-D layer's size: an int n or a list of one ([n], as Keras writes kernel_size, strides and pool_size).
   int get_size1(const std::string& key, int fallback);
   std::optional<int> get_optional_size1(const std::string& key);  // absent or null: none
+  // A 2-D layer's size (get_pair), or with one_d a 1-D layer's (get_size1) as (1, n): the 2-D classes' 1-D modes
+  // (DepthwiseConv1D, SeparableConv1D, Conv1DTranspose) run along W with an H axis of size 1.
+  Pair get_pair_or_size1(const std::string& key, int fallback, bool one_d);
   // An int, (rows, cols) or ((top, bottom), (left, right)), as Keras accepts for ZeroPadding2D and Cropping2D.
   Padding2D get_padding2d(const std::string& key, Padding2D fallback);
   Initializer get_initializer(const std::string& key, const Initializer& fallback);

@@ -112,9 +112,7 @@ namespace {
 // DepthwiseConv2D's and DepthwiseConv1D's configs (one_d: sizes are an int or a list of one).
 std::shared_ptr<Layer> depthwise_from_config(ConfigReader& r, bool one_d) {
   if (!r.has("kernel_size")) r.fail_option("kernel_size", "missing");
-  auto size = [&](const char* key, int fallback) {
-    return one_d ? Pair{1, r.get_size1(key, fallback)} : r.get_pair(key, {fallback, fallback});
-  };
+  auto size = [&](const char* key, int fallback) { return r.get_pair_or_size1(key, fallback, one_d); };
   Pair kernel = size("kernel_size", 0);
   DepthwiseConv2DOptions o{
       .strides = size("strides", 1),

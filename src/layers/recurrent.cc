@@ -141,6 +141,12 @@ Tensor bias_block(const Tensor& bias, std::int64_t g, std::int64_t u) {
   return bias.defined() ? bias.view(g * u, {u}) : Tensor();
 }
 
+// Whether gate g's recurrent product reads states kept in kMaskedStates (the state times its mask, or GRU's r * h
+// without reset_after) rather than the states h themselves.
+bool kept_gate_states(const Tensor& state_masks, bool before, std::int64_t g) {
+  return state_masks.defined() || (before && g == 2);
+}
+
 // Draws this call's masks into saved[kInputMasks] and saved[kStateMasks] (undefined for what is not dropped):
 // dropout_forward over ones, keyed by the layer's seed (the replica's) and the training step.
 void draw_masks(const RecurrentSpec& s, const TrainingStep* training, const Tensor& x,
@@ -411,12 +417,11 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
       // Keras's implementation 1: gate g's recurrent columns are (h * mask_g) @ recurrent_kernel_g; GRU without
       // reset_after: the candidate's are (r * h * mask_h) @ recurrent_kernel_h, r from this step's r columns.
       for (std::int64_t g = 0; g < Gn; ++g) {
-        Tensor hm = block(saved[kMaskedStates], g * T + k, {N, u});
+        const bool kept = kept_gate_states(state_masks, before, g);
+        Tensor hm = kept ? block(saved[kMaskedStates], g * T + k, {N, u}) : hs;
         if (state_masks.defined())
           ops::broadcast_forward(ops::BinaryKind::multiply, hs, block(state_masks, g, {N, u}), hm);
-        else if (before && g < 2)
-          hm = hs;  // read in place (states_of gives them all)
-        else
+        else if (kept)
           ops::copy(hs, hm);
         if (before && g == 2) {
           Tensor pre = step(saved[kResetPre], k, u, N), r = step(saved[kReset], k, u, N);
@@ -487,12 +492,12 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
   const bool before = reset_before(s), gate_states = state_masks.defined() || before;
   // Gate g's states for its recurrent product at step k, and at every step [T*N, u].
   auto state_at = [&](std::int64_t g, std::int64_t k) {
-    return state_masks.defined() || (before && g == 2) ? block(saved[kMaskedStates], g * T + k, {N, u})
-                                                       : step(h, k, u, N);
+    return kept_gate_states(state_masks, before, g) ? block(saved[kMaskedStates], g * T + k, {N, u})
+                                                    : step(h, k, u, N);
   };
   auto states_of = [&](std::int64_t g) {
-    return state_masks.defined() || (before && g == 2) ? block(saved[kMaskedStates], g, {T * N, u})
-                                                       : h.view(0, {T * N, u});
+    return kept_gate_states(state_masks, before, g) ? block(saved[kMaskedStates], g, {T * N, u})
+                                                    : h.view(0, {T * N, u});
   };
   if (gate_states) {
     reuse_or_allocate(saved, kStepStateGrad, {{N, u}, {N, u}}, saved[0]);

@@ -132,9 +132,7 @@ namespace {
 std::shared_ptr<Layer> separable_from_config(ConfigReader& r, bool one_d) {
   if (!r.has("filters") || !r.has("kernel_size"))
     r.fail_option(r.has("filters") ? "kernel_size" : "filters", "missing");
-  auto size = [&](const char* key, int fallback) {
-    return one_d ? Pair{1, r.get_size1(key, fallback)} : r.get_pair(key, {fallback, fallback});
-  };
+  auto size = [&](const char* key, int fallback) { return r.get_pair_or_size1(key, fallback, one_d); };
   int filters = r.get_int("filters", 0);
   Pair kernel = size("kernel_size", 0);
   SeparableConv2DOptions o{
