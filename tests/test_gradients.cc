@@ -41,22 +41,27 @@ void check_all(Tensor& t, const Tensor& analytic, const std::function<double()>&
   }
 }
 
-// L = sum(r * layer(x...)) in training mode; checks dL/dx for every input and dL/dw for every trainable weight.
-// mask: Keras's mask of the first input (undefined: none).
+// L = sum(r * layer(x...)) in training mode (over every output of a layer of several: sum_k sum(r_k * y_k)); checks
+// dL/dx for every input and dL/dw for every trainable weight. mask: Keras's mask of the first input (undefined: none).
 void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t seed = 1, double lo = -1,
                  double hi = 1, const Tensor& mask = Tensor()) {
   std::vector<SymbolicTensor> sym;
   for (auto& s : shapes) sym.push_back(layers::Input(s.without_batch(), {.dtype = DType::float64}));
-  SymbolicTensor out = sym.size() == 1 ? layer(sym[0]) : layer(sym);
+  std::vector<SymbolicTensor> outs = layer.call_all(sym);
   std::vector<Tensor> xs;
   for (std::size_t i = 0; i < shapes.size(); ++i)
     xs.push_back(random_tensor(shapes[i], seed + i, DType::float64, lo, hi));
   std::int64_t n = shapes[0][0];
-  Tensor r = random_tensor(out.shape().with_batch(n), seed + 100, DType::float64);
+  std::vector<Tensor> r;
+  for (std::size_t k = 0; k < outs.size(); ++k)
+    r.push_back(random_tensor(outs[k].shape().with_batch(n), seed + 100 + k, DType::float64));
   TrainingStep training;
   auto run = [&](LayerCall& c) {
     c.inputs = xs;
-    c.output = Tensor(out.shape().with_batch(n), DType::float64);
+    c.output = Tensor(outs[0].shape().with_batch(n), DType::float64);
+    c.more_outputs.clear();
+    for (std::size_t k = 1; k < outs.size(); ++k)
+      c.more_outputs.emplace_back(outs[k].shape().with_batch(n), DType::float64);
     c.training = &training;
     c.mask = mask;
     layer->call_forward(c);
@@ -64,17 +69,20 @@ void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t
   auto loss = [&]() {
     LayerCall c;
     run(c);
-    auto y = c.output.to_doubles();
-    auto rv = r.to_doubles();
     double s = 0;
-    for (std::size_t i = 0; i < y.size(); ++i) s += y[i] * rv[i];
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      auto y = (k == 0 ? c.output : c.more_outputs[k - 1]).to_doubles();
+      auto rv = r[k].to_doubles();
+      for (std::size_t i = 0; i < y.size(); ++i) s += y[i] * rv[i];
+    }
     return s;
   };
   LayerCall c;
   run(c);
   for (auto& w : layer->weights())
     if (w.trainable) w.grad.fill(0.0);
-  c.doutput = r.clone();
+  c.doutput = r[0].clone();
+  for (std::size_t k = 1; k < outs.size(); ++k) c.more_doutputs.push_back(r[k].clone());
   for (auto& x : xs)
     c.dinputs.push_back(Tensor::full(x.shape(), 7.0, DType::float64));  // must be overwritten
   layer->call_backward(c, false);
@@ -634,6 +642,45 @@ TEST(GradientCheck, Bidirectional) {
       layers::Bidirectional(layers::LSTM(2),
                             {.merge_mode = "ave", .backward_layer = layers::GRU(2, {.go_backwards = true})}),
       {{2, 4, 2}});
+}
+
+// return_state and initial_state: the final states as outputs (their gradients join the output's) and the initial
+// states as inputs (their gradients are what reaches the first step), with sequences, backwards, under a mask,
+// with dropout; Bidirectional's states (forward's then backward's) and merge_mode None's two outputs.
+TEST(GradientCheck, RecurrentStates) {
+  Float64Scope f64;
+  check_layer(layers::LSTM(3, {.return_state = true}), {{2, 4, 2}, {2, 3}, {2, 3}});
+  check_layer(layers::LSTM(2, {.return_sequences = true, .return_state = true, .go_backwards = true}),
+              {{2, 3, 3}});
+  check_layer(layers::GRU(3, {.return_state = true}), {{2, 4, 2}, {2, 3}});
+  check_layer(layers::GRU(2, {.reset_after = false, .return_sequences = true, .return_state = true}),
+              {{2, 3, 2}, {2, 2}});
+  check_layer(layers::SimpleRNN(3, {.return_state = true, .go_backwards = true}), {{2, 4, 2}, {2, 3}});
+  check_layer(layers::LSTM(2, {.dropout = 0.3, .recurrent_dropout = 0.3, .seed = 11, .return_state = true}),
+              {{2, 3, 2}, {2, 2}, {2, 2}});
+  // A mask without initial states (with them Keras 3 runs every step: steps_mask).
+  Tensor mask = Tensor::from_vector(std::vector<double>{1, 1, 0, 1, 1, 0, 0, 1}, {2, 4});
+  check_layer(layers::LSTM(3, {.return_sequences = true, .return_state = true}), {{2, 4, 2}}, 12, -1, 1,
+              mask);
+  check_layer(layers::Bidirectional(layers::LSTM(2, {.return_state = true})),
+              {{2, 3, 2}, {2, 2}, {2, 2}, {2, 2}, {2, 2}});
+  check_layer(layers::Bidirectional(layers::GRU(2, {.return_sequences = true, .return_state = true}),
+                                    {.merge_mode = ""}),
+              {{2, 3, 2}});
+  check_layer(layers::Bidirectional(layers::SimpleRNN(2, {.return_sequences = true}), {.merge_mode = ""}),
+              {{2, 3, 2}, {2, 2}, {2, 2}});
+}
+// A model that reads only a call's later outputs: an LSTM's final states feed the head, its sequences nothing (their
+// gradient is zero); a GRU starts from the LSTM's h.
+TEST(GradientCheck, ModelOfStates) {
+  Float64Scope f64;
+  auto in = layers::Input({4, 3});
+  auto outs = layers::LSTM(3, {.return_sequences = true, .return_state = true}).call_all({in});
+  auto g = layers::GRU(3)({in, outs[1]});
+  auto h = layers::Concatenate()({outs[1], outs[2], g});
+  auto out = layers::Dense(3, {.activation = "softmax"})(h);
+  Tensor x = random_tensor({3, 4, 3}, 23, DType::float64);
+  check_model(Model(in, out), x, Tensor::from_vector<std::int32_t>({2, 0, 1}, {3}));
 }
 
 // DepthwiseConv1D and SeparableConv1D: the 2-D layers along one axis (strides, dilation, same padding).

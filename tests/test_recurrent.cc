@@ -343,14 +343,216 @@ TEST(Recurrent, RefusesWhatItDoesNotDoByName) {
   EXPECT_THAT(error_of([] { layers::LSTM(3, {.activation = "softmax"}); }), HasSubstr("softmax"));
   EXPECT_THAT(error_of([] { layers::LSTM(0); }), HasSubstr("units must be positive"));
   EXPECT_THAT(error_of([] { layers::LSTM(3)(layers::Input({5})); }), HasSubstr("expects sequences"));
-  nlohmann::ordered_json c = {{"name", "l"}, {"units", 3}, {"return_state", true}};
-  EXPECT_THAT(error_of([&] { layers::layer_from_config("LSTM", c); }), HasSubstr("return_state"));
-  c = {{"name", "l"}, {"units", 3}, {"stateful", true}};
-  EXPECT_THAT(error_of([&] { layers::layer_from_config("GRU", c); }), HasSubstr("stateful"));
-  c = {{"name", "l"}, {"units", 3}, {"time_major", true}};
+  nlohmann::ordered_json c = {{"name", "l"}, {"units", 3}, {"time_major", true}};
   EXPECT_THAT(error_of([&] { layers::layer_from_config("SimpleRNN", c); }), HasSubstr("time_major"));
   c = {{"name", "l"}};
   EXPECT_THAT(error_of([&] { layers::layer_from_config("LSTM", c); }), HasSubstr("units"));
+}
+
+// return_state: [output, h, (c)] from call_all, the states after the last step (with a mask, after the last step
+// that counts); initial_state: zeros give what no states give, others change the result; the shapes are checked.
+TEST(Recurrent, StatesInAndOut) {
+  auto in = layers::Input({5, 3});
+  auto lstm = layers::LSTM(4, {.return_sequences = true, .return_state = true});
+  auto outs = lstm.call_all({in});
+  ASSERT_EQ(outs.size(), 3u);
+  EXPECT_EQ(outs[0].shape(), Shape({5, 4}));
+  EXPECT_EQ(outs[1].shape(), Shape({4}));
+  EXPECT_EQ(outs[2].shape(), Shape({4}));
+  EXPECT_EQ(layers::GRU(2, {.return_state = true}).call_all({in}).size(), 2u);
+  EXPECT_EQ(layers::SimpleRNN(2).call_all({in}).size(), 1u);
+  Model m(std::vector<SymbolicTensor>{in}, outs, "states");
+  Tensor x = systolic::testing::random_tensor({3, 5, 3}, 4);
+  auto y = m.predict_outputs(x);
+  ASSERT_EQ(y.size(), 3u);
+  auto seq = y[0].to_doubles(), h = y[1].to_doubles();
+  for (int n = 0; n < 3; ++n)
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(h[n * 4 + j], seq[(n * 5 + 4) * 4 + j]) << n << " " << j;
+  // The same layer from zero initial states, and from others.
+  auto h0 = layers::Input({4}), c0 = layers::Input({4});
+  auto again = lstm.call_all({in, h0, c0});
+  Model from(std::vector<SymbolicTensor>{in, h0, c0}, again, "from");
+  Tensor zeros = Tensor::zeros({3, 4}), ones = Tensor::full({3, 4}, 0.5);
+  auto z = from.predict_outputs({x, zeros, zeros}), o = from.predict_outputs({x, ones, zeros});
+  for (std::size_t k = 0; k < 3; ++k) EXPECT_EQ(z[k].to_doubles(), y[k].to_doubles()) << k;
+  EXPECT_NE(o[2].to_doubles(), y[2].to_doubles());
+  EXPECT_THAT(error_of([&] {
+                lstm.call_all({in, h0});
+              }),
+              HasSubstr("initial_state takes 2 state(s) (h, c), got 1"));
+  EXPECT_THAT(error_of([&] {
+                lstm.call_all({in, layers::Input({3}), c0});
+              }),
+              HasSubstr("an initial state has shape (None, 4), got (None, 3)"));
+  EXPECT_THAT(error_of([&] { lstm.call_all({in, h0, c0, c0}); }), HasSubstr("takes 1 to 3 inputs, got 4"));
+  // Masked steps carry the state: the final states of zero-padded series are those of the unpadded ones.
+  auto min = layers::Input({5, 3});
+  auto gru = layers::GRU(3, {.return_state = true});
+  Model masked(min, gru.call_all({layers::Masking()(min)})[1], "masked");
+  auto sin = layers::Input({3, 3});
+  Model shorter(sin, layers::GRU(3, {.return_state = true}).call_all({sin})[1], "shorter");
+  shorter.set_weights(masked.get_weights());
+  Tensor padded = Tensor::zeros({2, 5, 3}), cut = systolic::testing::random_tensor({2, 3, 3}, 5);
+  for (int n = 0; n < 2; ++n)
+    for (int t = 0; t < 3; ++t)
+      for (int f = 0; f < 3; ++f)
+        padded.data<float>()[(n * 5 + t) * 3 + f] = cut.data<float>()[(n * 3 + t) * 3 + f];
+  EXPECT_LT(systolic::testing::normalised_max_error(masked.predict(padded), shorter.predict(cut)), 1e-6);
+}
+
+// A model of states written as Keras writes one: Keras 3's initial_state call argument, tf.keras's inputs listed
+// with the sequences, the outputs' tensor indices; read back, it predicts the same. Bidirectional's merge_mode None
+// is written as null.
+TEST(Recurrent, StatesModelConfigsBothWays) {
+  auto in = layers::Input({4, 2});
+  auto a = layers::LSTM(3, {.return_state = true, .name = "enc"}).call_all({in});
+  auto b = layers::GRU(3, {.return_sequences = true, .name = "dec"})({in, a[1]});
+  auto bi =
+      layers::Bidirectional(layers::SimpleRNN(2, {.return_state = true}), {.merge_mode = "", .name = "bi"})
+          .call_all({b});
+  Model m(std::vector<SymbolicTensor>{in}, {layers::Dense(2, {.name = "head"})(b), a[2], bi[1], bi[3]}, "m");
+  Tensor x = systolic::testing::random_tensor({2, 4, 2}, 6);
+  auto want = m.predict_outputs(x);
+  for (auto target : {KerasTarget::keras3, KerasTarget::tf_keras}) {
+    auto j = nlohmann::json::parse(m.to_json(-1, target));
+    nlohmann::json dec, layers_by_name;
+    for (auto& l : j["config"]["layers"]) layers_by_name[l["name"].get<std::string>()] = l;
+    dec = layers_by_name["dec"]["inbound_nodes"][0];
+    if (target == KerasTarget::keras3) {
+      EXPECT_EQ(dec["kwargs"]["initial_state"][0]["config"]["keras_history"], nlohmann::json({"enc", 0, 1}));
+    } else {
+      EXPECT_EQ(dec[1], nlohmann::json({"enc", 0, 1, nlohmann::json::object()}));
+    }
+    EXPECT_TRUE(layers_by_name["bi"]["config"]["merge_mode"].is_null());
+    EXPECT_EQ(j["config"]["output_layers"][1], nlohmann::json({"enc", 0, 2}));
+    EXPECT_EQ(j["config"]["output_layers"][3], nlohmann::json({"bi", 0, 3}));
+    Model back = model_from_json(m.to_json(-1, target));
+    back.set_weights(m.get_weights());
+    auto got = back.predict_outputs(x);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k].to_doubles(), want[k].to_doubles()) << k;
+  }
+  EXPECT_THAT(m.summary_string(), HasSubstr("enc (LSTM)                      [(None, 3), (None, 3"));
+  // A reference to an output the call does not have, and initial states that are not a list: named.
+  auto bad = nlohmann::json::parse(m.to_json());
+  bad["config"]["output_layers"][1] = nlohmann::json({"enc", 0, 5});
+  EXPECT_THAT(error_of([&] { model_from_json(bad.dump()); }),
+              HasSubstr("output_layers takes output 5 of 'enc' node 0, which has 3 output(s)"));
+  bad = nlohmann::json::parse(m.to_json());
+  for (auto& l : bad["config"]["layers"])
+    if (l["name"] == "dec") l["inbound_nodes"][0]["kwargs"]["initial_state"] = 3;
+  EXPECT_THAT(error_of([&] { model_from_json(bad.dump()); }), HasSubstr("call argument 'initial_state'=3"));
+  EXPECT_THAT(m.summary_string(), HasSubstr("enc[0][1]"));
+}
+
+// Keras 3 runs every step of an RNN given initial states (no mask reaches it); tf.keras skips the masked ones. The
+// tf.keras form of such a call is refused both ways rather than read with Keras 3's meaning.
+TEST(Recurrent, InitialStatesWithAMaskFollowKeras3) {
+  auto in = layers::Input({4, 2}, {.name = "x"});
+  auto h0 = layers::Input({3}, {.name = "h0"});
+  auto y = layers::GRU(3, {.name = "gru"})({layers::Masking({.name = "masking"})(in), h0});
+  Model m(std::vector<SymbolicTensor>{in, h0}, {y}, "m");
+  EXPECT_THAT(error_of([&] { m.to_json(-1, KerasTarget::tf_keras); }),
+              HasSubstr("layer 'gru' (GRU) is given initial states and a masked input: tf.keras skips"));
+  auto j = nlohmann::json::parse(m.to_json(-1, KerasTarget::keras3));
+  EXPECT_NO_THROW(model_from_json(j.dump()));
+  for (auto& l : j["config"]["layers"])
+    if (l["name"] == "gru")
+      l["inbound_nodes"] = nlohmann::json::parse(R"([[["masking", 0, 0, {}], ["h0", 0, 0, {}]]])");
+  EXPECT_THAT(error_of([&] { model_from_json(j.dump()); }),
+              HasSubstr("tf.keras skips the masked steps there"));
+  // Keras 3: the padded steps run, as if nothing were masked (the same layer without Masking gives the same).
+  Model unmasked(std::vector<SymbolicTensor>{in, h0}, {m.get_layer("gru").call_all({in, h0})[0]}, "unmasked");
+  Tensor x = systolic::testing::random_tensor({2, 4, 2}, 8), h = systolic::testing::random_tensor({2, 3}, 9);
+  for (int f = 0; f < 4; ++f) x.data<float>()[6 + f] = 0;  // the first series' last two steps are padding
+  EXPECT_EQ(m.predict({x, h}).to_doubles(), unmasked.predict({x, h}).to_doubles());
+}
+
+// A nested model whose outputs are an LSTM's final states (keras-io's seq2seq encoder) called inside another, and the
+// same under mixed_bfloat16 (the states in bfloat16, a float32 input state autocast): the caller predicts as the
+// nested model's own layers do, and trains.
+TEST(Recurrent, StatesThroughANestedModelAndMixedPrecision) {
+  for (const char* policy : {"float32", "mixed_bfloat16"}) {
+    SCOPED_TRACE(policy);
+    mixed_precision::set_global_policy(policy);
+    set_random_seed(6);
+    auto ein = layers::Input({5, 3});
+    auto enc = layers::LSTM(4, {.return_state = true}).call_all({ein});
+    Model encoder(std::vector<SymbolicTensor>{ein}, {enc[1], enc[2]}, "encoder");
+    auto in = layers::Input({5, 3}), din = layers::Input({4, 2});
+    auto states = encoder.call({in});
+    auto dec = layers::LSTM(4, {.return_sequences = true})({din, states[0], states[1]});
+    Model m(std::vector<SymbolicTensor>{in, din}, {layers::Dense(2, {.activation = "softmax"})(dec)},
+            "seq2seq");
+    mixed_precision::set_global_policy("float32");
+    Tensor x = systolic::testing::random_tensor({4, 5, 3}, 10),
+           d = systolic::testing::random_tensor({4, 4, 2}, 11);
+    auto got = m.predict_outputs({x, d});
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].shape(), Shape({4, 4, 2}));
+    auto s = encoder.predict_outputs(x);
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_NE(s[0].to_doubles(), s[1].to_doubles());  // h and c
+    m.compile(optimizers::Adam(0.01), "mse");
+    Tensor y = Tensor::zeros({4, 4, 2});
+    auto before = m.get_weights()[0].to_doubles();  // the encoder's kernel: trained through the states alone
+    m.fit({x, d}, y, {.batch_size = 4, .epochs = 1, .verbose = 0});
+    EXPECT_NE(m.get_weights()[0].to_doubles(), before);
+  }
+}
+
+// stateful: each call starts from the states the last one ended with, so a series fed in two halves gives what the
+// whole series gives; reset_states goes back to zeros; another batch size is refused; the config keeps stateful and
+// the Input's batch size.
+TEST(Recurrent, StatefulCarriesStatesAcrossCalls) {
+  auto in = layers::Input({3, 2}, {.batch_size = 2});
+  Model half(in, layers::GRU(4, {.return_sequences = true, .stateful = true})(in), "half");
+  auto whole_in = layers::Input({6, 2});
+  Model whole(whole_in, layers::GRU(4, {.return_sequences = true})(whole_in), "whole");
+  whole.set_weights(half.get_weights());
+  Tensor x = systolic::testing::random_tensor({2, 6, 2}, 7), first({2, 3, 2}), second({2, 3, 2});
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 6; ++i) {
+      first.data<float>()[n * 6 + i] = x.data<float>()[n * 12 + i];
+      second.data<float>()[n * 6 + i] = x.data<float>()[n * 12 + 6 + i];
+    }
+  auto y = whole.predict(x).to_doubles();
+  auto y1 = half.predict(first).to_doubles(), y2 = half.predict(second).to_doubles();
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 12; ++i) {
+      EXPECT_NEAR(y1[n * 12 + i], y[n * 24 + i], 1e-6);
+      EXPECT_NEAR(y2[n * 12 + i], y[n * 24 + 12 + i], 1e-6);
+    }
+  EXPECT_NE(half.predict(first).to_doubles(), y1);  // from the second half's states
+  half.reset_states();
+  EXPECT_EQ(half.predict(first).to_doubles(), y1);
+  EXPECT_THAT(error_of([&] {
+                half.predict(systolic::testing::random_tensor({3, 3, 2}, 8));
+              }),
+              HasSubstr("is stateful and keeps states for batches of 2, but got a batch of 3"));
+  auto j = nlohmann::json::parse(half.to_json());
+  EXPECT_EQ(j["config"]["layers"][0]["config"]["batch_input_shape"], nlohmann::json({2, 3, 2}));
+  EXPECT_EQ(j["config"]["layers"][1]["config"]["stateful"], true);
+  Model back = model_from_json(half.to_json());
+  back.set_weights(half.get_weights());
+  EXPECT_EQ(back.predict(first).to_doubles(), y1);
+  EXPECT_EQ(back.predict(second).to_doubles(), y2);
+  EXPECT_THAT(error_of([] { layers::Bidirectional(layers::LSTM(2, {.stateful = true})); }),
+              HasSubstr("Bidirectional of a stateful layer is not supported yet"));
+}
+
+// A stateful LSTM trains on xla:cpu as on the CPU: its states carry from batch to batch inside the recorded step.
+TEST(Recurrent, StatefulTrainsOnXlaAsOnTheCpu) {
+  SYSTOLIC_REQUIRE_XLA();
+  auto make = [] {
+    set_random_seed(5);
+    auto in = layers::Input({6, 2}, {.batch_size = 8});
+    auto x = layers::LSTM(4, {.stateful = true})(in);
+    Model m(in, layers::Dense(2, {.activation = "softmax"})(x), "rnn");
+    m.compile(optimizers::Adam(0.01), "sparse_categorical_crossentropy", {"accuracy"});
+    return m;
+  };
+  expect_xla_trains_as_cpu(make, 7, true);
 }
 
 // A GRU over an LSTM's sequences trained two epochs on xla:cpu as on the CPU (the steps' ops in one compiled step).
@@ -366,6 +568,22 @@ TEST(Recurrent, TrainsOnXlaAsOnTheCpu) {
     return m;
   };
   expect_xla_trains_as_cpu(make, 5, false);
+}
+
+// States in and out on xla:cpu: an LSTM's final states start a GRU and feed the head (its sequences unused).
+TEST(Recurrent, StatesTrainOnXlaAsOnTheCpu) {
+  SYSTOLIC_REQUIRE_XLA();
+  auto make = [] {
+    set_random_seed(4);
+    auto in = layers::Input({6, 2});
+    auto s = layers::LSTM(4, {.return_sequences = true, .return_state = true}).call_all({in});
+    auto g = layers::GRU(4)({in, s[1]});
+    auto x = layers::Concatenate()({g, s[2]});
+    Model m(in, layers::Dense(2, {.activation = "softmax"})(x), "rnn");
+    m.compile(optimizers::Adam(0.01), "sparse_categorical_crossentropy", {"accuracy"});
+    return m;
+  };
+  expect_xla_trains_as_cpu(make, 6, true);
 }
 
 // Real data (the UCR archive's ItalyPowerDemand, tests/fixtures/series): a small GRU learns to tell winter days from

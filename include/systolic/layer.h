@@ -47,6 +47,10 @@ struct Node {
   // `base(x, training=False)` in Keras).
   std::shared_ptr<Layer> container;
   std::optional<bool> training;
+  // Which output of its layer's call the node is. A call of a layer with several outputs (an RNN's return_state:
+  // [output, h, c]) makes one node per output: the first runs the layer; each other one (output > 0) takes that
+  // first node as its one input and holds the value the first's forward writes (LayerCall::more_outputs).
+  int output = 0;
 };
 
 struct Weight {
@@ -95,6 +99,10 @@ struct LayerCall {
   Tensor preactivation, activated;
   Tensor doutput;               // backward input: gradient w.r.t. the output
   std::vector<Tensor> dinputs;  // backward output (=); an undefined entry needs no gradient
+  // A layer of several outputs (Layer::more_output_shapes): the outputs after the first, which forward writes (an
+  // undefined one is not wanted: nothing reads it), and their gradients, which backward reads (an undefined one is
+  // zero: no gradient reached it).
+  std::vector<Tensor> more_outputs, more_doutputs;
 };
 
 class Layer : public std::enable_shared_from_this<Layer> {
@@ -120,9 +128,17 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // Calls the layer on symbolic inputs: checks them, builds the weights on the first call, returns the output.
   SymbolicTensor operator()(const SymbolicTensor& input);
   virtual SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs);
+  // Every output of one call, in Keras's order (operator() gives the first): one for most layers; an RNN with
+  // return_state gives [output, h] or, for an LSTM, [output, h, c].
+  virtual std::vector<SymbolicTensor> call_all(const std::vector<SymbolicTensor>& inputs);
 
   // The output shape for these input shapes (no batch dimension); throws Error naming the layer if they do not fit.
   virtual Shape compute_output_shape(const std::vector<Shape>& input_shapes) const = 0;
+  // The shapes of the outputs after the first (none for most layers; an RNN's states with return_state).
+  virtual std::vector<Shape> more_output_shapes(const std::vector<Shape>& input_shapes) const {
+    (void)input_shapes;
+    return {};
+  }
 
   std::vector<Weight>& weights() { return weights_; }  // trainable first, then non-trainable (Keras order)
   const std::vector<Weight>& weights() const { return weights_; }
@@ -148,6 +164,18 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // Keras's get_config(): name, trainable, dtype, then the layer's own arguments under Keras's key names (what
   // model.to_json() writes for this layer). Reading them back: layers/config.h.
   virtual void get_config(nlohmann::ordered_json& config) const;
+
+  // Keras's layer.reset_state() (reset_states()): a stateful RNN's kept states back to zeros; no effect on a layer
+  // that keeps none.
+  virtual void reset_state() {}
+  // A layer that keeps rows from call to call (a stateful RNN's states) makes them for batches of `batch` rows here,
+  // where the model sizes its buffers: before any step is recorded (a buffer made and zeroed inside a recorded
+  // step would be zeroed again at every replay).
+  virtual void reserve_batch(std::int64_t batch, Device device, DType dtype) {
+    (void)batch;
+    (void)device;
+    (void)dtype;
+  }
 
   // Keras's adapt(data) of a preprocessing layer (Normalization: the mean and variance of data over every axis
   // but the kept ones): computes the layer's state from data [N, input shape...], building the layer for that
@@ -175,6 +203,13 @@ class Layer : public std::enable_shared_from_this<Layer> {
     return makes_mask();
   }
   virtual bool makes_mask() const { return false; }
+  // Whether output k > 0 of a call of several outputs carries the mask of the call's first input (Bidirectional's
+  // backward sequences with merge_mode None; an RNN's states do not).
+  virtual bool more_output_masked(int k, bool input_masked) const {
+    (void)k;
+    (void)input_masked;
+    return false;
+  }
   // Why a masked input is refused (empty: it is not): a layer that Keras lets read the mask, where systolic does
   // not yet (GlobalAveragePooling1D's average of the unmasked steps, the merges' combined masks).
   virtual std::string mask_refusal() const { return {}; }
@@ -192,6 +227,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
     (void)args;
     return false;
   }
+  // Keras 3's call argument that takes the inputs after the first, as a list (an RNN's "initial_state"; null: they
+  // are positional). tf.keras lists them with the first.
+  virtual const char* keras_list_argument() const { return nullptr; }
 
  protected:
   Layer(std::string class_name, const std::string& name, Activation activation = Activation::linear);
@@ -203,8 +241,10 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual void forward(LayerCall& call) = 0;
   // Writes dinputs (=) and accumulates weight gradients (+=). call.doutput is w.r.t. the pre-activation values.
   virtual void backward(LayerCall& call) = 0;
-  // Expected number of inputs (-1: two or more, as Add and Concatenate take).
+  // Expected number of inputs (-1: two or more, as Add and Concatenate take); a layer that takes more optionally
+  // (an RNN's initial state) says how many at most.
   virtual int input_count() const { return 1; }
+  virtual int max_input_count() const { return input_count(); }
 
   Weight& add_weight(const std::string& name, Shape shape, const Initializer& initializer,
                      bool trainable = true, const WeightOptions& options = {});
@@ -231,6 +271,10 @@ class LayerRef {
   explicit LayerRef(std::shared_ptr<Layer> layer) : layer_(std::move(layer)) {}
   SymbolicTensor operator()(const SymbolicTensor& input) const { return (*layer_)(input); }
   SymbolicTensor operator()(const std::vector<SymbolicTensor>& inputs) const { return (*layer_)(inputs); }
+  // Every output of the call (Layer::call_all): `auto outs = LSTM(8, {.return_state = true}).call_all({x})`.
+  std::vector<SymbolicTensor> call_all(const std::vector<SymbolicTensor>& inputs) const {
+    return layer_->call_all(inputs);
+  }
   Layer* operator->() const { return layer_.get(); }
   Layer& operator*() const { return *layer_; }
   const std::shared_ptr<Layer>& get() const { return layer_; }

@@ -20,6 +20,9 @@ using Pair = std::array<int, 2>;
 struct InputOptions {
   std::string name;
   DType dtype = DType::float32;
+  // Keras's Input(batch_size=...) (batch_shape's first dimension): kept in configs, as a stateful RNN needs in
+  // Keras; systolic's batches may still be of any size.
+  std::optional<std::int64_t> batch_size;
 };
 // Input(shape without the batch dimension).
 SymbolicTensor Input(Shape shape, const InputOptions& options = {});
@@ -367,6 +370,13 @@ struct RecurrentOptions {
   double dropout = 0, recurrent_dropout = 0;
   std::optional<std::uint64_t> seed;
   bool return_sequences = false;
+  // The final states as outputs after the first: h, and c for an LSTM (Layer::call_all gives them all). The layer
+  // also takes initial states as inputs after the sequences (Keras's initial_state): call_all({x, h0, c0}).
+  bool return_state = false;
+  // Keras's stateful: each call starts from the states the last call ended with (zeros at first), for batches of
+  // one size (the first call's); Layer::reset_state() (or Model::reset_states()) puts them back to zeros. No gradient
+  // flows from one batch into the last.
+  bool stateful = false;
   bool go_backwards = false;          // the steps in reverse (the outputs in that order, as Keras gives them)
   bool unroll = false;                // how Keras builds its graph; the same result
   bool zero_output_for_mask = false;  // only with masks (which do not flow through models yet): no effect
@@ -376,9 +386,11 @@ LayerRef SimpleRNN(int units, const RecurrentOptions& options = {});
 LayerRef LSTM(int units, const RecurrentOptions& options = {});
 LayerRef GRU(int units, const RecurrentOptions& options = {});
 // Bidirectional(LSTM(64, {.return_sequences = true})): the layer run forwards and a copy of it run backwards (or
-// backward_layer, which must go the other way), outputs merged by merge_mode: "concat", "sum", "ave" or "mul"
-// (Keras's None, two outputs, is not supported). The weights: the forward copy's ("forward_lstm/lstm_cell/kernel",
-// ...), then the backward one's.
+// backward_layer, which must go the other way), outputs merged by merge_mode: "concat", "sum", "ave" or "mul", or ""
+// (Keras's None: two outputs, the forward run's and the backward run's; Layer::call_all gives both). With the layer's
+// return_state the runs' final states follow the output(s), the forward run's then the backward run's; initial
+// states (inputs after the sequences) split the same way. The weights: the forward copy's
+// ("forward_lstm/lstm_cell/kernel", ...), then the backward one's.
 struct BidirectionalOptions {
   std::string merge_mode = "concat";
   std::optional<LayerRef> backward_layer;

@@ -244,6 +244,9 @@ class Model {
   // worker calls it, and the chief's values win).
   std::vector<Tensor> get_weights() const;
   void set_weights(const std::vector<Tensor>& weights);
+  // tf.keras's model.reset_states(): every stateful layer's states (Layer::reset_state) back to zeros, on every
+  // replica.
+  void reset_states();
 
   // The flat buffers that hold every trainable weight and its gradient (weights are views into them).
   Tensor& trainable_parameters();

@@ -1,6 +1,7 @@
 // Bidirectional (Keras): a recurrent layer run forwards and a copy of it (or its backward_layer) run backwards over
-// the same input, their outputs merged (concat, sum, ave, mul); with return_sequences the backward run's steps are
-// put back in time order first. The weights: the forward layer's, then the backward one's, named as Keras names
+// the same input, their outputs merged (concat, sum, ave, mul) or both given (merge_mode None: two outputs); with
+// return_sequences the backward run's steps are put back in time order first. With return_state the two runs' final
+// states follow (forward's, then backward's), and initial states split the same way. The weights: the forward layer's, then the backward one's, named as Keras names
 // them ("forward_lstm/lstm_cell/kernel", ...); Keras 3's weights files keep them under forward_layer/cell/vars and
 // backward_layer/cell/vars. On the CPU the two runs, which share nothing, go at once on two threads when a step is
 // too small for the ops' own threads to pay (as TensorFlow runs a graph's independent halves at once).
@@ -28,16 +29,22 @@ class BidirectionalLayer final : public Layer {
         b_(std::move(backward)),
         merge_(std::move(merge_mode)) {
     SYSTOLIC_CHECK(
-        merge_ == "concat" || merge_ == "sum" || merge_ == "ave" || merge_ == "mul",
-        "layer '{}': merge_mode '{}' is not supported (concat, sum, ave, mul; None gives two outputs, "
-        "which a layer here cannot)",
+        merge_ == "concat" || merge_ == "sum" || merge_ == "ave" || merge_ == "mul" || merge_.empty(),
+        "layer '{}': merge_mode '{}' is not supported (concat, sum, ave, mul, or \"\" for Keras's None)",
         this->name(), merge_);
     SYSTOLIC_CHECK(f_.options.go_backwards != b_.options.go_backwards,
                    "layer '{}': the forward and backward layers must differ in go_backwards", this->name());
     SYSTOLIC_CHECK(f_.options.return_sequences == b_.options.return_sequences,
                    "layer '{}': the forward and backward layers must agree on return_sequences",
                    this->name());
-    SYSTOLIC_CHECK(merge_ == "concat" || f_.units == b_.units,
+    SYSTOLIC_CHECK(
+        !f_.options.stateful && !b_.options.stateful,
+        "layer '{}': Bidirectional of a stateful layer is not supported yet (SimpleRNN, LSTM and GRU keep "
+        "states on their own)",
+        this->name());
+    SYSTOLIC_CHECK(f_.options.return_state == b_.options.return_state,
+                   "layer '{}': the forward and backward layers must agree on return_state", this->name());
+    SYSTOLIC_CHECK(merge_ == "concat" || merge_.empty() || f_.units == b_.units,
                    "layer '{}': merge_mode '{}' needs layers of the same units, got {} and {}", this->name(),
                    merge_, f_.units, b_.units);
     b_.flip_sequences = true;  // the backward run's outputs in time order
@@ -50,13 +57,43 @@ class BidirectionalLayer final : public Layer {
 
   // Keras passes the input's mask on with return_sequences.
   bool output_masked(bool input_masked) const override { return input_masked && f_.options.return_sequences; }
+  // merge_mode None: the backward run's sequences too.
+  bool more_output_masked(int k, bool input_masked) const override {
+    return k == 1 && merge_.empty() && output_masked(input_masked);
+  }
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     auto why = recurrent_shape_error(in[0]);
     if (!why.empty()) fail_shape(why);
+    if (in.size() > 1) {  // initial_state: the forward layer's states, then the backward layer's
+      const auto nf = static_cast<std::ptrdiff_t>(states_of(f_));
+      if (in.size() != 1 + states_of(f_) + states_of(b_))
+        fail_shape("initial_state takes " + std::to_string(states_of(f_) + states_of(b_)) +
+                   " states (the forward layer's, then the backward layer's), got " +
+                   std::to_string(in.size() - 1));
+      std::vector<Shape> fw{in[0]}, bw{in[0]};
+      fw.insert(fw.end(), in.begin() + 1, in.begin() + 1 + nf);
+      bw.insert(bw.end(), in.begin() + 1 + nf, in.end());
+      check_initial_states(f_, fw, 1,
+                           [this](const std::string& w) { fail_shape("the forward layer's " + w); });
+      check_initial_states(b_, bw, 1,
+                           [this](const std::string& w) { fail_shape("the backward layer's " + w); });
+    }
     Shape out = recurrent_output_shape(f_, in[0]);
     if (merge_ == "concat") out[-1] = f_.units + b_.units;
     return out;
   }
+  // merge_mode None: the backward run's output; return_state: the forward run's final states, then the backward's.
+  std::vector<Shape> more_output_shapes(const std::vector<Shape>& in) const override {
+    std::vector<Shape> more;
+    if (merge_.empty()) more.push_back(recurrent_output_shape(b_, in[0]));
+    if (f_.options.return_state) {
+      for (std::size_t k = 0; k < states_of(f_); ++k) more.push_back({f_.units});
+      for (std::size_t k = 0; k < states_of(b_); ++k) more.push_back({b_.units});
+    }
+    return more;
+  }
+  int max_input_count() const override { return 1 + static_cast<int>(states_of(f_) + states_of(b_)); }
+  const char* keras_list_argument() const override { return "initial_state"; }
   std::vector<VariableGroup> keras3_variable_groups() const override {
     return {{"vars", 0},
             {"forward_layer/vars", 0},
@@ -66,7 +103,7 @@ class BidirectionalLayer final : public Layer {
   }
   void get_config(json& c) const override {
     Layer::get_config(c);
-    c["merge_mode"] = merge_;
+    c["merge_mode"] = merge_.empty() ? json(nullptr) : json(merge_);
     c["layer"] = nested_config(f_);
     c["backward_layer"] = nested_config(b_);
   }
@@ -92,13 +129,20 @@ class BidirectionalLayer final : public Layer {
           ob = recurrent_output_shape(b_, x.shape().without_batch()).with_batch(N);
     c.saved.resize(kFirstRun + 2 * kRecurrentSaved);
     reuse_or_allocate(c.saved, 0, {of, ob}, x);
+    RecurrentStates states[2];
+    const Tensor mask = steps_mask(c);
+    split_states(c.inputs, 1, states[0].initial, states[1].initial);
+    split_states(c.more_outputs, merge_.empty() ? 1 : 0, states[0].final, states[1].final);
     both(concurrent(x), [&](int i) {
       run(c, i, [&](std::vector<Tensor>& s) {
-        recurrent_forward(i == 0 ? f_ : b_, weights_of(i), x, c.mask, c.training, c.saved[i], s);
+        recurrent_forward(i == 0 ? f_ : b_, weights_of(i), x, mask, c.training, c.saved[i], s, &states[i]);
       });
     });
     const Tensor &yf = c.saved[0], &yb = c.saved[1];
-    if (merge_ == "concat") {
+    if (merge_.empty()) {
+      ops::copy(yf, c.output);
+      if (c.more_outputs[0].defined()) ops::copy(yb, c.more_outputs[0]);
+    } else if (merge_ == "concat") {
       ops::concat_forward({yf, yb}, c.output, c.output.rank() - 1);
     } else if (merge_ == "mul") {
       ops::broadcast_forward(ops::BinaryKind::multiply, yf, yb, c.output);
@@ -113,7 +157,10 @@ class BidirectionalLayer final : public Layer {
     const Tensor &yf = c.saved[0], &yb = c.saved[1];
     reuse_or_allocate(c.saved, 2, {yf.shape(), yb.shape()}, yf);
     Tensor &dyf = c.saved[2], &dyb = c.saved[3];
-    if (merge_ == "concat") {
+    if (merge_.empty()) {
+      ops::copy(c.doutput, dyf);
+      c.more_doutputs[0].defined() ? ops::copy(c.more_doutputs[0], dyb) : ops::fill(dyb, 0.0);
+    } else if (merge_ == "concat") {
       std::vector<Tensor> parts = {dyf, dyb};
       ops::concat_backward(c.doutput, parts, c.doutput.rank() - 1);
     } else if (merge_ == "mul") {
@@ -126,10 +173,14 @@ class BidirectionalLayer final : public Layer {
     Tensor& dx = c.dinputs[0];
     if (dx.defined()) reuse_or_allocate(c.saved, 4, {dx.shape()}, dx);
     Tensor dx_b = dx.defined() ? c.saved[4] : Tensor();
+    RecurrentStates states[2];
+    const Tensor mask = steps_mask(c);
+    split_states(c.more_doutputs, merge_.empty() ? 1 : 0, states[0].dfinal, states[1].dfinal);
+    split_states(c.dinputs, 1, states[0].dinitial, states[1].dinitial);
     both(concurrent(c.inputs[0]), [&](int i) {
       run(c, i, [&](std::vector<Tensor>& s) {
-        recurrent_backward(i == 0 ? f_ : b_, weights_of(i), i == 0 ? dyf : dyb, c.mask, i == 0 ? dx : dx_b,
-                           s);
+        recurrent_backward(i == 0 ? f_ : b_, weights_of(i), i == 0 ? dyf : dyb, mask, i == 0 ? dx : dx_b, s,
+                           &states[i]);
       });
     });
     if (dx.defined()) ops::accumulate(dx_b, dx);
@@ -137,6 +188,15 @@ class BidirectionalLayer final : public Layer {
 
  private:
   static constexpr std::size_t kFirstRun = 5;
+  static std::size_t states_of(const RecurrentSpec& s) { return state_count(s); }
+  // ts[first...]: the forward run's states, then the backward run's (none there: none for either).
+  void split_states(const std::vector<Tensor>& ts, std::size_t first, std::vector<Tensor>& f,
+                    std::vector<Tensor>& b) const {
+    if (ts.size() <= first) return;
+    const auto at = ts.begin() + static_cast<std::ptrdiff_t>(first);
+    f.assign(at, at + static_cast<std::ptrdiff_t>(states_of(f_)));
+    b.assign(at + static_cast<std::ptrdiff_t>(states_of(f_)), ts.end());
+  }
   // Whether the runs go at once: on the CPU with two threads or more, outside a parallel region, when one step's
   // recurrent product (N x units x 4 units) is below about 4 M multiply-adds; a larger one runs on all threads.
   bool concurrent(const Tensor& x) const {
@@ -222,8 +282,9 @@ std::shared_ptr<Layer> bidirectional_from_config(ConfigReader& r) {
     b.options.name = "backward_" + without_prefix(inner, "backward_");
   }
   const json& mode = r.get_raw("merge_mode");
-  if (!mode.is_string()) r.fail_option("merge_mode", "must be concat, sum, ave or mul, got " + mode.dump());
-  return std::make_shared<BidirectionalLayer>(f, b, mode.get<std::string>(), r.name());
+  if (!mode.is_string() && !mode.is_null())
+    r.fail_option("merge_mode", "must be concat, sum, ave, mul or null, got " + mode.dump());
+  return std::make_shared<BidirectionalLayer>(f, b, mode.is_null() ? "" : mode.get<std::string>(), r.name());
 }
 
 LayerRef Bidirectional(const LayerRef& layer, const BidirectionalOptions& options) {

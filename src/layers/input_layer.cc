@@ -10,14 +10,15 @@ class InputLayer final : public Layer {
  public:
   InputLayer(Shape shape, const InputOptions& o)
       : Layer("InputLayer", o.name.empty() ? unique_layer_name("input", false) : o.name),
-        shape_(std::move(shape)) {}
+        shape_(std::move(shape)),
+        batch_size_(o.batch_size) {}
   Shape compute_output_shape(const std::vector<Shape>&) const override { return shape_; }
   bool is_input_layer() const override { return true; }
   const Shape& input_shape() const { return shape_; }
 
   void get_config(json& c) const override {
-    // tf.keras's form (Keras 3 reads it too): batch_input_shape with a null batch dimension.
-    json shape = json::array({nullptr});
+    // tf.keras's form (Keras 3 reads it too): batch_input_shape with the batch dimension first (null unless fixed).
+    json shape = json::array({batch_size_ ? json(*batch_size_) : json(nullptr)});
     for (auto d : shape_.dims()) shape.push_back(d);
     c = {{"batch_input_shape", shape},
          {"dtype", dtype_name(dtype())},
@@ -33,6 +34,7 @@ class InputLayer final : public Layer {
 
  private:
   Shape shape_;
+  std::optional<std::int64_t> batch_size_;
 };
 }  // namespace
 
@@ -47,16 +49,21 @@ std::shared_ptr<Layer> input_layer_from_config(ConfigReader& r) {
       r.fail_option(key, "every dimension after the batch must be a positive integer, got " + v.dump());
     dims.push_back(v[i].get<std::int64_t>());
   }
-  if (!v[0].is_null() && !v[0].is_number_integer()) r.fail_option(key, "bad batch dimension in " + v.dump());
+  if (!v[0].is_null() && !(v[0].is_number_integer() && v[0].get<std::int64_t>() > 0))
+    r.fail_option(key, "bad batch dimension in " + v.dump());
   r.require_value("sparse", false);
   r.require_value("ragged", false);
   r.require_value("optional", false);
-  return std::make_shared<InputLayer>(Shape(dims), InputOptions{.name = r.name()});
+  InputOptions o{.name = r.name()};
+  if (!v[0].is_null()) o.batch_size = v[0].get<std::int64_t>();
+  return std::make_shared<InputLayer>(Shape(dims), o);
 }
 
 SymbolicTensor Input(Shape shape, const InputOptions& options) {
   for (auto d : shape.dims())
     SYSTOLIC_CHECK(d > 0, "Input: shape {} must have positive dimensions", shape.str());
+  SYSTOLIC_CHECK(!options.batch_size || *options.batch_size > 0, "Input: batch_size must be positive, got {}",
+                 options.batch_size.value_or(0));
   auto layer = std::make_shared<InputLayer>(shape, options);
   return (*layer)(std::vector<SymbolicTensor>{});
 }

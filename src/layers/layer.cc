@@ -102,11 +102,18 @@ SymbolicTensor Layer::operator()(const SymbolicTensor& input) {
 
 Shape Layer::build_for(const std::vector<Shape>& shapes) {
   Shape out = compute_output_shape(shapes);
+  // The inputs a layer is built for: all, or those it always takes when it takes more optionally (an RNN's initial
+  // states, checked by compute_output_shape).
+  const int want = input_count();
+  const std::size_t fixed =
+      want >= 0 && max_input_count() > want ? static_cast<std::size_t>(want) : shapes.size();
   if (!built_) {
     build(shapes);
     built_shapes_ = shapes;
     built_ = true;
-  } else if (shapes != built_shapes_) {
+  } else if (!std::equal(built_shapes_.begin(), built_shapes_.begin() + std::min(fixed, built_shapes_.size()),
+                         shapes.begin(), shapes.begin() + std::min(fixed, shapes.size())) ||
+             std::min(fixed, built_shapes_.size()) != std::min(fixed, shapes.size())) {
     fail_shape("it was built for input shape " + built_shapes_[0].keras_str() + " and is now called on " +
                shapes[0].keras_str());
   }
@@ -119,13 +126,19 @@ void Layer::adapt(const Tensor&) {
 }
 
 SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) {
-  int want = input_count();
-  if (want >= 0)
-    SYSTOLIC_CHECK(static_cast<int>(inputs.size()) == want, "layer '{}' ({}) takes {} input(s), got {}",
-                   name_, class_name_, want, inputs.size());
+  return call_all(inputs)[0];
+}
+
+std::vector<SymbolicTensor> Layer::call_all(const std::vector<SymbolicTensor>& inputs) {
+  const int want = input_count(), most = max_input_count(), given = static_cast<int>(inputs.size());
+  if (want < 0)
+    SYSTOLIC_CHECK(given >= 2, "layer '{}' ({}) takes at least 2 inputs, got {}", name_, class_name_, given);
+  else if (most > want)
+    SYSTOLIC_CHECK(given >= want && given <= most, "layer '{}' ({}) takes {} to {} inputs, got {}", name_,
+                   class_name_, want, most, given);
   else
-    SYSTOLIC_CHECK(inputs.size() >= 2, "layer '{}' ({}) takes at least 2 inputs, got {}", name_, class_name_,
-                   inputs.size());
+    SYSTOLIC_CHECK(given == want, "layer '{}' ({}) takes {} input(s), got {}", name_, class_name_, want,
+                   given);
   std::vector<Shape> shapes;
   for (auto& in : inputs) {
     SYSTOLIC_CHECK(in.defined(), "layer '{}' called on an undefined tensor", name_);
@@ -138,7 +151,20 @@ SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) {
   node->shape = out;
   node->dtype = compute_dtype_;
   node->id = next_node_id();
-  return SymbolicTensor(node);
+  std::vector<SymbolicTensor> outs{SymbolicTensor(node)};
+  // The other outputs: a node each, on the first (Node::output).
+  int k = 0;
+  for (auto& shape : more_output_shapes(shapes)) {
+    auto more = std::make_shared<Node>();
+    more->layer = node->layer;
+    more->inputs = {outs[0]};
+    more->shape = shape;
+    more->dtype = compute_dtype_;
+    more->id = next_node_id();
+    more->output = ++k;
+    outs.emplace_back(more);
+  }
+  return outs;
 }
 
 std::int64_t next_node_id() {

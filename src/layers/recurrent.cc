@@ -178,8 +178,17 @@ class RecurrentLayer final : public Layer {
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
     auto why = recurrent_shape_error(in[0]);
     if (!why.empty()) fail_shape(why);
+    check_initial_states(s_, in, 1, [this](const std::string& w) { fail_shape(w); });
     return recurrent_output_shape(s_, in[0]);
   }
+  // return_state: the final states, h then (LSTM) c.
+  std::vector<Shape> more_output_shapes(const std::vector<Shape>&) const override {
+    if (!s_.options.return_state) return {};
+    return std::vector<Shape>(state_count(s_), Shape{s_.units});
+  }
+  // initial_state: the inputs after the sequences.
+  int max_input_count() const override { return 1 + static_cast<int>(state_count(s_)); }
+  const char* keras_list_argument() const override { return "initial_state"; }
   std::vector<VariableGroup> keras3_variable_groups() const override {
     return {{"vars", 0}, {"cell/vars", weights().size()}};
   }
@@ -200,10 +209,32 @@ class RecurrentLayer final : public Layer {
   // Keras's RNN passes its input's mask on with return_sequences.
   bool output_masked(bool input_masked) const override { return input_masked && s_.options.return_sequences; }
   void forward(LayerCall& c) override {
-    recurrent_forward(s_, cell_weights(), c.inputs[0], c.mask, c.training, c.output, c.saved);
+    RecurrentStates states;
+    states.initial.assign(c.inputs.begin() + 1, c.inputs.end());
+    states.final = c.more_outputs;
+    if (s_.options.stateful) {
+      // Keras's stateful: the states kept from the last call start this one (unless states are given), and this
+      // call's final states are kept.
+      keep_states(c.inputs[0]);
+      if (states.initial.empty()) states.initial = kept_;
+      states.final = kept_;
+    }
+    recurrent_forward(s_, cell_weights(), c.inputs[0], steps_mask(c), c.training, c.output, c.saved, &states);
+    if (s_.options.stateful)
+      for (std::size_t k = 0; k < c.more_outputs.size(); ++k)
+        if (Tensor out = c.more_outputs[k]; out.defined()) ops::copy(kept_[k], out);
+  }
+  void reset_state() override {
+    for (auto& t : kept_) ops::fill(t, 0.0);
+  }
+  void reserve_batch(std::int64_t batch, Device device, DType dtype) override {
+    if (s_.options.stateful && (kept_.empty() || kept_[0].dim(0) == batch)) make_states(batch, device, dtype);
   }
   void backward(LayerCall& c) override {
-    recurrent_backward(s_, cell_weights(), c.doutput, c.mask, c.dinputs[0], c.saved);
+    RecurrentStates states;
+    states.dfinal = c.more_doutputs;
+    states.dinitial.assign(c.dinputs.begin() + 1, c.dinputs.end());
+    recurrent_backward(s_, cell_weights(), c.doutput, steps_mask(c), c.dinputs[0], c.saved, &states);
   }
 
  private:
@@ -211,7 +242,28 @@ class RecurrentLayer final : public Layer {
     auto& w = weights();
     return {&w[0], &w[1], s_.options.use_bias ? &w[2] : nullptr};
   }
+  // The kept states (stateful), zeros at first, for the first batch size seen, which every call must have (the model
+  // makes them before it records a step: reserve_batch).
+  void keep_states(const Tensor& x) {
+    const std::int64_t N = x.dim(0);
+    if (!kept_.empty() && kept_[0].dim(0) != N)
+      fail(
+          "layer '{}' ({}) is stateful and keeps states for batches of {}, but got a batch of {}: a stateful "
+          "RNN "
+          "needs the same batch size at every call (as in Keras), so choose one that divides the samples",
+          name(), class_name(), kept_[0].dim(0), N);
+    make_states(N, x.device(), x.dtype());
+  }
+  // Zeros, unless states of this size, device and dtype exist (a model moved to another device starts again).
+  void make_states(std::int64_t N, Device device, DType dtype) {
+    if (!kept_.empty() && kept_[0].dim(0) == N && kept_[0].device() == device && kept_[0].dtype() == dtype)
+      return;
+    kept_.clear();
+    for (std::size_t k = 0; k < state_count(s_); ++k)
+      kept_.push_back(Tensor::zeros({N, s_.units}, dtype, device));
+  }
   RecurrentSpec s_;
+  std::vector<Tensor> kept_;
 };
 
 }  // namespace
@@ -247,6 +299,22 @@ RecurrentSpec recurrent_spec(const char* class_name, RnnCell cell, int units, co
   return s;
 }
 
+void check_initial_states(const RecurrentSpec& s, const std::vector<Shape>& in, std::size_t first,
+                          const std::function<void(const std::string&)>& fail_with) {
+  if (in.size() <= first) return;
+  const std::size_t n = state_count(s);
+  if (in.size() - first != n)
+    fail_with(fmt::format("initial_state takes {} state(s) (h{}), got {}", n, n == 2 ? ", c" : "",
+                          in.size() - first));
+  for (std::size_t k = first; k < in.size(); ++k)
+    if (in[k] != Shape{s.units})
+      fail_with("an initial state has shape " + Shape{s.units}.keras_str() + ", got " + in[k].keras_str());
+}
+
+Tensor steps_mask(const LayerCall& c) {
+  return c.inputs.size() > 1 ? Tensor() : c.mask;
+}
+
 std::string recurrent_shape_error(const Shape& in) {
   return in.rank() == 2 ? "" : "expects sequences (steps, features), got " + in.keras_str();
 }
@@ -258,9 +326,9 @@ Shape recurrent_output_shape(const RecurrentSpec& s, const Shape& in) {
 void write_recurrent_config(const RecurrentSpec& s, json& c) {
   const RecurrentOptions& o = s.options;
   c["return_sequences"] = o.return_sequences;
-  c["return_state"] = false;
+  c["return_state"] = o.return_state;
   c["go_backwards"] = o.go_backwards;
-  c["stateful"] = false;
+  c["stateful"] = o.stateful;
   c["unroll"] = o.unroll;
   c["zero_output_for_mask"] = o.zero_output_for_mask;
   c["units"] = s.units;
@@ -294,9 +362,9 @@ RecurrentSpec recurrent_spec_from_config(ConfigReader& r, const std::string& cla
   if (!r.has("units")) r.fail_option("units", "missing");
   RecurrentOptions o;
   o.return_sequences = r.get_bool("return_sequences", false);
-  r.require_value("return_state", false);
+  o.return_state = r.get_bool("return_state", false);
   o.go_backwards = r.get_bool("go_backwards", false);
-  r.require_value("stateful", false);
+  o.stateful = r.get_bool("stateful", false);
   o.unroll = r.get_bool("unroll", false);
   o.zero_output_for_mask = r.get_bool("zero_output_for_mask", false);
   r.require_value("time_major", false);  // tf.keras
@@ -356,7 +424,8 @@ void reuse_or_allocate(std::vector<Tensor>& buffers, std::size_t first, const st
 }
 
 void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, const Tensor& mask,
-                       const TrainingStep* training, Tensor& y, std::vector<Tensor>& saved) {
+                       const TrainingStep* training, Tensor& y, std::vector<Tensor>& saved,
+                       const RecurrentStates* states) {
   const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units, Gn = gate_count(s), G = Gn * u;
   const bool lstm = s.cell == RnnCell::lstm;
   reuse_or_allocate(saved, 0, {{T, N, F}, {T, N, G}, {T + 1, N, u}, {T + 1, N, u}, {T, N, G}, {T, N, G}}, x);
@@ -395,8 +464,9 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
     ops::dense_forward(xt.view(0, {T * N, F}), w.kernel->operand(), in_bias, xp_flat);
   }
   Tensor h0 = step(h, 0, u, N), c0 = step(cs, 0, u, N), none;
-  ops::fill(h0, 0.0);
-  ops::fill(c0, 0.0);
+  const bool given = states && !states->initial.empty();
+  given ? ops::copy(states->initial[0], h0) : ops::fill(h0, 0.0);
+  given&& lstm ? ops::copy(states->initial.at(1), c0) : ops::fill(c0, 0.0);
   const Tensor rec_bias = recurrent_part(s, bias);
   std::vector<Tensor> state_kernels, step_products;
   const bool gate_states = state_masks.defined() || before;
@@ -438,6 +508,10 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
     }
     ops::rnn_cell_forward(s.params, step(xp, t, G, N), hps, hs, cprev, mask_at(mt, t, N), hnext, cnext, zs);
   }
+  // The states after the last step (a masked step carried its state on).
+  if (states)
+    for (std::size_t k = 0; k < states->final.size(); ++k)
+      if (Tensor out = states->final[k]; out.defined()) ops::copy(step(k == 0 ? h : cs, T, u, N), out);
   if (!s.options.return_sequences) return ops::copy(step(h, T, u, N), y);
   if (!s.flip_sequences) {
     ops::transpose(h.view(N * u, {T, N, u}), y, {1, 0, 2});
@@ -460,7 +534,8 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
 // order (flip_sequences); 16: the mask time-major [T, N]; 17: the mask cast to the data's dtype. 18: the output's
 // gradient times the mask (zero_output_for_mask).
 void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy,
-                        const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved) {
+                        const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved,
+                        const RecurrentStates* states) {
   SYSTOLIC_CHECK(saved.size() == kRecurrentSaved, "{}: backward without a forward", s.class_name);
   const std::int64_t T = saved[0].dim(0), N = saved[0].dim(1), F = saved[0].dim(2), u = s.units,
                      Gn = gate_count(s), G = Gn * u;
@@ -486,6 +561,11 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
     ops::copy(dy, dh);
   }
   ops::fill(dc, 0.0);
+  // The final states' own gradients (return_state) join those reaching them through the output.
+  const std::vector<Tensor> no_states;
+  const std::vector<Tensor>& dfinal = states ? states->dfinal : no_states;
+  if (!dfinal.empty() && dfinal[0].defined()) ops::accumulate(dfinal[0], dh);
+  if (lstm && dfinal.size() > 1 && dfinal[1].defined()) ops::copy(dfinal[1], dc);
   Tensor none, bias_grad = w.bias ? w.bias->grad : Tensor();
   Tensor db_in = input_part(s, bias_grad), db_rec = recurrent_part(s, bias_grad);
   std::vector<Tensor> state_kernels, step_grads, step_input_grads;
@@ -566,6 +646,10 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
     }
     if (lstm) std::swap(dc, dc_prev);
   }
+  // What reached the states before the first step: the initial states' gradients (initial_state).
+  if (states)
+    for (std::size_t k = 0; k < states->dinitial.size(); ++k)
+      if (Tensor out = states->dinitial[k]; out.defined()) ops::copy(k == 0 ? dh : dc, out);
   // W_r's gradient (and the recurrent bias's): sum over the steps of h_prev^T @ dh_part, as one product (one per
   // gate when the gates' products ran apart: each gate's states).
   if (gate_states) {

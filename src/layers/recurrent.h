@@ -43,6 +43,14 @@ RecurrentSpec recurrent_spec(const char* class_name, ops::RnnCell cell, int unit
 RecurrentSpec recurrent_spec_from_config(ConfigReader& r, const std::string& class_name);
 // (steps, features) -> (units,), or (steps, units) with return_sequences; "" when the input is not a sequence.
 std::string recurrent_shape_error(const Shape& in);
+// The mask the steps run by: the call's, unless it was given initial states. Keras 3 passes a layer its input's mask
+// only when the layer's call has one tensor argument; with initial_state it has two, and the recurrence runs every
+// step (the output still carries the mask on, with return_sequences). tf.keras used the mask there.
+Tensor steps_mask(const LayerCall& c);
+// Checks the initial states among a call's input shapes (from in[first] on; none given is fine): state_count of
+// them, each (units,); fail_with throws.
+void check_initial_states(const RecurrentSpec& s, const std::vector<Shape>& in, std::size_t first,
+                          const std::function<void(const std::string&)>& fail_with);
 Shape recurrent_output_shape(const RecurrentSpec& s, const Shape& in);
 // The keys Keras writes after the base config (name, trainable, dtype), in its order.
 void write_recurrent_config(const RecurrentSpec& s, json& c);
@@ -66,14 +74,29 @@ void add_recurrent_weights(const RecurrentSpec& s, std::int64_t features, const 
 void reuse_or_allocate(std::vector<Tensor>& buffers, std::size_t first, const std::vector<Shape>& shapes,
                        const Tensor& like);
 
+// The states at the recurrence's ends, [N, units] each, h then (LSTM) c: Keras's initial_state (forward reads
+// `initial`; empty: zeros) and return_state (forward writes `final`, the states after the last step; an undefined
+// one is not wanted). Backward reads the final states' gradients (`dfinal`; undefined: zero) and writes the initial
+// states' (`dinitial`, =; undefined: not wanted).
+struct RecurrentStates {
+  std::vector<Tensor> initial, final, dfinal, dinitial;
+};
+// How many states the cell carries: 2 for an LSTM (h, c), else 1.
+inline std::size_t state_count(const RecurrentSpec& s) {
+  return s.cell == ops::RnnCell::lstm ? 2 : 1;
+}
+
 // y = the recurrence over x [N, T, F] (y: [N, units] or [N, T, units]); `saved` keeps what backward reads. mask
 // [N, T] (Keras's; undefined: none): a masked step keeps the state, and with return_sequences outputs the previous
 // step's output, or zeros with zero_output_for_mask. training (null: inference): the step whose dropout masks
-// this call draws.
+// this call draws. states (null: none given, none wanted): the initial and final states.
 void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, const Tensor& mask,
-                       const TrainingStep* training, Tensor& y, std::vector<Tensor>& saved);
-// dx (=; undefined: not computed) and the weights' gradients (+=) from dy (the mask: forward's).
+                       const TrainingStep* training, Tensor& y, std::vector<Tensor>& saved,
+                       const RecurrentStates* states = nullptr);
+// dx (=; undefined: not computed) and the weights' gradients (+=) from dy (the mask: forward's); with states, the
+// final states' gradients join and the initial states' are written.
 void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy,
-                        const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved);
+                        const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved,
+                        const RecurrentStates* states = nullptr);
 
 }  // namespace systolic::layers

@@ -34,7 +34,7 @@ void ModelState::collect_training_terms() {
     }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const NodeExec& e = nodes[i];
-    if (e.is_input || !e.node->layer->activity_regularizer()) continue;
+    if (!e.runs_layer() || !e.node->layer->activity_regularizer()) continue;
     Regularizer r = e.node->layer->activity_regularizer();
     Activation activation = e.node->layer->activation();
     // Keras 3 adds regularizer(output) / batch_size to the batch's loss: the totals hold n times that, the penalty

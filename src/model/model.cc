@@ -83,6 +83,21 @@ void ModelState::finalize() {
   for (auto& in : inputs)
     SYSTOLIC_CHECK(index.count(in.node().get()), "model '{}': input '{}' is not used by the outputs", name,
                    in.node()->layer->name());
+  // The calls of several outputs: each first output's node learns where the others are.
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    NodeExec& e = nodes[i];
+    if (!e.runs_layer()) continue;
+    std::vector<Shape> shapes;
+    for (auto& in : e.node->inputs) shapes.push_back(in.shape());
+    e.more_outputs.assign(e.node->layer->more_output_shapes(shapes).size(), -1);
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (const int k = nodes[i].node->output; k > 0) {
+      auto& more = nodes[nodes[i].inputs.at(0)].more_outputs;
+      SYSTOLIC_CHECK(k <= static_cast<int>(more.size()), "model '{}': layer '{}' has no output {}", name,
+                     nodes[i].node->layer->name(), k);
+      more[static_cast<std::size_t>(k - 1)] = static_cast<int>(i);
+    }
   // Each layer computes in its own policy's dtype (NodeExec::dtype); the variables share one dtype. The input
   // holds the batch in the compute dtype of the first layer with weights (the first one Keras would autocast it
   // for), or in the variables' dtype when that layer does not autocast (Embedding's ids).
@@ -112,6 +127,12 @@ void ModelState::finalize() {
     NodeExec& e = nodes[i];
     if (e.is_input) continue;
     const Layer& l = *e.node->layer;
+    if (!e.runs_layer()) {  // a later output of a call: its input's mask, if the layer passes it on there
+      const NodeExec& first = nodes[e.inputs[0]];
+      const int mask = first.inputs.empty() ? -1 : nodes[first.inputs[0]].mask_from;
+      e.mask_from = l.more_output_masked(e.node->output, mask >= 0) ? mask : -1;
+      continue;
+    }
     bool any = false;
     for (int k : e.inputs) any = any || nodes[k].mask_from >= 0;
     const std::string why = any ? l.mask_refusal() : "";
@@ -239,6 +260,7 @@ void ModelState::ensure_capacity(std::int64_t n) {
     NodeExec& e = nodes[i];
     e.mask_buf =
         e.mask_from == static_cast<int>(i) ? Tensor(mask_shape(e).with_batch(n), e.dtype, d) : Tensor();
+    if (e.runs_layer()) e.node->layer->reserve_batch(n, d, e.dtype);
     e.out_buf = Tensor(e.node->shape.with_batch(n), e.dtype, d);
     e.grad_buf = e.needs_grad ? Tensor(e.node->shape.with_batch(n), e.dtype, d) : Tensor();
     for (auto& s : e.scratch) s = Tensor();
@@ -390,8 +412,9 @@ void ModelState::forward(std::int64_t n, bool training) {
     training_step.counter = optimizer ? step_counter().on(device()) : Tensor();  // dropout's masks
   for (auto& e : nodes) {
     LayerCall& c = e.call;
-    if (e.is_input) {
-      c.output = e.out_buf.slice(0, n);  // x_bufs: the input's batch
+    if (!e.runs_layer()) {
+      c.output =
+          e.out_buf.slice(0, n);  // x_bufs: the input's batch; a later output: its call's forward writes it
       continue;
     }
     c.inputs.clear();
@@ -406,6 +429,8 @@ void ModelState::forward(std::int64_t n, bool training) {
       c.inputs.push_back(cast);
     }
     c.output = e.out_buf.slice(0, n);
+    c.more_outputs.clear();
+    for (int k : e.more_outputs) c.more_outputs.push_back(k >= 0 ? nodes[k].out_buf.slice(0, n) : Tensor());
     const int mask = e.inputs.empty() ? -1 : nodes[e.inputs[0]].mask_from;
     c.mask = mask >= 0 ? nodes[mask].mask_buf.slice(0, n) : Tensor();
     c.output_mask = e.mask_buf.defined() ? e.mask_buf.slice(0, n) : Tensor();
@@ -493,9 +518,16 @@ void ModelState::backward(std::int64_t n) {
     }
   for (int i = static_cast<int>(nodes.size()) - 1; i >= 0; --i) {
     NodeExec& e = nodes[i];
-    if (!written[i] || e.is_input) continue;
+    if (!e.runs_layer()) continue;  // a later output's gradient is read by its call's backward
+    bool more = false;
+    for (int k : e.more_outputs) more = more || (k >= 0 && written[k]);
+    if (!written[i] && !more) continue;
     LayerCall& c = e.call;
     c.doutput = e.grad_buf.slice(0, n);
+    if (!written[i]) ops::fill(c.doutput, 0.0);  // only a later output's gradient reached the call
+    c.more_doutputs.clear();
+    for (int k : e.more_outputs)
+      c.more_doutputs.push_back(k >= 0 && written[k] ? nodes[k].grad_buf.slice(0, n) : Tensor());
     std::vector<int> pending, cast_first;  // summed into a written buffer; cast into an unwritten one
     for (std::size_t k = 0; k < e.inputs.size(); ++k) {
       NodeExec& p = nodes[e.inputs[k]];
@@ -650,6 +682,15 @@ void Model::set_weights(const std::vector<Tensor>& weights) {
   for (std::size_t i = 0; i < all.size(); ++i) all[i]->value.copy_from(weights[i]);
   // Replicas: replica 0's weights go to every replica (across workers: the chief's).
   if (state_->replicas) state_->replicas->broadcast_weights();
+}
+
+void Model::reset_states() {
+  auto reset = [](ModelState& s) {
+    for (Layer* l : s.weight_layers()) l->reset_state();
+  };
+  if (!state_->replicas) return reset(*state_);
+  for (int l = 0; l < state_->replicas->local_size(); ++l)
+    reset(static_cast<ModelState&>(state_->replicas->replica(l)));
 }
 
 Tensor& Model::trainable_parameters() {

@@ -39,7 +39,12 @@ struct Graph {
   // The call a node stands for, and which of its outputs the node is; null for a node inside a nested call.
   static const void* call_of(const Node* n, int* tensor = nullptr) {
     if (tensor) *tensor = 0;
-    if (!n->container) return n;
+    if (!n->container) {
+      if (n->output == 0) return n;
+      // A later output of a plain layer's call: the call is its first output's node.
+      if (tensor) *tensor = n->output;
+      return n->inputs.at(0).node().get();
+    }
     for (auto& call : as_model_layer(*n->container)->calls())
       for (std::size_t i = 0; i < call.outputs.size(); ++i)
         if (call.outputs[i].node().get() == n) {
@@ -78,6 +83,29 @@ Graph walk(const Model& model, KerasTarget target) {
   return g;
 }
 
+// Whether a tensor carries Keras's mask: the rule the model runs by (ModelState::finalize), along first inputs.
+bool carries_mask(const SymbolicTensor& t) {
+  const Node& n = *t.node();
+  if (n.layer->is_input_layer()) return false;
+  if (n.output > 0) {  // a later output of a call
+    const Node& first = *n.inputs[0].node();
+    return n.layer->more_output_masked(n.output, !first.inputs.empty() && carries_mask(first.inputs[0]));
+  }
+  return n.layer->output_masked(!n.inputs.empty() && carries_mask(n.inputs[0]));
+}
+
+// tf.keras runs an RNN given initial states by its input's mask; Keras 3 passes it no mask then (layers/recurrent.h:
+// steps_mask), which systolic follows. A call in tf.keras's form that would differ is refused, read or written.
+void check_tf_keras_states(const Layer& layer, const std::vector<SymbolicTensor>& inputs,
+                           const std::string& where) {
+  if (layer.keras_list_argument() && inputs.size() > 1 && carries_mask(inputs[0]))
+    fail(
+        "{}: layer '{}' ({}) is given initial states and a masked input: tf.keras skips the masked steps "
+        "there, "
+        "Keras 3 (and systolic) run them all; save the model for Keras 3 (.keras) instead",
+        where, layer.name(), layer.class_name());
+}
+
 json layer_entry(const Layer& layer, KerasTarget target) {
   if (auto* nested = as_model_layer(layer)) {
     json entry = model_config(nested->model(), target);
@@ -99,6 +127,15 @@ json tensor_ref(const Graph& g, const SymbolicTensor& t) {
   int tensor = 0;
   Graph::call_of(t.node().get(), &tensor);
   return json::array({shown(t.node().get())->name(), g.node_index(t.node().get()), tensor});
+}
+
+// Keras 3's form of a call's tensor argument.
+json keras_tensor(const Graph& g, const SymbolicTensor& t) {
+  json shape = json::array({nullptr});
+  for (int d = 0; d < t.shape().rank(); ++d) shape.push_back(t.shape()[d]);
+  return {
+      {"class_name", "__keras_tensor__"},
+      {"config", {{"shape", shape}, {"dtype", dtype_name(t.dtype())}, {"keras_history", tensor_ref(g, t)}}}};
 }
 
 }  // namespace
@@ -134,17 +171,21 @@ json model_config(const Model& model, KerasTarget target) {
         // An operation node: Keras 3's form, its constants among the args (null marks the input tensor).
         std::size_t k = 0;
         for (auto& a : args)
-          if (a.is_null() && k < inputs.size()) {
-            const SymbolicTensor& t = inputs[k++];
-            json shape = json::array({nullptr});
-            for (int d = 0; d < t.shape().rank(); ++d) shape.push_back(t.shape()[d]);
-            a = {{"class_name", "__keras_tensor__"},
-                 {"config",
-                  {{"shape", shape}, {"dtype", dtype_name(t.dtype())}, {"keras_history", tensor_ref(g, t)}}}};
-          }
+          if (a.is_null() && k < inputs.size()) a = keras_tensor(g, inputs[k++]);
         inbound.push_back({{"args", args}, {"kwargs", json::object()}});
         continue;
       }
+      if (const char* list = l->keras_list_argument();
+          list && inputs.size() > 1 && target == KerasTarget::keras3) {
+        // Keras 3 reads the first input as the call's argument and the others as a list argument (an RNN's
+        // initial_state); tf.keras lists them all, as below.
+        json more = json::array();
+        for (std::size_t k = 1; k < inputs.size(); ++k) more.push_back(keras_tensor(g, inputs[k]));
+        kwargs[list] = more;
+        inbound.push_back({{"args", json::array({keras_tensor(g, inputs[0])})}, {"kwargs", kwargs}});
+        continue;
+      }
+      check_tf_keras_states(*l, inputs, "a tf.keras config");
       json call = json::array();
       for (auto& in : inputs) {
         json ref = tensor_ref(g, in);
@@ -204,13 +245,6 @@ bool is_mask_operation(const json& entry) {
   if (!entry.is_object() || entry.value("module", "") != "keras.src.ops.numpy") return false;
   const std::string cls = entry.value("class_name", "");
   return cls == "NotEqual" || cls == "Any";
-}
-
-// Whether a tensor carries Keras's mask: the rule the model runs by (ModelState::finalize), along first inputs.
-bool carries_mask(const SymbolicTensor& t) {
-  const Node& n = *t.node();
-  if (n.layer->is_input_layer()) return false;
-  return n.layer->output_masked(!n.inputs.empty() && carries_mask(n.inputs[0]));
 }
 
 bool is_model_class(const json& entry) {
@@ -351,15 +385,21 @@ Ref parse_ref(const json& r, const std::string& where) {
 // The inbound tensors of one call of a layer.
 // An operation node's numbers (constants: the layer holds them) are skipped; anywhere else a number is an error.
 // A Keras 3 call's `mask` argument (the mask Keras derived and wrote down) goes to *mask.
-std::vector<Ref> parse_call(const json& call, const std::string& where, bool operation,
+// `list`: the layer's call argument that takes its inputs after the first (Layer::keras_list_argument; null: none).
+std::vector<Ref> parse_call(const json& call, const std::string& where, bool operation, const char* list,
                             std::optional<Ref>* mask = nullptr) {
   std::vector<Ref> refs;
   if (call.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}
     json kwargs = call.contains("kwargs") ? call["kwargs"] : json::object();
     std::optional<bool> training;
+    std::vector<Ref> more;
     for (auto& [k, v] : kwargs.items()) {
       if (k == "mask" && mask && v.is_object()) {
         *mask = parse_ref(v, where);
+        continue;
+      }
+      if (list && k == list && v.is_array()) {
+        for (auto& t : v) more.push_back(parse_ref(t, where));
         continue;
       }
       if (!v.is_null() && !(k == "training" && v.is_boolean()))
@@ -375,6 +415,7 @@ std::vector<Ref> parse_call(const json& call, const std::string& where, bool ope
         refs.push_back(parse_ref(a, where));
     }
     if (!refs.empty()) refs[0].training = training;
+    refs.insert(refs.end(), more.begin(), more.end());
   } else if (call.is_array()) {
     for (auto& r : call) refs.push_back(parse_ref(r, where));
   } else {
@@ -440,7 +481,8 @@ Model functional_from_config(const json& config, const std::string& source) {
         fail("{}: missing \"inbound_nodes\"", where);
       for (auto& call : entry["inbound_nodes"]) {
         std::optional<Ref> mask;
-        p.calls.push_back(parse_call(call, where, is_operation_entry(entry), &mask));
+        p.calls.push_back(
+            parse_call(call, where, is_operation_entry(entry), layer->keras_list_argument(), &mask));
         p.masks.push_back(mask);
       }
     }
@@ -499,11 +541,13 @@ Model functional_from_config(const json& config, const std::string& source) {
             fail("{}: layer '{}' is passed a mask ('{}') that systolic does not derive for its input", source,
                  p.layer->name(), m->layer);
         }
+        if (!p.calls[p.done].empty() && p.calls[p.done][0].legacy)
+          check_tf_keras_states(*p.layer, ins, source);
         std::vector<SymbolicTensor> outs;
         if (auto* nested = dynamic_cast<ModelLayer*>(p.layer.get()))
           outs = nested->call_all(ins, p.calls[p.done].empty() ? std::nullopt : p.calls[p.done][0].training);
         else
-          outs = {ins.size() == 1 ? (*p.layer)(ins[0]) : (*p.layer)(ins)};
+          outs = p.layer->call_all(ins);
         outputs[p.layer->name()].push_back(outs);
         ++p.done;
         progress = true;

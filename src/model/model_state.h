@@ -39,6 +39,10 @@ struct NodeExec {
   // where a node that makes one keeps it ([capacity, its output shape without the last axis]).
   int mask_from = -1;
   Tensor mask_buf;
+  // A call of several outputs (Node::output): the first's node lists the nodes of the others (-1: one the graph does
+  // not use), whose buffers its forward writes and its backward reads; those nodes run nothing themselves.
+  std::vector<int> more_outputs;
+  bool runs_layer() const { return !is_input && node->output == 0; }
 };
 // The shape of a node's mask: its output's without the last axis.
 inline Shape mask_shape(const NodeExec& e) {
@@ -297,6 +301,9 @@ class ModelLayer final : public Layer {
   // One call on symbolic inputs: the model's outputs, in its order. call() is for a model of one output.
   std::vector<SymbolicTensor> call_all(const std::vector<SymbolicTensor>& inputs,
                                        std::optional<bool> training);
+  std::vector<SymbolicTensor> call_all(const std::vector<SymbolicTensor>& inputs) override {
+    return call_all(inputs, std::nullopt);
+  }
   SymbolicTensor call(const std::vector<SymbolicTensor>& inputs, std::optional<bool> training);
   int output_count() const { return static_cast<int>(state_->outputs.size()); }
   struct Call {

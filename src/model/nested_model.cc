@@ -73,6 +73,7 @@ std::vector<SymbolicTensor> ModelLayer::call_all(const std::vector<SymbolicTenso
     node->container = self;
     // A training argument given inside the nested model (a model nested deeper) wins over this call's.
     node->training = n->training.has_value() ? n->training : training;
+    node->output = n->output;
     made[n] = SymbolicTensor(node);
   }
   std::vector<SymbolicTensor> outs;

@@ -59,8 +59,16 @@ std::string Model::summary_string() const {
     auto shown = [](const Node& n) { return n.container ? n.container.get() : n.layer.get(); };
     const NodeExec* e = nullptr;
     for (auto& n : s.nodes)
-      if (shown(*n.node) == layer.get()) e = &n;
+      if (shown(*n.node) == layer.get() && n.node->output == 0) e = &n;
     std::string shape = e ? e->node->shape.keras_str() : "multiple";
+    // A layer of several outputs (an RNN's return_state): all their shapes.
+    if (e && !e->more_outputs.empty()) {
+      std::vector<Shape> in;
+      for (auto& t : e->node->inputs) in.push_back(t.shape());
+      shape = "[" + shape;
+      for (auto& more : layer->more_output_shapes(in)) shape += ", " + more.keras_str();
+      shape += "]";
+    }
     // A nested model of several outputs: all their shapes, as Keras lists a layer's outputs.
     if (auto* nested = as_model_layer(*layer);
         nested && !nested->calls().empty() && nested->calls().back().outputs.size() > 1) {
@@ -75,7 +83,10 @@ std::string Model::summary_string() const {
       for (auto& in : nested->calls().back().inputs)
         connections.push_back(shown(*in.node())->name() + "[0][0]");
     } else if (e) {
-      for (int j : e->inputs) connections.push_back(shown(*s.nodes[j].node)->name() + "[0][0]");
+      for (int j : e->inputs) {
+        const Node& in = *s.nodes[j].node;
+        connections.push_back(shown(in)->name() + "[0][" + std::to_string(in.output) + "]");
+      }
     }
     std::vector<std::string> fields{layer->name() + " (" + layer->class_name() + ")", shape,
                                     std::to_string(layer->count_params())};

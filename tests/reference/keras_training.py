@@ -1,10 +1,10 @@
-#!/usr/bin/env python3
+#!/ usr / bin / env python3
 """Writes tests/fixtures/keras_training/: Keras 3 models compiled with the training surface beyond the seed's
 (binary crossentropy, Huber, AdamW-style decay, Nadam, Adamax, Lion, Adafactor, Muon, clipping, regression metrics, AUC,
 Precision, Recall), a sequence model of the 1-D layers, a text model with an Embedding, a recurrent model
 (Conv1D, LSTM, Bidirectional GRU, SimpleRNN), three models with masks (Embedding(mask_zero=True) into RNNs and into
-GlobalAveragePooling1D, Masking), Conv1DTranspose with channels_first 1-D pools, and GRUs without reset_after,
-trained by Keras and saved with their optimizer state, for tests/test_keras_training.cc.
+GlobalAveragePooling1D, Masking), Conv1DTranspose with channels_first 1-D pools, GRUs without reset_after, and
+RNNs' return_state and initial_state (with Bidirectional's merge_mode None), stateful RNNs, trained by Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
     python3 tests/reference/keras_training.py --check FOLDER   # Keras reads systolic's saved models
@@ -148,8 +148,8 @@ def text(rng):
 
 def recurrent(rng):
     """The recurrent layers, as issue 28 asks: a Conv1D, an LSTM's sequences into a Bidirectional GRU, on series
-    (12 steps, 3 channels) whose class is the channel that drifts upwards; a SimpleRNN run backwards beside them on
-    the same input; Adam with clipnorm."""
+    (12 steps, 3 channels) whose class is the channel that drifts upwards;
+a SimpleRNN run backwards beside them on the same input; Adam with clipnorm."""
     x = 0.5 * rng.normal(size=(80, 12, 3))
     y = rng.integers(0, 3, size=80).astype(np.int64)
     for i in range(80):
@@ -272,11 +272,70 @@ def gru_reset_before(rng):
     return m, x, y
 
 
+def states(rng):
+    """return_state and initial_state, as keras-io's sequence-to-sequence models use them: series of 4 to 10 steps (3
+    channels) zero-padded to 10, whose class is the channel that drifts upwards, under Masking. An LSTM gives its
+    sequences and final states, from which a second LSTM starts;
+a GRU run backwards gives its state(its output unused), from which a SimpleRNN starts; a Bidirectional GRU with merge_mode None gives both runs' sequences and
+    states, its backward sequences (still masked) into a GRU, and a Bidirectional LSTM starts from the first LSTM's
+    states twice over. RMSprop."""
+    x = np.zeros((80, 10, 3))
+    y = rng.integers(0, 3, size=80).astype(np.int64)
+    for i in range(80):
+        n = rng.integers(4, 11)
+        x[i, :n] = 0.5 * rng.normal(size=(n, 3))
+        x[i, :n, y[i]] += np.linspace(-1.0, 1.0, n)
+    keras.utils.set_random_seed(14)
+    i = keras.Input((10, 3))
+    m = keras.layers.Masking(mask_value=0.0)(i)
+    seq, h, c = keras.layers.LSTM(6, return_sequences=True, return_state=True)(m)
+    a = keras.layers.LSTM(6)(seq, initial_state=[h, c])
+    _, g = keras.layers.GRU(5, return_state=True, go_backwards=True)(m)
+    b = keras.layers.SimpleRNN(5)(m, initial_state=[g])
+    fw, bw, fh, bh = keras.layers.Bidirectional(keras.layers.GRU(4, return_sequences=True, return_state=True),
+                                                merge_mode=None)(m)
+    d = keras.layers.GRU(4)(bw)
+    e = keras.layers.Bidirectional(keras.layers.LSTM(6))(m, initial_state=[h, c, h, c])
+    o = keras.layers.Dense(3, activation="softmax")(keras.layers.Concatenate()([a, h, b, fh, bh, d, e]))
+    model = keras.Model(i, o)
+    model.compile(optimizer=keras.optimizers.RMSprop(learning_rate=0.01), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    return model, x, y
+
+
+def stateful(rng):
+    """stateful=True: series of 12 steps (2 channels) whose class is the sign of the first channel's trend, cut into
+    two halves of 6 steps that follow each other from one batch of 16 to the next (sample i of batch 2k+1 continues
+    sample i of batch 2k), read by an Input of batch_shape (16, 6, 2); a stateful LSTM's sequences into a stateful
+    GRU carry their states from batch to batch (and across epochs, which Keras does not reset); Adam. The states are
+    reset after saving (Keras keeps them out of files), so that evaluate starts from zeros here as after loading."""
+    series = 0.5 * rng.normal(size=(40, 12, 2))
+    labels = rng.integers(0, 2, size=40).astype(np.int64)
+    for i in range(40):
+        series[i, :, 0] += (1.0 if labels[i] else -1.0) * np.linspace(-1.0, 1.0, 12)
+    x = np.zeros((80, 6, 2))
+    y = np.zeros(80, dtype=np.int64)
+    for b in range(5):  # batches of 16 in pairs: the first halves of 16 series, then their second halves
+        for i in range(8):
+            j = b * 8 + i
+            x[b * 16 + i], x[b * 16 + 8 + i] = series[j, :6], series[j, 6:]
+            y[b * 16 + i] = y[b * 16 + 8 + i] = labels[j]
+    keras.utils.set_random_seed(15)
+    i = keras.Input(batch_shape=(16, 6, 2))
+    h = keras.layers.LSTM(6, stateful=True, return_sequences=True)(i)
+    h = keras.layers.GRU(4, stateful=True)(h)
+    o = keras.layers.Dense(2, activation="softmax")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
          ("masked_average", masked_average), ("transpose_series", transpose_series),
-         ("gru_reset_before", gru_reset_before)]
+         ("gru_reset_before", gru_reset_before), ("states", states), ("stateful", stateful)]
 
 
 def check(folder):
@@ -330,11 +389,14 @@ def main():
             continue
         xt, yt, xs, ys = x[:64], y[:64], x[64:], y[64:]
         np.savez(os.path.join(args.out, name + ".npz"), x_train=xt, y_train=yt, x_test=xs, y_test=ys)
-        # Keras trains on float32 copies, as systolic reads float64 arrays.
+#Keras trains on float32 copies, as systolic reads float64 arrays.
         xt32, xs32 = xt.astype(np.float32), xs.astype(np.float32)
         yt32, ys32 = yt.astype(np.float32), ys.astype(np.float32)
         model.fit(xt32, yt32, batch_size=16, epochs=2, shuffle=False, verbose=0)
         model.save(os.path.join(args.out, name + ".keras"))
+        for layer in model.layers:  # a stateful RNN's states are not in the file: start from zeros, as after loading
+            if getattr(layer, "stateful", False):
+                layer.reset_state()
         before = model.evaluate(xs32, ys32, batch_size=16, return_dict=True, verbose=0)
         model.fit(xt32, yt32, batch_size=16, epochs=1, shuffle=False, verbose=0)
         after = model.evaluate(xs32, ys32, batch_size=16, return_dict=True, verbose=0)
