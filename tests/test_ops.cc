@@ -851,9 +851,11 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
                                  {in("x", {7, 4, 6}), out("mask", {7, 4})},
                                  [](auto& t) { compute_mask(t[0], 0.5, t[1]); }});
 
-  // Recurrent cells: each kind with and without a mask (some rows masked), and LSTM with other activations.
-  {
-    const std::int64_t N = 5, u = 7;
+  // Recurrent cells: each kind with and without a mask (some rows masked), and LSTM with other activations; each
+  // kind also over values as large as +-40 (the float32 CPU's rows clamp exp's argument) and 37 units (vector
+  // lengths and a tail).
+  for (double range : {2.0, 40.0}) {
+    const std::int64_t N = 5, u = range > 2 ? 37 : 7;
     struct Cell {
       std::string name;
       RnnCellParams p;
@@ -869,20 +871,22 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
         const RnnCellParams p = cell.p;
         const bool lstm = p.cell == RnnCell::lstm, gru = p.cell == RnnCell::gru;
         const std::int64_t G = (lstm ? 4 : gru ? 3 : 1) * u;
-        std::string name = cell.name + (masked ? ", rows masked" : "");
+        if (range > 2 && p.activation.kind != Activation::tanh) continue;
+        std::string name = cell.name + (masked ? ", rows masked" : "") + (range > 2 ? ", large values" : "");
         Arg mask = masked ? Arg{.name = "mask", .shape = {N}, .values = Values::integers, .lo = 0, .hi = 1}
                           : none("mask");
         m[Op::rnn_cell_forward].push_back(
             {name,
-             {in("x_part", {N, G}, -2, 2), in("h_part", {N, G}, -2, 2), in("h_prev", {N, u}),
-              lstm ? in("c_prev", {N, u}, -2, 2) : none("c_prev"), mask, out("h", {N, u}),
+             {in("x_part", {N, G}, -range, range), in("h_part", {N, G}, -range, range), in("h_prev", {N, u}),
+              lstm ? in("c_prev", {N, u}, -range, range) : none("c_prev"), mask, out("h", {N, u}),
               lstm ? out("c", {N, u}) : none("c"), out("z", {N, G})},
              [p](auto& t) { rnn_cell_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); }});
         m[Op::rnn_cell_backward].push_back(
             {name,
-             {gru ? in("h_part", {N, G}, -2, 2) : none("h_part"), gru ? in("h_prev", {N, u}) : none("h_prev"),
-              lstm ? in("c_prev", {N, u}, -2, 2) : none("c_prev"), in("z", {N, G}, -2, 2),
-              lstm ? in("c", {N, u}, -2, 2) : none("c"), mask, in("dh", {N, u}),
+             {gru ? in("h_part", {N, G}, -range, range) : none("h_part"),
+              gru ? in("h_prev", {N, u}) : none("h_prev"),
+              lstm ? in("c_prev", {N, u}, -range, range) : none("c_prev"), in("z", {N, G}, -range, range),
+              lstm ? in("c", {N, u}, -range, range) : none("c"), mask, in("dh", {N, u}),
               lstm ? in("dc", {N, u}) : none("dc"), out("dx_part", {N, G}), out("dh_part", {N, G}),
               out("dh_prev", {N, u}), lstm ? out("dc_prev", {N, u}) : none("dc_prev")},
              [p](auto& t) {
