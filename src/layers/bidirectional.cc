@@ -141,7 +141,7 @@ class BidirectionalLayer final : public Layer {
     const Tensor &yf = c.saved[0], &yb = c.saved[1];
     if (merge_.empty()) {
       ops::copy(yf, c.output);
-      if (c.more_outputs[0].defined()) ops::copy(yb, c.more_outputs[0]);
+      if (!c.more_outputs.empty() && c.more_outputs[0].defined()) ops::copy(yb, c.more_outputs[0]);
     } else if (merge_ == "concat") {
       ops::concat_forward({yf, yb}, c.output, c.output.rank() - 1);
     } else if (merge_ == "mul") {
@@ -159,7 +159,8 @@ class BidirectionalLayer final : public Layer {
     Tensor &dyf = c.saved[2], &dyb = c.saved[3];
     if (merge_.empty()) {
       ops::copy(c.doutput, dyf);
-      c.more_doutputs[0].defined() ? ops::copy(c.more_doutputs[0], dyb) : ops::fill(dyb, 0.0);
+      !c.more_doutputs.empty() && c.more_doutputs[0].defined() ? ops::copy(c.more_doutputs[0], dyb)
+                                                               : ops::fill(dyb, 0.0);
     } else if (merge_ == "concat") {
       std::vector<Tensor> parts = {dyf, dyb};
       ops::concat_backward(c.doutput, parts, c.doutput.rank() - 1);
@@ -192,7 +193,7 @@ class BidirectionalLayer final : public Layer {
   // ts[first...]: the forward run's states, then the backward run's (none there: none for either).
   void split_states(const std::vector<Tensor>& ts, std::size_t first, std::vector<Tensor>& f,
                     std::vector<Tensor>& b) const {
-    if (ts.size() <= first) return;
+    if (ts.size() < first + states_of(f_) + states_of(b_)) return;  // none given (or wanted)
     const auto at = ts.begin() + static_cast<std::ptrdiff_t>(first);
     f.assign(at, at + static_cast<std::ptrdiff_t>(states_of(f_)));
     b.assign(at + static_cast<std::ptrdiff_t>(states_of(f_)), ts.end());
