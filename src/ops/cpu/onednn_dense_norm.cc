@@ -308,20 +308,6 @@ void add_column_sums(const Tensor& g, std::int64_t M, std::int64_t U, float* out
 }
 }  // namespace
 
-namespace {
-// A matmul with its memory objects, made once per shape: each call points them at its tensors, so that a call
-// allocates nothing (a batch-1 recurrent step had spent a third of its time making oneDNN memory objects and the
-// map of arguments).
-struct BoundMatmul {
-  dnnl::primitive prim;
-  std::unordered_map<int, dnnl::memory> args;
-  void bind(int arg, const Tensor& t) { args.at(arg).set_data_handle(const_cast<void*>(t.raw_data())); }
-};
-dnnl::memory unbound(const dnnl::memory::desc& md) {
-  return dnnl::memory(md, engine(), DNNL_MEMORY_NONE);
-}
-}  // namespace
-
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   std::int64_t K = w.dim(0), U = w.dim(1), M = U ? y.numel() / U : 0;
   if (M == 0 || U == 0) return;
@@ -333,24 +319,19 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y)
     return;
   }
   guarded("dense_forward", [&] {
-    thread_local PrimitiveCache<BoundMatmul> cache;
+    thread_local PrimitiveCache<Prim> cache;
     DType t = x.dtype();
+    auto x_md = md({M, K}, t, tag::ab), w_md = md({K, U}, w.dtype(), tag::ab), b_md = f32_md({1, U}, tag::ab),
+         y_md = md({M, U}, t, tag::ab);
     auto& e = cache.get({M, K, U, b.defined(), static_cast<int>(t), static_cast<int>(w.dtype())}, [&] {
-      auto x_md = md({M, K}, t, tag::ab), w_md = md({K, U}, w.dtype(), tag::ab),
-           b_md = f32_md({1, U}, tag::ab), y_md = md({M, U}, t, tag::ab);
       auto d =
           b.defined() ? dnnl::matmul::desc(x_md, w_md, b_md, y_md) : dnnl::matmul::desc(x_md, w_md, y_md);
-      BoundMatmul m{dnnl::matmul(dnnl::matmul::primitive_desc(d, engine())), {}};
-      m.args = {
-          {DNNL_ARG_SRC, unbound(x_md)}, {DNNL_ARG_WEIGHTS, unbound(w_md)}, {DNNL_ARG_DST, unbound(y_md)}};
-      if (b.defined()) m.args[DNNL_ARG_BIAS] = unbound(b_md);
-      return m;
+      return Prim{dnnl::matmul(dnnl::matmul::primitive_desc(d, engine()))};
     });
-    e.bind(DNNL_ARG_SRC, x);
-    e.bind(DNNL_ARG_WEIGHTS, w);
-    e.bind(DNNL_ARG_DST, y);
-    if (b.defined()) e.bind(DNNL_ARG_BIAS, b);
-    e.prim.execute(stream(), e.args);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, wrap(x_md, x)}, {DNNL_ARG_WEIGHTS, wrap(w_md, w)}, {DNNL_ARG_DST, wrap(y_md, y)}};
+    if (b.defined()) args[DNNL_ARG_BIAS] = wrap(b_md, b);
+    e.prim.execute(stream(), args);
   });
 }
 
@@ -362,39 +343,31 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& 
     return;
   }
   guarded("dense_backward", [&] {
-    thread_local PrimitiveCache<BoundMatmul> data_cache, weights_cache;
+    thread_local PrimitiveCache<Prim> data_cache, weights_cache;
     DType t = dy.dtype();
     if (dx.defined()) {
       // dx[M,K] = dy[M,U] @ w^T: w read transposed in place (format `ba` of the logical (U,K) matrix).
+      auto dy_md = md({M, U}, t, tag::ab), wt_md = md({U, K}, w.dtype(), tag::ba),
+           dx_md = md({M, K}, t, tag::ab);
       auto& e = data_cache.get({M, K, U, static_cast<int>(t), static_cast<int>(w.dtype())}, [&] {
-        auto dy_md = md({M, U}, t, tag::ab), wt_md = md({U, K}, w.dtype(), tag::ba),
-             dx_md = md({M, K}, t, tag::ab);
-        return BoundMatmul{
-            dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_md, wt_md, dx_md), engine())),
-            {{DNNL_ARG_SRC, unbound(dy_md)},
-             {DNNL_ARG_WEIGHTS, unbound(wt_md)},
-             {DNNL_ARG_DST, unbound(dx_md)}}};
+        return Prim{
+            dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_md, wt_md, dx_md), engine()))};
       });
-      e.bind(DNNL_ARG_SRC, dy);
-      e.bind(DNNL_ARG_WEIGHTS, w);
-      e.bind(DNNL_ARG_DST, dx);
-      e.prim.execute(stream(), e.args);
+      e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(dy_md, dy)},
+                                {DNNL_ARG_WEIGHTS, wrap(wt_md, w)},
+                                {DNNL_ARG_DST, wrap(dx_md, dx)}});
     }
     if (dw.defined()) {
       // dw[K,U] += x^T @ dy: x read transposed in place, the sum post-op adds into dw (float32: weight gradients
       // stay float32 under mixed precision).
+      auto xt_md = md({K, M}, t, tag::ba), dy_md = md({M, U}, t, tag::ab), dw_md = f32_md({K, U}, tag::ab);
       auto& e = weights_cache.get({M, K, U, static_cast<int>(t)}, [&] {
-        auto xt_md = md({K, M}, t, tag::ba), dy_md = md({M, U}, t, tag::ab), dw_md = f32_md({K, U}, tag::ab);
-        return BoundMatmul{dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(xt_md, dy_md, dw_md),
-                                                                     accumulate_attr(), engine())),
-                           {{DNNL_ARG_SRC, unbound(xt_md)},
-                            {DNNL_ARG_WEIGHTS, unbound(dy_md)},
-                            {DNNL_ARG_DST, unbound(dw_md)}}};
+        return Prim{dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(xt_md, dy_md, dw_md),
+                                                              accumulate_attr(), engine()))};
       });
-      e.bind(DNNL_ARG_SRC, x);
-      e.bind(DNNL_ARG_WEIGHTS, dy);
-      e.bind(DNNL_ARG_DST, dw);
-      e.prim.execute(stream(), e.args);
+      e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(xt_md, x)},
+                                {DNNL_ARG_WEIGHTS, wrap(dy_md, dy)},
+                                {DNNL_ARG_DST, wrap(dw_md, dw)}});
     }
     if (db.defined()) add_column_sums(dy, M, U, db.data<float>());
   });
