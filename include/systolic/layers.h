@@ -379,7 +379,7 @@ struct RecurrentOptions {
   bool stateful = false;
   bool go_backwards = false;          // the steps in reverse (the outputs in that order, as Keras gives them)
   bool unroll = false;                // how Keras builds its graph; the same result
-  bool zero_output_for_mask = false;  // only with masks (which do not flow through models yet): no effect
+  bool zero_output_for_mask = false;  // with a mask and return_sequences: masked steps output zeros
   std::string name;
 };
 LayerRef SimpleRNN(int units, const RecurrentOptions& options = {});
