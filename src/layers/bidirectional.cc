@@ -65,9 +65,9 @@ class BidirectionalLayer final : public Layer {
     auto why = recurrent_shape_error(in[0]);
     if (!why.empty()) fail_shape(why);
     if (in.size() > 1) {  // initial_state: the forward layer's states, then the backward layer's
-      const auto nf = static_cast<std::ptrdiff_t>(states_of(f_));
-      if (in.size() != 1 + states_of(f_) + states_of(b_))
-        fail_shape("initial_state takes " + std::to_string(states_of(f_) + states_of(b_)) +
+      const auto nf = static_cast<std::ptrdiff_t>(state_count(f_));
+      if (in.size() != 1 + state_count(f_) + state_count(b_))
+        fail_shape("initial_state takes " + std::to_string(state_count(f_) + state_count(b_)) +
                    " states (the forward layer's, then the backward layer's), got " +
                    std::to_string(in.size() - 1));
       std::vector<Shape> fw{in[0]}, bw{in[0]};
@@ -87,12 +87,12 @@ class BidirectionalLayer final : public Layer {
     std::vector<Shape> more;
     if (merge_.empty()) more.push_back(recurrent_output_shape(b_, in[0]));
     if (f_.options.return_state) {
-      for (std::size_t k = 0; k < states_of(f_); ++k) more.push_back({f_.units});
-      for (std::size_t k = 0; k < states_of(b_); ++k) more.push_back({b_.units});
+      for (std::size_t k = 0; k < state_count(f_); ++k) more.push_back({f_.units});
+      for (std::size_t k = 0; k < state_count(b_); ++k) more.push_back({b_.units});
     }
     return more;
   }
-  int max_input_count() const override { return 1 + static_cast<int>(states_of(f_) + states_of(b_)); }
+  int max_input_count() const override { return 1 + static_cast<int>(state_count(f_) + state_count(b_)); }
   const char* keras_list_argument() const override { return "initial_state"; }
   std::vector<VariableGroup> keras3_variable_groups() const override {
     return {{"vars", 0},
@@ -189,14 +189,13 @@ class BidirectionalLayer final : public Layer {
 
  private:
   static constexpr std::size_t kFirstRun = 5;
-  static std::size_t states_of(const RecurrentSpec& s) { return state_count(s); }
   // ts[first...]: the forward run's states, then the backward run's (none there: none for either).
   void split_states(const std::vector<Tensor>& ts, std::size_t first, std::vector<Tensor>& f,
                     std::vector<Tensor>& b) const {
-    if (ts.size() < first + states_of(f_) + states_of(b_)) return;  // none given (or wanted)
+    if (ts.size() < first + state_count(f_) + state_count(b_)) return;  // none given (or wanted)
     const auto at = ts.begin() + static_cast<std::ptrdiff_t>(first);
-    f.assign(at, at + static_cast<std::ptrdiff_t>(states_of(f_)));
-    b.assign(at + static_cast<std::ptrdiff_t>(states_of(f_)), ts.end());
+    f.assign(at, at + static_cast<std::ptrdiff_t>(state_count(f_)));
+    b.assign(at + static_cast<std::ptrdiff_t>(state_count(f_)), ts.end());
   }
   // Whether the runs go at once: on the CPU with two threads or more, outside a parallel region, when one step's
   // recurrent product (N x units x 4 units) is below about 4 M multiply-adds; a larger one runs on all threads.

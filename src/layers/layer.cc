@@ -112,8 +112,7 @@ Shape Layer::build_for(const std::vector<Shape>& shapes) {
     built_shapes_ = shapes;
     built_ = true;
   } else if (!std::equal(built_shapes_.begin(), built_shapes_.begin() + std::min(fixed, built_shapes_.size()),
-                         shapes.begin(), shapes.begin() + std::min(fixed, shapes.size())) ||
-             std::min(fixed, built_shapes_.size()) != std::min(fixed, shapes.size())) {
+                         shapes.begin(), shapes.begin() + std::min(fixed, shapes.size()))) {
     fail_shape("it was built for input shape " + built_shapes_[0].keras_str() + " and is now called on " +
                shapes[0].keras_str());
   }

@@ -54,19 +54,25 @@ SYSTOLIC_HD double log1p_(double x) {
 // tanh(x)/x in x^2, relative error 1e-9) and (1 - e) / (1 + e), e = exp(-2|x|), above it (no cancellation there):
 // within 2 ulp of tanh (tests/test_activations.cc), in a third of glibc's tanhf's time (its expm1f), which the
 // recurrent cells' loops spent most of theirs in.
+// Its two forms, which the CPU's vectorised recurrent cells (ops/cpu/rnn.cc) share: the polynomial for |x| below
+// kTanhPolyBound, and tanh from e = exp(-2|x|) above it.
+constexpr float kTanhPolyBound = 0.55f;
+SYSTOLIC_HD float tanh_poly_(float x) {
+  const float t = x * x;
+  return x * (1.0f + t * (-3.333331048e-01f +
+                          t * (1.333246082e-01f +
+                               t * (-5.384270474e-02f + t * (2.103966847e-02f + t * -6.235557608e-03f)))));
+}
+SYSTOLIC_HD float tanh_from_exp_(float x, float e) {
+  return copysignf((1.0f - e) / (1.0f + e), x);
+}
 SYSTOLIC_HD float tanh_(float x) {
 #ifdef __CUDA_ARCH__
   return tanhf(x);
 #else
   const float a = x < 0.0f ? -x : x;
-  if (a < 0.55f) {
-    const float t = x * x;
-    return x * (1.0f + t * (-3.333331048e-01f +
-                            t * (1.333246082e-01f +
-                                 t * (-5.384270474e-02f + t * (2.103966847e-02f + t * -6.235557608e-03f)))));
-  }
-  const float e = expf(-2.0f * a);
-  return copysignf((1.0f - e) / (1.0f + e), x);
+  if (a < kTanhPolyBound) return tanh_poly_(x);
+  return tanh_from_exp_(x, expf(-2.0f * a));
 #endif
 }
 SYSTOLIC_HD double tanh_(double x) {

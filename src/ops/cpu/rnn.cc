@@ -34,7 +34,8 @@ void each(std::int64_t N, std::int64_t u, F&& f) {
 // exp, sigmoid and tanh in float32 without branches or calls, so that the row loops vectorise. exp(x) = 2^k e^r with
 // k = round(x / ln 2) and |r| <= ln 2 / 2, e^r by Cephes's expf polynomial (ln 2 split in two for r), 2^k built in the
 // exponent bits; x clamped to [-87.3, 88.3] (no overflow; below, e^x is under 1.2e-38 where the callers add it to 1).
-// tanh as activation_math.h's tanh_: an odd polynomial below |x| = 0.55, (1 - e) / (1 + e), e = exp(-2|x|), above.
+// tanh from activation_math.h's two forms of tanh_ (an odd polynomial below |x| = 0.55, (1 - e) / (1 + e), e =
+// exp(-2|x|), above), both computed and one taken.
 // tests/test_ops.cc checks them against float64 and the cells against float64 cells.
 // c ? a : b by the bits (no branch for the vectoriser to if-convert, which it does not in the target clones).
 __attribute__((always_inline)) inline float select_v(bool c, float a, float b) {
@@ -61,14 +62,9 @@ __attribute__((always_inline)) inline float sigmoid_v(float x) {
   return 1.0f / (1.0f + exp_v(-x));
 }
 __attribute__((always_inline)) inline float tanh_v(float x) {
-  const float a = std::fabs(x), t = x * x;
-  const float small =
-      x * (1.0f + t * (-3.333331048e-01f +
-                       t * (1.333246082e-01f +
-                            t * (-5.384270474e-02f + t * (2.103966847e-02f + t * -6.235557608e-03f)))));
-  const float e = exp_v(-2.0f * a);
-  const float large = std::copysign((1.0f - e) / (1.0f + e), x);
-  return select_v(a < 0.55f, small, large);
+  const float a = std::fabs(x);
+  return select_v(a < activation::kTanhPolyBound, activation::tanh_poly_(x),
+                  activation::tanh_from_exp_(x, exp_v(-2.0f * a)));
 }
 
 // One unmasked row of the cell with tanh and sigmoid, float32: rnn_math::forward and backward for j < u at once,
