@@ -630,3 +630,53 @@ TEST(Recurrent, RunsUnderMixedBfloat16) {
   mixed.fit(x, y, {.batch_size = 4, .epochs = 1, .verbose = 0});
   EXPECT_NE(mixed.get_weights()[0].to_doubles(), before);
 }
+
+// The whole recurrence as one op (oneDNN's RNN primitives on the CPU) and the steps one by one (which run whenever
+// a mask reaches the layer): a Masking layer whose mask keeps every step sends the same model down the steps. Both
+// predict and train alike, for every cell, both directions, sequences out, and Bidirectional.
+TEST(Recurrent, WholeSequenceOpEqualsTheSteps) {
+  using layers::RecurrentOptions;
+  const std::vector<std::pair<std::string, std::function<LayerRef()>>> cases{
+      {"SimpleRNN", [] { return layers::SimpleRNN(5); }},
+      {"SimpleRNN relu backwards",
+       [] {
+         return layers::SimpleRNN(5, {.activation = "relu", .return_sequences = true, .go_backwards = true});
+       }},
+      {"LSTM", [] { return layers::LSTM(6, {.return_sequences = true}); }},
+      {"LSTM backwards", [] { return layers::LSTM(6, {.go_backwards = true}); }},
+      {"LSTM backwards sequences",
+       [] { return layers::LSTM(6, {.return_sequences = true, .go_backwards = true}); }},
+      {"GRU", [] { return layers::GRU(4); }},
+      {"GRU reset_after=False",
+       [] { return layers::GRU(4, {.reset_after = false, .return_sequences = true}); }},
+      {"GRU input dropout", [] { return layers::GRU(4, {.dropout = 0.3, .seed = 5}); }},
+      {"Bidirectional LSTM",
+       [] { return layers::Bidirectional(layers::LSTM(3, {.return_sequences = true})); }},
+  };
+  Tensor x = systolic::testing::random_tensor({16, 6, 3}, 41);
+  std::vector<float> labels(16);
+  for (int i = 0; i < 16; ++i) labels[i] = float(i % 2);
+  Tensor y = Tensor::from_vector(labels, {16});
+  for (const auto& [name, make_layer] : cases) {
+    SCOPED_TRACE(name);
+    auto make = [&, make_layer = make_layer](bool masked) {
+      set_random_seed(23);
+      auto in = layers::Input({6, 3});
+      auto h = masked ? layers::Masking({.mask_value = -99})(in) : in;
+      h = make_layer()(h);
+      Model m(in, layers::Dense(2, {.activation = "softmax"})(layers::Flatten()(h)), "m");
+      m.compile(optimizers::Adam(0.02), "sparse_categorical_crossentropy");
+      return m;
+    };
+    Model whole = make(false), steps = make(true);
+    steps.set_weights(whole.get_weights());
+    EXPECT_LT(systolic::testing::normalised_max_error(whole.predict(x), steps.predict(x)), 1e-5);
+    const FitOptions o{.batch_size = 8, .epochs = 2, .verbose = 0, .shuffle = false};
+    whole.fit(x, y, o);
+    steps.fit(x, y, o);
+    auto a = whole.get_weights(), b = steps.get_weights();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t k = 0; k < a.size(); ++k)
+      EXPECT_LT(systolic::testing::normalised_max_error(a[k], b[k]), 1e-5) << k;
+  }
+}

@@ -350,6 +350,19 @@ struct ConstraintParams {
 //                   not written; gru needs it; the others' equals dx_part); dh_prev [N, u], the gradient that reaches h_prev other than through
 //                   h_part (gru: through z * h_prev; a masked row: dh); dc_prev [N, u] (lstm). Reads h_part and h_prev
 //                   (gru), c_prev and c (lstm), and z.
+// rnn_sequence_forward  the whole recurrence of a cell, as one op (oneDNN's RNN primitives on the CPU): x [T, N, F]
+//                   time-major; kernel [F, G*u], recurrent [u, G*u] and bias ([G*u]; gru with reset_after: [2, G*u],
+//                   the input's then the recurrent product's; undefined: none) as Keras stores them; h0, c0 [N, u]
+//                   (c0: lstm; undefined: zeros). reverse: the steps run from t = T-1 down (go_backwards). Writes
+//                   y [T, N, u], the state after time t's step, in time order, and h_last, c_last [N, u] (undefined:
+//                   not wanted), the states after the last step run. workspace: undefined at inference; in
+//                   training, backend-private state forward fills (grown as needed) for backward. No masks or
+//                   dropout, and only Keras's default activations (RnnCellParams' defaults; simple: tanh, relu or
+//                   sigmoid); a backend without the op (no dtypes) leaves the caller to run rnn_cell_forward's steps.
+// rnn_sequence_backward  from dy [T, N, u] (time order; undefined: zeros), dh_last and dc_last (undefined: zeros),
+//                   writes dx (=), dh0, dc0 (=) and adds to dkernel, drecurrent, dbias (+=); any may be undefined
+//                   (not computed). Reads forward's arguments, its y, and its workspace (undefined or not filled by a
+//                   training forward: the backend recomputes what it needs).
 // scatter_add_rows  dst[indices[i]] += src[i] over dst's first dimension (Embedding's gradient): src [n, row...]
 //                   in float32, bfloat16 or float64 added in dst's float32 or float64; repeated indices add up.
 //                   A row index out of range: the CPU throws, CUDA skips it and reports it, XLA skips it.
@@ -573,6 +586,17 @@ struct RowLossParams {
                          const Tensor& z, const Tensor& c, const Tensor& mask, const Tensor& dh, const Tensor& dc,  \
                          Tensor& dx_part, Tensor& dh_part, Tensor& dh_prev, Tensor& dc_prev),                       \
     (p, h_part, h_prev, c_prev, z, c, mask, dh, dc, dx_part, dh_part, dh_prev, dc_prev))                         \
+  X(rnn_sequence_forward, (const RnnCellParams& p, bool reverse, const Tensor& x, const Tensor& kernel,          \
+                            const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,        \
+                            Tensor& y, Tensor& h_last, Tensor& c_last, Tensor& workspace),                          \
+    (p, reverse, x, kernel, recurrent, bias, h0, c0, y, h_last, c_last, workspace))                              \
+  X(rnn_sequence_backward, (const RnnCellParams& p, bool reverse, const Tensor& x, const Tensor& kernel,         \
+                             const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,       \
+                             const Tensor& y, const Tensor& workspace, const Tensor& dy, const Tensor& dh_last,     \
+                             const Tensor& dc_last, Tensor& dx, Tensor& dkernel, Tensor& drecurrent, Tensor& dbias, \
+                             Tensor& dh0, Tensor& dc0),                                                             \
+    (p, reverse, x, kernel, recurrent, bias, h0, c0, y, workspace, dy, dh_last, dc_last, dx, dkernel, drecurrent,  \
+     dbias, dh0, dc0))                                                                                           \
   X(augment_images, (const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t seed, std::uint64_t first), \
     (x, y, p, seed, first))                                                                                      \
   X(softmax_cross_entropy, (const Tensor& logits, const Tensor& labels, const Tensor& weights, Tensor& total,   \
@@ -678,6 +702,8 @@ SYSTOLIC_OPS(SYSTOLIC_OP_DECLARE)
 
 // Whether the backend of `device` runs `op` on data of `dtype` (false for a device this build cannot use).
 bool supports(Op op, DType dtype, Device device);
+// Whether rnn_sequence_forward and rnn_sequence_backward take a cell of these activations (Keras's defaults).
+bool rnn_sequence_takes(const RnnCellParams& p);
 
 // gather_rows with row indices from the host (copied to the tensors' device first: not for captured steps).
 void gather_rows(const Tensor& src, const std::vector<std::int64_t>& indices, Tensor& dst);

@@ -113,6 +113,19 @@ enum DropoutSlot : std::size_t {
   kResetStateGrad,
   kResetTemp,
   kStepInputGrads,
+  // The whole recurrence as one op (ops::rnn_sequence_forward; whole_forward below): kWholeY [T, N, u] its
+  // outputs, time-major in time order, defined only when forward ran it (backward's sign of which path ran);
+  // kWholeWorkspace the op's workspace (training); kWholeDy [T, N, u] the outputs' gradient as the op takes it;
+  // kWholeDhLast [N, u] the last state's; kWholeSteps [T, N, u] the outputs in the order of the steps;
+  // kWholeInitial [S, N, u] the initial states given (h, then an LSTM's c; undefined: none), kept for backward (a
+  // stateful layer's are overwritten by the call's final states); kWholeFinal [S, N, u] the final states.
+  kWholeY,
+  kWholeWorkspace,
+  kWholeDy,
+  kWholeDhLast,
+  kWholeSteps,
+  kWholeInitial,
+  kWholeFinal,
   kSlots
 };
 static_assert(kStateMasks == kInputMasks + 1 && kSlots == kRecurrentSaved);
@@ -423,16 +436,146 @@ void reuse_or_allocate(std::vector<Tensor>& buffers, std::size_t first, const st
   }
 }
 
+namespace {
+
+// Whether the recurrence runs as one op (ops::rnn_sequence_forward: oneDNN's RNN primitives on the CPU) rather
+// than step by step: the backend has it for the dtype, the cell has Keras's default activations, no mask, and no
+// dropout other than the input's one mask (x times it is the op's input).
+bool runs_whole(const RecurrentSpec& s, const Tensor& x, const Tensor& mask,
+                const std::vector<Tensor>& saved) {
+  const Tensor& in_masks = saved[kInputMasks];
+  return !mask.defined() && !saved[kStateMasks].defined() && (!in_masks.defined() || in_masks.dim(0) == 1) &&
+         ops::rnn_sequence_takes(s.params) &&
+         ops::supports(ops::Op::rnn_sequence_forward, x.dtype(), x.device());
+}
+// The steps' outputs run in reverse time (go_backwards) but wanted in the order of the steps: time T-1-k at k.
+bool steps_reversed(const RecurrentSpec& s) {
+  return s.options.go_backwards && !s.flip_sequences;
+}
+// [T, N, u] time-major, its steps in reverse order, into `out`.
+void reverse_steps(const Tensor& in, Tensor& out) {
+  const std::int64_t T = in.dim(0), N = in.dim(1), u = in.dim(2);
+  for (std::int64_t k = 0; k < T; ++k) {
+    Tensor to = step(out, T - 1 - k, u, N);
+    ops::copy(step(in, k, u, N), to);
+  }
+}
+const Tensor& state_or_none(const std::vector<Tensor>& states, std::size_t k) {
+  static const Tensor none;
+  return k < states.size() ? states[k] : none;
+}
+// State k ([N, u]) of a [S, N, u] buffer, or undefined with the buffer (or for an LSTM's c of another cell).
+Tensor state_of(const Tensor& states, std::size_t k) {
+  if (!states.defined() || static_cast<std::int64_t>(k) >= states.dim(0)) return {};
+  return states.view(static_cast<std::int64_t>(k) * states.dim(1) * states.dim(2),
+                     {states.dim(1), states.dim(2)});
+}
+
+void whole_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x,
+                   const TrainingStep* training, Tensor& y, std::vector<Tensor>& saved,
+                   const RecurrentStates* states) {
+  const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units;
+  reuse_or_allocate(saved, 0, {{T, N, F}}, x);
+  reuse_or_allocate(saved, kWholeY, {{T, N, u}}, x);
+  const Tensor& in_masks = saved[kInputMasks];
+  if (in_masks.defined()) {  // the same mask [N, F] at every step
+    reuse_or_allocate(saved, kMaskedInput, {x.shape()}, x);
+    ops::broadcast_forward(ops::BinaryKind::multiply, x, in_masks.view(0, {N, 1, F}), saved[kMaskedInput]);
+    ops::transpose(saved[kMaskedInput], saved[0], {1, 0, 2});
+  } else {
+    ops::transpose(x, saved[0], {1, 0, 2});
+  }
+  // A defined workspace asks the op for what its backward reads.
+  Tensor& workspace = saved[kWholeWorkspace];
+  if (!training)
+    workspace = Tensor();
+  else if (!workspace.defined())
+    workspace = Tensor(Shape{1}, DType::uint8, x.device());
+  // The states through buffers of the layer's own: a stateful layer's initial and final states are one tensor.
+  const std::int64_t S = static_cast<std::int64_t>(state_count(s));
+  if (states && !states->initial.empty()) {
+    reuse_or_allocate(saved, kWholeInitial, {{S, N, u}}, x);
+    for (std::size_t k = 0; k < states->initial.size(); ++k) {
+      Tensor to = state_of(saved[kWholeInitial], k);
+      ops::copy(states->initial[k], to);
+    }
+  } else {
+    saved[kWholeInitial] = Tensor();
+  }
+  const bool finals = states && !states->final.empty();
+  if (finals) reuse_or_allocate(saved, kWholeFinal, {{S, N, u}}, x);
+  Tensor h_last = finals ? state_of(saved[kWholeFinal], 0) : Tensor(),
+         c_last = finals ? state_of(saved[kWholeFinal], 1) : Tensor();
+  Tensor& yt = saved[kWholeY];
+  const Tensor& initial = saved[kWholeInitial];
+  ops::rnn_sequence_forward(s.params, s.options.go_backwards, saved[0], w.kernel->operand(),
+                            w.recurrent->operand(), w.bias ? w.bias->value : Tensor(), state_of(initial, 0),
+                            state_of(initial, 1), yt, h_last, c_last, workspace);
+  if (finals)
+    for (std::size_t k = 0; k < states->final.size(); ++k)
+      if (Tensor out = states->final[k]; out.defined()) ops::copy(state_of(saved[kWholeFinal], k), out);
+  if (!s.options.return_sequences) return ops::copy(step(yt, s.options.go_backwards ? 0 : T - 1, u, N), y);
+  if (!steps_reversed(s)) return ops::transpose(yt, y, {1, 0, 2});
+  reuse_or_allocate(saved, kWholeSteps, {{T, N, u}}, x);
+  reverse_steps(yt, saved[kWholeSteps]);
+  ops::transpose(saved[kWholeSteps], y, {1, 0, 2});
+}
+
+void whole_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& dy, Tensor& dx,
+                    std::vector<Tensor>& saved, const RecurrentStates* states) {
+  const Tensor &xt = saved[0], &yt = saved[kWholeY];
+  const std::int64_t T = xt.dim(0), N = xt.dim(1), F = xt.dim(2), u = s.units;
+  const std::vector<Tensor> none;
+  const Tensor& initial = saved[kWholeInitial];
+  const std::vector<Tensor>& dfinal = states ? states->dfinal : none;
+  const std::vector<Tensor>& dinitial = states ? states->dinitial : none;
+  Tensor dyt, dh_last = state_or_none(dfinal, 0);
+  if (s.options.return_sequences) {
+    reuse_or_allocate(saved, kWholeDy, {{T, N, u}}, xt);
+    dyt = saved[kWholeDy];
+    if (steps_reversed(s)) {
+      reuse_or_allocate(saved, kWholeSteps, {{T, N, u}}, xt);
+      ops::transpose(dy, saved[kWholeSteps], {1, 0, 2});
+      reverse_steps(saved[kWholeSteps], dyt);
+    } else {
+      ops::transpose(dy, dyt, {1, 0, 2});
+    }
+  } else {
+    // The output is the last state: its gradient joins the final state's.
+    reuse_or_allocate(saved, kWholeDhLast, {{N, u}}, xt);
+    if (dh_last.defined())
+      ops::add_n({dy, dh_last}, saved[kWholeDhLast]);
+    else
+      ops::copy(dy, saved[kWholeDhLast]);
+    dh_last = saved[kWholeDhLast];
+  }
+  Tensor dxt = dx.defined() ? (reuse_or_allocate(saved, 14, {{T, N, F}}, xt), saved[14]) : Tensor();
+  Tensor dkernel = w.kernel->grad, drecurrent = w.recurrent->grad, dbias = w.bias ? w.bias->grad : Tensor();
+  Tensor dh0 = state_or_none(dinitial, 0), dc0 = state_or_none(dinitial, 1);
+  ops::rnn_sequence_backward(s.params, s.options.go_backwards, xt, w.kernel->operand(),
+                             w.recurrent->operand(), w.bias ? w.bias->value : Tensor(), state_of(initial, 0),
+                             state_of(initial, 1), yt, saved[kWholeWorkspace], dyt, dh_last,
+                             state_or_none(dfinal, 1), dxt, dkernel, drecurrent, dbias, dh0, dc0);
+  if (!dx.defined()) return;
+  ops::transpose(dxt, dx, {1, 0, 2});
+  if (saved[kInputMasks].defined())  // x was multiplied by the mask
+    ops::broadcast_forward(ops::BinaryKind::multiply, dx, saved[kInputMasks].view(0, {N, 1, F}), dx);
+}
+
+}  // namespace
+
 void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tensor& x, const Tensor& mask,
                        const TrainingStep* training, Tensor& y, std::vector<Tensor>& saved,
                        const RecurrentStates* states) {
   const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units, Gn = gate_count(s), G = Gn * u;
   const bool lstm = s.cell == RnnCell::lstm;
-  reuse_or_allocate(saved, 0, {{T, N, F}, {T, N, G}, {T + 1, N, u}, {T + 1, N, u}, {T, N, G}, {T, N, G}}, x);
   saved.resize(kRecurrentSaved);
+  draw_masks(s, training, x, saved);
+  if (runs_whole(s, x, mask, saved)) return whole_forward(s, w, x, training, y, saved, states);
+  saved[kWholeY] = Tensor();
+  reuse_or_allocate(saved, 0, {{T, N, F}, {T, N, G}, {T + 1, N, u}, {T + 1, N, u}, {T, N, G}, {T, N, G}}, x);
   Tensor &xt = saved[0], &xp = saved[1], &h = saved[2], &cs = saved[3], &z = saved[4], &hp = saved[5];
   const Tensor bias = w.bias ? w.bias->value : Tensor();
-  draw_masks(s, training, x, saved);
   const Tensor &in_masks = saved[kInputMasks], &state_masks = saved[kStateMasks];
   const bool one_input_mask = in_masks.defined() && in_masks.dim(0) == 1;
   if (one_input_mask) {  // the same mask [N, F] at every step
@@ -537,6 +680,7 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
                         const Tensor& mask, Tensor& dx, std::vector<Tensor>& saved,
                         const RecurrentStates* states) {
   SYSTOLIC_CHECK(saved.size() == kRecurrentSaved, "{}: backward without a forward", s.class_name);
+  if (saved[kWholeY].defined()) return whole_backward(s, w, dy, dx, saved, states);
   const std::int64_t T = saved[0].dim(0), N = saved[0].dim(1), F = saved[0].dim(2), u = s.units,
                      Gn = gate_count(s), G = Gn * u;
   const bool lstm = s.cell == RnnCell::lstm, gru = s.cell == RnnCell::gru;

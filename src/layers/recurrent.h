@@ -33,7 +33,7 @@ struct RecurrentSpec {
 // The spec of a SimpleRNN, LSTM or GRU layer; null for another layer.
 const RecurrentSpec* recurrent_spec_of(const Layer& layer);
 // How many tensors recurrent_forward and recurrent_backward keep in `saved`.
-inline constexpr std::size_t kRecurrentSaved = 43;
+inline constexpr std::size_t kRecurrentSaved = 50;
 // Where a training forward keeps its dropout masks in `saved` (undefined when nothing is dropped): the input's
 // [1 or G, N, F] and the state's [G, N, units], values 0 or 1/(1 - rate); G: the cell's gates in Keras's order.
 inline constexpr std::size_t kRecurrentInputMasks = 19, kRecurrentStateMasks = 20;

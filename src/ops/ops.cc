@@ -652,6 +652,88 @@ DType rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tens
   return dh.dtype();
 }
 
+// rnn_sequence: x [T, N, F]; the weights as Keras stores them; every tensor in x's dtype. Returns (T, N, F).
+struct SequenceDims {
+  std::int64_t T, N, F, u, G;
+};
+SequenceDims rnn_sequence_checks(const Check& c, const RnnCellParams& p, const Tensor& x,
+                                 const Tensor& kernel, const Tensor& recurrent, const Tensor& bias,
+                                 const Tensor& h0, const Tensor& c0) {
+  c.rank("x", x, 3, "(steps, rows, features), time-major");
+  SYSTOLIC_OP_CHECK(c, is_floating(x.dtype()), "x is {}; it takes float32, bfloat16 or float64",
+                    dtype_name(x.dtype()));
+  SYSTOLIC_OP_CHECK(c, rnn_sequence_takes(p), "runs Keras's default activations only, not {} and {}",
+                    activation_name(p.activation), activation_name(p.recurrent_activation));
+  c.rank("recurrent", recurrent, 2, "(units, gates * units)");
+  const std::int64_t u = recurrent.dim(0), G = rnn_math::gates(p.cell) * u;
+  const SequenceDims d{x.dim(0), x.dim(1), x.dim(2), u, G};
+  rnn_tensor(c, "kernel", kernel, x, {d.F, G});
+  rnn_tensor(c, "recurrent", recurrent, x, {u, G});
+  if (bias.defined()) {  // a parameter: float32 with bfloat16 data (mixed precision)
+    c.parameter("bias", bias, x.dtype());
+    c.shape("bias", bias, p.cell == RnnCell::gru && p.reset_after ? Shape{2, G} : Shape{G});
+  }
+  if (h0.defined()) rnn_tensor(c, "h0", h0, x, {d.N, u});
+  if (c0.defined()) {
+    SYSTOLIC_OP_CHECK(c, p.cell == RnnCell::lstm, "c0 is for an LSTM");
+    rnn_tensor(c, "c0", c0, x, {d.N, u});
+  }
+  return d;
+}
+
+DType rnn_sequence_forward(const RnnCellParams& p, bool, const Tensor& x, const Tensor& kernel,
+                           const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,
+                           Tensor& y, Tensor& h_last, Tensor& c_last, Tensor& workspace) {
+  Check k("rnn_sequence_forward");
+  const SequenceDims d = rnn_sequence_checks(k, p, x, kernel, recurrent, bias, h0, c0);
+  rnn_tensor(k, "y", y, x, {d.T, d.N, d.u});
+  if (h_last.defined()) rnn_tensor(k, "h_last", h_last, x, {d.N, d.u});
+  if (c_last.defined()) {
+    SYSTOLIC_OP_CHECK(k, p.cell == RnnCell::lstm, "c_last is for an LSTM");
+    rnn_tensor(k, "c_last", c_last, x, {d.N, d.u});
+  }
+  for (const Tensor* in : {&x, &kernel, &recurrent, &bias, &h0, &c0})
+    for (const Tensor* out : {&y, &h_last, &c_last, &workspace})
+      SYSTOLIC_OP_CHECK(k, !overlap(*in, *out), "the outputs must not overlap the inputs");
+  return x.dtype();
+}
+
+DType rnn_sequence_backward(const RnnCellParams& p, bool, const Tensor& x, const Tensor& kernel,
+                            const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,
+                            const Tensor& y, const Tensor&, const Tensor& dy, const Tensor& dh_last,
+                            const Tensor& dc_last, Tensor& dx, Tensor& dkernel, Tensor& drecurrent,
+                            Tensor& dbias, Tensor& dh0, Tensor& dc0) {
+  Check k("rnn_sequence_backward");
+  const SequenceDims d = rnn_sequence_checks(k, p, x, kernel, recurrent, bias, h0, c0);
+  rnn_tensor(k, "y", y, x, {d.T, d.N, d.u});
+  if (dy.defined()) rnn_tensor(k, "dy", dy, x, {d.T, d.N, d.u});
+  if (dh_last.defined()) rnn_tensor(k, "dh_last", dh_last, x, {d.N, d.u});
+  if (dc_last.defined()) {
+    SYSTOLIC_OP_CHECK(k, p.cell == RnnCell::lstm, "dc_last is for an LSTM");
+    rnn_tensor(k, "dc_last", dc_last, x, {d.N, d.u});
+  }
+  if (dx.defined()) rnn_tensor(k, "dx", dx, x, x.shape());
+  // The weights' gradients: parameters (float32 with bfloat16 data).
+  if (dkernel.defined())
+    k.parameter("dkernel", dkernel, x.dtype()), k.shape("dkernel", dkernel, kernel.shape());
+  if (drecurrent.defined())
+    k.parameter("drecurrent", drecurrent, x.dtype()), k.shape("drecurrent", drecurrent, recurrent.shape());
+  if (dbias.defined()) {
+    SYSTOLIC_OP_CHECK(k, bias.defined(), "dbias without a bias");
+    k.parameter("dbias", dbias, x.dtype());
+    k.shape("dbias", dbias, bias.shape());
+  }
+  if (dh0.defined()) rnn_tensor(k, "dh0", dh0, x, {d.N, d.u});
+  if (dc0.defined()) {
+    SYSTOLIC_OP_CHECK(k, p.cell == RnnCell::lstm, "dc0 is for an LSTM");
+    rnn_tensor(k, "dc0", dc0, x, {d.N, d.u});
+  }
+  for (const Tensor* in : {&x, &kernel, &recurrent, &bias, &h0, &c0, &y, &dy, &dh_last, &dc_last})
+    for (const Tensor* out : {&dx, &dkernel, &drecurrent, &dbias, &dh0, &dc0})
+      SYSTOLIC_OP_CHECK(k, !overlap(*in, *out), "the gradients must not overlap the inputs");
+  return x.dtype();
+}
+
 DType augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uint64_t, std::uint64_t) {
   Check c("augment_images");
   c.dtype("x", x, DType::float32, "images are float32");
@@ -1388,6 +1470,13 @@ const Backend& backend_for(Device device) {
 #else
   fail("device {} is not available: this build of systolic has no CUDA support", device.str());
 #endif
+}
+
+bool rnn_sequence_takes(const RnnCellParams& p) {
+  if (p.cell == RnnCell::simple)
+    return p.activation == Activation::tanh || p.activation == Activation::relu ||
+           p.activation == Activation::sigmoid;
+  return p.activation == Activation::tanh && p.recurrent_activation == Activation::sigmoid;
 }
 
 bool supports(Op op, DType dtype, Device device) {

@@ -29,6 +29,15 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, std::int64_t K);
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, Tensor& dw, Tensor& db);
+// float32 only (onednn_rnn.cc).
+void rnn_sequence_forward(const RnnCellParams& p, bool reverse, const Tensor& x, const Tensor& kernel,
+                          const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,
+                          Tensor& y, Tensor& h_last, Tensor& c_last, Tensor& workspace);
+void rnn_sequence_backward(const RnnCellParams& p, bool reverse, const Tensor& x, const Tensor& kernel,
+                           const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,
+                           const Tensor& y, const Tensor& workspace, const Tensor& dy, const Tensor& dh_last,
+                           const Tensor& dc_last, Tensor& dx, Tensor& dkernel, Tensor& drecurrent,
+                           Tensor& dbias, Tensor& dh0, Tensor& dc0);
 void activation_forward(const Activation& a, const Tensor& x, Tensor& y);
 void activation_backward(const Activation& a, const Tensor& y, const Tensor& dy, Tensor& dx);
 

@@ -6,8 +6,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/onednn.h"
 #include "ops/rnn_math.h"
 
 namespace systolic::ops::cpu {
@@ -249,6 +251,199 @@ void rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tenso
     }
     each(dh.dim(0), u, [&](std::int64_t n, std::int64_t j) { rnn_math::backward_at(p.cell, a, t, u, n, j); });
   });
+}
+
+// The whole recurrence: float32 through oneDNN's RNN primitives (onednn_rnn.cc); float64 in the loops below, which
+// run the steps with rnn_math.h's formulas (the reference the parity harness holds oneDNN to, and what the
+// finite-difference checks of the recurrent layers differentiate).
+namespace {
+
+// One sequence's recurrence in T (double), keeping every step's values for backward. Step k runs time t(k).
+template <class T>
+struct Recurrence {
+  std::int64_t steps, N, F, u, G;
+  bool reverse;
+  // Per step k: the states before it h[k], c[k] ([N, u]; k = steps: the last), the pre-activations z[k] and
+  // the products hp[k] [N, G*u]; GRU without reset_after: r[k] [N, u], the reset gate it scaled h[k] by.
+  std::vector<T> h, c, z, xp, hp, r;
+  std::int64_t t(std::int64_t k) const { return reverse ? steps - 1 - k : k; }
+};
+
+// y[n, :] (+)= a[n, :] @ w, a [N, K], w [K, M].
+template <class T>
+void matmul(const T* a, const T* w, T* y, std::int64_t N, std::int64_t K, std::int64_t M, bool add) {
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t m = 0; m < M; ++m) {
+      T sum = add ? y[n * M + m] : T(0);
+      for (std::int64_t k = 0; k < K; ++k) sum += a[n * K + k] * w[k * M + m];
+      y[n * M + m] = sum;
+    }
+}
+
+template <class T>
+Recurrence<T> run_recurrence(const RnnCellParams& p, bool reverse, const Tensor& x, const Tensor& kernel,
+                             const Tensor& recurrent, const Tensor& bias, const Tensor& h0,
+                             const Tensor& c0) {
+  const std::int64_t S = x.dim(0), N = x.dim(1), F = x.dim(2), u = recurrent.dim(0);
+  const std::int64_t G = rnn_math::gates(p.cell) * u;
+  Recurrence<T> r{S, N, F, u, G, reverse, {}, {}, {}, {}, {}, {}};
+  r.h.assign((S + 1) * N * u, T(0));
+  r.c.assign((S + 1) * N * u, T(0));
+  r.z.assign(S * N * G, T(0));
+  r.xp.assign(S * N * G, T(0));
+  r.hp.assign(S * N * G, T(0));
+  r.r.assign(S * N * u, T(0));
+  if (h0.defined()) std::copy_n(h0.data<T>(), N * u, r.h.data());
+  if (c0.defined()) std::copy_n(c0.data<T>(), N * u, r.c.data());
+  const T *W = kernel.data<T>(), *U = recurrent.data<T>(), *b = in<T>(bias);
+  const bool two = p.cell == RnnCell::gru && p.reset_after, before = p.cell == RnnCell::gru && !p.reset_after;
+  const auto a = rnn_math::acts_of<T>(p);
+  std::vector<T> rh(N * u);
+  for (std::int64_t k = 0; k < S; ++k) {
+    const T* hk = r.h.data() + k * N * u;
+    T *xp = r.xp.data() + k * N * G, *hp = r.hp.data() + k * N * G;
+    matmul(x.data<T>() + r.t(k) * N * F, W, xp, N, F, G, false);
+    matmul(hk, U, hp, N, u, G, false);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t g = 0; g < G; ++g) {
+        if (b) xp[n * G + g] += b[g];
+        if (two) hp[n * G + g] += b[G + g];
+      }
+    if (before) {  // the candidate's recurrent product reads r * h
+      T* rk = r.r.data() + k * N * u;
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t j = 0; j < u; ++j) {
+          rk[n * u + j] = activation::forward<T>(a.rec, xp[n * G + u + j] + hp[n * G + u + j], a.pr);
+          rh[n * u + j] = rk[n * u + j] * hk[n * u + j];
+        }
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t j = 0; j < u; ++j) {
+          T sum = 0;
+          for (std::int64_t i = 0; i < u; ++i) sum += rh[n * u + i] * U[i * G + 2 * u + j];
+          hp[n * G + 2 * u + j] = sum;
+        }
+    }
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t j = 0; j < u; ++j) {
+        T hv, cv = T(0);
+        rnn_math::forward<T>(p.cell, a, xp + n * G, hp + n * G, u, j, hk[n * u + j],
+                             r.c[k * N * u + n * u + j], r.z.data() + k * N * G + n * G, hv, cv);
+        r.h[(k + 1) * N * u + n * u + j] = hv;
+        r.c[(k + 1) * N * u + n * u + j] = cv;
+      }
+  }
+  return r;
+}
+
+}  // namespace
+
+const DTypes rnn_sequence_forward_dtypes{DType::float32, DType::float64};
+void rnn_sequence_forward(const RnnCellParams& p, bool reverse, const Tensor& x, const Tensor& kernel,
+                          const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,
+                          Tensor& y, Tensor& h_last, Tensor& c_last, Tensor& workspace) {
+  if (x.dtype() == DType::float32)
+    return onednn::rnn_sequence_forward(p, reverse, x, kernel, recurrent, bias, h0, c0, y, h_last, c_last,
+                                        workspace);
+  using T = double;
+  const Recurrence<T> r = run_recurrence<T>(p, reverse, x, kernel, recurrent, bias, h0, c0);
+  const std::int64_t S = r.steps, n = r.N * r.u;
+  for (std::int64_t k = 0; k < S; ++k) std::copy_n(r.h.data() + (k + 1) * n, n, y.data<T>() + r.t(k) * n);
+  if (h_last.defined()) std::copy_n(r.h.data() + S * n, n, h_last.data<T>());
+  if (c_last.defined()) std::copy_n(r.c.data() + S * n, n, c_last.data<T>());
+}
+
+const DTypes rnn_sequence_backward_dtypes{DType::float32, DType::float64};
+void rnn_sequence_backward(const RnnCellParams& p, bool reverse, const Tensor& x, const Tensor& kernel,
+                           const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,
+                           const Tensor& y, const Tensor& workspace, const Tensor& dy, const Tensor& dh_last,
+                           const Tensor& dc_last, Tensor& dx, Tensor& dkernel, Tensor& drecurrent,
+                           Tensor& dbias, Tensor& dh0, Tensor& dc0) {
+  if (x.dtype() == DType::float32)
+    return onednn::rnn_sequence_backward(p, reverse, x, kernel, recurrent, bias, h0, c0, y, workspace, dy,
+                                         dh_last, dc_last, dx, dkernel, drecurrent, dbias, dh0, dc0);
+  using T = double;
+  // Recomputed: the loops keep no workspace.
+  const Recurrence<T> r = run_recurrence<T>(p, reverse, x, kernel, recurrent, bias, h0, c0);
+  const std::int64_t S = r.steps, N = r.N, F = r.F, u = r.u, G = r.G, n = N * u;
+  const bool lstm = p.cell == RnnCell::lstm, two = p.cell == RnnCell::gru && p.reset_after,
+             before = p.cell == RnnCell::gru && !p.reset_after;
+  const auto a = rnn_math::acts_of<T>(p);
+  const T *W = kernel.data<T>(), *U = recurrent.data<T>();
+  std::vector<T> dh(n, T(0)), dc(n, T(0)), dh_prev(n), dc_prev(n), dxp(N * G), dhp(N * G), drh(n);
+  if (dh_last.defined()) std::copy_n(dh_last.data<T>(), n, dh.data());
+  if (lstm && dc_last.defined()) std::copy_n(dc_last.data<T>(), n, dc.data());
+  if (dx.defined()) std::fill_n(dx.data<T>(), dx.numel(), T(0));
+  for (std::int64_t k = S - 1; k >= 0; --k) {
+    const std::int64_t t = r.t(k);
+    if (dy.defined())
+      for (std::int64_t i = 0; i < n; ++i) dh[i] += dy.data<T>()[t * n + i];
+    const T *hk = r.h.data() + k * n, *ck = r.c.data() + k * n, *cn = r.c.data() + (k + 1) * n;
+    const T *zk = r.z.data() + k * N * G, *hpk = r.hp.data() + k * N * G, *rk = r.r.data() + k * n;
+    for (std::int64_t row = 0; row < N; ++row)
+      for (std::int64_t j = 0; j < u; ++j) {
+        const std::int64_t at = row * u + j;
+        T dhd = T(0), dcd = T(0);
+        rnn_math::backward<T>(p.cell, a, hpk + row * G, zk + row * G, u, j, hk[at], ck[at], cn[at], dh[at],
+                              dc[at], dxp.data() + row * G, dhp.data() + row * G, dhd, dcd);
+        dh_prev[at] = dhd;
+        dc_prev[at] = dcd;
+      }
+    if (before) {
+      // The candidate's product read r * h: its gradient reaches r (then r's pre-activation, the r columns of both
+      // products) and h.
+      for (std::int64_t row = 0; row < N; ++row)
+        for (std::int64_t i = 0; i < u; ++i) {
+          T sum = 0;
+          for (std::int64_t j = 0; j < u; ++j) sum += dhp[row * G + 2 * u + j] * U[i * G + 2 * u + j];
+          drh[row * u + i] = sum;
+        }
+      for (std::int64_t row = 0; row < N; ++row)
+        for (std::int64_t j = 0; j < u; ++j) {
+          const std::int64_t at = row * u + j;
+          const T rv = rk[at];
+          const T dz = activation::backward<T>(a.rec, zk[row * G + u + j], rv, drh[at] * hk[at], a.pr);
+          dxp[row * G + u + j] = dhp[row * G + u + j] = dz;
+          dh_prev[at] += drh[at] * rv;
+        }
+    }
+    // dh_prev += dhp @ U^T (without reset_after, the candidate's columns went through r * h above).
+    for (std::int64_t row = 0; row < N; ++row)
+      for (std::int64_t i = 0; i < u; ++i) {
+        T sum = 0;
+        for (std::int64_t g = 0; g < (before ? 2 * u : G); ++g) sum += dhp[row * G + g] * U[i * G + g];
+        dh_prev[row * u + i] += sum;
+      }
+    const T* xt = x.data<T>() + t * N * F;
+    if (dx.defined())
+      for (std::int64_t row = 0; row < N; ++row)
+        for (std::int64_t f = 0; f < F; ++f) {
+          T sum = 0;
+          for (std::int64_t g = 0; g < G; ++g) sum += dxp[row * G + g] * W[f * G + g];
+          dx.data<T>()[t * N * F + row * F + f] = sum;
+        }
+    if (dkernel.defined())
+      for (std::int64_t row = 0; row < N; ++row)
+        for (std::int64_t f = 0; f < F; ++f)
+          for (std::int64_t g = 0; g < G; ++g)
+            dkernel.data<T>()[f * G + g] += xt[row * F + f] * dxp[row * G + g];
+    if (drecurrent.defined())
+      for (std::int64_t row = 0; row < N; ++row)
+        for (std::int64_t i = 0; i < u; ++i)
+          for (std::int64_t g = 0; g < G; ++g) {
+            const T state = before && g >= 2 * u ? rk[row * u + i] * hk[row * u + i] : hk[row * u + i];
+            drecurrent.data<T>()[i * G + g] += state * dhp[row * G + g];
+          }
+    if (dbias.defined())
+      for (std::int64_t row = 0; row < N; ++row)
+        for (std::int64_t g = 0; g < G; ++g) {
+          dbias.data<T>()[g] += dxp[row * G + g];
+          if (two) dbias.data<T>()[G + g] += dhp[row * G + g];
+        }
+    dh.swap(dh_prev);
+    dc.swap(dc_prev);
+  }
+  if (dh0.defined()) std::copy_n(dh.data(), n, dh0.data<T>());
+  if (dc0.defined()) std::copy_n(dc.data(), n, dc0.data<T>());
 }
 
 }  // namespace systolic::ops::cpu

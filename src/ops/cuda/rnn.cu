@@ -69,4 +69,19 @@ void rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tenso
   })));
 }
 
+// The whole recurrence as one op: not on this backend (no dtypes; cuDNN's RNN API is not wired yet), so the layers run
+// rnn_cell_forward and rnn_cell_backward step by step here.
+const DTypes rnn_sequence_forward_dtypes{};
+void rnn_sequence_forward(const RnnCellParams&, bool, const Tensor&, const Tensor&, const Tensor&,
+                          const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&) {
+  throw Error("rnn_sequence_forward: not on the CUDA backend");
+}
+const DTypes rnn_sequence_backward_dtypes{};
+void rnn_sequence_backward(const RnnCellParams&, bool, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&,
+                           Tensor&, Tensor&) {
+  throw Error("rnn_sequence_backward: not on the CUDA backend");
+}
+
 }  // namespace systolic::ops::cuda
