@@ -74,7 +74,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                          ::testing::Values("binary", "regression", "columns", "factored", "orthogonal",
                                            "sequence", "text", "recurrent", "masked_text", "masked_series",
                                            "masked_average", "transpose_series", "gru_reset_before", "states",
-                                           "stateful"));
+                                           "stateful", "masked_merges"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
@@ -82,7 +82,7 @@ TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
   systolic::testing::TempDir tmp;
   for (const char* name : {"binary", "regression", "columns", "factored", "orthogonal", "sequence", "text",
                            "recurrent", "masked_text", "masked_series", "masked_average", "transpose_series",
-                           "gru_reset_before", "states", "stateful"}) {
+                           "gru_reset_before", "states", "stateful", "masked_merges"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

@@ -99,13 +99,34 @@ TEST(Masks, GlobalAveragePooling1DAveragesTheUnmaskedSteps) {
   EXPECT_TRUE(std::isnan(empty[0]));
 }
 
-TEST(Masks, LayersThatWouldReadAMaskRefuseIt) {
+// The merges pass on their inputs' masks combined as Keras 3 combines them (the masked_merges fixture checks every
+// combination against Keras): padded ids through Add, Subtract and Concatenate along the steps into an LSTM give what
+// the unpadded ids give. Multiply, which in Keras 3 reads masked values as 1s, refuses a masked input.
+TEST(Masks, MergesPassTheMasksOn) {
+  auto make = [](std::int64_t steps) {
+    set_random_seed(31);
+    auto in = layers::Input({steps});
+    auto a = layers::Embedding(10, 4, {.mask_zero = true})(in);
+    auto s = layers::Add()({a, layers::Dense(4)(a)});
+    auto v = layers::Subtract()({s, layers::Dense(4)(s)});
+    auto t = layers::Concatenate({.axis = 1})({v, a});  // the steps of both, masked as they are
+    return Model(in, layers::Dense(2)(layers::LSTM(3)(t)), "merged");
+  };
+  Model padded = make(6), short_one = make(3);
+  auto a = padded.predict(Tensor::from_vector(std::vector<float>{3, 7, 1, 0, 0, 0}, {1, 6})).to_doubles();
+  auto b = short_one.predict(Tensor::from_vector(std::vector<float>{3, 7, 1}, {1, 3})).to_doubles();
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
   auto in = layers::Input({6});
   auto x = layers::Embedding(10, 4, {.mask_zero = true})(in);
   EXPECT_THAT(error_of([&] {
-                Model(in, layers::Add()({x, x}), "add");
+                Model(in, layers::Multiply()({x, x}), "mul");
               }),
-              HasSubstr("combines the inputs' masks"));
+              HasSubstr("reads a masked input's values as missing"));
+}
+
+TEST(Masks, LayersThatDropAMaskDropIt) {
+  auto in = layers::Input({6});
+  auto x = layers::Embedding(10, 4, {.mask_zero = true})(in);
   // A layer that Keras lets drop the mask drops it (Conv1D, GlobalMaxPooling1D).
   Model conv(in, layers::GlobalMaxPooling1D()(layers::Conv1D(3, 2)(x)), "conv");
   EXPECT_EQ(conv.predict(Tensor::from_vector(std::vector<float>{1, 2, 0, 0, 0, 0}, {1, 6})).shape(),

@@ -92,8 +92,10 @@ struct LayerCall {
   std::vector<Tensor> saved;               // what the layer's backward needs, kept by its forward
   // Keras's masks: 1 for a step that counts, 0 for padding; [N, the output's shape without its last axis], in the
   // data's dtype. `mask`: the first input's (undefined: none); `output_mask`: where a layer that makes one
-  // (makes_mask()) writes it.
+  // (makes_mask() or combines_masks()) writes it. `masks`: every input's (undefined for an input without one), for
+  // a layer that combines them (empty for the others).
   Tensor mask, output_mask;
+  std::vector<Tensor> masks;
   // The values before the fused activation, kept when the loss or the activation's gradient needs them (the
   // Layer base's; the output then lives in activated).
   Tensor preactivation, activated;
@@ -203,6 +205,13 @@ class Layer : public std::enable_shared_from_this<Layer> {
     return makes_mask();
   }
   virtual bool makes_mask() const { return false; }
+  // Whether the output carries a mask that the layer computes from its inputs' masks (LayerCall::masks) into
+  // LayerCall::output_mask in forward, given which inputs carry one: Keras's merges' compute_mask (Add, Subtract,
+  // Average: when every input does; Concatenate: when any does).
+  virtual bool combines_masks(const std::vector<bool>& inputs_masked) const {
+    (void)inputs_masked;
+    return false;
+  }
   // Whether output k > 0 of a call of several outputs carries the mask of the call's first input (Bidirectional's
   // backward sequences with merge_mode None; an RNN's states do not).
   virtual bool more_output_masked(int k, bool input_masked) const {

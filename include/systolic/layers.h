@@ -339,8 +339,11 @@ LayerRef Embedding(int input_dim, int output_dim, const EmbeddingOptions& option
 // Masking: steps whose features all equal mask_value are padding: the output is the input with those steps zeroed,
 // and carries a mask (1 for the other steps) that the recurrent layers skip padded steps by. Keras's masks pass
 // through the layers that support them (Dense, activations, dropouts, normalisations, an RNN with
-// return_sequences) and stop at the others (GlobalAveragePooling1D reads it); a layer that Keras lets read a mask
-// where systolic does not yet (the merges) refuses a masked input by name, as does a loss on a masked output.
+// return_sequences), combine in the merges as Keras 3 combines them (Add, Subtract, Average: the OR of the masks
+// when every input has one, else none; Concatenate on the last axis: their OR, all ones where an input has none; on
+// another axis: the masks, or ones, joined along it) and stop at the others (GlobalAveragePooling1D reads it).
+// Multiply, Maximum and Minimum, which in Keras 3 read a masked input's values as missing, refuse masked inputs by
+// name, as does a loss on a masked output.
 struct MaskingOptions {
   double mask_value = 0.0;
   std::string name;

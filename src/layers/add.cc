@@ -1,15 +1,18 @@
 // Add (Keras): the elementwise sum of two or more inputs of one shape.
 #include <systolic/layers.h>
 
+#include <algorithm>
+
 #include "layers/config.h"
+#include "layers/merge_masks.h"
 
 namespace systolic::layers {
 
 namespace {
 class AddLayer final : public Layer {
  public:
-  std::string mask_refusal() const override {
-    return "Keras combines the inputs' masks, which systolic does not do yet";
+  bool combines_masks(const std::vector<bool>& masked) const override {
+    return std::all_of(masked.begin(), masked.end(), [](bool m) { return m; });
   }
   explicit AddLayer(const NameOptions& o) : Layer("Add", o.name) {}
 
@@ -22,7 +25,10 @@ class AddLayer final : public Layer {
 
  protected:
   int input_count() const override { return -1; }
-  void forward(LayerCall& c) override { ops::add_n(c.inputs, c.output); }
+  void forward(LayerCall& c) override {
+    ops::add_n(c.inputs, c.output);
+    if (c.output_mask.defined()) merge_masks_or(name(), c.masks, c.output_mask);
+  }
   void backward(LayerCall& c) override {
     for (auto& dx : c.dinputs)
       if (dx.defined()) ops::copy(c.doutput, dx);

@@ -1,15 +1,18 @@
 // Concatenate (Keras): joins inputs along `axis` (of the full shape, batch included; -1 = channels).
 #include <systolic/layers.h>
 
+#include <algorithm>
+
 #include "layers/config.h"
+#include "layers/merge_masks.h"
 
 namespace systolic::layers {
 
 namespace {
 class ConcatenateLayer final : public Layer {
  public:
-  std::string mask_refusal() const override {
-    return "Keras combines the inputs' masks, which systolic does not do yet";
+  bool combines_masks(const std::vector<bool>& masked) const override {
+    return std::any_of(masked.begin(), masked.end(), [](bool m) { return m; });
   }
   ConcatenateLayer(const ConcatenateOptions& o) : Layer("Concatenate", o.name), axis_(o.axis) {}
 
@@ -39,7 +42,11 @@ class ConcatenateLayer final : public Layer {
  protected:
   int input_count() const override { return -1; }
   int full_axis(const Tensor& y) const { return axis_ < 0 ? axis_ + y.rank() : axis_; }
-  void forward(LayerCall& c) override { ops::concat_forward(c.inputs, c.output, full_axis(c.output)); }
+  void forward(LayerCall& c) override {
+    ops::concat_forward(c.inputs, c.output, full_axis(c.output));
+    if (c.output_mask.defined())
+      concatenate_masks(name(), c.masks, c.inputs, full_axis(c.output), c.output_mask);
+  }
   void backward(LayerCall& c) override { ops::concat_backward(c.doutput, c.dinputs, full_axis(c.doutput)); }
 
  private:

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "layers/config.h"
+#include "layers/merge_masks.h"
 
 namespace systolic::layers {
 
@@ -28,8 +29,15 @@ std::optional<Shape> merged_shape(const Shape& a, const Shape& b) {
 
 class MergeLayer final : public Layer {
  public:
+  // Keras 3's Multiply, Maximum and Minimum read a masked input's values as missing (Multiply as 1s, the others as
+  // the other inputs'); Subtract and Average merge the values as they are, the OR of the masks passed on.
+  bool combines_masks(const std::vector<bool>& masked) const override {
+    return reads_values_only() && std::all_of(masked.begin(), masked.end(), [](bool m) { return m; });
+  }
   std::string mask_refusal() const override {
-    return "Keras combines the inputs' masks, which systolic does not do yet";
+    if (reads_values_only()) return {};
+    return "Keras 3's " + class_name() +
+           " reads a masked input's values as missing, which systolic does not do yet";
   }
   MergeLayer(std::string class_name, ops::BinaryKind kind, bool average, const NameOptions& o)
       : Layer(std::move(class_name), o.name), kind_(kind), average_(average) {}
@@ -49,6 +57,7 @@ class MergeLayer final : public Layer {
 
  protected:
   int input_count() const override { return -1; }
+  bool reads_values_only() const { return kind_ == ops::BinaryKind::subtract || average_; }
 
   // Input i as Keras sees it: axes of 1 inserted after the batch up to the output's rank.
   static Tensor aligned(const Tensor& t, int rank) {
@@ -86,6 +95,7 @@ class MergeLayer final : public Layer {
       acc = out;
     }
     if (average_) ops::scale_shift(c.output, c.output, 1.0 / double(n), 0.0);
+    if (c.output_mask.defined()) merge_masks_or(name(), c.masks, c.output_mask);
   }
 
   // Backward's buffer k after the partial folds (the averaged gradient, then two that alternate between the

@@ -134,14 +134,20 @@ void ModelState::finalize() {
       continue;
     }
     bool any = false;
-    for (int k : e.inputs) any = any || nodes[k].mask_from >= 0;
+    std::vector<bool> masked;
+    for (int k : e.inputs) {
+      masked.push_back(nodes[k].mask_from >= 0);
+      any = any || masked.back();
+    }
     const std::string why = any ? l.mask_refusal() : "";
     SYSTOLIC_CHECK(why.empty(),
                    "model '{}': layer '{}' ({}) gets a masked input (from Embedding(mask_zero=True) or "
                    "Masking): {}",
                    name, l.name(), l.class_name(), why);
     const int first_mask = e.inputs.empty() ? -1 : nodes[e.inputs[0]].mask_from;
-    e.mask_from = l.makes_mask() ? static_cast<int>(i) : l.output_masked(first_mask >= 0) ? first_mask : -1;
+    e.mask_from = l.makes_mask() || l.combines_masks(masked) ? static_cast<int>(i)
+                  : l.output_masked(first_mask >= 0)         ? first_mask
+                                                             : -1;
   }
   capacity = 0;
   pack_weights();
@@ -434,6 +440,12 @@ void ModelState::forward(std::int64_t n, bool training) {
     const int mask = e.inputs.empty() ? -1 : nodes[e.inputs[0]].mask_from;
     c.mask = mask >= 0 ? nodes[mask].mask_buf.slice(0, n) : Tensor();
     c.output_mask = e.mask_buf.defined() ? e.mask_buf.slice(0, n) : Tensor();
+    c.masks.clear();
+    if (c.output_mask.defined() && !e.node->layer->makes_mask())  // combined from the inputs' masks
+      for (int k : e.inputs) {
+        const int from = nodes[k].mask_from;
+        c.masks.push_back(from >= 0 ? nodes[from].mask_buf.slice(0, n) : Tensor());
+      }
     // A nested model called with training=false runs its layers in inference mode.
     c.training = training && e.node->training.value_or(true) ? &training_step : nullptr;
     e.node->layer->call_forward(c);

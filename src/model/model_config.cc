@@ -91,7 +91,10 @@ bool carries_mask(const SymbolicTensor& t) {
     const Node& first = *n.inputs[0].node();
     return n.layer->more_output_masked(n.output, !first.inputs.empty() && carries_mask(first.inputs[0]));
   }
-  return n.layer->output_masked(!n.inputs.empty() && carries_mask(n.inputs[0]));
+  std::vector<bool> masked;
+  for (const SymbolicTensor& i : n.inputs) masked.push_back(carries_mask(i));
+  if (n.layer->combines_masks(masked)) return true;
+  return n.layer->output_masked(!masked.empty() && masked[0]);
 }
 
 // tf.keras runs an RNN given initial states by its input's mask; Keras 3 passes it no mask then (layers/recurrent.h:
@@ -240,11 +243,14 @@ bool is_operation_entry(const json& entry) {
   return false;
 }
 
-// The operation nodes Keras 3 writes for the masks it derived: NotEqual(x, value) and Any(..., axis=-1).
+// The operation nodes Keras 3 writes for the masks it derived: NotEqual(x, value) and Any(..., axis=-1) for
+// Embedding and Masking; LogicalOr, ExpandDims, ZerosLike, OnesLike, Concatenate and Any for the merges'
+// (Merge.compute_mask, Concatenate.compute_mask).
 bool is_mask_operation(const json& entry) {
   if (!entry.is_object() || entry.value("module", "") != "keras.src.ops.numpy") return false;
-  const std::string cls = entry.value("class_name", "");
-  return cls == "NotEqual" || cls == "Any";
+  static const std::set<std::string> mask_ops = {"NotEqual",  "Any",      "LogicalOr",  "ExpandDims",
+                                                 "ZerosLike", "OnesLike", "Concatenate"};
+  return mask_ops.count(entry.value("class_name", "")) > 0;
 }
 
 bool is_model_class(const json& entry) {

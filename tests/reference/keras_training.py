@@ -4,7 +4,8 @@
 Precision, Recall), a sequence model of the 1-D layers, a text model with an Embedding, a recurrent model
 (Conv1D, LSTM, Bidirectional GRU, SimpleRNN), three models with masks (Embedding(mask_zero=True) into RNNs and into
 GlobalAveragePooling1D, Masking), Conv1DTranspose with channels_first 1-D pools, GRUs without reset_after, and
-RNNs' return_state and initial_state (with Bidirectional's merge_mode None), stateful RNNs, trained by Keras and saved with their optimizer state, for tests/test_keras_training.cc.
+RNNs' return_state and initial_state (with Bidirectional's merge_mode None), stateful RNNs, masks through the
+merges (Add, Subtract, Average, Concatenate on either axis), trained by Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
     python3 tests/reference/keras_training.py --check FOLDER   # Keras reads systolic's saved models
@@ -234,6 +235,42 @@ def masked_average(rng):
     return m, x, y
 
 
+def masked_merges(rng):
+    """Masks through the merges as Keras 3 combines them: word ids padded with 0 (Embedding(mask_zero=True): mask A)
+    and the same ids as a series whose steps of id 5 Masking drops (mask B, passed on by a Dense). Concatenate on the
+    last axis (A or B) into an LSTM; Concatenate along the steps (A then B) into a GRU; Add and Subtract (A or B)
+    averaged (A or B) into GlobalAveragePooling1D; Concatenate of A's vectors with a Conv1D's (which has no mask:
+    every step counts) into a SimpleRNN; Add of the same two (no mask, as an input has none) into
+    GlobalAveragePooling1D. Class 1 when words 1..9 outnumber words 10..18; SGD with momentum (Adam would differ by the
+    Embedding's IndexedSlices: see text())."""
+    x = np.zeros((80, 10), dtype=np.int64)
+    y = np.zeros(80, dtype=np.int64)
+    for i in range(80):
+        n = rng.integers(3, 11)
+        x[i, :n] = rng.integers(1, 20, size=n)
+        y[i] = int(np.sum((x[i] >= 1) & (x[i] <= 9)) > np.sum((x[i] >= 10) & (x[i] <= 18)))
+    # The Concatenate layers are named: Keras 3.15 names the operations of their masks concatenate_N too, and a
+    # model whose layer and operation names collide does not load back into Keras.
+    keras.utils.set_random_seed(12)
+    i = keras.Input((10,))
+    a = keras.layers.Embedding(20, 6, mask_zero=True)(i)
+    b = keras.layers.Masking(mask_value=5.0)(keras.layers.Reshape((10, 1))(i))
+    b = keras.layers.Dense(6, activation="tanh")(b)
+    h1 = keras.layers.LSTM(5)(keras.layers.Concatenate(name="join_features")([a, b]))
+    h2 = keras.layers.GRU(4)(keras.layers.Concatenate(axis=1, name="join_steps")([a, b]))
+    s = keras.layers.Add()([a, b])
+    d = keras.layers.Subtract()([a, b])
+    h3 = keras.layers.GlobalAveragePooling1D()(keras.layers.Average()([s, d]))
+    c = keras.layers.Conv1D(6, 3, padding="same")(a)
+    h4 = keras.layers.SimpleRNN(3)(keras.layers.Concatenate(name="join_conv")([a, c]))
+    h5 = keras.layers.GlobalAveragePooling1D()(keras.layers.Add()([a, c]))
+    o = keras.layers.Dense(1, activation="sigmoid")(keras.layers.Concatenate(name="join_heads")([h1, h2, h3, h4, h5]))
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.2, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 def transpose_series(rng):
     """Conv1DTranspose and the 1-D pools with data_format channels_first: series of 10 steps (3 channels) whose class
     is the channel with the largest trend; Conv1DTranspose doubles the steps, MaxPooling1D and
@@ -335,7 +372,8 @@ CASES = [("binary", binary), ("regression", regression), ("columns", columns), (
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
          ("masked_average", masked_average), ("transpose_series", transpose_series),
-         ("gru_reset_before", gru_reset_before), ("states", states), ("stateful", stateful)]
+         ("gru_reset_before", gru_reset_before), ("states", states), ("stateful", stateful),
+         ("masked_merges", masked_merges)]
 
 
 def check(folder):
