@@ -74,15 +74,16 @@ INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                          ::testing::Values("binary", "regression", "columns", "factored", "orthogonal",
                                            "sequence", "text", "recurrent", "masked_text", "masked_series",
                                            "masked_average", "transpose_series", "gru_reset_before", "states",
-                                           "stateful", "masked_merges"));
+                                           "stateful", "masked_merges", "stateful_bidirectional"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
 TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
   systolic::testing::TempDir tmp;
-  for (const char* name : {"binary", "regression", "columns", "factored", "orthogonal", "sequence", "text",
-                           "recurrent", "masked_text", "masked_series", "masked_average", "transpose_series",
-                           "gru_reset_before", "states", "stateful", "masked_merges"}) {
+  for (const char* name :
+       {"binary", "regression", "columns", "factored", "orthogonal", "sequence", "text", "recurrent",
+        "masked_text", "masked_series", "masked_average", "transpose_series", "gru_reset_before", "states",
+        "stateful", "masked_merges", "stateful_bidirectional"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

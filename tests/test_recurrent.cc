@@ -537,17 +537,41 @@ TEST(Recurrent, StatefulCarriesStatesAcrossCalls) {
   back.set_weights(half.get_weights());
   EXPECT_EQ(back.predict(first).to_doubles(), y1);
   EXPECT_EQ(back.predict(second).to_doubles(), y2);
-  EXPECT_THAT(error_of([] { layers::Bidirectional(layers::LSTM(2, {.stateful = true})); }),
-              HasSubstr("Bidirectional of a stateful layer is not supported yet"));
+  // Bidirectional of a stateful GRU: each direction keeps its own states, so its forward run over the halves gives
+  // what the whole series gives (the backward run's states carry on too: the stateful_bidirectional fixture checks
+  // them against Keras); reset_states resets both.
+  auto bin = layers::Input({3, 2}, {.batch_size = 2});
+  auto runs =
+      layers::Bidirectional(layers::GRU(4, {.return_sequences = true, .stateful = true}), {.merge_mode = ""})
+          .call_all({bin});
+  Model bi(bin, runs[0], "bi");
+  auto w = half.get_weights(), copy = w;
+  w.insert(w.end(), copy.begin(), copy.end());  // the backward layer's too
+  bi.set_weights(w);
+  auto b1 = bi.predict(first).to_doubles(), b2 = bi.predict(second).to_doubles();
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 12; ++i) {
+      EXPECT_NEAR(b1[n * 12 + i], y[n * 24 + i], 1e-6);
+      EXPECT_NEAR(b2[n * 12 + i], y[n * 24 + 12 + i], 1e-6);
+    }
+  bi.reset_states();
+  EXPECT_EQ(bi.predict(first).to_doubles(), b1);
+  EXPECT_THAT(error_of([] {
+                layers::Bidirectional(layers::LSTM(2, {.stateful = true}),
+                                      {.backward_layer = layers::LSTM(2, {.go_backwards = true})});
+              }),
+              HasSubstr("must agree on stateful"));
 }
 
-// A stateful LSTM trains on xla:cpu as on the CPU: its states carry from batch to batch inside the recorded step.
+// A stateful Bidirectional GRU and LSTM train on xla:cpu as on the CPU: their states carry from batch to batch inside
+// the recorded step.
 TEST(Recurrent, StatefulTrainsOnXlaAsOnTheCpu) {
   SYSTOLIC_REQUIRE_XLA();
   auto make = [] {
     set_random_seed(5);
     auto in = layers::Input({6, 2}, {.batch_size = 8});
-    auto x = layers::LSTM(4, {.stateful = true})(in);
+    auto x = layers::Bidirectional(layers::GRU(3, {.return_sequences = true, .stateful = true}))(in);
+    x = layers::LSTM(4, {.stateful = true})(x);
     Model m(in, layers::Dense(2, {.activation = "softmax"})(x), "rnn");
     m.compile(optimizers::Adam(0.01), "sparse_categorical_crossentropy", {"accuracy"});
     return m;

@@ -37,11 +37,8 @@ class BidirectionalLayer final : public Layer {
     SYSTOLIC_CHECK(f_.options.return_sequences == b_.options.return_sequences,
                    "layer '{}': the forward and backward layers must agree on return_sequences",
                    this->name());
-    SYSTOLIC_CHECK(
-        !f_.options.stateful && !b_.options.stateful,
-        "layer '{}': Bidirectional of a stateful layer is not supported yet (SimpleRNN, LSTM and GRU keep "
-        "states on their own)",
-        this->name());
+    SYSTOLIC_CHECK(f_.options.stateful == b_.options.stateful,
+                   "layer '{}': the forward and backward layers must agree on stateful", this->name());
     SYSTOLIC_CHECK(f_.options.return_state == b_.options.return_state,
                    "layer '{}': the forward and backward layers must agree on return_state", this->name());
     SYSTOLIC_CHECK(merge_ == "concat" || merge_.empty() || f_.units == b_.units,
@@ -53,6 +50,15 @@ class BidirectionalLayer final : public Layer {
     if (b_.seed == f_.seed && !b_.options.seed) b_.seed = philox::mix64(f_.seed + 1);
     // As Keras's Bidirectional forces it (it matters with masks only).
     for (RecurrentSpec* s : {&f_, &b_}) s->options.zero_output_for_mask = s->options.return_sequences;
+  }
+
+  void reset_state() override {
+    for (auto& k : kept_) k.reset();
+  }
+  void reserve_batch(std::int64_t batch, Device device, DType dtype) override {
+    if (!f_.options.stateful) return;
+    kept_[0].reserve(f_, batch, device, dtype);
+    kept_[1].reserve(b_, batch, device, dtype);
   }
 
   // Keras passes the input's mask on with return_sequences.
@@ -133,11 +139,27 @@ class BidirectionalLayer final : public Layer {
     const Tensor mask = steps_mask(c);
     split_states(c.inputs, 1, states[0].initial, states[1].initial);
     split_states(c.more_outputs, merge_.empty() ? 1 : 0, states[0].final, states[1].final);
+    if (f_.options.stateful) {
+      // Keras's stateful: each direction starts from the states its run ended with at the last call (unless states
+      // are given) and keeps this call's.
+      for (int i = 0; i < 2; ++i) {
+        std::vector<Tensor>& kept = kept_[i].for_input(i == 0 ? f_ : b_, *this, x);
+        if (states[i].initial.empty()) states[i].initial = kept;
+        states[i].final = kept;
+      }
+    }
     both(concurrent(x), [&](int i) {
       run(c, i, [&](std::vector<Tensor>& s) {
         recurrent_forward(i == 0 ? f_ : b_, weights_of(i), x, mask, c.training, c.saved[i], s, &states[i]);
       });
     });
+    if (f_.options.stateful && f_.options.return_state) {  // the kept final states are the call's too
+      std::vector<Tensor> out[2];
+      split_states(c.more_outputs, merge_.empty() ? 1 : 0, out[0], out[1]);
+      for (int i = 0; i < 2; ++i)
+        for (std::size_t k = 0; k < out[i].size(); ++k)
+          if (out[i][k].defined()) ops::copy(kept_[i].states()[k], out[i][k]);
+    }
     const Tensor &yf = c.saved[0], &yb = c.saved[1];
     if (merge_.empty()) {
       ops::copy(yf, c.output);
@@ -189,6 +211,7 @@ class BidirectionalLayer final : public Layer {
 
  private:
   static constexpr std::size_t kFirstRun = 5;
+  KeptStates kept_[2];  // stateful: the forward run's states, the backward run's
   // ts[first...]: the forward run's states, then the backward run's (none there: none for either).
   void split_states(const std::vector<Tensor>& ts, std::size_t first, std::vector<Tensor>& f,
                     std::vector<Tensor>& b) const {

@@ -228,20 +228,18 @@ class RecurrentLayer final : public Layer {
     if (s_.options.stateful) {
       // Keras's stateful: the states kept from the last call start this one (unless states are given), and this
       // call's final states are kept.
-      keep_states(c.inputs[0]);
-      if (states.initial.empty()) states.initial = kept_;
-      states.final = kept_;
+      std::vector<Tensor>& kept = kept_.for_input(s_, *this, c.inputs[0]);
+      if (states.initial.empty()) states.initial = kept;
+      states.final = kept;
     }
     recurrent_forward(s_, cell_weights(), c.inputs[0], steps_mask(c), c.training, c.output, c.saved, &states);
     if (s_.options.stateful)
       for (std::size_t k = 0; k < c.more_outputs.size(); ++k)
-        if (Tensor out = c.more_outputs[k]; out.defined()) ops::copy(kept_[k], out);
+        if (Tensor out = c.more_outputs[k]; out.defined()) ops::copy(kept_.states()[k], out);
   }
-  void reset_state() override {
-    for (auto& t : kept_) ops::fill(t, 0.0);
-  }
+  void reset_state() override { kept_.reset(); }
   void reserve_batch(std::int64_t batch, Device device, DType dtype) override {
-    if (s_.options.stateful && (kept_.empty() || kept_[0].dim(0) == batch)) make_states(batch, device, dtype);
+    if (s_.options.stateful) kept_.reserve(s_, batch, device, dtype);
   }
   void backward(LayerCall& c) override {
     RecurrentStates states;
@@ -255,28 +253,8 @@ class RecurrentLayer final : public Layer {
     auto& w = weights();
     return {&w[0], &w[1], s_.options.use_bias ? &w[2] : nullptr};
   }
-  // The kept states (stateful), zeros at first, for the first batch size seen, which every call must have (the model
-  // makes them before it records a step: reserve_batch).
-  void keep_states(const Tensor& x) {
-    const std::int64_t N = x.dim(0);
-    if (!kept_.empty() && kept_[0].dim(0) != N)
-      fail(
-          "layer '{}' ({}) is stateful and keeps states for batches of {}, but got a batch of {}: a stateful "
-          "RNN "
-          "needs the same batch size at every call (as in Keras), so choose one that divides the samples",
-          name(), class_name(), kept_[0].dim(0), N);
-    make_states(N, x.device(), x.dtype());
-  }
-  // Zeros, unless states of this size, device and dtype exist (a model moved to another device starts again).
-  void make_states(std::int64_t N, Device device, DType dtype) {
-    if (!kept_.empty() && kept_[0].dim(0) == N && kept_[0].device() == device && kept_[0].dtype() == dtype)
-      return;
-    kept_.clear();
-    for (std::size_t k = 0; k < state_count(s_); ++k)
-      kept_.push_back(Tensor::zeros({N, s_.units}, dtype, device));
-  }
   RecurrentSpec s_;
-  std::vector<Tensor> kept_;
+  KeptStates kept_;
 };
 
 }  // namespace
@@ -849,6 +827,34 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
   ops::transpose(dxt, dx, {1, 0, 2});
   if (in_masks.defined() && in_masks.dim(0) == 1)  // x was multiplied by the mask
     ops::broadcast_forward(ops::BinaryKind::multiply, dx, in_masks.view(0, {N, 1, F}), dx);
+}
+
+std::vector<Tensor>& KeptStates::for_input(const RecurrentSpec& s, const Layer& layer, const Tensor& x) {
+  const std::int64_t N = x.dim(0);
+  if (!kept_.empty() && kept_[0].dim(0) != N)
+    fail(
+        "layer '{}' ({}) is stateful and keeps states for batches of {}, but got a batch of {}: a stateful "
+        "RNN "
+        "needs the same batch size at every call (as in Keras), so choose one that divides the samples",
+        layer.name(), layer.class_name(), kept_[0].dim(0), N);
+  make(s, N, x.device(), x.dtype());
+  return kept_;
+}
+
+void KeptStates::make(const RecurrentSpec& s, std::int64_t batch, Device device, DType dtype) {
+  if (!kept_.empty() && kept_[0].dim(0) == batch && kept_[0].device() == device && kept_[0].dtype() == dtype)
+    return;
+  kept_.clear();
+  for (std::size_t k = 0; k < state_count(s); ++k)
+    kept_.push_back(Tensor::zeros({batch, s.units}, dtype, device));
+}
+
+void KeptStates::reserve(const RecurrentSpec& s, std::int64_t batch, Device device, DType dtype) {
+  if (kept_.empty() || kept_[0].dim(0) == batch) make(s, batch, device, dtype);
+}
+
+void KeptStates::reset() {
+  for (auto& t : kept_) ops::fill(t, 0.0);
 }
 
 std::shared_ptr<Layer> simple_rnn_from_config(ConfigReader& r) {

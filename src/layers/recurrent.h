@@ -86,6 +86,23 @@ inline std::size_t state_count(const RecurrentSpec& s) {
   return s.cell == ops::RnnCell::lstm ? 2 : 1;
 }
 
+// A stateful layer's states (Keras's stateful), kept from call to call: zeros at first, for the first batch size
+// seen, which every call must have (the model makes them before it records a step: Layer::reserve_batch).
+class KeptStates {
+ public:
+  // The states for x's batch, made (zeros) at the first call; another batch size is refused, naming `layer`.
+  std::vector<Tensor>& for_input(const RecurrentSpec& s, const Layer& layer, const Tensor& x);
+  // Zeros, unless states of this batch, device and dtype exist (a model moved to another device starts again).
+  void make(const RecurrentSpec& s, std::int64_t batch, Device device, DType dtype);
+  // Layer::reserve_batch: made for the batch unless states of another batch size exist (refused at the call).
+  void reserve(const RecurrentSpec& s, std::int64_t batch, Device device, DType dtype);
+  void reset();
+  const std::vector<Tensor>& states() const { return kept_; }
+
+ private:
+  std::vector<Tensor> kept_;
+};
+
 // y = the recurrence over x [N, T, F] (y: [N, units] or [N, T, units]); `saved` keeps what backward reads. mask
 // [N, T] (Keras's; undefined: none): a masked step keeps the state, and with return_sequences outputs the previous
 // step's output, or zeros with zero_output_for_mask. training (null: inference): the step whose dropout masks

@@ -5,7 +5,7 @@ Precision, Recall), a sequence model of the 1-D layers, a text model with an Emb
 (Conv1D, LSTM, Bidirectional GRU, SimpleRNN), three models with masks (Embedding(mask_zero=True) into RNNs and into
 GlobalAveragePooling1D, Masking), Conv1DTranspose with channels_first 1-D pools, GRUs without reset_after, and
 RNNs' return_state and initial_state (with Bidirectional's merge_mode None), stateful RNNs, masks through the
-merges (Add, Subtract, Average, Concatenate on either axis), trained by Keras and saved with their optimizer state, for tests/test_keras_training.cc.
+merges (Add, Subtract, Average, Concatenate on either axis), Bidirectional of stateful layers, trained by Keras and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
     python3 tests/reference/keras_training.py --check FOLDER   # Keras reads systolic's saved models
@@ -368,12 +368,38 @@ def stateful(rng):
     return m, x, y
 
 
+def stateful_bidirectional(rng):
+    """Bidirectional of stateful layers: the stateful case's series and batches, read by a Bidirectional(LSTM) whose
+    sequences go into a Bidirectional(GRU, merge_mode="sum"), each direction keeping its states from batch to batch
+    (the backward run's too: it starts from where the last batch's backward run ended); RMSprop."""
+    series = 0.5 * rng.normal(size=(40, 12, 2))
+    labels = rng.integers(0, 2, size=40).astype(np.int64)
+    for i in range(40):
+        series[i, :, 0] += (1.0 if labels[i] else -1.0) * np.linspace(-1.0, 1.0, 12)
+    x = np.zeros((80, 6, 2))
+    y = np.zeros(80, dtype=np.int64)
+    for b in range(5):
+        for i in range(8):
+            j = b * 8 + i
+            x[b * 16 + i], x[b * 16 + 8 + i] = series[j, :6], series[j, 6:]
+            y[b * 16 + i] = y[b * 16 + 8 + i] = labels[j]
+    keras.utils.set_random_seed(16)
+    i = keras.Input(batch_shape=(16, 6, 2))
+    h = keras.layers.Bidirectional(keras.layers.LSTM(5, stateful=True, return_sequences=True))(i)
+    h = keras.layers.Bidirectional(keras.layers.GRU(3, stateful=True), merge_mode="sum")(h)
+    o = keras.layers.Dense(2, activation="softmax")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.RMSprop(learning_rate=0.01), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
          ("masked_average", masked_average), ("transpose_series", transpose_series),
          ("gru_reset_before", gru_reset_before), ("states", states), ("stateful", stateful),
-         ("masked_merges", masked_merges)]
+         ("masked_merges", masked_merges), ("stateful_bidirectional", stateful_bidirectional)]
 
 
 def check(folder):
