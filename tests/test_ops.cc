@@ -952,6 +952,33 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
         }
   }
 
+  // No step at all: the final states are the initial ones, and their gradients pass straight back.
+  {
+    const RnnCellParams p{.cell = RnnCell::lstm};
+    const std::int64_t N = 3, F = 4, u = 5, G = 4 * u;
+    m[Op::rnn_sequence_forward].push_back(
+        {"lstm, no steps",
+         {in("x", {0, N, F}), in("kernel", {F, G}), in("recurrent", {u, G}), in("bias", {G}),
+          in("h0", {N, u}), in("c0", {N, u}), out("y", {0, N, u}), out("h_last", {N, u}),
+          out("c_last", {N, u})},
+         [p](auto& t) {
+           Tensor none;
+           rnn_sequence_forward(p, false, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], none);
+         },
+         Family::matmul});
+    m[Op::rnn_sequence_backward].push_back(
+        {"lstm, no steps",
+         {in("x", {0, N, F}), in("kernel", {F, G}), in("recurrent", {u, G}), in("bias", {G}),
+          in("h0", {N, u}), in("c0", {N, u}), in("y", {0, N, u}), in("dh_last", {N, u}),
+          in("dc_last", {N, u}), acc("dkernel", {F, G}), out("dh0", {N, u}), out("dc0", {N, u})},
+         [p](auto& t) {
+           Tensor none;
+           rnn_sequence_backward(p, false, t[0], t[1], t[2], t[3], t[4], t[5], t[6], none, none, t[7], t[8],
+                                 none, t[9], none, none, t[10], t[11]);
+         },
+         Family::matmul});
+  }
+
   // Augmentation: fill nearest and constant, small and large shifts, flips; one channel as (N, H, W).
   for (bool constant : {false, true})
     for (double range : {0.2, 3.5}) {

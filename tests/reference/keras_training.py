@@ -168,6 +168,35 @@ a SimpleRNN run backwards beside them on the same input; Adam with clipnorm."""
     return m, x, y
 
 
+def padded_ids(rng, length, shortest, vocabulary):
+    """80 rows of word ids 1..vocabulary-1, each of shortest..length ids padded with 0 at the end; class 1 when words
+    1..9 outnumber words 10..18."""
+    x = np.zeros((80, length), dtype=np.int64)
+    y = np.zeros(80, dtype=np.int64)
+    for i in range(80):
+        n = rng.integers(shortest, length + 1)
+        x[i, :n] = rng.integers(1, vocabulary, size=n)
+        y[i] = int(np.sum((x[i] >= 1) & (x[i] <= 9)) > np.sum((x[i] >= 10) & (x[i] <= 18)))
+    return x, y
+
+
+def halved_series(rng):
+    """Series of 12 steps (2 channels) whose class is the sign of the first channel's trend, cut into two halves of 6
+    steps: 80 halves in batches of 16, the first halves of 8 series then their second halves."""
+    series = 0.5 * rng.normal(size=(40, 12, 2))
+    labels = rng.integers(0, 2, size=40).astype(np.int64)
+    for i in range(40):
+        series[i, :, 0] += (1.0 if labels[i] else -1.0) * np.linspace(-1.0, 1.0, 12)
+    x = np.zeros((80, 6, 2))
+    y = np.zeros(80, dtype=np.int64)
+    for b in range(5):
+        for i in range(8):
+            j = b * 8 + i
+            x[b * 16 + i], x[b * 16 + 8 + i] = series[j, :6], series[j, 6:]
+            y[b * 16 + i] = y[b * 16 + 8 + i] = labels[j]
+    return x, y
+
+
 def masked_text(rng):
     """Keras's masks, as issue 28 asks: Embedding(mask_zero=True) over word ids padded with 0 at the end (and a few
     0s inside, which Keras masks too), a Bidirectional LSTM's sequences into a GRU, a sigmoid: class 1 when words 1..9
@@ -218,12 +247,7 @@ def masked_series(rng):
 def masked_average(rng):
     """GlobalAveragePooling1D over Embedding(mask_zero=True)'s vectors averages the unmasked steps alone: word ids
     padded with 0 at the end, class 1 when words 1..9 outnumber words 10..18; SGD with momentum."""
-    x = np.zeros((80, 12), dtype=np.int64)
-    y = np.zeros(80, dtype=np.int64)
-    for i in range(80):
-        n = rng.integers(2, 13)
-        x[i, :n] = rng.integers(1, 30, size=n)
-        y[i] = int(np.sum((x[i] >= 1) & (x[i] <= 9)) > np.sum((x[i] >= 10) & (x[i] <= 18)))
+    x, y = padded_ids(rng, 12, 2, 30)
     keras.utils.set_random_seed(11)
     i = keras.Input((12,))
     h = keras.layers.Embedding(30, 6, mask_zero=True)(i)
@@ -243,12 +267,7 @@ def masked_merges(rng):
     every step counts) into a SimpleRNN; Add of the same two (no mask, as an input has none) into
     GlobalAveragePooling1D. Class 1 when words 1..9 outnumber words 10..18; SGD with momentum (Adam would differ by the
     Embedding's IndexedSlices: see text())."""
-    x = np.zeros((80, 10), dtype=np.int64)
-    y = np.zeros(80, dtype=np.int64)
-    for i in range(80):
-        n = rng.integers(3, 11)
-        x[i, :n] = rng.integers(1, 20, size=n)
-        y[i] = int(np.sum((x[i] >= 1) & (x[i] <= 9)) > np.sum((x[i] >= 10) & (x[i] <= 18)))
+    x, y = padded_ids(rng, 10, 3, 20)
     # The Concatenate layers are named: Keras 3.15 names the operations of their masks concatenate_N too, and a
     # model whose layer and operation names collide does not load back into Keras.
     keras.utils.set_random_seed(12)
@@ -346,17 +365,7 @@ def stateful(rng):
     sample i of batch 2k), read by an Input of batch_shape (16, 6, 2); a stateful LSTM's sequences into a stateful
     GRU carry their states from batch to batch (and across epochs, which Keras does not reset); Adam. The states are
     reset after saving (Keras keeps them out of files), so that evaluate starts from zeros here as after loading."""
-    series = 0.5 * rng.normal(size=(40, 12, 2))
-    labels = rng.integers(0, 2, size=40).astype(np.int64)
-    for i in range(40):
-        series[i, :, 0] += (1.0 if labels[i] else -1.0) * np.linspace(-1.0, 1.0, 12)
-    x = np.zeros((80, 6, 2))
-    y = np.zeros(80, dtype=np.int64)
-    for b in range(5):  # batches of 16 in pairs: the first halves of 16 series, then their second halves
-        for i in range(8):
-            j = b * 8 + i
-            x[b * 16 + i], x[b * 16 + 8 + i] = series[j, :6], series[j, 6:]
-            y[b * 16 + i] = y[b * 16 + 8 + i] = labels[j]
+    x, y = halved_series(rng)
     keras.utils.set_random_seed(15)
     i = keras.Input(batch_shape=(16, 6, 2))
     h = keras.layers.LSTM(6, stateful=True, return_sequences=True)(i)
@@ -372,17 +381,7 @@ def stateful_bidirectional(rng):
     """Bidirectional of stateful layers: the stateful case's series and batches, read by a Bidirectional(LSTM) whose
     sequences go into a Bidirectional(GRU, merge_mode="sum"), each direction keeping its states from batch to batch
     (the backward run's too: it starts from where the last batch's backward run ended); RMSprop."""
-    series = 0.5 * rng.normal(size=(40, 12, 2))
-    labels = rng.integers(0, 2, size=40).astype(np.int64)
-    for i in range(40):
-        series[i, :, 0] += (1.0 if labels[i] else -1.0) * np.linspace(-1.0, 1.0, 12)
-    x = np.zeros((80, 6, 2))
-    y = np.zeros(80, dtype=np.int64)
-    for b in range(5):
-        for i in range(8):
-            j = b * 8 + i
-            x[b * 16 + i], x[b * 16 + 8 + i] = series[j, :6], series[j, 6:]
-            y[b * 16 + i] = y[b * 16 + 8 + i] = labels[j]
+    x, y = halved_series(rng)
     keras.utils.set_random_seed(16)
     i = keras.Input(batch_shape=(16, 6, 2))
     h = keras.layers.Bidirectional(keras.layers.LSTM(5, stateful=True, return_sequences=True))(i)

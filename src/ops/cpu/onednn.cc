@@ -21,6 +21,19 @@ dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());
   return s;
 }
+dnnl::algorithm eltwise_algorithm(const Activation& a) {
+  switch (a.kind) {
+    case Activation::relu:
+      return dnnl::algorithm::eltwise_relu;
+    case Activation::sigmoid:
+      return dnnl::algorithm::eltwise_logistic;
+    case Activation::tanh:
+      return dnnl::algorithm::eltwise_tanh;
+    default:
+      break;
+  }
+  fail("oneDNN activation: no eltwise algorithm for {}", activation_name(a));
+}
 bool native_bf16() {
   static const bool native = [] {
     auto isa = dnnl::get_effective_cpu_isa();
@@ -82,21 +95,8 @@ dnnl::memory::desc rows_md(const Tensor& t) {
   return md({t.numel() / C, C}, t.dtype(), tag::ab);
 }
 
-// Forward algorithms; the backward ones take the forward OUTPUT (the _use_dst_for_bwd variants), which is
-// what the contract hands to activation_backward.
-dnnl::algorithm forward_algorithm(const Activation& a) {
-  switch (a.kind) {
-    case Activation::relu:
-      return dnnl::algorithm::eltwise_relu;
-    case Activation::sigmoid:
-      return dnnl::algorithm::eltwise_logistic;
-    case Activation::tanh:
-      return dnnl::algorithm::eltwise_tanh;
-    default:
-      break;
-  }
-  fail("oneDNN activation: no eltwise algorithm for {}", activation_name(a));
-}
+// The backward algorithms take the forward OUTPUT (the _use_dst_for_bwd variants), which is what the contract
+// hands to activation_backward.
 dnnl::algorithm backward_algorithm(const Activation& a) {
   switch (a.kind) {
     case Activation::relu:
@@ -137,7 +137,7 @@ void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
     }
     auto md = flat_md(x);
     auto& e = cache.get({1, static_cast<int>(a.kind), x.numel(), static_cast<int>(x.dtype())}, [&] {
-      dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, forward_algorithm(a), md, 0.f, 0.f);
+      dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, eltwise_algorithm(a), md, 0.f, 0.f);
       return Prim{dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()))};
     });
     e.prim.execute(stream(), {{DNNL_ARG_SRC, wrap(md, x)}, {DNNL_ARG_DST, wrap(md, y)}});

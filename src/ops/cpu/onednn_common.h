@@ -4,6 +4,7 @@
 #pragma once
 
 #include <systolic/error.h>
+#include <systolic/ops.h>
 #include <systolic/tensor.h>
 
 #include <cstddef>
@@ -25,6 +26,8 @@ using dt = dnnl::memory::data_type;
 // per-thread state and execution is synchronous (no stream.wait() needed between primitives).
 dnnl::engine& engine();
 dnnl::stream& stream();
+// oneDNN's eltwise algorithm of relu, sigmoid (logistic) or tanh (forward; Error for another activation).
+dnnl::algorithm eltwise_algorithm(const Activation& a);
 
 inline dnnl::memory::desc f32_md(const dims& d, tag t) {
   return {d, dt::f32, t};

@@ -31,16 +31,6 @@ bool lbr(const RnnCellParams& p) {
 std::int64_t bias_gates(const RnnCellParams& p) {
   return rnn_math::gates(p.cell) + (lbr(p) ? 1 : 0);
 }
-dnnl::algorithm vanilla_activation(const Activation& a) {
-  switch (a.kind) {
-    case Activation::relu:
-      return dnnl::algorithm::eltwise_relu;
-    case Activation::sigmoid:
-      return dnnl::algorithm::eltwise_logistic;
-    default:
-      return dnnl::algorithm::eltwise_tanh;
-  }
-}
 
 // Every memory descriptor of one configuration (T steps, N rows, F features, u units).
 struct Descs {
@@ -73,7 +63,7 @@ dnnl::primitive_desc forward_pd(const RnnCellParams& p, bool reverse, bool train
   switch (p.cell) {
     case RnnCell::simple:
       return dnnl::vanilla_rnn_forward::primitive_desc(
-          dnnl::vanilla_rnn_forward::desc(prop, vanilla_activation(p.activation), dir, d.src_layer, d.iter,
+          dnnl::vanilla_rnn_forward::desc(prop, eltwise_algorithm(p.activation), dir, d.src_layer, d.iter,
                                           d.weights_layer, d.weights_iter, d.bias, d.dst_layer, d.iter),
           engine());
     case RnnCell::lstm:
@@ -102,13 +92,13 @@ dnnl::primitive_desc backward_pd(const RnnCellParams& p, bool reverse, const Des
   switch (p.cell) {
     case RnnCell::simple:
       return dnnl::vanilla_rnn_backward::primitive_desc(
-          dnnl::vanilla_rnn_backward::desc(prop, vanilla_activation(p.activation), dir, d.src_layer, d.iter,
+          dnnl::vanilla_rnn_backward::desc(prop, eltwise_algorithm(p.activation), dir, d.src_layer, d.iter,
                                            d.weights_layer, d.weights_iter, d.bias, d.dst_layer, d.iter,
                                            d.src_layer, d.iter, d.weights_layer, d.weights_iter, d.bias,
                                            d.dst_layer, d.iter),
           engine(),
           dnnl::vanilla_rnn_forward::primitive_desc(
-              dnnl::vanilla_rnn_forward::desc(train, vanilla_activation(p.activation), dir, d.src_layer,
+              dnnl::vanilla_rnn_forward::desc(train, eltwise_algorithm(p.activation), dir, d.src_layer,
                                               d.iter, d.weights_layer, d.weights_iter, d.bias, d.dst_layer,
                                               d.iter),
               engine()));
@@ -245,7 +235,14 @@ void rnn_sequence_forward(const RnnCellParams& p, bool reverse, const Tensor& x,
                           const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,
                           Tensor& y, Tensor& h_last, Tensor& c_last, Tensor& workspace) {
   const std::int64_t T = x.dim(0), N = x.dim(1), F = x.dim(2), u = recurrent.dim(0);
-  if (T == 0 || N == 0) return;
+  if (N == 0) return;
+  if (T == 0) {  // no step: the final states are the initial ones
+    for (auto [from, to] : {std::pair{&h0, &h_last}, std::pair{&c0, &c_last}})
+      if (to->defined())
+        from->defined() ? std::copy_n(from->data<float>(), N * u, to->data<float>())
+                        : std::fill_n(to->data<float>(), N * u, 0.0f);
+    return;
+  }
   const bool training = workspace.defined();
   guarded("rnn_sequence_forward", [&] {
     thread_local PrimitiveCache<Forward> cache;
@@ -322,10 +319,11 @@ void rnn_sequence_backward(const RnnCellParams& p, bool reverse, const Tensor& x
                            const Tensor& dc_last, Tensor& dx, Tensor& dkernel, Tensor& drecurrent,
                            Tensor& dbias, Tensor& dh0, Tensor& dc0) {
   const std::int64_t T = x.dim(0), N = x.dim(1), F = x.dim(2), u = recurrent.dim(0);
-  if (T == 0 || N == 0) {
-    if (dx.defined()) std::fill_n(dx.data<float>(), dx.numel(), 0.0f);
-    if (dh0.defined()) std::fill_n(dh0.data<float>(), dh0.numel(), 0.0f);
-    if (dc0.defined()) std::fill_n(dc0.data<float>(), dc0.numel(), 0.0f);
+  if (T == 0 || N == 0) {  // no step: the final states' gradients reach the initial ones
+    for (auto [from, to] : {std::pair{&dh_last, &dh0}, std::pair{&dc_last, &dc0}})
+      if (to->defined())
+        from->defined() ? std::copy_n(from->data<float>(), to->numel(), to->data<float>())
+                        : std::fill_n(to->data<float>(), to->numel(), 0.0f);
     return;
   }
   guarded("rnn_sequence_backward", [&] {
