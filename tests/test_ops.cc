@@ -1968,6 +1968,30 @@ TEST(OpChecks, BadCallsNameTheOpAndTheTensorOnEveryDevice) {
     EXPECT_THAT(e, HasSubstr("dropout_forward: rate must be in [0, 1)"));
     e = error_of([&] { concat_forward({t({2, 3}), t({3, 3})}, t({2, 6}), 1); });
     EXPECT_THAT(e, HasSubstr("concat_forward: part 1"));
+    // The whole recurrence: Keras's default activations only, Keras's bias shapes, c0 for an LSTM only.
+    const RnnCellParams lstm{.cell = RnnCell::lstm}, gru{.cell = RnnCell::gru};
+    RnnCellParams softsign = lstm;
+    softsign.activation = Activation::softsign;
+    e = error_of([&] {
+      rnn_sequence_forward(softsign, false, t({2, 3, 4}), t({4, 8}), t({2, 8}), none, none, none,
+                           t({2, 3, 2}), none, none, none);
+    });
+    EXPECT_THAT(e, HasSubstr("rnn_sequence_forward: runs Keras's default activations only, not softsign"));
+    e = error_of([&] {
+      rnn_sequence_forward(gru, false, t({2, 3, 4}), t({4, 6}), t({2, 6}), t({6}), none, none, t({2, 3, 2}),
+                           none, none, none);
+    });
+    EXPECT_THAT(e, HasSubstr("rnn_sequence_forward: bias has shape (6,), expected (2, 6)"));
+    e = error_of([&] {
+      rnn_sequence_forward(gru, false, t({2, 3, 4}), t({4, 6}), t({2, 6}), none, t({3, 2}), t({3, 2}),
+                           t({2, 3, 2}), none, none, none);
+    });
+    EXPECT_THAT(e, HasSubstr("rnn_sequence_forward: c0 is for an LSTM"));
+    e = error_of([&] {
+      rnn_sequence_backward(lstm, false, t({2, 3, 4}), t({4, 8}), t({2, 8}), none, none, none, t({2, 3, 2}),
+                            none, t({2, 3, 3}), none, none, none, none, none, none, none, none);
+    });
+    EXPECT_THAT(e, HasSubstr("rnn_sequence_backward: dy has shape (2, 3, 3), expected (2, 3, 2)"));
   }
 }
 
