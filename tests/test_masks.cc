@@ -101,7 +101,8 @@ TEST(Masks, GlobalAveragePooling1DAveragesTheUnmaskedSteps) {
 
 // The merges pass on their inputs' masks combined as Keras 3 combines them (the masked_merges fixture checks every
 // combination against Keras): padded ids through Add, Subtract and Concatenate along the steps into an LSTM give what
-// the unpadded ids give. Multiply, which in Keras 3 reads masked values as 1s, refuses a masked input.
+// the unpadded ids give. Maximum, which in Keras 3 reads masked values as the other inputs', refuses a masked
+// input.
 TEST(Masks, MergesPassTheMasksOn) {
   auto make = [](std::int64_t steps) {
     set_random_seed(31);
@@ -119,9 +120,9 @@ TEST(Masks, MergesPassTheMasksOn) {
   auto in = layers::Input({6});
   auto x = layers::Embedding(10, 4, {.mask_zero = true})(in);
   EXPECT_THAT(error_of([&] {
-                Model(in, layers::Multiply()({x, x}), "mul");
+                Model(in, layers::Maximum()({x, x}), "max");
               }),
-              HasSubstr("reads a masked input's values as missing"));
+              HasSubstr("reads a masked input's values as the other inputs'"));
 }
 
 TEST(Masks, LayersThatDropAMaskDropIt) {

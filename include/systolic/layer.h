@@ -93,7 +93,7 @@ struct LayerCall {
   // Keras's masks: 1 for a step that counts, 0 for padding; [N, the output's shape without its last axis], in the
   // data's dtype. `mask`: the first input's (undefined: none); `output_mask`: where a layer that makes one
   // (makes_mask() or combines_masks()) writes it. `masks`: every input's (undefined for an input without one), for
-  // a layer that combines them (empty for the others).
+  // a layer of several inputs of which one at least has a mask (empty otherwise).
   Tensor mask, output_mask;
   std::vector<Tensor> masks;
   // The values before the fused activation, kept when the loss or the activation's gradient needs them (the

@@ -342,8 +342,9 @@ LayerRef Embedding(int input_dim, int output_dim, const EmbeddingOptions& option
 // return_sequences), combine in the merges as Keras 3 combines them (Add, Subtract, Average: the OR of the masks
 // when every input has one, else none; Concatenate on the last axis: their OR, all ones where an input has none; on
 // another axis: the masks, or ones, joined along it) and stop at the others (GlobalAveragePooling1D reads it).
-// Multiply, Maximum and Minimum, which in Keras 3 read a masked input's values as missing, refuse masked inputs by
-// name, as does a loss on a masked output.
+// Multiply reads a masked input's masked values as 1s and zeroes the steps no input counts (the OR of the masks
+// when every input has one), as Keras 3's does. Maximum and Minimum, which in Keras 3 read a masked input's values
+// as the other inputs', refuse masked inputs by name, as does compile a loss on a masked output.
 struct MaskingOptions {
   double mask_value = 0.0;
   std::string name;

@@ -2,7 +2,7 @@
 // broadcasts them (an input of lower rank gets axes of 1 inserted after the batch axis, then NumPy's rule over
 // the shapes: each dim equal or 1), folded left to right as Keras folds them (((x0 op x1) op x2) ...; Average:
 // the sum divided by the count; Subtract: exactly two inputs). Backward runs the fold in reverse through
-// ops::broadcast_backward, from the partial results forward kept in training.
+// ops::broadcast_backward, from the partial results forward kept in training. Keras 3's masks: see combines_masks.
 #include <systolic/layers.h>
 
 #include <algorithm>
@@ -29,15 +29,16 @@ std::optional<Shape> merged_shape(const Shape& a, const Shape& b) {
 
 class MergeLayer final : public Layer {
  public:
-  // Keras 3's Multiply, Maximum and Minimum read a masked input's values as missing (Multiply as 1s, the others as
-  // the other inputs'); Subtract and Average merge the values as they are, the OR of the masks passed on.
+  // Keras 3's masks: Subtract and Average merge the values as they are, and Multiply reads a masked input's masked
+  // values as 1s (its output then zeroed where no input counts); each passes on the OR of the masks when every input
+  // has one. Maximum and Minimum, which read a masked input's values as the other inputs', refuse masked inputs.
   bool combines_masks(const std::vector<bool>& masked) const override {
-    return reads_values_only() && std::all_of(masked.begin(), masked.end(), [](bool m) { return m; });
+    return !skips_masked_values() && std::all_of(masked.begin(), masked.end(), [](bool m) { return m; });
   }
   std::string mask_refusal() const override {
-    if (reads_values_only()) return {};
+    if (!skips_masked_values()) return {};
     return "Keras 3's " + class_name() +
-           " reads a masked input's values as missing, which systolic does not do yet";
+           " reads a masked input's values as the other inputs', which systolic does not do yet";
   }
   MergeLayer(std::string class_name, ops::BinaryKind kind, bool average, const NameOptions& o)
       : Layer(std::move(class_name), o.name), kind_(kind), average_(average) {}
@@ -57,7 +58,43 @@ class MergeLayer final : public Layer {
 
  protected:
   int input_count() const override { return -1; }
-  bool reads_values_only() const { return kind_ == ops::BinaryKind::subtract || average_; }
+  bool skips_masked_values() const {
+    return kind_ == ops::BinaryKind::maximum || kind_ == ops::BinaryKind::minimum;
+  }
+  bool multiply() const { return kind_ == ops::BinaryKind::multiply; }
+  // Multiply's masks, from saved[masked_slot(n, i)] on (after backward's scratch, n + 1 for n inputs): input i with
+  // its masked values 1 (undefined when it has no mask), 1 - its mask, and its mask in the data's dtype.
+  static std::size_t masked_slot(std::size_t n, std::size_t i) { return n + 1 + 3 * i; }
+  // A mask [N, ...] as its input's shape with a last axis of 1 (aligned to `rank`).
+  static Tensor mask_view(const Tensor& mask, const Tensor& input, int rank) {
+    std::vector<std::int64_t> dims = input.shape().dims();
+    dims.back() = 1;
+    return aligned(mask.view(0, Shape(dims)), rank);
+  }
+  // The inputs as the fold reads them: Multiply's masked inputs with their masked values 1.
+  std::vector<Tensor> fold_inputs(LayerCall& c) const {
+    std::vector<Tensor> ins = c.inputs;
+    if (!multiply() || c.masks.empty()) return ins;
+    const std::size_t n = ins.size();
+    if (c.saved.size() < masked_slot(n, n)) c.saved.resize(masked_slot(n, n));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!c.masks[i].defined()) continue;
+      const Tensor& x = c.inputs[i];
+      Tensor &ones = c.saved[masked_slot(n, i)], &rest = c.saved[masked_slot(n, i) + 1],
+             &m = c.saved[masked_slot(n, i) + 2];
+      for (auto [t, shape] : {std::pair{&ones, x.shape()}, std::pair{&rest, c.masks[i].shape()},
+                              std::pair{&m, c.masks[i].shape()}})
+        if (!t->defined() || t->shape() != shape || t->dtype() != x.dtype())
+          *t = Tensor(shape, x.dtype(), x.device());
+      ops::cast(c.masks[i], m);
+      ops::scale_shift(m, rest, -1.0, 1.0);
+      const int rank = x.rank();
+      ops::broadcast_forward(ops::BinaryKind::multiply, x, mask_view(m, x, rank), ones);
+      ops::broadcast_forward(ops::BinaryKind::add, ones, mask_view(rest, x, rank), ones);
+      ins[i] = ones;
+    }
+    return ins;
+  }
 
   // Input i as Keras sees it: axes of 1 inserted after the batch up to the output's rank.
   static Tensor aligned(const Tensor& t, int rank) {
@@ -88,14 +125,21 @@ class MergeLayer final : public Layer {
       Tensor& t = c.saved[i - 1];
       if (!t.defined() || t.shape() != s) t = Tensor(s, c.output.dtype(), c.output.device());
     }
-    Tensor acc = aligned(c.inputs[0], rank);
+    const std::vector<Tensor> ins = fold_inputs(c);
+    Tensor acc = aligned(ins[0], rank);
     for (std::size_t i = 1; i < n; ++i) {
       Tensor& out = i + 1 == n ? c.output : c.saved[i - 1];
-      ops::broadcast_forward(kind_, acc, aligned(c.inputs[i], rank), out);
+      ops::broadcast_forward(kind_, acc, aligned(ins[i], rank), out);
       acc = out;
     }
     if (average_) ops::scale_shift(c.output, c.output, 1.0 / double(n), 0.0);
-    if (c.output_mask.defined()) merge_masks_or(name(), c.masks, c.output_mask);
+    if (c.output_mask.defined()) {
+      merge_masks_or(name(), c.masks, c.output_mask);
+      // Multiply: zeros where no input counts.
+      if (multiply())
+        ops::broadcast_forward(ops::BinaryKind::multiply, c.output, mask_view(c.output_mask, c.output, rank),
+                               c.output);
+    }
   }
 
   // Backward's buffer k after the partial folds (the averaged gradient, then two that alternate between the
@@ -112,21 +156,38 @@ class MergeLayer final : public Layer {
     const std::size_t n = c.inputs.size();
     const int rank = c.doutput.rank();
     Tensor g = c.doutput;
-    if (average_) {
+    if (average_ || (multiply() && c.output_mask.defined())) {
+      // Average's scale; Multiply's output zeroed where no input counts passes no gradient there.
       Tensor& scaled = scratch(c, n - 2, g);
-      ops::scale_shift(g, scaled, 1.0 / double(n), 0.0);
+      if (average_)
+        ops::scale_shift(g, scaled, 1.0 / double(n), 0.0);
+      else
+        ops::broadcast_forward(ops::BinaryKind::multiply, g, mask_view(c.output_mask, g, rank), scaled);
       g = scaled;
     }
+    // The fold's inputs (Multiply's masked inputs with 1s, kept by forward).
+    std::vector<Tensor> ins = c.inputs;
+    const bool masked = multiply() && !c.masks.empty();
+    if (masked)
+      for (std::size_t i = 0; i < n; ++i)
+        if (c.masks[i].defined()) ins[i] = c.saved[masked_slot(n, i)];
     for (std::size_t i = n - 1; i >= 1; --i) {
-      Tensor left = i == 1 ? aligned(c.inputs[0], rank) : c.saved[i - 2];
+      Tensor left = i == 1 ? aligned(ins[0], rank) : c.saved[i - 2];
       Tensor dleft;
       if (i > 1 || c.dinputs[0].defined())
         dleft = i == 1 ? aligned(c.dinputs[0], rank) : scratch(c, n - 1 + (i % 2), left);
       Tensor dright = aligned(c.dinputs[i], rank);
-      ops::broadcast_backward(kind_, left, aligned(c.inputs[i], rank), g, dleft, dright);
+      ops::broadcast_backward(kind_, left, aligned(ins[i], rank), g, dleft, dright);
       g = dleft;
       if (!g.defined()) break;  // input 0 needs no gradient and nothing is left to its left
     }
+    // A masked value was read as 1: no gradient reaches it.
+    if (masked)
+      for (std::size_t i = 0; i < n; ++i)
+        if (c.masks[i].defined() && c.dinputs[i].defined())
+          ops::broadcast_forward(ops::BinaryKind::multiply, c.dinputs[i],
+                                 mask_view(c.saved[masked_slot(n, i) + 2], c.dinputs[i], c.dinputs[i].rank()),
+                                 c.dinputs[i]);
   }
 
  private:

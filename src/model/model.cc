@@ -441,11 +441,14 @@ void ModelState::forward(std::int64_t n, bool training) {
     c.mask = mask >= 0 ? nodes[mask].mask_buf.slice(0, n) : Tensor();
     c.output_mask = e.mask_buf.defined() ? e.mask_buf.slice(0, n) : Tensor();
     c.masks.clear();
-    if (c.output_mask.defined() && !e.node->layer->makes_mask())  // combined from the inputs' masks
+    if (e.inputs.size() >
+        1)  // every input's mask, for a merge (it combines them, or reads the values by them)
       for (int k : e.inputs) {
         const int from = nodes[k].mask_from;
         c.masks.push_back(from >= 0 ? nodes[from].mask_buf.slice(0, n) : Tensor());
       }
+    if (std::none_of(c.masks.begin(), c.masks.end(), [](const Tensor& m) { return m.defined(); }))
+      c.masks.clear();
     // A nested model called with training=false runs its layers in inference mode.
     c.training = training && e.node->training.value_or(true) ? &training_step : nullptr;
     e.node->layer->call_forward(c);

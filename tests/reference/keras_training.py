@@ -265,6 +265,8 @@ def masked_merges(rng):
     last axis (A or B) into an LSTM; Concatenate along the steps (A then B) into a GRU; Add and Subtract (A or B)
     averaged (A or B) into GlobalAveragePooling1D; Concatenate of A's vectors with a Conv1D's (which has no mask:
     every step counts) into a SimpleRNN; Add of the same two (no mask, as an input has none) into
+    GlobalAveragePooling1D; Multiply of A's and B's vectors (masked values read as 1s, zeros where neither counts;
+    A or B) into a GRU, and of A's with the Conv1D's (A's masked values read as 1s; no mask) into
     GlobalAveragePooling1D. Class 1 when words 1..9 outnumber words 10..18; SGD with momentum (Adam would differ by the
     Embedding's IndexedSlices: see text())."""
     x, y = padded_ids(rng, 10, 3, 20)
@@ -283,7 +285,10 @@ def masked_merges(rng):
     c = keras.layers.Conv1D(6, 3, padding="same")(a)
     h4 = keras.layers.SimpleRNN(3)(keras.layers.Concatenate(name="join_conv")([a, c]))
     h5 = keras.layers.GlobalAveragePooling1D()(keras.layers.Add()([a, c]))
-    o = keras.layers.Dense(1, activation="sigmoid")(keras.layers.Concatenate(name="join_heads")([h1, h2, h3, h4, h5]))
+    h6 = keras.layers.GRU(3)(keras.layers.Multiply()([a, b]))
+    h7 = keras.layers.GlobalAveragePooling1D()(keras.layers.Multiply()([a, c]))
+    o = keras.layers.Dense(1, activation="sigmoid")(
+        keras.layers.Concatenate(name="join_heads")([h1, h2, h3, h4, h5, h6, h7]))
     m = keras.Model(i, o)
     m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.2, momentum=0.9), loss="binary_crossentropy",
               metrics=["accuracy"])
