@@ -426,6 +426,23 @@ bool runs_whole(const RecurrentSpec& s, const Tensor& x, const Tensor& mask,
          ops::rnn_sequence_takes(s.params) &&
          ops::supports(ops::Op::rnn_sequence_forward, x.dtype(), x.device());
 }
+// x [N, T, F] time-major into saved[0], times the input's one dropout mask when there is one (the same mask [N, F]
+// at every step, in saved[kMaskedInput]).
+void time_major_input(const Tensor& x, std::vector<Tensor>& saved) {
+  const Tensor& in_masks = saved[kInputMasks];
+  if (!in_masks.defined() || in_masks.dim(0) != 1) return ops::transpose(x, saved[0], {1, 0, 2});
+  reuse_or_allocate(saved, kMaskedInput, {x.shape()}, x);
+  ops::broadcast_forward(ops::BinaryKind::multiply, x, in_masks.view(0, {x.dim(0), 1, x.dim(2)}),
+                         saved[kMaskedInput]);
+  ops::transpose(saved[kMaskedInput], saved[0], {1, 0, 2});
+}
+// dx [N, T, F] from its time-major dxt, through time_major_input's mask.
+void input_gradient(const Tensor& dxt, Tensor& dx, const std::vector<Tensor>& saved) {
+  ops::transpose(dxt, dx, {1, 0, 2});
+  const Tensor& in_masks = saved[kInputMasks];
+  if (in_masks.defined() && in_masks.dim(0) == 1)
+    ops::broadcast_forward(ops::BinaryKind::multiply, dx, in_masks.view(0, {dx.dim(0), 1, dx.dim(2)}), dx);
+}
 // The steps' outputs run in reverse time (go_backwards) but wanted in the order of the steps: time T-1-k at k.
 bool steps_reversed(const RecurrentSpec& s) {
   return s.options.go_backwards && !s.flip_sequences;
@@ -455,14 +472,7 @@ void whole_forward(const RecurrentSpec& s, const RecurrentWeights& w, const Tens
   const std::int64_t N = x.dim(0), T = x.dim(1), F = x.dim(2), u = s.units;
   reuse_or_allocate(saved, 0, {{T, N, F}}, x);
   reuse_or_allocate(saved, kWholeY, {{T, N, u}}, x);
-  const Tensor& in_masks = saved[kInputMasks];
-  if (in_masks.defined()) {  // the same mask [N, F] at every step
-    reuse_or_allocate(saved, kMaskedInput, {x.shape()}, x);
-    ops::broadcast_forward(ops::BinaryKind::multiply, x, in_masks.view(0, {N, 1, F}), saved[kMaskedInput]);
-    ops::transpose(saved[kMaskedInput], saved[0], {1, 0, 2});
-  } else {
-    ops::transpose(x, saved[0], {1, 0, 2});
-  }
+  time_major_input(x, saved);
   // A defined workspace asks the op for what its backward reads.
   Tensor& workspace = saved[kWholeWorkspace];
   if (!training)
@@ -534,10 +544,7 @@ void whole_backward(const RecurrentSpec& s, const RecurrentWeights& w, const Ten
                              w.recurrent->operand(), w.bias ? w.bias->value : Tensor(), state_of(initial, 0),
                              state_of(initial, 1), yt, saved[kWholeWorkspace], dyt, dh_last,
                              state_or_none(dfinal, 1), dxt, dkernel, drecurrent, dbias, dh0, dc0);
-  if (!dx.defined()) return;
-  ops::transpose(dxt, dx, {1, 0, 2});
-  if (saved[kInputMasks].defined())  // x was multiplied by the mask
-    ops::broadcast_forward(ops::BinaryKind::multiply, dx, saved[kInputMasks].view(0, {N, 1, F}), dx);
+  if (dx.defined()) input_gradient(dxt, dx, saved);
 }
 
 }  // namespace
@@ -556,13 +563,7 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
   const Tensor bias = w.bias ? w.bias->value : Tensor();
   const Tensor &in_masks = saved[kInputMasks], &state_masks = saved[kStateMasks];
   const bool one_input_mask = in_masks.defined() && in_masks.dim(0) == 1;
-  if (one_input_mask) {  // the same mask [N, F] at every step
-    reuse_or_allocate(saved, kMaskedInput, {x.shape()}, x);
-    ops::broadcast_forward(ops::BinaryKind::multiply, x, in_masks.view(0, {N, 1, F}), saved[kMaskedInput]);
-    ops::transpose(saved[kMaskedInput], xt, {1, 0, 2});
-  } else {
-    ops::transpose(x, xt, {1, 0, 2});
-  }
+  time_major_input(x, saved);
   Tensor xp_flat = xp.view(0, {T * N, G});
   const Tensor in_bias = input_part(s, bias);
   const bool before = reset_before(s), gate_masks = in_masks.defined() && !one_input_mask;
@@ -639,10 +640,7 @@ void recurrent_forward(const RecurrentSpec& s, const RecurrentWeights& w, const 
   } else {
     // Step k ran time T-1-k: the outputs in time order.
     reuse_or_allocate(saved, 15, {{T, N, u}}, x);
-    for (std::int64_t k = 0; k < T; ++k) {
-      Tensor at = step(saved[15], T - 1 - k, u, N);
-      ops::copy(step(h, k + 1, u, N), at);
-    }
+    reverse_steps(h.view(N * u, {T, N, u}), saved[15]);
     ops::transpose(saved[15], y, {1, 0, 2});
   }
   if (zeroes_masked_outputs(s, mask))
@@ -823,10 +821,7 @@ void recurrent_backward(const RecurrentSpec& s, const RecurrentWeights& w, const
     ops::dense_backward(xt.view(0, {T * N, F}), w.kernel->operand(), dxp.view(0, {T * N, G}), dx_flat,
                         w.kernel->grad, db_in);
   }
-  if (!dx.defined()) return;
-  ops::transpose(dxt, dx, {1, 0, 2});
-  if (in_masks.defined() && in_masks.dim(0) == 1)  // x was multiplied by the mask
-    ops::broadcast_forward(ops::BinaryKind::multiply, dx, in_masks.view(0, {N, 1, F}), dx);
+  if (dx.defined()) input_gradient(dxt, dx, saved);
 }
 
 std::vector<Tensor>& KeptStates::for_input(const RecurrentSpec& s, const Layer& layer, const Tensor& x) {

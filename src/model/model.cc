@@ -133,12 +133,9 @@ void ModelState::finalize() {
       e.mask_from = l.more_output_masked(e.node->output, mask >= 0) ? mask : -1;
       continue;
     }
-    bool any = false;
     std::vector<bool> masked;
-    for (int k : e.inputs) {
-      masked.push_back(nodes[k].mask_from >= 0);
-      any = any || masked.back();
-    }
+    for (int k : e.inputs) masked.push_back(nodes[k].mask_from >= 0);
+    const bool any = std::find(masked.begin(), masked.end(), true) != masked.end();
     const std::string why = any ? l.mask_refusal() : "";
     SYSTOLIC_CHECK(why.empty(),
                    "model '{}': layer '{}' ({}) gets a masked input (from Embedding(mask_zero=True) or "
@@ -440,15 +437,15 @@ void ModelState::forward(std::int64_t n, bool training) {
     const int mask = e.inputs.empty() ? -1 : nodes[e.inputs[0]].mask_from;
     c.mask = mask >= 0 ? nodes[mask].mask_buf.slice(0, n) : Tensor();
     c.output_mask = e.mask_buf.defined() ? e.mask_buf.slice(0, n) : Tensor();
+    // Every input's mask, for a layer of several inputs of which one has a mask (a merge combines them or reads
+    // the values by them).
     c.masks.clear();
-    if (e.inputs.size() >
-        1)  // every input's mask, for a merge (it combines them, or reads the values by them)
+    if (e.inputs.size() > 1 &&
+        std::any_of(e.inputs.begin(), e.inputs.end(), [&](int k) { return nodes[k].mask_from >= 0; }))
       for (int k : e.inputs) {
         const int from = nodes[k].mask_from;
         c.masks.push_back(from >= 0 ? nodes[from].mask_buf.slice(0, n) : Tensor());
       }
-    if (std::none_of(c.masks.begin(), c.masks.end(), [](const Tensor& m) { return m.defined(); }))
-      c.masks.clear();
     // A nested model called with training=false runs its layers in inference mode.
     c.training = training && e.node->training.value_or(true) ? &training_step : nullptr;
     e.node->layer->call_forward(c);

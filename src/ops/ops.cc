@@ -652,7 +652,8 @@ DType rnn_cell_backward(const RnnCellParams& p, const Tensor& h_part, const Tens
   return dh.dtype();
 }
 
-// rnn_sequence: x [T, N, F]; the weights as Keras stores them; every tensor in x's dtype. Returns (T, N, F).
+// rnn_sequence: x [T, N, F]; the weights as Keras stores them; every tensor in x's dtype (the bias: a parameter).
+// Returns the sizes: steps, rows, features, units, gate columns.
 struct SequenceDims {
   std::int64_t T, N, F, u, G;
 };

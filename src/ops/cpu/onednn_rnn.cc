@@ -215,14 +215,16 @@ void run_forward(const RnnCellParams& p, Forward& f, const ForwardArgs& a) {
   f.prim.execute(stream(), args);
 }
 
-// The workspace tensor's parts: oneDNN's workspace, then the final states h (and c), float32 each [N, u].
-std::size_t workspace_size(const Forward& f, std::int64_t N, std::int64_t u) {
-  const std::size_t head = (f.workspace_bytes + 63) / 64 * 64;
-  return head + 2 * static_cast<std::size_t>(N * u) * sizeof(float);
+// The workspace's parts: oneDNN's workspace (its size rounded up to 64 bytes), then the final states h (and c),
+// float32 each [N, u].
+std::size_t workspace_head(const Forward& f) {
+  return (f.workspace_bytes + 63) / 64 * 64;
 }
-float* workspace_states(const Forward& f, const Tensor& ws) {
-  const std::size_t head = (f.workspace_bytes + 63) / 64 * 64;
-  return reinterpret_cast<float*>(static_cast<std::uint8_t*>(const_cast<void*>(ws.raw_data())) + head);
+std::size_t workspace_size(const Forward& f, std::int64_t N, std::int64_t u) {
+  return workspace_head(f) + 2 * static_cast<std::size_t>(N * u) * sizeof(float);
+}
+float* workspace_states(const Forward& f, void* workspace) {
+  return reinterpret_cast<float*>(static_cast<std::uint8_t*>(workspace) + workspace_head(f));
 }
 
 struct Scratch {
@@ -265,7 +267,7 @@ void rnn_sequence_forward(const RnnCellParams& p, bool reverse, const Tensor& x,
       if (workspace.dtype() != DType::uint8 || workspace.nbytes() < bytes)
         workspace = Tensor(Shape{static_cast<std::int64_t>(bytes)}, DType::uint8, x.device());
       a.ws = const_cast<void*>(workspace.raw_data());
-      a.h_last = workspace_states(f, workspace);
+      a.h_last = workspace_states(f, a.ws);
       a.c_last = a.h_last + N * u;
     } else {
       a.h_last = h_last.defined() ? h_last.data<float>() : scratch(s.h_last, N * u, false);
@@ -344,12 +346,11 @@ void rnn_sequence_backward(const RnnCellParams& p, bool reverse, const Tensor& x
     float* states = nullptr;
     if (workspace.defined() && workspace.dtype() == DType::uint8 && workspace.nbytes() >= bytes) {
       ws = const_cast<void*>(workspace.raw_data());
-      states = workspace_states(b.forward, workspace);
+      states = workspace_states(b.forward, ws);
     } else {
       if (bs.ws.size() < bytes) bs.ws.resize(bytes);
       ws = bs.ws.data();
-      const std::size_t head = (b.forward.workspace_bytes + 63) / 64 * 64;
-      states = reinterpret_cast<float*>(bs.ws.data() + head);
+      states = workspace_states(b.forward, ws);
       float* yr = scratch(bs.y, T * n, false);
       run_forward(p, b.forward,
                   {x.data<float>(), kernel.data<float>(), recurrent.data<float>(), bias_values, h0v, c0v, yr,
