@@ -288,6 +288,44 @@ TEST(GradientCheck, LossesWithSampleWeights) {
       },
       random_tensor({3, 2, 2}, 17, DType::float64, -1, 1));
 }
+// Losses over sequences (predictions [N, T, C], labels one per step) through their Loss, under an output's mask
+// (Keras's apply_mask: the loss means over the unmasked steps) with sample weights: SparseCategoricalCrossentropy
+// from logits, and with ignore_class (which folds the mask into its own), CategoricalCrossentropy from
+// probabilities, MeanSquaredError, CategoricalHinge. The masked steps get no gradient.
+TEST(GradientCheck, MaskedLossesOverSequences) {
+  Tensor w = Tensor::from_vector<double>({0.5, 2.0}, {2});
+  Tensor mask = Tensor::from_vector<double>({1, 1, 0, 1, 0, 0}, {2, 3});
+  Tensor sparse = Tensor::from_vector<std::int32_t>({1, 3, 0, 2, 3, 1}, {2, 3});
+  Tensor dense = random_tensor({2, 3, 4}, 24, DType::float64, 0, 1);
+  std::vector<std::pair<std::string, std::unique_ptr<losses::Loss>>> cases;
+  cases.emplace_back("sparse, from logits", std::make_unique<losses::SparseCategoricalCrossentropy>(
+                                                losses::CrossentropyOptions{.from_logits = true}));
+  cases.emplace_back("sparse, ignore_class 3", std::make_unique<losses::SparseCategoricalCrossentropy>(
+                                                   losses::CrossentropyOptions{.ignore_class = 3}));
+  cases.emplace_back("categorical", std::make_unique<losses::CategoricalCrossentropy>());
+  cases.emplace_back("mse", std::make_unique<losses::MeanSquaredError>());
+  cases.emplace_back("categorical hinge", std::make_unique<losses::CategoricalHinge>());
+  for (auto& [name, loss] : cases) {
+    SCOPED_TRACE(name);
+    const Tensor& labels = loss->sparse_labels() ? sparse : dense;
+    Tensor pred = loss->from_logits() ? random_tensor({2, 3, 4}, 25, DType::float64, -3, 3)
+                                      : random_tensor({2, 3, 4}, 26, DType::float64, 0.05, 0.9);
+    check_loss(
+        [&](const Tensor& p, Tensor& t, Tensor& g) {
+          Tensor none;
+          losses::LossArgs a{p, none, none, labels, w, t, g, g, 1.0, mask};
+          EXPECT_FALSE(loss->compute(a));
+        },
+        pred.clone());
+    // The masked steps (sample 0's step 2, sample 1's steps 1 and 2) get no gradient.
+    Tensor total = Tensor::zeros({1}, DType::float64), g(pred.shape(), DType::float64), none;
+    losses::LossArgs a{pred, none, none, labels, w, total, g, g, 1.0, mask};
+    loss->compute(a);
+    const auto gv = g.to_doubles();
+    for (int row : {2, 4, 5})
+      for (int c = 0; c < 4; ++c) EXPECT_EQ(gv[std::size_t(row * 4 + c)], 0.0) << row;
+  }
+}
 // Every elementwise loss, on predictions away from its kinks (finite differences straddle none).
 TEST(GradientCheck, ElementwiseLosses) {
   using K = ops::ElementLoss;

@@ -10,7 +10,9 @@
 // Conv1D, GlobalAveragePooling1D) trained with SGD, and a recurrent classifier (a Conv1D, an LSTM's sequences into
 // a Bidirectional GRU, a SimpleRNN run backwards beside them) trained with Adam, and two with Keras's masks
 // (Embedding(mask_zero=True) into a Bidirectional LSTM and a GRU, with SGD; Masking through a Dense into LSTMs, with
-// Adam). systolic loads each .keras and its .npz data (npz:PATH),
+// Adam), and losses over sequences (per-step labels under a mask with accuracy and top-2 accuracy; per-step one-hot
+// targets; a masked per-step regression with MAE and RootMeanSquaredError, which Keras does not mask). systolic loads
+// each .keras and its .npz data (npz:PATH),
 // evaluates as Keras did within 2e-3, and trains on from Keras's optimizer state to Keras's weights after one more
 // epoch.
 #include <gmock/gmock.h>
@@ -74,16 +76,33 @@ INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                          ::testing::Values("binary", "regression", "columns", "factored", "orthogonal",
                                            "sequence", "text", "recurrent", "masked_text", "masked_series",
                                            "masked_average", "transpose_series", "gru_reset_before", "states",
-                                           "stateful", "masked_merges", "stateful_bidirectional"));
+                                           "stateful", "masked_merges", "stateful_bidirectional", "tagger",
+                                           "steps_onehot", "masked_regression"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
 TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
   systolic::testing::TempDir tmp;
-  for (const char* name :
-       {"binary", "regression", "columns", "factored", "orthogonal", "sequence", "text", "recurrent",
-        "masked_text", "masked_series", "masked_average", "transpose_series", "gru_reset_before", "states",
-        "stateful", "masked_merges", "stateful_bidirectional"}) {
+  for (const char* name : {"binary",
+                           "regression",
+                           "columns",
+                           "factored",
+                           "orthogonal",
+                           "sequence",
+                           "text",
+                           "recurrent",
+                           "masked_text",
+                           "masked_series",
+                           "masked_average",
+                           "transpose_series",
+                           "gru_reset_before",
+                           "states",
+                           "stateful",
+                           "masked_merges",
+                           "stateful_bidirectional",
+                           "tagger",
+                           "steps_onehot",
+                           "masked_regression"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

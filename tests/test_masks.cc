@@ -132,26 +132,80 @@ TEST(Masks, LayersThatDropAMaskDropIt) {
   Model conv(in, layers::GlobalMaxPooling1D()(layers::Conv1D(3, 2)(x)), "conv");
   EXPECT_EQ(conv.predict(Tensor::from_vector(std::vector<float>{1, 2, 0, 0, 0, 0}, {1, 6})).shape(),
             (Shape{1, 3}));
-  // A masked output: its loss would be weighed by the mask in Keras.
-  Model seq(in, layers::LSTM(2, {.return_sequences = true})(x), "seq");
-  EXPECT_THAT(error_of([&] { seq.compile(optimizers::SGD(0.1), "mse"); }), HasSubstr("carries a mask"));
 }
 
-// The masked_text fixture trained one epoch on xla:cpu as on the CPU: Embedding's gather and scatter-add, the mask,
-// the Bidirectional LSTM and the GRU in one compiled step.
+// A masked output, as Keras weighs it (apply_mask): the loss and the accuracy of per-step labels mean over the
+// unmasked steps alone, so that ids padded with 0 (whatever the padded steps' labels) evaluate and train as the
+// unpadded ids do. Two sequences of 4 and 2 ids in a batch of 2 padded to 6, against each alone unpadded: the
+// padded batch's loss is the mean over its 6 unmasked steps.
+TEST(Masks, LossAndMetricsMeanOverTheUnmaskedSteps) {
+  auto make = [](std::int64_t steps) {
+    set_random_seed(32);
+    auto in = layers::Input({steps});
+    auto x = layers::Embedding(10, 4, {.mask_zero = true})(in);
+    auto h = layers::LSTM(5, {.return_sequences = true})(x);
+    Model m(in, layers::Dense(3, {.activation = "softmax"})(h), "tagger");
+    m.compile(optimizers::SGD(0.5), "sparse_categorical_crossentropy", {"accuracy"});
+    return m;
+  };
+  Model padded = make(6);
+  const Tensor x = Tensor::from_vector(std::vector<float>{3, 7, 1, 4, 0, 0, 2, 9, 0, 0, 0, 0}, {2, 6});
+  const Tensor y = Tensor::from_vector(std::vector<float>{0, 2, 1, 1, 2, 2, 1, 0, 1, 1, 1, 1}, {2, 6});
+  auto both = padded.evaluate(x, y, {.batch_size = 2, .verbose = 0});
+  // Each alone, unpadded: its loss sum and correct steps.
+  double loss = 0, correct = 0;
+  for (auto [ids, labels] : {std::pair{std::vector<float>{3, 7, 1, 4}, std::vector<float>{0, 2, 1, 1}},
+                             std::pair{std::vector<float>{2, 9}, std::vector<float>{1, 0}}}) {
+    const auto steps = std::int64_t(ids.size());
+    Model one = make(steps);
+    auto r = one.evaluate(Tensor::from_vector(ids, {1, steps}), Tensor::from_vector(labels, {1, steps}),
+                          {.batch_size = 1, .verbose = 0});
+    loss += r[0] * double(steps);  // [loss, accuracy]
+    correct += r[1] * double(steps);
+  }
+  EXPECT_NEAR(both[0], loss / 6, 1e-6);
+  EXPECT_NEAR(both[1], correct / 6, 1e-9);
+  // Labels one per step: (N,) labels are refused by name.
+  EXPECT_THAT(error_of([&] {
+                padded.evaluate(x, Tensor::from_vector(std::vector<float>{0, 1}, {2}), {.verbose = 0});
+              }),
+              HasSubstr("takes one integer label per row of the output (6, 3): shape (N, 6)"));
+  // Training: a step on the padded batch moves the weights as a step on the unpadded steps' mean does; the labels
+  // of the padded steps change nothing.
+  Tensor other = Tensor::from_vector(std::vector<float>{0, 2, 1, 1, 0, 0, 1, 0, 2, 0, 2, 0}, {2, 6});
+  Model a = make(6), b = make(6);
+  a.fit(x, y, {.batch_size = 2, .epochs = 1, .verbose = 0, .shuffle = false});
+  b.fit(x, other, {.batch_size = 2, .epochs = 1, .verbose = 0, .shuffle = false});
+  auto wa = a.get_weights(), wb = b.get_weights();
+  ASSERT_EQ(wa.size(), wb.size());
+  for (std::size_t i = 0; i < wa.size(); ++i) EXPECT_EQ(wa[i].to_doubles(), wb[i].to_doubles()) << i;
+  auto before = make(6).get_weights();
+  EXPECT_NE(wa[0].to_doubles(), before[0].to_doubles());
+}
+
+// The masked_text and tagger fixtures trained one epoch on xla:cpu as on the CPU: Embedding's gather and
+// scatter-add, the mask, the Bidirectional LSTM and the GRU in one compiled step; the tagger's loss and metrics
+// weighed by the output's mask (ops::mask_weights) over per-step labels.
 TEST(Masks, TrainsOnXlaAsOnTheCpu) {
   SYSTOLIC_REQUIRE_XLA();
   const std::string dir = systolic::testing::source_dir() + "/tests/fixtures/keras_training/";
-  auto d = datasets::load("npz:" + dir + "masked_text.npz");
-  FitOptions o{.batch_size = 16, .epochs = 1, .verbose = 0, .shuffle = false};
-  Model cpu = load_model(dir + "masked_text.keras");
-  cpu.fit(d.train.x, d.train.y, o);
-  Model xla = to_accelerator(load_model(dir + "masked_text.keras"),
-                             distribute::OneDeviceStrategy(systolic::testing::xla_cpu()));
-  xla.fit(d.train.x, d.train.y, o);
-  EXPECT_EQ(xla.step_mode(), "graph") << xla.step_mode_reason();
-  auto a = cpu.get_weights(), b = xla.get_weights();
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t k = 0; k < a.size(); ++k)
-    EXPECT_LT(systolic::testing::normalised_max_error(b[k].to(Device::cpu()), a[k]), 1e-5) << k;
+  for (const std::string name : {"masked_text", "tagger"}) {
+    SCOPED_TRACE(name);
+    auto d = datasets::load("npz:" + dir + name + ".npz");
+    FitOptions o{.batch_size = 16, .epochs = 1, .verbose = 0, .shuffle = false};
+    Model cpu = load_model(dir + name + ".keras");
+    cpu.fit(d.train.x, d.train.y, o);
+    Model xla = to_accelerator(load_model(dir + name + ".keras"),
+                               distribute::OneDeviceStrategy(systolic::testing::xla_cpu()));
+    xla.fit(d.train.x, d.train.y, o);
+    EXPECT_EQ(xla.step_mode(), "graph") << xla.step_mode_reason();
+    auto a = cpu.get_weights(), b = xla.get_weights();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t k = 0; k < a.size(); ++k)
+      EXPECT_LT(systolic::testing::normalised_max_error(b[k].to(Device::cpu()), a[k]), 1e-5) << k;
+    const auto ce = cpu.evaluate(d.test.x, d.test.y, {.batch_size = 16, .verbose = 0});
+    const auto xe = xla.evaluate(d.test.x, d.test.y, {.batch_size = 16, .verbose = 0});
+    ASSERT_EQ(ce.size(), xe.size());
+    for (std::size_t k = 0; k < ce.size(); ++k) EXPECT_NEAR(xe[k], ce[k], 1e-5) << k;
+  }
 }

@@ -1041,6 +1041,64 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
       }
     }
   }
+  // Sequences: predictions [N, T, C] are T rows per sample, which a loss and accuracy mean over the sample; labels one
+  // per row; weights one per sample, or one per row (a mask's, ops::mask_weights: some 0).
+  {
+    const std::int64_t N = 6, T = 5, C = 7;
+    const Shape ps{N, T, C};
+    for (int weighting : {0, 1, 2}) {
+      const std::string name = fmt::format("sequences [6, 5, 7]{}", weighting == 0   ? ""
+                                                                    : weighting == 1 ? ", sample weights"
+                                                                                     : ", row weights");
+      auto w = [&] {
+        return weighting == 0   ? none("weights")
+               : weighting == 1 ? param(in("weights", {N}, 0, 3))
+                                : param(in("weights", {N, T}, 0, 2));
+      };
+      for (bool sparse : {true, false}) {
+        auto y = [&] {
+          return sparse ? fixed({.name = "labels",
+                                 .shape = {N, T},
+                                 .values = Values::integers,
+                                 .lo = 0,
+                                 .hi = double(C - 1)},
+                                DType::int32)
+                        : param(in("labels", ps, 0, 1));
+        };
+        const std::string what = name + (sparse ? ", sparse" : ", dense");
+        m[Op::softmax_cross_entropy].push_back(
+            {what,
+             {in("logits", ps, -5, 5), y(), w(), total(), out("dlogits", ps)},
+             [N](auto& t) { softmax_cross_entropy(t[0], t[1], t[2], t[3], t[4], 1.0 / N); },
+             Family::reduction});
+        Arg probs = in("probabilities", ps, 0.01, 0.99);
+        probs.values = Values::probabilities;
+        m[Op::crossentropy_from_probabilities].push_back(
+            {what,
+             {probs, y(), w(), total(), out("dprobs", ps)},
+             [](auto& t) { crossentropy_from_probabilities(t[0], t[1], t[2], t[3], t[4], 0.5, 1e-7); },
+             Family::reduction});
+        m[Op::accuracy_count].push_back({what,
+                                         {in("predictions", ps), y(), w(), total()},
+                                         [](auto& t) { accuracy_count(t[0], t[1], t[2], t[3], 1); },
+                                         Family::reduction});
+      }
+      m[Op::elementwise_loss].push_back(
+          {name,
+           {in("predictions", ps, -2, 2), param(in("targets", ps, -2, 2)), w(), total(), out("dpred", ps)},
+           [N](auto& t) {
+             elementwise_loss(t[0], t[1], t[2], t[3], t[4], {.kind = ElementLoss::squared_error}, 1.0 / N);
+           },
+           Family::reduction});
+      m[Op::row_loss].push_back(
+          {name,
+           {in("predictions", ps, -2, 2), param(in("targets", ps, 0, 1)), w(), total(), out("dpred", ps)},
+           [N](auto& t) {
+             row_loss(t[0], t[1], t[2], t[3], t[4], {.kind = RowLoss::categorical_hinge}, 1.0 / N);
+           },
+           Family::reduction});
+    }
+  }
   // Sparse labels out of [0, C) (a loss's ignore_class of -1, a class too many) are misses, for k = 1 and in_top_k.
   for (int k : {1, 3}) {
     Arg outside = fixed({.name = "labels", .shape = {97}, .values = Values::integers, .lo = -2, .hi = 12},
@@ -1168,9 +1226,46 @@ void loss_cases(std::map<Op, std::vector<Case>>& m) {
           {fmt::format("ignore {}{}", ignore, weighted ? ", weights" : ""),
            {y, weighted ? param(in("weights", {37}, 0, 3)) : none("weights"),
             fixed(out("kept", {37}), DType::int32), param(out("kept_weights", {37}))},
-           [ignore](auto& t) { ignore_class(t[0], ignore, t[1], t[2], t[3]); },
+           [ignore](auto& t) {
+             Tensor no_mask;
+             ignore_class(t[0], ignore, t[1], no_mask, t[2], t[3]);
+           },
            Family::elementwise});
     }
+  // ignore_class of sequence labels [5, 8] under an output's mask (in the data's dtype, 0s and 1s): the masked
+  // labels count as ignored.
+  for (bool weighted : {false, true}) {
+    Arg y = fixed({.name = "labels", .shape = {5, 8}, .values = Values::integers, .lo = -1.0, .hi = 3},
+                  DType::int32);
+    Arg mask = in("mask", {5, 8}, 0, 1);
+    mask.values = Values::integers;
+    m[Op::ignore_class].push_back(
+        {fmt::format("ignore -1 of [5, 8], a mask{}", weighted ? ", weights" : ""),
+         {y, weighted ? param(in("weights", {5}, 0, 3)) : none("weights"), mask,
+          fixed(out("kept", {5, 8}), DType::int32), param(out("kept_weights", {5, 8}))},
+         [](auto& t) { ignore_class(t[0], -1, t[1], t[2], t[3], t[4]); },
+         Family::elementwise});
+  }
+  // mask_weights: a mask of 0s and 1s (in the data's dtype), alone, with a weight per sample or per mask value,
+  // normalised (a loss's) or not (a metric's); a mask of every value 0 (the loss then weighs nothing).
+  for (bool normalize : {true, false})
+    for (int weighting : {0, 1, 2})
+      for (bool all_masked : {false, true}) {
+        if (all_masked && weighting != 1) continue;
+        Arg mask = in("mask", {6, 9}, all_masked ? 0 : 0, all_masked ? 0 : 1);
+        mask.values = all_masked ? Values::constant : Values::integers;
+        Arg w = weighting == 0   ? none("weights")
+                : weighting == 1 ? param(in("weights", {6}, 0, 3))
+                                 : param(in("weights", {6, 9}, 0, 3));
+        m[Op::mask_weights].push_back({fmt::format("mask [6, 9]{}{}{}", all_masked ? " of 0s" : "",
+                                                   weighting == 0   ? ""
+                                                   : weighting == 1 ? ", sample weights"
+                                                                    : ", a weight per value",
+                                                   normalize ? ", normalised" : ""),
+                                       {mask, w, param(out("out", {6, 9}))},
+                                       [normalize](auto& t) { mask_weights(t[0], t[1], normalize, t[2]); },
+                                       Family::elementwise});
+      }
   // add_sum: sample weights' sums (float32 with bfloat16 data, as sample weights are), of several sizes and none.
   for (std::int64_t n : {0, 1, 37, 4099})
     m[Op::add_sum].push_back({fmt::format("{} values", n),

@@ -1,7 +1,8 @@
 // Keras's sample_weight and class_weight in fit and evaluate, against real Keras (tests/fixtures/sample_weights,
 // written by tests/reference/sample_weights.py with Keras 3.15): each case's compiled model (.keras, before
 // training) is fitted as Keras fitted it (class weights with validation_split, sample weights with validation data
-// of their own, sample weights split by validation_split, one-hot labels' class weights), and its History, weights
+// of their own, sample weights split by validation_split, one-hot labels' class weights, a weight per step of
+// per-step labels: Keras's temporal sample weights), and its History, weights
 // and weighted and unweighted evaluate match Keras's. Then what Keras 3's weighting means, on the CPU: the loss is
 // sum(w * loss) / batch size, metrics are not weighted, and replicas and device batches weigh alike.
 #include <gmock/gmock.h>
@@ -84,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, SampleWeights,
                          ::testing::Values("sparse_class_weight", "binary_sample_weight",
                                            "regression_sample_weight", "onehot_class_weight",
                                            "weighted_metrics_sparse", "weighted_metrics_binary",
-                                           "weighted_metrics_confusion"));
+                                           "weighted_metrics_confusion", "temporal_sample_weight"));
 
 // Keras's weighted_metrics: compile_config keeps them (a .keras file written by Keras reads back, and systolic
 // writes them as Keras does); a metric that takes no sample weights is refused there by name.
@@ -269,6 +270,16 @@ TEST(SampleWeightRules, BadWeightsAreRefusedByName) {
   EXPECT_THAT(systolic::testing::error_of(
                   [&] { m.evaluate(d.x, d.y, {.verbose = 0, .sample_weight = Tensor::full({3}, 1.0)}); }),
               HasSubstr("evaluate: sample_weight has shape (3,)"));
+  // An output (T, C) takes a weight per step too (Keras's temporal sample weights), of its steps' shape.
+  auto in = layers::Input({4, 2});
+  Model seq(in, layers::Dense(3, {.activation = "softmax"})(layers::GRU(2, {.return_sequences = true})(in)));
+  seq.compile(optimizers::SGD(0.1), "sparse_categorical_crossentropy");
+  const Tensor x = Tensor::full({6, 4, 2}, 0.5), y = Tensor::full({6, 4}, 1.0);
+  EXPECT_NO_THROW(seq.fit(x, y, {.verbose = 0, .sample_weight = Tensor::full({6, 4}, 2.0)}));
+  EXPECT_THAT(systolic::testing::error_of([&] {
+                seq.fit(x, y, {.verbose = 0, .sample_weight = Tensor::full({6, 3}, 1.0)});
+              }),
+              HasSubstr("it takes one weight per sample: (6,), or one per row of the outputs: (6, 4)"));
 }
 
 // On XLA (the CPU plugin) a weighted fit is one compiled program per batch size, as an unweighted one, and gives

@@ -17,16 +17,39 @@
 
 namespace systolic::losses {
 
+// A buffer a loss keeps for values of its own (CategoricalCrossentropy's smoothed labels): made at the first step
+// and reused after, so a step recorded as a CUDA graph reads it where it was; a copy (a cloned loss, a replica's)
+// starts without one.
+class LossBuffer {
+ public:
+  LossBuffer() = default;
+  LossBuffer(const LossBuffer&) {}
+  LossBuffer& operator=(const LossBuffer&) { return *this; }
+  // The first shape[0] rows of a buffer of this dtype, device and sample shape (grown for a larger batch).
+  Tensor rows(const Shape& shape, DType dtype, Device device);
+  Tensor rows_like(const Tensor& like) { return rows(like.shape(), like.dtype(), like.device()); }
+
+ private:
+  Tensor buffer_;
+};
+
+inline const Tensor kNoMask;
+
 struct LossArgs {
   const Tensor& output;          // the model's output
   const Tensor& logits;          // the output layer's pre-softmax values, or undefined
   const Tensor& sigmoid_logits;  // the output layer's pre-sigmoid values, or undefined
-  const Tensor& labels;          // int32 [N] for sparse losses, else the output's shape
-  const Tensor& weights;  // Keras's sample_weight: [N] float32 (float64 for float64 outputs), or undefined
-  Tensor& total;          // float64 scalar accumulator
-  Tensor& doutput;        // gradient w.r.t. output (undefined: no gradient wanted)
-  Tensor& dlogits;        // gradient w.r.t. logits, used when computing from logits
-  double grad_scale;      // 1 / global batch size
+  const Tensor& labels;  // int32 for sparse losses (the output's shape without its last axis), else the
+                         // output's shape
+  // Keras's sample_weight: [N] float32 (float64 for float64 outputs), or one per row of the loss's values (ops.h),
+  // or undefined.
+  const Tensor& weights;
+  Tensor& total;      // float64 scalar accumulator
+  Tensor& doutput;    // gradient w.r.t. output (undefined: no gradient wanted)
+  Tensor& dlogits;    // gradient w.r.t. logits, used when computing from logits
+  double grad_scale;  // 1 / global batch size
+  // The output's Keras mask (one value per row of the loss's values, the output's dtype), or undefined.
+  const Tensor& mask = kNoMask;
 };
 
 class Loss {
@@ -46,8 +69,18 @@ class Loss {
   // Whether labels are integer class indices (int32, one per sample).
   virtual bool sparse_labels() const { return false; }
   virtual bool from_logits() const { return false; }
-  // Returns true when the gradient it wrote is w.r.t. the logits (dlogits), false for doutput.
-  virtual bool compute(LossArgs& args) const = 0;
+  // Adds the batch's loss to args.total and writes its gradient; returns true when the gradient it wrote is w.r.t.
+  // the logits (dlogits), false for doutput. A mask weighs each row as Keras's apply_mask does (ops::mask_weights:
+  // the loss means over the unmasked rows), folded into the weights here unless the loss folds it itself.
+  bool compute(LossArgs& args) const;
+
+ protected:
+  // compute() with args.mask undefined, or defined where folds_mask().
+  virtual bool compute_weighted(LossArgs& args) const = 0;
+  virtual bool folds_mask() const { return false; }
+
+ private:
+  mutable LossBuffer masked_;  // the mask's weights
 };
 
 struct CrossentropyOptions {
@@ -55,25 +88,9 @@ struct CrossentropyOptions {
   // CategoricalCrossentropy only (Keras's SparseCategoricalCrossentropy has none): the targets become
   // t (1 - s) + s / classes.
   double label_smoothing = 0.0;
-  // SparseCategoricalCrossentropy only: samples of this label count for nothing; the loss is the mean over the
+  // SparseCategoricalCrossentropy only: labels of this class count for nothing; the loss is the mean over the
   // others (ops::ignore_class). As Keras's, it is computed from the output's probabilities, not its logits.
   std::optional<std::int32_t> ignore_class;
-};
-
-// A buffer a loss keeps for values of its own (CategoricalCrossentropy's smoothed labels): made at the first step
-// and reused after, so a step recorded as a CUDA graph reads it where it was; a copy (a cloned loss, a replica's)
-// starts without one.
-class LossBuffer {
- public:
-  LossBuffer() = default;
-  LossBuffer(const LossBuffer&) {}
-  LossBuffer& operator=(const LossBuffer&) { return *this; }
-  // The first shape[0] rows of a buffer of this dtype, device and sample shape (grown for a larger batch).
-  Tensor rows(const Shape& shape, DType dtype, Device device);
-  Tensor rows_like(const Tensor& like) { return rows(like.shape(), like.dtype(), like.device()); }
-
- private:
-  Tensor buffer_;
 };
 
 class SparseCategoricalCrossentropy : public Loss {
@@ -87,7 +104,11 @@ class SparseCategoricalCrossentropy : public Loss {
   }
   bool sparse_labels() const override { return true; }
   bool from_logits() const override { return options_.from_logits; }
-  bool compute(LossArgs& args) const override;
+
+ protected:
+  bool compute_weighted(LossArgs& args) const override;
+  // ignore_class folds the mask into its own (ops::ignore_class): Keras means over the labels both keep.
+  bool folds_mask() const override { return options_.ignore_class.has_value(); }
 
  private:
   CrossentropyOptions options_;
@@ -102,7 +123,9 @@ class CategoricalCrossentropy : public Loss {
   nlohmann::ordered_json get_config() const override;
   std::unique_ptr<Loss> clone() const override { return std::make_unique<CategoricalCrossentropy>(*this); }
   bool from_logits() const override { return options_.from_logits; }
-  bool compute(LossArgs& args) const override;
+
+ protected:
+  bool compute_weighted(LossArgs& args) const override;
 
  private:
   CrossentropyOptions options_;
@@ -121,10 +144,11 @@ class ElementwiseLoss : public Loss {
   nlohmann::ordered_json get_config() const override;
   std::unique_ptr<Loss> clone() const override { return std::make_unique<ElementwiseLoss>(*this); }
   bool from_logits() const override { return params_.from_logits; }
-  bool compute(LossArgs& args) const override;
+
   const ops::ElementLossParams& params() const { return params_; }
 
  protected:
+  bool compute_weighted(LossArgs& args) const override;
   ElementwiseLoss(std::string class_name, std::string name, const ops::ElementLossParams& params,
                   std::string config_name = "")
       : class_name_(std::move(class_name)),
@@ -204,10 +228,11 @@ class RowwiseLoss : public Loss {
   nlohmann::ordered_json get_config() const override;
   std::unique_ptr<Loss> clone() const override { return std::make_unique<RowwiseLoss>(*this); }
   bool from_logits() const override { return params_.from_logits; }
-  bool compute(LossArgs& args) const override;
+
   const ops::RowLossParams& params() const { return params_; }
 
  protected:
+  bool compute_weighted(LossArgs& args) const override;
   RowwiseLoss(std::string class_name, std::string name, const ops::RowLossParams& params)
       : class_name_(std::move(class_name)), name_(std::move(name)), params_(params) {}
 

@@ -52,6 +52,11 @@ class Metric {
                                            Tensor& state) const {
     update_weighted(logits, labels, weights, state);
   }
+  // Whether a mask on the output weighs its values, as Keras's MeanMetricWrapper applies one (the accuracies, the
+  // crossentropies, the means of element and row functions): the model then calls update_weighted with each row's
+  // weight (ops::mask_weights: the mask, or the mask times the sample weights) and shows value() over their sum
+  // (in samples). Keras's others (the confusion counts, IoU, R2Score, RootMeanSquaredError) count every row.
+  virtual bool weighs_by_mask() const { return false; }
   // The value shown from the state summed over `samples` samples: by default result() of the per-sample mean
   // state[0] / samples.
   virtual double value(const double* state, double samples) const { return result(state[0] / samples); }

@@ -55,7 +55,8 @@ struct FitOptions {
   bool step_graph = true;
   // Called at Keras's points of training (callbacks.h), after fit's progress bar and before its History.
   std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
-  // Keras's sample_weight: one number per sample of x ([N] or [N, 1]), how much its loss counts. As in Keras 3
+  // Keras's sample_weight: one number per sample of x ([N] or [N, 1]), how much its loss counts, or for outputs
+  // (T, C) one per step ([N, T]: Keras's temporal sample weights, each row's loss times its weight). As in Keras 3
   // the batch's loss is sum(weight * loss) / batch size (a weight of 0 leaves the sample out of the gradient but
   // not of the count) and metrics are not weighted. validation_split splits the weights with the samples.
   Tensor sample_weight;
@@ -184,8 +185,9 @@ class Model {
   std::vector<std::string> output_names() const;
 
   // x: [N, input shape] in any dtype (uint8 images stay uint8 until a batch is built), one array per input
-  // ({xa, xb} for two); y: per output, labels [N] or [N, 1] (any integer-valued dtype) for sparse losses, else
-  // [N, output shape].
+  // ({xa, xb} for two); y: per output, for sparse losses one label per row of the output (any integer-valued
+  // dtype): [N] or [N, 1] for an output (C,), [N, T] (or [N, T, 1]) for an output (T, C); else [N, output shape].
+  // An output that carries a Keras mask weighs its loss and metrics by it, as Keras does.
   History fit(const Arrays& x, const Arrays& y, const FitOptions& options = {});
   // [loss, metrics...], in Keras's order for evaluate(return_dict=False) (metrics_names()).
   std::vector<double> evaluate(const Arrays& x, const Arrays& y, const EvaluateOptions& options = {});

@@ -399,32 +399,43 @@ struct RowLossParams {
 
 // Losses ADD the sum over the batch of the per-sample losses to `total` (a float64 scalar, so an epoch's mean is
 // exact) and write the gradient of (grad_scale * that sum) w.r.t. their prediction input to the gradient
-// argument when it is defined (the caller picks grad_scale = 1/global batch for Keras's per-batch mean). With
-// `weights` (Keras's sample_weight: [N], one per sample of the batch; float32, float64 for float64 predictions)
-// each sample's loss counts weights[i] times in the sum and in its gradient; undefined weights count 1:
-// softmax_cross_entropy  cross entropy from logits[N,C]; labels int32 [N] (sparse) or float [N,C] (categorical).
-// crossentropy_from_probabilities  Keras's from probabilities p[N,C] (eps: Keras's 1e-7): categorical labels y,
+// argument when it is defined (the caller picks grad_scale = 1/global batch for Keras's per-batch mean). A sample's
+// loss is the mean over its rows (predictions [N, T, C] are T rows of C per sample), as Keras's sum_over_batch_size
+// means its [N, T] losses. With `weights` (Keras's sample_weight: one per sample [N], or one per row of the loss's
+// values [N, ...] (predictions' shape without the last axis), as ops::mask_weights writes them; float32, float64
+// for float64 predictions) each row's loss counts its weight in the sum and in its gradient; undefined weights
+// count 1:
+// softmax_cross_entropy  cross entropy from logits[N, ..., C]; labels int32 (one per row) (sparse) or float like
+//                   the logits (categorical).
+// crossentropy_from_probabilities  Keras's from probabilities p[N, ..., C] (eps: Keras's 1e-7): categorical labels y,
 //                   -sum y log clip(p / sum p, eps, 1-eps) (the row normalised, then clipped); a sparse label k,
 //                   log(sum c) - log c[k] with c = clip(p, eps, 1-eps) (clipped, then normalised by the softmax
 //                   of log c). The two agree for rows that sum to 1 and are not clipped.
-// ignore_class      Keras's SparseCategoricalCrossentropy(ignore_class) as sample weights for the losses above:
-//                   labels int32 [N]; writes `kept` (int32 [N]: the label, 0 where it is `ignore`) and `kept_weights`
-//                   ([N], float32 or float64, weights' dtype when defined): 0 where the label is `ignore`, else
-//                   weights[i] (1 undefined) times N / the count of labels kept (0 when none is). A loss of kept with
-//                   kept_weights, summed and divided by N, is Keras's masked mean: over the kept samples only.
+// ignore_class      Keras's SparseCategoricalCrossentropy(ignore_class) as weights for the losses above: labels
+//                   int32 (one per row); writes `kept` (int32, labels' shape: the label, 0 where it is `ignore`) and
+//                   `kept_weights` (labels' shape, float32 or float64, weights' dtype when defined): 0 where the
+//                   label is `ignore` or `mask` (undefined, or one value per label, any floating dtype: the output's
+//                   Keras mask) is 0, else the label's weight (weights: one per sample or per label; 1 undefined)
+//                   times the count of labels / the count kept (0 when none is). A loss of kept with kept_weights is
+//                   Keras's masked mean: over the kept labels only.
+// mask_weights      Keras's apply_mask: out (mask's element count, float32 or float64: weights' dtype when defined)
+//                   is 0 where mask (the output's Keras mask [N, ...], any floating dtype) is 0, else the weight
+//                   (weights: one per sample or one per mask value; 1 undefined), with `normalize` (a loss's
+//                   sum_over_batch_size) times the count of mask values / the count that are not 0 (0 when none is):
+//                   a loss weighted by it means over the unmasked values alone; without it (a metric's), as it is.
 // elementwise_loss  ElementLoss's kinds (formulas there): per sample, the element function's mean (kl_divergence:
 //                   sum) over the last axis, averaged over the other non-batch axes (Keras's sum_over_batch_size of
 //                   its [N, ...] losses, times N); target has pred's numel. The gradient is TensorFlow's of the
 //                   same formula (a clip or maximum passes it where its input is selected, at ties too).
 // row_loss          RowLoss's kinds (formulas there): per sample, the row function's mean over the rows (the
 //                   last axis) of the sample; target has pred's shape.
-// accuracy_count    ADDS to `total` (float64 scalar) the count of rows whose label (int32 [N], or the argmax of
-//                   labels[N,C]: its first maximum) is predicted: k = 1, argmax(pred) (its first maximum) is the
-//                   label; k > 1, the label is in the top k (TensorFlow's in_top_k: fewer than k predictions of
-//                   the row are greater than the label's, so ties at the boundary count as in). An int32 label
-//                   outside [0, C) is no error: its row is a miss (as Keras's sparse accuracies count a label of
-//                   a loss's ignore_class, and in_top_k an out-of-range target). With `weights` (the losses'
-//                   sample weights) each row counts its sample's weight.
+// accuracy_count    ADDS to `total` (float64 scalar) over the samples the share of each sample's rows whose label
+//                   (int32, one per row, or the argmax of labels [N, ..., C]: its first maximum) is predicted:
+//                   k = 1, argmax(pred) (its first maximum) is the label; k > 1, the label is in the top k
+//                   (TensorFlow's in_top_k: fewer than k predictions of the row are greater than the label's, so
+//                   ties at the boundary count as in). An int32 label outside [0, C) is no error: its row is a miss
+//                   (as Keras's sparse accuracies count a label of a loss's ignore_class, and in_top_k an
+//                   out-of-range target). With `weights` (as the losses') each row counts its weight.
 // add_sum           ADDS to `total` (float64 [1]) the sum of x's values (float32 or float64): the sample weights'
 //                   sum, a weighted metric's denominator.
 // confusion_counts  ADDS to counts (float64 [4, T]) the confusion matrix of every prediction against its label
@@ -604,9 +615,11 @@ struct RowLossParams {
   X(crossentropy_from_probabilities, (const Tensor& probs, const Tensor& labels, const Tensor& weights,          \
                                       Tensor& total, Tensor& dprobs, double grad_scale, double eps),              \
     (probs, labels, weights, total, dprobs, grad_scale, eps))                                                    \
-  X(ignore_class, (const Tensor& labels, std::int32_t ignore, const Tensor& weights, Tensor& kept,                \
-                   Tensor& kept_weights),                                                                        \
-    (labels, ignore, weights, kept, kept_weights))                                                               \
+  X(ignore_class, (const Tensor& labels, std::int32_t ignore, const Tensor& weights, const Tensor& mask,         \
+                   Tensor& kept, Tensor& kept_weights),                                                          \
+    (labels, ignore, weights, mask, kept, kept_weights))                                                         \
+  X(mask_weights, (const Tensor& mask, const Tensor& weights, bool normalize, Tensor& out),                       \
+    (mask, weights, normalize, out))                                                                             \
   X(elementwise_loss, (const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,           \
                        Tensor& dpred, const ElementLossParams& p, double grad_scale),                           \
     (pred, target, weights, total, dpred, p, grad_scale))                                                        \

@@ -27,27 +27,20 @@ bool crossentropy(LossArgs& a, bool from_logits) {
 }
 }  // namespace
 
-bool SparseCategoricalCrossentropy::compute(LossArgs& a) const {
+bool SparseCategoricalCrossentropy::compute_weighted(LossArgs& a) const {
   if (!options_.ignore_class) return crossentropy(a, options_.from_logits);
   // Keras masks the ignored samples out of the loss and its mean (ops::ignore_class). Its predictions, masked
   // with ops.where, no longer carry their logits: the loss reads the output, as Keras's does.
   const DType w = a.output.dtype() == DType::float64 ? DType::float64 : DType::float32;
   Tensor kept = kept_.rows_like(a.labels);
   Tensor kept_weights = kept_weights_.rows(a.labels.shape(), w, a.labels.device());
-  ops::ignore_class(a.labels, *options_.ignore_class, a.weights, kept, kept_weights);
+  ops::ignore_class(a.labels, *options_.ignore_class, a.weights, a.mask, kept, kept_weights);
   Tensor none;
   LossArgs b{a.output, none,      a.sigmoid_logits, kept,        kept_weights,
              a.total,  a.doutput, a.dlogits,        a.grad_scale};
   return crossentropy(b, options_.from_logits);
 }
-Tensor LossBuffer::rows(const Shape& shape, DType dtype, Device device) {
-  if (!buffer_.defined() || buffer_.dtype() != dtype || buffer_.device() != device ||
-      buffer_.shape().without_batch() != shape.without_batch() || buffer_.dim(0) < shape[0])
-    buffer_ = Tensor(shape, dtype, device);
-  return buffer_.slice(0, shape[0]);
-}
-
-bool CategoricalCrossentropy::compute(LossArgs& a) const {
+bool CategoricalCrossentropy::compute_weighted(LossArgs& a) const {
   const double s = options_.label_smoothing;
   if (s == 0) return crossentropy(a, options_.from_logits);
   // Keras: y_true * (1 - label_smoothing) + label_smoothing / num_classes.

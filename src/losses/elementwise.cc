@@ -8,7 +8,7 @@
 
 namespace systolic::losses {
 
-bool ElementwiseLoss::compute(LossArgs& a) const {
+bool ElementwiseLoss::compute_weighted(LossArgs& a) const {
   using K = ops::ElementLoss;
   const bool binary = params_.kind == K::binary_crossentropy || params_.kind == K::binary_focal_crossentropy;
   // BinaryCrossentropy takes the logits behind a sigmoid even with from_logits (Keras warns, and does);

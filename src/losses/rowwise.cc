@@ -6,7 +6,7 @@
 
 namespace systolic::losses {
 
-bool RowwiseLoss::compute(LossArgs& a) const {
+bool RowwiseLoss::compute_weighted(LossArgs& a) const {
   ops::row_loss(a.output, a.labels, a.weights, a.total, a.doutput, params_, a.grad_scale);
   return false;
 }

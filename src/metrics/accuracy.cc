@@ -23,6 +23,7 @@ class Accuracy final : public WeighableMetric {
   }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<Accuracy>(*this); }
   bool sparse_labels() const override { return sparse_; }
+  bool weighs_by_mask() const override { return true; }
   void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
                        Tensor& total) const override {
     ops::accuracy_count(output, labels, weights, total, k_);

@@ -23,6 +23,7 @@ class CrossentropyMetric final : public WeighableMetric {
   }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<CrossentropyMetric>(*this); }
   bool sparse_labels() const override { return sparse_; }
+  bool weighs_by_mask() const override { return true; }
   bool reads_logits() const override { return !from_logits_; }
   void update_from_logits(const Tensor& logits, const Tensor& labels, Tensor& total) const override {
     update_weighted_from_logits(logits, labels, Tensor(), total);

@@ -19,6 +19,8 @@ class ElementwiseMetric final : public WeighableMetric {
   std::string class_name() const override { return class_name_; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<ElementwiseMetric>(*this); }
   bool sparse_labels() const override { return false; }
+  // Keras's RootMeanSquaredError is a Mean of squared errors, not a MeanMetricWrapper: it counts masked rows.
+  bool weighs_by_mask() const override { return !root_; }
   void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
                        Tensor& total) const override {
     Tensor no_gradient;

@@ -16,6 +16,7 @@ class RowwiseMetric final : public WeighableMetric {
   std::string class_name() const override { return class_name_; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<RowwiseMetric>(*this); }
   bool sparse_labels() const override { return false; }
+  bool weighs_by_mask() const override { return true; }
   void update_weighted(const Tensor& output, const Tensor& labels, const Tensor& weights,
                        Tensor& total) const override {
     Tensor no_gradient;

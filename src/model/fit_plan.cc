@@ -1,8 +1,11 @@
 // FitPlan::make: every check fit makes before its first step (fit_plan.h).
 #include "model/fit_plan.h"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "distribute/replica_group.h"
 #include "model/model_state.h"
@@ -77,9 +80,25 @@ void check_replicas(const ModelState& s, const distribute::ReplicaGroup& group, 
 
 Tensor sample_weights(const ModelState& s, const Tensor& w, std::int64_t samples, const char* what) {
   if (!w.defined()) return w;
+  // Keras's temporal sample weights: one per row of every output with a loss, when they all have the same rows
+  // (outputs (T, C): weights (N, T)).
+  std::optional<Shape> rows;
+  bool same = true;
+  for (const auto& h : s.heads)
+    if (h.loss) {
+      const Shape r = mask_shape(s.nodes[std::size_t(h.node)]);
+      same = same && (!rows || *rows == r);
+      rows = r;
+    }
+  const bool temporal = same && rows && rows->rank() > 0 && rows->numel() > 1;
+  if (temporal && w.rank() >= 2 && w.dim(0) == samples && w.shape().without_batch() == *rows)
+    return w.to(s.weight_dtype());
   SYSTOLIC_CHECK((w.rank() == 1 || (w.rank() == 2 && w.dim(1) == 1)) && w.dim(0) == samples,
-                 "{}: sample_weight has shape {}; it takes one weight per sample: ({},)", what,
-                 w.shape().str(), samples);
+                 "{}: sample_weight has shape {}; it takes one weight per sample: ({},){}", what,
+                 w.shape().str(), samples,
+                 temporal ? fmt::format(", or one per row of the outputs: ({}, {})", samples,
+                                        fmt::join(rows->dims(), ", "))
+                          : "");
   return w.reshape({samples}).to(s.weight_dtype());
 }
 

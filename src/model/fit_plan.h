@@ -43,8 +43,9 @@ struct FitPlan {
   static FitPlan make(ModelState& s, const Arrays& x, const Arrays& y, const FitOptions& o);
 };
 
-// Keras's sample_weight of `samples` samples checked ([N] or [N, 1], numbers) and converted to the model's weight
-// dtype on the host; undefined stays undefined. `what` names the caller in errors.
+// Keras's sample_weight of `samples` samples checked ([N] or [N, 1], numbers; or, when every output with a loss has
+// the same rows, (T,) for outputs (T, C), one per row: [N, T]) and converted to the model's weight dtype on the host
+// ([N], or [N, T]); undefined stays undefined. `what` names the caller in errors.
 Tensor sample_weights(const ModelState& s, const Tensor& sample_weight, std::int64_t samples,
                       const char* what);
 // Keras's class_weight_to_sample_weights: each sample's weight is class_weight[its label's class] (1 when not

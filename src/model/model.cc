@@ -289,10 +289,12 @@ void ModelState::ensure_capacity(std::int64_t n) {
   for (int i : input_nodes()) x_bufs.push_back(nodes[i].out_buf);
   for (auto& h : heads) {
     const NodeExec& o = nodes[h.node];
-    h.y_buf = h.loss && h.loss->sparse_labels() ? Tensor({n}, DType::int32, d)
+    h.y_buf = h.loss && h.loss->sparse_labels() ? Tensor(mask_shape(o).with_batch(n), DType::int32, d)
                                                 : Tensor(o.node->shape.with_batch(n), o.dtype, d);
+    h.mask_w = h.mask_node >= 0 ? Tensor(mask_shape(o).with_batch(n), weight_dtype(), d) : Tensor();
+    mark_step_scratch(h.mask_w);
   }
-  w_buf = weighted ? Tensor({n}, weight_dtype(), d) : Tensor();
+  w_buf = weighted ? Tensor(weight_shape.with_batch(n), weight_dtype(), d) : Tensor();
   capacity = n;
 }
 
@@ -300,11 +302,12 @@ DType ModelState::weight_dtype() const {
   return nodes[output_nodes()[0]].dtype == DType::float64 ? DType::float64 : DType::float32;
 }
 
-void ModelState::weigh_samples(bool on) {
-  if (on == weighted) return;
+void ModelState::weigh_samples(bool on, const Shape& per_sample) {
+  if (on == weighted && (!on || per_sample == weight_shape)) return;
   weighted = on;
+  weight_shape = on ? per_sample : Shape();
   train_function.invalidate();  // a recorded step reads w_buf, or not
-  w_buf = on && capacity > 0 ? Tensor({capacity}, weight_dtype(), device()) : Tensor();
+  w_buf = on && capacity > 0 ? Tensor(weight_shape.with_batch(capacity), weight_dtype(), device()) : Tensor();
 }
 
 void ModelState::refresh_compute_weights() {
@@ -360,11 +363,15 @@ void ModelState::check_xy(const Arrays& x, const Arrays* y, const char* what) co
                    "{}: {} samples in x but {} labels in {}", what, n,
                    yi.defined() && yi.rank() ? yi.dim(0) : 0, which);
     Shape out = outputs[i].shape();
-    if (h.loss && h.loss->sparse_labels())
-      SYSTOLIC_CHECK(yi.numel() == yi.dim(0),
-                     "{}: loss {} takes one integer label per sample, {} has shape {}", what, h.loss->name(),
+    if (h.loss && h.loss->sparse_labels()) {
+      const Shape rows = mask_shape(nodes[h.node]);  // one label per row: (N,) for an output (C,)
+      SYSTOLIC_CHECK(yi.numel() == yi.dim(0) * rows.numel(),
+                     "{}: loss {} takes one integer label per {}, {} has shape {}", what, h.loss->name(),
+                     rows.rank() == 0 ? "sample"
+                                      : fmt::format("row of the output {}: shape (N, {})", out.str(),
+                                                    fmt::join(rows.dims(), ", ")),
                      which, yi.shape().str());
-    else  // Keras squeezes or expands a last axis of 1 ((N,) labels for an (N, 1) output)
+    } else  // Keras squeezes or expands a last axis of 1 ((N,) labels for an (N, 1) output)
       SYSTOLIC_CHECK(yi.shape().without_batch() == out || (yi.numel() == yi.dim(0) * out.numel() &&
                                                            ((out.rank() >= 1 && out[out.rank() - 1] == 1) ||
                                                             (yi.rank() >= 2 && yi.dim(-1) == 1))),
@@ -465,6 +472,7 @@ void ModelState::compute_loss(std::int64_t n, double grad_scale) {
     const Activation& act = out.node->layer->activation();
     Tensor logits = act == Activation::softmax && !h.feeds_layers ? out.call.preactivation : Tensor();
     Tensor sigmoid_logits = act == Activation::sigmoid && !h.feeds_layers ? out.call.preactivation : Tensor();
+    const Tensor mask = h.mask_node >= 0 ? nodes[h.mask_node].mask_buf.slice(0, n) : Tensor();
     losses::LossArgs args{out.call.output,
                           logits,
                           sigmoid_logits,
@@ -473,7 +481,8 @@ void ModelState::compute_loss(std::int64_t n, double grad_scale) {
                           total,
                           grad,
                           grad,
-                          (grad_scale > 0 ? grad_scale : 1.0 / double(n)) * h.weight()};
+                          (grad_scale > 0 ? grad_scale : 1.0 / double(n)) * h.weight(),
+                          mask};
     // true: the gradient it wrote is w.r.t. the logits, the pre-activation values
     h.grad_is_preactivation = h.loss->compute(args);
   }
@@ -490,13 +499,24 @@ void ModelState::compute_metrics(std::int64_t n) {
     // A metric that reads the logits (a crossentropy) gets them where the output layer ends in softmax.
     const bool softmax =
         out.node->layer->activation() == Activation::softmax && out.call.preactivation.defined();
-    // Each metric adds to its state, the states laid out from `at` on; with weights w, weighted.
+    // The metrics' weights on a masked output (Keras's apply_mask, reduction "sum"): the mask, or the mask times
+    // the sample weights; their sums (in rows) are the denominators of the metrics that read the mask.
+    const Tensor mask = h.mask_node >= 0 ? nodes[h.mask_node].mask_buf.slice(0, n) : Tensor();
+    Tensor mask_w = mask.defined() ? h.mask_w.slice(0, n) : Tensor();
+    auto weigh_mask = [&](const Tensor& w, std::int64_t slot) {
+      ops::mask_weights(mask, w, /*normalize=*/false, mask_w);
+      Tensor sum = totals.view(slot, {1});
+      ops::add_sum(mask_w, sum);
+    };
+    // Each metric adds to its state, the states laid out from `at` on; with weights w, weighted. The mask's
+    // weights (when computed) stand for w in the metrics that read the mask.
     auto update = [&](const std::vector<std::unique_ptr<metrics::Metric>>& ms, std::int64_t at,
-                      const Tensor& w) {
+                      const Tensor& given, bool masked) {
       for (auto& m : ms) {
         Tensor state = totals.view(at, {m->state_size()});
         const bool logits = softmax && m->reads_logits();
         const Tensor& x = logits ? out.call.preactivation : out.call.output;
+        const Tensor& w = masked && m->weighs_by_mask() ? mask_w : given;
         if (!w.defined())
           logits ? m->update_from_logits(x, labels, state) : m->update(x, labels, state);
         else
@@ -505,8 +525,10 @@ void ModelState::compute_metrics(std::int64_t n) {
         at += m->state_size();
       }
     };
-    update(h.metrics, h.metric_at, Tensor());
-    update(h.weighted_metrics, h.weighted_at, weights);
+    if (mask.defined()) weigh_mask(Tensor(), h.mask_at);
+    update(h.metrics, h.metric_at, Tensor(), mask.defined());
+    if (mask.defined()) weigh_mask(weights, h.mask_at + 1);
+    update(h.weighted_metrics, h.weighted_at, weights, mask.defined());
   }
   if (weight_sum_slot >= 0 && weights.defined()) {
     Tensor sum = totals.view(weight_sum_slot, {1});
@@ -763,11 +785,8 @@ void Model::compile(const optimizers::Optimizer& optimizer, const std::vector<Ou
     OutputHead& h = heads[i];
     h.node = nodes[i];
     h.name = names[i];
-    SYSTOLIC_CHECK(
-        s.nodes[static_cast<std::size_t>(h.node)].mask_from < 0,
-        "compile: output '{}' of model '{}' carries a mask (from Embedding(mask_zero=True) or Masking, "
-        "passed on to it); Keras weighs its loss and metrics by it, which systolic does not do yet",
-        names[i], s.name);
+    h.mask_node = s.nodes[static_cast<std::size_t>(h.node)].mask_from;
+    h.rows_per_sample = double(std::max<std::int64_t>(1, mask_shape(s.nodes[std::size_t(h.node)]).numel()));
     h.loss = c.loss.make();
     h.loss_weight = c.loss_weight;
     h.metrics = output_metrics(c.metrics, h.loss.get(), s.outputs[i].shape(), false);
@@ -804,6 +823,11 @@ void Model::compile(const optimizers::Optimizer& optimizer, const std::vector<Ou
     any_weighted = any_weighted || !h.weighted_metrics.empty();
   }
   s.weight_sum_slot = any_weighted ? sums++ : -1;
+  for (auto& h : heads)
+    if (h.mask_node >= 0) {
+      h.mask_at = sums;
+      sums += 2;
+    }
   s.optimizer = optimizer.clone();
   s.heads = std::move(heads);
   s.totals = Tensor::zeros({sums}, DType::float64, s.device());
@@ -940,19 +964,25 @@ std::vector<double> ModelState::log_values(const double* t, double seen) const {
   for (auto& h : heads)
     if (h.loss_slot >= 0) loss += h.weight() * t[h.loss_slot];
   std::vector<double> v{loss / seen};
-  // Each metric's value from its state, the states laid out from `at` on.
-  auto values = [&](const std::vector<std::unique_ptr<metrics::Metric>>& ms, std::int64_t at,
-                    double samples) {
+  // Each metric's value from its state, the states laid out from `at` on; over `samples`, or on a masked output
+  // for a metric that reads the mask over the mask's sum at `mask_slot` (in rows; a sum of 0 has sums of 0 to
+  // divide: 0, as Keras's divide_no_nan).
+  auto values = [&](const OutputHead& h, const std::vector<std::unique_ptr<metrics::Metric>>& ms,
+                    std::int64_t at, double samples, std::int64_t mask_slot) {
+    const double unmasked = h.mask_node >= 0 && t[mask_slot] != 0 ? t[mask_slot] / h.rows_per_sample : 1.0;
     for (auto& m : ms) {
-      v.push_back(m->value(t + at, samples));
+      v.push_back(m->value(t + at, h.mask_node >= 0 && m->weighs_by_mask() ? unmasked : samples));
       at += m->state_size();
     }
   };
-  for (auto& h : heads) values(h.metrics, h.metric_at, seen);
-  // The weighted metrics over the sample weights' sum; without sample weights (a sum of 0) their plain means (a
-  // sum of 0 with weights has sums of 0 to divide: 0, as Keras's divide_no_nan).
-  const double weights = weight_sum_slot >= 0 && t[weight_sum_slot] != 0 ? t[weight_sum_slot] : seen;
-  for (auto& h : heads) values(h.weighted_metrics, h.weighted_at, weights);
+  for (auto& h : heads) values(h, h.metrics, h.metric_at, seen, h.mask_at);
+  // The weighted metrics over the sample weights' sum (in samples: a sample of temporal weights has T of them);
+  // without sample weights (a sum of 0) their plain means (a sum of 0 with weights has sums of 0 to divide: 0, as
+  // Keras's divide_no_nan).
+  const double weights = weight_sum_slot >= 0 && t[weight_sum_slot] != 0
+                             ? t[weight_sum_slot] / double(weight_shape.numel())
+                             : seen;
+  for (auto& h : heads) values(h, h.weighted_metrics, h.weighted_at, weights, h.mask_at + 1);
   int losses = 0;  // "<output>_loss" is logged when several outputs have a loss (log_names)
   for (auto& h : heads) losses += h.loss != nullptr;
   if (losses > 1)

@@ -64,7 +64,18 @@ struct OutputHead {
   // Where its sums are in ModelState::totals: its own loss sum (-1: counted in totals[0], the one loss of the
   // model), its metrics' states from metric_at on, its weighted metrics' from weighted_at on.
   std::int64_t loss_slot = -1, metric_at = 0, weighted_at = 0;
-  Tensor y_buf;  // [capacity]: int32 labels for a sparse loss, else [capacity, output shape] in its dtype
+  // int32 labels for a sparse loss, one per row of the output ([capacity, output shape without its last axis]),
+  // else [capacity, output shape] in its dtype.
+  Tensor y_buf;
+  // Its output carries a Keras mask (mask_node: the node whose mask_buf holds it, or -1): its loss weighs each row
+  // by it (losses::LossArgs::mask), and so do its metrics that read it (Metric::weighs_by_mask), whose values are
+  // then over the unmasked rows: over the sums at mask_at (the mask's) and mask_at + 1 (the mask times the sample
+  // weights, the weighted metrics'), each a count of rows that rows_per_sample turns into samples. mask_w holds
+  // the metrics' weights of a batch (ops::mask_weights).
+  int mask_node = -1;
+  std::int64_t mask_at = -1;
+  double rows_per_sample = 1;
+  Tensor mask_w;
   // Its node feeds other layers: its loss is computed from the output values (the other layers' gradients are
   // w.r.t. them too), never from the output layer's logits.
   bool feeds_layers = false;
@@ -124,13 +135,16 @@ class ModelState final : public distribute::Replica {
 
   std::int64_t capacity = 0;
   std::vector<Tensor> x_bufs;  // one per input: [capacity, input shape] in dtype
-  // Keras's sample weights of the batch ([capacity], weight_dtype()) while fit or evaluate weighs its samples
-  // (weigh_samples(true)); undefined otherwise, when the loss counts every sample once.
+  // Keras's sample weights of the batch ([capacity, weight_shape], weight_dtype()) while fit or evaluate weighs its
+  // samples (weigh_samples(true)); undefined otherwise, when the loss counts every sample once. weight_shape: ()
+  // for one weight per sample, or the outputs' rows ((T,) for outputs (T, C): Keras's temporal sample weights).
   Tensor w_buf;
   bool weighted = false;
-  // Turns the sample weights on or off (invalidating a recorded step when that changes): fit and evaluate do,
-  // for their data. While on, a batch loaded without weights (fit's validation) weighs each sample 1.
-  void weigh_samples(bool on);
+  Shape weight_shape;
+  // Turns the sample weights on or off (invalidating a recorded step when that changes), one per sample or of the
+  // per-sample shape given: fit and evaluate do, for their data. While on, a batch loaded without weights (fit's
+  // validation) weighs each sample 1.
+  void weigh_samples(bool on, const Shape& per_sample = Shape());
   // The weights' dtype: float64 for a float64 (first) output, float32 otherwise (Keras casts them to the loss's
   // dtype).
   DType weight_dtype() const;

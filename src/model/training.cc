@@ -90,7 +90,7 @@ LogValues run_inference(ModelState& s, const Arrays& x_in, const Arrays* y_in, c
     ws.push_back(w_in.defined() ? w_in.to(replica(l).device()) : Tensor());
     // Weighted test batches turn the sample weights on; while they are on (after a weighted fit) a batch
     // without them weighs each sample 1.
-    if (w_in.defined()) replica(l).weigh_samples(true);
+    if (w_in.defined()) replica(l).weigh_samples(true, w_in.shape().without_batch());
   }
   const bool testing = y_in != nullptr;
   if (testing) reset_totals(s);

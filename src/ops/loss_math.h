@@ -40,25 +40,35 @@ SYSTOLIC_LOSS_HD double element_weight(ElementLoss k, long long per_sample, long
   return (k == ElementLoss::kl_divergence ? double(last) : 1.0) / double(per_sample);
 }
 
-// Keras's sample weights over a loss's rows: weights[row / rows_per_sample] (a sample of [T, C] predictions is T
-// rows of C), float32 or float64 (one pointer set); 1 without weights.
+// Keras's sample weights over a loss's values: weights[value / per_weight], one weight per sample (a sample of [T, C]
+// predictions is T rows of C) or one per value (a mask's weights, ops::mask_weights), float32 or float64 (one pointer
+// set); 1 without weights. Times `scale`: a loss that means its rows over the sample (1 / rows per sample).
 struct RowWeights {
   const float* f = nullptr;
   const double* d = nullptr;
-  long long rows_per_sample = 1;
-  SYSTOLIC_LOSS_HD double operator()(long long row) const {
-    const long long s = row / rows_per_sample;
-    return d ? d[s] : (f ? double(f[s]) : 1.0);
+  long long per_weight = 1;
+  double scale = 1.0;
+  SYSTOLIC_LOSS_HD double operator()(long long value) const {
+    const long long s = value / per_weight;
+    return scale * (d ? d[s] : (f ? double(f[s]) : 1.0));
   }
 };
 
-// The sample weights `w` of a loss over `rows` rows (ops.h: one weight per sample, rows / samples rows each), on
-// the host or the device the backend computes on; undefined weights weigh 1.
-inline RowWeights row_weights(const Tensor& w, long long rows) {
-  if (!w.defined() || w.numel() == 0) return {};
+// The weights `w` of a loss over `count` values (rows, or elements): one per sample or one per value (ops.h), on
+// the host or the device the backend computes on; undefined weights weigh 1; each times `scale`.
+inline RowWeights row_weights(const Tensor& w, long long count, double scale = 1.0) {
+  if (!w.defined() || w.numel() == 0) return {.scale = scale};
   return {.f = w.dtype() == DType::float32 ? w.data<float>() : nullptr,
           .d = w.dtype() == DType::float64 ? w.data<double>() : nullptr,
-          .rows_per_sample = rows / w.numel()};
+          .per_weight = count / w.numel(),
+          .scale = scale};
+}
+
+// A sample's share of the rows of predictions [N, ..., C] that a loss means over the sample: 1 / (rows per sample)
+// (1 for predictions [C] or without rows).
+inline double per_sample_mean(const Tensor& pred) {
+  const long long rows = pred.rank() >= 2 && pred.dim(-1) ? pred.numel() / pred.dim(-1) : 0;
+  return rows ? double(pred.dim(0)) / double(rows) : 1.0;
 }
 
 // softplus as TensorFlow computes it: log(1 + exp(-|x|)) + max(x, 0).

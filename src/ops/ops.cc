@@ -778,14 +778,17 @@ void gradient(const Check& c, const char* name, const Tensor& grad, const char* 
 
 // Keras's sample weights of a loss: undefined, or one per sample of pred's batch, float32 (float64 for float64
 // predictions).
-void sample_weights(const Check& c, const Tensor& w, const Tensor& pred) {
+void sample_weights(const Check& c, const Tensor& w, const Tensor& pred, bool per_row = false) {
   if (!w.defined()) return;
   const DType want = pred.dtype() == DType::float64 ? DType::float64 : DType::float32;
   c.dtype("weights", w, want,
           pred.dtype() == DType::float64 ? "float64 predictions" : "sample weights are float32");
-  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1 && w.numel() == pred.dim(0),
-                    "weights of shape {} for predictions of shape {}: one per sample", w.shape().str(),
-                    pred.shape().str());
+  SYSTOLIC_OP_CHECK(c, pred.rank() >= 1, "predictions have no batch axis (shape {})", pred.shape().str());
+  const std::int64_t rows = pred.rank() >= 2 && pred.dim(-1) ? pred.numel() / pred.dim(-1) : pred.numel();
+  SYSTOLIC_OP_CHECK(c, w.numel() == pred.dim(0) || (per_row && w.numel() == rows && rows > 0),
+                    "weights of shape {} for predictions of shape {}: one per sample{}", w.shape().str(),
+                    pred.shape().str(),
+                    per_row ? fmt::format(" ({}) or one per row ({})", pred.dim(0), rows) : "");
 }
 
 // Floating predictions with a batch axis, and `what` (targets or 0/1 labels) of their dtype and element count.
@@ -801,7 +804,7 @@ DType softmax_cross_entropy(const Tensor& logits, const Tensor& l, const Tensor&
                             Tensor& dlogits, double) {
   Check c("softmax_cross_entropy");
   labels(c, l, logits, predictions(c, "logits", logits));
-  sample_weights(c, w, logits);
+  sample_weights(c, w, logits, true);
   c.total(total);
   gradient(c, "dlogits", dlogits, "logits", logits);
   return logits.dtype();
@@ -811,17 +814,18 @@ DType crossentropy_from_probabilities(const Tensor& probs, const Tensor& l, cons
                                       Tensor& dprobs, double, double eps) {
   Check c("crossentropy_from_probabilities");
   labels(c, l, probs, predictions(c, "probabilities", probs));
-  sample_weights(c, w, probs);
+  sample_weights(c, w, probs, true);
   c.total(total);
   gradient(c, "dprobs", dprobs, "probabilities", probs);
   SYSTOLIC_OP_CHECK(c, eps > 0 && eps < 0.5, "epsilon must be in (0, 0.5), got {}", eps);
   return probs.dtype();
 }
 
-DType ignore_class(const Tensor& l, std::int32_t, const Tensor& w, Tensor& kept, Tensor& kept_weights) {
+DType ignore_class(const Tensor& l, std::int32_t, const Tensor& w, const Tensor& mask, Tensor& kept,
+                   Tensor& kept_weights) {
   Check c("ignore_class");
   c.dtype("labels", l, DType::int32, "class indices");
-  SYSTOLIC_OP_CHECK(c, l.rank() == 1, "labels have shape {}; it takes one per sample, [N]", l.shape().str());
+  SYSTOLIC_OP_CHECK(c, l.rank() >= 1, "labels have no batch axis (shape {})", l.shape().str());
   c.dtype("kept", kept, DType::int32, "class indices");
   c.shape("kept", kept, l.shape());
   c.defined("kept_weights", kept_weights);
@@ -830,9 +834,37 @@ DType ignore_class(const Tensor& l, std::int32_t, const Tensor& w, Tensor& kept,
   c.shape("kept_weights", kept_weights, l.shape());
   if (w.defined()) {
     c.dtype("weights", w, kept_weights.dtype(), "kept_weights' dtype");
-    c.shape("weights", w, l.shape());
+    SYSTOLIC_OP_CHECK(c, w.numel() == l.dim(0) || w.numel() == l.numel(),
+                      "weights of shape {} for labels of shape {}: one per sample or one per label",
+                      w.shape().str(), l.shape().str());
+  }
+  if (mask.defined()) {
+    c.floating("mask", mask);
+    SYSTOLIC_OP_CHECK(c, mask.numel() == l.numel(), "mask of shape {} for labels of shape {}: one per label",
+                      mask.shape().str(), l.shape().str());
   }
   return kept_weights.dtype();
+}
+
+DType mask_weights(const Tensor& mask, const Tensor& w, bool, Tensor& out) {
+  Check c("mask_weights");
+  c.floating("mask", mask);
+  SYSTOLIC_OP_CHECK(c, mask.rank() >= 1, "mask has no batch axis (shape {})", mask.shape().str());
+  c.defined("out", out);
+  SYSTOLIC_OP_CHECK(c, out.dtype() == DType::float32 || out.dtype() == DType::float64,
+                    "out is {}; it takes float32 or float64", dtype_name(out.dtype()));
+  SYSTOLIC_OP_CHECK(c, out.numel() == mask.numel(),
+                    "out of shape {} for a mask of shape {}: one per mask value", out.shape().str(),
+                    mask.shape().str());
+  if (w.defined()) {
+    c.dtype("weights", w, out.dtype(), "out's dtype");
+    SYSTOLIC_OP_CHECK(c, w.numel() == mask.dim(0) || w.numel() == mask.numel(),
+                      "weights of shape {} for a mask of shape {}: one per sample or one per mask value",
+                      w.shape().str(), mask.shape().str());
+  }
+  SYSTOLIC_OP_CHECK(c, !overlap(mask, out) && (!w.defined() || !overlap(w, out)),
+                    "out must not overlap the mask or the weights");
+  return out.dtype();
 }
 
 DType elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& w, Tensor& total,
@@ -843,7 +875,7 @@ DType elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& w
   SYSTOLIC_OP_CHECK(c, p.kind != ElementLoss::huber || p.delta >= 0, "huber's delta {} is negative", p.delta);
   SYSTOLIC_OP_CHECK(c, p.epsilon > 0, "epsilon {} is not positive", p.epsilon);
   predictions_and(c, pred, "targets", target);
-  sample_weights(c, w, pred);
+  sample_weights(c, w, pred, true);
   c.total(total);
   gradient(c, "dpred", dpred, "predictions", pred);
   return pred.dtype();
@@ -858,7 +890,7 @@ DType row_loss(const Tensor& pred, const Tensor& target, const Tensor& w, Tensor
   predictions_and(c, pred, "targets", target);
   SYSTOLIC_OP_CHECK(c, pred.rank() >= 2 && pred.dim(-1) > 0,
                     "predictions of shape {}: a row loss takes [N, ..., C], C > 0", pred.shape().str());
-  sample_weights(c, w, pred);
+  sample_weights(c, w, pred, true);
   c.total(total);
   gradient(c, "dpred", dpred, "predictions", pred);
   return pred.dtype();
@@ -868,7 +900,7 @@ DType accuracy_count(const Tensor& pred, const Tensor& l, const Tensor& w, Tenso
   Check c("accuracy_count");
   SYSTOLIC_OP_CHECK(c, k >= 1, "k {}: it must be >= 1", k);
   labels(c, l, pred, predictions(c, "predictions", pred));
-  sample_weights(c, w, pred);
+  sample_weights(c, w, pred, true);
   c.total(total);
   return pred.dtype();
 }

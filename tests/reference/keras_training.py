@@ -5,7 +5,9 @@ Precision, Recall), a sequence model of the 1-D layers, a text model with an Emb
 (Conv1D, LSTM, Bidirectional GRU, SimpleRNN), three models with masks (Embedding(mask_zero=True) into RNNs and into
 GlobalAveragePooling1D, Masking), Conv1DTranspose with channels_first 1-D pools, GRUs without reset_after, and
 RNNs' return_state and initial_state (with Bidirectional's merge_mode None), stateful RNNs, masks through the
-merges (Add, Subtract, Average, Concatenate on either axis), Bidirectional of stateful layers, trained by Keras and saved with their optimizer state, for tests/test_keras_training.cc.
+merges (Add, Subtract, Average, Concatenate on either axis), Bidirectional of stateful layers, and losses over
+sequences (per-step labels under a mask, per-step one-hot targets, a masked per-step regression), trained by Keras
+and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
     python3 tests/reference/keras_training.py --check FOLDER   # Keras reads systolic's saved models
@@ -398,12 +400,73 @@ def stateful_bidirectional(rng):
     return m, x, y
 
 
+def tagger(rng):
+    """Per-step labels under a mask, as a sequence tagger trains: word ids 1..29 padded with 0 at the end
+    (Embedding(mask_zero=True)), an LSTM's sequences into a Bidirectional GRU's into a Dense softmax over 4 tags at
+    every step; a word's tag is its id's remainder by 3, or 3 after a word of id 20 or more. Labels [N, 10], the
+    padded steps' tag 0 (the mask leaves them out of the loss and the accuracy);
+    SparseCategoricalCrossentropy, accuracy and a sparse top-2 accuracy; SGD with momentum (Adam would differ by the
+    Embedding's IndexedSlices: see text())."""
+    x, _ = padded_ids(rng, 10, 3, 30)
+    y = np.where(np.roll(x, 1, axis=1) >= 20, 3, x % 3)
+    y[:, 0] = x[:, 0] % 3
+    y[x == 0] = 0
+    keras.utils.set_random_seed(17)
+    i = keras.Input((10,))
+    h = keras.layers.Embedding(30, 8, mask_zero=True)(i)
+    h = keras.layers.LSTM(8, return_sequences=True)(h)
+    h = keras.layers.Bidirectional(keras.layers.GRU(5, return_sequences=True))(h)
+    o = keras.layers.Dense(4, activation="softmax")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.3, momentum=0.9), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy", keras.metrics.SparseTopKCategoricalAccuracy(k=2, name="top2")])
+    return m, x, y.astype(np.int64)
+
+
+def steps_onehot(rng):
+    """Per-step one-hot targets without a mask: series of 8 steps (3 channels) whose every step's class is the
+    channel largest there so far (a running argmax); a GRU's sequences into a Dense softmax over 3 classes;
+    CategoricalCrossentropy with label smoothing, accuracy; Adam."""
+    x = rng.normal(size=(80, 8, 3))
+    y = np.eye(3)[np.argmax(np.maximum.accumulate(x, axis=1), axis=2)]
+    keras.utils.set_random_seed(18)
+    i = keras.Input((8, 3))
+    h = keras.layers.GRU(6, return_sequences=True)(i)
+    o = keras.layers.Dense(3, activation="softmax")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01),
+              loss=keras.losses.CategoricalCrossentropy(label_smoothing=0.1), metrics=["accuracy"])
+    return m, x, y
+
+
+def masked_regression(rng):
+    """Per-step regression under a mask: series of 3 to 10 steps (2 channels) zero-padded to 10, Masking, an LSTM's
+    sequences into a Dense of one unit, the target at each step the running mean of the first channel (0 at the
+    padded steps, which the mask leaves out); mean squared error, MAE and RMSE (which Keras does not mask); RMSprop."""
+    x = np.zeros((80, 10, 2))
+    y = np.zeros((80, 10, 1))
+    for i in range(80):
+        n = rng.integers(3, 11)
+        x[i, :n] = rng.normal(size=(n, 2))
+        y[i, :n, 0] = np.cumsum(x[i, :n, 0]) / np.arange(1, n + 1)
+    keras.utils.set_random_seed(19)
+    i = keras.Input((10, 2))
+    h = keras.layers.Masking(mask_value=0.0)(i)
+    h = keras.layers.LSTM(6, return_sequences=True)(h)
+    o = keras.layers.Dense(1)(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.RMSprop(learning_rate=0.01), loss="mse",
+              metrics=["mae", keras.metrics.RootMeanSquaredError()])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
          ("masked_average", masked_average), ("transpose_series", transpose_series),
          ("gru_reset_before", gru_reset_before), ("states", states), ("stateful", stateful),
-         ("masked_merges", masked_merges), ("stateful_bidirectional", stateful_bidirectional)]
+         ("masked_merges", masked_merges), ("stateful_bidirectional", stateful_bidirectional),
+         ("tagger", tagger), ("steps_onehot", steps_onehot), ("masked_regression", masked_regression)]
 
 
 def check(folder):

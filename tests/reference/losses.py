@@ -14,7 +14,7 @@ float64 inputs: `value` is the loss, `grad` d(value)/d(input) by tf.GradientTape
   in a sigmoid hands the loss; Keras's TensorFlow backend then computes its crossentropy from the logits), or
   through keras.activations.softmax (input "softmax", the categorical crossentropies), or straight to a loss with
   from_logits=True (input "logits").
-`config` is the loss's get_config() and `serialized` keras.losses.serialize(loss). Sparse labels (one per sample) have
+`config` is the loss's get_config() and `serialized` keras.losses.serialize(loss). Sparse labels (one per row) have
 a `y_shape` of their own; a case with `sample_weight` passes them to the loss.
 """
 import argparse
@@ -52,7 +52,9 @@ def case(cls, kwargs, inp, x, y, sample_weight=None):
     if y.shape != x.shape:
         extra["y_shape"] = list(y.shape)  # sparse labels, one per sample
     if sample_weight is not None:
-        extra["sample_weight"] = [float(a) for a in sample_weight]
+        extra["sample_weight"] = [float(a) for a in np.reshape(sample_weight, -1)]
+        if np.ndim(sample_weight) > 1:
+            extra["sample_weight_shape"] = list(np.shape(sample_weight))
     return extra | {
         "class_name": cls,
         "kwargs": kwargs,
@@ -167,6 +169,31 @@ def main():
         cases.append(case("SparseCategoricalCrossentropy", dict(kw, from_logits=True), "logits", logits, y))
         cases.append(case("SparseCategoricalCrossentropy", kw, "softmax", logits, y, sample_weight=weights))
     cases.append(case("SparseCategoricalCrossentropy", {"ignore_class": 1}, "softmax", logits, np.ones(6)))
+    # Crossentropies over sequences: predictions (3, 4, 5) are 4 rows per sample, which Keras's sum_over_batch_size
+    # means over with the samples. CategoricalCrossentropy of one-hot targets (from a softmax output, from_logits,
+    # from probabilities with sample weights; with label smoothing), SparseCategoricalCrossentropy of labels (3, 4)
+    # (from a softmax output, from logits with sample weights, from probabilities, ignore_class). Sample weights of
+    # such a loss are (3, 1), one per sample, or (3, 4), one per row (Keras refuses (3,)). A random stream of its own.
+    r3 = np.random.default_rng(20261129)
+    logits = r3.uniform(-3, 3, size=(3, 4, 5))
+    probs = r3.uniform(0.02, 0.98, size=(3, 4, 5))
+    sparse = r3.integers(0, 5, size=(3, 4)).astype(np.float64)
+    one_hot = np.eye(5)[sparse.astype(int)]
+    weights = r3.uniform(0, 2, size=(3, 1))
+    row_weights = r3.uniform(0, 2, size=(3, 4))
+    for kw in [{}, {"label_smoothing": 0.1}]:
+        cases.append(case("CategoricalCrossentropy", kw, "softmax", logits, one_hot))
+        cases.append(case("CategoricalCrossentropy", dict(kw, from_logits=True), "logits", logits, one_hot))
+        cases.append(case("CategoricalCrossentropy", kw, "pred", probs, one_hot, sample_weight=weights))
+    cases.append(case("SparseCategoricalCrossentropy", {}, "softmax", logits, sparse))
+    cases.append(case("SparseCategoricalCrossentropy", {"from_logits": True}, "logits", logits, sparse,
+                      sample_weight=weights))
+    cases.append(case("SparseCategoricalCrossentropy", {}, "pred", probs, sparse, sample_weight=row_weights))
+    cases.append(case("SparseCategoricalCrossentropy", {"ignore_class": 2}, "softmax", logits, sparse,
+                      sample_weight=weights))
+    cases.append(case("SparseCategoricalCrossentropy", {"ignore_class": 2}, "softmax", logits, sparse,
+                      sample_weight=row_weights))
+    cases.append(case("CategoricalCrossentropy", {}, "softmax", logits, one_hot, sample_weight=row_weights))
     for c in cases:
         if c["class_name"] in ("CosineSimilarity", "CategoricalHinge"):
             m = getattr(keras.metrics, c["class_name"])()

@@ -22,6 +22,9 @@ weights after it (model.get_weights(), flattened) and evaluate(xs, ys, sample_we
                        validation_split, SGD
   weighted_metrics_confusion  a sigmoid unit, sample weights, weighted AUC (also a metric: Keras names it auc_1),
                        PR AUC, Precision, Recall at 0.3, PrecisionAtRecall, BinaryIoU, F1Score; validation_split, Adam
+  temporal_sample_weight  a GRU's sequences into a softmax over 2 classes at each of 6 steps, labels [N, 6], a
+                       weight per step ([N, 6], Keras's temporal sample weights), weighted_metrics (accuracy, the
+                       crossentropy), validation_split, Adam
 Rerunning it rewrites every case: TensorFlow's last float32 bits vary between runs, so a new case is added by
 keeping the others as they were (their .keras files and expected.json entries).
 """
@@ -111,6 +114,20 @@ def cases(rng):
                                 keras.metrics.PrecisionAtRecall(0.5, num_thresholds=50),
                                 keras.metrics.BinaryIoU(), keras.metrics.F1Score(threshold=0.5, average="micro")])
     out.append(("weighted_metrics_confusion", m, x, y, w, {"validation_split": 0.25}))
+    # Temporal sample weights (a stream of its own again): per-step labels of a GRU's sequences, a weight per step
+    # ([N, 6]; Keras refuses [N] for such an output), weighted_metrics, validation_split, Adam.
+    r4 = np.random.default_rng(2713)
+    x = r4.normal(size=(64, 6, 2)).astype(np.float32)
+    y = (np.cumsum(x[:, :, 0], axis=1) > 0).astype(np.float32)
+    w = r4.uniform(0, 2, size=(64, 6)).astype(np.float32)
+    w[::5, 3:] = 0
+    keras.utils.set_random_seed(18)
+    i = keras.Input((6, 2))
+    h = keras.layers.GRU(5, return_sequences=True)(i)
+    m = keras.Model(i, keras.layers.Dense(2, activation="softmax")(h))
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.05), loss="sparse_categorical_crossentropy",
+              metrics=["accuracy"], weighted_metrics=["accuracy", "sparse_categorical_crossentropy"])
+    out.append(("temporal_sample_weight", m, x, y, w, {"validation_split": 0.25, "temporal": 6}))
     return out
 
 
@@ -125,7 +142,7 @@ def main():
         m.save(os.path.join(args.out, name + ".keras"))
         n_test = 16
         xs, ys = x[-n_test:], y[-n_test:]
-        ws = rng.uniform(0, 2, size=n_test).astype(np.float32)
+        ws = rng.uniform(0, 2, size=(n_test, fit["temporal"]) if "temporal" in fit else n_test).astype(np.float32)
         x, y = x[:-n_test], y[:-n_test]
         if w is not None:
             w = w[:-n_test]

@@ -43,7 +43,7 @@ void softmax_cross_entropy_loop(const Tensor& logits, const Tensor& labels, cons
                                 Tensor& total, Tensor& dlogits, double grad_scale) {
   std::int64_t C = logits.dim(-1), R = logits.numel() / C;
   bool sparse = sparse_labels(labels, R, C);
-  const loss::RowWeights rw = loss::row_weights(weights, R);
+  const loss::RowWeights rw = loss::row_weights(weights, R, loss::per_sample_mean(logits));
   const T* zp = logits.data<T>();
   T* gp = dlogits.defined() ? dlogits.data<T>() : nullptr;
   double sum = 0;
@@ -84,7 +84,7 @@ void crossentropy_from_probabilities_loop(const Tensor& probs, const Tensor& lab
                                           Tensor& total, Tensor& dprobs, double grad_scale, double eps) {
   std::int64_t C = probs.dim(-1), R = probs.numel() / C;
   bool sparse = sparse_labels(labels, R, C);
-  const loss::RowWeights rw = loss::row_weights(weights, R);
+  const loss::RowWeights rw = loss::row_weights(weights, R, loss::per_sample_mean(probs));
   const T* pp = probs.data<T>();
   T* gp = dprobs.defined() ? dprobs.data<T>() : nullptr;
   double sum = 0;
@@ -118,7 +118,7 @@ template <class T>
 void elementwise_loss_loop(const Tensor& pred, const Tensor& target, const Tensor& weights, Tensor& total,
                            Tensor& dpred, ElementLossParams p, double grad_scale) {
   const std::int64_t n = pred.numel(), R = pred.dim(0), D = R ? n / R : 0;
-  const loss::RowWeights rw = loss::row_weights(weights, R);
+  const loss::RowWeights rw = loss::row_weights(weights, n);  // each element's sample's or row's weight
   const double w = loss::element_weight(p.kind, D, pred.rank() >= 2 ? pred.dim(-1) : 1);
   const T* pp = pred.data<T>();
   const T* tp = target.data<T>();
@@ -130,7 +130,7 @@ void elementwise_loss_loop(const Tensor& pred, const Tensor& target, const Tenso
   for (std::int64_t i = 0; i < n; ++i) {
     const double t = binary ? 2.0 * double(tp[i]) - 1.0 : double(tp[i]);
     loss::ValueGrad<double> e = loss::element<loss::DoubleMath>(p, double(pp[i]), t);
-    const double wi = rw(i / D);
+    const double wi = rw(i);
     sum += wi * e.value;
     if (gp) gp[i] = T(e.grad * w * grad_scale * wi);
   }
@@ -180,7 +180,7 @@ void accuracy_count_loop(const Tensor& pred, const Tensor& labels, const Tensor&
                          int k) {
   std::int64_t C = pred.dim(-1), R = pred.numel() / C;
   bool sparse = sparse_labels(labels, R, C, /*check_range=*/false);  // a label out of range is a miss
-  const loss::RowWeights rw = loss::row_weights(weights, R);
+  const loss::RowWeights rw = loss::row_weights(weights, R, loss::per_sample_mean(pred));
   const T* pp = pred.data<T>();
   auto argmax = [C](const auto* row) {
     std::int64_t best = 0;
@@ -349,23 +349,42 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
 }
 
 const DTypes ignore_class_dtypes = kFloats;
-void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, Tensor& kept,
-                  Tensor& kept_weights) {
+void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, const Tensor& mask,
+                  Tensor& kept, Tensor& kept_weights) {
   visit_dtype<float, double>(kept_weights.dtype(), [&](auto t) {
     using W = typename decltype(t)::type;
     const std::int64_t n = labels.numel();
     const std::int32_t* l = labels.data<std::int32_t>();
+    const std::vector<double> m = mask.defined() ? mask.to_doubles() : std::vector<double>();
+    auto keep = [&](std::int64_t i) { return l[i] != ignore && (m.empty() || m[i] != 0); };
     std::int64_t count = 0;
-    for (std::int64_t i = 0; i < n; ++i) count += l[i] != ignore;
+    for (std::int64_t i = 0; i < n; ++i) count += keep(i);
     const double scale = count ? double(n) / double(count) : 0.0;
-    const W* w = weights.defined() ? weights.data<W>() : nullptr;
+    const loss::RowWeights rw = loss::row_weights(weights, n, scale);
     std::int32_t* k = kept.data<std::int32_t>();
     W* kw = kept_weights.data<W>();
     for (std::int64_t i = 0; i < n; ++i) {
-      const bool keep = l[i] != ignore;
-      k[i] = keep ? l[i] : 0;  // before kept_weights[i], in case kept shares labels' memory
-      kw[i] = W(keep ? (w ? double(w[i]) : 1.0) * scale : 0.0);
+      const bool kept_i = keep(i);
+      const double w =
+          kept_i ? rw(i) : 0.0;  // read before kept[i] is written, in case kept shares labels' memory
+      k[i] = kept_i ? l[i] : 0;
+      kw[i] = W(w);
     }
+  });
+}
+
+const DTypes mask_weights_dtypes = kFloats;
+void mask_weights(const Tensor& mask, const Tensor& weights, bool normalize, Tensor& out) {
+  visit_dtype<float, double>(out.dtype(), [&](auto t) {
+    using W = typename decltype(t)::type;
+    const std::int64_t n = mask.numel();
+    const std::vector<double> m = mask.to_doubles();
+    std::int64_t valid = 0;
+    for (double v : m) valid += v != 0;
+    const double scale = !normalize ? 1.0 : valid ? double(n) / double(valid) : 0.0;
+    const loss::RowWeights rw = loss::row_weights(weights, n, scale);
+    W* o = out.data<W>();
+    for (std::int64_t i = 0; i < n; ++i) o[i] = W(m[std::size_t(i)] != 0 ? rw(i) : 0.0);
   });
 }
 

@@ -160,25 +160,48 @@ __global__ void crossentropy_kernel(const T* probs, const std::int32_t* sparse, 
   block_add(acc, total);
 }
 
-// ---- ignore_class: one block counts the labels kept, then writes the kept labels and their weights (each thread
-// reads label i before it writes kept[i], which may share its memory).
+// ---- ignore_class and mask_weights: one block counts the values kept, then writes their weights (and the kept
+// labels: each thread reads label i before it writes kept[i], which may share its memory). A mask of float32 or
+// bfloat16 (M), or none.
 
+template <class M>
+__device__ __forceinline__ bool unmasked(const M* mask, std::int64_t i) {
+  return !mask || float(load(mask, i)) != 0.0f;
+}
+
+template <class M>
 __global__ void ignore_class_kernel(const std::int32_t* labels, std::int64_t n, std::int32_t ignore,
-                                    const float* weights, std::int32_t* kept, float* kept_weights) {
+                                    loss::RowWeights rw, const M* mask, std::int32_t* kept,
+                                    float* kept_weights) {
   __shared__ unsigned long long count;
   if (threadIdx.x == 0) count = 0;
   __syncthreads();
   unsigned long long mine = 0;
-  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) mine += labels[i] != ignore;
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) mine += labels[i] != ignore && unmasked(mask, i);
   atomicAdd(&count, mine);
   __syncthreads();
   const double scale = count ? double(n) / double(count) : 0.0;
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const std::int32_t label = labels[i];
-    const bool keep = label != ignore;
+    const bool keep = label != ignore && unmasked(mask, i);
     kept[i] = keep ? label : 0;
-    kept_weights[i] = float(keep ? (weights ? double(weights[i]) : 1.0) * scale : 0.0);
+    kept_weights[i] = float(keep ? rw(i) * scale : 0.0);
   }
+}
+
+template <class M>
+__global__ void mask_weights_kernel(const M* mask, std::int64_t n, loss::RowWeights rw, bool normalize,
+                                    float* out) {
+  __shared__ unsigned long long count;
+  if (threadIdx.x == 0) count = 0;
+  __syncthreads();
+  unsigned long long mine = 0;
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) mine += unmasked(mask, i);
+  atomicAdd(&count, mine);
+  __syncthreads();
+  const double scale = !normalize ? 1.0 : count ? double(n) / double(count) : 0.0;
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    out[i] = float(unmasked(mask, i) ? rw(i) * scale : 0.0);
 }
 
 // ---- elementwise losses: loss_math.h's formulas, in double; each element's loss weighted by its share of its
@@ -196,17 +219,16 @@ __global__ void non_binary_targets_kernel(const L* target, std::int64_t n, int* 
 }
 
 template <class T, class L>
-__global__ void elementwise_loss_kernel(const T* pred, const L* target, std::int64_t n,
-                                        std::int64_t per_sample, loss::RowWeights rw, ElementLossParams p,
-                                        double w, const int* not_binary, double* total, T* dpred,
-                                        double grad_scale) {
+__global__ void elementwise_loss_kernel(const T* pred, const L* target, std::int64_t n, loss::RowWeights rw,
+                                        ElementLossParams p, double w, const int* not_binary, double* total,
+                                        T* dpred, double grad_scale) {
   const bool binary = not_binary && *not_binary == 0;
   double acc = 0;
   SYSTOLIC_GRID_STRIDE(i, n) {
     const double t = double(load(target, i));
     const loss::ValueGrad<double> e =
         loss::element<loss::DoubleMath>(p, double(load(pred, i)), binary ? 2.0 * t - 1.0 : t);
-    const double wi = rw(i / per_sample);
+    const double wi = rw(i);  // the element's sample's or row's weight
     acc += wi * e.value * w;
     if (dpred) store_double(dpred, i, e.grad * w * grad_scale * wi);
   }
@@ -352,9 +374,9 @@ cudaError_t launch_crossentropy_from_probabilities(const void* probs, Element ty
 }
 
 cudaError_t launch_elementwise_loss(const void* pred, Element type, const void* target, Element target_type,
-                                    std::int64_t n, std::int64_t per_sample, loss::RowWeights rw,
-                                    const ElementLossParams& p, double w, int* not_binary, double* total,
-                                    void* dpred, double grad_scale, cudaStream_t stream) {
+                                    std::int64_t n, loss::RowWeights rw, const ElementLossParams& p, double w,
+                                    int* not_binary, double* total, void* dpred, double grad_scale,
+                                    cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return by_types(type, target_type, [&](auto ttag, auto ltag) {
     using T = typename decltype(ttag)::type;
@@ -367,8 +389,8 @@ cudaError_t launch_elementwise_loss(const void* pred, Element type, const void* 
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     elementwise_loss_kernel<T, L><<<reduction_blocks(n), kThreads, 0, stream>>>(
-        static_cast<const T*>(pred), static_cast<const L*>(target), n, per_sample, rw, p, w, not_binary,
-        total, static_cast<T*>(dpred), grad_scale);
+        static_cast<const T*>(pred), static_cast<const L*>(target), n, rw, p, w, not_binary, total,
+        static_cast<T*>(dpred), grad_scale);
     return cudaGetLastError();
   });
 }
@@ -629,10 +651,10 @@ void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Ten
                            Tensor& dlogits, double grad_scale) {
   Batch b = batch_of(logits, labels);
   Context& c = context(logits);
-  SYSTOLIC_CUDA_CHECK(launch_softmax_cross_entropy(logits.raw_data(), element_of(logits.dtype()), b.labels,
-                                                   b.rows, b.classes, loss::row_weights(weights, b.rows),
-                                                   total.data<double>(), gradient_of(dlogits), grad_scale,
-                                                   c.error_flags, kLabelOutOfRange, c.stream));
+  SYSTOLIC_CUDA_CHECK(launch_softmax_cross_entropy(
+      logits.raw_data(), element_of(logits.dtype()), b.labels, b.rows, b.classes,
+      loss::row_weights(weights, b.rows, loss::per_sample_mean(logits)), total.data<double>(),
+      gradient_of(dlogits), grad_scale, c.error_flags, kLabelOutOfRange, c.stream));
 }
 
 const DTypes crossentropy_from_probabilities_dtypes = kFloat32Or16;
@@ -642,21 +664,44 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
   Context& c = context(probs);
   SYSTOLIC_CUDA_CHECK(launch_crossentropy_from_probabilities(
       probs.raw_data(), element_of(probs.dtype()), b.labels, b.rows, b.classes,
-      loss::row_weights(weights, b.rows), total.data<double>(), gradient_of(dprobs), grad_scale, eps,
-      c.error_flags, kLabelOutOfRange, c.stream));
+      loss::row_weights(weights, b.rows, loss::per_sample_mean(probs)), total.data<double>(),
+      gradient_of(dprobs), grad_scale, eps, c.error_flags, kLabelOutOfRange, c.stream));
 }
 
-// Sample weights are float32 on this backend (it has no float64 predictions).
+// Sample weights are float32 on this backend (it has no float64 predictions); a mask float32 or bfloat16.
+template <class F>
+cudaError_t by_mask_type(const Tensor& mask, F&& f) {
+  if (!mask.defined()) return f(static_cast<const float*>(nullptr));
+  if (mask.dtype() == DType::bfloat16) return f(static_cast<const __nv_bfloat16*>(mask.raw_data()));
+  if (mask.dtype() != DType::float32)
+    throw Error(fmt::format("a mask of {} on CUDA: it takes float32 or bfloat16", dtype_name(mask.dtype())));
+  return f(static_cast<const float*>(mask.raw_data()));
+}
+
 const DTypes ignore_class_dtypes = {DType::float32};
-void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, Tensor& kept,
-                  Tensor& kept_weights) {
+void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, const Tensor& mask,
+                  Tensor& kept, Tensor& kept_weights) {
   const std::int64_t n = labels.numel();
   if (n == 0) return;
   Context& c = context(labels);
-  ignore_class_kernel<<<1, kThreads, 0, c.stream>>>(labels.data<std::int32_t>(), n, ignore,
-                                                    weights.defined() ? weights.data<float>() : nullptr,
-                                                    kept.data<std::int32_t>(), kept_weights.data<float>());
-  SYSTOLIC_CUDA_CHECK(cudaGetLastError());
+  SYSTOLIC_CUDA_CHECK(by_mask_type(mask, [&](auto* m) {
+    ignore_class_kernel<<<1, kThreads, 0, c.stream>>>(labels.data<std::int32_t>(), n, ignore,
+                                                      loss::row_weights(weights, n), m,
+                                                      kept.data<std::int32_t>(), kept_weights.data<float>());
+    return cudaGetLastError();
+  }));
+}
+
+const DTypes mask_weights_dtypes = {DType::float32};
+void mask_weights(const Tensor& mask, const Tensor& weights, bool normalize, Tensor& out) {
+  const std::int64_t n = mask.numel();
+  if (n == 0) return;
+  Context& c = context(mask);
+  SYSTOLIC_CUDA_CHECK(by_mask_type(mask, [&](auto* m) {
+    mask_weights_kernel<<<1, kThreads, 0, c.stream>>>(m, n, loss::row_weights(weights, n), normalize,
+                                                      out.data<float>());
+    return cudaGetLastError();
+  }));
 }
 
 const DTypes elementwise_loss_dtypes = kFloat32Or16;
@@ -666,10 +711,10 @@ void elementwise_loss(const Tensor& pred, const Tensor& target, const Tensor& we
   const double w = loss::element_weight(p.kind, per_row, pred.rank() >= 2 ? pred.dim(-1) : 1);
   Context& c = context(pred);
   int* not_binary = loss::hinge_targets(p.kind) ? static_cast<int*>(c.workspace(sizeof(int))) : nullptr;
-  SYSTOLIC_CUDA_CHECK(
-      launch_elementwise_loss(pred.raw_data(), element_of(pred.dtype()), target.raw_data(),
-                              element_of(target.dtype()), n, per_row, loss::row_weights(weights, rows), p, w,
-                              not_binary, total.data<double>(), gradient_of(dpred), grad_scale, c.stream));
+  SYSTOLIC_CUDA_CHECK(launch_elementwise_loss(pred.raw_data(), element_of(pred.dtype()), target.raw_data(),
+                                              element_of(target.dtype()), n, loss::row_weights(weights, n), p,
+                                              w, not_binary, total.data<double>(), gradient_of(dpred),
+                                              grad_scale, c.stream));
 }
 
 const DTypes row_loss_dtypes = kFloat32Or16;
@@ -688,9 +733,9 @@ const DTypes accuracy_count_dtypes = kFloat32Or16;
 void accuracy_count(const Tensor& pred, const Tensor& labels, const Tensor& weights, Tensor& total, int k) {
   Batch b = batch_of(pred, labels);
   Context& c = context(pred);
-  SYSTOLIC_CUDA_CHECK(launch_accuracy_count(pred.raw_data(), element_of(pred.dtype()), b.labels, b.rows,
-                                            b.classes, k, loss::row_weights(weights, b.rows),
-                                            total.data<double>(), c.stream));
+  SYSTOLIC_CUDA_CHECK(launch_accuracy_count(
+      pred.raw_data(), element_of(pred.dtype()), b.labels, b.rows, b.classes, k,
+      loss::row_weights(weights, b.rows, loss::per_sample_mean(pred)), total.data<double>(), c.stream));
 }
 
 // Sample weights are float32 on this backend (it has no float64 predictions).

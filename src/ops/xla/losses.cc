@@ -44,11 +44,26 @@ void add_total(const Tensor& total, const E& value) {
   accumulate_into(total, reshape(convert(value, Elem::f64), total.shape().dims()));
 }
 
-// Keras's sample weights over `count` values of a loss (count / N per sample) as [count] float64.
+// Keras's weights over `count` values of a loss (one per sample, or one per value) as [count] float64.
 E spread(const Tensor& weights, std::int64_t count) {
   const std::int64_t N = weights.numel();
+  if (N == 0) return constant(1.0, Type{Elem::f64, {count}});  // no samples: no values
   E w = reshape(read_as(weights, Elem::f64), {N});
   return reshape(broadcast(w, {N, count / N}, {0}), {count});
+}
+
+// The weights of a loss's R rows that it means over each sample (loss_math.h's row_weights with
+// per_sample_mean): spread, or 1, times the sample's share of its rows.
+E mean_row_weights(const Tensor& weights, const Tensor& pred, std::int64_t R) {
+  const double scale = loss::per_sample_mean(pred);
+  return weights.defined() ? spread(weights, R) * scale : constant(scale, Type{Elem::f64, {R}});
+}
+
+// 1 where the mask (`count` values) is not 0, else 0, as [count] float64; all 1 without one.
+E unmasked(const Tensor& mask, std::int64_t count) {
+  E ones = constant(1.0, Type{Elem::f64, {count}});
+  if (!mask.defined()) return ones;
+  return where(eq(reshape(read_as(mask, Elem::f64), {count}), 0.0), 0.0, ones);
 }
 
 // The row's argmax: the first index of the maximum.
@@ -73,13 +88,12 @@ void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Ten
     E lse = mx + log(sum(exp(z - broadcast_rows(mx, d)), {1}));
     E lse_b = broadcast_rows(lse, d);
     E per_row = sum(l.y * (lse_b - z), {1});
-    const bool weighted = weights.defined() && R > 0;
-    E w = weighted ? spread(weights, R) : E();
-    add_total(total, sum_all(guard(weighted ? per_row * w : per_row, l)));
+    E w = mean_row_weights(weights, logits, R);
+    add_total(total, sum_all(guard(per_row * w, l)));
     if (dlogits.defined()) {
       E p = exp(z - lse_b);
       E g = l.sparse ? p - l.y : p * broadcast_rows(sum(l.y, {1}), d) - l.y;
-      write(dlogits, weighted ? g * broadcast_rows(w * grad_scale, d) : g * grad_scale);
+      write(dlogits, g * broadcast_rows(w * grad_scale, d));
     }
   });
 }
@@ -95,11 +109,10 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
     E s_row = sum(loss::ce_statistic_term<Math>(l.sparse, p, eps), {1}), s = broadcast_rows(s_row, d);
     loss::ValueGrad<E> t = loss::ce_of_probabilities<Math>(l.sparse, p, l.y, s, eps);
     E per_row = loss::ce_row_loss<Math>(l.sparse, sum(t.value, {1}), s_row);
-    const bool weighted = weights.defined() && R > 0;
-    E w = weighted ? spread(weights, R) : E();
-    add_total(total, sum_all(guard(weighted ? per_row * w : per_row, l)));
+    E w = mean_row_weights(weights, probs, R);
+    add_total(total, sum_all(guard(per_row * w, l)));
     if (dprobs.defined()) {
-      E scale = weighted ? broadcast_rows(w * grad_scale, d) : like(grad_scale, p);
+      E scale = broadcast_rows(w * grad_scale, d);
       E G = l.sparse ? t.grad : broadcast_rows(sum(t.grad * p / s, {1}), d);  // G: categorical only
       write(dprobs, loss::ce_gradient(l.sparse, t.grad, G, s) * scale);
     }
@@ -107,18 +120,31 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
 }
 
 const DTypes ignore_class_dtypes = kFloats;
-void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, Tensor& kept,
-                  Tensor& kept_weights) {
+void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, const Tensor& mask,
+                  Tensor& kept, Tensor& kept_weights) {
   traced([&] {
     const std::int64_t n = labels.numel();
     E l = reshape(read_as(labels, Elem::i32), {n});
-    E ignored = eq(l, double(ignore));
-    E ones = constant(1.0, Type{Elem::f64, {n}});
-    E count = sum(where(ignored, 0.0, ones), {0});
+    E keep = where(eq(l, double(ignore)), 0.0, unmasked(mask, n));  // 1 kept, 0 not
+    E count = sum(keep, {0});
     E scale = where(count > 0.0, double(n) / count, 0.0);
-    E w = weights.defined() ? reshape(read_as(weights, Elem::f64), {n}) : ones;
-    write(kept, where(ignored, 0.0, l));
-    write(kept_weights, where(ignored, 0.0, w * broadcast(scale, {n}, {})));
+    E w = weights.defined() ? spread(weights, n) : constant(1.0, Type{Elem::f64, {n}});
+    write(kept, where(eq(keep, 0.0), 0.0, l));
+    write(kept_weights, keep * w * broadcast(scale, {n}, {}));
+  });
+}
+
+const DTypes mask_weights_dtypes = kFloats;
+void mask_weights(const Tensor& mask, const Tensor& weights, bool normalize, Tensor& out) {
+  traced([&] {
+    const std::int64_t n = mask.numel();
+    E keep = unmasked(mask, n);
+    E w = weights.defined() ? spread(weights, n) : constant(1.0, Type{Elem::f64, {n}});
+    if (normalize) {
+      E count = sum(keep, {0});
+      w = w * broadcast(where(count > 0.0, double(n) / count, 0.0), {n}, {});
+    }
+    write(out, keep * w);
   });
 }
 
@@ -193,7 +219,7 @@ void accuracy_count(const Tensor& pred, const Tensor& labels, const Tensor& weig
       E in_range = truth >= constant(0.0, truth.type()) && truth < constant(double(C), truth.type());
       hit = where(greater < double(k) && in_range, ones, 0.0);
     }
-    add_total(total, sum_all(weights.defined() && R > 0 ? hit * spread(weights, R) : hit));
+    add_total(total, sum_all(hit * mean_row_weights(weights, pred, R)));
   });
 }
 
