@@ -603,6 +603,50 @@ TEST(GradientCheck, Conv1DFamily) {
 }
 // GlobalAveragePooling1D of a masked input: the average of the unmasked steps (both data formats); a masked step's
 // gradient is zero.
+// The merges of masked inputs, as Keras 3 merges them: Multiply reads masked values as 1s (zeros where no input
+// counts), Maximum and Minimum take the extremum of the values that count (the first input's where none does:
+// step 2 of both samples); the masked values get no gradient.
+TEST(GradientCheck, MergesOfMaskedInputs) {
+  Float64Scope f64;
+  const std::vector<Tensor> masks{Tensor::from_vector<double>({1, 1, 0, 1, 0, 0}, {2, 3}),
+                                  Tensor::from_vector<double>({1, 0, 0, 1, 1, 0}, {2, 3})};
+  for (LayerRef layer : {layers::Multiply(), layers::Maximum(), layers::Minimum()}) {
+    SCOPED_TRACE(layer->class_name());
+    std::vector<SymbolicTensor> sym{layers::Input({3, 4}, {.dtype = DType::float64}),
+                                    layers::Input({3, 4}, {.dtype = DType::float64})};
+    layer.call_all(sym);
+    std::vector<Tensor> xs{random_tensor({2, 3, 4}, 51, DType::float64),
+                           random_tensor({2, 3, 4}, 52, DType::float64)};
+    const Tensor r = random_tensor({2, 3, 4}, 53, DType::float64);
+    TrainingStep training;
+    auto run = [&](LayerCall& c) {
+      c.inputs = xs;
+      c.output = Tensor({2, 3, 4}, DType::float64);
+      c.masks = masks;
+      c.output_mask = Tensor({2, 3}, DType::float64);
+      c.training = &training;
+      layer->call_forward(c);
+    };
+    auto loss = [&] {
+      LayerCall c;
+      run(c);
+      const auto y = c.output.to_doubles(), rv = r.to_doubles();
+      double sum = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) sum += y[i] * rv[i];
+      return sum;
+    };
+    LayerCall c;
+    run(c);
+    EXPECT_EQ(c.output_mask.to_doubles(), (std::vector<double>{1, 1, 0, 1, 1, 0}));  // the OR
+    c.doutput = r.clone();
+    for (auto& x : xs)
+      c.dinputs.push_back(Tensor::full(x.shape(), 7.0, DType::float64));  // must be overwritten
+    layer->call_backward(c, false);
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      check_all(xs[i], c.dinputs[i], loss, "dx" + std::to_string(i));
+  }
+}
+
 TEST(GradientCheck, MaskedGlobalAveragePooling1D) {
   Float64Scope f64;
   Tensor mask = Tensor::from_vector(std::vector<double>{1, 1, 0, 1, 0, 0, 1, 1, 1, 1}, {2, 5});

@@ -11,7 +11,8 @@
 // a Bidirectional GRU, a SimpleRNN run backwards beside them) trained with Adam, and two with Keras's masks
 // (Embedding(mask_zero=True) into a Bidirectional LSTM and a GRU, with SGD; Masking through a Dense into LSTMs, with
 // Adam), and losses over sequences (per-step labels under a mask with accuracy and top-2 accuracy; per-step one-hot
-// targets; a masked per-step regression with MAE and RootMeanSquaredError, which Keras does not mask). systolic loads
+// targets; a masked per-step regression with MAE and RootMeanSquaredError, which Keras does not mask), and Maximum
+// and Minimum of masked inputs. systolic loads
 // each .keras and its .npz data (npz:PATH),
 // evaluates as Keras did within 2e-3, and trains on from Keras's optimizer state to Keras's weights after one more
 // epoch.
@@ -77,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                                            "sequence", "text", "recurrent", "masked_text", "masked_series",
                                            "masked_average", "transpose_series", "gru_reset_before", "states",
                                            "stateful", "masked_merges", "stateful_bidirectional", "tagger",
-                                           "steps_onehot", "masked_regression"));
+                                           "steps_onehot", "masked_regression", "masked_extrema"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
@@ -102,7 +103,8 @@ TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
                            "stateful_bidirectional",
                            "tagger",
                            "steps_onehot",
-                           "masked_regression"}) {
+                           "masked_regression",
+                           "masked_extrema"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

@@ -101,8 +101,7 @@ TEST(Masks, GlobalAveragePooling1DAveragesTheUnmaskedSteps) {
 
 // The merges pass on their inputs' masks combined as Keras 3 combines them (the masked_merges fixture checks every
 // combination against Keras): padded ids through Add, Subtract and Concatenate along the steps into an LSTM give what
-// the unpadded ids give. Maximum, which in Keras 3 reads masked values as the other inputs', refuses a masked
-// input.
+// the unpadded ids give. (Maximum and Minimum: the masked_extrema fixture; GradientCheck.MergesOfMaskedInputs.)
 TEST(Masks, MergesPassTheMasksOn) {
   auto make = [](std::int64_t steps) {
     set_random_seed(31);
@@ -117,12 +116,6 @@ TEST(Masks, MergesPassTheMasksOn) {
   auto a = padded.predict(Tensor::from_vector(std::vector<float>{3, 7, 1, 0, 0, 0}, {1, 6})).to_doubles();
   auto b = short_one.predict(Tensor::from_vector(std::vector<float>{3, 7, 1}, {1, 3})).to_doubles();
   for (int i = 0; i < 2; ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
-  auto in = layers::Input({6});
-  auto x = layers::Embedding(10, 4, {.mask_zero = true})(in);
-  EXPECT_THAT(error_of([&] {
-                Model(in, layers::Maximum()({x, x}), "max");
-              }),
-              HasSubstr("reads a masked input's values as the other inputs'"));
 }
 
 TEST(Masks, LayersThatDropAMaskDropIt) {

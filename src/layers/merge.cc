@@ -30,15 +30,11 @@ std::optional<Shape> merged_shape(const Shape& a, const Shape& b) {
 class MergeLayer final : public Layer {
  public:
   // Keras 3's masks: Subtract and Average merge the values as they are, and Multiply reads a masked input's masked
-  // values as 1s (its output then zeroed where no input counts); each passes on the OR of the masks when every input
-  // has one. Maximum and Minimum, which read a masked input's values as the other inputs', refuse masked inputs.
+  // values as 1s (its output then zeroed where no input counts); Maximum and Minimum take the extremum of the values
+  // that count (Keras's _apply_merge_op_and_or_mask), and where none does the first input's. Each passes on the OR
+  // of the masks when every input has one.
   bool combines_masks(const std::vector<bool>& masked) const override {
-    return !skips_masked_values() && std::all_of(masked.begin(), masked.end(), [](bool m) { return m; });
-  }
-  std::string mask_refusal() const override {
-    if (!skips_masked_values()) return {};
-    return "Keras 3's " + class_name() +
-           " reads a masked input's values as the other inputs', which systolic does not do yet";
+    return std::all_of(masked.begin(), masked.end(), [](bool m) { return m; });
   }
   MergeLayer(std::string class_name, ops::BinaryKind kind, bool average, const NameOptions& o)
       : Layer(std::move(class_name), o.name), kind_(kind), average_(average) {}
@@ -62,8 +58,20 @@ class MergeLayer final : public Layer {
     return kind_ == ops::BinaryKind::maximum || kind_ == ops::BinaryKind::minimum;
   }
   bool multiply() const { return kind_ == ops::BinaryKind::multiply; }
-  // Multiply's masks, from saved[masked_slot(n, i)] on (after backward's scratch, n + 1 for n inputs): input i with
-  // its masked values 1 (undefined when it has no mask), 1 - its mask, and its mask in the data's dtype.
+  // Whether the fold reads masked values as a value of its own (masked_value): Multiply's and the extrema's.
+  bool reads_masks(const LayerCall& c) const {
+    return !c.masks.empty() && (multiply() || skips_masked_values());
+  }
+  // What a masked value reads as: Multiply's 1; for Maximum (Minimum) a value below (above) any the data holds,
+  // so that the extremum is of the values that count.
+  double masked_value() const {
+    constexpr double kBeyond = 1e30;
+    return multiply() ? 1.0 : kind_ == ops::BinaryKind::maximum ? -kBeyond : kBeyond;
+  }
+  // The masks' buffers, from saved[masked_slot(n, i)] on (after backward's scratch, n + 1 for n inputs): input i
+  // with its masked values read as masked_value() (undefined when it has no mask), masked_value() where it is
+  // masked (else 0), and its mask in the data's dtype; then at masked_slot(n, n) the extrema's 1 - the output's mask
+  // and at masked_slot(n, n) + 1 backward's scratch for the first input's gradient.
   static std::size_t masked_slot(std::size_t n, std::size_t i) { return n + 1 + 3 * i; }
   // A mask [N, ...] as its input's shape with a last axis of 1 (aligned to `rank`).
   static Tensor mask_view(const Tensor& mask, const Tensor& input, int rank) {
@@ -71,12 +79,13 @@ class MergeLayer final : public Layer {
     dims.back() = 1;
     return aligned(mask.view(0, Shape(dims)), rank);
   }
-  // The inputs as the fold reads them: Multiply's masked inputs with their masked values 1.
+  // The inputs as the fold reads them: masked inputs with their masked values masked_value().
   std::vector<Tensor> fold_inputs(LayerCall& c) const {
     std::vector<Tensor> ins = c.inputs;
-    if (!multiply() || c.masks.empty()) return ins;
+    if (!reads_masks(c)) return ins;
     const std::size_t n = ins.size();
-    if (c.saved.size() < masked_slot(n, n)) c.saved.resize(masked_slot(n, n));
+    if (c.saved.size() < masked_slot(n, n) + 2) c.saved.resize(masked_slot(n, n) + 2);
+    const double v = masked_value();
     for (std::size_t i = 0; i < n; ++i) {
       if (!c.masks[i].defined()) continue;
       const Tensor& x = c.inputs[i];
@@ -87,7 +96,7 @@ class MergeLayer final : public Layer {
         if (!t->defined() || t->shape() != shape || t->dtype() != x.dtype())
           *t = Tensor(shape, x.dtype(), x.device());
       ops::cast(c.masks[i], m);
-      ops::scale_shift(m, rest, -1.0, 1.0);
+      ops::scale_shift(m, rest, -v, v);
       const int rank = x.rank();
       ops::broadcast_forward(ops::BinaryKind::multiply, x, mask_view(m, x, rank), ones);
       ops::broadcast_forward(ops::BinaryKind::add, ones, mask_view(rest, x, rank), ones);
@@ -135,11 +144,30 @@ class MergeLayer final : public Layer {
     if (average_) ops::scale_shift(c.output, c.output, 1.0 / double(n), 0.0);
     if (c.output_mask.defined()) {
       merge_masks_or(name(), c.masks, c.output_mask);
-      // Multiply: zeros where no input counts.
-      if (multiply())
+      // Multiply: zeros where no input counts. Maximum and Minimum: the first input's values there.
+      if (multiply() || skips_masked_values())
         ops::broadcast_forward(ops::BinaryKind::multiply, c.output, mask_view(c.output_mask, c.output, rank),
                                c.output);
+      if (skips_masked_values()) {
+        const Tensor x0 = aligned(c.inputs[0], rank), none = mask_view(outside(c), c.output, rank);
+        if (merged_shape(x0.shape(), none.shape()) != c.output.shape())
+          fail_shape("takes masked inputs whose first has the output's last axis (" +
+                     c.inputs[0].shape().str() + " for an output " + c.output.shape().str() + ")");
+        Tensor& first = scratch(c, masked_slot(n, n) + 1, c.output);
+        ops::broadcast_forward(ops::BinaryKind::multiply, x0, none, first);
+        ops::broadcast_forward(ops::BinaryKind::add, c.output, first, c.output);
+      }
     }
+  }
+
+  // The extrema's 1 - the output's mask, where no input counts (in the data's dtype: input 0's mask's buffer).
+  static Tensor& outside(LayerCall& c) {
+    const std::size_t n = c.inputs.size();
+    const Tensor like = c.saved[masked_slot(n, 0) + 2];
+    Tensor& t = scratch(c, masked_slot(n, n), like);
+    ops::cast(c.output_mask, t);
+    ops::scale_shift(t, t, -1.0, 1.0);
+    return t;
   }
 
   // Backward's buffer k after the partial folds (the averaged gradient, then two that alternate between the
@@ -156,8 +184,10 @@ class MergeLayer final : public Layer {
     const std::size_t n = c.inputs.size();
     const int rank = c.doutput.rank();
     Tensor g = c.doutput;
-    if (average_ || (multiply() && c.output_mask.defined())) {
-      // Average's scale; Multiply's output zeroed where no input counts passes no gradient there.
+    const bool extrema = skips_masked_values() && c.output_mask.defined();
+    if (average_ || ((multiply() || extrema) && c.output_mask.defined())) {
+      // Average's scale; Multiply's output zeroed where no input counts passes no gradient there, nor the extrema's
+      // (the first input's value there gets it, below).
       Tensor& scaled = scratch(c, n - 2, g);
       if (average_)
         ops::scale_shift(g, scaled, 1.0 / double(n), 0.0);
@@ -165,9 +195,9 @@ class MergeLayer final : public Layer {
         ops::broadcast_forward(ops::BinaryKind::multiply, g, mask_view(c.output_mask, g, rank), scaled);
       g = scaled;
     }
-    // The fold's inputs (Multiply's masked inputs with 1s, kept by forward).
+    // The fold's inputs (masked inputs with masked_value(), kept by forward).
     std::vector<Tensor> ins = c.inputs;
-    const bool masked = multiply() && !c.masks.empty();
+    const bool masked = reads_masks(c);
     if (masked)
       for (std::size_t i = 0; i < n; ++i)
         if (c.masks[i].defined()) ins[i] = c.saved[masked_slot(n, i)];
@@ -181,13 +211,23 @@ class MergeLayer final : public Layer {
       g = dleft;
       if (!g.defined()) break;  // input 0 needs no gradient and nothing is left to its left
     }
-    // A masked value was read as 1: no gradient reaches it.
+    // A masked value was read as masked_value(): no gradient reaches it.
     if (masked)
       for (std::size_t i = 0; i < n; ++i)
         if (c.masks[i].defined() && c.dinputs[i].defined())
           ops::broadcast_forward(ops::BinaryKind::multiply, c.dinputs[i],
                                  mask_view(c.saved[masked_slot(n, i) + 2], c.dinputs[i], c.dinputs[i].rank()),
                                  c.dinputs[i]);
+    // The extrema where no input counts: the first input's value, its gradient.
+    if (extrema && c.dinputs[0].defined()) {
+      const Tensor& none = c.saved[masked_slot(n, n)];
+      Tensor x0 = aligned(c.inputs[0], rank), dx0 = aligned(c.dinputs[0], rank);
+      Tensor& extra = scratch(c, masked_slot(n, n) + 1, dx0);
+      Tensor no_gradient;
+      ops::broadcast_backward(ops::BinaryKind::multiply, x0, mask_view(none, c.doutput, rank), c.doutput,
+                              extra, no_gradient);
+      ops::broadcast_forward(ops::BinaryKind::add, dx0, extra, dx0);
+    }
   }
 
  private:

@@ -5,8 +5,8 @@ Precision, Recall), a sequence model of the 1-D layers, a text model with an Emb
 (Conv1D, LSTM, Bidirectional GRU, SimpleRNN), three models with masks (Embedding(mask_zero=True) into RNNs and into
 GlobalAveragePooling1D, Masking), Conv1DTranspose with channels_first 1-D pools, GRUs without reset_after, and
 RNNs' return_state and initial_state (with Bidirectional's merge_mode None), stateful RNNs, masks through the
-merges (Add, Subtract, Average, Concatenate on either axis), Bidirectional of stateful layers, and losses over
-sequences (per-step labels under a mask, per-step one-hot targets, a masked per-step regression), trained by Keras
+merges (Add, Subtract, Average, Concatenate on either axis; Maximum and Minimum), Bidirectional of stateful layers,
+and losses over sequences (per-step labels under a mask, per-step one-hot targets, a masked per-step regression), trained by Keras
 and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
@@ -400,6 +400,35 @@ def stateful_bidirectional(rng):
     return m, x, y
 
 
+def masked_extrema(rng):
+    """Maximum and Minimum of masked inputs as Keras 3 merges them (_apply_merge_op_and_or_mask): the extremum of the
+    values that count, the first input's where none does, the OR of the masks. Word ids padded with 0
+    (Embedding(mask_zero=True): mask A), the ids as a series whose steps of id 5 Masking drops (mask B) and whose
+    padding Masking drops (mask A again, other values). Maximum of A's and B's vectors into a GRU; Minimum of the same
+    into GlobalAveragePooling1D; Maximum of A's vectors and a Conv1D's (no mask: its values where A's do not count;
+    no mask on the output) into GlobalAveragePooling1D; Minimum of the two A-masked branches (the Embedding's values
+    where neither counts) into a Conv1D, which reads every step, and GlobalMaxPooling1D. Class 1 when words 1..9
+    outnumber words 10..18; SGD with momentum (Adam would differ by the Embedding's IndexedSlices: see text())."""
+    x, y = padded_ids(rng, 10, 3, 20)
+    keras.utils.set_random_seed(20)
+    i = keras.Input((10,))
+    a = keras.layers.Embedding(20, 6, mask_zero=True)(i)
+    r = keras.layers.Reshape((10, 1))(i)
+    b = keras.layers.Dense(6, activation="tanh")(keras.layers.Masking(mask_value=5.0)(r))
+    z = keras.layers.Dense(6, activation="tanh")(keras.layers.Masking(mask_value=0.0)(r))
+    h1 = keras.layers.GRU(4)(keras.layers.Maximum()([a, b]))
+    h2 = keras.layers.GlobalAveragePooling1D()(keras.layers.Minimum()([a, b]))
+    c = keras.layers.Conv1D(6, 3, padding="same")(a)
+    h3 = keras.layers.GlobalAveragePooling1D()(keras.layers.Maximum()([a, c]))
+    h4 = keras.layers.GlobalMaxPooling1D()(keras.layers.Conv1D(4, 2)(keras.layers.Minimum()([a, z])))
+    o = keras.layers.Dense(1, activation="sigmoid")(
+        keras.layers.Concatenate(name="join_heads")([h1, h2, h3, h4]))
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.2, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 def tagger(rng):
     """Per-step labels under a mask, as a sequence tagger trains: word ids 1..29 padded with 0 at the end
     (Embedding(mask_zero=True)), an LSTM's sequences into a Bidirectional GRU's into a Dense softmax over 4 tags at
@@ -466,7 +495,8 @@ CASES = [("binary", binary), ("regression", regression), ("columns", columns), (
          ("masked_average", masked_average), ("transpose_series", transpose_series),
          ("gru_reset_before", gru_reset_before), ("states", states), ("stateful", stateful),
          ("masked_merges", masked_merges), ("stateful_bidirectional", stateful_bidirectional),
-         ("tagger", tagger), ("steps_onehot", steps_onehot), ("masked_regression", masked_regression)]
+         ("tagger", tagger), ("steps_onehot", steps_onehot), ("masked_regression", masked_regression),
+         ("masked_extrema", masked_extrema)]
 
 
 def check(folder):
