@@ -343,8 +343,8 @@ LayerRef Embedding(int input_dim, int output_dim, const EmbeddingOptions& option
 // when every input has one, else none; Concatenate on the last axis: their OR, all ones where an input has none; on
 // another axis: the masks, or ones, joined along it) and stop at the others (GlobalAveragePooling1D reads it).
 // Multiply reads a masked input's masked values as 1s and zeroes the steps no input counts (the OR of the masks
-// when every input has one), as Keras 3's does. Maximum and Minimum, which in Keras 3 read a masked input's values
-// as the other inputs', refuse masked inputs by name, as does compile a loss on a masked output.
+// when every input has one), as Keras 3's does; Maximum and Minimum take the extremum of the values that count (the
+// first input's where none does). A masked output's loss and metrics count its unmasked steps (Model::fit).
 struct MaskingOptions {
   double mask_value = 0.0;
   std::string name;
