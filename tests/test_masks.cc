@@ -176,13 +176,14 @@ TEST(Masks, LossAndMetricsMeanOverTheUnmaskedSteps) {
   EXPECT_NE(wa[0].to_doubles(), before[0].to_doubles());
 }
 
-// The masked_text and tagger fixtures trained one epoch on xla:cpu as on the CPU: Embedding's gather and
-// scatter-add, the mask, the Bidirectional LSTM and the GRU in one compiled step; the tagger's loss and metrics
-// weighed by the output's mask (ops::mask_weights) over per-step labels.
+// The tagger fixture trained one epoch on xla:cpu as on the CPU, and evaluated: Embedding's gather and scatter-add,
+// the mask, an LSTM and a Bidirectional GRU in one compiled step, the loss and metrics weighed by the output's mask
+// (ops::mask_weights) over per-step labels. (It took the place of the masked_text fixture, whose Bidirectional LSTM
+// and GRU it covers, to keep the test's XLA compilations to two.)
 TEST(Masks, TrainsOnXlaAsOnTheCpu) {
   SYSTOLIC_REQUIRE_XLA();
   const std::string dir = systolic::testing::source_dir() + "/tests/fixtures/keras_training/";
-  for (const std::string name : {"masked_text", "tagger"}) {
+  for (const std::string name : {"tagger"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load("npz:" + dir + name + ".npz");
     FitOptions o{.batch_size = 16, .epochs = 1, .verbose = 0, .shuffle = false};
