@@ -105,7 +105,7 @@ EpochIterator::EpochIterator(ModelState& s, const Arrays& x, const Arrays& y, co
   }
   // Fixes the batch dtypes (y_buf: int32 or float); a replica holds only its shard (and turns its own sample
   // weights on or off with each step's).
-  s.weigh_samples(w.defined(), w.defined() ? w.shape().without_batch() : Shape());
+  s.weigh_samples_like(w);
   s.ensure_capacity(group ? std::max<std::int64_t>(1, full_batch_ / group->size()) : full_batch_);
   // GPUs build batches on the device, and so does a model of several inputs or outputs; replicas split host
   // batches.

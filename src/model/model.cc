@@ -310,6 +310,10 @@ void ModelState::weigh_samples(bool on, const Shape& per_sample) {
   w_buf = on && capacity > 0 ? Tensor(weight_shape.with_batch(capacity), weight_dtype(), device()) : Tensor();
 }
 
+void ModelState::weigh_samples_like(const Tensor& weights) {
+  weigh_samples(weights.defined(), weights.defined() ? weights.shape().without_batch() : Shape());
+}
+
 void ModelState::refresh_compute_weights() {
   // The weights the layers compute with under a mixed policy, from the float32 values, before every forward: the
   // values may have changed in any way since (an update, a load, a user's write through Model::trainable_parameters

@@ -15,7 +15,7 @@ void ModelState::join_strategy(int global_index, bool is_chief, const ops::Cross
 void ModelState::load_step(const Arrays& x, const Arrays& y, const Tensor& w, std::int64_t begin,
                            std::int64_t end, double learning_rate) {
   optimizer->load_learning_rate(learning_rate);
-  weigh_samples(w.defined(), w.defined() ? w.shape().without_batch() : Shape());
+  weigh_samples_like(w);
   make_step_scalars();
   if (end <= begin) return;
   std::vector<std::int64_t> rows(static_cast<std::size_t>(end - begin));

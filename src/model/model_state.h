@@ -145,6 +145,8 @@ class ModelState final : public distribute::Replica {
   // per-sample shape given: fit and evaluate do, for their data. While on, a batch loaded without weights (fit's
   // validation) weighs each sample 1.
   void weigh_samples(bool on, const Shape& per_sample = Shape());
+  // On, of the weights' per-sample shape, for defined weights ([N, ...]); off for undefined ones.
+  void weigh_samples_like(const Tensor& weights);
   // The weights' dtype: float64 for a float64 (first) output, float32 otherwise (Keras casts them to the loss's
   // dtype).
   DType weight_dtype() const;

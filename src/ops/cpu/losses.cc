@@ -348,6 +348,19 @@ void crossentropy_from_probabilities(const Tensor& probs, const Tensor& labels, 
   });
 }
 
+namespace {
+// Calls f(set), set(i) telling whether value i of a Keras mask (any floating dtype; undefined: every value set) is
+// not 0, read where it lies.
+template <class F>
+void with_mask(const Tensor& mask, F&& f) {
+  if (!mask.defined()) return f([](std::int64_t) { return true; });
+  visit_dtype<float, double, bfloat16>(mask.dtype(), [&](auto t) {
+    const auto* m = mask.data<typename decltype(t)::type>();
+    f([m](std::int64_t i) { return widen(m[i]) != 0; });
+  });
+}
+}  // namespace
+
 const DTypes ignore_class_dtypes = kFloats;
 void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weights, const Tensor& mask,
                   Tensor& kept, Tensor& kept_weights) {
@@ -355,21 +368,22 @@ void ignore_class(const Tensor& labels, std::int32_t ignore, const Tensor& weigh
     using W = typename decltype(t)::type;
     const std::int64_t n = labels.numel();
     const std::int32_t* l = labels.data<std::int32_t>();
-    const std::vector<double> m = mask.defined() ? mask.to_doubles() : std::vector<double>();
-    auto keep = [&](std::int64_t i) { return l[i] != ignore && (m.empty() || m[i] != 0); };
-    std::int64_t count = 0;
-    for (std::int64_t i = 0; i < n; ++i) count += keep(i);
-    const double scale = count ? double(n) / double(count) : 0.0;
-    const loss::RowWeights rw = loss::row_weights(weights, n, scale);
-    std::int32_t* k = kept.data<std::int32_t>();
-    W* kw = kept_weights.data<W>();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const bool kept_i = keep(i);
-      const double w =
-          kept_i ? rw(i) : 0.0;  // read before kept[i] is written, in case kept shares labels' memory
-      k[i] = kept_i ? l[i] : 0;
-      kw[i] = W(w);
-    }
+    with_mask(mask, [&](auto set) {
+      auto keep = [&](std::int64_t i) { return l[i] != ignore && set(i); };
+      std::int64_t count = 0;
+      for (std::int64_t i = 0; i < n; ++i) count += keep(i);
+      const double scale = count ? double(n) / double(count) : 0.0;
+      const loss::RowWeights rw = loss::row_weights(weights, n, scale);
+      std::int32_t* k = kept.data<std::int32_t>();
+      W* kw = kept_weights.data<W>();
+      for (std::int64_t i = 0; i < n; ++i) {
+        const bool kept_i = keep(i);
+        const double w =
+            kept_i ? rw(i) : 0.0;  // read before kept[i] is written, in case kept shares labels' memory
+        k[i] = kept_i ? l[i] : 0;
+        kw[i] = W(w);
+      }
+    });
   });
 }
 
@@ -378,13 +392,14 @@ void mask_weights(const Tensor& mask, const Tensor& weights, bool normalize, Ten
   visit_dtype<float, double>(out.dtype(), [&](auto t) {
     using W = typename decltype(t)::type;
     const std::int64_t n = mask.numel();
-    const std::vector<double> m = mask.to_doubles();
-    std::int64_t valid = 0;
-    for (double v : m) valid += v != 0;
-    const double scale = !normalize ? 1.0 : valid ? double(n) / double(valid) : 0.0;
-    const loss::RowWeights rw = loss::row_weights(weights, n, scale);
-    W* o = out.data<W>();
-    for (std::int64_t i = 0; i < n; ++i) o[i] = W(m[std::size_t(i)] != 0 ? rw(i) : 0.0);
+    with_mask(mask, [&](auto set) {
+      std::int64_t valid = 0;
+      for (std::int64_t i = 0; i < n; ++i) valid += set(i);
+      const double scale = !normalize ? 1.0 : valid ? double(n) / double(valid) : 0.0;
+      const loss::RowWeights rw = loss::row_weights(weights, n, scale);
+      W* o = out.data<W>();
+      for (std::int64_t i = 0; i < n; ++i) o[i] = W(set(i) ? rw(i) : 0.0);
+    });
   });
 }
 
