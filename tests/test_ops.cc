@@ -577,7 +577,7 @@ void dense_cases(std::map<Op, std::vector<Case>>& m) {
       {"seed 2304 -> 512", {4, 2304}, 512},  {"seed 512 -> 10", {8, 512}, 10},
       {"M 13, odd sizes", {13, 70}, 33},     {"rank 3 input", {2, 5, 16}, 7},
       {"no bias", {9, 40}, 24, false},       {"one row, one unit", {1, 1}, 1},
-      {"wide output", {33, 257}, 65, false},
+      {"wide output", {33, 257}, 65, false}, {"batch 1, a head on an LSTM(64)", {1, 64}, 2},
   };
   for (const DenseShape& s : shapes) {
     Shape ys = s.x;
@@ -654,7 +654,9 @@ std::string describe(const Activation& a) {
 void activation_cases(std::map<Op, std::vector<Case>>& m) {
   for (const Activation& a : activations()) {
     const Family f = a.over_last_axis() ? Family::reduction : Family::elementwise;
-    std::vector<Shape> shapes = {{5, 3, 37}, {3, 1000}, {1}};
+    // The CPU runs activations of fewer than kOneDnnMinWork (4096) float32 values in its own loops, more through
+    // oneDNN: shapes on both sides.
+    std::vector<Shape> shapes = {{5, 3, 37}, {3, 1000}, {1}, {64, 100}};
     if (!a.over_last_axis()) shapes.push_back({1000003});
     for (const Shape& s : shapes) {
       std::string name = describe(a) + " " + s.str();
@@ -950,6 +952,41 @@ void elementwise_cases(std::map<Op, std::vector<Case>>& m) {
                },
                Family::matmul});
         }
+    // The CPU runs inference of at most 2^17 multiply-adds (the smaller cases above) in its own loops, and more
+    // through oneDNN's primitive: 96 rows and steps of 37 units for the latter.
+    for (const Cell& cell : cells) {
+      const RnnCellParams p = cell.p;
+      const bool lstm = p.cell == RnnCell::lstm, two = p.cell == RnnCell::gru && p.reset_after;
+      const std::int64_t T = 12, N = 8, F = 11, u = 37;
+      const std::int64_t G = (lstm ? 4 : p.cell == RnnCell::gru ? 3 : 1) * u;
+      m[Op::rnn_sequence_forward].push_back(
+          {cell.name + ", inference over 96 rows and steps",
+           {in("x", {T, N, F}), in("kernel", {F, G}, -0.2, 0.2), in("recurrent", {u, G}, -0.2, 0.2),
+            in("bias", two ? Shape{2, G} : Shape{G}, -0.2, 0.2), none("h0"), none("c0"), out("y", {T, N, u}),
+            out("h_last", {N, u}), lstm ? out("c_last", {N, u}) : none("c_last")},
+           [p](auto& t) {
+             Tensor ws;
+             rnn_sequence_forward(p, false, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], ws);
+           },
+           Family::matmul});
+    }
+    // One step of one row (a streaming LSTM(64) at batch 1), and a GRU without biases, in the CPU's loops.
+    for (const Cell& cell : {cells[3], cells[4]}) {
+      const RnnCellParams p = cell.p;
+      const bool lstm = p.cell == RnnCell::lstm;
+      const std::int64_t u = lstm ? 64 : 9, G = (lstm ? 4 : 3) * u, T = lstm ? 1 : 3, F = lstm ? 1 : 2;
+      m[Op::rnn_sequence_forward].push_back(
+          {cell.name + (lstm ? ", one step of one row" : ", no bias, inference"),
+           {in("x", {T, 1, F}), in("kernel", {F, G}, -0.3, 0.3), in("recurrent", {u, G}, -0.3, 0.3),
+            lstm ? in("bias", {G}, -0.3, 0.3) : none("bias"), in("h0", {1, u}),
+            lstm ? in("c0", {1, u}) : none("c0"), out("y", {T, 1, u}), out("h_last", {1, u}),
+            lstm ? out("c_last", {1, u}) : none("c_last")},
+           [p](auto& t) {
+             Tensor ws;
+             rnn_sequence_forward(p, false, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], ws);
+           },
+           Family::matmul});
+    }
   }
 
   // No step at all: the final states are the initial ones, and their gradients pass straight back.

@@ -24,15 +24,17 @@ bool onednn_runs(const Activation& a, DType t) {
 // half of its inference time).
 template <class T, int K>
 void forward_elements(const T* xp, T* yp, std::int64_t n, const activation::Params<T>& p) {
-#pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i) yp[i] = activation::forward<T>(Activation::Kind(K), xp[i], p);
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) yp[i] = activation::forward<T>(Activation::Kind(K), xp[i], p);
+  });
 }
 template <class T, int K>
 void backward_elements(const T* xp, const T* yp, const T* gp, T* dxp, std::int64_t n,
                        const activation::Params<T>& p) {
-#pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i)
-    dxp[i] = activation::backward<T>(Activation::Kind(K), xp[i], yp[i], gp[i], p);
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i)
+      dxp[i] = activation::backward<T>(Activation::Kind(K), xp[i], yp[i], gp[i], p);
+  });
 }
 
 template <class T>
@@ -43,21 +45,22 @@ void forward_loop(const Activation& a, const Tensor& x, Tensor& y) {
   if (a.over_last_axis()) {
     const std::int64_t C = x.dim(-1), R = n / C;
     const bool log = a.kind == Activation::log_softmax;
-#pragma omp parallel for
-    for (std::int64_t r = 0; r < R; ++r) {
-      const T* in = xp + r * C;
-      T* out = yp + r * C;
-      T mx = in[0];
-      for (std::int64_t c = 1; c < C; ++c) mx = in[c] > mx ? in[c] : mx;
-      T s = 0;
-      for (std::int64_t c = 0; c < C; ++c) s += std::exp(in[c] - mx);
-      if (log) {
-        const T lse = mx + std::log(s);
-        for (std::int64_t c = 0; c < C; ++c) out[c] = in[c] - lse;
-      } else {
-        for (std::int64_t c = 0; c < C; ++c) out[c] = std::exp(in[c] - mx) / s;
+    parallel_ranges(R, n, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const T* in = xp + r * C;
+        T* out = yp + r * C;
+        T mx = in[0];
+        for (std::int64_t c = 1; c < C; ++c) mx = in[c] > mx ? in[c] : mx;
+        T s = 0;
+        for (std::int64_t c = 0; c < C; ++c) s += std::exp(in[c] - mx);
+        if (log) {
+          const T lse = mx + std::log(s);
+          for (std::int64_t c = 0; c < C; ++c) out[c] = in[c] - lse;
+        } else {
+          for (std::int64_t c = 0; c < C; ++c) out[c] = std::exp(in[c] - mx) / s;
+        }
       }
-    }
+    });
     return;
   }
   const auto p = activation::params_of<T>(a);
@@ -79,21 +82,22 @@ void backward_loop(const Activation& a, const Tensor& x, const Tensor& y, const 
   if (a.over_last_axis()) {
     const std::int64_t C = y.dim(-1), R = n / C;
     const bool log = a.kind == Activation::log_softmax;
-#pragma omp parallel for
-    for (std::int64_t r = 0; r < R; ++r) {
-      const T* yr = yp + r * C;
-      const T* gr = gp + r * C;
-      T* out = dxp + r * C;
-      if (log) {  // dx = dy - softmax * sum(dy), softmax = exp(y)
-        T s = 0;
-        for (std::int64_t c = 0; c < C; ++c) s += gr[c];
-        for (std::int64_t c = 0; c < C; ++c) out[c] = gr[c] - std::exp(yr[c]) * s;
-      } else {  // dx = y * (dy - sum(dy * y))
-        T dot = 0;
-        for (std::int64_t c = 0; c < C; ++c) dot += gr[c] * yr[c];
-        for (std::int64_t c = 0; c < C; ++c) out[c] = yr[c] * (gr[c] - dot);
+    parallel_ranges(R, n, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const T* yr = yp + r * C;
+        const T* gr = gp + r * C;
+        T* out = dxp + r * C;
+        if (log) {  // dx = dy - softmax * sum(dy), softmax = exp(y)
+          T s = 0;
+          for (std::int64_t c = 0; c < C; ++c) s += gr[c];
+          for (std::int64_t c = 0; c < C; ++c) out[c] = gr[c] - std::exp(yr[c]) * s;
+        } else {  // dx = y * (dy - sum(dy * y))
+          T dot = 0;
+          for (std::int64_t c = 0; c < C; ++c) dot += gr[c] * yr[c];
+          for (std::int64_t c = 0; c < C; ++c) out[c] = yr[c] * (gr[c] - dot);
+        }
       }
-    }
+    });
     return;
   }
   const T* xp = x.defined() ? x.data<T>() : yp;  // read only by kinds that need it (x is then defined)
@@ -111,7 +115,8 @@ void backward_loop(const Activation& a, const Tensor& x, const Tensor& y, const 
 
 const DTypes activation_forward_dtypes = kFloatsAndBf16;
 void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
-  if (onednn_runs(a, x.dtype())) return onednn::activation_forward(a, x, y);
+  if (onednn_runs(a, x.dtype()) && (x.dtype() != DType::float32 || x.numel() >= kOneDnnMinWork))
+    return onednn::activation_forward(a, x, y);
   if (x.dtype() == DType::bfloat16) return Widened<&activation_forward>::run(a, x, y);
   visit_dtype<float, double>(x.dtype(), [&](auto t) { forward_loop<typename decltype(t)::type>(a, x, y); });
 }

@@ -6,6 +6,9 @@
 // resize.cc. onednn*.cc hold the oneDNN primitives they call; backend.cc builds the table.
 #pragma once
 
+#include <omp.h>
+
+#include <cstdint>
 #include <type_traits>
 
 #include "core/dtype_dispatch.h"
@@ -20,6 +23,27 @@ const Backend& backend();
 // Elementwise loops over fewer values than this run on one thread: forking the team costs more than it saves
 // (an RNN's per-step ops are a few thousand values each).
 inline constexpr std::int64_t kParallelMin = 32768;
+// Calls f(begin, end) over [0, n): one contiguous range per OpenMP thread when `work` (about the values the loop
+// touches) exceeds kParallelMin, else f(0, n) on the calling thread without entering OpenMP at all (a parallel
+// region whose `if` clause is false still builds a team of one: an allocation and a barrier, about 0.3 µs, which
+// a batch-1 predict paid on every small loop).
+template <class F>
+void parallel_ranges(std::int64_t n, std::int64_t work, F&& f) {
+  if (work <= kParallelMin) {
+    f(std::int64_t(0), n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const std::int64_t k = omp_get_thread_num(), team = omp_get_num_threads();
+    f(n * k / team, n * (k + 1) / team);
+  }
+}
+// oneDNN costs one to three microseconds a call before it computes anything (memory objects, the argument map,
+// its dispatch); float32 dense products of fewer multiply-adds than this, and activations of fewer values, run
+// in the backend's own loops instead, which cost nothing to start (a batch-1 Dense(2) head and its softmax
+// after an LSTM(64) step: 3.7 µs of the 11 a Model::predict took on the AVX2 VM, through oneDNN).
+inline constexpr std::int64_t kOneDnnMinWork = 4096;
 
 // Float types of the CPU's loops.
 inline constexpr DTypes kFloats{DType::float32, DType::float64};

@@ -15,16 +15,17 @@ void dense_forward_loop(const Tensor& x, const Tensor& w, const Tensor& b, Tenso
   const T* wp = w.data<T>();
   const T* bp = b.defined() ? b.data<T>() : nullptr;
   T* yp = y.data<T>();
-#pragma omp parallel for
-  for (std::int64_t m = 0; m < M; ++m) {
-    T* out = yp + m * U;
-    for (std::int64_t u = 0; u < U; ++u) out[u] = bp ? bp[u] : T(0);
-    for (std::int64_t k = 0; k < K; ++k) {
-      T xv = xp[m * K + k];
-      const T* wr = wp + k * U;
-      for (std::int64_t u = 0; u < U; ++u) out[u] += xv * wr[u];
+  parallel_ranges(M, M * K * U, [&](std::int64_t m0, std::int64_t m1) {
+    for (std::int64_t m = m0; m < m1; ++m) {
+      T* out = yp + m * U;
+      for (std::int64_t u = 0; u < U; ++u) out[u] = bp ? bp[u] : T(0);
+      for (std::int64_t k = 0; k < K; ++k) {
+        T xv = xp[m * K + k];
+        const T* wr = wp + k * U;
+        for (std::int64_t u = 0; u < U; ++u) out[u] += xv * wr[u];
+      }
     }
-  }
+  });
 }
 
 template <class T>
@@ -65,6 +66,8 @@ void dense_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Ten
 const DTypes dense_forward_dtypes = kFloatsAndBf16;
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   if (x.dtype() == DType::float64) return dense_forward_loop<double>(x, w, b, y);
+  if (x.dtype() == DType::float32 && w.dtype() == DType::float32 && x.numel() * w.dim(1) < kOneDnnMinWork)
+    return dense_forward_loop<float>(x, w, b, y);
   if (!onednn::takes(x.dtype())) return Widened<&dense_forward>::run(x, w, b, y);
   onednn::dense_forward(x, w, b, y);
 }

@@ -80,8 +80,9 @@ void concat_forward_loop(const std::vector<Tensor>& xs, Tensor& y, int axis) {
   for (std::size_t k = 0; k < xs.size(); ++k) {
     const T* xp = xs[k].data<T>();
     const std::int64_t chunk = l.width[k], at = l.offset[k];
-#pragma omp parallel for
-    for (std::int64_t o = 0; o < l.outer; ++o) std::copy_n(xp + o * chunk, chunk, yp + o * l.row + at);
+    parallel_ranges(l.outer, l.outer * chunk, [&](std::int64_t o0, std::int64_t o1) {
+      for (std::int64_t o = o0; o < o1; ++o) std::copy_n(xp + o * chunk, chunk, yp + o * l.row + at);
+    });
   }
 }
 
@@ -93,8 +94,9 @@ void concat_backward_loop(const Tensor& dy, std::vector<Tensor>& dxs, int axis) 
     if (!dxs[k].defined()) continue;
     T* dxp = dxs[k].data<T>();
     const std::int64_t chunk = l.width[k], at = l.offset[k];
-#pragma omp parallel for
-    for (std::int64_t o = 0; o < l.outer; ++o) std::copy_n(gp + o * l.row + at, chunk, dxp + o * chunk);
+    parallel_ranges(l.outer, l.outer * chunk, [&](std::int64_t o0, std::int64_t o1) {
+      for (std::int64_t o = o0; o < o1; ++o) std::copy_n(gp + o * l.row + at, chunk, dxp + o * chunk);
+    });
   }
 }
 
@@ -106,12 +108,13 @@ void add_n_loop(const std::vector<Tensor>& xs, Tensor& y) {
   T* yp = y.data<T>();
   std::vector<const T*> ins;
   for (auto& x : xs) ins.push_back(x.data<T>());
-#pragma omp parallel for if (n > kParallelMin)
-  for (std::int64_t i = 0; i < n; ++i) {
-    A s = 0;
-    for (auto* p : ins) s += widen(p[i]);
-    yp[i] = T(s);
-  }
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      A s = 0;
+      for (auto* p : ins) s += widen(p[i]);
+      yp[i] = T(s);
+    }
+  });
 }
 
 template <class T>
@@ -119,8 +122,9 @@ void accumulate_loop(const Tensor& src, Tensor& dst) {
   std::int64_t n = dst.numel();
   const T* s = src.data<T>();
   T* d = dst.data<T>();
-#pragma omp parallel for if (n > kParallelMin)
-  for (std::int64_t i = 0; i < n; ++i) d[i] = T(widen(d[i]) + widen(s[i]));
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) d[i] = T(widen(d[i]) + widen(s[i]));
+  });
 }
 
 template <class T>
@@ -130,8 +134,9 @@ void scale_shift_loop(const Tensor& x, Tensor& y, double scale, double shift) {
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   const A a = A(scale), b = A(shift);
-#pragma omp parallel for if (n > kParallelMin)
-  for (std::int64_t i = 0; i < n; ++i) yp[i] = T(widen(xp[i]) * a + b);
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) yp[i] = T(widen(xp[i]) * a + b);
+  });
 }
 
 template <class T>
@@ -150,12 +155,13 @@ void gather_rows_loop(const Tensor& src, const std::int32_t* indices, std::int64
   visit_dtype<float, double, std::uint8_t, std::int32_t>(src.dtype(), [&](auto tag) {
     using S = typename decltype(tag)::type;
     const S* in = static_cast<const S*>(src.raw_data());
-#pragma omp parallel for
-    for (std::int64_t k = 0; k < count; ++k) {
-      const S* s = in + std::int64_t(indices[k]) * row;
-      T* d = out + k * row;
-      for (std::int64_t j = 0; j < row; ++j) d[j] = static_cast<T>(s[j]);
-    }
+    parallel_ranges(count, count * row, [&](std::int64_t k0, std::int64_t k1) {
+      for (std::int64_t k = k0; k < k1; ++k) {
+        const S* s = in + std::int64_t(indices[k]) * row;
+        T* d = out + k * row;
+        for (std::int64_t j = 0; j < row; ++j) d[j] = static_cast<T>(s[j]);
+      }
+    });
   });
 }
 
@@ -224,13 +230,15 @@ void cast(const Tensor& src, Tensor& dst) {
   if (src.dtype() == DType::float32 && dst.dtype() == DType::bfloat16) {
     const float* s = src.data<float>();
     bfloat16* d = dst.data<bfloat16>();
-#pragma omp parallel for if (n > kParallelMin)
-    for (std::int64_t i = 0; i < n; ++i) d[i] = bfloat16(s[i]);
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) d[i] = bfloat16(s[i]);
+    });
   } else if (src.dtype() == DType::bfloat16 && dst.dtype() == DType::float32) {
     const bfloat16* s = src.data<bfloat16>();
     float* d = dst.data<float>();
-#pragma omp parallel for if (n > kParallelMin)
-    for (std::int64_t i = 0; i < n; ++i) d[i] = static_cast<float>(s[i]);
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) d[i] = static_cast<float>(s[i]);
+    });
   } else {
     dst.copy_from(src.to(dst.dtype()));
   }

@@ -193,20 +193,22 @@ void transpose_loop(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
   for (int a = x.rank() - 1; a >= 0 && perm[static_cast<std::size_t>(a)] == a; --a) inner *= x.dim(a);
   if (inner > 1) {
     const std::int64_t runs = n / inner;
-#pragma omp parallel for if (n > kParallelMin)
-    for (std::int64_t j = 0; j < runs; ++j) {
-      std::int64_t ox, unused;
-      l.offsets(j * inner, ox, unused);
-      std::copy_n(xp + ox, inner, yp + j * inner);
-    }
+    parallel_ranges(runs, n, [&](std::int64_t j0, std::int64_t j1) {
+      for (std::int64_t j = j0; j < j1; ++j) {
+        std::int64_t ox, unused;
+        l.offsets(j * inner, ox, unused);
+        std::copy_n(xp + ox, inner, yp + j * inner);
+      }
+    });
     return;
   }
-#pragma omp parallel for if (n > kParallelMin)
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t ox, unused;
-    l.offsets(i, ox, unused);
-    yp[i] = xp[ox];
-  }
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      std::int64_t ox, unused;
+      l.offsets(i, ox, unused);
+      yp[i] = xp[ox];
+    }
+  });
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ void activation_forward(const Activation& a, const Tensor& x, Tensor& y) {
     if (y.raw_data() != x.raw_data()) y.copy_from(x);
     return;
   }
-  guarded("activation_forward", [&] {
+  guarded("activation_forward", x.numel(), [&] {
     thread_local PrimitiveCache<Prim> cache;
     if (a == Activation::softmax) {
       auto md = rows_md(x);
@@ -150,7 +150,7 @@ void activation_backward(const Activation& a, const Tensor& y, const Tensor& dy,
     if (dx.raw_data() != dy.raw_data()) dx.copy_from(dy);
     return;
   }
-  guarded("activation_backward", [&] {
+  guarded("activation_backward", y.numel(), [&] {
     thread_local PrimitiveCache<Prim> cache;
     if (a == Activation::softmax) {
       auto md = rows_md(y);

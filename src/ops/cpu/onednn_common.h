@@ -3,6 +3,7 @@
 // systolic::Error. Kept out of onednn.h so that callers of the ops never see dnnl.hpp.
 #pragma once
 
+#include <omp.h>
 #include <systolic/error.h>
 #include <systolic/ops.h>
 #include <systolic/tensor.h>
@@ -61,6 +62,34 @@ void guarded(const char* op, F&& body) {
   }
 }
 
+// oneDNN splits every primitive among all the OpenMP threads, however little it computes; starting and joining
+// them costs microseconds, more than a small product takes on one core (a batch-1 LSTM step and its Dense head
+// through Model::predict: 35 µs on this 2-core VM's two threads, 13 µs on one). So a call whose work (its
+// multiply-adds, or values for element-wise primitives) is under kSerialWork runs on the calling thread alone, as
+// the CPU backend's own loops do under kParallelMin. The primitive caches key their entries by the thread count
+// they were made for (PrimitiveCache), since oneDNN sizes a primitive's partitioning when it makes it.
+inline constexpr std::int64_t kSerialWork = std::int64_t(1) << 16;
+class SerialBelow {
+ public:
+  explicit SerialBelow(std::int64_t work) : saved_(work < kSerialWork ? omp_get_max_threads() : 1) {
+    if (saved_ > 1) omp_set_num_threads(1);
+  }
+  ~SerialBelow() {
+    if (saved_ > 1) omp_set_num_threads(saved_);
+  }
+  SerialBelow(const SerialBelow&) = delete;
+  SerialBelow& operator=(const SerialBelow&) = delete;
+
+ private:
+  int saved_;
+};
+// guarded(), on the calling thread alone when `work` is under kSerialWork.
+template <class F>
+void guarded(const char* op, std::int64_t work, F&& body) {
+  SerialBelow serial(work);
+  guarded(op, std::forward<F>(body));
+}
+
 // The cache key: every integer that decides a primitive's shape and configuration.
 using Key = std::vector<std::int64_t>;
 struct KeyHash {
@@ -76,20 +105,29 @@ struct KeyHash {
 // list on every call; a model calls the same few shapes thousands of times, so this map skips all of it.
 // Use one per op, `thread_local`: entries own scratch memory that a concurrent caller must not share, and
 // no lock is needed. The capacity bound only guards against a caller that keeps changing shapes.
+// Entries are kept per OpenMP thread count (the calling thread's, which SerialBelow lowers for small calls):
+// oneDNN partitions a primitive's work for the threads there are when it is made.
 template <class Entry>
 class PrimitiveCache {
  public:
   template <class Make>
   Entry& get(const Key& key, Make&& make) {
-    auto it = map_.find(key);
-    if (it != map_.end()) return *it->second;
-    if (map_.size() >= kCapacity) map_.clear();
-    return *map_.emplace(key, std::make_unique<Entry>(make())).first->second;
+    Map& map = for_threads(omp_get_max_threads());
+    auto it = map.find(key);
+    if (it != map.end()) return *it->second;
+    if (map.size() >= kCapacity) map.clear();
+    return *map.emplace(key, std::make_unique<Entry>(make())).first->second;
   }
 
  private:
   static constexpr std::size_t kCapacity = 128;
-  std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> map_;
+  using Map = std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash>;
+  Map& for_threads(int threads) {
+    for (auto& [n, map] : maps_)
+      if (n == threads) return map;
+    return maps_.emplace_back(threads, Map()).second;
+  }
+  std::vector<std::pair<int, Map>> maps_;  // one or two thread counts: the caller's, and 1
 };
 
 // A reorder from one layout to another into a buffer the entry owns, or nothing when the layouts agree

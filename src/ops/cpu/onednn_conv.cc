@@ -43,6 +43,12 @@ dnnl::memory::desc keras_kernel(const ConvShape& s, const Tensor& w, const Conv2
   return dnnl::memory::desc(s.weights, dnnl_dtype(t), dims{F / G, 1, F, KW * Cg * F, Cg * F});
 }
 
+// A convolution's multiply-adds: each output value reads a window of its group's input channels (w: [KH, KW,
+// C / groups, F]).
+std::int64_t conv_work(const Tensor& y, const Tensor& w) {
+  return y.numel() * w.dim(0) * w.dim(1) * w.dim(2);
+}
+
 // `x` gives the input's shape only (conv2d_backward may pass dx for it); `data` is the dtype of x, y, dx, dy.
 ConvShape conv_shape(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2DParams& p, DType data) {
   ConvShape s;
@@ -198,7 +204,7 @@ struct PoolBackward {
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, const Conv2DParams& p) {
   if (y.numel() == 0) return;
-  guarded("conv2d_forward", [&] {
+  guarded("conv2d_forward", conv_work(y, w), [&] {
     thread_local PrimitiveCache<ConvForward> cache;
     auto s = conv_shape(x, w, y, p, x.dtype());
     Key key = s.key;
@@ -238,7 +244,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
     if (need_data) dx.fill(0.0);
     return;
   }
-  guarded("conv2d_backward", [&] {
+  guarded("conv2d_backward", conv_work(dy, w), [&] {
     thread_local PrimitiveCache<ConvBackward> cache;
     auto s = conv_shape(x.defined() ? x : dx, w, dy, p, dy.dtype());
     Key key = s.key;
@@ -312,7 +318,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor&
 
 void pool2d_forward(const Tensor& x, Tensor& y, Tensor& workspace, const Pool2DParams& p) {
   if (y.numel() == 0) return;
-  guarded("pool2d_forward", [&] {
+  guarded("pool2d_forward", y.numel() * p.window_h * p.window_w, [&] {
     thread_local PrimitiveCache<PoolForward> cache;
     auto s = pool_shape(x, y, p);
     // A defined workspace marks training (ops.h: undefined at inference); only max pooling needs one.
@@ -348,7 +354,7 @@ void pool2d_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const T
     dx.fill(0.0);
     return;
   }
-  guarded("pool2d_backward", [&] {
+  guarded("pool2d_backward", dy.numel() * p.window_h * p.window_w, [&] {
     thread_local PrimitiveCache<PoolBackward> cache;
     auto s = pool_shape(x, dy, p);
     bool max = p.kind == PoolKind::max;

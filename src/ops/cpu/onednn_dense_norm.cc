@@ -103,7 +103,7 @@ namespace {
 void batch_norm_forward(const char* op, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         const Tensor& mean, const Tensor& var, Tensor& y, double eps) {
   if (x.numel() == 0) return;
-  guarded(op, [&] {
+  guarded(op, x.numel(), [&] {
     thread_local PrimitiveCache<Prim> cache;
     auto s = norm_shape(x, eps);
     auto& e =
@@ -127,7 +127,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, double eps) {
   if (!dx.defined() && !dgamma.defined() && !dbeta.defined()) return;
   if (x.numel() == 0) return;
-  guarded("batch_norm_backward", [&] {
+  guarded("batch_norm_backward", x.numel(), [&] {
     thread_local PrimitiveCache<NormBackward> cache;
     auto s = norm_shape(x, eps);
     Key key = s.key;
@@ -207,7 +207,7 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
                         Tensor& rstd, std::int64_t K, double eps) {
   const std::int64_t M = K ? x.numel() / K : 0;
   if (M == 0) return;
-  guarded("layer_norm_forward", [&] {
+  guarded("layer_norm_forward", x.numel(), [&] {
     thread_local PrimitiveCache<LayerNormForward> cache;
     auto s = layer_norm_shape(M, K);
     const auto flags = layer_norm_flags(gamma.defined(), beta.defined());
@@ -235,7 +235,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
                          const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta, std::int64_t K) {
   const std::int64_t M = K ? x.numel() / K : 0;
   if (M == 0 || (!dx.defined() && !dgamma.defined() && !dbeta.defined())) return;
-  guarded("layer_norm_backward", [&] {
+  guarded("layer_norm_backward", x.numel(), [&] {
     thread_local PrimitiveCache<LayerNormBackward> cache;
     auto s = layer_norm_shape(M, K);
     const bool scale = gamma.defined(), shift = dbeta.defined();
@@ -318,7 +318,7 @@ void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y)
     y.copy_from(rows.to(y.dtype()).reshape(y.shape()));
     return;
   }
-  guarded("dense_forward", [&] {
+  guarded("dense_forward", M * K * U, [&] {
     thread_local PrimitiveCache<Prim> cache;
     DType t = x.dtype();
     auto x_md = md({M, K}, t, tag::ab), w_md = md({K, U}, w.dtype(), tag::ab), b_md = f32_md({1, U}, tag::ab),
@@ -342,7 +342,7 @@ void dense_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& 
     if (db.defined() && K == 0 && M && U) add_column_sums(dy, M, U, db.data<float>());
     return;
   }
-  guarded("dense_backward", [&] {
+  guarded("dense_backward", M * K * U, [&] {
     thread_local PrimitiveCache<Prim> data_cache, weights_cache;
     DType t = dy.dtype();
     if (dx.defined()) {
