@@ -39,8 +39,7 @@ int main(int argc, char** argv) {
     double median = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
     std::printf(
         "{\"framework\": \"systolic\", \"model\": \"%s\", \"batch\": %lld, \"repeats\": %d, \"ms_median\": "
-        "%.2f, "
-        "\"ms_min\": %.2f, \"images_per_sec\": %.1f}\n",
+        "%.4f, \"ms_min\": %.4f, \"images_per_sec\": %.1f}\n",
         path.c_str(), static_cast<long long>(batch), repeats, median, ms.front(),
         double(batch) * 1000.0 / median);
     return 0;
