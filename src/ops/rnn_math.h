@@ -30,6 +30,12 @@ Acts<T> acts_of(const RnnCellParams& p) {
 SYSTOLIC_HD int gates(RnnCell k) {
   return k == RnnCell::lstm ? 4 : k == RnnCell::gru ? 3 : 1;
 }
+// The multiply-adds of a whole forward recurrence (T steps of N rows, F features, u units): per step and row, the
+// gates' products with the input and the state. The CPU backend sizes its choices by it.
+inline std::int64_t forward_multiply_adds(RnnCell k, std::int64_t T, std::int64_t N, std::int64_t F,
+                                          std::int64_t u) {
+  return T * N * gates(k) * u * (F + u);
+}
 
 // Forward, for a row whose step is not masked: writes the pre-activations zp[g*u + j] and h (c for LSTM).
 template <class T>

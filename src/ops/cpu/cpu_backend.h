@@ -41,7 +41,7 @@ void parallel_ranges(std::int64_t n, std::int64_t work, F&& f) {
 }
 // oneDNN costs one to three microseconds a call before it computes anything (memory objects, the argument map,
 // its dispatch); float32 dense products of fewer multiply-adds than this, and activations of fewer values, run
-// in the backend's own loops instead, which cost nothing to start (a batch-1 Dense(2) head and its softmax
+// forward (their backward stays with oneDNN, under guarded()'s one thread) in the backend's own loops instead, which cost nothing to start (a batch-1 Dense(2) head and its softmax
 // after an LSTM(64) step: 3.7 µs of the 11 a Model::predict took on the AVX2 VM, through oneDNN).
 inline constexpr std::int64_t kOneDnnMinWork = 4096;
 

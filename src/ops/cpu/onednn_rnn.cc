@@ -136,11 +136,6 @@ dnnl::primitive_desc backward_pd(const RnnCellParams& p, bool reverse, const Des
   fail("oneDNN RNN: unknown cell");
 }
 
-// The multiply-adds of a forward: per step and row, the gates' products with the input and the state.
-std::int64_t work(const RnnCellParams& p, std::int64_t T, std::int64_t N, std::int64_t F, std::int64_t u) {
-  return T * N * rnn_math::gates(p.cell) * u * (F + u);
-}
-
 Key key_of(const RnnCellParams& p, bool reverse, std::int64_t T, std::int64_t N, std::int64_t F,
            std::int64_t u, int kind) {
   return {
@@ -251,7 +246,7 @@ void rnn_sequence_forward(const RnnCellParams& p, bool reverse, const Tensor& x,
     return;
   }
   const bool training = workspace.defined();
-  guarded("rnn_sequence_forward", work(p, T, N, F, u), [&] {
+  guarded("rnn_sequence_forward", rnn_math::forward_multiply_adds(p.cell, T, N, F, u), [&] {
     thread_local PrimitiveCache<Forward> cache;
     thread_local Scratch s;
     Forward& f = cache.get(key_of(p, reverse, T, N, F, u, training ? 1 : 0),
@@ -333,7 +328,7 @@ void rnn_sequence_backward(const RnnCellParams& p, bool reverse, const Tensor& x
                         : std::fill_n(to->data<float>(), to->numel(), 0.0f);
     return;
   }
-  guarded("rnn_sequence_backward", 2 * work(p, T, N, F, u), [&] {
+  guarded("rnn_sequence_backward", 2 * rnn_math::forward_multiply_adds(p.cell, T, N, F, u), [&] {
     thread_local PrimitiveCache<Backward> cache;
     thread_local Scratch s;
     thread_local BackwardScratch bs;

@@ -358,7 +358,7 @@ constexpr std::int64_t kStreamingWork = std::int64_t(1) << 17;
 bool streams(const RnnCellParams& p, const Tensor& x, const Tensor& recurrent, const Tensor& workspace) {
   const std::int64_t T = x.dim(0), N = x.dim(1), F = x.dim(2), u = recurrent.dim(0);
   return !workspace.defined() && vector_rows(p, x.dtype()) && !(p.cell == RnnCell::gru && !p.reset_after) &&
-         T * N * rnn_math::gates(p.cell) * u * (F + u) <= kStreamingWork;
+         rnn_math::forward_multiply_adds(p.cell, T, N, F, u) <= kStreamingWork;
 }
 void stream_forward(const RnnCellParams& p, bool reverse, const Tensor& x, const Tensor& kernel,
                     const Tensor& recurrent, const Tensor& bias, const Tensor& h0, const Tensor& c0,
