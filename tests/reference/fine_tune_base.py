@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The base model of systolic's fine-tuning example and test, written by real Keras 3.
+"""A headless base written by real Keras 3; tests/test_fine_tune.cc loads it and checks Keras's outputs.
 
     /work/venv/bin/python tests/reference/fine_tune_base.py      # writes tests/fixtures/fine_tune/
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks a model saved by systolic (e.g. examples/fine_tune's output) against real Keras 3.
+"""Checks a classifier saved by systolic as a full-model .h5 against real Keras 3.
 
     /work/venv/bin/python tests/reference/fine_tune_check.py MODEL.h5 IMAGE.png... \
         [--systolic PATH/systolic_cli] [--rescale F] [--tolerance T]
@@ -7,7 +7,7 @@
 Loads MODEL.h5 with keras.models.load_model (Keras 3, legacy HDF5), decodes each image as systolic does (RGB,
 resized bilinearly to the model's input size when it differs, float pixels * rescale), predicts, runs
 `systolic predict --model MODEL.h5 --json [--rescale F] IMAGE...` and compares the output vectors (the model's
-raw outputs: logits for the fine-tuning example's head) and the arg-max classes. Prints one line per image and a
+raw outputs: logits or probabilities) and the arg-max classes. Prints one line per image and a
 summary; exits 1 when the largest difference exceeds the tolerance (default 1e-4) or a class differs.
 Writes nothing.
 """
