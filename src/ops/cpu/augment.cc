@@ -19,10 +19,11 @@ void augment_images(const Tensor& x, Tensor& y, const AugmentParams& p, std::uin
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   std::int64_t image = H * W * C;
-#pragma omp parallel for
-  for (std::int64_t k = 0; k < N; ++k)
-    augment::augment_image(xp + k * image, yp + k * image, H, W, C, p, seed,
-                           first + static_cast<std::uint64_t>(k));
+  parallel_ranges(N, N * image, [&](std::int64_t k0, std::int64_t k1) {
+    for (std::int64_t k = k0; k < k1; ++k)
+      augment::augment_image(xp + k * image, yp + k * image, H, W, C, p, seed,
+                             first + static_cast<std::uint64_t>(k));
+  });
 }
 
 // ---- augment (branch augment): the noise and augmentation layers' ops (formulas: ops/image_transform_math.h).
@@ -36,18 +37,19 @@ double step_of(const Tensor& step) {
 
 template <class T>
 void noise_loop(const T* in, T* out, std::int64_t n, const NoiseParams& p, std::uint64_t key, bool forward) {
-#pragma omp parallel for
-  for (std::int64_t g = 0; g < (n + 1) / 2; ++g) {
-    image::NormalPair z = image::normal_pair(key, static_cast<std::uint64_t>(g));
-    for (int k = 0; k < 2 && 2 * g + k < n; ++k) {
-      const std::int64_t i = 2 * g + k;
-      const double e = p.stddev * (k ? z.z1 : z.z0);
-      if (p.multiplicative)
-        out[i] = static_cast<T>(double(in[i]) * (1.0 + e));
-      else
-        out[i] = forward ? static_cast<T>(double(in[i]) + e) : in[i];
+  parallel_ranges((n + 1) / 2, n, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g) {
+      image::NormalPair z = image::normal_pair(key, static_cast<std::uint64_t>(g));
+      for (int k = 0; k < 2 && 2 * g + k < n; ++k) {
+        const std::int64_t i = 2 * g + k;
+        const double e = p.stddev * (k ? z.z1 : z.z0);
+        if (p.multiplicative)
+          out[i] = static_cast<T>(double(in[i]) * (1.0 + e));
+        else
+          out[i] = forward ? static_cast<T>(double(in[i]) + e) : in[i];
+      }
     }
-  }
+  });
 }
 
 template <class T>
@@ -57,12 +59,13 @@ void affine_loop(const Tensor& x, const Tensor& transforms, Tensor& y, const Aff
   const T* xp = x.data<T>();
   const float* mp = transforms.data<float>();
   T* yp = y.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t oy = 0; oy < OH; ++oy)
+  parallel_ranges(N * OH, N * OH * OW * C, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {  // r = n * OH + oy
+      const std::int64_t n = r / OH, oy = r % OH;
       for (std::int64_t ox = 0; ox < OW; ++ox)
-        image::sample_pixel(xp + n * H * W * C, H, W, C, mp + n * 8, oy, ox, s,
-                            yp + ((n * OH + oy) * OW + ox) * C);
+        image::sample_pixel(xp + n * H * W * C, H, W, C, mp + n * 8, oy, ox, s, yp + (r * OW + ox) * C);
+    }
+  });
 }
 
 template <class T>
@@ -70,9 +73,9 @@ void contrast_loop(const Tensor& x, Tensor& y, const ContrastParams& p, std::uin
   const std::int64_t N = x.dim(0), HW = x.dim(1) * x.dim(2), C = x.dim(3);
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t c = 0; c < C; ++c) {
+  parallel_ranges(N * C, N * C * HW, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {  // r = n * C + c
+      const std::int64_t n = r / C, c = r % C;
       const T* in = xp + n * HW * C + c;
       T* out = yp + n * HW * C + c;
       double sum = 0;
@@ -83,6 +86,7 @@ void contrast_loop(const Tensor& x, Tensor& y, const ContrastParams& p, std::uin
         out[i * C] =
             static_cast<T>(std::clamp((double(in[i * C]) - mean) * f + mean, p.value_min, p.value_max));
     }
+  });
 }
 
 }  // namespace

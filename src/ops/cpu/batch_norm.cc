@@ -39,28 +39,29 @@ template <class F>
 void channel_sums(std::int64_t R, std::int64_t C, double* out, F&& f) {
   const std::int64_t blocks = (R + kRowBlock - 1) / kRowBlock;
   std::vector<double> part(static_cast<std::size_t>(blocks * C), 0.0);
-#pragma omp parallel for if (blocks > 1)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t r0 = b * kRowBlock, r1 = std::min(R, r0 + kRowBlock);
-    double* a = part.data() + b * C;
-    switch (C) {
-      case 1:
-        row_sums_few_channels<1>(r0, r1, a, f);
-        break;
-      case 2:
-        row_sums_few_channels<2>(r0, r1, a, f);
-        break;
-      case 3:
-        row_sums_few_channels<3>(r0, r1, a, f);
-        break;
-      case 4:
-        row_sums_few_channels<4>(r0, r1, a, f);
-        break;
-      default:
-        for (std::int64_t r = r0; r < r1; ++r)
-          for (std::int64_t c = 0; c < C; ++c) a[c] += f(r, c);
+  parallel_ranges(blocks, blocks > 1 ? R * C : 0, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int64_t r0 = b * kRowBlock, r1 = std::min(R, r0 + kRowBlock);
+      double* a = part.data() + b * C;
+      switch (C) {
+        case 1:
+          row_sums_few_channels<1>(r0, r1, a, f);
+          break;
+        case 2:
+          row_sums_few_channels<2>(r0, r1, a, f);
+          break;
+        case 3:
+          row_sums_few_channels<3>(r0, r1, a, f);
+          break;
+        case 4:
+          row_sums_few_channels<4>(r0, r1, a, f);
+          break;
+        default:
+          for (std::int64_t r = r0; r < r1; ++r)
+            for (std::int64_t c = 0; c < C; ++c) a[c] += f(r, c);
+      }
     }
-  }
+  });
   for (std::int64_t b = 0; b < blocks; ++b)
     for (std::int64_t c = 0; c < C; ++c) out[c] += part[b * C + c];
 }
@@ -110,9 +111,10 @@ void batch_norm_forward_inference_loop(const Tensor& x, const Tensor& gamma, con
     scale[c] = gp[c] / std::sqrt(vp[c] + S(eps));
     shift[c] = bp[c] - mp[c] * scale[c];
   }
-#pragma omp parallel for
-  for (std::int64_t r = 0; r < R; ++r)
-    for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = T(widen(xp[r * C + c]) * scale[c] + shift[c]);
+  parallel_ranges(R, R * C, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = T(widen(xp[r * C + c]) * scale[c] + shift[c]);
+  });
 }
 
 // Local sums of dy and dy*xhat (added to dgamma and dbeta), then summed over the replicas with the count for dx.
@@ -142,14 +144,15 @@ void batch_norm_backward_loop(const Tensor& x, const Tensor& gamma, const Tensor
   const double n = sum_dy[2 * C];
   if (dx.defined()) {
     T* dxp = dx.data<T>();
-#pragma omp parallel for
-    for (std::int64_t r = 0; r < R; ++r)
-      for (std::int64_t c = 0; c < C; ++c) {
-        std::int64_t k = r * C + c;
-        double xhat = (double(widen(xp[k])) - double(mp[c])) * inv_std[c];
-        dxp[k] = narrow<T>(double(gp[c]) * inv_std[c] *
-                           (double(widen(dyp[k])) - sum_dy[c] / n - xhat * sum_dy_xhat[c] / n));
-      }
+    parallel_ranges(R, R * C, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r)
+        for (std::int64_t c = 0; c < C; ++c) {
+          std::int64_t k = r * C + c;
+          double xhat = (double(widen(xp[k])) - double(mp[c])) * inv_std[c];
+          dxp[k] = narrow<T>(double(gp[c]) * inv_std[c] *
+                             (double(widen(dyp[k])) - sum_dy[c] / n - xhat * sum_dy_xhat[c] / n));
+        }
+    });
   }
 }
 

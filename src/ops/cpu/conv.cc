@@ -30,9 +30,10 @@ void conv2d_forward_loop(const Tensor& x, const Tensor& w, const Tensor& b, Tens
   const T* wp = w.data<T>();
   const T* bp = b.defined() ? b.data<T>() : nullptr;
   T* yp = y.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < d.N; ++n)
-    for (std::int64_t oh = 0; oh < d.OH; ++oh)
+  const std::int64_t work = d.N * d.OH * d.OW * d.F * d.KH * d.KW * d.Cg;
+  parallel_ranges(d.N * d.OH, work, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {  // r = n * OH + oh
+      const std::int64_t n = r / d.OH, oh = r % d.OH;
       for (std::int64_t ow = 0; ow < d.OW; ++ow) {
         T* out = yp + ((n * d.OH + oh) * d.OW + ow) * d.F;
         for (std::int64_t f = 0; f < d.F; ++f) out[f] = bp ? bp[f] : T(0);
@@ -53,6 +54,8 @@ void conv2d_forward_loop(const Tensor& x, const Tensor& w, const Tensor& b, Tens
         if (p.activation == Activation::relu)
           for (std::int64_t f = 0; f < d.F; ++f) out[f] = out[f] > T(0) ? out[f] : T(0);
       }
+    }
+  });
 }
 
 // x may be undefined when dw is (ops.h): dx then gives its shape.
@@ -62,6 +65,7 @@ void conv2d_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Te
   auto d = conv_dims(x.defined() ? x : dx, w, dy, p);
   const T* wp = w.data<T>();
   const T* gp = dy.data<T>();
+  const std::int64_t work = d.N * d.OH * d.OW * d.F * d.KH * d.KW * d.Cg;
   if (db.defined()) {
     T* dbp = db.data<T>();
     for (std::int64_t r = 0; r < d.N * d.OH * d.OW; ++r)
@@ -70,35 +74,36 @@ void conv2d_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Te
   if (dx.defined()) {
     T* dxp = dx.data<T>();
     std::fill_n(dxp, dx.numel(), T(0));
-#pragma omp parallel for
-    for (std::int64_t n = 0; n < d.N; ++n)  // each image's dx is written by one thread only
-      for (std::int64_t oh = 0; oh < d.OH; ++oh)
-        for (std::int64_t ow = 0; ow < d.OW; ++ow) {
-          const T* g = gp + ((n * d.OH + oh) * d.OW + ow) * d.F;
-          for (std::int64_t i = 0; i < d.KH; ++i) {
-            std::int64_t ih = oh * p.stride_h + i * p.dilation_h - p.pad_top;
-            if (ih < 0 || ih >= d.H) continue;
-            for (std::int64_t j = 0; j < d.KW; ++j) {
-              std::int64_t iw = ow * p.stride_w + j * p.dilation_w - p.pad_left;
-              if (iw < 0 || iw >= d.W) continue;
-              T* din = dxp + ((n * d.H + ih) * d.W + iw) * d.C;
-              const T* wk = wp + (i * d.KW + j) * d.Cg * d.F;
-              for (std::int64_t gr = 0; gr < d.G; ++gr)
-                for (std::int64_t c = 0; c < d.Cg; ++c) {
-                  T s = 0;
-                  for (std::int64_t f = gr * d.Fg; f < (gr + 1) * d.Fg; ++f) s += g[f] * wk[c * d.F + f];
-                  din[gr * d.Cg + c] += s;
-                }
+    parallel_ranges(d.N, work, [&](std::int64_t n0, std::int64_t n1) {
+      for (std::int64_t n = n0; n < n1; ++n)  // each image's dx is written by one thread only
+        for (std::int64_t oh = 0; oh < d.OH; ++oh)
+          for (std::int64_t ow = 0; ow < d.OW; ++ow) {
+            const T* g = gp + ((n * d.OH + oh) * d.OW + ow) * d.F;
+            for (std::int64_t i = 0; i < d.KH; ++i) {
+              std::int64_t ih = oh * p.stride_h + i * p.dilation_h - p.pad_top;
+              if (ih < 0 || ih >= d.H) continue;
+              for (std::int64_t j = 0; j < d.KW; ++j) {
+                std::int64_t iw = ow * p.stride_w + j * p.dilation_w - p.pad_left;
+                if (iw < 0 || iw >= d.W) continue;
+                T* din = dxp + ((n * d.H + ih) * d.W + iw) * d.C;
+                const T* wk = wp + (i * d.KW + j) * d.Cg * d.F;
+                for (std::int64_t gr = 0; gr < d.G; ++gr)
+                  for (std::int64_t c = 0; c < d.Cg; ++c) {
+                    T s = 0;
+                    for (std::int64_t f = gr * d.Fg; f < (gr + 1) * d.Fg; ++f) s += g[f] * wk[c * d.F + f];
+                    din[gr * d.Cg + c] += s;
+                  }
+              }
             }
           }
-        }
+    });
   }
   if (dw.defined()) {
     const T* xp = x.data<T>();
     T* dwp = dw.data<T>();
-#pragma omp parallel for collapse(2)
-    for (std::int64_t i = 0; i < d.KH; ++i)  // each (i, j) block of dw is written by one thread only
-      for (std::int64_t j = 0; j < d.KW; ++j)
+    parallel_ranges(d.KH * d.KW, work, [&](std::int64_t b0, std::int64_t b1) {
+      for (std::int64_t b = b0; b < b1; ++b) {  // each (i, j) block of dw is written by one thread only
+        const std::int64_t i = b / d.KW, j = b % d.KW;
         for (std::int64_t n = 0; n < d.N; ++n)
           for (std::int64_t oh = 0; oh < d.OH; ++oh) {
             std::int64_t ih = oh * p.stride_h + i * p.dilation_h - p.pad_top;
@@ -115,6 +120,8 @@ void conv2d_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Te
                     wk[c * d.F + f] += in[gr * d.Cg + c] * g[f];
             }
           }
+      }
+    });
   }
 }
 
@@ -126,9 +133,10 @@ void bias_add_loop(const Tensor& x, const Tensor& b, Tensor& y) {
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
   auto bv = b.to_doubles();
-#pragma omp parallel for
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = xp[r * C + c] + static_cast<T>(bv[c]);
+  parallel_ranges(rows, rows * C, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t c = 0; c < C; ++c) yp[r * C + c] = xp[r * C + c] + static_cast<T>(bv[c]);
+  });
 }
 
 template <class T>

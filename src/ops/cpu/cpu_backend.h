@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "core/dtype_dispatch.h"
 #include "ops/backend.h"
@@ -39,10 +40,28 @@ void parallel_ranges(std::int64_t n, std::int64_t work, F&& f) {
     f(n * k / team, n * (k + 1) / team);
   }
 }
+// The sum of f(begin, end) (a double, or a type with + and a zero of T{}) over parallel_ranges' ranges, added in
+// range order: for a given thread count the same bits on every run (OpenMP's reduction clause leaves the order
+// open), and on one thread f(0, n).
+template <class F>
+auto parallel_sum(std::int64_t n, std::int64_t work, F&& f) {
+  using Sum = decltype(f(std::int64_t(0), n));
+  if (work <= kParallelMin) return f(std::int64_t(0), n);
+  std::vector<Sum> parts(static_cast<std::size_t>(omp_get_max_threads()), Sum{});
+#pragma omp parallel
+  {
+    const std::int64_t k = omp_get_thread_num(), team = omp_get_num_threads();
+    parts[static_cast<std::size_t>(k)] = f(n * k / team, n * (k + 1) / team);
+  }
+  Sum total{};
+  for (const Sum& s : parts) total = total + s;
+  return total;
+}
 // oneDNN costs one to three microseconds a call before it computes anything (memory objects, the argument map,
 // its dispatch); float32 dense products of fewer multiply-adds than this, and activations of fewer values, run
-// forward (their backward stays with oneDNN, under guarded()'s one thread) in the backend's own loops instead, which cost nothing to start (a batch-1 Dense(2) head and its softmax
-// after an LSTM(64) step: 3.7 µs of the 11 a Model::predict took on the AVX2 VM, through oneDNN).
+// forward (their backward stays with oneDNN, under guarded()'s one thread) in the backend's own loops instead,
+// which cost nothing to start (a batch-1 Dense(2) head and its softmax after an LSTM(64) step: 3.7 µs of the 11 a
+// Model::predict took on the AVX2 VM, through oneDNN).
 inline constexpr std::int64_t kOneDnnMinWork = 4096;
 
 // Float types of the CPU's loops.

@@ -37,22 +37,24 @@ void dense_backward_loop(const Tensor& x, const Tensor& w, const Tensor& dy, Ten
   const T* gp = dy.data<T>();
   if (dx.defined()) {
     T* dxp = dx.data<T>();
-#pragma omp parallel for
-    for (std::int64_t m = 0; m < M; ++m)
-      for (std::int64_t k = 0; k < K; ++k) {
-        T s = 0;
-        for (std::int64_t u = 0; u < U; ++u) s += gp[m * U + u] * wp[k * U + u];
-        dxp[m * K + k] = s;
-      }
+    parallel_ranges(M, M * K * U, [&](std::int64_t m0, std::int64_t m1) {
+      for (std::int64_t m = m0; m < m1; ++m)
+        for (std::int64_t k = 0; k < K; ++k) {
+          T s = 0;
+          for (std::int64_t u = 0; u < U; ++u) s += gp[m * U + u] * wp[k * U + u];
+          dxp[m * K + k] = s;
+        }
+    });
   }
   if (dw.defined()) {
     T* dwp = dw.data<T>();
-#pragma omp parallel for
-    for (std::int64_t k = 0; k < K; ++k)
-      for (std::int64_t m = 0; m < M; ++m) {
-        T xv = xp[m * K + k];
-        for (std::int64_t u = 0; u < U; ++u) dwp[k * U + u] += xv * gp[m * U + u];
-      }
+    parallel_ranges(K, M * K * U, [&](std::int64_t k0, std::int64_t k1) {
+      for (std::int64_t k = k0; k < k1; ++k)
+        for (std::int64_t m = 0; m < M; ++m) {
+          T xv = xp[m * K + k];
+          for (std::int64_t u = 0; u < U; ++u) dwp[k * U + u] += xv * gp[m * U + u];
+        }
+    });
   }
   if (db.defined()) {
     T* dbp = db.data<T>();

@@ -65,12 +65,13 @@ void dropout_apply(const T* in, T* out, std::int64_t n, double rate, std::uint64
   const auto scale = arithmetic_t<T>(1.0 / (1.0 - rate));
   const float threshold = static_cast<float>(rate);
   const std::int64_t groups = (n + 3) / 4, blocks = (groups + kDropoutBlock - 1) / kDropoutBlock;
-#pragma omp parallel for
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t g0 = b * kDropoutBlock, i0 = 4 * g0;
-    dropout_block(in + i0, out + i0, std::min(4 * kDropoutBlock, n - i0), key, g0,
-                  std::min(kDropoutBlock, groups - g0), scale, threshold);
-  }
+  parallel_ranges(blocks, n, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int64_t g0 = b * kDropoutBlock, i0 = 4 * g0;
+      dropout_block(in + i0, out + i0, std::min(4 * kDropoutBlock, n - i0), key, g0,
+                    std::min(kDropoutBlock, groups - g0), scale, threshold);
+    }
+  });
 }
 
 template <class T>
@@ -170,10 +171,10 @@ void pad2d_forward_loop(const Tensor& x, Tensor& y, const Pad2D& p) {
   std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = y.dim(1), OW = y.dim(2);
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t oh = 0; oh < OH; ++oh) {
-      T* row = yp + (n * OH + oh) * OW * C;
+  parallel_ranges(N * OH, N * OH * OW * C, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {  // r = n * OH + oh
+      const std::int64_t n = r / OH, oh = r % OH;
+      T* row = yp + r * OW * C;
       std::int64_t ih = oh - p.top;
       if (ih < 0 || ih >= H) {
         std::fill_n(row, OW * C, T(0));
@@ -183,6 +184,7 @@ void pad2d_forward_loop(const Tensor& x, Tensor& y, const Pad2D& p) {
       std::copy_n(xp + (n * H + ih) * W * C, W * C, row + p.left * C);
       std::fill_n(row + (p.left + W) * C, p.right * C, T(0));
     }
+  });
 }
 
 template <class T>
@@ -190,10 +192,12 @@ void pad2d_backward_loop(const Tensor& dy, Tensor& dx, const Pad2D& p) {
   std::int64_t N = dx.dim(0), H = dx.dim(1), W = dx.dim(2), C = dx.dim(3), OH = dy.dim(1), OW = dy.dim(2);
   const T* gp = dy.data<T>();
   T* dxp = dx.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t h = 0; h < H; ++h)
-      std::copy_n(gp + ((n * OH + h + p.top) * OW + p.left) * C, W * C, dxp + (n * H + h) * W * C);
+  parallel_ranges(N * H, N * H * W * C, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {  // r = n * H + h
+      const std::int64_t n = r / H, h = r % H;
+      std::copy_n(gp + ((n * OH + h + p.top) * OW + p.left) * C, W * C, dxp + r * W * C);
+    }
+  });
 }
 
 // The value of a float64 [1] counter (the model's step); 0 when undefined.

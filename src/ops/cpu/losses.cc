@@ -46,37 +46,39 @@ void softmax_cross_entropy_loop(const Tensor& logits, const Tensor& labels, cons
   const loss::RowWeights rw = loss::row_weights(weights, R, loss::per_sample_mean(logits));
   const T* zp = logits.data<T>();
   T* gp = dlogits.defined() ? dlogits.data<T>() : nullptr;
-  double sum = 0;
-#pragma omp parallel for reduction(+ : sum)
-  for (std::int64_t r = 0; r < R; ++r) {
-    const T* z = zp + r * C;
-    T mx = z[0];
-    for (std::int64_t c = 1; c < C; ++c) mx = z[c] > mx ? z[c] : mx;
-    double se = 0;
-    for (std::int64_t c = 0; c < C; ++c) se += std::exp(double(z[c] - mx));
-    double lse = double(mx) + std::log(se);
-    const double wr = rw(r), gs = grad_scale * wr;
-    if (sparse) {
-      std::int32_t label = labels.data<std::int32_t>()[r];
-      sum += wr * (lse - double(z[label]));
-      if (gp)
-        for (std::int64_t c = 0; c < C; ++c)
-          gp[r * C + c] = T((std::exp(double(z[c]) - lse) - (c == label ? 1.0 : 0.0)) * gs);
-    } else {
-      const T* y = labels.data<T>() + r * C;
-      double ysum = 0, row = 0;
-      for (std::int64_t c = 0; c < C; ++c) {
-        row += double(y[c]) * (lse - double(z[c]));
-        ysum += double(y[c]);
+  const double sum_total = parallel_sum(R, R * C, [&](std::int64_t r0, std::int64_t r1) {
+    double sum = 0;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* z = zp + r * C;
+      T mx = z[0];
+      for (std::int64_t c = 1; c < C; ++c) mx = z[c] > mx ? z[c] : mx;
+      double se = 0;
+      for (std::int64_t c = 0; c < C; ++c) se += std::exp(double(z[c] - mx));
+      double lse = double(mx) + std::log(se);
+      const double wr = rw(r), gs = grad_scale * wr;
+      if (sparse) {
+        std::int32_t label = labels.data<std::int32_t>()[r];
+        sum += wr * (lse - double(z[label]));
+        if (gp)
+          for (std::int64_t c = 0; c < C; ++c)
+            gp[r * C + c] = T((std::exp(double(z[c]) - lse) - (c == label ? 1.0 : 0.0)) * gs);
+      } else {
+        const T* y = labels.data<T>() + r * C;
+        double ysum = 0, row = 0;
+        for (std::int64_t c = 0; c < C; ++c) {
+          row += double(y[c]) * (lse - double(z[c]));
+          ysum += double(y[c]);
+        }
+        sum += wr * row;
+        // d/dz of -sum_c y_c log softmax_c = softmax * sum(y) - y
+        if (gp)
+          for (std::int64_t c = 0; c < C; ++c)
+            gp[r * C + c] = T((std::exp(double(z[c]) - lse) * ysum - double(y[c])) * gs);
       }
-      sum += wr * row;
-      // d/dz of -sum_c y_c log softmax_c = softmax * sum(y) - y
-      if (gp)
-        for (std::int64_t c = 0; c < C; ++c)
-          gp[r * C + c] = T((std::exp(double(z[c]) - lse) * ysum - double(y[c])) * gs);
     }
-  }
-  add_to_total(total, sum);
+    return sum;
+  });
+  add_to_total(total, sum_total);
 }
 
 template <class T>
@@ -87,31 +89,35 @@ void crossentropy_from_probabilities_loop(const Tensor& probs, const Tensor& lab
   const loss::RowWeights rw = loss::row_weights(weights, R, loss::per_sample_mean(probs));
   const T* pp = probs.data<T>();
   T* gp = dprobs.defined() ? dprobs.data<T>() : nullptr;
-  double sum = 0;
-#pragma omp parallel for reduction(+ : sum)
-  for (std::int64_t r = 0; r < R; ++r) {
-    const T* p = pp + r * C;
-    auto y = [&](std::int64_t c) {
-      return sparse ? (labels.data<std::int32_t>()[r] == c ? 1.0 : 0.0) : double(labels.data<T>()[r * C + c]);
-    };
-    auto term = [&](std::int64_t c, double s) {
-      return loss::ce_of_probabilities<DoubleMath>(sparse, double(p[c]), y(c), s, eps);
-    };
-    double s = 0;
-    for (std::int64_t c = 0; c < C; ++c) s += loss::ce_statistic_term<DoubleMath>(sparse, double(p[c]), eps);
-    double values = 0, G = 0;  // G = sum grad q (categorical)
-    for (std::int64_t c = 0; c < C; ++c) {
-      const loss::ValueGrad<double> t = term(c, s);
-      values += t.value;
-      if (!sparse) G += t.grad * double(p[c]) / s;
-    }
-    const double wr = rw(r);
-    sum += wr * loss::ce_row_loss<DoubleMath>(sparse, values, s);
-    if (gp)
+  const double sum_total = parallel_sum(R, R * C, [&](std::int64_t r0, std::int64_t r1) {
+    double sum = 0;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* p = pp + r * C;
+      auto y = [&](std::int64_t c) {
+        return sparse ? (labels.data<std::int32_t>()[r] == c ? 1.0 : 0.0)
+                      : double(labels.data<T>()[r * C + c]);
+      };
+      auto term = [&](std::int64_t c, double s) {
+        return loss::ce_of_probabilities<DoubleMath>(sparse, double(p[c]), y(c), s, eps);
+      };
+      double s = 0;
       for (std::int64_t c = 0; c < C; ++c)
-        gp[r * C + c] = T(loss::ce_gradient(sparse, term(c, s).grad, G, s) * grad_scale * wr);
-  }
-  add_to_total(total, sum);
+        s += loss::ce_statistic_term<DoubleMath>(sparse, double(p[c]), eps);
+      double values = 0, G = 0;  // G = sum grad q (categorical)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const loss::ValueGrad<double> t = term(c, s);
+        values += t.value;
+        if (!sparse) G += t.grad * double(p[c]) / s;
+      }
+      const double wr = rw(r);
+      sum += wr * loss::ce_row_loss<DoubleMath>(sparse, values, s);
+      if (gp)
+        for (std::int64_t c = 0; c < C; ++c)
+          gp[r * C + c] = T(loss::ce_gradient(sparse, term(c, s).grad, G, s) * grad_scale * wr);
+    }
+    return sum;
+  });
+  add_to_total(total, sum_total);
 }
 
 template <class T>
@@ -125,16 +131,18 @@ void elementwise_loss_loop(const Tensor& pred, const Tensor& target, const Tenso
   T* gp = dpred.defined() ? dpred.data<T>() : nullptr;
   bool binary = loss::hinge_targets(p.kind);
   for (std::int64_t i = 0; i < n && binary; ++i) binary = loss::binary_target(double(tp[i]));
-  double sum = 0;
-#pragma omp parallel for reduction(+ : sum)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double t = binary ? 2.0 * double(tp[i]) - 1.0 : double(tp[i]);
-    loss::ValueGrad<double> e = loss::element<loss::DoubleMath>(p, double(pp[i]), t);
-    const double wi = rw(i);
-    sum += wi * e.value;
-    if (gp) gp[i] = T(e.grad * w * grad_scale * wi);
-  }
-  add_to_total(total, sum * w);
+  const double sum_total = parallel_sum(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    double sum = 0;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const double t = binary ? 2.0 * double(tp[i]) - 1.0 : double(tp[i]);
+      loss::ValueGrad<double> e = loss::element<loss::DoubleMath>(p, double(pp[i]), t);
+      const double wi = rw(i);
+      sum += wi * e.value;
+      if (gp) gp[i] = T(e.grad * w * grad_scale * wi);
+    }
+    return sum;
+  });
+  add_to_total(total, sum_total * w);
 }
 
 // Each row's statistics by loops over the row, in double; its loss and gradient from them.
@@ -149,30 +157,32 @@ void row_loss_loop(const Tensor& pred, const Tensor& target, const Tensor& weigh
   const T *pp = pred.data<T>(), *tp = target.data<T>();
   T* gp = dpred.defined() ? dpred.data<T>() : nullptr;
   const int n = rl::stats(p);
-  double sum = 0;
-#pragma omp parallel for reduction(+ : sum)
-  for (std::int64_t r = 0; r < R; ++r) {
-    const T *x = pp + r * C, *t = tp + r * C;
-    double st[rl::kMaxStats];
-    for (int i = 0; i < n; ++i) {
-      const bool max = rl::is_max(p, i);
-      double a = max ? -INFINITY : 0.0;
-      for (std::int64_t c = 0; c < C; ++c) {
-        const double v =
-            rl::term<DoubleMath>(p, i, double(x[c]), rl::target<DoubleMath>(p, double(t[c]), double(C)), st);
-        a = max ? DoubleMath::max(a, v) : a + v;
+  const double sum_total = parallel_sum(R, R * C, [&](std::int64_t r0, std::int64_t r1) {
+    double sum = 0;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T *x = pp + r * C, *t = tp + r * C;
+      double st[rl::kMaxStats];
+      for (int i = 0; i < n; ++i) {
+        const bool max = rl::is_max(p, i);
+        double a = max ? -INFINITY : 0.0;
+        for (std::int64_t c = 0; c < C; ++c) {
+          const double v = rl::term<DoubleMath>(p, i, double(x[c]),
+                                                rl::target<DoubleMath>(p, double(t[c]), double(C)), st);
+          a = max ? DoubleMath::max(a, v) : a + v;
+        }
+        st[i] = a;
       }
-      st[i] = a;
+      const double wr = rw(r);
+      sum += wr * rl::value<DoubleMath>(p, st);
+      if (gp)
+        for (std::int64_t c = 0; c < C; ++c)
+          gp[r * C + c] = T(rl::gradient<DoubleMath>(p, double(x[c]),
+                                                     rl::target<DoubleMath>(p, double(t[c]), double(C)), st) *
+                            (wr * grad_scale / per_sample));
     }
-    const double wr = rw(r);
-    sum += wr * rl::value<DoubleMath>(p, st);
-    if (gp)
-      for (std::int64_t c = 0; c < C; ++c)
-        gp[r * C + c] = T(rl::gradient<DoubleMath>(p, double(x[c]),
-                                                   rl::target<DoubleMath>(p, double(t[c]), double(C)), st) *
-                          (wr * grad_scale / per_sample));
-  }
-  add_to_total(total, sum / per_sample);
+    return sum;
+  });
+  add_to_total(total, sum_total / per_sample);
 }
 
 template <class T>
@@ -188,21 +198,23 @@ void accuracy_count_loop(const Tensor& pred, const Tensor& labels, const Tensor&
       if (row[c] > row[best]) best = c;
     return best;
   };
-  double correct = 0;
-#pragma omp parallel for reduction(+ : correct)
-  for (std::int64_t r = 0; r < R; ++r) {
-    std::int64_t truth = sparse ? labels.data<std::int32_t>()[r] : argmax(labels.data<T>() + r * C);
-    if (truth < 0 || truth >= C) continue;
-    const T* row = pp + r * C;
-    if (k == 1) {
-      correct += argmax(row) == truth ? rw(r) : 0.0;
-    } else {  // in_top_k: fewer than k predictions greater than the label's
-      std::int64_t greater = 0;
-      for (std::int64_t c = 0; c < C; ++c) greater += row[c] > row[truth] ? 1 : 0;
-      correct += greater < k ? rw(r) : 0.0;
+  const double correct_total = parallel_sum(R, R * C, [&](std::int64_t r0, std::int64_t r1) {
+    double correct = 0;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      std::int64_t truth = sparse ? labels.data<std::int32_t>()[r] : argmax(labels.data<T>() + r * C);
+      if (truth < 0 || truth >= C) continue;
+      const T* row = pp + r * C;
+      if (k == 1) {
+        correct += argmax(row) == truth ? rw(r) : 0.0;
+      } else {  // in_top_k: fewer than k predictions greater than the label's
+        std::int64_t greater = 0;
+        for (std::int64_t c = 0; c < C; ++c) greater += row[c] > row[truth] ? 1 : 0;
+        correct += greater < k ? rw(r) : 0.0;
+      }
     }
-  }
-  add_to_total(total, correct);
+    return correct;
+  });
+  add_to_total(total, correct_total);
 }
 
 // Thresholds ascend, so a prediction is positive at thresholds [0, k), k the count of thresholds below it (0 for

@@ -25,30 +25,32 @@ void layer_norm_forward_loop(const Tensor& x, const Tensor& gamma, const Tensor&
   const T* gp = gamma.defined() ? gamma.data<T>() : nullptr;
   const T* bp = beta.defined() ? beta.data<T>() : nullptr;
   T *yp = y.data<T>(), *mp = mean.data<T>(), *rp = rstd.data<T>();
-#pragma omp parallel for
-  for (std::int64_t m = 0; m < M; ++m) {
-    const std::int64_t base = l.row_offset(m);
-    auto at = [&](std::int64_t k) { return base + l.col_offset(k); };
-    double mu = 0, r;
-    if (kind == NormKind::unit) {
-      double s = 0;
-      for (std::int64_t k = 0; k < K; ++k) s += double(xp[at(k)]) * double(xp[at(k)]);
-      r = unit_inverse(s);
-    } else {
-      for (std::int64_t k = 0; k < K; ++k) mu += double(xp[at(k)]);
-      mu /= double(K);
-      double v = 0;
-      for (std::int64_t k = 0; k < K; ++k) v += (double(xp[at(k)]) - mu) * (double(xp[at(k)]) - mu);
-      r = 1.0 / std::sqrt(v / double(K) + eps);
+  parallel_ranges(M, M * K, [&](std::int64_t m0, std::int64_t m1) {
+    for (std::int64_t m = m0; m < m1; ++m) {
+      const std::int64_t base = l.row_offset(m);
+      auto at = [&](std::int64_t k) { return base + l.col_offset(k); };
+      double mu = 0, r;
+      if (kind == NormKind::unit) {
+        double s = 0;
+        for (std::int64_t k = 0; k < K; ++k) s += double(xp[at(k)]) * double(xp[at(k)]);
+        r = unit_inverse(s);
+      } else {
+        for (std::int64_t k = 0; k < K; ++k) mu += double(xp[at(k)]);
+        mu /= double(K);
+        double v = 0;
+        for (std::int64_t k = 0; k < K; ++k) v += (double(xp[at(k)]) - mu) * (double(xp[at(k)]) - mu);
+        r = 1.0 / std::sqrt(v / double(K) + eps);
+      }
+      mp[m] = T(mu);
+      rp[m] = T(r);
+      for (std::int64_t k = 0; k < K; ++k) {
+        const double g = gp ? double(gp[k]) : 1.0, xv = double(xp[at(k)]);
+        const double v =
+            kind == NormKind::layer ? (xv - mu) * r * g + (bp ? double(bp[k]) : 0.0) : xv * r * g;
+        yp[at(k)] = T(v);
+      }
     }
-    mp[m] = T(mu);
-    rp[m] = T(r);
-    for (std::int64_t k = 0; k < K; ++k) {
-      const double g = gp ? double(gp[k]) : 1.0, xv = double(xp[at(k)]);
-      const double v = kind == NormKind::layer ? (xv - mu) * r * g + (bp ? double(bp[k]) : 0.0) : xv * r * g;
-      yp[at(k)] = T(v);
-    }
-  }
+  });
 }
 
 template <class T>
@@ -61,53 +63,55 @@ void layer_norm_backward_loop(const Tensor& x, const Tensor& gamma, const Tensor
   const T* gp = gamma.defined() ? gamma.data<T>() : nullptr;
   if (dx.defined()) {
     T* dxp = dx.data<T>();
-#pragma omp parallel for
-    for (std::int64_t m = 0; m < M; ++m) {
-      const std::int64_t base = l.row_offset(m);
-      auto at = [&](std::int64_t k) { return base + l.col_offset(k); };
-      const double mu = mp[m], r = rp[m];
-      auto xv = [&](std::int64_t k) { return double(xp[at(k)]); };
-      auto gg = [&](std::int64_t k) { return double(gy[at(k)]) * (gp ? double(gp[k]) : 1.0); };
-      if (kind == NormKind::layer) {
-        double a = 0, b = 0;
-        for (std::int64_t k = 0; k < K; ++k) {
-          a += gg(k);
-          b += gg(k) * (xv(k) - mu) * r;
+    parallel_ranges(M, M * K, [&](std::int64_t m0, std::int64_t m1) {
+      for (std::int64_t m = m0; m < m1; ++m) {
+        const std::int64_t base = l.row_offset(m);
+        auto at = [&](std::int64_t k) { return base + l.col_offset(k); };
+        const double mu = mp[m], r = rp[m];
+        auto xv = [&](std::int64_t k) { return double(xp[at(k)]); };
+        auto gg = [&](std::int64_t k) { return double(gy[at(k)]) * (gp ? double(gp[k]) : 1.0); };
+        if (kind == NormKind::layer) {
+          double a = 0, b = 0;
+          for (std::int64_t k = 0; k < K; ++k) {
+            a += gg(k);
+            b += gg(k) * (xv(k) - mu) * r;
+          }
+          a /= double(K), b /= double(K);
+          for (std::int64_t k = 0; k < K; ++k) dxp[at(k)] = T(r * (gg(k) - a - (xv(k) - mu) * r * b));
+        } else if (kind == NormKind::rms_scaling) {
+          double s = 0;
+          for (std::int64_t k = 0; k < K; ++k) s += gg(k) * xv(k);
+          for (std::int64_t k = 0; k < K; ++k)
+            dxp[at(k)] = T(r * gg(k) - r * r * r * (xv(k) - mu) / double(K) * s);
+        } else {
+          // min(rsqrt(s), 1e12): at the cap, r is a constant (TensorFlow sends minimum's gradient to its first
+          // argument only where it is the smaller).
+          double s = 0;
+          for (std::int64_t k = 0; k < K; ++k) s += double(gy[at(k)]) * xv(k);
+          const bool capped = r >= kUnitMaxInverse;
+          for (std::int64_t k = 0; k < K; ++k)
+            dxp[at(k)] = T(r * double(gy[at(k)]) - (capped ? 0.0 : r * r * r * xv(k) * s));
         }
-        a /= double(K), b /= double(K);
-        for (std::int64_t k = 0; k < K; ++k) dxp[at(k)] = T(r * (gg(k) - a - (xv(k) - mu) * r * b));
-      } else if (kind == NormKind::rms_scaling) {
-        double s = 0;
-        for (std::int64_t k = 0; k < K; ++k) s += gg(k) * xv(k);
-        for (std::int64_t k = 0; k < K; ++k)
-          dxp[at(k)] = T(r * gg(k) - r * r * r * (xv(k) - mu) / double(K) * s);
-      } else {
-        // min(rsqrt(s), 1e12): at the cap, r is a constant (TensorFlow sends minimum's gradient to its first
-        // argument only where it is the smaller).
-        double s = 0;
-        for (std::int64_t k = 0; k < K; ++k) s += double(gy[at(k)]) * xv(k);
-        const bool capped = r >= kUnitMaxInverse;
-        for (std::int64_t k = 0; k < K; ++k)
-          dxp[at(k)] = T(r * double(gy[at(k)]) - (capped ? 0.0 : r * r * r * xv(k) * s));
       }
-    }
+    });
   }
   T* dgp = dgamma.defined() ? dgamma.data<T>() : nullptr;
   T* dbp = dbeta.defined() ? dbeta.data<T>() : nullptr;
   if (!dgp && !dbp) return;
-#pragma omp parallel for
-  for (std::int64_t k = 0; k < K; ++k) {
-    const std::int64_t col = l.col_offset(k);
-    double sg = 0, sb = 0;
-    for (std::int64_t m = 0; m < M; ++m) {
-      const std::int64_t o = l.row_offset(m) + col;
-      const double g = gy[o], v = xp[o];
-      sg += g * (kind == NormKind::layer ? (v - double(mp[m])) * double(rp[m]) : v * double(rp[m]));
-      sb += g;
+  parallel_ranges(K, M * K, [&](std::int64_t k0, std::int64_t k1) {
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const std::int64_t col = l.col_offset(k);
+      double sg = 0, sb = 0;
+      for (std::int64_t m = 0; m < M; ++m) {
+        const std::int64_t o = l.row_offset(m) + col;
+        const double g = gy[o], v = xp[o];
+        sg += g * (kind == NormKind::layer ? (v - double(mp[m])) * double(rp[m]) : v * double(rp[m]));
+        sb += g;
+      }
+      if (dgp) dgp[k] += T(sg);
+      if (dbp) dbp[k] += T(sb);
     }
-    if (dgp) dgp[k] += T(sg);
-    if (dbp) dbp[k] += T(sb);
-  }
+  });
 }
 
 template <class T>
@@ -117,16 +121,18 @@ void broadcast_forward_loop(BinaryKind kind, const Tensor& a, const Tensor& b, T
   T* yp = y.data<T>();
   const std::int64_t n = y.numel();
   if (a.numel() == n && b.numel() == n) {
-#pragma omp parallel for
-    for (std::int64_t i = 0; i < n; ++i) yp[i] = binary_value(kind, ap[i], bp[i]);
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) yp[i] = binary_value(kind, ap[i], bp[i]);
+    });
     return;
   }
-#pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t oa, ob;
-    l.offsets(i, oa, ob);
-    yp[i] = binary_value(kind, ap[oa], bp[ob]);
-  }
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      std::int64_t oa, ob;
+      l.offsets(i, oa, ob);
+      yp[i] = binary_value(kind, ap[oa], bp[ob]);
+    }
+  });
 }
 
 template <class T>
@@ -139,15 +145,16 @@ void broadcast_backward_loop(BinaryKind kind, const Tensor& a, const Tensor& b, 
     if (!d.defined()) continue;
     T* dp = d.data<T>();
     const std::int64_t n = d.numel();
-#pragma omp parallel for
-    for (std::int64_t i = 0; i < n; ++i) {
-      double s = 0;
-      l.for_each_source(which, i, [&](std::int64_t oy, std::int64_t oo) {
-        const T av = which ? ap[oo] : ap[i], bv = which ? bp[i] : bp[oo];
-        s += double(binary_gradient(kind, which, av, bv, gp[oy]));
-      });
-      dp[i] = T(s);
-    }
+    parallel_ranges(n, dy.numel(), [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) {
+        double s = 0;
+        l.for_each_source(which, i, [&](std::int64_t oy, std::int64_t oo) {
+          const T av = which ? ap[oo] : ap[i], bv = which ? bp[i] : bp[oo];
+          s += double(binary_gradient(kind, which, av, bv, gp[oy]));
+        });
+        dp[i] = T(s);
+      }
+    });
   }
 }
 
@@ -158,12 +165,13 @@ void normalize_forward_loop(const Tensor& x, const Tensor& mean, const Tensor& v
   const std::int64_t n = x.numel();
   const T *xp = x.data<T>(), *mp = mean.data<T>(), *vp = variance.data<T>();
   T* yp = y.data<T>();
-#pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t k = l.column_of(i);
-    const T d = normalization_divisor(vp[k]);
-    yp[i] = invert ? mp[k] + xp[i] * d : (xp[i] - mp[k]) / d;
-  }
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const std::int64_t k = l.column_of(i);
+      const T d = normalization_divisor(vp[k]);
+      yp[i] = invert ? mp[k] + xp[i] * d : (xp[i] - mp[k]) / d;
+    }
+  });
 }
 
 template <class T>
@@ -173,11 +181,12 @@ void normalize_backward_loop(const Tensor& variance, const Tensor& dy, Tensor& d
   const std::int64_t n = dy.numel();
   const T *vp = variance.data<T>(), *gp = dy.data<T>();
   T* dxp = dx.data<T>();
-#pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i) {
-    const T d = normalization_divisor(vp[l.column_of(i)]);
-    dxp[i] = invert ? gp[i] * d : gp[i] / d;
-  }
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const T d = normalization_divisor(vp[l.column_of(i)]);
+      dxp[i] = invert ? gp[i] * d : gp[i] / d;
+    }
+  });
 }
 
 template <class T>

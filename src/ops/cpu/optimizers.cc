@@ -17,13 +17,15 @@ void adam_update_loop(Tensor& w, const Tensor& g, Tensor& m, Tensor& v, const Ad
   T *wp = w.data<T>(), *mp = m.data<T>(), *vp = v.data<T>();
   const T* gp = g.data<T>();
   const T lr = T(lr_t), b1 = T(1.0 - s.beta_1), b2 = T(1.0 - s.beta_2), eps = T(s.epsilon);
-#pragma omp parallel for simd
-  for (std::int64_t i = 0; i < n; ++i) {
-    T gi = gp[i];
-    mp[i] += (gi - mp[i]) * b1;
-    vp[i] += (gi * gi - vp[i]) * b2;
-    wp[i] -= lr * mp[i] / (std::sqrt(vp[i]) + eps);
-  }
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+#pragma omp simd
+    for (std::int64_t i = i0; i < i1; ++i) {
+      T gi = gp[i];
+      mp[i] += (gi - mp[i]) * b1;
+      vp[i] += (gi * gi - vp[i]) * b2;
+      wp[i] -= lr * mp[i] / (std::sqrt(vp[i]) + eps);
+    }
+  });
 }
 
 template <class T>
@@ -34,16 +36,20 @@ void sgd_update_loop(Tensor& w, const Tensor& g, Tensor& velocity, double lr, do
   const T* gp = g.data<T>();
   const T a = T(lr), mu = T(momentum);
   if (momentum == 0.0) {
-#pragma omp parallel for simd
-    for (std::int64_t i = 0; i < n; ++i) wp[i] -= a * gp[i];
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+#pragma omp simd
+      for (std::int64_t i = i0; i < i1; ++i) wp[i] -= a * gp[i];
+    });
     return;
   }
   T* vp = velocity.data<T>();
-#pragma omp parallel for simd
-  for (std::int64_t i = 0; i < n; ++i) {
-    vp[i] = mu * vp[i] - a * gp[i];
-    wp[i] += nesterov ? mu * vp[i] - a * gp[i] : vp[i];
-  }
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+#pragma omp simd
+    for (std::int64_t i = i0; i < i1; ++i) {
+      vp[i] = mu * vp[i] - a * gp[i];
+      wp[i] += nesterov ? mu * vp[i] - a * gp[i] : vp[i];
+    }
+  });
 }
 
 template <class T>
@@ -54,17 +60,18 @@ void rmsprop_update_loop(Tensor& w, const Tensor& g, Tensor& ms, Tensor& mom, do
   T* mp = momentum > 0 ? mom.data<T>() : nullptr;
   const T* gp = g.data<T>();
   const T a = T(lr), r = T(rho), mu = T(momentum), eps = T(epsilon);
-#pragma omp parallel for
-  for (std::int64_t i = 0; i < n; ++i) {
-    sp[i] = r * sp[i] + (T(1) - r) * gp[i] * gp[i];
-    T step = a * gp[i] / std::sqrt(sp[i] + eps);
-    if (mp) {
-      mp[i] = mu * mp[i] + step;
-      wp[i] -= mp[i];
-    } else {
-      wp[i] -= step;
+  parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      sp[i] = r * sp[i] + (T(1) - r) * gp[i] * gp[i];
+      T step = a * gp[i] / std::sqrt(sp[i] + eps);
+      if (mp) {
+        mp[i] = mu * mp[i] + step;
+        wp[i] -= mp[i];
+      } else {
+        wp[i] -= step;
+      }
     }
-  }
+  });
 }
 
 #define SYSTOLIC_INSTANTIATE(T)
@@ -97,8 +104,10 @@ void decay_weights(Tensor& w, const Tensor& lr, double decay) {
     T* wp = w.data<T>();
     const T d = T(decay), a = T(rate);
     const std::int64_t n = w.numel();
-#pragma omp parallel for simd
-    for (std::int64_t i = 0; i < n; ++i) wp[i] = wp[i] - wp[i] * d * a;
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+#pragma omp simd
+      for (std::int64_t i = i0; i < i1; ++i) wp[i] = wp[i] - wp[i] * d * a;
+    });
   });
 }
 
@@ -119,16 +128,20 @@ void clip_gradients(Tensor& g, bool by_norm, double limit) {
     const std::int64_t n = g.numel();
     if (!by_norm) {
       const T hi = T(limit), lo = T(-limit);
-#pragma omp parallel for simd
-      for (std::int64_t i = 0; i < n; ++i) gp[i] = gp[i] < lo ? lo : gp[i] > hi ? hi : gp[i];
+      parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+#pragma omp simd
+        for (std::int64_t i = i0; i < i1; ++i) gp[i] = gp[i] < lo ? lo : gp[i] > hi ? hi : gp[i];
+      });
       return;
     }
     double sum = 0;  // in order: the same on every run
     for (std::int64_t i = 0; i < n; ++i) sum += double(gp[i]) * double(gp[i]);
     const double norm = std::sqrt(sum);
     const T scale = T(std::isfinite(norm) ? limit / std::max(norm, limit) : NAN);
-#pragma omp parallel for simd
-    for (std::int64_t i = 0; i < n; ++i) gp[i] = gp[i] * scale;
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+#pragma omp simd
+      for (std::int64_t i = i0; i < i1; ++i) gp[i] = gp[i] * scale;
+    });
   });
 }
 
@@ -145,15 +158,16 @@ void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor
     T* sp[3] = {slots > 0 ? s0.data<T>() : nullptr, slots > 1 ? s1.data<T>() : nullptr,
                 slots > 2 ? s2.data<T>() : nullptr};
     const std::int64_t n = w.numel();
-#pragma omp parallel for
-    for (std::int64_t i = 0; i < n; ++i) {
-      double wi = wp[i], v[3] = {sp[0] ? double(sp[0][i]) : 0.0, sp[1] ? double(sp[1][i]) : 0.0,
-                                 sp[2] ? double(sp[2][i]) : 0.0};
-      update::element<DoubleMath>(p, c.data(), wi, double(gp[i]), v[0], v[1], v[2]);
-      wp[i] = T(wi);
-      for (int k = 0; k < 3; ++k)
-        if (sp[k]) sp[k][i] = T(v[k]);
-    }
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) {
+        double wi = wp[i], v[3] = {sp[0] ? double(sp[0][i]) : 0.0, sp[1] ? double(sp[1][i]) : 0.0,
+                                   sp[2] ? double(sp[2][i]) : 0.0};
+        update::element<DoubleMath>(p, c.data(), wi, double(gp[i]), v[0], v[1], v[2]);
+        wp[i] = T(wi);
+        for (int k = 0; k < 3; ++k)
+          if (sp[k]) sp[k][i] = T(v[k]);
+      }
+    });
     if (!update::trust_ratio(p.rule)) return;
     auto direction = [&](std::int64_t i) {
       return T(update::direction<DoubleMath>(p, c.data(), double(sp[0][i]), double(sp[1][i])));
@@ -165,8 +179,9 @@ void optimizer_update(Tensor& w, const Tensor& g, Tensor& s0, Tensor& s1, Tensor
       d_squares += d * d;
     }
     const double step = c[0] * update::ratio<DoubleMath>(w_squares, d_squares);
-#pragma omp parallel for
-    for (std::int64_t i = 0; i < n; ++i) wp[i] = T(double(wp[i]) - step * double(direction(i)));
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) wp[i] = T(double(wp[i]) - step * double(direction(i)));
+    });
   });
 }
 
@@ -185,28 +200,30 @@ void adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& 
       const std::int64_t B = w.shape()[0], R = w.shape()[1], C = w.shape()[2];
       T* rp = r.data<T>();
       T* cp = c.data<T>();
-#pragma omp parallel for
-      for (std::int64_t b = 0; b < B; ++b) {
-        for (std::int64_t i = 0; i < R; ++i) {  // r: the mean over C
-          double sum = 0;
-          for (std::int64_t j = 0; j < C; ++j) sum += G((b * R + i) * C + j);
-          rp[b * R + i] = T(adafactor::moment(beta, double(rp[b * R + i]), sum / double(C)));
+      parallel_ranges(B, n, [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t b = b0; b < b1; ++b) {
+          for (std::int64_t i = 0; i < R; ++i) {  // r: the mean over C
+            double sum = 0;
+            for (std::int64_t j = 0; j < C; ++j) sum += G((b * R + i) * C + j);
+            rp[b * R + i] = T(adafactor::moment(beta, double(rp[b * R + i]), sum / double(C)));
+          }
+          for (std::int64_t j = 0; j < C; ++j) {  // c: the mean over R
+            double sum = 0;
+            for (std::int64_t i = 0; i < R; ++i) sum += G((b * R + i) * C + j);
+            cp[b * C + j] = T(adafactor::moment(beta, double(cp[b * C + j]), sum / double(R)));
+          }
+          double r_sum = 0;
+          for (std::int64_t i = 0; i < R; ++i) r_sum += double(rp[b * R + i]);
+          const double r_mean = r_sum / double(R);
+          for (std::int64_t i = 0; i < R; ++i)
+            for (std::int64_t j = 0; j < C; ++j)
+              vp[(b * R + i) * C + j] = T(double(rp[b * R + i]) / r_mean * double(cp[b * C + j]));
         }
-        for (std::int64_t j = 0; j < C; ++j) {  // c: the mean over R
-          double sum = 0;
-          for (std::int64_t i = 0; i < R; ++i) sum += G((b * R + i) * C + j);
-          cp[b * C + j] = T(adafactor::moment(beta, double(cp[b * C + j]), sum / double(R)));
-        }
-        double r_sum = 0;
-        for (std::int64_t i = 0; i < R; ++i) r_sum += double(rp[b * R + i]);
-        const double r_mean = r_sum / double(R);
-        for (std::int64_t i = 0; i < R; ++i)
-          for (std::int64_t j = 0; j < C; ++j)
-            vp[(b * R + i) * C + j] = T(double(rp[b * R + i]) / r_mean * double(cp[b * C + j]));
-      }
+      });
     } else {
-#pragma omp parallel for
-      for (std::int64_t i = 0; i < n; ++i) vp[i] = T(adafactor::moment(beta, double(vp[i]), G(i)));
+      parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) vp[i] = T(adafactor::moment(beta, double(vp[i]), G(i)));
+      });
     }
     double w_squares = 0, u_squares = 0;  // in order: the same on every run
     for (std::int64_t i = 0; i < n; ++i) {
@@ -217,9 +234,10 @@ void adafactor_update(Tensor& w, const Tensor& g, Tensor& r, Tensor& c, Tensor& 
     const double scale =
         adafactor::scale<DoubleMath>(std::sqrt(w_squares / double(n)), std::sqrt(u_squares / double(n)), rho,
                                      s.epsilon_2, s.clip_threshold);
-#pragma omp parallel for
-    for (std::int64_t i = 0; i < n; ++i)
-      wp[i] = T(double(wp[i]) - scale * double(gp[i]) / std::sqrt(double(vp[i])));
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i)
+        wp[i] = T(double(wp[i]) - scale * double(gp[i]) / std::sqrt(double(vp[i])));
+    });
   });
 }
 
@@ -228,17 +246,18 @@ namespace {
 // out [M, N] = alpha e + beta p q, p [M, K], q [K, N] (e null: 0), row-major, in double.
 void matmul_add(const double* p, const double* q, const double* e, double* out, std::int64_t M,
                 std::int64_t N, std::int64_t K, double alpha, double beta) {
-#pragma omp parallel for
-  for (std::int64_t i = 0; i < M; ++i) {
-    double* row = out + i * N;
-    for (std::int64_t j = 0; j < N; ++j) row[j] = 0;
-    for (std::int64_t k = 0; k < K; ++k) {
-      const double pik = p[i * K + k];
-      const double* qk = q + k * N;
-      for (std::int64_t j = 0; j < N; ++j) row[j] += pik * qk[j];
+  parallel_ranges(M, M * N * K, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      double* row = out + i * N;
+      for (std::int64_t j = 0; j < N; ++j) row[j] = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        const double pik = p[i * K + k];
+        const double* qk = q + k * N;
+        for (std::int64_t j = 0; j < N; ++j) row[j] += pik * qk[j];
+      }
+      for (std::int64_t j = 0; j < N; ++j) row[j] = (e ? alpha * e[i * N + j] : 0.0) + beta * row[j];
     }
-    for (std::int64_t j = 0; j < N; ++j) row[j] = (e ? alpha * e[i * N + j] : 0.0) + beta * row[j];
-  }
+  });
 }
 
 // The Newton-Schulz iterations on X [r, c] (row-major), in place: float64 data in double loops; float32 data in
@@ -302,10 +321,11 @@ void muon_update(Tensor& w, const Tensor& g, Tensor& m, const MuonStep& s, const
     for (double& v : x) v /= norm;
     newton_schulz(x, r, c, s, w.dtype());
     const double scale = rate * muon::adjust(s, R, C);
-#pragma omp parallel for
-    for (std::int64_t i = 0; i < R; ++i)
-      for (std::int64_t j = 0; j < C; ++j)
-        wp[i * C + j] = T(double(wp[i * C + j]) - scale * x[transposed ? j * R + i : i * C + j]);
+    parallel_ranges(R, R * C, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i)
+        for (std::int64_t j = 0; j < C; ++j)
+          wp[i * C + j] = T(double(wp[i * C + j]) - scale * x[transposed ? j * R + i : i * C + j]);
+    });
   });
 }
 

@@ -31,9 +31,9 @@ void pool2d_forward_loop(const Tensor& x, Tensor& y, const Pool2DParams& p) {
   std::int64_t N = x.dim(0), H = x.dim(1), W = x.dim(2), C = x.dim(3), OH = y.dim(1), OW = y.dim(2);
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t oh = 0; oh < OH; ++oh)
+  parallel_ranges(N * OH, N * OH * OW * C * p.window_h * p.window_w, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {  // r = n * OH + oh
+      const std::int64_t n = r / OH, oh = r % OH;
       for (std::int64_t ow = 0; ow < OW; ++ow)
         for (std::int64_t c = 0; c < C; ++c) {
           T acc = p.kind == PoolKind::max ? -std::numeric_limits<T>::infinity() : T(0);
@@ -49,6 +49,8 @@ void pool2d_forward_loop(const Tensor& x, Tensor& y, const Pool2DParams& p) {
           if (p.kind == PoolKind::average) acc = count ? acc / T(count) : T(0);
           yp[((n * OH + oh) * OW + ow) * C + c] = acc;
         }
+    }
+  });
 }
 
 template <class T>
@@ -58,30 +60,31 @@ void pool2d_backward_loop(const Tensor& x, const Tensor& dy, Tensor& dx, const P
   const T* gp = dy.data<T>();
   T* dxp = dx.data<T>();
   std::fill_n(dxp, dx.numel(), T(0));
-#pragma omp parallel for
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t oh = 0; oh < OH; ++oh)
-      for (std::int64_t ow = 0; ow < OW; ++ow)
-        for (std::int64_t c = 0; c < C; ++c) {
-          T g = gp[((n * OH + oh) * OW + ow) * C + c];
-          if (p.kind == PoolKind::max) {
-            // The gradient goes to the first maximum in scan order.
-            T best = -std::numeric_limits<T>::infinity();
-            std::int64_t at = -1;
-            for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
-              std::int64_t k = ((n * H + ih) * W + iw) * C + c;
-              if (at < 0 || xp[k] > best) best = xp[k], at = k;
-            });
-            if (at >= 0) dxp[at] += g;
-          } else {
-            std::int64_t count = 0;
-            for_window(p, H, W, oh, ow, [&](std::int64_t, std::int64_t) { ++count; });
-            if (!count) continue;
-            for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
-              dxp[((n * H + ih) * W + iw) * C + c] += g / T(count);
-            });
+  parallel_ranges(N, N * OH * OW * C * p.window_h * p.window_w, [&](std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t n = n0; n < n1; ++n)
+      for (std::int64_t oh = 0; oh < OH; ++oh)
+        for (std::int64_t ow = 0; ow < OW; ++ow)
+          for (std::int64_t c = 0; c < C; ++c) {
+            T g = gp[((n * OH + oh) * OW + ow) * C + c];
+            if (p.kind == PoolKind::max) {
+              // The gradient goes to the first maximum in scan order.
+              T best = -std::numeric_limits<T>::infinity();
+              std::int64_t at = -1;
+              for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
+                std::int64_t k = ((n * H + ih) * W + iw) * C + c;
+                if (at < 0 || xp[k] > best) best = xp[k], at = k;
+              });
+              if (at >= 0) dxp[at] += g;
+            } else {
+              std::int64_t count = 0;
+              for_window(p, H, W, oh, ow, [&](std::int64_t, std::int64_t) { ++count; });
+              if (!count) continue;
+              for_window(p, H, W, oh, ow, [&](std::int64_t ih, std::int64_t iw) {
+                dxp[((n * H + ih) * W + iw) * C + c] += g / T(count);
+              });
+            }
           }
-        }
+  });
 }
 
 }  // namespace

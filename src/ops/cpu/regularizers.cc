@@ -17,23 +17,30 @@ void regularize_loop(const Tensor& x, Tensor& total, Tensor& dx, double l1, doub
   const T* p = x.data<T>();
   const std::int64_t n = x.numel();
   if (total.defined()) {
-    double s1 = 0, s2 = 0;
-#pragma omp parallel for reduction(+ : s1, s2)
-    for (std::int64_t i = 0; i < n; ++i) {
-      double v = double(p[i]);
-      s1 += std::abs(v);
-      s2 += v * v;
-    }
-    total.data<double>()[0] += total_scale * (l1 * s1 + l2 * s2);
+    struct Sums {
+      double s1 = 0, s2 = 0;  // of |v| and v^2
+      Sums operator+(const Sums& o) const { return {s1 + o.s1, s2 + o.s2}; }
+    };
+    const Sums s = parallel_sum(n, n, [&](std::int64_t i0, std::int64_t i1) {
+      Sums part;
+      for (std::int64_t i = i0; i < i1; ++i) {
+        double v = double(p[i]);
+        part.s1 += std::abs(v);
+        part.s2 += v * v;
+      }
+      return part;
+    });
+    total.data<double>()[0] += total_scale * (l1 * s.s1 + l2 * s.s2);
   }
   if (dx.defined()) {
     T* d = dx.data<T>();
-#pragma omp parallel for
-    for (std::int64_t i = 0; i < n; ++i) {
-      double v = double(p[i]);
-      double sign = v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0);
-      d[i] = T(double(d[i]) + grad_scale * (l1 * sign + 2.0 * l2 * v));
-    }
+    parallel_ranges(n, n, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) {
+        double v = double(p[i]);
+        double sign = v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0);
+        d[i] = T(double(d[i]) + grad_scale * (l1 * sign + 2.0 * l2 * v));
+      }
+    });
   }
 }
 
@@ -92,20 +99,21 @@ void constrain_loop(Tensor& w, const ConstraintParams& p) {
   }
   const std::vector<std::int64_t>& dims = w.shape().dims();
   NormLayout l = NormLayout::of(dims.data(), w.rank(), p.axes);
-#pragma omp parallel for
-  for (std::int64_t g = 0; g < l.groups; ++g) {
-    T* base = data + l.group_offset(g);
-    double sq = 0;
-    for (std::int64_t r = 0; r < l.reduced; ++r) {
-      double v = double(base[l.reduced_offset(r)]);
-      sq += v * v;
+  parallel_ranges(l.groups, l.groups * l.reduced, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g) {
+      T* base = data + l.group_offset(g);
+      double sq = 0;
+      for (std::int64_t r = 0; r < l.reduced; ++r) {
+        double v = double(base[l.reduced_offset(r)]);
+        sq += v * v;
+      }
+      double f = constraint_factor(p.kind, std::sqrt(sq), p.min_value, p.max_value, p.rate);
+      for (std::int64_t r = 0; r < l.reduced; ++r) {
+        T& v = base[l.reduced_offset(r)];
+        v = T(double(v) * f);
+      }
     }
-    double f = constraint_factor(p.kind, std::sqrt(sq), p.min_value, p.max_value, p.rate);
-    for (std::int64_t r = 0; r < l.reduced; ++r) {
-      T& v = base[l.reduced_offset(r)];
-      v = T(double(v) * f);
-    }
-  }
+  });
 }
 
 }  // namespace

@@ -40,9 +40,9 @@ void resize_forward_loop(const Tensor& x, Tensor& y, Interpolation mode) {
   auto th = taps(H, OH, mode), tw = taps(W, OW, mode);
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
-#pragma omp parallel for collapse(2)
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t oh = 0; oh < OH; ++oh)
+  parallel_ranges(N * OH, N * OH * OW * C, [&](std::int64_t q0, std::int64_t q1) {
+    for (std::int64_t q = q0; q < q1; ++q) {  // q = n * OH + oh
+      const std::int64_t n = q / OH, oh = q % OH;
       for (std::int64_t ow = 0; ow < OW; ++ow) {
         const Tap &a = th[oh], &b = tw[ow];
         const T* r0 = xp + (n * H + a.lo) * W * C;
@@ -55,6 +55,8 @@ void resize_forward_loop(const Tensor& x, Tensor& y, Interpolation mode) {
           out[c] = top + (bottom - top) * fh;
         }
       }
+    }
+  });
 }
 
 template <class T>
@@ -64,23 +66,24 @@ void resize_backward_loop(const Tensor& dy, Tensor& dx, Interpolation mode) {
   const T* gp = dy.data<T>();
   T* dxp = dx.data<T>();
   std::fill_n(dxp, dx.numel(), T(0));
-#pragma omp parallel for
-  for (std::int64_t n = 0; n < N; ++n)  // each image's dx is written by one thread only
-    for (std::int64_t oh = 0; oh < OH; ++oh)
-      for (std::int64_t ow = 0; ow < OW; ++ow) {
-        const Tap &a = th[oh], &b = tw[ow];
-        T fh = static_cast<T>(a.f), fw = static_cast<T>(b.f);
-        const T* g = gp + ((n * OH + oh) * OW + ow) * C;
-        T* r0 = dxp + (n * H + a.lo) * W * C;
-        T* r1 = dxp + (n * H + a.hi) * W * C;
-        for (std::int64_t c = 0; c < C; ++c) {
-          T top = g[c] * (T(1) - fh), bottom = g[c] * fh;
-          r0[b.lo * C + c] += top * (T(1) - fw);
-          r0[b.hi * C + c] += top * fw;
-          r1[b.lo * C + c] += bottom * (T(1) - fw);
-          r1[b.hi * C + c] += bottom * fw;
+  parallel_ranges(N, N * OH * OW * C, [&](std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t n = n0; n < n1; ++n)  // each image's dx is written by one thread only
+      for (std::int64_t oh = 0; oh < OH; ++oh)
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          const Tap &a = th[oh], &b = tw[ow];
+          T fh = static_cast<T>(a.f), fw = static_cast<T>(b.f);
+          const T* g = gp + ((n * OH + oh) * OW + ow) * C;
+          T* r0 = dxp + (n * H + a.lo) * W * C;
+          T* r1 = dxp + (n * H + a.hi) * W * C;
+          for (std::int64_t c = 0; c < C; ++c) {
+            T top = g[c] * (T(1) - fh), bottom = g[c] * fh;
+            r0[b.lo * C + c] += top * (T(1) - fw);
+            r0[b.hi * C + c] += top * fw;
+            r1[b.lo * C + c] += bottom * (T(1) - fw);
+            r1[b.hi * C + c] += bottom * fw;
+          }
         }
-      }
+  });
 }
 
 }  // namespace
