@@ -116,10 +116,11 @@ struct Settings {
   std::string base_path = "fine_tune_base.keras";  // where step 1 saves the pretrained base
   std::uint64_t seed = 1337;                       // set_random_seed, and the draw of task B's samples
   std::vector<int> task_a = {0, 1, 2, 3, 4}, task_b = {5, 6, 7, 8, 9};  // Fashion-MNIST class indices
-  int pretrain_epochs = 2;     // on all 30000 images of task A, batch 64
-  std::int64_t per_class = 3;  // task B's training images of each class, drawn at random from its 6000
-  int head_epochs = 200;       // step 2, learning rate 1e-3 (batch 32: one step an epoch for 15 images)
-  int fine_tune_epochs = 200;  // step 3
+  double learning_rate = 1e-3;  // pretraining, step 2 and the model from scratch
+  int pretrain_epochs = 2;      // on all 30000 images of task A, batch 64
+  std::int64_t per_class = 3;   // task B's training images of each class, drawn at random from its 6000
+  int head_epochs = 200;        // step 2 (batch 32: one step an epoch for 15 images)
+  int fine_tune_epochs = 200;   // step 3
   double fine_tune_learning_rate = 1e-4;
   int unfrozen_layers = 6;  // step 3 unfreezes the base's top block: conv3, bn3, relu3, conv4, bn4, relu4
   // From scratch: trained as many epochs as steps 2 and 3 together, evaluated, then to scratch_epochs in all.
@@ -180,7 +181,7 @@ inline Result run(const sy::datasets::Dataset& data, const Settings& s) {
   // 1. Pretraining on task A; the base alone (no classifier) is saved, as a user's pretrained model would be.
   auto base = make_base();
   auto pretrained = classifier_on(base, a_classes, false, "task_a");
-  compile(pretrained, 1e-3);
+  compile(pretrained, s.learning_rate);
   pretrained.fit(a_train.x, a_train.y, {.batch_size = 64, .epochs = s.pretrain_epochs, .verbose = 0});
   f.pretrained = accuracy(pretrained, a_test);
   base.save(s.base_path);
@@ -192,7 +193,7 @@ inline Result run(const sy::datasets::Dataset& data, const Settings& s) {
   auto loaded = sy::load_model(s.base_path, {.compile = false});
   loaded.set_trainable(false);
   auto model = classifier_on(loaded, b_classes, true, "task_b");
-  compile(model, 1e-3);
+  compile(model, s.learning_rate);
   say("2. Loaded the base, froze it, put a new head on it for task B (%lld training images, %lld test "
       "images)\n",
       n(b_train), n(b_test));
@@ -200,7 +201,8 @@ inline Result run(const sy::datasets::Dataset& data, const Settings& s) {
   figure("untrained head:", f.untrained_head);
   model.fit(b_train.x, b_train.y, {.batch_size = 32, .epochs = s.head_epochs, .verbose = 0});
   f.frozen_base = accuracy(model, b_test);
-  figure("head trained " + std::to_string(s.head_epochs) + " epochs (lr 0.001):", f.frozen_base);
+  figure("head trained " + std::to_string(s.head_epochs) + " epochs (lr " + lr(s.learning_rate) + "):",
+         f.frozen_base);
 
   // 3. Fine-tuning: unfreeze the top of the base, compile again with a low learning rate, train again.
   unfreeze_top(loaded, s.unfrozen_layers);
@@ -223,20 +225,20 @@ inline Result run(const sy::datasets::Dataset& data, const Settings& s) {
   // the head's learning rate: as many epochs as steps 2 and 3 together, then on to scratch_epochs, to show that
   // it is not short of training.
   auto scratch = classifier_on(make_base(), b_classes, false, "scratch");
-  compile(scratch, 1e-3);
+  compile(scratch, s.learning_rate);
   say("For comparison, the same model from scratch, every layer trainable, on the same %lld images:\n",
       n(b_train));
   int early = s.head_epochs + s.fine_tune_epochs;
   scratch.fit(b_train.x, b_train.y, {.batch_size = 32, .epochs = early, .verbose = 0});
   f.from_scratch_early = accuracy(scratch, b_test);
-  figure("trained " + std::to_string(early) + " epochs (lr 0.001):", f.from_scratch_early,
-         accuracy(scratch, b_train));
+  figure("trained " + std::to_string(early) + " epochs (lr " + lr(s.learning_rate) + "):",
+         f.from_scratch_early, accuracy(scratch, b_train));
   scratch.fit(b_train.x, b_train.y,
               {.batch_size = 32, .epochs = s.scratch_epochs, .verbose = 0, .initial_epoch = early});
   f.from_scratch = accuracy(scratch, b_test);
   f.from_scratch_train = accuracy(scratch, b_train);
-  figure("trained " + std::to_string(s.scratch_epochs) + " epochs (lr 0.001):", f.from_scratch,
-         f.from_scratch_train);
+  figure("trained " + std::to_string(s.scratch_epochs) + " epochs (lr " + lr(s.learning_rate) + "):",
+         f.from_scratch, f.from_scratch_train);
   return {f, pretrained, base, loaded, model, scratch};
 }
 

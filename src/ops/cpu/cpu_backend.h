@@ -40,9 +40,9 @@ void parallel_ranges(std::int64_t n, std::int64_t work, F&& f) {
     f(n * k / team, n * (k + 1) / team);
   }
 }
-// The sum of f(begin, end) (a double, or a type with + and a zero of T{}) over parallel_ranges' ranges, added in
-// range order: for a given thread count the same bits on every run (OpenMP's reduction clause leaves the order
-// open), and on one thread f(0, n).
+// The sum of f(begin, end) (a double, or a type with + whose value-initialised Sum{} is zero) over parallel_ranges'
+// ranges, added in range order: for a given thread count the same bits on every run (OpenMP's reduction clause
+// leaves the order open), and on one thread f(0, n).
 template <class F>
 auto parallel_sum(std::int64_t n, std::int64_t work, F&& f) {
   using Sum = decltype(f(std::int64_t(0), n));
