@@ -1791,6 +1791,78 @@ void norm_cases(std::map<Op, std::vector<Case>>& m) {
   }
 }
 
+// attention: scaled dot-product attention over heads, unmasked and under every mask and rule, grouped heads (GQA),
+// and dropout on the probabilities (its keep bits drawn again in backward).
+void attention_cases(std::map<Op, std::vector<Case>>& m) {
+  struct AttnCase {
+    std::string name;
+    std::int64_t B, T, S, H, G, D, E;
+    bool query_mask, key_mask, pair_mask;
+    AttentionParams p;
+  };
+  const std::vector<AttnCase> shapes{
+      {"plain", 2, 5, 4, 2, 2, 3, 4, false, false, false, {.scale = 0.5}},
+      {"every mask", 3, 6, 7, 2, 2, 4, 3, true, true, true, {.scale = 0.5}},
+      {"every mask, empty rows uniform",
+       3,
+       6,
+       7,
+       2,
+       2,
+       4,
+       3,
+       true,
+       true,
+       true,
+       {.scale = 0.5, .empty_rows_uniform = true}},
+      {"causal, key mask", 2, 6, 6, 2, 2, 5, 5, false, true, false, {.scale = 0.4, .causal = true}},
+      {"sliding window", 2, 7, 7, 1, 1, 4, 2, false, false, false, {.scale = 1.0, .window = 2}},
+      {"grouped heads", 2, 5, 6, 4, 2, 3, 3, true, false, false, {.scale = 0.6}},
+      {"dropout", 2, 9, 8, 2, 1, 4, 4, false, true, false, {.scale = 0.5, .dropout = 0.3, .seed = 11}},
+      {"large scores", 2, 4, 5, 2, 2, 8, 3, false, false, false, {.scale = 4.0}},
+  };
+  for (const AttnCase& c : shapes) {
+    auto mask = [](const char* name, bool on, Shape s) {
+      return on ? Arg{.name = name, .shape = std::move(s), .values = Values::integers, .lo = 0, .hi = 1}
+                : none(name);
+    };
+    const AttentionParams p = c.p;
+    const Shape qs{c.B, c.T, c.H, c.D}, ks{c.B, c.S, c.G, c.D}, vs{c.B, c.S, c.G, c.E},
+        ys{c.B, c.T, c.H, c.E}, ps{c.B, c.H, c.T, c.S};
+    const double range = p.scale > 2 ? 2 : 1;
+    std::vector<Arg> operands{in("q", qs, -range, range),
+                              in("k", ks, -range, range),
+                              in("v", vs),
+                              mask("query_mask", c.query_mask, {c.B, c.T}),
+                              mask("key_mask", c.key_mask, {c.B, c.S}),
+                              mask("attention_mask", c.pair_mask, {c.B, c.T, c.S}),
+                              counter("step", 3)};
+    std::vector<Arg> fwd = operands;
+    fwd.push_back(out("y", ys));
+    fwd.push_back(out("probs", ps));
+    m[Op::attention_forward].push_back(
+        {c.name, fwd,
+         [p](auto& t) { attention_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]); },
+         Family::matmul});
+    for (int wanted = 0; wanted < 2; ++wanted) {  // every gradient, then dk alone
+      std::vector<Arg> bwd = operands;
+      bwd.push_back(in("dy", ys));
+      bwd.push_back(wanted == 0 ? out("dq", qs) : none("dq"));
+      bwd.push_back(out("dk", ks));
+      bwd.push_back(wanted == 0 ? out("dv", vs) : none("dv"));
+      m[Op::attention_backward].push_back(
+          {c.name + (wanted ? ", dk alone" : ""), bwd,
+           [p, ps](auto& t) {
+             Tensor probs(ps, t[0].dtype(), t[0].device()),
+                 y(Shape({t[0].dim(0), t[0].dim(1), t[0].dim(2), t[2].dim(3)}), t[0].dtype(), t[0].device());
+             attention_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], y, probs);
+             attention_backward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], probs, t[7], t[8], t[9], t[10]);
+           },
+           Family::matmul});
+    }
+  }
+}
+
 // regul: regularizers (their penalty into a total, their gradient accumulated) and constraints (in place).
 void regul_cases(std::map<Op, std::vector<Case>>& m) {
   const Shape big{100003};
@@ -1961,6 +2033,7 @@ const std::map<Op, std::vector<Case>>& cases() {
     optimizer_cases(all);
     optimizer_rule_cases(all);
     norm_cases(all);       // norm
+    attention_cases(all);  // attention
     regul_cases(all);      // regul
     conv_area_cases(all);  // conv area
     augment_cases(all);    // augment (branch augment)

@@ -279,6 +279,18 @@ struct CrossReplica {
 // norm: the normalisations over sets of axes (layer_norm_*), the broadcasting elementwise binary ops
 // (broadcast_*), the per-value normalisation by given statistics (normalize_*), transposes.
 // LayerNormalization (Keras 3): layer; its deprecated rms_scaling: rms_scaling; UnitNormalization: unit.
+// attention_forward and attention_backward (MultiHeadAttention, GroupedQueryAttention): which keys a query sees,
+// the scale of the scores and the dropout of the probabilities.
+struct AttentionParams {
+  double scale = 1.0;       // scores = scale * (q . k)
+  bool causal = false;      // query t sees key s only when s <= t (Keras's use_causal_mask)
+  std::int64_t window = 0;  // > 0: query t sees key s only when |t - s| < window (Keras's sliding_window)
+  // A query row with no key kept: probabilities 1/S over every key (Keras's fused dot_product_attention, which
+  // MultiHeadAttention runs without dropout), rather than 0 (its masked Softmax). No gradient reaches its scores.
+  bool empty_rows_uniform = false;
+  double dropout = 0.0;    // the rate of dropout on the probabilities (in training; 0: none)
+  std::uint64_t seed = 0;  // dropout's: masks keyed by (seed, step) as ops::dropout_forward's
+};
 enum class NormKind { layer, rms_scaling, unit };
 // Keras's merge layers and LayerScale, with NumPy broadcasting.
 enum class BinaryKind { add, subtract, multiply, maximum, minimum, divide };
@@ -490,6 +502,19 @@ struct RowLossParams {
 //                   sqrt(max(R, C)) rms_rate (not `scaled`: w -= lr X). lr: float64 [1] on w's device. In double
 //                   on CUDA and for float64 data on the CPU; float32 data's iterations on the CPU in float32 (oneDNN's
 //                   products, as Keras computes a float32 variable's); in float64 on XLA.
+// attention (MultiHeadAttention, GroupedQueryAttention): scaled dot-product attention of every head, on Keras's
+// projected layouts (an EinsumDense's outputs; no transposes):
+// attention_forward  q [B, T, H, D], k [B, S, G, D], v [B, S, G, E] (G key/value heads, H a multiple of G: query
+//                   head h reads key/value head h / (H / G)); scores[b,h,t,s] = scale * (q[b,t,h] . k[b,s,g]); key
+//                   s is kept for query t where every given mask keeps it: query_mask [B, T], key_mask [B, S] and
+//                   attention_mask [B, T, S] (non-zero keeps; Keras's masks and attention_mask), p.causal (s <= t)
+//                   and p.window (|t - s| < window). probs [B, H, T, S] (written, for backward) = the softmax of a
+//                   row's kept scores, 0 at the others; a row with none kept all 0 (Keras's masked Softmax:
+//                   -1e9 there, then zeroed), or 1/S with p.empty_rows_uniform (its fused attention). y [B, T, H, E] = sum_s d[b,h,t,s] v[b,s,g], d = probs after dropout
+//                   (p.dropout > 0: element i of probs kept, times 1/(1 - rate), as ops::dropout_forward keeps
+//                   element i for the key dropout_key(p.seed, step)). Masks of any floating dtype.
+// attention_backward dq, dk, dv (=; undefined: skipped) from forward's arguments, its probs and dy [B, T, H, E];
+//                   a score that no mask keeps gets no gradient.
 // norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
 // layer_norm_forward  over the axes of x in the set `axes` (bit a: axis a of x, any of them; a row is one index
 //                   of the other axes, its K values one of each combination of the set's indices, row-major over
@@ -670,6 +695,16 @@ struct RowLossParams {
   X(normalize_backward, (const Tensor& variance, const Tensor& dy, Tensor& dx, std::uint32_t axes,             \
                          bool invert), (variance, dy, dx, axes, invert))                                         \
   X(transpose, (const Tensor& x, Tensor& y, const std::vector<int>& perm), (x, y, perm))                         \
+  /* attention */                                                                                               \
+  X(attention_forward, (const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,            \
+                        const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,         \
+                        const Tensor& step, Tensor& y, Tensor& probs),                                          \
+    (p, q, k, v, query_mask, key_mask, attention_mask, step, y, probs))                                         \
+  X(attention_backward, (const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,           \
+                         const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,        \
+                         const Tensor& step, const Tensor& probs, const Tensor& dy, Tensor& dq, Tensor& dk,     \
+                         Tensor& dv),                                                                           \
+    (p, q, k, v, query_mask, key_mask, attention_mask, step, probs, dy, dq, dk, dv))                            \
   /* regul: regularizers and constraints */                                                                    \
   X(regularize, (const Tensor& x, Tensor& total, Tensor& dx, double l1, double l2, double total_scale,         \
                  double grad_scale), (x, total, dx, l1, l2, total_scale, grad_scale))                          \

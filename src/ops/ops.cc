@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace systolic::ops {
 
@@ -1255,6 +1256,81 @@ DType transpose(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
   c.shape("y", y, Shape(dims));
   SYSTOLIC_OP_CHECK(c, !overlap(x, y), "y must not overlap x");
   return x.dtype();
+}
+
+// ---- attention
+
+// The checks both attention ops share: q [B, T, H, D], k [B, S, G, D], v [B, S, G, E] of one floating dtype, H a
+// multiple of G; the masks of any floating dtype; probs [B, H, T, S] in the data's dtype.
+void attention_operands(const Check& c, const AttentionParams& p, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& query_mask, const Tensor& key_mask,
+                        const Tensor& attention_mask, const Tensor& step, const Tensor& probs) {
+  c.floating("q", q);
+  c.rank("q", q, 4, "(B, T, heads, key_dim)");
+  c.rank("k", k, 4, "(B, S, key/value heads, key_dim)");
+  c.rank("v", v, 4, "(B, S, key/value heads, value_dim)");
+  c.dtype("k", k, q.dtype(), "q's dtype");
+  c.dtype("v", v, q.dtype(), "q's dtype");
+  const std::int64_t B = q.dim(0), T = q.dim(1), H = q.dim(2), D = q.dim(3), S = k.dim(1), G = k.dim(2);
+  SYSTOLIC_OP_CHECK(c, k.dim(0) == B && k.dim(3) == D,
+                    "k has shape {}, q {}: the batch and key_dim must agree", k.shape().str(),
+                    q.shape().str());
+  SYSTOLIC_OP_CHECK(c, v.dim(0) == B && v.dim(1) == S && v.dim(2) == G,
+                    "v has shape {}, k {}: the batch, the steps and the heads must agree", v.shape().str(),
+                    k.shape().str());
+  SYSTOLIC_OP_CHECK(c, G > 0 && H % G == 0, "q has {} heads, k {}: the query heads must be a multiple of k's",
+                    H, G);
+  auto mask = [&](const char* name, const Tensor& m, const Shape& want) {
+    if (!m.defined()) return;
+    c.floating(name, m);
+    c.shape(name, m, want);
+  };
+  mask("query_mask", query_mask, Shape({B, T}));
+  mask("key_mask", key_mask, Shape({B, S}));
+  mask("attention_mask", attention_mask, Shape({B, T, S}));
+  SYSTOLIC_OP_CHECK(c, p.window >= 0, "window must not be negative, got {}", p.window);
+  SYSTOLIC_OP_CHECK(c, p.dropout >= 0 && p.dropout < 1, "dropout must be in [0, 1), got {}", p.dropout);
+  SYSTOLIC_OP_CHECK(c, std::isfinite(p.scale), "scale must be finite, got {}", p.scale);
+  c.step_counter("step", step);
+  c.dtype("probs", probs, q.dtype(), "q's dtype");
+  c.shape("probs", probs, Shape({B, H, T, S}));
+}
+
+DType attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
+                        const Tensor& step, Tensor& y, Tensor& probs) {
+  Check c("attention_forward");
+  attention_operands(c, p, q, k, v, query_mask, key_mask, attention_mask, step, probs);
+  c.dtype("y", y, q.dtype(), "q's dtype");
+  c.shape("y", y, Shape({q.dim(0), q.dim(1), q.dim(2), v.dim(3)}));
+  for (auto [name, t] : {std::pair<const char*, const Tensor*>{"q", &q}, {"k", &k}, {"v", &v}})
+    SYSTOLIC_OP_CHECK(c, !overlap(*t, y) && !overlap(*t, probs), "y and probs must not overlap {}", name);
+  SYSTOLIC_OP_CHECK(c, !overlap(y, probs), "y must not overlap probs");
+  return q.dtype();
+}
+
+DType attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
+                         const Tensor& step, const Tensor& probs, const Tensor& dy, Tensor& dq, Tensor& dk,
+                         Tensor& dv) {
+  Check c("attention_backward");
+  attention_operands(c, p, q, k, v, query_mask, key_mask, attention_mask, step, probs);
+  c.dtype("dy", dy, q.dtype(), "q's dtype");
+  c.shape("dy", dy, Shape({q.dim(0), q.dim(1), q.dim(2), v.dim(3)}));
+  for (auto [name, g, like] : {std::tuple<const char*, const Tensor*, const Tensor*>{"dq", &dq, &q},
+                               {"dk", &dk, &k},
+                               {"dv", &dv, &v}}) {
+    if (!g->defined()) continue;
+    c.dtype(name, *g, q.dtype(), "q's dtype");
+    c.shape(name, *g, like->shape());
+    SYSTOLIC_OP_CHECK(c, !overlap(*g, dy) && !overlap(*g, probs), "{} must not overlap dy or probs", name);
+  }
+  SYSTOLIC_OP_CHECK(c,
+                    !(dq.defined() && dk.defined() && overlap(dq, dk)) &&
+                        !(dq.defined() && dv.defined() && overlap(dq, dv)) &&
+                        !(dk.defined() && dv.defined() && overlap(dk, dv)),
+                    "dq, dk and dv must not overlap one another");
+  return q.dtype();
 }
 
 // regul: regularizers and constraints.
