@@ -42,9 +42,10 @@ void check_all(Tensor& t, const Tensor& analytic, const std::function<double()>&
 }
 
 // L = sum(r * layer(x...)) in training mode (over every output of a layer of several: sum_k sum(r_k * y_k)); checks
-// dL/dx for every input and dL/dw for every trainable weight. mask: Keras's mask of the first input (undefined: none).
+// dL/dx for every input and dL/dw for every trainable weight. mask: Keras's mask of the first input (undefined: none);
+// masks: every input's (LayerCall::masks; empty: none).
 void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t seed = 1, double lo = -1,
-                 double hi = 1, const Tensor& mask = Tensor()) {
+                 double hi = 1, const Tensor& mask = Tensor(), const std::vector<Tensor>& masks = {}) {
   std::vector<SymbolicTensor> sym;
   for (auto& s : shapes) sym.push_back(layers::Input(s.without_batch(), {.dtype = DType::float64}));
   std::vector<SymbolicTensor> outs = layer.call_all(sym);
@@ -64,6 +65,7 @@ void check_layer(LayerRef layer, const std::vector<Shape>& shapes, std::uint64_t
       c.more_outputs.emplace_back(outs[k].shape().with_batch(n), DType::float64);
     c.training = &training;
     c.mask = mask;
+    c.masks = masks;
     layer->call_forward(c);
   };
   auto loss = [&]() {
@@ -645,6 +647,28 @@ TEST(GradientCheck, MergesOfMaskedInputs) {
     for (std::size_t i = 0; i < xs.size(); ++i)
       check_all(xs[i], c.dinputs[i], loss, "dx" + std::to_string(i));
   }
+}
+
+// attention: MultiHeadAttention over query and value (the value its own key), with a key of its own, grouped
+// options (value_dim, output_shape, no bias), causal and sliding-window masks, Keras's masks of the query and of
+// the value and key (ANDed), dropout of the probabilities (fixed at a fixed step), and inputs of rank 4 (attention
+// over both middle axes).
+TEST(GradientCheck, MultiHeadAttention) {
+  Float64Scope f64;
+  check_layer(layers::MultiHeadAttention(2, 3), {{2, 5, 4}, {2, 4, 3}}, 61);
+  check_layer(layers::MultiHeadAttention(3, 2, {.value_dim = 4, .use_bias = false, .output_shape = {{2, 3}}}),
+              {{2, 4, 3}, {2, 5, 2}, {2, 5, 4}}, 62);
+  check_layer(layers::MultiHeadAttention(2, 2, {.use_causal_mask = true, .sliding_window = 2}),
+              {{2, 5, 3}, {2, 5, 3}}, 63);
+  const Tensor query_mask = Tensor::from_vector<double>({1, 1, 0, 1, 1, 1, 1, 1, 0, 0}, {2, 5});
+  const Tensor value_mask = Tensor::from_vector<double>({1, 0, 1, 1, 0, 0, 1, 1}, {2, 4});
+  const Tensor key_mask = Tensor::from_vector<double>({1, 1, 1, 0, 1, 0, 1, 1}, {2, 4});
+  check_layer(layers::MultiHeadAttention(2, 3), {{2, 5, 3}, {2, 4, 3}}, 64, -1, 1, query_mask,
+              {query_mask, value_mask});
+  check_layer(layers::MultiHeadAttention(2, 3), {{2, 5, 3}, {2, 4, 3}, {2, 4, 2}}, 65, -1, 1, query_mask,
+              {query_mask, value_mask, key_mask});
+  check_layer(layers::MultiHeadAttention(2, 3, {.dropout = 0.3, .seed = 5}), {{2, 5, 3}, {2, 5, 3}}, 66);
+  check_layer(layers::MultiHeadAttention(2, 2), {{2, 2, 3, 3}, {2, 3, 2, 2}}, 67);
 }
 
 TEST(GradientCheck, MaskedGlobalAveragePooling1D) {

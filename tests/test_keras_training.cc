@@ -12,7 +12,9 @@
 // (Embedding(mask_zero=True) into a Bidirectional LSTM and a GRU, with SGD; Masking through a Dense into LSTMs, with
 // Adam), and losses over sequences (per-step labels under a mask with accuracy and top-2 accuracy; per-step one-hot
 // targets; a masked per-step regression with MAE and RootMeanSquaredError, which Keras does not mask), and Maximum
-// and Minimum of masked inputs. systolic loads
+// and Minimum of masked inputs, and attention (keras-io's time-series transformer without dropout; Embedding(mask_zero)
+// into causal self-attention and cross-attention with its own key; a text transformer whose position embeddings
+// Keras wrote as a constant array of an add, its padding mask reaching the attention's keys). systolic loads
 // each .keras and its .npz data (npz:PATH),
 // evaluates as Keras did within 2e-3, and trains on from Keras's optimizer state to Keras's weights after one more
 // epoch.
@@ -78,7 +80,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                                            "sequence", "text", "recurrent", "masked_text", "masked_series",
                                            "masked_average", "transpose_series", "gru_reset_before", "states",
                                            "stateful", "masked_merges", "stateful_bidirectional", "tagger",
-                                           "steps_onehot", "masked_regression", "masked_extrema"));
+                                           "steps_onehot", "masked_regression", "masked_extrema",
+                                           "transformer_series", "masked_attention", "text_transformer"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
@@ -104,7 +107,10 @@ TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
                            "tagger",
                            "steps_onehot",
                            "masked_regression",
-                           "masked_extrema"}) {
+                           "masked_extrema",
+                           "transformer_series",
+                           "masked_attention",
+                           "text_transformer"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

@@ -239,6 +239,23 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // Keras 3's call argument that takes the inputs after the first, as a list (an RNN's "initial_state"; null: they
   // are positional). tf.keras lists them with the first.
   virtual const char* keras_list_argument() const { return nullptr; }
+  // Keras 3's keyword arguments of a call that name tensors (MultiHeadAttention's key and attention_mask): inputs
+  // after the positional ones, in this order. Empty for most layers.
+  virtual std::vector<std::string> keras_tensor_keywords() const { return {}; }
+  // A call read from a Keras 3 config: how many tensors it passed by position, the tensor keywords it gave (in
+  // keras_tensor_keywords' order) and its other keyword arguments that are not null (training and mask aside). The
+  // layer takes them or throws naming what it refuses: the default refuses any keyword.
+  virtual void read_keras_call(std::size_t positional, const std::vector<std::string>& tensor_keywords,
+                               const nlohmann::ordered_json& options);
+  // A call written for Keras 3: its positional args and keyword arguments, from its inputs as written tensors (in
+  // input order). False: the default form, every input by position.
+  virtual bool keras_call_form(const std::vector<nlohmann::ordered_json>& tensors,
+                               nlohmann::ordered_json& args, nlohmann::ordered_json& kwargs) const {
+    (void)tensors;
+    (void)args;
+    (void)kwargs;
+    return false;
+  }
 
  protected:
   Layer(std::string class_name, const std::string& name, Activation activation = Activation::linear);

@@ -405,6 +405,35 @@ LayerRef Bidirectional(const LayerRef& layer, const BidirectionalOptions& option
 // batch. Its weights are the wrapper's. BatchNormalization is refused (Keras 3 normalises each step apart).
 LayerRef TimeDistributed(const LayerRef& layer, const NameOptions& options = {});
 
+// attention: MultiHeadAttention(num_heads, key_dim) called on {query, value} or {query, value, key} (key: value when
+// absent): query (T, Cq) -> (T, Cq), or (T, output_shape...). Its weights are Keras's EinsumDense shapes, in Keras's
+// order: query kernel (Cq, heads, key_dim) and bias (heads, key_dim), key's (Ck, heads, key_dim) and (heads,
+// key_dim), value's (Cv, heads, value_dim) and (heads, value_dim), the output's (heads, value_dim, output_shape...)
+// and (output_shape...). Scores scaled by 1/sqrt(key_dim); `dropout` of the probabilities while training. Keras's
+// masks: the query's (T) and the value's (S) hide padded positions, the output carries the query's. Inputs of
+// higher rank attend over all their axes between the batch and the last (Keras's default attention_axes).
+struct MultiHeadAttentionOptions {
+  std::optional<int> value_dim;  // default: key_dim
+  double dropout = 0.0;
+  bool use_bias = true;
+  std::optional<std::vector<std::int64_t>> output_shape;  // default: the query's last dimension
+  // Keras's attention_axes: the query's axes attended over (none: all between the batch and the last, the only
+  // set systolic runs).
+  std::optional<std::vector<int>> attention_axes;
+  // Keras's call arguments, one value per layer here: a causal mask (query t sees keys s <= t); a band of keys
+  // |t - s| < sliding_window (0: none); an attention mask (T, S) as the last input (1 keeps a pair).
+  bool use_causal_mask = false;
+  int sliding_window = 0;
+  bool attention_mask_input = false;
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint kernel_constraint = {}, bias_constraint = {};
+  std::optional<std::uint64_t> seed;  // of the dropout's masks (none: drawn from the global generator)
+  std::string name;
+};
+LayerRef MultiHeadAttention(int num_heads, int key_dim, const MultiHeadAttentionOptions& options = {});
+
 // augment (branch augment): noise and image augmentation, active only while training (the identity at inference,
 // as in Keras 3; RandomCrop: see below). Random draws are keyed by (seed, training step) and differ per replica;
 // without a seed the layer draws one from the global generator (set_random_seed).

@@ -168,6 +168,20 @@ Pair ConfigReader::get_pair_or_size1(const std::string& key, int fallback, bool 
   return one_d ? Pair{1, get_size1(key, fallback)} : get_pair(key, {fallback, fallback});
 }
 
+std::optional<std::vector<std::int64_t>> ConfigReader::get_optional_int_list(const std::string& key) {
+  if (!has(key) || at(key).is_null()) return std::nullopt;
+  const json& v = at(key);
+  std::vector<std::int64_t> out;
+  if (v.is_number_integer()) out.push_back(v.get<std::int64_t>());
+  if (v.is_array())
+    for (auto& e : v) {
+      if (!e.is_number_integer()) fail_option(key, "expected an int or a list of ints, got " + v.dump());
+      out.push_back(e.get<std::int64_t>());
+    }
+  if (out.empty()) fail_option(key, "expected an int or a list of ints, got " + v.dump());
+  return out;
+}
+
 std::optional<std::int64_t> ConfigReader::get_optional_int(const std::string& key) {
   if (!has(key) || config_[key].is_null()) {
     if (has(key)) at(key);
@@ -477,6 +491,8 @@ const std::map<std::string, FromConfig>& registry() {
       {"Concatenate", concatenate_from_config},
       // norm
       {"LayerNormalization", layer_normalization_from_config},
+      // attention
+      {"MultiHeadAttention", multi_head_attention_from_config},
       {"UnitNormalization", unit_normalization_from_config},
       {"Normalization", normalization_from_config},
       {"LayerScale", layer_scale_from_config},

@@ -32,6 +32,8 @@ class ConfigReader {
   Pair get_pair(const std::string& key, Pair fallback);  // an int n (n, n) or a list of two
   std::optional<Pair> get_optional_pair(const std::string& key);
   std::optional<std::int64_t> get_optional_int(const std::string& key);
+  // An int n ([n]) or a non-empty list of ints; absent or null: none.
+  std::optional<std::vector<std::int64_t>> get_optional_int_list(const std::string& key);
   // A 1-D layer's size: an int n or a list of one ([n], as Keras writes kernel_size, strides and pool_size).
   int get_size1(const std::string& key, int fallback);
   std::optional<int> get_optional_size1(const std::string& key);  // absent or null: none
@@ -130,6 +132,7 @@ std::shared_ptr<Layer> lstm_from_config(ConfigReader& r);
 std::shared_ptr<Layer> gru_from_config(ConfigReader& r);
 std::shared_ptr<Layer> bidirectional_from_config(ConfigReader& r);
 std::shared_ptr<Layer> time_distributed_from_config(ConfigReader& r);
+std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r);
 std::shared_ptr<Layer> depthwise_conv1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> conv1d_transpose_from_config(ConfigReader& r);
 std::shared_ptr<Layer> separable_conv1d_from_config(ConfigReader& r);

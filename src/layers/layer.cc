@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 namespace systolic {
@@ -122,6 +123,14 @@ Shape Layer::build_for(const std::vector<Shape>& shapes) {
 void Layer::adapt(const Tensor&) {
   fail("layer '{}' ({}) has no adapt(): only preprocessing layers (Normalization) compute state from data",
        name_, class_name_);
+}
+
+void Layer::read_keras_call(std::size_t, const std::vector<std::string>& tensor_keywords,
+                            const nlohmann::ordered_json& options) {
+  if (!tensor_keywords.empty())
+    fail("layer '{}' ({}): call argument '{}' is not supported", name_, class_name_, tensor_keywords[0]);
+  for (auto& [k, v] : options.items())
+    fail("layer '{}' ({}): call argument '{}'={} is not supported", name_, class_name_, k, v.dump());
 }
 
 SymbolicTensor Layer::operator()(const std::vector<SymbolicTensor>& inputs) {

@@ -178,6 +178,18 @@ json model_config(const Model& model, KerasTarget target) {
         inbound.push_back({{"args", args}, {"kwargs", json::object()}});
         continue;
       }
+      if (target == KerasTarget::keras3) {
+        std::vector<json> tensors;
+        for (auto& in : inputs) tensors.push_back(keras_tensor(g, in));
+        json form_args = json::array(), form_kwargs = kwargs;
+        if (l->keras_call_form(tensors, form_args, form_kwargs)) {
+          inbound.push_back({{"args", form_args}, {"kwargs", form_kwargs}});
+          continue;
+        }
+      } else if (!l->keras_tensor_keywords().empty()) {
+        fail("a tf.keras config: layer '{}' ({}) is written for Keras 3 only; save the model as .keras",
+             l->name(), l->class_name());
+      }
       if (const char* list = l->keras_list_argument();
           list && inputs.size() > 1 && target == KerasTarget::keras3) {
         // Keras 3 reads the first input as the call's argument and the others as a list argument (an RNN's
@@ -392,13 +404,18 @@ Ref parse_ref(const json& r, const std::string& where) {
 // An operation node's numbers (constants: the layer holds them) are skipped; anywhere else a number is an error.
 // A Keras 3 call's `mask` argument (the mask Keras derived and wrote down) goes to *mask.
 // `list`: the layer's call argument that takes its inputs after the first (Layer::keras_list_argument; null: none).
-std::vector<Ref> parse_call(const json& call, const std::string& where, bool operation, const char* list,
+std::vector<Ref> parse_call(const json& call, const std::string& where, bool operation, Layer& layer,
                             std::optional<Ref>* mask = nullptr) {
   std::vector<Ref> refs;
+  const char* list = layer.keras_list_argument();
   if (call.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}
     json kwargs = call.contains("kwargs") ? call["kwargs"] : json::object();
     std::optional<bool> training;
     std::vector<Ref> more;
+    // The layer's tensor keywords (Layer::keras_tensor_keywords) given, in its order, and its other keywords.
+    const std::vector<std::string> keywords = layer.keras_tensor_keywords();
+    std::vector<std::optional<Ref>> by_keyword(keywords.size());
+    json options = json::object();
     for (auto& [k, v] : kwargs.items()) {
       if (k == "mask" && mask && v.is_object()) {
         *mask = parse_ref(v, where);
@@ -408,20 +425,39 @@ std::vector<Ref> parse_call(const json& call, const std::string& where, bool ope
         for (auto& t : v) more.push_back(parse_ref(t, where));
         continue;
       }
-      if (!v.is_null() && !(k == "training" && v.is_boolean()))
-        fail("{}: call argument '{}'={} is not supported", where, k, v.dump());
-      if (k == "training" && v.is_boolean()) training = v.get<bool>();
+      if (auto it = std::find(keywords.begin(), keywords.end(), k); it != keywords.end() && v.is_object()) {
+        by_keyword[static_cast<std::size_t>(it - keywords.begin())] = parse_ref(v, where);
+        continue;
+      }
+      if (k == "training" && v.is_boolean()) {
+        training = v.get<bool>();
+        continue;
+      }
+      if (!v.is_null()) options[k] = v;
     }
     json args = call.contains("args") ? call["args"] : json::array();
     for (auto& a : args) {
-      if (operation && a.is_number()) continue;
+      if (operation && (a.is_number() || (a.is_object() && a.value("class_name", "") == "__tensor__")))
+        continue;  // an operation's constant: the layer holds it
       if (a.is_array())
         for (auto& t : a) refs.push_back(parse_ref(t, where));
       else
         refs.push_back(parse_ref(a, where));
     }
+    std::vector<std::string> given;
+    for (std::size_t i = 0; i < keywords.size(); ++i)
+      if (by_keyword[i]) given.push_back(keywords[i]);
+    if (!given.empty() || !options.empty()) {
+      try {
+        layer.read_keras_call(refs.size(), given, options);
+      } catch (const Error& e) {
+        fail("{}: {}", where, e.what());
+      }
+    }
     if (!refs.empty()) refs[0].training = training;
     refs.insert(refs.end(), more.begin(), more.end());
+    for (auto& r : by_keyword)
+      if (r) refs.push_back(*r);
   } else if (call.is_array()) {
     for (auto& r : call) refs.push_back(parse_ref(r, where));
   } else {
@@ -487,8 +523,7 @@ Model functional_from_config(const json& config, const std::string& source) {
         fail("{}: missing \"inbound_nodes\"", where);
       for (auto& call : entry["inbound_nodes"]) {
         std::optional<Ref> mask;
-        p.calls.push_back(
-            parse_call(call, where, is_operation_entry(entry), layer->keras_list_argument(), &mask));
+        p.calls.push_back(parse_call(call, where, is_operation_entry(entry), *layer, &mask));
         p.masks.push_back(mask);
       }
     }

@@ -19,6 +19,7 @@ import shutil
 import struct
 import subprocess
 import tarfile
+import zipfile
 
 import numpy as np
 from PIL import Image
@@ -114,6 +115,11 @@ def main():
     d = folder("model_json")
     for f in ("seq.tfkeras.json", "seq.keras3.json", "zoo.tfkeras.json", "zoo.keras3.json"):
         shutil.copy(os.path.join(KERAS, f), d)
+    # Attention's call forms (key, attention_mask, use_causal_mask) and an operation's constant array.
+    for src, name in (("attention/call_forms.keras", "attention.keras3.json"),
+                      ("keras_training/text_transformer.keras", "text_transformer.keras3.json")):
+        with zipfile.ZipFile(os.path.join(ROOT, "tests", "fixtures", src)) as z:
+            write(d, name, z.read("config.json"))
 
     images = [np.asarray(Image.open(os.path.join(SAMPLE, f"{i}.png")).convert("RGB")) for i in (1, 2)]
     d = folder("image")

@@ -6,7 +6,9 @@ Precision, Recall), a sequence model of the 1-D layers, a text model with an Emb
 GlobalAveragePooling1D, Masking), Conv1DTranspose with channels_first 1-D pools, GRUs without reset_after, and
 RNNs' return_state and initial_state (with Bidirectional's merge_mode None), stateful RNNs, masks through the
 merges (Add, Subtract, Average, Concatenate on either axis; Maximum and Minimum), Bidirectional of stateful layers,
-and losses over sequences (per-step labels under a mask, per-step one-hot targets, a masked per-step regression), trained by Keras
+and losses over sequences (per-step labels under a mask, per-step one-hot targets, a masked per-step regression),
+and attention (keras-io's time-series transformer without dropout; Embedding(mask_zero) into causal self-attention
+and cross-attention with its own key; a text transformer with token and position embeddings), trained by Keras
 and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
@@ -489,6 +491,86 @@ def masked_regression(rng):
     return m, x, y
 
 
+def encoder(x, head_size, num_heads, ff_dim, dropout=0.0):
+    """keras-io's "Timeseries classification with a Transformer" encoder block, as written there."""
+    h = keras.layers.MultiHeadAttention(key_dim=head_size, num_heads=num_heads, dropout=dropout)(x, x)
+    h = keras.layers.Dropout(dropout)(h)
+    h = keras.layers.LayerNormalization(epsilon=1e-6)(h)
+    res = h + x
+    h = keras.layers.Conv1D(filters=ff_dim, kernel_size=1, activation="relu")(res)
+    h = keras.layers.Dropout(dropout)(h)
+    h = keras.layers.Conv1D(filters=x.shape[-1], kernel_size=1)(h)
+    h = keras.layers.LayerNormalization(epsilon=1e-6)(h)
+    return h + res
+
+
+def transformer_series(rng):
+    """keras-io's time-series transformer at a small size (two encoder blocks of MultiHeadAttention with 2 heads of
+    8, LayerNormalization, Conv1D with kernel 1; GlobalAveragePooling1D channels_first; no dropout, so that the
+    training step is Keras's exactly) on series of 12 steps, 3 channels, whose class is the channel that drifts
+    upwards; Adam."""
+    x = 0.5 * rng.normal(size=(80, 12, 3))
+    y = rng.integers(0, 3, size=80).astype(np.int64)
+    for i in range(80):
+        x[i, :, y[i]] += np.linspace(-1.0, 1.0, 12)
+    keras.utils.set_random_seed(21)
+    i = keras.Input((12, 3))
+    h = encoder(i, 8, 2, 4)
+    h = encoder(h, 8, 2, 4)
+    h = keras.layers.GlobalAveragePooling1D(data_format="channels_first")(h)
+    h = keras.layers.Dense(8, activation="relu")(h)
+    o = keras.layers.Dense(3, activation="softmax")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01), loss="sparse_categorical_crossentropy",
+              metrics=["sparse_categorical_accuracy"])
+    return m, x, y
+
+
+def masked_attention(rng):
+    """Keras's masks into attention: word ids padded with 0 (padded_ids), Embedding(mask_zero=True) into a causal
+    self-attention (the padded keys hidden, the output carrying the query's mask), a second MultiHeadAttention
+    given a key of its own (the embeddings) and output_shape 5, GlobalAveragePooling1D over the unmasked steps;
+    SGD with momentum."""
+    x, y = padded_ids(rng, 10, 3, 20)
+    keras.utils.set_random_seed(22)
+    i = keras.Input((10,))
+    e = keras.layers.Embedding(20, 6, mask_zero=True)(i)
+    h = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)(e, e, use_causal_mask=True)
+    h = keras.layers.MultiHeadAttention(num_heads=3, key_dim=2, output_shape=5)(h, h, e)
+    h = keras.layers.GlobalAveragePooling1D()(h)
+    o = keras.layers.Dense(1, activation="sigmoid")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
+def text_transformer(rng):
+    """A text transformer as a functional graph writes keras-io's: token embeddings (Embedding(mask_zero=True)) plus
+    position embeddings computed eagerly (an Embedding over ops.arange of the length, which Keras writes as a
+    constant array of the add), self-attention whose value and key are the token embeddings (their padding mask
+    hides the padded words' keys), the residual add, LayerNormalization, a feed-forward Dense pair, GlobalAverage-
+    Pooling1D, a sigmoid; SGD with momentum (Keras on TensorFlow gives Adam an Embedding's gradient as IndexedSlices,
+    README's known difference). Word ids from padded_ids."""
+    x, y = padded_ids(rng, 10, 3, 20)
+    keras.utils.set_random_seed(23)
+    i = keras.Input((10,))
+    tok = keras.layers.Embedding(20, 8, mask_zero=True)(i)
+    positions = keras.ops.arange(0, keras.ops.shape(i)[-1])
+    h = tok + keras.layers.Embedding(10, 8)(positions)
+    a = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)(h, tok)
+    h = keras.layers.LayerNormalization(epsilon=1e-6)(a + h)
+    f = keras.layers.Dense(16, activation="relu")(h)
+    f = keras.layers.Dense(8)(f)
+    h = keras.layers.LayerNormalization(epsilon=1e-6)(f + h)
+    h = keras.layers.GlobalAveragePooling1D()(h)
+    o = keras.layers.Dense(1, activation="sigmoid")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
@@ -496,7 +578,8 @@ CASES = [("binary", binary), ("regression", regression), ("columns", columns), (
          ("gru_reset_before", gru_reset_before), ("states", states), ("stateful", stateful),
          ("masked_merges", masked_merges), ("stateful_bidirectional", stateful_bidirectional),
          ("tagger", tagger), ("steps_onehot", steps_onehot), ("masked_regression", masked_regression),
-         ("masked_extrema", masked_extrema)]
+         ("masked_extrema", masked_extrema), ("transformer_series", transformer_series),
+         ("masked_attention", masked_attention), ("text_transformer", text_transformer)]
 
 
 def check(folder):

@@ -1,0 +1,408 @@
+// MultiHeadAttention (Keras 3): query, value and key projected by EinsumDense layers (here: dense products of the
+// inputs' last axis, their kernels viewed as (C, heads * dim)), scaled dot-product attention of every head
+// (ops::attention_forward, on the projections' own [N, T, heads, dim] layout, so nothing is transposed), then the
+// output projection of (heads * value_dim) to the output shape. Keras's weights keep the EinsumDense shapes:
+// query kernel (Cq, heads, key_dim), bias (heads, key_dim); key's and value's alike; the output's kernel (heads,
+// value_dim, output_shape...) and bias (output_shape...), made as the dense matrices they are so that the Glorot
+// fans are EinsumDense's (Keras 3.15: fan_in the input axes, fan_out the output axes), then viewed in those shapes.
+//
+// Inputs: query, value, then key (when the call gave one; else the value is the key) and the attention mask
+// (options().attention_mask_input). Keras's call arguments use_causal_mask and the attention mask are per layer
+// here (a config's call sets them; a second call must agree). Masks: the query's Keras mask hides query rows (their
+// probabilities 0, the output the output bias), the value's (or key's) hides keys; the output carries the query's.
+// The attention mask gets no gradient (Keras casts it to bool).
+#include <systolic/layers.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/philox.h"
+#include "layers/config.h"
+
+namespace systolic::layers {
+
+namespace {
+
+class MultiHeadAttentionLayer final : public Layer {
+ public:
+  MultiHeadAttentionLayer(int heads, int key_dim, const MultiHeadAttentionOptions& o)
+      : Layer("MultiHeadAttention", o.name),
+        heads_(heads),
+        key_dim_(key_dim),
+        value_dim_(o.value_dim.value_or(key_dim)),
+        o_(o),
+        seed_(o.seed ? *o.seed : global_generator().split()) {
+    SYSTOLIC_CHECK(heads > 0, "layer '{}': num_heads must be positive, got {}", name(), heads);
+    SYSTOLIC_CHECK(key_dim > 0, "layer '{}': key_dim must be positive, got {}", name(), key_dim);
+    SYSTOLIC_CHECK(value_dim_ > 0, "layer '{}': value_dim must be positive, got {}", name(), value_dim_);
+    SYSTOLIC_CHECK(o.dropout >= 0 && o.dropout < 1, "layer '{}': dropout must be in [0, 1), got {}", name(),
+                   o.dropout);
+    SYSTOLIC_CHECK(o.sliding_window >= 0, "layer '{}': sliding_window must be positive, got {}", name(),
+                   o.sliding_window);
+    if (o.output_shape)
+      for (std::int64_t d : *o.output_shape)
+        SYSTOLIC_CHECK(d > 0, "layer '{}': output_shape must be positive dimensions", name());
+    set_activity_regularizer(o.activity_regularizer);
+  }
+
+  bool output_masked(bool input_masked) const override {
+    return input_masked;
+  }  // the query's, as Keras sets it
+  std::vector<std::string> keras_tensor_keywords() const override { return {"key", "attention_mask"}; }
+
+  void read_keras_call(std::size_t positional, const std::vector<std::string>& tensor_keywords,
+                       const nlohmann::ordered_json& options) override {
+    bool key = positional >= 3, mask = false;
+    for (const std::string& k : tensor_keywords) (k == "key" ? key : mask) = true;
+    bool causal = false;
+    for (auto& [k, v] : options.items()) {
+      if (k == "use_causal_mask" && v.is_boolean())
+        causal = v.get<bool>();
+      else if (k == "return_attention_scores" && v == false)
+        continue;
+      else
+        fail("layer '{}' (MultiHeadAttention): call argument '{}'={} is not supported", name(), k, v.dump());
+    }
+    if (positional < 2 || positional > 3 || (positional == 3 && mask && tensor_keywords.size() > 1))
+      fail("layer '{}' (MultiHeadAttention): a call takes query, value and key by position", name());
+    (void)key;
+    set_call(mask, causal);
+  }
+
+  bool keras_call_form(const std::vector<nlohmann::ordered_json>& tensors, nlohmann::ordered_json& args,
+                       nlohmann::ordered_json& kwargs) const override {
+    const std::size_t given = tensors.size() - (o_.attention_mask_input ? 1 : 0);
+    args = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < given; ++i) args.push_back(tensors[i]);
+    if (o_.attention_mask_input) kwargs["attention_mask"] = tensors.back();
+    if (o_.use_causal_mask) kwargs["use_causal_mask"] = true;
+    return true;
+  }
+
+  // The call's form (a config's call, or the API's options): an attention mask input, a causal mask. Set before
+  // the first call; a later call must agree.
+  void set_call(bool attention_mask, bool causal) {
+    if (called_ && (attention_mask != o_.attention_mask_input || causal != o_.use_causal_mask))
+      fail(
+          "layer '{}' (MultiHeadAttention): every call must pass the same attention mask and causal mask "
+          "arguments",
+          name());
+    o_.attention_mask_input = attention_mask;
+    o_.use_causal_mask = causal;
+    called_ = true;
+  }
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override {
+    const std::size_t n = in.size(), base = o_.attention_mask_input ? 3 : 2;
+    if (n != base && n != base + 1)
+      fail_shape(fmt::format("takes query, value{}{} as inputs, got {}", ", an optional key",
+                             o_.attention_mask_input ? " and the attention mask" : "", n));
+    const Shape &q = in[0], &v = in[1];
+    if (q.rank() < 2) fail_shape("query " + q.keras_str() + ": expected (steps..., features)");
+    if (v.rank() != q.rank())
+      fail_shape("value " + v.keras_str() + " and query " + q.keras_str() + " must have the same rank");
+    if (has_key(n)) {
+      const Shape& k = in[2];
+      bool same = k.rank() == v.rank();
+      for (int i = 0; same && i + 1 < v.rank(); ++i) same = k[i] == v[i];
+      if (!same)
+        fail_shape("key " + k.keras_str() + " and value " + v.keras_str() +
+                   ": all dimensions but the last must be equal");
+    }
+    if ((o_.use_causal_mask || o_.sliding_window > 0 || o_.attention_mask_input) && q.rank() != 2)
+      fail_shape("a causal, sliding-window or attention mask needs (steps, features) inputs, got query " +
+                 q.keras_str());
+    if (o_.attention_mask_input) {
+      const Shape& m = in.back();
+      if (m.rank() != 2 || m[0] != q[0] || m[1] != v[0])
+        fail_shape("attention_mask " + m.keras_str() + ": expected (None, " + std::to_string(q[0]) + ", " +
+                   std::to_string(v[0]) + ")");
+    }
+    if (o_.attention_axes) {
+      std::vector<int> axes;
+      for (int a : *o_.attention_axes) axes.push_back(a < 0 ? a + q.rank() + 1 : a);
+      std::sort(axes.begin(), axes.end());
+      std::vector<int> all;
+      for (int a = 1; a < q.rank(); ++a) all.push_back(a);
+      if (axes != all)
+        fail_shape("attention_axes: systolic attends over every axis between the batch and the last (" +
+                   axes_str(all) + " for query " + q.keras_str() + ")");
+    }
+    std::vector<std::int64_t> dims;
+    for (int i = 0; i + 1 < q.rank(); ++i) dims.push_back(q[i]);
+    for (std::int64_t d : output_dims(q)) dims.push_back(d);
+    return Shape(dims);
+  }
+
+  std::vector<VariableGroup> keras3_variable_groups() const override {
+    const std::size_t per = o_.use_bias ? 2 : 1;
+    return {{"vars", 0},
+            {"query_dense/vars", per},
+            {"key_dense/vars", per},
+            {"value_dense/vars", per},
+            {"output_dense/vars", per}};
+  }
+
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["num_heads"] = heads_;
+    c["key_dim"] = key_dim_;
+    c["value_dim"] = value_dim_;
+    c["dropout"] = o_.dropout;
+    c["use_bias"] = o_.use_bias;
+    c["use_gate"] = false;
+    c["output_shape"] = o_.output_shape ? json(*o_.output_shape) : json(nullptr);
+    if (built()) {  // Keras's build writes the axes it attends over
+      std::vector<int> axes;
+      for (int a = 1; a < query_rank_; ++a) axes.push_back(a);
+      c["attention_axes"] = axes;
+    } else {
+      c["attention_axes"] = o_.attention_axes ? json(*o_.attention_axes) : json(nullptr);
+    }
+    c["sliding_window"] = o_.sliding_window > 0 ? json(o_.sliding_window) : json(nullptr);
+    c["kernel_initializer"] = initializer_config(o_.kernel_initializer);
+    c["bias_initializer"] = initializer_config(o_.bias_initializer);
+    c["kernel_regularizer"] = regularizer_config(o_.kernel_regularizer);
+    c["bias_regularizer"] = regularizer_config(o_.bias_regularizer);
+    c["activity_regularizer"] = regularizer_config(activity_regularizer());
+    c["kernel_constraint"] = constraint_config(o_.kernel_constraint);
+    c["bias_constraint"] = constraint_config(o_.bias_constraint);
+    c["seed"] = o_.seed ? json(*o_.seed) : json(nullptr);
+  }
+
+ protected:
+  int input_count() const override { return o_.attention_mask_input ? 3 : 2; }
+  int max_input_count() const override { return input_count() + 1; }
+
+  void build(const std::vector<Shape>& in) override {
+    called_ = true;
+    query_rank_ = in[0].rank();
+    const std::int64_t cq = in[0][-1], cv = in[1][-1], ck = has_key(in.size()) ? in[2][-1] : cv;
+    const std::int64_t H = heads_, D = key_dim_, E = value_dim_, P = out_size(in[0]);
+    const WeightOptions kernel{o_.kernel_regularizer, o_.kernel_constraint},
+        bias{o_.bias_regularizer, o_.bias_constraint};
+    // One projection: the kernel made as the (inputs, outputs) matrix it is (EinsumDense's fans), then viewed in
+    // Keras's shape; the bias likewise.
+    auto projection = [&](const std::string& prefix, std::int64_t inputs, std::int64_t outputs,
+                          const Shape& kernel_shape, const Shape& bias_shape) {
+      Weight& k = add_weight(prefix + "/kernel", {inputs, outputs}, o_.kernel_initializer, true, kernel);
+      k.value = k.value.reshape(kernel_shape);
+      if (k.grad.defined()) k.grad = k.grad.reshape(kernel_shape);
+      if (!o_.use_bias) return;
+      Weight& b = add_weight(prefix + "/bias", {outputs}, o_.bias_initializer, true, bias);
+      b.value = b.value.reshape(bias_shape);
+      if (b.grad.defined()) b.grad = b.grad.reshape(bias_shape);
+    };
+    projection("query", cq, H * D, {cq, H, D}, {H, D});
+    projection("key", ck, H * D, {ck, H, D}, {H, D});
+    projection("value", cv, H * E, {cv, H, E}, {H, E});
+    std::vector<std::int64_t> okernel{H, E}, obias;
+    for (std::int64_t d : output_dims(in[0])) {
+      okernel.push_back(d);
+      obias.push_back(d);
+    }
+    projection("attention_output", H * E, P, Shape(okernel), Shape(obias));
+  }
+
+  void forward(LayerCall& c) override {
+    Buffers b = buffers(c);
+    project(0, query(c), b.cq, b.q);
+    project(1, key(c), b.ck, b.k);
+    project(2, value(c), b.cv, b.v);
+    Tensor qmask, kmask, amask;
+    masks(c, b, qmask, kmask, amask);
+    ops::attention_forward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.o, b.probs);
+    const std::int64_t HE = heads_ * value_dim_;
+    Tensor y = c.output.reshape({b.N * b.T, b.P});
+    ops::dense_forward(b.o.reshape({b.N * b.T, HE}), weights()[3 * per()].operand().reshape({HE, b.P}),
+                       bias_of(3), y);
+  }
+
+  void backward(LayerCall& c) override {
+    SYSTOLIC_CHECK(c.saved.size() == kSaved, "layer '{}': backward without a forward", name());
+    Buffers b = buffers(c);
+    const std::int64_t HE = heads_ * value_dim_;
+    Tensor dbo = o_.use_bias ? grad_of(3 * per() + 1, {b.P}) : Tensor(), dwo = grad_of(3 * per(), {HE, b.P});
+    ops::dense_backward(b.o.reshape({b.N * b.T, HE}), weights()[3 * per()].operand().reshape({HE, b.P}),
+                        c.doutput.reshape({b.N * b.T, b.P}), b.dO, dwo, dbo);
+    Tensor qmask, kmask, amask;
+    masks(c, b, qmask, kmask, amask);
+    ops::attention_backward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.probs,
+                            b.dO.reshape(b.o.shape()), b.dq, b.dk, b.dv);
+    // The projections' gradients: each input's (=), the key's added to the value's when the value is the key.
+    project_back(0, query(c), b.cq, b.dq, dinput(c, 0, b.cq));
+    Tensor dvalue = dinput(c, 1, b.cv);
+    project_back(2, value(c), b.cv, b.dv, dvalue);
+    if (has_key(c.inputs.size())) {
+      project_back(1, key(c), b.ck, b.dk, dinput(c, 2, b.ck));
+    } else {
+      Tensor dkey = dvalue.defined() ? b.dkey_input.reshape(dvalue.shape()) : Tensor();
+      project_back(1, value(c), b.cv, b.dk, dkey);
+      if (dvalue.defined()) ops::accumulate(dkey, dvalue);
+    }
+    if (o_.attention_mask_input && c.dinputs.back().defined()) ops::fill(c.dinputs.back(), 0.0);
+  }
+
+ private:
+  static constexpr std::size_t kSaved = 11;
+  // Weights per projection (kernel, and bias with use_bias); projection w: 0 query, 1 key, 2 value, 3 output.
+  std::size_t per() const { return o_.use_bias ? 2 : 1; }
+  Tensor bias_of(int w) const {
+    return o_.use_bias ? flat(weights()[static_cast<std::size_t>(w) * per() + 1].value) : Tensor();
+  }
+  // Weight i's gradient viewed in shape s; undefined when it has none (frozen).
+  Tensor grad_of(std::size_t i, const Shape& s) {
+    const Weight& w = weights()[i];
+    return w.grad.defined() ? w.grad.reshape(s) : Tensor();
+  }
+  // out [N, T, heads, dim] = x [..., inputs] @ kernel + bias of projection w.
+  void project(int w, const Tensor& x, std::int64_t inputs, const Tensor& out) const {
+    const std::int64_t outputs = out.dim(2) * out.dim(3);
+    Tensor y = out.reshape({out.numel() / outputs, outputs});
+    ops::dense_forward(x.reshape({x.numel() / inputs, inputs}),
+                       weights()[static_cast<std::size_t>(w) * per()].operand().reshape({inputs, outputs}),
+                       bias_of(w), y);
+  }
+  // Its backward: dx (=) when defined, the kernel's and bias's gradients (+=).
+  void project_back(int w, const Tensor& x, std::int64_t inputs, const Tensor& dout, Tensor dx) {
+    const std::size_t i = static_cast<std::size_t>(w) * per();
+    const std::int64_t outputs = dout.dim(2) * dout.dim(3), rows = x.numel() / inputs;
+    Tensor dw = grad_of(i, {inputs, outputs}), db = o_.use_bias ? grad_of(i + 1, {outputs}) : Tensor();
+    ops::dense_backward(x.reshape({rows, inputs}), weights()[i].operand().reshape({inputs, outputs}),
+                        dout.reshape({rows, outputs}), dx, dw, db);
+  }
+  static Tensor dinput(const LayerCall& c, std::size_t i, std::int64_t inputs) {
+    if (i >= c.dinputs.size() || !c.dinputs[i].defined()) return Tensor();
+    return c.dinputs[i].reshape({c.dinputs[i].numel() / inputs, inputs});
+  }
+  static std::string axes_str(const std::vector<int>& a) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < a.size(); ++i) s += (i ? ", " : "") + std::to_string(a[i]);
+    return s + "]";
+  }
+  static Tensor flat(const Tensor& t) { return t.reshape({t.numel()}); }
+
+  bool has_key(std::size_t inputs) const { return inputs == (o_.attention_mask_input ? 4u : 3u); }
+  std::vector<std::int64_t> output_dims(const Shape& query) const {
+    return o_.output_shape ? *o_.output_shape : std::vector<std::int64_t>{query[-1]};
+  }
+  std::int64_t out_size(const Shape& query) const {
+    std::int64_t p = 1;
+    for (std::int64_t d : output_dims(query)) p *= d;
+    return p;
+  }
+
+  const Tensor& query(const LayerCall& c) const { return c.inputs[0]; }
+  const Tensor& value(const LayerCall& c) const { return c.inputs[1]; }
+  const Tensor& key(const LayerCall& c) const { return has_key(c.inputs.size()) ? c.inputs[2] : c.inputs[1]; }
+
+  // The call's tensors: the projections q, k, v and the attention's output o [N, T|S, heads, dim], its
+  // probabilities, backward's gradients of them (and of the value input through the key projection, when the
+  // value is the key) and the keys' mask when the value's and the key's combine, kept in c.saved for the batch
+  // size of the call.
+  struct Buffers {
+    std::int64_t N, T, S, cq, cv, ck, P;
+    Tensor q, k, v, o, probs, dq, dk, dv, dO, dkey_input, key_mask;
+  };
+  Buffers buffers(LayerCall& c) {
+    const Tensor& x = query(c);
+    const std::int64_t N = x.dim(0), cq = x.dim(-1), cv = value(c).dim(-1), ck = key(c).dim(-1);
+    const std::int64_t T = x.numel() / std::max<std::int64_t>(1, N * cq);
+    const std::int64_t S = value(c).numel() / std::max<std::int64_t>(1, N * cv);
+    const std::int64_t H = heads_, D = key_dim_, E = value_dim_,
+                       P = c.output.numel() / std::max<std::int64_t>(1, N * T);
+    const Shape shapes[kSaved] = {{N, T, H, D},   {N, S, H, D}, {N, S, H, E}, {N, T, H, E},
+                                  {N, H, T, S},   {N, T, H, D}, {N, S, H, D}, {N, S, H, E},
+                                  {N * T, H * E}, {N * S * cv}, {N, S}};
+    const DType t = x.dtype();
+    bool fresh = c.saved.size() != kSaved;
+    for (std::size_t i = 0; !fresh && i < kSaved; ++i)
+      fresh = c.saved[i].shape() != shapes[i] || c.saved[i].dtype() != t;
+    if (fresh) {
+      c.saved.clear();
+      for (const Shape& s : shapes) c.saved.emplace_back(s, t, x.device());
+    }
+    auto& s = c.saved;
+    return {N, T, S, cq, cv, ck, P, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10]};
+  }
+
+  // The Keras masks as the op takes them: the query's [N, T], the key's [N, S] (the value's, or the key's when the
+  // call gave a key of its own), and the attention mask input [N, T, S].
+  void masks(const LayerCall& c, const Buffers& b, Tensor& query_mask, Tensor& key_mask,
+             Tensor& attention_mask) const {
+    // The key's mask's buffer holds the data's dtype; Keras's masks come in it too.
+    if (c.mask.defined()) query_mask = c.mask.reshape({b.N, b.T});
+    if (c.masks.size() > 1) {
+      const Tensor& vm = c.masks[1];
+      const Tensor km = has_key(c.inputs.size()) ? c.masks[2] : Tensor();
+      if (vm.defined() && km.defined()) {  // Keras ANDs them: a product of 0/1 masks
+        Tensor both = b.key_mask.reshape(vm.shape());
+        ops::broadcast_forward(ops::BinaryKind::multiply, vm, km, both);
+        key_mask = b.key_mask;
+      } else if (vm.defined() || km.defined()) {
+        key_mask = (vm.defined() ? vm : km).reshape({b.N, b.S});
+      }
+    }
+    if (o_.attention_mask_input) attention_mask = c.inputs.back();
+  }
+
+  ops::AttentionParams params(const LayerCall& c) const {
+    // Keras runs its fused dot_product_attention (a query row with no key kept averages every key) unless the
+    // layer has dropout or its inputs are of rank > 3; else its masked Softmax (such a row is zeros).
+    ops::AttentionParams p{.scale = 1.0 / std::sqrt(static_cast<double>(key_dim_)),
+                           .causal = o_.use_causal_mask,
+                           .window = o_.sliding_window,
+                           .empty_rows_uniform = o_.dropout == 0 && query_rank_ == 2};
+    if (c.training && o_.dropout > 0) {
+      p.dropout = o_.dropout;
+      p.seed = philox::replica_seed(seed_, c.training->replica);
+    }
+    return p;
+  }
+  static Tensor step_of(const LayerCall& c) { return c.training ? c.training->counter : Tensor(); }
+
+  int heads_, key_dim_, value_dim_;
+  MultiHeadAttentionOptions o_;
+  std::uint64_t seed_;
+  bool called_ = false;
+  int query_rank_ = 0;  // with the batch axis
+};
+
+}  // namespace
+
+std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r) {
+  for (const char* k : {"num_heads", "key_dim"})
+    if (!r.has(k)) r.fail_option(k, "missing");
+  const int heads = r.get_int("num_heads", 0), key_dim = r.get_int("key_dim", 0);
+  MultiHeadAttentionOptions o;
+  if (auto v = r.get_optional_int("value_dim")) o.value_dim = static_cast<int>(*v);
+  o.dropout = r.get_double("dropout", 0.0);
+  o.use_bias = r.get_bool("use_bias", true);
+  r.require_value("use_gate", false);
+  o.output_shape = r.get_optional_int_list("output_shape");
+  if (auto axes = r.get_optional_int_list("attention_axes"))
+    o.attention_axes = std::vector<int>(axes->begin(), axes->end());
+  if (auto w = r.get_optional_int("sliding_window")) {
+    if (*w <= 0) r.fail_option("sliding_window", "must be a positive integer or null");
+    o.sliding_window = static_cast<int>(*w);
+  }
+  r.ignore("flash_attention");  // how a backend computes it; the same result
+  o.kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform");
+  o.bias_initializer = r.get_initializer("bias_initializer", "zeros");
+  o.kernel_regularizer = r.get_regularizer("kernel_regularizer");
+  o.bias_regularizer = r.get_regularizer("bias_regularizer");
+  o.activity_regularizer = r.get_regularizer("activity_regularizer");
+  o.kernel_constraint = r.get_constraint("kernel_constraint");
+  o.bias_constraint = r.get_constraint("bias_constraint");
+  if (auto s = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*s);
+  o.name = r.name();
+  return std::make_shared<MultiHeadAttentionLayer>(heads, key_dim, o);
+}
+
+LayerRef MultiHeadAttention(int num_heads, int key_dim, const MultiHeadAttentionOptions& options) {
+  auto layer = std::make_shared<MultiHeadAttentionLayer>(num_heads, key_dim, options);
+  layer->set_call(options.attention_mask_input, options.use_causal_mask);
+  return LayerRef(layer);
+}
+
+}  // namespace systolic::layers

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/attention/: Keras 3 models of MultiHeadAttention for tests/test_attention.cc.
+
+    keras_io_series.keras  keras-io's "Timeseries classification with a Transformer" model as the example builds it
+                           (4 encoder blocks: MultiHeadAttention with head_size 256, 4 heads and dropout 0.25,
+                           Dropout, LayerNormalization(epsilon=1e-6), the residual add, Conv1D(4, 1, relu), Dropout,
+                           Conv1D(1, 1), LayerNormalization, the residual add; GlobalAveragePooling1D channels_first,
+                           Dense(128, relu), Dropout(0.4), Dense(2, softmax); Adam(1e-4), sparse categorical
+                           crossentropy and accuracy), trained by Keras for 10 epochs (batch 32) on the real
+                           ItalyPowerDemand series of tests/fixtures/series/italy_power.npz, saved with its optimizer
+                           state.
+    call_forms.keras       MultiHeadAttention called as Keras lets a user call it: cross-attention with a key of
+                           its own and an attention_mask input, a sliding window with a causal mask, and inputs of
+                           rank 4 (attention over both middle axes), untrained (seeded).
+    call_forms.npz         its inputs (query, value, key, attention_mask, image).
+
+expected.json: Keras's predict of the first 32 test series and evaluate(batch_size=32) over the whole test split of
+the first; predict of the second on its inputs.
+
+    python3 tests/reference/attention.py [--out DIR]
+    python3 tests/reference/attention.py --check MODEL.keras   # Keras evaluates a model systolic trained on
+
+Needs keras (3.x) and tensorflow-cpu from pip.
+"""
+import argparse
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np
+import keras
+
+from keras_training import encoder  # keras-io's transformer_encoder, as written there
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERIES = os.path.join(HERE, "..", "fixtures", "series", "italy_power.npz")
+
+
+def keras_io_model(input_shape, n_classes):
+    """keras-io's build_model with the example's settings."""
+    inputs = keras.Input(shape=input_shape)
+    x = inputs
+    for _ in range(4):
+        x = encoder(x, head_size=256, num_heads=4, ff_dim=4, dropout=0.25)
+    x = keras.layers.GlobalAveragePooling1D(data_format="channels_first")(x)
+    for dim in [128]:
+        x = keras.layers.Dense(dim, activation="relu")(x)
+        x = keras.layers.Dropout(0.4)(x)
+    outputs = keras.layers.Dense(n_classes, activation="softmax")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile(loss="sparse_categorical_crossentropy", optimizer=keras.optimizers.Adam(learning_rate=1e-4),
+                  metrics=["sparse_categorical_accuracy"])
+    return model
+
+
+def call_forms():
+    keras.utils.set_random_seed(31)
+    q = keras.Input((5, 4), name="query")
+    v = keras.Input((6, 3), name="value")
+    k = keras.Input((6, 2), name="key")
+    m = keras.Input((5, 6), name="attention_mask")
+    img = keras.Input((3, 4, 2), name="image")
+    a = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=2)(q, v, k, attention_mask=m)
+    b = keras.layers.MultiHeadAttention(num_heads=2, key_dim=2, sliding_window=2)(a, a, use_causal_mask=True)
+    c = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, output_shape=(2, 2))(img, img)
+    out_a = keras.layers.Flatten()(b)
+    out_c = keras.layers.Flatten()(c)
+    model = keras.Model([q, v, k, m, img], keras.layers.Concatenate()([out_a, out_c]))
+    rng = np.random.default_rng(32)
+    inputs = {
+        "query": rng.normal(size=(4, 5, 4)).astype(np.float32),
+        "value": rng.normal(size=(4, 6, 3)).astype(np.float32),
+        "key": rng.normal(size=(4, 6, 2)).astype(np.float32),
+        "attention_mask": (rng.random(size=(4, 5, 6)) > 0.3).astype(np.float32),
+        "image": rng.normal(size=(4, 3, 4, 2)).astype(np.float32),
+    }
+    inputs["attention_mask"][0, 2, :] = 0  # a query row that sees no key
+    return model, inputs
+
+
+def check(path):
+    data = np.load(SERIES)
+    model = keras.models.load_model(path)
+    theirs = model.evaluate(data["x_test"], data["y_test"], batch_size=32, return_dict=True, verbose=0)
+    print(f"{path}: Keras at step {int(model.optimizer.iterations.numpy())}: " +
+          ", ".join(f"{k} {float(v):.6f}" for k, v in theirs.items()))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "fixtures", "attention"))
+    ap.add_argument("--check", metavar="MODEL")
+    args = ap.parse_args()
+    if args.check:
+        check(args.check)
+        return
+    os.makedirs(args.out, exist_ok=True)
+    expected = {"generator": f"keras {keras.__version__}"}
+
+    data = np.load(SERIES)
+    keras.utils.set_random_seed(30)
+    model = keras_io_model(data["x_train"].shape[1:], 2)
+    model.fit(data["x_train"], data["y_train"], batch_size=32, epochs=10, shuffle=False, verbose=0)
+    model.save(os.path.join(args.out, "keras_io_series.keras"))
+    expected["keras_io_series"] = {
+        "predict": [float(v) for v in model.predict(data["x_test"][:32], verbose=0).reshape(-1)],
+        "evaluate": {k: float(v) for k, v in model.evaluate(data["x_test"], data["y_test"], batch_size=32,
+                                                           return_dict=True, verbose=0).items()},
+        "iterations": int(model.optimizer.iterations.numpy()),
+    }
+
+    model, inputs = call_forms()
+    model.save(os.path.join(args.out, "call_forms.keras"))
+    np.savez(os.path.join(args.out, "call_forms.npz"), **inputs)
+    expected["call_forms"] = {
+        "predict": [float(v) for v in model.predict(inputs, verbose=0).reshape(-1)],
+    }
+    path = os.path.join(args.out, "expected.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    print(f"{path}: written")
+
+
+if __name__ == "__main__":
+    main()

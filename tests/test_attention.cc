@@ -1,0 +1,227 @@
+// MultiHeadAttention against real Keras (tests/fixtures/attention, written by tests/reference/attention.py with
+// Keras 3.15): keras-io's "Timeseries classification with a Transformer" model as the example builds it, trained by
+// Keras on the real ItalyPowerDemand series, predicts and evaluates as Keras does and trains on from Keras's
+// optimizer state; the call forms Keras allows (a key of its own, an attention_mask input, use_causal_mask with a
+// sliding window, inputs of rank 4) predict as Keras does and are written back as Keras writes them; what systolic
+// does not run is refused by name. The same layer trains on the XLA backend as on the CPU. (Training steps equal to
+// Keras's, masks included: tests/test_keras_training.cc's transformer_series and masked_attention; gradients:
+// tests/test_gradients.cc; the op on every backend: tests/test_ops.cc.)
+#include <gmock/gmock.h>
+#include <systolic/systolic.h>
+
+#include <nlohmann/json.hpp>
+
+#include "json_fixture.h"
+#include "keras_compare.h"
+#include "saving/keras_zip.h"
+#include "test_util.h"
+#include "xla_test_util.h"
+
+using namespace systolic;
+using json = nlohmann::json;
+using systolic::testing::error_of;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  return systolic::testing::source_dir() + "/tests/fixtures/attention/" + name;
+}
+const json& expected() {
+  return systolic::testing::json_fixture("attention/expected.json");
+}
+double worst(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double w = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) w = std::max(w, std::abs(a[i] - b[i]));
+  return w;
+}
+
+}  // namespace
+
+TEST(KerasIoSeriesTransformer, PredictsEvaluatesAndTrainsOnAsKeras) {
+  const json& want = expected()["keras_io_series"];
+  auto d =
+      datasets::load("npz:" + systolic::testing::source_dir() + "/tests/fixtures/series/italy_power.npz");
+  Model m = load_model(fixture("keras_io_series.keras"));
+  ASSERT_TRUE(m.compiled());
+  EXPECT_EQ(m.optimizer().iterations(), want["iterations"].get<std::int64_t>());
+  int attention = 0;
+  for (auto& l : m.layers()) attention += l->class_name() == "MultiHeadAttention";
+  EXPECT_EQ(attention, 4);
+  Tensor p = m.predict(d.test.x.slice(0, 32), {.batch_size = 32, .verbose = 0});
+  EXPECT_LT(worst(p.to_doubles(), want["predict"].get<std::vector<double>>()), 1e-4);
+  systolic::testing::expect_scores_as_keras(m,
+                                            m.evaluate(d.test.x, d.test.y, {.batch_size = 32, .verbose = 0}),
+                                            want["evaluate"], 1e-4, /*relative=*/false);
+  // One more epoch from Keras's Adam state, with the example's dropout: 3 steps of 32, 32 and 3 series.
+  History h = m.fit(d.train.x, d.train.y, {.batch_size = 32, .epochs = 1, .verbose = 0, .shuffle = false});
+  EXPECT_EQ(m.optimizer().iterations(), want["iterations"].get<std::int64_t>() + 3);
+  EXPECT_TRUE(std::isfinite(h.history.at("loss")[0]));
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("m.keras"));
+  Model back = load_model(tmp.file("m.keras"));
+  EXPECT_EQ(back.predict(d.test.x.slice(0, 32), {.verbose = 0}).to_doubles(),
+            m.predict(d.test.x.slice(0, 32), {.verbose = 0}).to_doubles());
+}
+
+TEST(MultiHeadAttentionCalls, PredictAsKerasAndAreWrittenAsKerasWritesThem) {
+  Model m = load_model(fixture("call_forms.keras"));
+  auto npz = npy::load_npz(fixture("call_forms.npz"));
+  Arrays x;
+  for (const char* name : {"query", "value", "key", "attention_mask", "image"}) x.push_back(npz.at(name));
+  Tensor p = m.predict(x, {.verbose = 0});
+  EXPECT_LT(worst(p.to_doubles(), expected()["call_forms"]["predict"].get<std::vector<double>>()), 1e-5);
+
+  // The calls' keyword arguments as Keras wrote them: key by position, attention_mask and use_causal_mask by name.
+  auto keras = keras_io::read_keras_archive_file(fixture("call_forms.keras")).config;
+  auto ours = json::parse(m.to_json());
+  auto calls = [](const json& config) {
+    std::vector<json> kwargs;
+    for (auto& l : config["config"]["layers"])
+      if (l["class_name"] == "MultiHeadAttention") {
+        json k = l["inbound_nodes"][0]["kwargs"];
+        kwargs.push_back(
+            {{"args", l["inbound_nodes"][0]["args"].size()}, {"kwargs", k.is_null() ? json::object() : k}});
+      }
+    return kwargs;
+  };
+  auto strip = [](std::vector<json> v) {  // tensors compared by the layer they come from
+    for (auto& c : v)
+      for (auto& [k, t] : c["kwargs"].items())
+        if (t.is_object()) t = t["config"]["keras_history"][0];
+    return v;
+  };
+  EXPECT_EQ(strip(calls(ours)), strip(calls(keras)));
+  Model again = model_from_json(m.to_json());
+  again.set_weights(m.get_weights());
+  EXPECT_EQ(again.predict(x, {.verbose = 0}).to_doubles(), p.to_doubles());
+}
+
+// A causal mask and an attention mask input from the API. A query row that the attention mask leaves no key: as
+// Keras, the average of every key's value without dropout (Keras's fused attention, the causal mask included) and
+// zeros with it (its masked Softmax; the output is then the output projection's bias, zeros here).
+TEST(MultiHeadAttentionCalls, ApiGraphWithAnAttentionMaskAndACausalMask) {
+  for (double dropout : {0.0, 0.1}) {
+    SCOPED_TRACE(dropout);
+    clear_session();
+    auto q = layers::Input({4, 3});
+    auto mask = layers::Input({4, 4});
+    auto y = layers::MultiHeadAttention(
+        2, 2, {.dropout = dropout, .use_causal_mask = true, .attention_mask_input = true})({q, q, mask});
+    Model m(std::vector<SymbolicTensor>{q, mask}, std::vector<SymbolicTensor>{y});
+    const Tensor xq = systolic::testing::random_tensor({2, 4, 3}, 3);
+    Tensor later = xq.clone();  // step 3 changed
+    for (std::int64_t n = 0; n < 2; ++n)
+      for (std::int64_t c = 0; c < 3; ++c) later.data<float>()[(n * 4 + 3) * 3 + c] += 1.0f;
+    const Tensor ones = Tensor::full({2, 4, 4}, 1.0);
+    Tensor hide = ones.clone();
+    for (std::int64_t s = 0; s < 4; ++s) hide.data<float>()[1 * 4 + s] = 0.0f;  // sample 0, query step 1
+    auto row = [&](const Tensor& x, const Tensor& am, std::int64_t n, std::int64_t t) {
+      Tensor out = m.predict(Arrays{x, am}, {.verbose = 0});
+      return std::vector<float>(out.data<float>() + (n * 4 + t) * 3, out.data<float>() + (n * 4 + t + 1) * 3);
+    };
+    // Causal: step 1 does not see step 3.
+    EXPECT_EQ(row(xq, ones, 0, 1), row(later, ones, 0, 1));
+    EXPECT_EQ(row(xq, ones, 1, 2), row(later, ones, 1, 2));
+    if (dropout == 0) {
+      EXPECT_NE(row(xq, hide, 0, 1), row(later, hide, 0, 1));  // the hidden row averages every step, 3 too
+      EXPECT_EQ(row(xq, hide, 1, 1), row(later, hide, 1, 1));  // sample 1 is not hidden
+    } else {
+      EXPECT_EQ(row(xq, hide, 0, 1), std::vector<float>(3, 0.0f));
+    }
+  }
+}
+
+TEST(MultiHeadAttentionConfig, RefusesWhatItDoesNotRunByName) {
+  auto keras = keras_io::read_keras_archive_file(fixture("call_forms.keras")).config;
+  auto with = [&](auto change) {
+    json c = keras;
+    for (auto& l : c["config"]["layers"])
+      if (l["class_name"] == "MultiHeadAttention") {
+        change(l);
+        break;
+      }
+    return error_of([&] { model_from_json(c.dump()); });
+  };
+  EXPECT_THAT(with([](json& l) { l["config"]["use_gate"] = true; }), HasSubstr("use_gate"));
+  EXPECT_THAT(with([](json& l) { l["config"]["attention_axes"] = {2}; }), HasSubstr("attention_axes"));
+  EXPECT_THAT(with([](json& l) { l["config"].erase("num_heads"); }), HasSubstr("num_heads"));
+  EXPECT_THAT(with([](json& l) { l["config"]["sliding_window"] = 0; }), HasSubstr("sliding_window"));
+  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["return_attention_scores"] = true; }),
+              HasSubstr("return_attention_scores"));
+  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["use_causal_mask"] = "yes"; }),
+              HasSubstr("use_causal_mask"));
+  EXPECT_THAT(with([](json& l) { l["config"]["output_shape"] = "wide"; }), HasSubstr("output_shape"));
+  // A tf.keras config cannot say these calls; systolic writes them for Keras 3 only.
+  Model m = load_model(fixture("call_forms.keras"));
+  systolic::testing::TempDir tmp;
+  EXPECT_THAT(error_of([&] { m.save(tmp.file("m.h5"), {.keras = KerasTarget::tf_keras}); }),
+              HasSubstr("save the model as .keras"));
+}
+
+TEST(MultiHeadAttentionXla, TrainingStepsMatchTheCpu) {
+  SYSTOLIC_REQUIRE_XLA();
+  Tensor x = systolic::testing::random_tensor({16, 6, 3}, 7);
+  Tensor y({16}, DType::int32);
+  for (std::int64_t i = 0; i < 16; ++i) y.data<std::int32_t>()[i] = static_cast<std::int32_t>(i % 3);
+  auto train = [&](Device device) {
+    clear_session();
+    set_random_seed(4);
+    auto in = layers::Input({6, 3});
+    auto h = layers::MultiHeadAttention(2, 4, {.dropout = 0.2, .use_causal_mask = true})({in, in});
+    h = layers::LayerNormalization()(h);
+    h = layers::GlobalAveragePooling1D()(h);
+    Model cpu_model(in, layers::Dense(3, {.activation = "softmax"})(h));
+    cpu_model.compile(optimizers::Adam(0.01), "sparse_categorical_crossentropy");
+    Model m = to_accelerator(cpu_model, distribute::OneDeviceStrategy(device));
+    m.fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0, .shuffle = false});
+    return m.get_weights();
+  };
+  auto w_cpu = train(Device::cpu()), w_xla = train(systolic::testing::xla_cpu());
+  ASSERT_EQ(w_cpu.size(), w_xla.size());
+  for (std::size_t i = 0; i < w_cpu.size(); ++i)
+    EXPECT_LT(worst(w_cpu[i].to_doubles(), w_xla[i].to(Device::cpu()).to_doubles()), 1e-4) << "weight " << i;
+}
+
+// keras-io's position embeddings in a functional graph: Keras writes the eagerly computed embedding as a constant
+// array of the add (a "__tensor__" argument). Read and run on xla:cpu as on the CPU (the array on the device); refused
+// by name when it is not an array that broadcasts into the tensor.
+std::string text_transformer(const std::string& ext) {
+  return systolic::testing::source_dir() + "/tests/fixtures/keras_training/text_transformer" + ext;
+}
+
+TEST(ConstantArrayOperands, TrainOnXlaAsOnTheCpu) {
+  SYSTOLIC_REQUIRE_XLA();
+  auto d = datasets::load("npz:" + text_transformer(".npz"));
+  auto train = [&](Device device) {
+    Model m = to_accelerator(load_model(text_transformer(".keras")), distribute::OneDeviceStrategy(device));
+    m.fit(d.train.x, d.train.y, {.batch_size = 16, .epochs = 1, .verbose = 0, .shuffle = false});
+    return m.get_weights();
+  };
+  auto w_cpu = train(Device::cpu()), w_xla = train(systolic::testing::xla_cpu());
+  ASSERT_EQ(w_cpu.size(), w_xla.size());
+  for (std::size_t i = 0; i < w_cpu.size(); ++i)
+    EXPECT_LT(worst(w_cpu[i].to_doubles(), w_xla[i].to(Device::cpu()).to_doubles()), 1e-4) << "weight " << i;
+}
+
+TEST(ConstantArrayOperands, BadArraysAreRefusedByName) {
+  auto config = keras_io::read_keras_archive_file(text_transformer(".keras")).config;
+  auto changed = [&](auto change) {
+    json c = config;
+    for (auto& l : c["config"]["layers"])
+      if (l["class_name"] == "Add") {
+        change(l["inbound_nodes"][0]["args"][1]["config"]["value"]);
+        break;
+      }
+    return c.dump();
+  };
+  auto with = [&](auto change) { return error_of([&] { model_from_json(changed(change)); }); };
+  EXPECT_THAT(with([](json& v) { v[1] = json::array({1.0}); }), HasSubstr("not rectangular"));
+  EXPECT_THAT(with([](json& v) { v[0][0] = "x"; }), HasSubstr("not a number"));
+  EXPECT_THAT(with([](json& v) {
+                v = json::array({json::array({1.0, 2.0, 3.0})});
+              }),
+              HasSubstr("does not broadcast"));
+  EXPECT_NO_THROW(model_from_json(changed([](json& v) { v = json::array({0.5}); })));  // one value broadcasts
+}
