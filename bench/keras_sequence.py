@@ -9,6 +9,9 @@ Models (--model):
                 sparse categorical crossentropy
   lstm_step     one step of an LSTM(64) on one feature, then a Dense(2, softmax): (1, 1) -> LSTM(64) -> Dense(2)
                 (the batch-1 streaming latency)
+  transformer_series  keras-io's time-series transformer encoder (issue 29) at (128 steps, 32 channels): 2 blocks of
+                MultiHeadAttention (4 heads of 32, dropout 0.25), LayerNormalization, Conv1D(64, 1) and Conv1D(32, 1),
+                residual adds; GlobalAveragePooling1D channels_first, Dense(64, relu), Dense(4, softmax)
 Adam(1e-3). Input: random values as systolic's `benchmark` draws them (uint8 values: ids 0..255, series 0..255),
 random labels.
 
@@ -28,7 +31,21 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-MODELS = ("bilstm_imdb", "gru_series", "lstm_step")
+MODELS = ("bilstm_imdb", "gru_series", "lstm_step", "transformer_series")
+
+
+def encoder(K, x, head_size, num_heads, ff_dim, dropout):
+    """keras-io's transformer_encoder."""
+    L = K.layers
+    h = L.MultiHeadAttention(key_dim=head_size, num_heads=num_heads, dropout=dropout)(x, x)
+    h = L.Dropout(dropout)(h)
+    h = L.LayerNormalization(epsilon=1e-6)(h)
+    res = h + x
+    h = L.Conv1D(filters=ff_dim, kernel_size=1, activation="relu")(res)
+    h = L.Dropout(dropout)(h)
+    h = L.Conv1D(filters=x.shape[-1], kernel_size=1)(h)
+    h = L.LayerNormalization(epsilon=1e-6)(h)
+    return h + res
 
 
 def build(K, name):
@@ -44,6 +61,15 @@ def build(K, name):
         i = K.Input((100, 6))
         x = L.GRU(64, return_sequences=True)(i)
         x = L.GRU(64)(x)
+        o = L.Dense(4, activation="softmax")(x)
+        loss, classes = "sparse_categorical_crossentropy", 4
+    elif name == "transformer_series":
+        i = K.Input((128, 32))
+        x = i
+        for _ in range(2):
+            x = encoder(K, x, 32, 4, 64, 0.25)
+        x = L.GlobalAveragePooling1D(data_format="channels_first")(x)
+        x = L.Dense(64, activation="relu")(x)
         o = L.Dense(4, activation="softmax")(x)
         loss, classes = "sparse_categorical_crossentropy", 4
     else:
