@@ -1,9 +1,11 @@
-// The attention family on the CPU: scaled dot-product attention of every head (MultiHeadAttention's core), loops
-// for float32 and float64 (bfloat16 widened around them, as every op), OpenMP over (batch, key/value head) pairs.
-// A pair's queries read only its keys and values, and its key/value gradients gather only its queries', so the
-// pairs share nothing. The scores of one query row live in probs (forward writes them there, then turns them into
-// probabilities in place); backward reads them and needs a row of scratch per thread. Dropout's keep bits are
-// ops::dropout_forward's over probs' elements, drawn again in backward. Contracts: include/systolic/ops.h.
+// The attention family on the CPU: scaled dot-product attention of every head (MultiHeadAttention's core), one
+// algorithm for float32 and float64 (bfloat16 widened around it, as every op): per (batch, head) pair, the products
+// as row-major GEMMs over the heads' strided rows (oneDNN's sgemm for float32, loops for float64, the reference),
+// the softmax and dropout as loops, OpenMP over the pairs (forward: query heads; backward: key/value heads, whose
+// gradients gather their query heads', so no two threads write one row). The scores live in probs (forward writes
+// them there, then turns them into probabilities in place); backward needs [T, S] of scratch per thread. Dropout's
+// keep bits are ops::dropout_forward's over probs' elements, drawn again in backward. Contracts:
+// include/systolic/ops.h.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,6 +13,7 @@
 
 #include "core/philox.h"
 #include "ops/cpu/cpu_backend.h"
+#include "ops/cpu/onednn.h"
 
 namespace systolic::ops::cpu {
 
@@ -73,67 +76,104 @@ DropoutBits dropout_bits(const AttentionParams& p, const Tensor& step) {
   return {p.dropout > 0, philox::dropout_key(p.seed, s), static_cast<float>(p.dropout)};
 }
 
+// Row-major C[M, N] = alpha op(A) op(B) + beta C over strided rows (lda, ldb, ldc): oneDNN's sgemm for float32,
+// plain loops for float64 (the reference the parity harness checks the float32 path against).
+void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+          std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  onednn::sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, double alpha, const double* A,
+          std::int64_t lda, const double* B, std::int64_t ldb, double beta, double* C, std::int64_t ldc) {
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      double sum = 0;
+      for (std::int64_t l = 0; l < K; ++l)
+        sum += (ta ? A[l * lda + i] : A[i * lda + l]) * (tb ? B[j * ldb + l] : B[l * ldb + j]);
+      C[i * ldc + j] = alpha * sum + (beta == 0 ? 0.0 : beta * C[i * ldc + j]);
+    }
+}
+
+// The shapes of one call and where (batch b, query head h or key/value head g) begins in each tensor; rows of
+// q, y and dy are H heads apart, rows of k and v G heads apart.
+struct Layout {
+  std::int64_t B, T, H, D, S, G, E, per;
+  Layout(const Tensor& q, const Tensor& k, const Tensor& v)
+      : B(q.dim(0)),
+        T(q.dim(1)),
+        H(q.dim(2)),
+        D(q.dim(3)),
+        S(k.dim(1)),
+        G(k.dim(2)),
+        E(v.dim(3)),
+        per(q.dim(2) / k.dim(2)) {}
+  std::int64_t q_at(std::int64_t b, std::int64_t h) const { return (b * T * H + h) * D; }
+  std::int64_t k_at(std::int64_t b, std::int64_t g) const { return (b * S * G + g) * D; }
+  std::int64_t v_at(std::int64_t b, std::int64_t g) const { return (b * S * G + g) * E; }
+  std::int64_t y_at(std::int64_t b, std::int64_t h) const { return (b * T * H + h) * E; }
+};
+
+// Scores of query row t (scaled) -> its probabilities, in place: the kept keys' softmax, 0 at the others; a row with
+// none kept all 0, or 1/S with empty_rows_uniform. exp of a difference below -104 is 0 in float32 and float64's
+// denormals are not wanted either: skipped rather than computed (libm's slow path).
 template <class R>
-R dot(const R* a, const R* b, std::int64_t n) {
-  R s = 0;
-  for (std::int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+void softmax_row(R* row, std::int64_t S, const Visibility& vis, std::int64_t b, std::int64_t t,
+                 bool uniform) {
+  const bool row_kept = vis.row_kept(b, t);
+  R max = -std::numeric_limits<R>::infinity();
+  for (std::int64_t s = 0; s < S; ++s) {
+    if (row_kept && vis.kept(b, t, s))
+      max = std::max(max, row[s]);
+    else
+      row[s] = -std::numeric_limits<R>::infinity();
+  }
+  if (max == -std::numeric_limits<R>::infinity()) {  // nothing kept: zeros, or Keras's fused 1/S
+    std::fill_n(row, S, uniform ? R(1) / R(S) : R(0));
+    return;
+  }
+  R sum = 0;
+  for (std::int64_t s = 0; s < S; ++s) {
+    const R d = row[s] - max;  // -inf where masked
+    row[s] = d < R(-104) ? R(0) : std::exp(d);
+    sum += row[s];
+  }
+  const R inv = R(1) / sum;
+  for (std::int64_t s = 0; s < S; ++s) row[s] *= inv;
+}
+
+// The probabilities after dropout: out = p * keep / (1 - rate) over row-major [T, S] from element `first` of probs.
+template <class R>
+void drop_rows(const R* p, R* out, std::int64_t n, std::int64_t first, const DropoutBits& drop, R inv_keep) {
+  for (std::int64_t i = 0; i < n; ++i)
+    out[i] = p[i] != R(0) && drop.keeps(first + i) ? p[i] * inv_keep : R(0);
 }
 
 template <class R>
 void attention_forward_loop(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
                             const Visibility& vis, const DropoutBits& drop, Tensor& y, Tensor& probs) {
-  const std::int64_t B = q.dim(0), T = q.dim(1), H = q.dim(2), D = q.dim(3), S = k.dim(1), G = k.dim(2),
-                     E = v.dim(3), per = H / G;
+  const Layout L(q, k, v);
   const R* qp = q.data<R>();
   const R* kp = k.data<R>();
   const R* vp = v.data<R>();
   R* yp = y.data<R>();
   R* pp = probs.data<R>();
   const R scale = static_cast<R>(p.scale), inv_keep = static_cast<R>(1.0 / (1.0 - p.dropout));
-  parallel_ranges(B * H, B * H * T * S * (D + E), [&](std::int64_t r0, std::int64_t r1) {
+  const std::int64_t T = L.T, S = L.S;
+  parallel_ranges(L.B * L.H, L.B * L.H * T * S * (L.D + L.E), [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<R> dropped(drop.on ? static_cast<std::size_t>(T * S) : 0);
     for (std::int64_t r = r0; r < r1; ++r) {  // r = b * H + h
-      const std::int64_t b = r / H, h = r % H, g = h / per;
-      for (std::int64_t t = 0; t < T; ++t) {
-        R* row = pp + (r * T + t) * S;
-        R* yt = yp + ((b * T + t) * H + h) * E;
-        std::fill_n(yt, E, R(0));
-        const R* qt = qp + ((b * T + t) * H + h) * D;
-        R max = -std::numeric_limits<R>::infinity();
-        const bool row_kept = vis.row_kept(b, t);
-        for (std::int64_t s = 0; s < S; ++s) {
-          if (row_kept && vis.kept(b, t, s)) {
-            row[s] = scale * dot(qt, kp + ((b * S + s) * G + g) * D, D);
-            max = std::max(max, row[s]);
-          } else {
-            row[s] = -std::numeric_limits<R>::infinity();
-          }
-        }
-        if (max == -std::numeric_limits<R>::infinity()) {  // nothing kept: zeros, or Keras's fused 1/S
-          std::fill_n(row, S, p.empty_rows_uniform ? R(1) / R(S) : R(0));
-          if (!p.empty_rows_uniform) continue;
-          for (std::int64_t s = 0; s < S; ++s) {
-            if (!drop.keeps((r * T + t) * S + s)) continue;
-            const R w = drop.on ? row[s] * inv_keep : row[s];
-            const R* vs = vp + ((b * S + s) * G + g) * E;
-            for (std::int64_t e = 0; e < E; ++e) yt[e] += w * vs[e];
-          }
-          continue;
-        }
-        R sum = 0;
-        for (std::int64_t s = 0; s < S; ++s) {
-          row[s] = std::exp(row[s] - max);  // exp(-inf) = 0 where masked
-          sum += row[s];
-        }
-        const R inv = R(1) / sum;
-        for (std::int64_t s = 0; s < S; ++s) {
-          row[s] *= inv;
-          if (row[s] == R(0) || !drop.keeps((r * T + t) * S + s)) continue;
-          const R w = drop.on ? row[s] * inv_keep : row[s];
-          const R* vs = vp + ((b * S + s) * G + g) * E;
-          for (std::int64_t e = 0; e < E; ++e) yt[e] += w * vs[e];
-        }
+      const std::int64_t b = r / L.H, h = r % L.H, g = h / L.per;
+      R* P = pp + r * T * S;
+      // scores [T, S] = scale * q_bh [T, D] k_bg^T; softmax over each row; y_bh [T, E] = probabilities v_bg.
+      gemm(false, true, T, S, L.D, scale, qp + L.q_at(b, h), L.H * L.D, kp + L.k_at(b, g), L.G * L.D, R(0), P,
+           S);
+      for (std::int64_t t = 0; t < T; ++t) softmax_row(P + t * S, S, vis, b, t, p.empty_rows_uniform);
+      const R* used = P;
+      if (drop.on) {
+        drop_rows(P, dropped.data(), T * S, r * T * S, drop, inv_keep);
+        used = dropped.data();
       }
+      gemm(false, false, T, L.E, S, R(1), used, S, vp + L.v_at(b, g), L.G * L.E, R(0), yp + L.y_at(b, h),
+           L.H * L.E);
     }
   });
 }
@@ -142,8 +182,7 @@ template <class R>
 void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Visibility& vis, const DropoutBits& drop, const Tensor& probs,
                              const Tensor& dy, Tensor& dq, Tensor& dk, Tensor& dv) {
-  const std::int64_t B = q.dim(0), T = q.dim(1), H = q.dim(2), D = q.dim(3), S = k.dim(1), G = k.dim(2),
-                     E = v.dim(3), per = H / G;
+  const Layout L(q, k, v);
   const R* qp = q.data<R>();
   const R* kp = k.data<R>();
   const R* vp = v.data<R>();
@@ -153,56 +192,56 @@ void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Te
   R* dkp = dk.defined() ? dk.data<R>() : nullptr;
   R* dvp = dv.defined() ? dv.data<R>() : nullptr;
   const R scale = static_cast<R>(p.scale), inv_keep = static_cast<R>(1.0 / (1.0 - p.dropout));
-  parallel_ranges(B * G, B * H * T * S * (2 * D + 2 * E), [&](std::int64_t r0, std::int64_t r1) {
-    std::vector<R> ds(static_cast<std::size_t>(S)), dropped(static_cast<std::size_t>(S));
+  const std::int64_t T = L.T, S = L.S;
+  // Pairs (b, g): a key/value head's gradients gather its query heads', which no other pair touches.
+  parallel_ranges(L.B * L.G, L.B * L.H * T * S * (2 * L.D + 2 * L.E), [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<R> dropped(drop.on ? static_cast<std::size_t>(T * S) : 0),
+        ds(static_cast<std::size_t>(T * S));
     for (std::int64_t r = r0; r < r1; ++r) {  // r = b * G + g
-      const std::int64_t b = r / G, g = r % G;
-      for (std::int64_t s = 0; s < S; ++s) {
-        if (dkp) std::fill_n(dkp + ((b * S + s) * G + g) * D, D, R(0));
-        if (dvp) std::fill_n(dvp + ((b * S + s) * G + g) * E, E, R(0));
-      }
-      for (std::int64_t h = g * per; h < (g + 1) * per; ++h)
+      const std::int64_t b = r / L.G, g = r % L.G;
+      const R* K = kp + L.k_at(b, g);
+      const R* V = vp + L.v_at(b, g);
+      for (std::int64_t h = g * L.per; h < (g + 1) * L.per; ++h) {
+        const R beta =
+            h == g * L.per ? R(0) : R(1);  // the group's first head writes dk and dv, the others add
+        const std::int64_t first = (b * L.H + h) * T * S;
+        const R* P = pp + first;
+        const R* dY = gp + L.y_at(b, h);
+        const R* used = P;
+        if (drop.on) {
+          drop_rows(P, dropped.data(), T * S, first, drop, inv_keep);
+          used = dropped.data();
+        }
+        // dv_bg [S, E] (+)= probabilities after dropout^T dy_bh.
+        if (dvp)
+          gemm(true, false, S, L.E, T, R(1), used, S, dY, L.H * L.E, beta, dvp + L.v_at(b, g), L.G * L.E);
+        if (!dqp && !dkp) continue;
+        // d [T, S] = dy_bh v_bg^T w.r.t. the probabilities after dropout; back through dropout and the softmax.
+        gemm(false, true, T, S, L.E, R(1), dY, L.H * L.E, V, L.G * L.E, R(0), ds.data(), S);
         for (std::int64_t t = 0; t < T; ++t) {
-          const std::int64_t row_index = ((b * H + h) * T + t) * S;
-          const R* row = pp + row_index;
-          const R* gt = gp + ((b * T + t) * H + h) * E;
-          const R* qt = qp + ((b * T + t) * H + h) * D;
-          R* dqt = dqp ? dqp + ((b * T + t) * H + h) * D : nullptr;
-          if (dqt) std::fill_n(dqt, D, R(0));
-          // d: the probabilities after dropout; dp: the gradient w.r.t. the probabilities before it.
+          R* d = ds.data() + t * S;
+          const R* row = P + t * S;
+          // A row that keeps no key (its probabilities 1/S) passes no gradient to its scores.
+          bool any = false;
+          for (std::int64_t s = 0; vis.row_kept(b, t) && !any && s < S; ++s) any = vis.kept(b, t, s);
+          if (!any) {
+            std::fill_n(d, S, R(0));
+            continue;
+          }
           R dot_sum = 0;
           for (std::int64_t s = 0; s < S; ++s) {
-            const bool keep = row[s] != R(0) && drop.keeps(row_index + s);
-            const R factor = keep ? (drop.on ? inv_keep : R(1)) : R(0);
-            dropped[s] = row[s] * factor;
-            const R dp = keep ? factor * dot(gt, vp + ((b * S + s) * G + g) * E, E) : R(0);
-            ds[s] = dp;
-            dot_sum += row[s] * dp;
+            if (drop.on) d[s] = drop.keeps(first + t * S + s) ? d[s] * inv_keep : R(0);
+            dot_sum += row[s] * d[s];
           }
-          // A row that no mask keeps any key of (its probabilities 1/S) passes no gradient to its scores.
-          const bool row_kept = vis.row_kept(b, t);
-          bool any = false;
-          for (std::int64_t s = 0; row_kept && !any && s < S; ++s) any = vis.kept(b, t, s);
-          for (std::int64_t s = 0; any && s < S; ++s) {
-            if (row[s] == R(0)) continue;  // masked (or underflowed): no gradient reaches the score
-            const R d = row[s] * (ds[s] - dot_sum) * scale;
-            const std::int64_t kv = (b * S + s) * G + g;
-            if (dqt) {
-              const R* ks = kp + kv * D;
-              for (std::int64_t i = 0; i < D; ++i) dqt[i] += d * ks[i];
-            }
-            if (dkp) {
-              R* dks = dkp + kv * D;
-              for (std::int64_t i = 0; i < D; ++i) dks[i] += d * qt[i];
-            }
-          }
-          if (dvp)
-            for (std::int64_t s = 0; s < S; ++s) {
-              if (dropped[s] == R(0)) continue;
-              R* dvs = dvp + ((b * S + s) * G + g) * E;
-              for (std::int64_t e = 0; e < E; ++e) dvs[e] += dropped[s] * gt[e];
-            }
+          for (std::int64_t s = 0; s < S; ++s) d[s] = row[s] * (d[s] - dot_sum) * scale;  // 0 where masked
         }
+        if (dqp)
+          gemm(false, false, T, L.D, S, R(1), ds.data(), S, K, L.G * L.D, R(0), dqp + L.q_at(b, h),
+               L.H * L.D);
+        if (dkp)
+          gemm(true, false, S, L.D, T, R(1), ds.data(), S, qp + L.q_at(b, h), L.H * L.D, beta,
+               dkp + L.k_at(b, g), L.G * L.D);
+      }
     }
   });
 }

@@ -38,6 +38,11 @@ void rnn_sequence_backward(const RnnCellParams& p, bool reverse, const Tensor& x
                            const Tensor& y, const Tensor& workspace, const Tensor& dy, const Tensor& dh_last,
                            const Tensor& dc_last, Tensor& dx, Tensor& dkernel, Tensor& drecurrent,
                            Tensor& dbias, Tensor& dh0, Tensor& dc0);
+// Row-major C[M, N] = alpha * op(A) op(B) + beta * C (op: transposed when ta / tb), float32, leading dimensions
+// given (rows of strided views): oneDNN's sgemm, on the calling thread (attention calls it per (batch, head) from
+// its own parallel loop).
+void sgemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+           std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
 void activation_forward(const Activation& a, const Tensor& x, Tensor& y);
 void activation_backward(const Activation& a, const Tensor& y, const Tensor& dy, Tensor& dx);
 

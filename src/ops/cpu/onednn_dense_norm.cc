@@ -308,6 +308,15 @@ void add_column_sums(const Tensor& g, std::int64_t M, std::int64_t U, float* out
 }
 }  // namespace
 
+void sgemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, float alpha, const float* A,
+           std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  SerialBelow serial(0);  // the caller's loop holds the threads
+  const dnnl_status_t status =
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (status != dnnl_success) fail("oneDNN sgemm: status {} ({}x{}x{})", int(status), M, N, K);
+}
+
 void dense_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   std::int64_t K = w.dim(0), U = w.dim(1), M = U ? y.numel() / U : 0;
   if (M == 0 || U == 0) return;
