@@ -58,17 +58,12 @@ struct Visibility {
   }
 };
 
-// Dropout's keep bits over probs' elements: element i is kept when word i % 4 of random4(key, i / 4), as a unit
-// float, is at least the rate (ops::dropout_forward's rule), and then scaled by 1/(1 - rate).
+// Dropout's keep bits over probs' elements (drop_rows): element i is kept when word i % 4 of random4(key, i / 4),
+// as a unit float, is at least the rate (ops::dropout_forward's rule), and then scaled by 1/(1 - rate).
 struct DropoutBits {
   bool on;
   std::uint64_t key;
   float rate;
-  bool keeps(std::int64_t i) const {
-    if (!on) return true;
-    const philox::U32x4 w = philox::random4(key, static_cast<std::uint64_t>(i) / 4);
-    return philox::unit_float(w.v[i % 4]) >= rate;
-  }
 };
 
 DropoutBits dropout_bits(const AttentionParams& p, const Tensor& step) {
@@ -140,11 +135,16 @@ void softmax_row(R* row, std::int64_t S, const Visibility& vis, std::int64_t b, 
   for (std::int64_t s = 0; s < S; ++s) row[s] *= inv;
 }
 
-// The probabilities after dropout: out = p * keep / (1 - rate) over row-major [T, S] from element `first` of probs.
+// The probabilities after dropout: out = p * keep / (1 - rate) over n values from element `first` of probs, each
+// Philox draw giving four elements' bits (DropoutBits::keeps one at a time would draw each group four times).
 template <class R>
 void drop_rows(const R* p, R* out, std::int64_t n, std::int64_t first, const DropoutBits& drop, R inv_keep) {
-  for (std::int64_t i = 0; i < n; ++i)
-    out[i] = p[i] != R(0) && drop.keeps(first + i) ? p[i] * inv_keep : R(0);
+  for (std::int64_t i = 0; i < n;) {
+    const std::int64_t e = first + i;
+    const philox::U32x4 w = philox::random4(drop.key, static_cast<std::uint64_t>(e) / 4);
+    for (std::int64_t j = e % 4; j < 4 && i < n; ++j, ++i)
+      out[i] = p[i] != R(0) && philox::unit_float(w.v[j]) >= drop.rate ? p[i] * inv_keep : R(0);
+  }
 }
 
 template <class R>
@@ -228,9 +228,12 @@ void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Te
             std::fill_n(d, S, R(0));
             continue;
           }
+          // Back through dropout: kept where the dropped probability is not 0 (where the probability is 0 the
+          // score's gradient is 0 whatever d is).
+          const R* kept = drop.on ? dropped.data() + t * S : nullptr;
           R dot_sum = 0;
           for (std::int64_t s = 0; s < S; ++s) {
-            if (drop.on) d[s] = drop.keeps(first + t * S + s) ? d[s] * inv_keep : R(0);
+            if (kept) d[s] = kept[s] != R(0) ? d[s] * inv_keep : R(0);
             dot_sum += row[s] * d[s];
           }
           for (std::int64_t s = 0; s < S; ++s) d[s] = row[s] * (d[s] - dot_sum) * scale;  // 0 where masked
