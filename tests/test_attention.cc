@@ -153,6 +153,12 @@ TEST(MultiHeadAttentionConfig, RefusesWhatItDoesNotRunByName) {
   EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["use_causal_mask"] = "yes"; }),
               HasSubstr("use_causal_mask"));
   EXPECT_THAT(with([](json& l) { l["config"]["output_shape"] = "wide"; }), HasSubstr("output_shape"));
+  EXPECT_THAT(
+      with([](json& l) { l["inbound_nodes"][0]["kwargs"]["key"] = l["inbound_nodes"][0]["args"][2]; }),
+      HasSubstr("and a key by keyword"));
+  EXPECT_THAT(
+      with([](json& l) { l["inbound_nodes"][0]["kwargs"]["query_mask"] = l["inbound_nodes"][0]["args"][0]; }),
+      HasSubstr("query_mask"));
   // A tf.keras config cannot say these calls; systolic writes them for Keras 3 only.
   Model m = load_model(fixture("call_forms.keras"));
   systolic::testing::TempDir tmp;

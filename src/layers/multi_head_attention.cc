@@ -8,9 +8,10 @@
 //
 // Inputs: query, value, then key (when the call gave one; else the value is the key) and the attention mask
 // (options().attention_mask_input). Keras's call arguments use_causal_mask and the attention mask are per layer
-// here (a config's call sets them; a second call must agree). Masks: the query's Keras mask hides query rows (their
-// probabilities 0, the output the output bias), the value's (or key's) hides keys; the output carries the query's.
-// The attention mask gets no gradient (Keras casts it to bool).
+// here (a config's call sets them; a second call must agree). Masks: the query's Keras mask and the value's (and
+// key's, ANDed) hide query rows and keys as Keras's attention mask does; the output carries the query's. A query
+// row left no key is Keras's on each of its paths: without dropout (its fused dot_product_attention) the average of
+// every value, with dropout (its masked Softmax) zeros. The attention mask gets no gradient (Keras casts it to bool).
 #include <systolic/layers.h>
 
 #include <cmath>
@@ -45,15 +46,14 @@ class MultiHeadAttentionLayer final : public Layer {
     set_activity_regularizer(o.activity_regularizer);
   }
 
-  bool output_masked(bool input_masked) const override {
-    return input_masked;
-  }  // the query's, as Keras sets it
+  // The output carries the query's mask, as Keras sets it.
+  bool output_masked(bool input_masked) const override { return input_masked; }
   std::vector<std::string> keras_tensor_keywords() const override { return {"key", "attention_mask"}; }
 
   void read_keras_call(std::size_t positional, const std::vector<std::string>& tensor_keywords,
                        const nlohmann::ordered_json& options) override {
-    bool key = positional >= 3, mask = false;
-    for (const std::string& k : tensor_keywords) (k == "key" ? key : mask) = true;
+    bool key_keyword = false, mask = false;
+    for (const std::string& k : tensor_keywords) (k == "key" ? key_keyword : mask) = true;
     bool causal = false;
     for (auto& [k, v] : options.items()) {
       if (k == "use_causal_mask" && v.is_boolean())
@@ -63,9 +63,11 @@ class MultiHeadAttentionLayer final : public Layer {
       else
         fail("layer '{}' (MultiHeadAttention): call argument '{}'={} is not supported", name(), k, v.dump());
     }
-    if (positional < 2 || positional > 3 || (positional == 3 && mask && tensor_keywords.size() > 1))
-      fail("layer '{}' (MultiHeadAttention): a call takes query, value and key by position", name());
-    (void)key;
+    if (positional < 2 || positional > 3 || (positional == 3 && key_keyword))
+      fail(
+          "layer '{}' (MultiHeadAttention): a call takes query and value (and then key) by position, got {} "
+          "tensors by position{}",
+          name(), positional, key_keyword ? " and a key by keyword" : "");
     set_call(mask, causal);
   }
 
