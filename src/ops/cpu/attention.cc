@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/philox.h"
+#include "ops/attention_layout.h"
 #include "ops/cpu/cpu_backend.h"
 #include "ops/cpu/onednn.h"
 
@@ -88,25 +89,6 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, doub
     }
 }
 
-// The shapes of one call and where (batch b, query head h or key/value head g) begins in each tensor; rows of
-// q, y and dy are H heads apart, rows of k and v G heads apart.
-struct Layout {
-  std::int64_t B, T, H, D, S, G, E, per;
-  Layout(const Tensor& q, const Tensor& k, const Tensor& v)
-      : B(q.dim(0)),
-        T(q.dim(1)),
-        H(q.dim(2)),
-        D(q.dim(3)),
-        S(k.dim(1)),
-        G(k.dim(2)),
-        E(v.dim(3)),
-        per(q.dim(2) / k.dim(2)) {}
-  std::int64_t q_at(std::int64_t b, std::int64_t h) const { return (b * T * H + h) * D; }
-  std::int64_t k_at(std::int64_t b, std::int64_t g) const { return (b * S * G + g) * D; }
-  std::int64_t v_at(std::int64_t b, std::int64_t g) const { return (b * S * G + g) * E; }
-  std::int64_t y_at(std::int64_t b, std::int64_t h) const { return (b * T * H + h) * E; }
-};
-
 // Scores of query row t (scaled) -> its probabilities, in place: the kept keys' softmax, 0 at the others; a row with
 // none kept all 0, or 1/S with empty_rows_uniform. exp of a difference below -104 is 0 in float32 and float64's
 // denormals are not wanted either: skipped rather than computed (libm's slow path).
@@ -150,7 +132,7 @@ void drop_rows(const R* p, R* out, std::int64_t n, std::int64_t first, const Dro
 template <class R>
 void attention_forward_loop(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
                             const Visibility& vis, const DropoutBits& drop, Tensor& y, Tensor& probs) {
-  const Layout L(q, k, v);
+  const AttentionLayout L(q, k, v);
   const R* qp = q.data<R>();
   const R* kp = k.data<R>();
   const R* vp = v.data<R>();
@@ -182,7 +164,7 @@ template <class R>
 void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Visibility& vis, const DropoutBits& drop, const Tensor& probs,
                              const Tensor& dy, Tensor& dq, Tensor& dk, Tensor& dv) {
-  const Layout L(q, k, v);
+  const AttentionLayout L(q, k, v);
   const R* qp = q.data<R>();
   const R* kp = k.data<R>();
   const R* vp = v.data<R>();

@@ -2,6 +2,7 @@
 // masks as one predicate over the scores [B, H, T, S], the softmax over the kept keys, and dropout's keep bits
 // drawn as ops::dropout_forward's over probs' elements (elementwise.cc's rule), so every backend drops the same
 // probabilities. Grouped key/value heads are broadcast to the query heads, and their gradients summed back.
+#include "ops/attention_layout.h"
 #include "ops/xla/emit.h"
 #include "ops/xla/philox.h"
 #include "ops/xla/xla_backend.h"
@@ -10,28 +11,14 @@ namespace systolic::ops::xla {
 
 namespace {
 
-struct Dims {
-  std::int64_t B, T, H, D, S, G, E, per;
-  Dims(const Tensor& q, const Tensor& k, const Tensor& v)
-      : B(q.dim(0)),
-        T(q.dim(1)),
-        H(q.dim(2)),
-        D(q.dim(3)),
-        S(k.dim(1)),
-        G(k.dim(2)),
-        E(v.dim(3)),
-        per(q.dim(2) / k.dim(2)) {}
-  std::vector<std::int64_t> scores() const { return {B, H, T, S}; }
-};
-
 // k or v [B, S, G, n] as [B, S, H, n]: each key/value head repeated for its `per` query heads.
-E to_heads(const E& x, const Dims& d) {
+E to_heads(const E& x, const AttentionLayout& d) {
   if (d.per == 1) return x;
   const std::int64_t n = x.dims()[3];
   return reshape(broadcast(x, {d.B, d.S, d.G, d.per, n}, {0, 1, 2, 4}), {d.B, d.S, d.H, n});
 }
 // The gradient of to_heads: [B, S, H, n] summed over each group's heads into [B, S, G, n].
-E from_heads(const E& x, const Dims& d) {
+E from_heads(const E& x, const AttentionLayout& d) {
   if (d.per == 1) return x;
   const std::int64_t n = x.dims()[3];
   return sum(reshape(x, {d.B, d.S, d.G, d.per, n}), {3});
@@ -43,7 +30,7 @@ E transpose(const E& x, const std::vector<std::int64_t>& perm) {
 
 // Where key s is kept for query t, over the scores [B, H, T, S]; an undefined E when every key is.
 E visible(const AttentionParams& p, const Tensor& query_mask, const Tensor& key_mask,
-          const Tensor& attention_mask, const Dims& d) {
+          const Tensor& attention_mask, const AttentionLayout& d) {
   E kept;
   auto both = [&](const E& pred) { kept = kept.v.type.dims.empty() ? pred : (kept && pred); };
   const auto dims = d.scores();
@@ -60,7 +47,7 @@ E visible(const AttentionParams& p, const Tensor& query_mask, const Tensor& key_
 
 // Dropout's keep bits over probs [B, H, T, S] (element i: word i % 4 of random4(key, i / 4) >> 8 at least rate *
 // 2^24, as float32); an undefined E without dropout.
-E dropout_keep(const AttentionParams& p, const Tensor& step, const Dims& d) {
+E dropout_keep(const AttentionParams& p, const Tensor& step, const AttentionLayout& d) {
   if (p.dropout <= 0) return E();
   const std::int64_t n = d.B * d.H * d.T * d.S, groups = (n + 3) / 4;
   philox::Words w = philox::random4(philox::dropout_key(p.seed, step), groups);
@@ -83,7 +70,7 @@ void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& 
                        const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
                        const Tensor& step, Tensor& y, Tensor& probs) {
   traced([&] {
-    const Dims d(q, k, v);
+    const AttentionLayout d(q, k, v);
     E qv = read(q), kv = to_heads(read(k), d), vv = to_heads(read(v), d);
     // scores [B, H, T, S]: batch (b, h), q's t against k's s over D.
     E scores = E(hlo().dot_general(qv.v, kv.v, {0, 2}, {0, 2}, {3}, {3}, qv.elem())) * p.scale;
@@ -113,7 +100,7 @@ void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor&
   // A masked score gets no gradient: its probability is 0 where its row keeps some key; a row that keeps none (1/S
   // with empty_rows_uniform) is found by the masks.
   traced([&] {
-    const Dims d(q, k, v);
+    const AttentionLayout d(q, k, v);
     E pr = read(probs), g = read(dy);
     E keep = dropout_keep(p, step, d);
     const double inv = 1.0 / (1.0 - p.dropout);
