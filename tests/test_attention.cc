@@ -20,6 +20,7 @@
 using namespace systolic;
 using json = nlohmann::json;
 using systolic::testing::error_of;
+using systolic::testing::max_abs_diff;
 using ::testing::HasSubstr;
 
 namespace {
@@ -29,12 +30,6 @@ std::string fixture(const std::string& name) {
 }
 const json& expected() {
   return systolic::testing::json_fixture("attention/expected.json");
-}
-double worst(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double w = 0;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) w = std::max(w, std::abs(a[i] - b[i]));
-  return w;
 }
 
 }  // namespace
@@ -50,7 +45,8 @@ TEST(KerasIoSeriesTransformer, PredictsEvaluatesAndTrainsOnAsKeras) {
   for (auto& l : m.layers()) attention += l->class_name() == "MultiHeadAttention";
   EXPECT_EQ(attention, 4);
   Tensor p = m.predict(d.test.x.slice(0, 32), {.batch_size = 32, .verbose = 0});
-  EXPECT_LT(worst(p.to_doubles(), want["predict"].get<std::vector<double>>()), 1e-4);
+  EXPECT_LT(max_abs_diff(p, Tensor::from_vector(want["predict"].get<std::vector<double>>(), p.shape())),
+            1e-4);
   systolic::testing::expect_scores_as_keras(m,
                                             m.evaluate(d.test.x, d.test.y, {.batch_size = 32, .verbose = 0}),
                                             want["evaluate"], 1e-4, /*relative=*/false);
@@ -71,7 +67,9 @@ TEST(MultiHeadAttentionCalls, PredictAsKerasAndAreWrittenAsKerasWritesThem) {
   Arrays x;
   for (const char* name : {"query", "value", "key", "attention_mask", "image"}) x.push_back(npz.at(name));
   Tensor p = m.predict(x, {.verbose = 0});
-  EXPECT_LT(worst(p.to_doubles(), expected()["call_forms"]["predict"].get<std::vector<double>>()), 1e-5);
+  EXPECT_LT(max_abs_diff(p, Tensor::from_vector(
+                                expected()["call_forms"]["predict"].get<std::vector<double>>(), p.shape())),
+            1e-5);
 
   // The calls' keyword arguments as Keras wrote them: key by position, attention_mask and use_causal_mask by name.
   auto keras = keras_io::read_keras_archive_file(fixture("call_forms.keras")).config;
@@ -187,7 +185,7 @@ TEST(MultiHeadAttentionXla, TrainingStepsMatchTheCpu) {
   auto w_cpu = train(Device::cpu()), w_xla = train(systolic::testing::xla_cpu());
   ASSERT_EQ(w_cpu.size(), w_xla.size());
   for (std::size_t i = 0; i < w_cpu.size(); ++i)
-    EXPECT_LT(worst(w_cpu[i].to_doubles(), w_xla[i].to(Device::cpu()).to_doubles()), 1e-4) << "weight " << i;
+    EXPECT_LT(max_abs_diff(w_cpu[i], w_xla[i].to(Device::cpu())), 1e-4) << "weight " << i;
 }
 
 // keras-io's position embeddings in a functional graph: Keras writes the eagerly computed embedding as a constant
@@ -208,7 +206,7 @@ TEST(ConstantArrayOperands, TrainOnXlaAsOnTheCpu) {
   auto w_cpu = train(Device::cpu()), w_xla = train(systolic::testing::xla_cpu());
   ASSERT_EQ(w_cpu.size(), w_xla.size());
   for (std::size_t i = 0; i < w_cpu.size(); ++i)
-    EXPECT_LT(worst(w_cpu[i].to_doubles(), w_xla[i].to(Device::cpu()).to_doubles()), 1e-4) << "weight " << i;
+    EXPECT_LT(max_abs_diff(w_cpu[i], w_xla[i].to(Device::cpu())), 1e-4) << "weight " << i;
 }
 
 TEST(ConstantArrayOperands, BadArraysAreRefusedByName) {

@@ -131,18 +131,10 @@ class LayerNormLayer final : public Layer {
 std::vector<int> read_axis(ConfigReader& r, int fallback, bool& is_list) {
   is_list = false;
   if (!r.has("axis")) return {fallback};
-  auto& a = r.get_raw("axis");
-  if (a.is_number_integer()) return {a.get<int>()};
-  std::vector<int> axis;
-  if (a.is_array())
-    for (auto& v : a) {
-      if (!v.is_number_integer()) r.fail_option("axis", "expected an int or a list of ints, got " + a.dump());
-      axis.push_back(v.get<int>());
-    }
-  if (!a.is_array() || axis.empty())
-    r.fail_option("axis", "expected an int or a list of ints, got " + a.dump());
-  is_list = true;
-  return axis;
+  is_list = r.get_raw("axis").is_array();
+  auto axis = r.get_optional_int_list("axis");
+  if (!axis) r.fail_option("axis", "expected an int or a list of ints, got null");
+  return std::vector<int>(axis->begin(), axis->end());
 }
 }  // namespace
 

@@ -208,38 +208,34 @@ class MultiHeadAttentionLayer final : public Layer {
 
   void forward(LayerCall& c) override {
     Buffers b = buffers(c);
-    project(0, query(c), b.cq, b.q);
-    project(1, key(c), b.ck, b.k);
-    project(2, value(c), b.cv, b.v);
+    const std::int64_t HD = heads_ * key_dim_, HE = heads_ * value_dim_;
+    project(0, query(c), b.cq, HD, b.q);
+    project(1, key(c), b.ck, HD, b.k);
+    project(2, value(c), b.cv, HE, b.v);
     Tensor qmask, kmask, amask;
     masks(c, b, qmask, kmask, amask);
     ops::attention_forward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.o, b.probs);
-    const std::int64_t HE = heads_ * value_dim_;
-    Tensor y = c.output.reshape({b.N * b.T, b.P});
-    ops::dense_forward(b.o.reshape({b.N * b.T, HE}), weights()[3 * per()].operand().reshape({HE, b.P}),
-                       bias_of(3), y);
+    project(3, b.o, heads_ * value_dim_, b.P, c.output);
   }
 
   void backward(LayerCall& c) override {
     SYSTOLIC_CHECK(c.saved.size() == kSaved, "layer '{}': backward without a forward", name());
     Buffers b = buffers(c);
-    const std::int64_t HE = heads_ * value_dim_;
-    Tensor dbo = o_.use_bias ? grad_of(3 * per() + 1, {b.P}) : Tensor(), dwo = grad_of(3 * per(), {HE, b.P});
-    ops::dense_backward(b.o.reshape({b.N * b.T, HE}), weights()[3 * per()].operand().reshape({HE, b.P}),
-                        c.doutput.reshape({b.N * b.T, b.P}), b.dO, dwo, dbo);
+    project_back(3, b.o, heads_ * value_dim_, b.P, c.doutput, b.dO);
     Tensor qmask, kmask, amask;
     masks(c, b, qmask, kmask, amask);
     ops::attention_backward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.probs,
                             b.dO.reshape(b.o.shape()), b.dq, b.dk, b.dv);
     // The projections' gradients: each input's (=), the key's added to the value's when the value is the key.
-    project_back(0, query(c), b.cq, b.dq, dinput(c, 0, b.cq));
+    const std::int64_t HD = heads_ * key_dim_, HE = heads_ * value_dim_;
+    project_back(0, query(c), b.cq, HD, b.dq, dinput(c, 0, b.cq));
     Tensor dvalue = dinput(c, 1, b.cv);
-    project_back(2, value(c), b.cv, b.dv, dvalue);
+    project_back(2, value(c), b.cv, HE, b.dv, dvalue);
     if (has_key(c.inputs.size())) {
-      project_back(1, key(c), b.ck, b.dk, dinput(c, 2, b.ck));
+      project_back(1, key(c), b.ck, HD, b.dk, dinput(c, 2, b.ck));
     } else {
       Tensor dkey = dvalue.defined() ? b.dkey_input.reshape(dvalue.shape()) : Tensor();
-      project_back(1, value(c), b.cv, b.dk, dkey);
+      project_back(1, value(c), b.cv, HD, b.dk, dkey);
       if (dvalue.defined()) ops::accumulate(dkey, dvalue);
     }
     if (o_.attention_mask_input && c.dinputs.back().defined()) ops::fill(c.dinputs.back(), 0.0);
@@ -257,18 +253,18 @@ class MultiHeadAttentionLayer final : public Layer {
     const Weight& w = weights()[i];
     return w.grad.defined() ? w.grad.reshape(s) : Tensor();
   }
-  // out [N, T, heads, dim] = x [..., inputs] @ kernel + bias of projection w.
-  void project(int w, const Tensor& x, std::int64_t inputs, const Tensor& out) const {
-    const std::int64_t outputs = out.dim(2) * out.dim(3);
+  // Projection w: out (its rows of `outputs` values) = x (rows of `inputs`) @ kernel + bias.
+  void project(int w, const Tensor& x, std::int64_t inputs, std::int64_t outputs, const Tensor& out) const {
     Tensor y = out.reshape({out.numel() / outputs, outputs});
     ops::dense_forward(x.reshape({x.numel() / inputs, inputs}),
                        weights()[static_cast<std::size_t>(w) * per()].operand().reshape({inputs, outputs}),
                        bias_of(w), y);
   }
   // Its backward: dx (=) when defined, the kernel's and bias's gradients (+=).
-  void project_back(int w, const Tensor& x, std::int64_t inputs, const Tensor& dout, Tensor dx) {
+  void project_back(int w, const Tensor& x, std::int64_t inputs, std::int64_t outputs, const Tensor& dout,
+                    Tensor dx) {
     const std::size_t i = static_cast<std::size_t>(w) * per();
-    const std::int64_t outputs = dout.dim(2) * dout.dim(3), rows = x.numel() / inputs;
+    const std::int64_t rows = x.numel() / inputs;
     Tensor dw = grad_of(i, {inputs, outputs}), db = o_.use_bias ? grad_of(i + 1, {outputs}) : Tensor();
     ops::dense_backward(x.reshape({rows, inputs}), weights()[i].operand().reshape({inputs, outputs}),
                         dout.reshape({rows, outputs}), dx, dw, db);

@@ -28,11 +28,16 @@ E transpose(const E& x, const std::vector<std::int64_t>& perm) {
   return E(hlo().transpose(x.v, perm));
 }
 
+// Whether an optional value (a predicate, the keep bits) was made: E() has no dimensions, and none here is a scalar.
+bool defined(const E& e) {
+  return !e.v.type.dims.empty();
+}
+
 // Where key s is kept for query t, over the scores [B, H, T, S]; an undefined E when every key is.
 E visible(const AttentionParams& p, const Tensor& query_mask, const Tensor& key_mask,
           const Tensor& attention_mask, const AttentionLayout& d) {
   E kept;
-  auto both = [&](const E& pred) { kept = kept.v.type.dims.empty() ? pred : (kept && pred); };
+  auto both = [&](const E& pred) { kept = defined(kept) ? (kept && pred) : pred; };
   const auto dims = d.scores();
   if (query_mask.defined()) both(!eq(broadcast(read(query_mask), dims, {0, 2}), 0.0));
   if (key_mask.defined()) both(!eq(broadcast(read(key_mask), dims, {0, 3}), 0.0));
@@ -57,10 +62,6 @@ E dropout_keep(const AttentionParams& p, const Tensor& step, const AttentionLayo
   words = hlo().slice(words.v, {0}, {n});
   const float threshold = static_cast<float>(p.dropout) * 16777216.0f;
   return reshape(convert(shift_right(words, 8), Elem::f32) >= static_cast<double>(threshold), d.scores());
-}
-
-bool defined(const E& e) {
-  return !e.v.type.dims.empty();
 }
 
 }  // namespace
