@@ -1,7 +1,8 @@
 // End to end on a GPU (label gpu; skips visibly without one): the seed CNN trained on real Fashion-MNIST
 // lands in the CPU's accuracy band (also under mixed_bfloat16), its steps are replayed from a CUDA graph
 // without device allocations, the graph gives the eager steps' weights, and weights saved from the GPU
-// predict the same on the CPU; a learning rate that changes (a schedule, a callback) reaches the replayed graph.
+// predict the same on the CPU; a learning rate that changes (a schedule, a callback) reaches the replayed graph;
+// a MultiHeadAttention model (causal mask, attention dropout) trains from replayed steps as on the CPU.
 #include <systolic/systolic.h>
 
 #include "gpu_test_util.h"
@@ -212,4 +213,36 @@ TEST(CudaTraining, CastMatchesTheCpu) {
   ops::cast(half_gpu, back);
   EXPECT_EQ(half_gpu.to_doubles(), half_cpu.to_doubles());
   EXPECT_EQ(back.to_doubles(), half_cpu.to_doubles());
+}
+
+// The attention op on CUDA inside a model: causal mask and dropout on the probabilities (the same Philox bits as the
+// CPU's), full batches replayed from the captured step, the last smaller one eager. SGD keeps the GPU's TF32
+// projections' rounding at its size in the weights (Adam would scale tiny gradients' differences up to full steps).
+TEST(CudaTraining, MultiHeadAttentionTrainsAsOnTheCpu) {
+  SYSTOLIC_REQUIRE_GPU();
+  Tensor x = systolic::testing::random_tensor({70, 12, 6}, 7);
+  Tensor y({70}, DType::int32);
+  for (std::int64_t i = 0; i < 70; ++i) y.data<std::int32_t>()[i] = static_cast<std::int32_t>(i % 3);
+  auto train = [&](Device device) {
+    clear_session();
+    set_random_seed(4);
+    auto in = layers::Input({12, 6});
+    auto h = layers::MultiHeadAttention(4, 8, {.dropout = 0.1, .use_causal_mask = true})({in, in});
+    h = layers::LayerNormalization()(h);
+    h = layers::GlobalAveragePooling1D()(h);
+    Model cpu_model(in, layers::Dense(3, {.activation = "softmax"})(h));
+    cpu_model.compile(optimizers::SGD(0.05), "sparse_categorical_crossentropy");
+    Model m = to_accelerator(cpu_model, distribute::OneDeviceStrategy(device));
+    History hist = m.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
+    if (device.is_cuda()) {
+      EXPECT_EQ(m.step_mode(), "graph") << m.step_mode_reason();
+    }
+    std::printf("%s: loss %.6f, %.6f\n", device.str().c_str(), hist.history.at("loss")[0],
+                hist.history.at("loss")[1]);
+    return m.get_weights();
+  };
+  auto w_cpu = train(Device::cpu()), w_gpu = train(gpu());
+  ASSERT_EQ(w_cpu.size(), w_gpu.size());
+  for (std::size_t i = 0; i < w_cpu.size(); ++i)
+    EXPECT_LT(systolic::testing::max_abs_diff(w_cpu[i], w_gpu[i].to(Device::cpu())), 2e-3) << "weight " << i;
 }
