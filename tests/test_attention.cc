@@ -1,11 +1,13 @@
-// MultiHeadAttention against real Keras (tests/fixtures/attention, written by tests/reference/attention.py with
-// Keras 3.15): keras-io's "Timeseries classification with a Transformer" model as the example builds it, trained by
-// Keras on the real ItalyPowerDemand series, predicts and evaluates as Keras does and trains on from Keras's
-// optimizer state; the call forms Keras allows (a key of its own, an attention_mask input, use_causal_mask with a
-// sliding window, inputs of rank 4) predict as Keras does and are written back as Keras writes them; what systolic
-// does not run is refused by name. The same layer trains on the XLA backend as on the CPU. (Training steps equal to
-// Keras's, masks included: tests/test_keras_training.cc's transformer_series and masked_attention; gradients:
-// tests/test_gradients.cc; the op on every backend: tests/test_ops.cc.)
+// MultiHeadAttention, GroupedQueryAttention and Attention against real Keras (tests/fixtures/attention, written by
+// tests/reference/attention.py with Keras 3.15): keras-io's "Timeseries classification with a Transformer" model as
+// the example builds it, trained by Keras on the real ItalyPowerDemand series, predicts and evaluates as Keras does
+// and trains on from Keras's optimizer state; the call forms Keras allows (a key of its own, an attention_mask
+// input, use_causal_mask with a sliding window, inputs of rank 4) predict as Keras does and are written back as
+// Keras writes them, as do GroupedQueryAttention's (grouped and multi-query heads) and Attention's (a trained scale,
+// Keras's masks); what systolic does not run is refused by name. The same layer trains on the XLA backend as on the
+// CPU. (Training steps equal to Keras's, masks included: tests/test_keras_training.cc's transformer_series,
+// masked_attention, grouped_attention and luong_attention; gradients: tests/test_gradients.cc; the op on every
+// backend: tests/test_ops.cc.)
 #include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
@@ -129,6 +131,144 @@ TEST(MultiHeadAttentionCalls, ApiGraphWithAnAttentionMaskAndACausalMask) {
       EXPECT_EQ(row(xq, hide, 0, 1), std::vector<float>(3, 0.0f));
     }
   }
+}
+
+// GroupedQueryAttention as Keras 3 writes it (class GroupQueryAttention): 4 query heads over 2 key/value heads with a
+// key of its own and an attention mask input (one query row left no key), multi-query attention with a sliding
+// window, a causal mask and no bias. Predicts as Keras; its config and weights are written back as Keras's.
+TEST(GroupedQueryAttention, PredictsAsKerasAndIsWrittenAsKerasWritesIt) {
+  Model m = load_model(fixture("grouped.keras"));
+  auto npz = npy::load_npz(fixture("grouped.npz"));
+  Arrays x;
+  for (const char* name : {"query", "value", "key", "attention_mask"}) x.push_back(npz.at(name));
+  Tensor p = m.predict(x, {.verbose = 0});
+  EXPECT_LT(max_abs_diff(p, Tensor::from_vector(expected()["grouped"]["predict"].get<std::vector<double>>(),
+                                                p.shape())),
+            1e-5);
+  auto keras = keras_io::read_keras_archive_file(fixture("grouped.keras")).config;
+  auto ours = json::parse(m.to_json());
+  auto layer_configs = [](const json& config) {
+    std::vector<json> out;
+    for (auto& l : config["config"]["layers"])
+      if (l["class_name"] == "GroupQueryAttention") {
+        json c = l["config"];
+        c.erase("dtype");
+        // Keras 3.15's initializers add input_axes and output_axes (null); systolic leaves them out, so that
+        // earlier Keras 3 versions, whose initializers do not take them, read its files.
+        c["kernel_initializer"]["config"].erase("input_axes");
+        c["kernel_initializer"]["config"].erase("output_axes");
+        out.push_back({{"config", c}, {"kwargs", l["inbound_nodes"][0]["kwargs"].size()}});
+      }
+    return out;
+  };
+  EXPECT_EQ(layer_configs(ours), layer_configs(keras));
+  ASSERT_EQ(layer_configs(ours).size(), 2u);
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("g.keras"));
+  Model back = load_model(tmp.file("g.keras"));
+  EXPECT_EQ(back.predict(x, {.verbose = 0}).to_doubles(), p.to_doubles());
+  auto w = m.get_weights();
+  ASSERT_EQ(w.size(), 12u);                    // 4 kernels and 4 biases, then 4 kernels without bias
+  EXPECT_EQ(w[2].shape(), Shape({2, 2, 3}));   // key kernel (C, key/value heads, head_dim)
+  EXPECT_EQ(w[6].shape(), Shape({4, 3, 4}));   // output kernel (query heads, head_dim, C)
+  EXPECT_EQ(w[10].shape(), Shape({4, 1, 2}));  // multi-query value kernel
+}
+
+TEST(GroupedQueryAttention, RefusesWhatKerasRefusesAndWhatItDoesNotRun) {
+  auto keras = keras_io::read_keras_archive_file(fixture("grouped.keras")).config;
+  auto with = [&](auto change) {
+    json c = keras;
+    for (auto& l : c["config"]["layers"])
+      if (l["class_name"] == "GroupQueryAttention") {
+        change(l);
+        break;
+      }
+    return error_of([&] { model_from_json(c.dump()); });
+  };
+  EXPECT_THAT(with([](json& l) { l["config"]["use_gate"] = true; }), HasSubstr("use_gate"));
+  EXPECT_THAT(with([](json& l) { l["config"]["num_key_value_heads"] = 3; }),
+              HasSubstr("must be divisible by num_key_value_heads"));
+  EXPECT_THAT(with([](json& l) { l["config"]["num_key_value_heads"] = 0; }),
+              HasSubstr("num_key_value_heads"));
+  EXPECT_THAT(with([](json& l) { l["config"].erase("head_dim"); }), HasSubstr("head_dim"));
+  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["return_attention_scores"] = true; }),
+              HasSubstr("return_attention_scores"));
+  clear_session();
+  auto q = layers::Input({5, 4});
+  auto v = layers::Input({6, 3});
+  EXPECT_THAT(error_of([&] { layers::GroupedQueryAttention(2, 2, 1)({q, v}); }), HasSubstr("must be equal"));
+  auto img = layers::Input({3, 4, 2});
+  EXPECT_THAT(error_of([&] {
+                layers::GroupedQueryAttention(2, 2, 1)({img, img});
+              }),
+              HasSubstr("(steps, features)"));
+  // Keras's default names, and class name in configs.
+  clear_session();
+  auto first = layers::GroupedQueryAttention(2, 2, 1), second = layers::GroupedQueryAttention(2, 2, 1);
+  EXPECT_EQ(first->name(), "grouped_query_attention");
+  EXPECT_EQ(second->name(), "grouped_query_attention_1");
+  EXPECT_EQ(first->class_name(), "GroupQueryAttention");
+}
+
+// Attention (Luong's dot product) as Keras 3 writes it: with a key of its own; use_scale (the scale set to 0.7 in
+// Keras) with a causal mask; over Embedding(mask_zero) outputs, whose padding masks hide keys and zero padded query
+// rows. Predicts as Keras, written back as Keras writes it (one list argument, use_causal_mask by name).
+TEST(DotProductAttention, PredictsAsKerasAndIsWrittenAsKerasWritesIt) {
+  Model m = load_model(fixture("luong.keras"));
+  auto npz = npy::load_npz(fixture("luong.npz"));
+  Arrays x;
+  for (const char* name : {"query", "value", "key", "ids"}) x.push_back(npz.at(name));
+  Tensor p = m.predict(x, {.verbose = 0});
+  EXPECT_LT(max_abs_diff(
+                p, Tensor::from_vector(expected()["luong"]["predict"].get<std::vector<double>>(), p.shape())),
+            1e-5);
+  auto keras = keras_io::read_keras_archive_file(fixture("luong.keras")).config;
+  auto ours = json::parse(m.to_json());
+  auto calls = [](const json& config) {
+    std::vector<json> out;
+    for (auto& l : config["config"]["layers"])
+      if (l["class_name"] == "Attention") {
+        json c = l["config"];
+        c.erase("dtype");
+        json node = l["inbound_nodes"][0];
+        for (auto& t : node["args"][0]) t = t["config"]["keras_history"][0];
+        out.push_back({{"config", c}, {"args", node["args"]}, {"kwargs", node["kwargs"]}});
+      }
+    return out;
+  };
+  EXPECT_EQ(calls(ours), calls(keras));
+  ASSERT_EQ(calls(ours).size(), 3u);
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("a.keras"));
+  EXPECT_EQ(load_model(tmp.file("a.keras")).predict(x, {.verbose = 0}).to_doubles(), p.to_doubles());
+  EXPECT_THAT(error_of([&] { m.save(tmp.file("a.h5"), {.keras = KerasTarget::tf_keras}); }),
+              HasSubstr("save the model as .keras"));  // the causal call
+  ASSERT_EQ(m.get_weights().size(), 2u);               // the embeddings and the scale
+  EXPECT_NEAR(m.get_weights()[1].to_doubles()[0], 0.7, 1e-7);
+}
+
+TEST(DotProductAttention, RefusesWhatItDoesNotRunByName) {
+  auto keras = keras_io::read_keras_archive_file(fixture("luong.keras")).config;
+  auto with = [&](auto change) {
+    json c = keras;
+    for (auto& l : c["config"]["layers"])
+      if (l["class_name"] == "Attention") {
+        change(l);
+        break;
+      }
+    return error_of([&] { model_from_json(c.dump()); });
+  };
+  EXPECT_THAT(with([](json& l) { l["config"]["score_mode"] = "concat"; }),
+              HasSubstr("\"concat\" is not supported"));
+  EXPECT_THAT(with([](json& l) { l["config"]["score_mode"] = "cosine"; }), HasSubstr("score_mode"));
+  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["return_attention_scores"] = true; }),
+              HasSubstr("return_attention_scores"));
+  clear_session();
+  auto q = layers::Input({5, 4});
+  auto v = layers::Input({6, 3});
+  EXPECT_THAT(error_of([&] { layers::Attention()({q, v}); }), HasSubstr("as many features"));
+  auto img = layers::Input({3, 4, 2});
+  EXPECT_THAT(error_of([&] { layers::Attention()({img, img}); }), HasSubstr("(steps, features)"));
 }
 
 TEST(MultiHeadAttentionConfig, RefusesWhatItDoesNotRunByName) {

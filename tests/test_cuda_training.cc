@@ -2,7 +2,8 @@
 // lands in the CPU's accuracy band (also under mixed_bfloat16), its steps are replayed from a CUDA graph
 // without device allocations, the graph gives the eager steps' weights, and weights saved from the GPU
 // predict the same on the CPU; a learning rate that changes (a schedule, a callback) reaches the replayed graph;
-// a MultiHeadAttention model (causal mask, attention dropout) trains from replayed steps as on the CPU.
+// an attention model (MultiHeadAttention with a causal mask, GroupedQueryAttention, dropout of the probabilities)
+// trains from replayed steps as on the CPU.
 #include <systolic/systolic.h>
 
 #include "gpu_test_util.h"
@@ -216,9 +217,9 @@ TEST(CudaTraining, CastMatchesTheCpu) {
 }
 
 // The attention op on CUDA inside a model: causal mask and dropout on the probabilities (the same Philox bits as the
-// CPU's), full batches replayed from the captured step, the last smaller one eager. SGD keeps the GPU's TF32
+// CPU's), grouped key/value heads, full batches replayed from the captured step, the last smaller one eager. SGD keeps the GPU's TF32
 // projections' rounding at its size in the weights (Adam would scale tiny gradients' differences up to full steps).
-TEST(CudaTraining, MultiHeadAttentionTrainsAsOnTheCpu) {
+TEST(CudaTraining, AttentionTrainsAsOnTheCpu) {
   SYSTOLIC_REQUIRE_GPU();
   Tensor x = systolic::testing::random_tensor({70, 12, 6}, 7);
   Tensor y({70}, DType::int32);
@@ -228,6 +229,7 @@ TEST(CudaTraining, MultiHeadAttentionTrainsAsOnTheCpu) {
     set_random_seed(4);
     auto in = layers::Input({12, 6});
     auto h = layers::MultiHeadAttention(4, 8, {.dropout = 0.1, .use_causal_mask = true})({in, in});
+    h = layers::GroupedQueryAttention(4, 4, 2, {.dropout = 0.1})({h, h});
     h = layers::LayerNormalization()(h);
     h = layers::GlobalAveragePooling1D()(h);
     Model cpu_model(in, layers::Dense(3, {.activation = "softmax"})(h));

@@ -671,6 +671,36 @@ TEST(GradientCheck, MultiHeadAttention) {
   check_layer(layers::MultiHeadAttention(2, 2), {{2, 2, 3, 3}, {2, 3, 2, 2}}, 67);
 }
 
+// GroupedQueryAttention: query heads sharing key/value heads (two per group; multi-query with one), a key of its own,
+// Keras's masks, causal and sliding-window rules, no bias, dropout.
+TEST(GradientCheck, GroupedQueryAttention) {
+  Float64Scope f64;
+  check_layer(layers::GroupedQueryAttention(3, 4, 2), {{2, 5, 4}, {2, 4, 4}}, 71);
+  check_layer(layers::GroupedQueryAttention(2, 3, 1, {.use_bias = false}), {{2, 4, 3}, {2, 5, 3}, {2, 5, 2}},
+              72);
+  check_layer(layers::GroupedQueryAttention(2, 2, 1, {.use_causal_mask = true, .sliding_window = 2}),
+              {{2, 5, 3}, {2, 5, 3}}, 73);
+  const Tensor query_mask = Tensor::from_vector<double>({1, 1, 0, 1, 1, 1, 1, 1, 0, 0}, {2, 5});
+  const Tensor value_mask = Tensor::from_vector<double>({1, 0, 1, 1, 0, 0, 1, 1}, {2, 4});
+  check_layer(layers::GroupedQueryAttention(3, 4, 2), {{2, 5, 3}, {2, 4, 3}}, 74, -1, 1, query_mask,
+              {query_mask, value_mask});
+  check_layer(layers::GroupedQueryAttention(2, 4, 2, {.dropout = 0.3, .seed = 5}), {{2, 5, 3}, {2, 5, 3}},
+              75);
+}
+
+// Attention (dot product): a key of its own, the trained scale, a causal mask, Keras's masks (the query's zeroes
+// output rows, the value's hides keys), dropout.
+TEST(GradientCheck, DotProductAttention) {
+  Float64Scope f64;
+  check_layer(layers::Attention(), {{2, 5, 4}, {2, 4, 3}, {2, 4, 4}}, 81);
+  check_layer(layers::Attention({.use_scale = true, .use_causal_mask = true}), {{2, 5, 3}, {2, 5, 3}}, 82);
+  const Tensor query_mask = Tensor::from_vector<double>({1, 1, 0, 1, 1, 1, 1, 1, 0, 0}, {2, 5});
+  const Tensor value_mask = Tensor::from_vector<double>({1, 0, 1, 1, 0, 0, 1, 1}, {2, 4});
+  check_layer(layers::Attention({.use_scale = true}), {{2, 5, 3}, {2, 4, 3}}, 83, -1, 1, query_mask,
+              {query_mask, value_mask});
+  check_layer(layers::Attention({.dropout = 0.3, .seed = 5}), {{2, 5, 3}, {2, 5, 3}}, 84);
+}
+
 TEST(GradientCheck, MaskedGlobalAveragePooling1D) {
   Float64Scope f64;
   Tensor mask = Tensor::from_vector(std::vector<double>{1, 1, 0, 1, 0, 0, 1, 1, 1, 1}, {2, 5});

@@ -81,7 +81,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                                            "masked_average", "transpose_series", "gru_reset_before", "states",
                                            "stateful", "masked_merges", "stateful_bidirectional", "tagger",
                                            "steps_onehot", "masked_regression", "masked_extrema",
-                                           "transformer_series", "masked_attention", "text_transformer"));
+                                           "transformer_series", "masked_attention", "text_transformer",
+                                           "grouped_attention", "luong_attention"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
@@ -110,7 +111,9 @@ TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
                            "masked_extrema",
                            "transformer_series",
                            "masked_attention",
-                           "text_transformer"}) {
+                           "text_transformer",
+                           "grouped_attention",
+                           "luong_attention"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

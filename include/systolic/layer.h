@@ -196,6 +196,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
     std::size_t count;
   };
   virtual std::vector<VariableGroup> keras3_variable_groups() const { return {{"vars", weights_.size()}}; }
+  // The stem of that key: the snake_case name of Keras's Python class, which is the class name its configs carry
+  // except where Keras exports a class under another name (GroupQueryAttention's class is GroupedQueryAttention).
+  virtual std::string keras3_key() const;
   // Keras's masks (LayerCall::mask). Whether the output carries one, given whether the first input does: a layer
   // that makes one (Embedding with mask_zero, Masking) or passes its input's on (Keras's supports_masking: Dense,
   // activations, dropouts, normalisations; an RNN with return_sequences); every other layer drops it, as Keras's
@@ -242,6 +245,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // Keras 3's keyword arguments of a call that name tensors (MultiHeadAttention's key and attention_mask): inputs
   // after the positional ones, in this order. Empty for most layers.
   virtual std::vector<std::string> keras_tensor_keywords() const { return {}; }
+  // Whether a config of the layer can be written for Keras 3 only (tf.keras's call form cannot say its call): by
+  // default when its calls name tensors by keyword.
+  virtual bool keras3_only() const { return !keras_tensor_keywords().empty(); }
   // A call read from a Keras 3 config: how many tensors it passed by position, the tensor keywords it gave (in
   // keras_tensor_keywords' order) and its other keyword arguments that are not null (training and mask aside). The
   // layer takes them or throws naming what it refuses: the default refuses any keyword.

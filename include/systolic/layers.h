@@ -434,6 +434,44 @@ struct MultiHeadAttentionOptions {
 };
 LayerRef MultiHeadAttention(int num_heads, int key_dim, const MultiHeadAttentionOptions& options = {});
 
+// Attention (Keras's dot-product attention, Luong's): called on {query, value} or {query, value, key} (key: the
+// value when absent): query (Tq, dim), value (Tv, dv), key (Tv, dim) -> (Tq, dv). Scores = query . key (times the
+// trainable scalar weight `scale`, initialised to 1, with use_scale), the softmax over the keys, `dropout` of the
+// probabilities while training. Keras's masks: the value's hides keys, the query's zeroes the output's rows and
+// rides on the output. score_mode "concat" is refused.
+struct AttentionOptions {
+  bool use_scale = false;
+  std::string score_mode = "dot";
+  double dropout = 0.0;
+  bool use_causal_mask = false;  // Keras's call argument, one value per layer here
+  std::optional<std::uint64_t> seed;
+  std::string name;
+};
+LayerRef Attention(const AttentionOptions& options = {});
+
+// GroupedQueryAttention(head_dim, num_query_heads, num_key_value_heads) (Keras 3's keras.layers.GroupQueryAttention,
+// Ainslie et al. 2023): MultiHeadAttention with num_key_value_heads key/value heads shared by the query heads (query
+// head h reads key/value head h / (num_query_heads / num_key_value_heads); 1 key/value head: multi-query attention),
+// called on {query, value} or {query, value, key}: query (T, C) -> (T, C), the value's features as many as the
+// query's. Weights: query kernel (C, query heads, head_dim) and bias (query heads, head_dim), key's (Ck, key/value
+// heads, head_dim) and (key/value heads, head_dim), value's likewise, the output's (query heads, head_dim, C) and
+// (C). Scores scaled by 1/sqrt(head_dim); masks and call options as MultiHeadAttention's.
+struct GroupedQueryAttentionOptions {
+  double dropout = 0.0;
+  bool use_bias = true;
+  bool use_causal_mask = false;
+  int sliding_window = 0;
+  bool attention_mask_input = false;
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint kernel_constraint = {}, bias_constraint = {};
+  std::optional<std::uint64_t> seed;
+  std::string name;
+};
+LayerRef GroupedQueryAttention(int head_dim, int num_query_heads, int num_key_value_heads,
+                               const GroupedQueryAttentionOptions& options = {});
+
 // augment (branch augment): noise and image augmentation, active only while training (the identity at inference,
 // as in Keras 3; RandomCrop: see below). Random draws are keyed by (seed, training step) and differ per replica;
 // without a seed the layer draws one from the global generator (set_random_seed).

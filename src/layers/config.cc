@@ -493,6 +493,9 @@ const std::map<std::string, FromConfig>& registry() {
       {"LayerNormalization", layer_normalization_from_config},
       // attention
       {"MultiHeadAttention", multi_head_attention_from_config},
+      {"GroupQueryAttention", grouped_query_attention_from_config},
+      {"GroupedQueryAttention", grouped_query_attention_from_config},
+      {"Attention", attention_from_config},
       {"UnitNormalization", unit_normalization_from_config},
       {"Normalization", normalization_from_config},
       {"LayerScale", layer_scale_from_config},

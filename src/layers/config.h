@@ -133,6 +133,8 @@ std::shared_ptr<Layer> gru_from_config(ConfigReader& r);
 std::shared_ptr<Layer> bidirectional_from_config(ConfigReader& r);
 std::shared_ptr<Layer> time_distributed_from_config(ConfigReader& r);
 std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r);
+std::shared_ptr<Layer> grouped_query_attention_from_config(ConfigReader& r);
+std::shared_ptr<Layer> attention_from_config(ConfigReader& r);
 std::shared_ptr<Layer> depthwise_conv1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> conv1d_transpose_from_config(ConfigReader& r);
 std::shared_ptr<Layer> separable_conv1d_from_config(ConfigReader& r);

@@ -92,6 +92,10 @@ Layer::Layer(std::string class_name, const std::string& name, Activation activat
       dtype_(floatx()),
       compute_dtype_(session().mixed_bfloat16 ? DType::bfloat16 : floatx()) {}
 
+std::string Layer::keras3_key() const {
+  return to_snake_case(class_name_);
+}
+
 std::string Layer::dtype_policy() const {
   return compute_dtype_ == dtype_ ? std::string(dtype_name(dtype_))
                                   : "mixed_" + std::string(dtype_name(compute_dtype_));

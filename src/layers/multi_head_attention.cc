@@ -12,6 +12,13 @@
 // key's, ANDed) hide query rows and keys as Keras's attention mask does; the output carries the query's. A query
 // row left no key is Keras's on each of its paths: without dropout (its fused dot_product_attention) the average of
 // every value, with dropout (its masked Softmax) zeros. The attention mask gets no gradient (Keras casts it to bool).
+//
+// GroupedQueryAttention (Keras 3's keras.layers.GroupQueryAttention) is the same layer with fewer key/value heads
+// than query heads (head_dim for both key_dim and value_dim, the output the query's features): query head h reads
+// key/value head h / (num_query_heads / num_key_value_heads), as Keras's repeat of the key and value heads does, and
+// ops::attention_forward takes the grouped layout as it is (nothing is repeated). Its weights: query kernel (Cq,
+// query heads, head_dim), key's and value's (C, key/value heads, head_dim), the output's (query heads, head_dim, Cq),
+// under _query_dense/_key_dense/_value_dense/_output_dense in Keras 3's files; inputs of rank 3 only.
 #include <systolic/layers.h>
 
 #include <cmath>
@@ -24,15 +31,33 @@ namespace systolic::layers {
 
 namespace {
 
+// Keras's class names of the two layers this file makes (GroupedQueryAttention is exported under the shorter one,
+// which its configs carry).
+constexpr const char* kMultiHead = "MultiHeadAttention";
+constexpr const char* kGrouped = "GroupQueryAttention";
+
 class MultiHeadAttentionLayer final : public Layer {
  public:
-  MultiHeadAttentionLayer(int heads, int key_dim, const MultiHeadAttentionOptions& o)
-      : Layer("MultiHeadAttention", o.name),
+  // kv_heads 0: MultiHeadAttention (as many key/value heads as query heads); else GroupedQueryAttention's count.
+  MultiHeadAttentionLayer(int heads, int key_dim, const MultiHeadAttentionOptions& o, int kv_heads = 0)
+      : Layer(kv_heads ? kGrouped : kMultiHead,
+              o.name.empty() && kv_heads ? unique_layer_name("grouped_query_attention") : o.name),
         heads_(heads),
+        kv_heads_(kv_heads ? kv_heads : heads),
+        grouped_(kv_heads > 0),
         key_dim_(key_dim),
         value_dim_(o.value_dim.value_or(key_dim)),
         o_(o),
         seed_(o.seed ? *o.seed : global_generator().split()) {
+    if (grouped_) {
+      SYSTOLIC_CHECK(heads > 0 && kv_heads > 0,
+                     "layer '{}': num_query_heads and num_key_value_heads must be positive, got {} and {}",
+                     name(), heads, kv_heads);
+      SYSTOLIC_CHECK(heads % kv_heads == 0,
+                     "layer '{}': num_query_heads ({}) must be divisible by num_key_value_heads ({})", name(),
+                     heads, kv_heads);
+      SYSTOLIC_CHECK(key_dim > 0, "layer '{}': head_dim must be positive, got {}", name(), key_dim);
+    }
     SYSTOLIC_CHECK(heads > 0, "layer '{}': num_heads must be positive, got {}", name(), heads);
     SYSTOLIC_CHECK(key_dim > 0, "layer '{}': key_dim must be positive, got {}", name(), key_dim);
     SYSTOLIC_CHECK(value_dim_ > 0, "layer '{}': value_dim must be positive, got {}", name(), value_dim_);
@@ -48,6 +73,9 @@ class MultiHeadAttentionLayer final : public Layer {
 
   // The output carries the query's mask, as Keras sets it.
   bool output_masked(bool input_masked) const override { return input_masked; }
+  std::string keras3_key() const override {
+    return grouped_ ? "grouped_query_attention" : Layer::keras3_key();
+  }
   std::vector<std::string> keras_tensor_keywords() const override { return {"key", "attention_mask"}; }
 
   void read_keras_call(std::size_t positional, const std::vector<std::string>& tensor_keywords,
@@ -61,13 +89,13 @@ class MultiHeadAttentionLayer final : public Layer {
       else if (k == "return_attention_scores" && v == false)
         continue;
       else
-        fail("layer '{}' (MultiHeadAttention): call argument '{}'={} is not supported", name(), k, v.dump());
+        fail("layer '{}' ({}): call argument '{}'={} is not supported", name(), class_name(), k, v.dump());
     }
     if (positional < 2 || positional > 3 || (positional == 3 && key_keyword))
       fail(
-          "layer '{}' (MultiHeadAttention): a call takes query and value (and then key) by position, got {} "
-          "tensors by position{}",
-          name(), positional, key_keyword ? " and a key by keyword" : "");
+          "layer '{}' ({}): a call takes query and value (and then key) by position, got {} tensors by "
+          "position{}",
+          name(), class_name(), positional, key_keyword ? " and a key by keyword" : "");
     set_call(mask, causal);
   }
 
@@ -85,10 +113,8 @@ class MultiHeadAttentionLayer final : public Layer {
   // the first call; a later call must agree.
   void set_call(bool attention_mask, bool causal) {
     if (called_ && (attention_mask != o_.attention_mask_input || causal != o_.use_causal_mask))
-      fail(
-          "layer '{}' (MultiHeadAttention): every call must pass the same attention mask and causal mask "
-          "arguments",
-          name());
+      fail("layer '{}' ({}): every call must pass the same attention mask and causal mask arguments", name(),
+           class_name());
     o_.attention_mask_input = attention_mask;
     o_.use_causal_mask = causal;
     called_ = true;
@@ -111,6 +137,11 @@ class MultiHeadAttentionLayer final : public Layer {
         fail_shape("key " + k.keras_str() + " and value " + v.keras_str() +
                    ": all dimensions but the last must be equal");
     }
+    if (grouped_ && q.rank() != 2)
+      fail_shape("query " + q.keras_str() + ": GroupedQueryAttention takes (steps, features) inputs");
+    if (grouped_ && v[-1] != q[-1])
+      fail_shape("the last dimension of query " + q.keras_str() + " and value " + v.keras_str() +
+                 " must be equal");
     if ((o_.use_causal_mask || o_.sliding_window > 0 || o_.attention_mask_input) && q.rank() != 2)
       fail_shape("a causal, sliding-window or attention mask needs (steps, features) inputs, got query " +
                  q.keras_str());
@@ -138,15 +169,28 @@ class MultiHeadAttentionLayer final : public Layer {
 
   std::vector<VariableGroup> keras3_variable_groups() const override {
     const std::size_t per = o_.use_bias ? 2 : 1;
+    const std::string p =
+        grouped_ ? "_" : "";  // GroupedQueryAttention's sublayers keep their attributes' names
     return {{"vars", 0},
-            {"query_dense/vars", per},
-            {"key_dense/vars", per},
-            {"value_dense/vars", per},
-            {"output_dense/vars", per}};
+            {p + "query_dense/vars", per},
+            {p + "key_dense/vars", per},
+            {p + "value_dense/vars", per},
+            {p + "output_dense/vars", per}};
   }
 
   void get_config(json& c) const override {
     Layer::get_config(c);
+    if (grouped_) {
+      c["head_dim"] = key_dim_;
+      c["num_query_heads"] = heads_;
+      c["num_key_value_heads"] = kv_heads_;
+      c["use_bias"] = o_.use_bias;
+      c["use_gate"] = false;
+      c["sliding_window"] = o_.sliding_window > 0 ? json(o_.sliding_window) : json(nullptr);
+      c["dropout"] = o_.dropout;
+      sublayer_config(c);
+      return;
+    }
     c["num_heads"] = heads_;
     c["key_dim"] = key_dim_;
     c["value_dim"] = value_dim_;
@@ -162,6 +206,11 @@ class MultiHeadAttentionLayer final : public Layer {
       c["attention_axes"] = o_.attention_axes ? json(*o_.attention_axes) : json(nullptr);
     }
     c["sliding_window"] = o_.sliding_window > 0 ? json(o_.sliding_window) : json(nullptr);
+    sublayer_config(c);
+  }
+
+  // The projections' settings and the seed, last in both layers' configs.
+  void sublayer_config(json& c) const {
     c["kernel_initializer"] = initializer_config(o_.kernel_initializer);
     c["bias_initializer"] = initializer_config(o_.bias_initializer);
     c["kernel_regularizer"] = regularizer_config(o_.kernel_regularizer);
@@ -180,7 +229,7 @@ class MultiHeadAttentionLayer final : public Layer {
     called_ = true;
     query_rank_ = in[0].rank();
     const std::int64_t cq = in[0][-1], cv = in[1][-1], ck = has_key(in.size()) ? in[2][-1] : cv;
-    const std::int64_t H = heads_, D = key_dim_, E = value_dim_, P = out_size(in[0]);
+    const std::int64_t H = heads_, G = kv_heads_, D = key_dim_, E = value_dim_, P = out_size(in[0]);
     const WeightOptions kernel{o_.kernel_regularizer, o_.kernel_constraint},
         bias{o_.bias_regularizer, o_.bias_constraint};
     // One projection: the kernel made as the (inputs, outputs) matrix it is (EinsumDense's fans), then viewed in
@@ -196,8 +245,8 @@ class MultiHeadAttentionLayer final : public Layer {
       if (b.grad.defined()) b.grad = b.grad.reshape(bias_shape);
     };
     projection("query", cq, H * D, {cq, H, D}, {H, D});
-    projection("key", ck, H * D, {ck, H, D}, {H, D});
-    projection("value", cv, H * E, {cv, H, E}, {H, E});
+    projection("key", ck, G * D, {ck, G, D}, {G, D});
+    projection("value", cv, G * E, {cv, G, E}, {G, E});
     std::vector<std::int64_t> okernel{H, E}, obias;
     for (std::int64_t d : output_dims(in[0])) {
       okernel.push_back(d);
@@ -208,10 +257,10 @@ class MultiHeadAttentionLayer final : public Layer {
 
   void forward(LayerCall& c) override {
     Buffers b = buffers(c);
-    const std::int64_t HD = heads_ * key_dim_, HE = heads_ * value_dim_;
+    const std::int64_t HD = heads_ * key_dim_, GD = kv_heads_ * key_dim_, GE = kv_heads_ * value_dim_;
     project(0, query(c), b.cq, HD, b.q);
-    project(1, key(c), b.ck, HD, b.k);
-    project(2, value(c), b.cv, HE, b.v);
+    project(1, key(c), b.ck, GD, b.k);
+    project(2, value(c), b.cv, GE, b.v);
     Tensor qmask, kmask, amask;
     masks(c, b, qmask, kmask, amask);
     ops::attention_forward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.o, b.probs);
@@ -227,15 +276,15 @@ class MultiHeadAttentionLayer final : public Layer {
     ops::attention_backward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.probs,
                             b.dO.reshape(b.o.shape()), b.dq, b.dk, b.dv);
     // The projections' gradients: each input's (=), the key's added to the value's when the value is the key.
-    const std::int64_t HD = heads_ * key_dim_, HE = heads_ * value_dim_;
+    const std::int64_t HD = heads_ * key_dim_, GD = kv_heads_ * key_dim_, GE = kv_heads_ * value_dim_;
     project_back(0, query(c), b.cq, HD, b.dq, dinput(c, 0, b.cq));
     Tensor dvalue = dinput(c, 1, b.cv);
-    project_back(2, value(c), b.cv, HE, b.dv, dvalue);
+    project_back(2, value(c), b.cv, GE, b.dv, dvalue);
     if (has_key(c.inputs.size())) {
-      project_back(1, key(c), b.ck, HD, b.dk, dinput(c, 2, b.ck));
+      project_back(1, key(c), b.ck, GD, b.dk, dinput(c, 2, b.ck));
     } else {
       Tensor dkey = dvalue.defined() ? b.dkey_input.reshape(dvalue.shape()) : Tensor();
-      project_back(1, value(c), b.cv, HD, b.dk, dkey);
+      project_back(1, value(c), b.cv, GD, b.dk, dkey);
       if (dvalue.defined()) ops::accumulate(dkey, dvalue);
     }
     if (o_.attention_mask_input && c.dinputs.back().defined()) ops::fill(c.dinputs.back(), 0.0);
@@ -307,10 +356,10 @@ class MultiHeadAttentionLayer final : public Layer {
     const std::int64_t N = x.dim(0), cq = x.dim(-1), cv = value(c).dim(-1), ck = key(c).dim(-1);
     const std::int64_t T = x.numel() / std::max<std::int64_t>(1, N * cq);
     const std::int64_t S = value(c).numel() / std::max<std::int64_t>(1, N * cv);
-    const std::int64_t H = heads_, D = key_dim_, E = value_dim_,
+    const std::int64_t H = heads_, G = kv_heads_, D = key_dim_, E = value_dim_,
                        P = c.output.numel() / std::max<std::int64_t>(1, N * T);
-    const Shape shapes[kSaved] = {{N, T, H, D},   {N, S, H, D}, {N, S, H, E}, {N, T, H, E},
-                                  {N, H, T, S},   {N, T, H, D}, {N, S, H, D}, {N, S, H, E},
+    const Shape shapes[kSaved] = {{N, T, H, D},   {N, S, G, D}, {N, S, G, E}, {N, T, H, E},
+                                  {N, H, T, S},   {N, T, H, D}, {N, S, G, D}, {N, S, G, E},
                                   {N * T, H * E}, {N * S * cv}, {N, S}};
     const DType t = x.dtype();
     bool fresh = c.saved.size() != kSaved;
@@ -359,7 +408,9 @@ class MultiHeadAttentionLayer final : public Layer {
   }
   static Tensor step_of(const LayerCall& c) { return c.training ? c.training->counter : Tensor(); }
 
-  int heads_, key_dim_, value_dim_;
+  int heads_, kv_heads_;
+  bool grouped_;
+  int key_dim_, value_dim_;
   MultiHeadAttentionOptions o_;
   std::uint64_t seed_;
   bool called_ = false;
@@ -395,6 +446,57 @@ std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r) {
   if (auto s = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*s);
   o.name = r.name();
   return std::make_shared<MultiHeadAttentionLayer>(heads, key_dim, o);
+}
+
+std::shared_ptr<Layer> grouped_query_attention_from_config(ConfigReader& r) {
+  for (const char* k : {"head_dim", "num_query_heads", "num_key_value_heads"})
+    if (!r.has(k)) r.fail_option(k, "missing");
+  const int head_dim = r.get_int("head_dim", 0), heads = r.get_int("num_query_heads", 0),
+            kv_heads = r.get_int("num_key_value_heads", 0);
+  if (kv_heads <= 0) r.fail_option("num_key_value_heads", "must be a positive integer");
+  MultiHeadAttentionOptions o;
+  o.dropout = r.get_double("dropout", 0.0);
+  o.use_bias = r.get_bool("use_bias", true);
+  r.require_value("use_gate", false);
+  if (auto w = r.get_optional_int("sliding_window")) {
+    if (*w <= 0) r.fail_option("sliding_window", "must be a positive integer or null");
+    o.sliding_window = static_cast<int>(*w);
+  }
+  r.ignore("flash_attention");
+  o.kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform");
+  o.bias_initializer = r.get_initializer("bias_initializer", "zeros");
+  o.kernel_regularizer = r.get_regularizer("kernel_regularizer");
+  o.bias_regularizer = r.get_regularizer("bias_regularizer");
+  o.activity_regularizer = r.get_regularizer("activity_regularizer");
+  o.kernel_constraint = r.get_constraint("kernel_constraint");
+  o.bias_constraint = r.get_constraint("bias_constraint");
+  if (auto s = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*s);
+  o.name = r.name();
+  return std::make_shared<MultiHeadAttentionLayer>(heads, head_dim, o, kv_heads);
+}
+
+LayerRef GroupedQueryAttention(int head_dim, int num_query_heads, int num_key_value_heads,
+                               const GroupedQueryAttentionOptions& options) {
+  SYSTOLIC_CHECK(num_key_value_heads > 0,
+                 "GroupedQueryAttention: num_key_value_heads must be positive, got {}", num_key_value_heads);
+  MultiHeadAttentionOptions o;
+  o.dropout = options.dropout;
+  o.use_bias = options.use_bias;
+  o.use_causal_mask = options.use_causal_mask;
+  o.sliding_window = options.sliding_window;
+  o.attention_mask_input = options.attention_mask_input;
+  o.kernel_initializer = options.kernel_initializer;
+  o.bias_initializer = options.bias_initializer;
+  o.kernel_regularizer = options.kernel_regularizer;
+  o.bias_regularizer = options.bias_regularizer;
+  o.activity_regularizer = options.activity_regularizer;
+  o.kernel_constraint = options.kernel_constraint;
+  o.bias_constraint = options.bias_constraint;
+  o.seed = options.seed;
+  o.name = options.name;
+  auto layer = std::make_shared<MultiHeadAttentionLayer>(num_query_heads, head_dim, o, num_key_value_heads);
+  layer->set_call(o.attention_mask_input, o.use_causal_mask);
+  return LayerRef(layer);
 }
 
 LayerRef MultiHeadAttention(int num_heads, int key_dim, const MultiHeadAttentionOptions& options) {

@@ -186,7 +186,7 @@ json model_config(const Model& model, KerasTarget target) {
           inbound.push_back({{"args", form_args}, {"kwargs", form_kwargs}});
           continue;
         }
-      } else if (!l->keras_tensor_keywords().empty()) {
+      } else if (l->keras3_only()) {
         fail("a tf.keras config: layer '{}' ({}) is written for Keras 3 only; save the model as .keras",
              l->name(), l->class_name());
       }
@@ -257,12 +257,15 @@ bool is_operation_entry(const json& entry) {
 
 // The operation nodes Keras 3 writes for the masks it derived: NotEqual(x, value) and Any(..., axis=-1) for
 // Embedding and Masking; LogicalOr, ExpandDims, ZerosLike, OnesLike, Concatenate and Any for the merges'
-// (Merge.compute_mask, Concatenate.compute_mask).
+// (Merge.compute_mask, Concatenate.compute_mask); ConvertToTensor for Attention's (its query's mask).
 bool is_mask_operation(const json& entry) {
-  if (!entry.is_object() || entry.value("module", "") != "keras.src.ops.numpy") return false;
+  if (!entry.is_object()) return false;
+  const std::string module = entry.value("module", ""), cls = entry.value("class_name", "");
+  if (module == "keras.src.ops.core") return cls == "ConvertToTensor";
+  if (module != "keras.src.ops.numpy") return false;
   static const std::set<std::string> mask_ops = {"NotEqual",  "Any",      "LogicalOr",  "ExpandDims",
                                                  "ZerosLike", "OnesLike", "Concatenate"};
-  return mask_ops.count(entry.value("class_name", "")) > 0;
+  return mask_ops.count(cls) > 0;
 }
 
 bool is_model_class(const json& entry) {

@@ -263,7 +263,7 @@ std::vector<std::string> keras3_layer_keys(const std::vector<std::shared_ptr<Lay
   std::map<std::string, int> seen;
   std::vector<std::string> keys;
   for (auto& l : layers) {
-    auto base = to_snake_case(l->class_name());
+    auto base = l->keras3_key();
     int n = seen[base]++;
     keys.push_back(n == 0 ? base : base + "_" + std::to_string(n));
   }

@@ -13,11 +13,20 @@
                            its own and an attention_mask input, a sliding window with a causal mask, and inputs of
                            rank 4 (attention over both middle axes), untrained (seeded).
     call_forms.npz         its inputs (query, value, key, attention_mask, image).
+    grouped.keras          GroupedQueryAttention (keras.layers.GroupQueryAttention) as a user calls it: cross-
+                           attention (the value's features as many as the query's, as Keras requires) of 4 query heads over 2 key/value heads with a key of its own and an
+                           attention_mask input, multi-query attention (1 key/value head) with a sliding window, a
+                           causal mask and no bias, untrained (seeded).
+    grouped.npz            its inputs (query, value, key, attention_mask).
+    luong.keras            Attention (Luong's dot-product attention) as a user calls it: with a key of its own;
+                           use_scale (its scale set to 0.7) and a causal mask; over Embedding(mask_zero=True)
+                           outputs whose padding masks hide keys and zero the output's padded query rows; untrained.
+    luong.npz              its inputs (query, value, key, ids).
 
 expected.json: Keras's predict of the first 32 test series and evaluate(batch_size=32) over the whole test split of
-the first; predict of the second on its inputs.
+the first; predict of the others on their inputs.
 
-    python3 tests/reference/attention.py [--out DIR]
+    python3 tests/reference/attention.py [--out DIR] [--only grouped|luong]
     python3 tests/reference/attention.py --check MODEL.keras   # Keras evaluates a model systolic trained on
 
 Needs keras (3.x) and tensorflow-cpu from pip.
@@ -80,6 +89,53 @@ def call_forms():
     return model, inputs
 
 
+def grouped():
+    keras.utils.set_random_seed(33)
+    q = keras.Input((5, 4), name="query")
+    v = keras.Input((6, 4), name="value")
+    k = keras.Input((6, 2), name="key")
+    m = keras.Input((5, 6), name="attention_mask")
+    a = keras.layers.GroupQueryAttention(head_dim=3, num_query_heads=4, num_key_value_heads=2)(
+        q, v, k, attention_mask=m)
+    b = keras.layers.GroupQueryAttention(head_dim=2, num_query_heads=3, num_key_value_heads=1, sliding_window=2,
+                                         use_bias=False)(a, a, use_causal_mask=True)
+    model = keras.Model([q, v, k, m], keras.layers.Flatten()(b))
+    rng = np.random.default_rng(34)
+    inputs = {
+        "query": rng.normal(size=(4, 5, 4)).astype(np.float32),
+        "value": rng.normal(size=(4, 6, 4)).astype(np.float32),
+        "key": rng.normal(size=(4, 6, 2)).astype(np.float32),
+        "attention_mask": (rng.random(size=(4, 5, 6)) > 0.3).astype(np.float32),
+    }
+    inputs["attention_mask"][1, 3, :] = 0  # a query row that sees no key
+    return model, inputs
+
+
+def luong():
+    keras.utils.set_random_seed(35)
+    q = keras.Input((5, 4), name="query")
+    v = keras.Input((6, 3), name="value")
+    k = keras.Input((6, 4), name="key")
+    ids = keras.Input((6,), name="ids")
+    a = keras.layers.Attention()([q, v, k])
+    scaled = keras.layers.Attention(use_scale=True)
+    b = scaled([q, k], use_causal_mask=True)
+    e = keras.layers.Embedding(10, 4, mask_zero=True)(ids)
+    c = keras.layers.Attention()([e, e])
+    out = keras.layers.Concatenate()([keras.layers.Flatten()(a), keras.layers.Flatten()(b),
+                                      keras.layers.Flatten()(c)])
+    model = keras.Model([q, v, k, ids], out)
+    scaled.scale.assign(0.7)
+    rng = np.random.default_rng(36)
+    inputs = {
+        "query": rng.normal(size=(3, 5, 4)).astype(np.float32),
+        "value": rng.normal(size=(3, 6, 3)).astype(np.float32),
+        "key": rng.normal(size=(3, 6, 4)).astype(np.float32),
+        "ids": np.array([[3, 1, 4, 1, 5, 9], [2, 6, 5, 0, 0, 0], [7, 0, 0, 0, 0, 0]], dtype=np.float32),
+    }
+    return model, inputs
+
+
 def check(path):
     data = np.load(SERIES)
     model = keras.models.load_model(path)
@@ -88,22 +144,13 @@ def check(path):
           ", ".join(f"{k} {float(v):.6f}" for k, v in theirs.items()))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(HERE, "..", "fixtures", "attention"))
-    ap.add_argument("--check", metavar="MODEL")
-    args = ap.parse_args()
-    if args.check:
-        check(args.check)
-        return
-    os.makedirs(args.out, exist_ok=True)
-    expected = {"generator": f"keras {keras.__version__}"}
-
+def write_series_and_call_forms(out, expected):
+    """keras_io_series (trained) and call_forms, into `out` and `expected`."""
     data = np.load(SERIES)
     keras.utils.set_random_seed(30)
     model = keras_io_model(data["x_train"].shape[1:], 2)
     model.fit(data["x_train"], data["y_train"], batch_size=32, epochs=10, shuffle=False, verbose=0)
-    model.save(os.path.join(args.out, "keras_io_series.keras"))
+    model.save(os.path.join(out, "keras_io_series.keras"))
     expected["keras_io_series"] = {
         "predict": [float(v) for v in model.predict(data["x_test"][:32], verbose=0).reshape(-1)],
         "evaluate": {k: float(v) for k, v in model.evaluate(data["x_test"], data["y_test"], batch_size=32,
@@ -112,12 +159,41 @@ def main():
     }
 
     model, inputs = call_forms()
-    model.save(os.path.join(args.out, "call_forms.keras"))
-    np.savez(os.path.join(args.out, "call_forms.npz"), **inputs)
+    model.save(os.path.join(out, "call_forms.keras"))
+    np.savez(os.path.join(out, "call_forms.npz"), **inputs)
     expected["call_forms"] = {
         "predict": [float(v) for v in model.predict(inputs, verbose=0).reshape(-1)],
     }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(HERE, "..", "fixtures", "attention"))
+    ap.add_argument("--check", metavar="MODEL")
+    ap.add_argument("--only", choices=["grouped", "luong"],
+                    help="write this model alone, keeping the others' fixtures")
+    args = ap.parse_args()
+    if args.check:
+        check(args.check)
+        return
+    os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "expected.json")
+    expected = {"generator": f"keras {keras.__version__}"}
+    if args.only:
+        with open(path) as f:
+            expected = json.load(f)
+    else:
+        write_series_and_call_forms(args.out, expected)
+
+    for name, make in (("grouped", grouped), ("luong", luong)):
+        if args.only and args.only != name:
+            continue
+        model, inputs = make()
+        model.save(os.path.join(args.out, name + ".keras"))
+        np.savez(os.path.join(args.out, name + ".npz"), **inputs)
+        expected[name] = {
+            "predict": [float(v) for v in model.predict(inputs, verbose=0).reshape(-1)],
+        }
     with open(path + ".tmp", "w") as f:
         json.dump(expected, f, indent=1)
         f.write("\n")

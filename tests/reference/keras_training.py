@@ -8,7 +8,8 @@ RNNs' return_state and initial_state (with Bidirectional's merge_mode None), sta
 merges (Add, Subtract, Average, Concatenate on either axis; Maximum and Minimum), Bidirectional of stateful layers,
 and losses over sequences (per-step labels under a mask, per-step one-hot targets, a masked per-step regression),
 and attention (keras-io's time-series transformer without dropout; Embedding(mask_zero) into causal self-attention
-and cross-attention with its own key; a text transformer with token and position embeddings), trained by Keras
+and cross-attention with its own key; a text transformer with token and position embeddings; GroupedQueryAttention
+and multi-query attention under a padding mask; Luong's Attention with a trained scale), trained by Keras
 and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
@@ -571,6 +572,43 @@ def text_transformer(rng):
     return m, x, y
 
 
+def grouped_attention(rng):
+    """GroupedQueryAttention under Keras's masks: word ids padded with 0 (padded_ids) into Embedding(mask_zero=True),
+    a causal self-attention of 4 query heads over 2 key/value heads (the padded keys hidden, the output carrying the
+    query's mask), then a multi-query cross-attention (3 query heads, 1 key/value head) given a key of its own (the
+    embeddings), GlobalAveragePooling1D over the unmasked steps; SGD with momentum."""
+    x, y = padded_ids(rng, 10, 3, 20)
+    keras.utils.set_random_seed(24)
+    i = keras.Input((10,))
+    e = keras.layers.Embedding(20, 6, mask_zero=True)(i)
+    h = keras.layers.GroupQueryAttention(head_dim=4, num_query_heads=4, num_key_value_heads=2)(
+        e, e, use_causal_mask=True)
+    h = keras.layers.GroupQueryAttention(head_dim=3, num_query_heads=3, num_key_value_heads=1)(h, h, e)
+    h = keras.layers.GlobalAveragePooling1D()(h)
+    o = keras.layers.Dense(1, activation="sigmoid")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
+def luong_attention(rng):
+    """Luong's dot-product Attention under Keras's masks: word ids padded with 0 (padded_ids) into
+    Embedding(mask_zero=True), a causal self-attention with a trained scale (use_scale), the padded keys hidden and the
+    padded query rows zeroed, then GlobalAveragePooling1D over the unmasked steps; SGD with momentum."""
+    x, y = padded_ids(rng, 10, 3, 20)
+    keras.utils.set_random_seed(25)
+    i = keras.Input((10,))
+    e = keras.layers.Embedding(20, 6, mask_zero=True)(i)
+    h = keras.layers.Attention(use_scale=True)([e, e], use_causal_mask=True)
+    h = keras.layers.GlobalAveragePooling1D()(h)
+    o = keras.layers.Dense(1, activation="sigmoid")(h)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
@@ -579,7 +617,8 @@ CASES = [("binary", binary), ("regression", regression), ("columns", columns), (
          ("masked_merges", masked_merges), ("stateful_bidirectional", stateful_bidirectional),
          ("tagger", tagger), ("steps_onehot", steps_onehot), ("masked_regression", masked_regression),
          ("masked_extrema", masked_extrema), ("transformer_series", transformer_series),
-         ("masked_attention", masked_attention), ("text_transformer", text_transformer)]
+         ("masked_attention", masked_attention), ("text_transformer", text_transformer),
+         ("grouped_attention", grouped_attention), ("luong_attention", luong_attention)]
 
 
 def check(folder):
