@@ -2,8 +2,9 @@
 # Side-by-side CPU benchmark of issue 28's sequence models (bench/keras_sequence.py: bilstm_imdb, keras-io's
 # bidirectional LSTM over 200 ids of a 20k vocabulary, batch 32; gru_series, two GRU(64) over (100, 6), batch 32;
 # lstm_step, one step of an LSTM(64), batch 1) and issue 29's transformer_series (keras-io's time-series transformer
-# encoder, 2 blocks of MultiHeadAttention over (128, 32), batch 32; no PyTorch model of it yet): systolic (the .keras files Keras writes, run by `systolic
-# benchmark`), Keras 3 on TensorFlow and PyTorch 2.x, float32, training samples/s and single-sample predict latency.
+# encoder, 2 blocks of MultiHeadAttention over (128, 32), batch 32): systolic (the .keras files Keras writes, run by
+# `systolic benchmark`), Keras 3 on TensorFlow and PyTorch 2.x, float32, training samples/s and single-sample predict
+# latency.
 # The frameworks take turns within each round. Prints one JSON line per run, then a table of the medians.
 #
 #   bench/cpu_sequence.sh [rounds] [steps]
@@ -31,7 +32,7 @@ for _ in $(seq "$rounds"); do
         'batch_size': r['batch_size'], 'train_samples_per_sec': r['train_images_per_sec'],
         'predict_ms': r['predict_ms']}))" | tee -a "$out"
     "$py" bench/keras_sequence.py --model "$m" --batch-size "$b" --steps "$steps" | tee -a "$out"
-    if ((torch)) && [[ "$m" != transformer_series ]]; then "$py" bench/pytorch_sequence.py --model "$m" --batch-size "$b" --steps "$steps" | tee -a "$out"; fi
+    if ((torch)); then "$py" bench/pytorch_sequence.py --model "$m" --batch-size "$b" --steps "$steps" | tee -a "$out"; fi
   done
 done
 python3 - "$out" <<'PY'
