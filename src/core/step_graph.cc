@@ -37,6 +37,7 @@ void StepGraph::replay() {
 
 void StepGraph::reset() {
   if (recorder_) recorder_->reset();
+  kept_.clear();
 }
 
 #if !SYSTOLIC_HAS_CUDA

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace systolic {
 
@@ -65,9 +66,15 @@ class StepGraph {
   // since), capture again before replaying.
   bool current() const { return recorder_ && recorder_->current(); }
 
+  // Buffers the recording points into whose owners may let them go later: a layer's saved tensors, which it makes
+  // again when an eager step (the smaller last batch of an epoch, an evaluation) calls it with another batch size.
+  // Held until reset, so that the allocator gives their memory to nothing else while replays still write into it.
+  void keep(std::vector<Tensor> buffers) { kept_ = std::move(buffers); }
+
  private:
   Device device_;
   std::unique_ptr<StepRecorder> recorder_;
+  std::vector<Tensor> kept_;
 };
 
 // Marks a buffer whose contents need not outlive a recorded step (a layer's activations and gradients): an XLA

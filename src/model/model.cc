@@ -255,6 +255,14 @@ std::vector<int> ModelState::output_nodes() const {
   return nodes_of(*this, outputs);
 }
 
+std::vector<Tensor> ModelState::layer_buffers() const {
+  std::vector<Tensor> out;
+  for (const NodeExec& e : nodes)
+    for (const Tensor& t : e.call.saved)
+      if (t.defined()) out.push_back(t);
+  return out;
+}
+
 void ModelState::ensure_capacity(std::int64_t n) {
   if (n <= capacity) return;
   train_function.invalidate();

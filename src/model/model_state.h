@@ -220,6 +220,9 @@ class ModelState final : public distribute::Replica {
   std::vector<int> output_nodes() const;
   // Grows the buffers to n samples (invalidating the train function's recorded step when they move).
   void ensure_capacity(std::int64_t n);
+  // Every buffer the layers keep from call to call (LayerCall::saved), made for the batch size of their last call:
+  // what a recorded step must hold on to (StepGraph::keep).
+  std::vector<Tensor> layer_buffers() const;
   // Rows of x (one array per input; and y, one per output, and the sample weights w: [N] in any float dtype)
   // into the buffers.
   void load_batch(const Arrays& x, const Arrays* y, const std::vector<std::int64_t>& rows,

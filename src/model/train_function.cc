@@ -84,6 +84,11 @@ void TrainFunction::record(StepGraph& graph, std::int64_t n) {
   s_.make_step_scalars();
   std::string why;
   if (graph.capture([&] { step(n); }, why)) {
+    // The layers' saved buffers of this batch size: an eager step of another size makes new ones, and the graph
+    // would otherwise replay into memory the allocator had handed on (a MultiHeadAttention and a
+    // GroupedQueryAttention layer trained on a GPU with a smaller last batch found it: the epoch's row order was
+    // overwritten).
+    graph.keep(s_.layer_buffers());
     ++recordings_;
     mode_ = "graph";
     reason_.clear();
