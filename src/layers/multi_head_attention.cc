@@ -417,46 +417,9 @@ class MultiHeadAttentionLayer final : public Layer {
   int query_rank_ = 0;  // with the batch axis
 };
 
-}  // namespace
-
-std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r) {
-  for (const char* k : {"num_heads", "key_dim"})
-    if (!r.has(k)) r.fail_option(k, "missing");
-  const int heads = r.get_int("num_heads", 0), key_dim = r.get_int("key_dim", 0);
-  MultiHeadAttentionOptions o;
-  if (auto v = r.get_optional_int("value_dim")) o.value_dim = static_cast<int>(*v);
-  o.dropout = r.get_double("dropout", 0.0);
-  o.use_bias = r.get_bool("use_bias", true);
-  r.require_value("use_gate", false);
-  o.output_shape = r.get_optional_int_list("output_shape");
-  if (auto axes = r.get_optional_int_list("attention_axes"))
-    o.attention_axes = std::vector<int>(axes->begin(), axes->end());
-  if (auto w = r.get_optional_int("sliding_window")) {
-    if (*w <= 0) r.fail_option("sliding_window", "must be a positive integer or null");
-    o.sliding_window = static_cast<int>(*w);
-  }
-  r.ignore("flash_attention");  // how a backend computes it; the same result
-  o.kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform");
-  o.bias_initializer = r.get_initializer("bias_initializer", "zeros");
-  o.kernel_regularizer = r.get_regularizer("kernel_regularizer");
-  o.bias_regularizer = r.get_regularizer("bias_regularizer");
-  o.activity_regularizer = r.get_regularizer("activity_regularizer");
-  o.kernel_constraint = r.get_constraint("kernel_constraint");
-  o.bias_constraint = r.get_constraint("bias_constraint");
-  if (auto s = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*s);
-  o.name = r.name();
-  return std::make_shared<MultiHeadAttentionLayer>(heads, key_dim, o);
-}
-
-std::shared_ptr<Layer> grouped_query_attention_from_config(ConfigReader& r) {
-  for (const char* k : {"head_dim", "num_query_heads", "num_key_value_heads"})
-    if (!r.has(k)) r.fail_option(k, "missing");
-  const int head_dim = r.get_int("head_dim", 0), heads = r.get_int("num_query_heads", 0),
-            kv_heads = r.get_int("num_key_value_heads", 0);
-  if (kv_heads <= 0) r.fail_option("num_key_value_heads", "must be a positive integer");
-  MultiHeadAttentionOptions o;
-  o.dropout = r.get_double("dropout", 0.0);
-  o.use_bias = r.get_bool("use_bias", true);
+// The options both layers' configs carry alike: use_gate (false), sliding_window, the projections' settings, the
+// seed and the name (flash_attention is how a backend computes it: the same result).
+void read_shared_options(ConfigReader& r, MultiHeadAttentionOptions& o) {
   r.require_value("use_gate", false);
   if (auto w = r.get_optional_int("sliding_window")) {
     if (*w <= 0) r.fail_option("sliding_window", "must be a positive integer or null");
@@ -472,6 +435,35 @@ std::shared_ptr<Layer> grouped_query_attention_from_config(ConfigReader& r) {
   o.bias_constraint = r.get_constraint("bias_constraint");
   if (auto s = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*s);
   o.name = r.name();
+}
+
+}  // namespace
+
+std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r) {
+  for (const char* k : {"num_heads", "key_dim"})
+    if (!r.has(k)) r.fail_option(k, "missing");
+  const int heads = r.get_int("num_heads", 0), key_dim = r.get_int("key_dim", 0);
+  MultiHeadAttentionOptions o;
+  if (auto v = r.get_optional_int("value_dim")) o.value_dim = static_cast<int>(*v);
+  o.dropout = r.get_double("dropout", 0.0);
+  o.use_bias = r.get_bool("use_bias", true);
+  o.output_shape = r.get_optional_int_list("output_shape");
+  if (auto axes = r.get_optional_int_list("attention_axes"))
+    o.attention_axes = std::vector<int>(axes->begin(), axes->end());
+  read_shared_options(r, o);
+  return std::make_shared<MultiHeadAttentionLayer>(heads, key_dim, o);
+}
+
+std::shared_ptr<Layer> grouped_query_attention_from_config(ConfigReader& r) {
+  for (const char* k : {"head_dim", "num_query_heads", "num_key_value_heads"})
+    if (!r.has(k)) r.fail_option(k, "missing");
+  const int head_dim = r.get_int("head_dim", 0), heads = r.get_int("num_query_heads", 0),
+            kv_heads = r.get_int("num_key_value_heads", 0);
+  if (kv_heads <= 0) r.fail_option("num_key_value_heads", "must be a positive integer");
+  MultiHeadAttentionOptions o;
+  o.dropout = r.get_double("dropout", 0.0);
+  o.use_bias = r.get_bool("use_bias", true);
+  read_shared_options(r, o);
   return std::make_shared<MultiHeadAttentionLayer>(heads, head_dim, o, kv_heads);
 }
 
