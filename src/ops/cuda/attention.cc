@@ -27,6 +27,7 @@
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/context.h"
 #include "ops/cuda/cuda_backend.h"
+#include "ops/cuda/dnn_common.h"
 
 namespace systolic::ops::cuda {
 
@@ -40,22 +41,6 @@ constexpr std::size_t kWorkspaceLimit = std::size_t(32) << 20;
 struct Product {
   bool ta, tb;
   std::int64_t M, N, K, batch, stride_a, stride_b, stride_c;
-};
-
-struct Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  std::size_t workspace = 0;
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {
-    if (out) (void)cublasLtMatrixLayoutDestroy(out);
-    if (second) (void)cublasLtMatrixLayoutDestroy(second);
-    if (first) (void)cublasLtMatrixLayoutDestroy(first);
-    if (desc) (void)cublasLtMatmulDescDestroy(desc);
-  }
 };
 
 std::size_t bytes(DType t, std::int64_t n) {
@@ -77,9 +62,9 @@ void make_layout(cublasLtMatrixLayout_t* layout, DType t, std::int64_t rows, std
                                                          &stride, sizeof(stride)));
 }
 
-std::unique_ptr<Plan> make_plan(Context& c, DType t, const Product& p, std::size_t align_a,
-                                std::size_t align_b, std::size_t align_c) {
-  auto e = std::make_unique<Plan>();
+std::unique_ptr<MatmulPlan> make_plan(Context& c, DType t, const Product& p, std::size_t align_a,
+                                      std::size_t align_b, std::size_t align_c) {
+  auto e = std::make_unique<MatmulPlan>();
   const bool f64 = t == DType::float64;
   SYSTOLIC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&e->desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
                                                  f64 ? CUDA_R_64F : CUDA_R_32F));
@@ -89,25 +74,21 @@ std::unique_ptr<Plan> make_plan(Context& c, DType t, const Product& p, std::size
       cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
   SYSTOLIC_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
-  // B row-major [K, N] is column-major N x K; stored [N, K] (tb) it is K x N, transposed by the op.
-  make_layout(&e->first, t, p.tb ? p.K : p.N, p.tb ? p.N : p.K, p.batch, p.stride_b);
-  make_layout(&e->second, t, p.ta ? p.M : p.K, p.ta ? p.K : p.M, p.batch, p.stride_a);
-  make_layout(&e->out, t, p.N, p.M, p.batch, p.stride_c);
-  cublasLtMatmulPreference_t pref = nullptr;
-  SYSTOLIC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, auto value) {
-    SYSTOLIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
-  };
-  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(kWorkspaceLimit));
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<std::uint32_t>(align_b));
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<std::uint32_t>(align_a));
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<std::uint32_t>(align_c));
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<std::uint32_t>(align_c));
+  // cuBLASLt's A is our B: row-major [K, N], column-major N x K; stored [N, K] (tb) it is K x N, transposed by the
+  // op. Its B is our A.
+  make_layout(&e->a, t, p.tb ? p.K : p.N, p.tb ? p.N : p.K, p.batch, p.stride_b);
+  make_layout(&e->b, t, p.ta ? p.M : p.K, p.ta ? p.K : p.M, p.batch, p.stride_a);
+  make_layout(&e->d, t, p.N, p.M, p.batch, p.stride_c);
+  Preference pref;
+  pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(kWorkspaceLimit));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<std::uint32_t>(align_b));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<std::uint32_t>(align_a));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<std::uint32_t>(align_c));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<std::uint32_t>(align_c));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(c.cublaslt, e->desc, e->first, e->second,
-                                                               e->out, e->out, pref, 1, &result, &returned);
-  (void)cublasLtMatmulPreferenceDestroy(pref);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(c.cublaslt, e->desc, e->a, e->b, e->d, e->d,
+                                                               pref.p, 1, &result, &returned);
   SYSTOLIC_CHECK(
       status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS,
       "attention: cuBLASLt has no algorithm for {} batches of [{} x {}] {}x [{} x {}]{} ({}) within {} "
@@ -121,9 +102,9 @@ std::unique_ptr<Plan> make_plan(Context& c, DType t, const Product& p, std::size
 }
 
 // The cached plan of a product (per device, dtype, sizes and the operands' alignments).
-Plan& plan_for(Context& c, DType t, const Product& p, const void* a, const void* b, const void* out) {
+MatmulPlan& plan_for(Context& c, DType t, const Product& p, const void* a, const void* b, const void* out) {
   static auto* mutex = new std::mutex;
-  static auto* plans = new std::map<std::vector<std::int64_t>, std::unique_ptr<Plan>>;
+  static auto* plans = new std::map<std::vector<std::int64_t>, std::unique_ptr<MatmulPlan>>;
   const std::size_t aa = pointer_alignment(a), ab = pointer_alignment(b), ac = pointer_alignment(out);
   const std::vector<std::int64_t> key{c.device,
                                       static_cast<std::int64_t>(t),
@@ -167,14 +148,14 @@ void product(Context& c, DType t, const Product& p, double alpha, const void* a,
     SYSTOLIC_CUDA_CHECK(cudaMemsetAsync(out, 0, bytes(t, p.M * p.N * p.batch), c.stream));
     return;
   }
-  Plan& e = plan_for(c, t, p, a, b, out);
+  MatmulPlan& e = plan_for(c, t, p, a, b, out);
   SYSTOLIC_CHECK(e.workspace <= workspace_bytes, "attention: a product's workspace grew");
   const double alpha64 = alpha, beta64 = 0.0;
   const float alpha32 = static_cast<float>(alpha), beta32 = 0.0f;
   const void* pa = t == DType::float64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* pb = t == DType::float64 ? static_cast<const void*>(&beta64) : &beta32;
-  SYSTOLIC_CUBLAS_CHECK(cublasLtMatmul(c.cublaslt, e.desc, pa, b, e.first, a, e.second, pb, out, e.out, out,
-                                       e.out, &e.algo, workspace, e.workspace, c.stream));
+  SYSTOLIC_CUBLAS_CHECK(cublasLtMatmul(c.cublaslt, e.desc, pa, b, e.a, a, e.b, pb, out, e.d, out, e.d,
+                                       &e.algo, workspace, e.workspace, c.stream));
 }
 
 attn::Mask mask_of(const Tensor& m) {

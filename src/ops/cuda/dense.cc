@@ -52,34 +52,6 @@ struct GemmSpec {
   const void* bias;  // forward_bias only
 };
 
-struct MatmulPlan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  std::size_t workspace = 0;
-  MatmulPlan() = default;
-  MatmulPlan(const MatmulPlan&) = delete;
-  MatmulPlan& operator=(const MatmulPlan&) = delete;
-  ~MatmulPlan() {
-    if (d) (void)cublasLtMatrixLayoutDestroy(d);
-    if (b) (void)cublasLtMatrixLayoutDestroy(b);
-    if (a) (void)cublasLtMatrixLayoutDestroy(a);
-    if (desc) (void)cublasLtMatmulDescDestroy(desc);
-  }
-};
-
-struct Preference {
-  cublasLtMatmulPreference_t p = nullptr;
-  Preference() { SYSTOLIC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p)); }
-  ~Preference() { (void)cublasLtMatmulPreferenceDestroy(p); }
-  Preference(const Preference&) = delete;
-  Preference& operator=(const Preference&) = delete;
-  template <class T>
-  void set(cublasLtMatmulPreferenceAttributes_t attr, T value) {
-    SYSTOLIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof(value)));
-  }
-};
-
 const char* gemm_name(Gemm g) {
   switch (g) {
     case Gemm::forward:

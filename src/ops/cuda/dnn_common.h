@@ -1,10 +1,11 @@
-// Host-side pieces shared by the cuDNN and cuBLASLt ops (conv.cc, pool.cc, dense.cc): element types, owned cuDNN
-// descriptors, cuDNN's size limit. Compiled by g++ only.
+// Host-side pieces shared by the cuDNN and cuBLASLt ops (conv.cc, pool.cc, dense.cc, attention.cc): element types,
+// owned cuDNN descriptors and cuBLASLt plans, cuDNN's size limit. Compiled by g++ only.
 #pragma once
 
 #include <systolic/tensor.h>
 
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 
@@ -54,6 +55,37 @@ inline void set_nhwc(cudnnTensorDescriptor_t d, DType t, std::int64_t n, std::in
                                                   static_cast<int>(c), static_cast<int>(h),
                                                   static_cast<int>(w)));
 }
+
+// A cuBLASLt matmul as planned once and cached (dense.cc, attention.cc): its descriptor, the layouts of its first
+// and second operands (cuBLASLt's A and B) and of its output (C = D), the algorithm the heuristic chose and the
+// workspace that takes.
+struct MatmulPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  std::size_t workspace = 0;
+  MatmulPlan() = default;
+  MatmulPlan(const MatmulPlan&) = delete;
+  MatmulPlan& operator=(const MatmulPlan&) = delete;
+  ~MatmulPlan() {
+    if (d) (void)cublasLtMatrixLayoutDestroy(d);
+    if (b) (void)cublasLtMatrixLayoutDestroy(b);
+    if (a) (void)cublasLtMatrixLayoutDestroy(a);
+    if (desc) (void)cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+struct Preference {
+  cublasLtMatmulPreference_t p = nullptr;
+  Preference() { SYSTOLIC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p)); }
+  ~Preference() { (void)cublasLtMatmulPreferenceDestroy(p); }
+  Preference(const Preference&) = delete;
+  Preference& operator=(const Preference&) = delete;
+  template <class T>
+  void set(cublasLtMatmulPreferenceAttributes_t attr, T value) {
+    SYSTOLIC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &value, sizeof(value)));
+  }
+};
 
 // Whether work on the stream is being captured into a CUDA graph (then nothing may synchronise).
 inline bool capturing(cudaStream_t stream) {
