@@ -39,16 +39,7 @@ class AttentionLayer final : public Layer {
                        const nlohmann::ordered_json& options) override {
     (void)positional;
     (void)tensor_keywords;
-    bool causal = false;
-    for (auto& [k, v] : options.items()) {
-      if (k == "use_causal_mask" && v.is_boolean())
-        causal = v.get<bool>();
-      else if (k == "return_attention_scores" && v == false)
-        continue;
-      else
-        fail("layer '{}' (Attention): call argument '{}'={} is not supported", name(), k, v.dump());
-    }
-    set_causal(causal);
+    set_causal(attention_call_causal(*this, options));
   }
 
   // Keras 3 calls the layer on one list, [query, value(, key)], with use_causal_mask by name.

@@ -102,6 +102,11 @@ json constraint_config(const Constraint& c);
 void write_regularizers(json& config,
                         std::initializer_list<std::pair<const char*, const WeightOptions*>> weights);
 
+// The keyword options of a Keras 3 call of an attention layer (Layer::read_keras_call's `options`): whether it asks
+// for a causal mask (use_causal_mask); return_attention_scores=false is taken, anything else refused naming `layer`
+// (src/layers/multi_head_attention.cc).
+bool attention_call_causal(const Layer& layer, const json& options);
+
 // A layer from its Keras class name and config (the "config" object of a serialised layer). Unknown classes and
 // unsupported options throw, naming them.
 std::shared_ptr<Layer> layer_from_config(const std::string& class_name, const json& config);

@@ -82,15 +82,7 @@ class MultiHeadAttentionLayer final : public Layer {
                        const nlohmann::ordered_json& options) override {
     bool key_keyword = false, mask = false;
     for (const std::string& k : tensor_keywords) (k == "key" ? key_keyword : mask) = true;
-    bool causal = false;
-    for (auto& [k, v] : options.items()) {
-      if (k == "use_causal_mask" && v.is_boolean())
-        causal = v.get<bool>();
-      else if (k == "return_attention_scores" && v == false)
-        continue;
-      else
-        fail("layer '{}' ({}): call argument '{}'={} is not supported", name(), class_name(), k, v.dump());
-    }
+    const bool causal = attention_call_causal(*this, options);
     if (positional < 2 || positional > 3 || (positional == 3 && key_keyword))
       fail(
           "layer '{}' ({}): a call takes query and value (and then key) by position, got {} tensors by "
@@ -438,6 +430,20 @@ void read_shared_options(ConfigReader& r, MultiHeadAttentionOptions& o) {
 }
 
 }  // namespace
+
+bool attention_call_causal(const Layer& layer, const json& options) {
+  bool causal = false;
+  for (auto& [k, v] : options.items()) {
+    if (k == "use_causal_mask" && v.is_boolean())
+      causal = v.get<bool>();
+    else if (k == "return_attention_scores" && v == false)
+      continue;
+    else
+      fail("layer '{}' ({}): call argument '{}'={} is not supported", layer.name(), layer.class_name(), k,
+           v.dump());
+  }
+  return causal;
+}
 
 std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r) {
   for (const char* k : {"num_heads", "key_dim"})
