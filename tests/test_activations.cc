@@ -11,6 +11,7 @@
 
 #include "json_fixture.h"
 #include "ops/activation_math.h"
+#include "saving/keras_zip.h"
 #include "test_util.h"
 
 using namespace systolic;
@@ -146,6 +147,45 @@ TEST(KerasActivationLayers, BadParametersAndUnwritableActivationsFailClearly) {
   Model m(in, layers::Activation(gelu_tanh)(in));
   EXPECT_THAT(error_of([&] { m.to_json(); }),
               HasSubstr("gelu with non-default parameters has no Keras config"));
+}
+
+// Softmax over other axes than the last, as Keras 3 wrote it (tests/fixtures/keras_training/softmax_axes.keras:
+// axis=1 and axis=[1, 2]; its training against Keras: tests/test_keras_training.cc): the configs written back as
+// Keras wrote them; axes that do not fit are refused by name.
+TEST(KerasActivationLayers, SoftmaxOverOtherAxesIsWrittenAsKerasWritesIt) {
+  const std::string path =
+      systolic::testing::source_dir() + "/tests/fixtures/keras_training/softmax_axes.keras";
+  auto keras = keras_io::read_keras_archive_file(path).config;
+  Model m = load_model(path);
+  auto softmaxes = [](const json& config) {
+    std::vector<json> out;
+    for (auto& l : config["config"]["layers"])
+      if (l["class_name"] == "Softmax") {
+        json c = l["config"];
+        c.erase("dtype");
+        out.push_back(c);
+      }
+    return out;
+  };
+  const json ours = json::parse(m.to_json());
+  ASSERT_EQ(softmaxes(keras).size(), 2u);
+  EXPECT_EQ(softmaxes(ours), softmaxes(keras));
+  EXPECT_EQ(softmaxes(ours)[0]["axis"], 1);
+  EXPECT_EQ(softmaxes(ours)[1]["axis"], json::array({1, 2}));
+  auto with_axis = [&](const json& axis) {
+    json c = keras;
+    for (auto& l : c["config"]["layers"])
+      if (l["class_name"] == "Softmax") {
+        l["config"]["axis"] = axis;
+        break;
+      }
+    return error_of([&] { model_from_json(c.dump()); });
+  };
+  EXPECT_THAT(with_axis(0), HasSubstr("batch axis"));
+  EXPECT_THAT(with_axis(3), HasSubstr("out of range"));
+  EXPECT_THAT(with_axis("steps"), HasSubstr("expected an int or a list of ints"));
+  EXPECT_THAT(with_axis(json::array()), HasSubstr("expected an int or a list of ints"));
+  EXPECT_THAT(with_axis(json::array({1, 1})), HasSubstr("twice"));
 }
 
 }  // namespace

@@ -162,6 +162,10 @@ TEST(GradientCheck, Activations) {
   check_layer(layers::LeakyReLU(0.1), {{2, 6}}, ++seed, -4, 4);
   check_layer(layers::ELU(0.5), {{2, 6}}, ++seed, -4, 4);
   check_layer(layers::Softmax(), {{2, 6}});
+  // Over other axes: one (moved last and back), two together, and the last given by its index.
+  check_layer(layers::Softmax({.axis = {1}}), {{2, 3, 4}}, ++seed, -2, 2);
+  check_layer(layers::Softmax({.axis = {1, 3}}), {{2, 3, 2, 2}}, ++seed, -2, 2);
+  check_layer(layers::Softmax({.axis = {2}}), {{2, 3, 4}}, ++seed, -2, 2);
   for (auto a : {"gelu", "silu", "mish", "log_softmax", "elu"})
     check_layer(layers::Dense(4, {.activation = a}), {{3, 5}}, ++seed);
 }

@@ -1,5 +1,6 @@
 // Known-value forward tests for every layer (float32, the production path), values worked out by hand:
 // SAME padding with odd sizes and stride 2 included; plus output shapes, Keras weight order and shape errors.
+#include <gmock/gmock.h>
 #include <systolic/systolic.h>
 
 #include "test_util.h"
@@ -224,6 +225,39 @@ TEST(Activation, KnownValues) {
   double z = 3 + std::exp(-1.0);
   expect_values(run(layers::Softmax(), {x}), {std::exp(-1.0) / z, 1 / z, 2 / z});
   expect_values(run(layers::Activation("softmax"), {x}), {std::exp(-1.0) / z, 1 / z, 2 / z});
+}
+
+// Softmax over other axes than the last: each column of a (2, 3) sample over axis 1, and a whole sample over
+// axes [1, 2] (a list, in either order), computed here from the definition.
+TEST(Softmax, OverAnyAxes) {
+  Tensor x = systolic::testing::random_tensor({2, 2, 3}, 3);
+  const std::vector<double> v = x.to_doubles();
+  auto at = [&](int n, int i, int j) { return v[static_cast<std::size_t>((n * 2 + i) * 3 + j)]; };
+  std::vector<double> columns, whole;
+  for (int n = 0; n < 2; ++n) {
+    double all = 0;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) all += std::exp(at(n, i, j));
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) {
+        columns.push_back(std::exp(at(n, i, j)) / (std::exp(at(n, 0, j)) + std::exp(at(n, 1, j))));
+        whole.push_back(std::exp(at(n, i, j)) / all);
+      }
+  }
+  expect_values(run(layers::Softmax({.axis = {1}}), {x}), columns);
+  expect_values(run(layers::Softmax({.axis = {-2}}), {x}), columns);
+  expect_values(run(layers::Softmax({.axis = {1, 2}}), {x}), whole);
+  expect_values(run(layers::Softmax({.axis = {-1, 1}}), {x}), whole);
+  expect_values(run(layers::Softmax({.axis = {2}}), {x}), run(layers::Softmax(), {x}).to_doubles());
+  auto in = layers::Input({2, 3});
+  EXPECT_THAT(systolic::testing::error_of([&] { layers::Softmax({.axis = {0}})(in); }),
+              ::testing::HasSubstr("batch axis"));
+  EXPECT_THAT(systolic::testing::error_of([&] { layers::Softmax({.axis = {3}})(in); }),
+              ::testing::HasSubstr("out of range"));
+  EXPECT_THAT(systolic::testing::error_of([&] {
+                layers::Softmax({.axis = {1, -2}})(in);
+              }),
+              ::testing::HasSubstr("twice"));
 }
 
 TEST(ZeroPadding2D, PadsEachSide) {

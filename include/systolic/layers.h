@@ -113,7 +113,13 @@ struct ReLUOptions {
 LayerRef ReLU(const ReLUOptions& options = {});
 LayerRef LeakyReLU(double negative_slope = 0.3, const NameOptions& options = {});
 LayerRef ELU(double alpha = 1.0, const NameOptions& options = {});
-LayerRef Softmax(const NameOptions& options = {});
+// Keras's Softmax layer: the softmax over `axis` (negative: from the last; several axes: over all of their values
+// together, as Keras's logsumexp over them; not the batch axis).
+struct SoftmaxOptions {
+  std::vector<int> axis{-1};
+  std::string name;
+};
+LayerRef Softmax(const SoftmaxOptions& options = {});
 
 // ZeroPadding2D(1), ZeroPadding2D({1, 2}) (symmetric rows, columns), or ZeroPadding2D({{top, bottom}, {left, right}}).
 struct Padding2D {

@@ -1,11 +1,15 @@
 // The activation layers of Keras: Activation (any activation by name), ReLU (max_value, negative_slope,
 // threshold), LeakyReLU (negative_slope), ELU (alpha) and Softmax. Each applies its activation as the Layer base's
 // fused activation over its input, whose values the base keeps as the pre-activation ones (a softmax output layer
-// hands its logits to the loss like a Dense(..., activation="softmax") does).
+// hands its logits to the loss like a Dense(..., activation="softmax") does). A Softmax over other axes than the
+// last (Keras's axis, an int or a list) moves them last (ops::transpose), takes the softmax over their values as
+// rows and moves the result back.
 #include <systolic/layers.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "layers/config.h"
 
@@ -69,6 +73,123 @@ class ActivationLayer final : public Layer {
   bool class_name_is(const char* name) const { return class_name() == name; }
 };
 
+// Softmax(axis) where the axis is not -1 alone: Keras's axis as it was given (an int, or a list).
+class SoftmaxAxesLayer final : public Layer {
+ public:
+  SoftmaxAxesLayer(std::vector<int> axis, bool list, const std::string& name)
+      : Layer("Softmax", name), axis_(std::move(axis)), list_(list) {
+    SYSTOLIC_CHECK(!axis_.empty(), "layer '{}' (Softmax): axis must name at least one axis", this->name());
+  }
+  bool output_masked(bool input_masked) const override { return input_masked; }  // as the last-axis Softmax
+
+  Shape compute_output_shape(const std::vector<Shape>& in) const override {
+    axes_of(in[0].rank() + 1);  // checks the axes against the input
+    return in[0];
+  }
+
+  void get_config(json& c) const override {
+    Layer::get_config(c);
+    c["axis"] = list_ ? json(axis_) : json(axis_[0]);
+  }
+
+ protected:
+  void forward(LayerCall& c) override {
+    const Tensor& x = c.inputs[0];
+    const Plan p = plan(x.shape());
+    if (p.identity) {
+      Tensor y = c.output.reshape(p.rows);
+      ops::activation_forward(systolic::Activation::softmax, x.reshape(p.rows), y);
+      return;
+    }
+    Buffers b = buffers(c, p);
+    ops::transpose(x, b.x, p.perm);
+    Tensor y = b.y.reshape(p.rows);
+    ops::activation_forward(systolic::Activation::softmax, b.x.reshape(p.rows), y);
+    ops::transpose(b.y, c.output, p.inverse);
+  }
+  void backward(LayerCall& c) override {
+    if (!c.dinputs[0].defined()) return;
+    const Tensor& x = c.inputs[0];
+    const Plan p = plan(x.shape());
+    if (p.identity) {
+      Tensor dx = c.dinputs[0].reshape(p.rows);
+      ops::activation_backward(systolic::Activation::softmax, x.reshape(p.rows), c.output.reshape(p.rows),
+                               c.doutput.reshape(p.rows), dx);
+      return;
+    }
+    Buffers b = buffers(c, p);
+    ops::transpose(c.doutput, b.dy, p.perm);
+    Tensor dx = b.dx.reshape(p.rows);
+    ops::activation_backward(systolic::Activation::softmax, b.x.reshape(p.rows), b.y.reshape(p.rows),
+                             b.dy.reshape(p.rows), dx);
+    ops::transpose(b.dx, c.dinputs[0], p.inverse);
+  }
+
+ private:
+  // The axes of a tensor of `rank` axes (the batch's included) the softmax runs over, ascending.
+  std::vector<int> axes_of(int rank) const {
+    std::vector<int> axes;
+    for (int a : axis_) {
+      const int n = a < 0 ? a + rank : a;
+      if (n < 0 || n >= rank)
+        fail_shape(fmt::format("axis {} is out of range for inputs of rank {}", a, rank));
+      if (n == 0) fail_shape("axis " + std::to_string(a) + " is the batch axis");
+      if (std::find(axes.begin(), axes.end(), n) != axes.end())
+        fail_shape(fmt::format("axis {} is given twice", a));
+      axes.push_back(n);
+    }
+    std::sort(axes.begin(), axes.end());
+    return axes;
+  }
+  // The other axes first, then the softmax's: their values are the rows' K values.
+  struct Plan {
+    std::vector<int> perm, inverse;
+    Shape moved, rows;
+    bool identity;
+  };
+  Plan plan(const Shape& x) const {
+    const std::vector<int> axes = axes_of(x.rank());
+    Plan p;
+    for (int a = 0; a < x.rank(); ++a)
+      if (!std::binary_search(axes.begin(), axes.end(), a)) p.perm.push_back(a);
+    std::int64_t k = 1;
+    for (int a : axes) {
+      p.perm.push_back(a);
+      k *= x[a];
+    }
+    p.inverse.resize(p.perm.size());
+    std::vector<std::int64_t> moved;
+    for (std::size_t i = 0; i < p.perm.size(); ++i) {
+      p.inverse[static_cast<std::size_t>(p.perm[i])] = static_cast<int>(i);
+      moved.push_back(x[p.perm[i]]);
+    }
+    p.moved = Shape(moved);
+    p.rows = Shape({k ? x.numel() / k : 0, k});
+    std::vector<int> same(p.perm.size());
+    std::iota(same.begin(), same.end(), 0);
+    p.identity = p.perm == same;
+    return p;
+  }
+  // The moved input and output and their gradients, kept in c.saved for the call's batch size.
+  struct Buffers {
+    Tensor x, y, dy, dx;
+  };
+  static Buffers buffers(LayerCall& c, const Plan& p) {
+    const Tensor& x = c.inputs[0];
+    bool fresh = c.saved.size() != 4;
+    for (std::size_t i = 0; !fresh && i < 4; ++i)
+      fresh = c.saved[i].shape() != p.moved || c.saved[i].dtype() != x.dtype();
+    if (fresh) {
+      c.saved.clear();
+      for (int i = 0; i < 4; ++i) c.saved.emplace_back(p.moved, x.dtype(), x.device());
+    }
+    return {c.saved[0], c.saved[1], c.saved[2], c.saved[3]};
+  }
+
+  std::vector<int> axis_;
+  bool list_;
+};
+
 systolic::Activation relu_with(std::optional<double> max_value, double negative_slope, double threshold) {
   systolic::Activation a = systolic::Activation::relu;
   a.max_value = max_value ? *max_value : INFINITY;
@@ -109,8 +230,11 @@ std::shared_ptr<Layer> elu_from_config(ConfigReader& r) {
       "ELU", with_alpha(systolic::Activation::elu, r.get_double("alpha", 1.0)), r.name());
 }
 std::shared_ptr<Layer> softmax_from_config(ConfigReader& r) {
-  r.require_value("axis", -1);
-  return std::make_shared<ActivationLayer>("Softmax", systolic::Activation::softmax, r.name());
+  bool list = false;
+  std::vector<int> axis = read_axis(r, -1, list);
+  if (!list && axis == std::vector<int>{-1})
+    return std::make_shared<ActivationLayer>("Softmax", systolic::Activation::softmax, r.name());
+  return std::make_shared<SoftmaxAxesLayer>(std::move(axis), list, r.name());
 }
 
 LayerRef Activation(const std::string& activation, const NameOptions& options) {
@@ -131,8 +255,11 @@ LayerRef ELU(double alpha, const NameOptions& options) {
   return LayerRef(
       std::make_shared<ActivationLayer>("ELU", with_alpha(systolic::Activation::elu, alpha), options.name));
 }
-LayerRef Softmax(const NameOptions& options) {
-  return LayerRef(std::make_shared<ActivationLayer>("Softmax", systolic::Activation::softmax, options.name));
+LayerRef Softmax(const SoftmaxOptions& options) {
+  if (options.axis == std::vector<int>{-1})
+    return LayerRef(
+        std::make_shared<ActivationLayer>("Softmax", systolic::Activation::softmax, options.name));
+  return LayerRef(std::make_shared<SoftmaxAxesLayer>(options.axis, options.axis.size() != 1, options.name));
 }
 
 }  // namespace systolic::layers

@@ -182,6 +182,15 @@ std::optional<std::vector<std::int64_t>> ConfigReader::get_optional_int_list(con
   return out;
 }
 
+std::vector<int> read_axis(ConfigReader& r, int fallback, bool& is_list) {
+  is_list = false;
+  if (!r.has("axis")) return {fallback};
+  is_list = r.get_raw("axis").is_array();
+  auto axis = r.get_optional_int_list("axis");
+  if (!axis) r.fail_option("axis", "expected an int or a list of ints, got null");
+  return std::vector<int>(axis->begin(), axis->end());
+}
+
 std::optional<std::int64_t> ConfigReader::get_optional_int(const std::string& key) {
   if (!has(key) || config_[key].is_null()) {
     if (has(key)) at(key);

@@ -102,6 +102,10 @@ json constraint_config(const Constraint& c);
 void write_regularizers(json& config,
                         std::initializer_list<std::pair<const char*, const WeightOptions*>> weights);
 
+// Keras's "axis" of LayerNormalization, UnitNormalization and Softmax: an int or a non-empty list of ints (absent:
+// fallback); is_list says which the config gave, so that it is written back so.
+std::vector<int> read_axis(ConfigReader& r, int fallback, bool& is_list);
+
 // The keyword options of a Keras 3 call of an attention layer (Layer::read_keras_call's `options`): whether it asks
 // for a causal mask (use_causal_mask); return_attention_scores=false is taken, anything else refused naming `layer`
 // (src/layers/multi_head_attention.cc).

@@ -128,14 +128,6 @@ class LayerNormLayer final : public Layer {
 };
 
 // Keras's axis: an int or a list of ints.
-std::vector<int> read_axis(ConfigReader& r, int fallback, bool& is_list) {
-  is_list = false;
-  if (!r.has("axis")) return {fallback};
-  is_list = r.get_raw("axis").is_array();
-  auto axis = r.get_optional_int_list("axis");
-  if (!axis) r.fail_option("axis", "expected an int or a list of ints, got null");
-  return std::vector<int>(axis->begin(), axis->end());
-}
 }  // namespace
 
 std::shared_ptr<Layer> layer_normalization_from_config(ConfigReader& r) {
