@@ -247,6 +247,96 @@ TEST(DotProductAttention, PredictsAsKerasAndIsWrittenAsKerasWritesIt) {
   EXPECT_NEAR(m.get_weights()[1].to_doubles()[0], 0.7, 1e-7);
 }
 
+// EinsumDense in the equations Keras's attention layers use ("abc,cde->abde", "abcd,cde->abe") and the others Keras
+// lets a user write (an ellipsis on either side, the kernel, the input and the output moved, biases over some axes
+// with 1s between): as Keras predicts, the weights in Keras's shapes, the configs written back as Keras writes them;
+// what systolic does not run is refused by name.
+TEST(EinsumDense, PredictsAsKerasAndIsWrittenAsKerasWritesIt) {
+  Model m = load_model(fixture("einsum.keras"));
+  auto npz = npy::load_npz(fixture("einsum.npz"));
+  Tensor p = m.predict({npz.at("x")}, {.verbose = 0});
+  EXPECT_LT(max_abs_diff(p, Tensor::from_vector(expected()["einsum"]["predict"].get<std::vector<double>>(),
+                                                p.shape())),
+            1e-5);
+  std::vector<Shape> shapes;
+  for (const Tensor& w : m.get_weights()) shapes.push_back(w.shape());
+  EXPECT_EQ(shapes, (std::vector<Shape>{
+                        {4, 2, 3}, {2, 3}, {2, 3, 4}, {4}, {4, 6}, {5, 3}, {3, 1}, {2, 4}, {2, 5}, {5, 2}}));
+  auto keras = keras_io::read_keras_archive_file(fixture("einsum.keras")).config;
+  auto configs = [](const json& config) {
+    std::vector<json> out;
+    for (auto& l : config["config"]["layers"])
+      if (l["class_name"] == "EinsumDense") {
+        json c = l["config"];
+        c.erase("dtype");
+        // Keras 3.15 writes the variance-scaling initializers' input_axes and output_axes (null here: EinsumDense
+        // sets them on its own copy); systolic leaves them out, as Keras before 3.15 and tf.keras, which refuse them,
+        // need. Compared without them.
+        c["kernel_initializer"]["config"].erase("input_axes");
+        c["kernel_initializer"]["config"].erase("output_axes");
+        out.push_back(c);
+      }
+    return out;
+  };
+  const json ours = json::parse(m.to_json());
+  ASSERT_EQ(configs(keras).size(), 6u);
+  EXPECT_EQ(configs(ours), configs(keras));
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("e.keras"));
+  EXPECT_EQ(load_model(tmp.file("e.keras")).predict({npz.at("x")}, {.verbose = 0}).to_doubles(),
+            p.to_doubles());
+
+  auto with = [&](auto change) {
+    json c = keras;
+    for (auto& l : c["config"]["layers"])
+      if (l["class_name"] == "EinsumDense") {
+        change(l["config"]);
+        break;
+      }
+    return error_of([&] { model_from_json(c.dump()); });
+  };
+  EXPECT_THAT(with([](json& c) {
+                c["equation"] = "abc,bcd->abd";
+                c["output_shape"] = {nullptr, 7};
+                c["bias_axes"] = nullptr;
+              }),
+              HasSubstr("a batched product"));
+  EXPECT_THAT(with([](json& c) {
+                c["equation"] = "abc,cd->ad";
+                c["output_shape"] = {7};
+                c["bias_axes"] = nullptr;
+              }),
+              HasSubstr("a sum over it"));
+  EXPECT_THAT(with([](json& c) { c["equation"] = "ab->ac"; }), HasSubstr("invalid einsum equation"));
+  EXPECT_THAT(with([](json& c) { c["equation"] = "abc,cce->abde"; }), HasSubstr("twice"));
+  EXPECT_THAT(with([](json& c) { c["equation"] = "abcd,cde->abde"; }), HasSubstr("the input has 3 axes"));
+  EXPECT_THAT(with([](json& c) { c["output_shape"] = {7, 2, 3}; }), HasSubstr("do not match at shared"));
+  EXPECT_THAT(with([](json& c) {
+                c["output_shape"] = {nullptr, nullptr, 3};
+              }),
+              HasSubstr("output_shape must give the size of 'd'"));
+  EXPECT_THAT(with([](json& c) { c["output_shape"] = {2, 3}; }), HasSubstr("gives 2 axes"));
+  EXPECT_THAT(with([](json& c) { c["bias_axes"] = "bx"; }), HasSubstr("bias dimension 'x'"));
+  EXPECT_THAT(with([](json& c) { c["bias_axes"] = "b"; }), HasSubstr("output_shape leaves None"));
+  EXPECT_THAT(with([](json& c) { c["lora_rank"] = 4; }), HasSubstr("lora_rank"));
+  EXPECT_THAT(with([](json& c) { c.erase("equation"); }), HasSubstr("equation"));
+}
+
+// The API: an attention-style projection and a moved one, as Keras sizes them.
+TEST(EinsumDense, FromTheApi) {
+  clear_session();
+  auto x = layers::Input({5, 4});
+  auto y = layers::EinsumDense("abc,cde->abde", {std::nullopt, 2, 3}, {.bias_axes = "de"})(x);
+  EXPECT_EQ(y.shape(), Shape({5, 2, 3}));
+  auto z = layers::EinsumDense("abc,dc->adb", {6, std::nullopt})(x);
+  EXPECT_EQ(z.shape(), Shape({6, 5}));
+  auto e = layers::EinsumDense("...b,bc->...c", {7})(x);
+  EXPECT_EQ(e.shape(), Shape({5, 7}));
+  Model m(x, z);
+  ASSERT_EQ(m.get_weights().size(), 1u);
+  EXPECT_EQ(m.get_weights()[0].shape(), Shape({6, 4}));
+}
+
 TEST(DotProductAttention, RefusesWhatItDoesNotRunByName) {
   auto keras = keras_io::read_keras_archive_file(fixture("luong.keras")).config;
   auto with = [&](auto change) {

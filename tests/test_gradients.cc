@@ -675,6 +675,20 @@ TEST(GradientCheck, MultiHeadAttention) {
   check_layer(layers::MultiHeadAttention(2, 2), {{2, 2, 3, 3}, {2, 3, 2, 2}}, 67);
 }
 
+// EinsumDense: attention's projections (a bias over the new axes: the product's own), the input, kernel and output
+// moved, an ellipsis on either side with a bias broadcast over some axes, an activation.
+TEST(GradientCheck, EinsumDense) {
+  Float64Scope f64;
+  check_layer(layers::EinsumDense("abc,cde->abde", {std::nullopt, 2, 3}, {.bias_axes = "de"}), {{2, 4, 3}},
+              91);
+  check_layer(layers::EinsumDense("abcd,cde->abe", {std::nullopt, 3}, {.bias_axes = "e"}), {{2, 4, 2, 3}},
+              92);
+  check_layer(layers::EinsumDense("abc,dc->adb", {2, 4}, {.bias_axes = "db"}), {{2, 4, 3}}, 93);
+  check_layer(layers::EinsumDense("abc,bd->acd", {3, 2}, {.activation = "tanh"}), {{2, 4, 3}}, 94);
+  check_layer(layers::EinsumDense("...b,bc->...c", {5}, {.bias_axes = "c"}), {{2, 3, 2, 4}}, 95);
+  check_layer(layers::EinsumDense("ab...,bc->ac...", {3}, {.bias_axes = "c"}), {{2, 4, 2}}, 96);
+}
+
 // GroupedQueryAttention: query heads sharing key/value heads (two per group; multi-query with one), a key of its own,
 // Keras's masks, causal and sliding-window rules, no bias, dropout.
 TEST(GradientCheck, GroupedQueryAttention) {

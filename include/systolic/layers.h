@@ -440,6 +440,27 @@ struct MultiHeadAttentionOptions {
 };
 LayerRef MultiHeadAttention(int num_heads, int key_dim, const MultiHeadAttentionOptions& options = {});
 
+// EinsumDense (Keras's keras.layers.EinsumDense): y = activation(einsum(equation, x, kernel) + bias), equations as
+// Keras writes them ("ab,bc->ac", "abc,cde->abde", "...b,bc->...c" or "ab...,bc->ac..."; the first input and output
+// letters, or the "...", are the batch's). output_shape: the output's axes after the batch's (after the "..."
+// with one on the left), each an int, or none where the input gives it. Every letter of the input is either kept
+// in the output or summed with the kernel; a letter of the input, the kernel and the output together (a batched
+// product) or of the input alone is refused. The kernel's shape is its letters' sizes; bias_axes (letters of the
+// output; none: no bias) gives Keras's bias shape (the output's axes from the first of them on, 1 where a letter
+// is not one of them).
+struct EinsumDenseOptions {
+  std::string activation = "linear";
+  std::optional<std::string> bias_axes;
+  Initializer kernel_initializer = "glorot_uniform";
+  Initializer bias_initializer = "zeros";
+  Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
+  Constraint kernel_constraint = {}, bias_constraint = {};
+  std::string name;
+};
+LayerRef EinsumDense(const std::string& equation,
+                     const std::vector<std::optional<std::int64_t>>& output_shape,
+                     const EinsumDenseOptions& options = {});
+
 // Attention (Keras's dot-product attention, Luong's): called on {query, value} or {query, value, key} (key: the
 // value when absent): query (Tq, dim), value (Tv, dv), key (Tv, dim) -> (Tq, dv). Scores = query . key (times the
 // trainable scalar weight `scale`, initialised to 1, with use_scale), the softmax over the keys, `dropout` of the

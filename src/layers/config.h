@@ -106,6 +106,30 @@ void write_regularizers(json& config,
 // fallback); is_list says which the config gave, so that it is written back so.
 std::vector<int> read_axis(ConfigReader& r, int fallback, bool& is_list);
 
+// The settings of a kernel and a bias that Keras's EinsumDense, MultiHeadAttention and GroupedQueryAttention write
+// in this order: kernel_initializer, bias_initializer, the two regularizers, activity_regularizer, the two
+// constraints. O: an options struct with those fields (EinsumDenseOptions, MultiHeadAttentionOptions).
+template <class O>
+void write_weight_settings(json& c, const O& o, const Regularizer& activity) {
+  c["kernel_initializer"] = initializer_config(o.kernel_initializer);
+  c["bias_initializer"] = initializer_config(o.bias_initializer);
+  c["kernel_regularizer"] = regularizer_config(o.kernel_regularizer);
+  c["bias_regularizer"] = regularizer_config(o.bias_regularizer);
+  c["activity_regularizer"] = regularizer_config(activity);
+  c["kernel_constraint"] = constraint_config(o.kernel_constraint);
+  c["bias_constraint"] = constraint_config(o.bias_constraint);
+}
+template <class O>
+void read_weight_settings(ConfigReader& r, O& o) {
+  o.kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform");
+  o.bias_initializer = r.get_initializer("bias_initializer", "zeros");
+  o.kernel_regularizer = r.get_regularizer("kernel_regularizer");
+  o.bias_regularizer = r.get_regularizer("bias_regularizer");
+  o.activity_regularizer = r.get_regularizer("activity_regularizer");
+  o.kernel_constraint = r.get_constraint("kernel_constraint");
+  o.bias_constraint = r.get_constraint("bias_constraint");
+}
+
 // The keyword options of a Keras 3 call of an attention layer (Layer::read_keras_call's `options`): whether it asks
 // for a causal mask (use_causal_mask); return_attention_scores=false is taken, anything else refused naming `layer`
 // (src/layers/multi_head_attention.cc).
@@ -144,6 +168,7 @@ std::shared_ptr<Layer> time_distributed_from_config(ConfigReader& r);
 std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r);
 std::shared_ptr<Layer> grouped_query_attention_from_config(ConfigReader& r);
 std::shared_ptr<Layer> attention_from_config(ConfigReader& r);
+std::shared_ptr<Layer> einsum_dense_from_config(ConfigReader& r);
 std::shared_ptr<Layer> depthwise_conv1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> conv1d_transpose_from_config(ConfigReader& r);
 std::shared_ptr<Layer> separable_conv1d_from_config(ConfigReader& r);

@@ -22,11 +22,17 @@
                            use_scale (its scale set to 0.7) and a causal mask; over Embedding(mask_zero=True)
                            outputs whose padding masks hide keys and zero the output's padded query rows; untrained.
     luong.npz              its inputs (query, value, key, ids).
+    einsum.keras           EinsumDense in the equations Keras's attention layers use and the others Keras lets a user
+                           write: "abc,cde->abde" (bias over the new axes, relu), "abcd,cde->abe", "...b,bc->...c",
+                           "ab...,bc->ac..." (a bias with a 1 for the "..." axis), "abc,dc->adb" (the kernel and
+                           the output moved, a bias over a new and a kept axis) and "abc,bd->acd" (the input moved);
+                           untrained (seeded), biases drawn.
+    einsum.npz             its input (x).
 
 expected.json: Keras's predict of the first 32 test series and evaluate(batch_size=32) over the whole test split of
 the first; predict of the others on their inputs.
 
-    python3 tests/reference/attention.py [--out DIR] [--only grouped|luong]
+    python3 tests/reference/attention.py [--out DIR] [--only grouped|luong|einsum]
     python3 tests/reference/attention.py --check MODEL.keras   # Keras evaluates a model systolic trained on
 
 Needs keras (3.x) and tensorflow-cpu from pip.
@@ -136,6 +142,26 @@ def luong():
     return model, inputs
 
 
+def einsum():
+    keras.utils.set_random_seed(39)
+    x = keras.Input((5, 4), name="x")
+    E = keras.layers.EinsumDense
+    a = E("abc,cde->abde", output_shape=(None, 2, 3), bias_axes="de", activation="relu")(x)
+    b = E("abcd,cde->abe", output_shape=(None, 4), bias_axes="e")(a)
+    c = E("...b,bc->...c", output_shape=6)(x)
+    d = E("ab...,bc->ac...", output_shape=3, bias_axes="c")(x)
+    e = E("abc,dc->adb", output_shape=(2, 5), bias_axes="db")(x)
+    f = E("abc,bd->acd", output_shape=(4, 2))(x)
+    flat = [keras.layers.Flatten()(t) for t in (b, c, d, e, f)]
+    model = keras.Model(x, keras.layers.Concatenate()(flat))
+    rng = np.random.default_rng(40)
+    for layer in model.layers:  # biases drawn, so that a misplaced one shows
+        if isinstance(layer, keras.layers.EinsumDense) and layer.bias is not None:
+            layer.bias.assign(rng.normal(size=layer.bias.shape).astype(np.float32))
+    inputs = {"x": rng.normal(size=(3, 5, 4)).astype(np.float32)}
+    return model, inputs
+
+
 def check(path):
     data = np.load(SERIES)
     model = keras.models.load_model(path)
@@ -170,7 +196,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "..", "fixtures", "attention"))
     ap.add_argument("--check", metavar="MODEL")
-    ap.add_argument("--only", choices=["grouped", "luong"],
+    ap.add_argument("--only", choices=["grouped", "luong", "einsum"],
                     help="write this model alone, keeping the others' fixtures")
     args = ap.parse_args()
     if args.check:
@@ -185,7 +211,7 @@ def main():
     else:
         write_series_and_call_forms(args.out, expected)
 
-    for name, make in (("grouped", grouped), ("luong", luong)):
+    for name, make in (("grouped", grouped), ("luong", luong), ("einsum", einsum)):
         if args.only and args.only != name:
             continue
         model, inputs = make()
