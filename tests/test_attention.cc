@@ -185,13 +185,13 @@ TEST(GroupedQueryAttention, RefusesWhatKerasRefusesAndWhatItDoesNotRun) {
       }
     return error_of([&] { model_from_json(c.dump()); });
   };
-  EXPECT_THAT(with([](json& l) { l["config"]["use_gate"] = true; }), HasSubstr("use_gate"));
+  EXPECT_THAT(with([](json& l) { l["config"]["use_gate"] = "yes"; }), HasSubstr("use_gate"));
   EXPECT_THAT(with([](json& l) { l["config"]["num_key_value_heads"] = 3; }),
               HasSubstr("must be divisible by num_key_value_heads"));
   EXPECT_THAT(with([](json& l) { l["config"]["num_key_value_heads"] = 0; }),
               HasSubstr("num_key_value_heads"));
   EXPECT_THAT(with([](json& l) { l["config"].erase("head_dim"); }), HasSubstr("head_dim"));
-  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["return_attention_scores"] = true; }),
+  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["return_attention_scores"] = "yes"; }),
               HasSubstr("return_attention_scores"));
   clear_session();
   auto q = layers::Input({5, 4});
@@ -245,6 +245,137 @@ TEST(DotProductAttention, PredictsAsKerasAndIsWrittenAsKerasWritesIt) {
               HasSubstr("save the model as .keras"));  // the causal call
   ASSERT_EQ(m.get_weights().size(), 2u);               // the embeddings and the scale
   EXPECT_NEAR(m.get_weights()[1].to_doubles()[0], 0.7, 1e-7);
+}
+
+// return_attention_scores: MultiHeadAttention's scores over Embedding(mask_zero) outputs with an attention mask
+// input (a padded query row and one the mask leaves no key: zeros, as Keras's masked Softmax gives them),
+// GroupedQueryAttention's under a causal mask, MultiHeadAttention's over inputs of rank 4 ((heads, 3, 2, 3, 2)),
+// Attention's with a trained scale and MultiHeadAttention's over the last middle axis alone (attention_axes=(2,):
+// each row of the image attends within itself), each the model's output beside the layer's result: as Keras predicts
+// them, and the calls written back as Keras writes them.
+TEST(AttentionScores, PredictAsKerasAndAreWrittenAsKerasWritesThem) {
+  Model m = load_model(fixture("scores.keras"));
+  auto npz = npy::load_npz(fixture("scores.npz"));
+  Arrays x;
+  for (const char* name : {"ids", "attention_mask", "query", "image"}) x.push_back(npz.at(name));
+  std::vector<Tensor> got = m.predict_outputs(x, {.verbose = 0});
+  const json& want = expected()["scores"]["outputs"];
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(got.size(), 10u);
+  EXPECT_EQ(got[1].shape(), Shape({3, 2, 6, 6}));
+  EXPECT_EQ(got[3].shape(), Shape({3, 4, 5, 5}));
+  EXPECT_EQ(got[5].shape(), Shape({3, 2, 3, 2, 3, 2}));
+  EXPECT_EQ(got[7].shape(), Shape({3, 6, 6}));
+  EXPECT_EQ(got[9].shape(), Shape({3, 3, 2, 2, 2}));  // attention_axes=(2,): (batch, 3 rows, heads, 2, 2)
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_LT(max_abs_diff(got[i], Tensor::from_vector(want[i].get<std::vector<double>>(), got[i].shape())),
+              1e-5);
+  }
+  // The query row the attention mask leaves no key: zeros in every head, as in Keras.
+  const std::vector<double> scores = got[1].to_doubles();
+  for (int h = 0; h < 2; ++h)
+    for (int s = 0; s < 6; ++s) EXPECT_EQ(scores[static_cast<std::size_t>((h * 6 + 2) * 6 + s)], 0.0);
+
+  auto keras = keras_io::read_keras_archive_file(fixture("scores.keras")).config;
+  auto ours = json::parse(m.to_json());
+  auto calls = [](const json& config) {
+    std::vector<json> out;
+    for (auto& l : config["config"]["layers"])
+      for (const char* cls : {"MultiHeadAttention", "GroupQueryAttention", "Attention"})
+        if (l["class_name"] == cls) {
+          json k = l["inbound_nodes"][0]["kwargs"];
+          for (auto& [name, t] : k.items())
+            if (t.is_object()) t = t["config"]["keras_history"][0];
+          out.push_back({{"layer", l["name"]}, {"kwargs", k}});
+        }
+    return out;
+  };
+  EXPECT_EQ(calls(ours), calls(keras));
+  ASSERT_EQ(calls(ours).size(), 5u);
+  // attention_axes written as Keras's build writes them: the default's axes, or those given.
+  auto axes = [](const json& config) {
+    std::vector<json> out;
+    for (auto& l : config["config"]["layers"])
+      if (l["class_name"] == "MultiHeadAttention") out.push_back(l["config"]["attention_axes"]);
+    return out;
+  };
+  EXPECT_EQ(axes(ours), axes(keras));
+  EXPECT_EQ(axes(ours).back(), json::array({2}));
+  auto outputs = [](const json& config) { return config["config"]["output_layers"]; };
+  EXPECT_EQ(outputs(ours), outputs(keras));
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("s.keras"));
+  std::vector<Tensor> back = load_model(tmp.file("s.keras")).predict_outputs(x, {.verbose = 0});
+  ASSERT_EQ(back.size(), got.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(back[i].to_doubles(), got[i].to_doubles());
+}
+
+// The API: call_all gives the result and the scores; every call of a layer asks for them alike.
+TEST(AttentionScores, FromTheApi) {
+  clear_session();
+  auto q = layers::Input({5, 4});
+  auto mha = layers::MultiHeadAttention(2, 3, {.return_attention_scores = true});
+  auto outs = mha.call_all({q, q});
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[1].shape(), Shape({2, 5, 5}));
+  EXPECT_THAT(error_of([&] {
+                mha->read_keras_call(2, {}, nlohmann::ordered_json{{"return_attention_scores", false}});
+              }),
+              HasSubstr("return_attention_scores"));
+  auto att = layers::Attention({.return_attention_scores = true}).call_all({q, q});
+  ASSERT_EQ(att.size(), 2u);
+  EXPECT_EQ(att[1].shape(), Shape({5, 5}));
+  auto gqa = layers::GroupedQueryAttention(2, 4, 2, {.return_attention_scores = true}).call_all({q, q});
+  ASSERT_EQ(gqa.size(), 2u);
+  EXPECT_EQ(gqa[1].shape(), Shape({4, 5, 5}));
+  Model m({q}, {outs[0], outs[1], att[1], gqa[1]});
+  auto y = m.predict_outputs({systolic::testing::random_tensor({3, 5, 4}, 5)}, {.verbose = 0});
+  ASSERT_EQ(y.size(), 4u);
+  for (std::size_t i = 1; i < 4; ++i) {  // probabilities: every row sums to 1
+    const std::vector<double> v = y[i].to_doubles();
+    for (std::size_t r = 0; r < v.size() / 5; ++r) {
+      double sum = 0;
+      for (std::size_t s = 0; s < 5; ++s) sum += v[r * 5 + s];
+      EXPECT_NEAR(sum, 1.0, 1e-6);
+    }
+  }
+}
+
+// use_gate: a gated MultiHeadAttention (a key of its own, value_dim) and a gated, causal GroupedQueryAttention, with
+// drawn biases: as Keras predicts, the gate's weights between the key's and the value's as in Keras, written back
+// as Keras writes them.
+TEST(AttentionGate, PredictsAsKerasAndIsWrittenAsKerasWritesIt) {
+  Model m = load_model(fixture("gate.keras"));
+  auto npz = npy::load_npz(fixture("gate.npz"));
+  Arrays x;
+  for (const char* name : {"query", "value", "key"}) x.push_back(npz.at(name));
+  Tensor p = m.predict(x, {.verbose = 0});
+  EXPECT_LT(max_abs_diff(
+                p, Tensor::from_vector(expected()["gate"]["predict"].get<std::vector<double>>(), p.shape())),
+            1e-5);
+  std::vector<Shape> shapes;
+  for (const Tensor& w : m.get_weights()) shapes.push_back(w.shape());
+  EXPECT_EQ(
+      shapes,
+      (std::vector<Shape>{
+          {4, 2, 3}, {2, 3},    {2, 2, 3}, {2, 3},    {4, 2, 2},  // the gate: (Cq, heads, value_dim)
+          {2, 2},    {3, 2, 2}, {2, 2},    {2, 2, 4}, {4},       {4, 4, 2},
+          {4, 2},    {4, 2, 2}, {2, 2},    {4, 4, 2},  // GroupedQueryAttention's gate: (C, query heads, head_dim)
+          {4, 2},    {4, 2, 2}, {2, 2},    {4, 2, 4}, {4}}));
+  auto keras = keras_io::read_keras_archive_file(fixture("gate.keras")).config;
+  auto gates = [](const json& config) {
+    std::vector<json> out;
+    for (auto& l : config["config"]["layers"])
+      if (l["config"].contains("use_gate")) out.push_back(l["config"]["use_gate"]);
+    return out;
+  };
+  const json ours = json::parse(m.to_json());
+  EXPECT_EQ(gates(ours), (std::vector<json>{true, true}));
+  EXPECT_EQ(gates(ours), gates(keras));
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("g.keras"));
+  EXPECT_EQ(load_model(tmp.file("g.keras")).predict(x, {.verbose = 0}).to_doubles(), p.to_doubles());
 }
 
 // EinsumDense in the equations Keras's attention layers use ("abc,cde->abde", "abcd,cde->abe") and the others Keras
@@ -351,7 +482,7 @@ TEST(DotProductAttention, RefusesWhatItDoesNotRunByName) {
   EXPECT_THAT(with([](json& l) { l["config"]["score_mode"] = "concat"; }),
               HasSubstr("\"concat\" is not supported"));
   EXPECT_THAT(with([](json& l) { l["config"]["score_mode"] = "cosine"; }), HasSubstr("score_mode"));
-  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["return_attention_scores"] = true; }),
+  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["return_attention_scores"] = "yes"; }),
               HasSubstr("return_attention_scores"));
   clear_session();
   auto q = layers::Input({5, 4});
@@ -372,11 +503,11 @@ TEST(MultiHeadAttentionConfig, RefusesWhatItDoesNotRunByName) {
       }
     return error_of([&] { model_from_json(c.dump()); });
   };
-  EXPECT_THAT(with([](json& l) { l["config"]["use_gate"] = true; }), HasSubstr("use_gate"));
+  EXPECT_THAT(with([](json& l) { l["config"]["use_gate"] = "yes"; }), HasSubstr("use_gate"));
   EXPECT_THAT(with([](json& l) { l["config"]["attention_axes"] = {2}; }), HasSubstr("attention_axes"));
   EXPECT_THAT(with([](json& l) { l["config"].erase("num_heads"); }), HasSubstr("num_heads"));
   EXPECT_THAT(with([](json& l) { l["config"]["sliding_window"] = 0; }), HasSubstr("sliding_window"));
-  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["return_attention_scores"] = true; }),
+  EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["return_attention_scores"] = 1; }),
               HasSubstr("return_attention_scores"));
   EXPECT_THAT(with([](json& l) { l["inbound_nodes"][0]["kwargs"]["use_causal_mask"] = "yes"; }),
               HasSubstr("use_causal_mask"));

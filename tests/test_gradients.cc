@@ -673,6 +673,21 @@ TEST(GradientCheck, MultiHeadAttention) {
               {query_mask, value_mask, key_mask});
   check_layer(layers::MultiHeadAttention(2, 3, {.dropout = 0.3, .seed = 5}), {{2, 5, 3}, {2, 5, 3}}, 66);
   check_layer(layers::MultiHeadAttention(2, 2), {{2, 2, 3, 3}, {2, 3, 2, 2}}, 67);
+  // attention_axes=(2,): each row of the first middle axis attends within itself (the value's first axis as the
+  // query's), with the scores as an output.
+  check_layer(layers::MultiHeadAttention(2, 2, {.attention_axes = {{2}}, .return_attention_scores = true}),
+              {{2, 2, 3, 3}, {2, 2, 4, 2}}, 70);
+  // use_gate: the gate's gradient joins the query's (a key of its own, then the value its own key).
+  check_layer(layers::MultiHeadAttention(2, 3, {.value_dim = 2, .use_gate = true}),
+              {{2, 5, 3}, {2, 4, 3}, {2, 4, 2}}, 77);
+  check_layer(layers::MultiHeadAttention(2, 3, {.use_gate = true}), {{2, 5, 3}, {2, 4, 3}}, 78, -1, 1,
+              query_mask, {query_mask, value_mask});
+  // return_attention_scores: the scores' gradient joins the output's (with masks, then with dropout: the scores
+  // are the probabilities before it).
+  check_layer(layers::MultiHeadAttention(2, 3, {.return_attention_scores = true}), {{2, 5, 3}, {2, 4, 3}}, 68,
+              -1, 1, query_mask, {query_mask, value_mask});
+  check_layer(layers::MultiHeadAttention(2, 3, {.dropout = 0.3, .return_attention_scores = true, .seed = 5}),
+              {{2, 5, 3}, {2, 5, 3}}, 69);
 }
 
 // EinsumDense: attention's projections (a bias over the new axes: the product's own), the input, kernel and output
@@ -704,6 +719,10 @@ TEST(GradientCheck, GroupedQueryAttention) {
               {query_mask, value_mask});
   check_layer(layers::GroupedQueryAttention(2, 4, 2, {.dropout = 0.3, .seed = 5}), {{2, 5, 3}, {2, 5, 3}},
               75);
+  check_layer(
+      layers::GroupedQueryAttention(2, 4, 2, {.use_causal_mask = true, .return_attention_scores = true}),
+      {{2, 5, 3}, {2, 5, 3}}, 76);
+  check_layer(layers::GroupedQueryAttention(2, 4, 2, {.use_gate = true}), {{2, 5, 3}, {2, 4, 3}}, 79);
 }
 
 // Attention (dot product): a key of its own, the trained scale, a causal mask, Keras's masks (the query's zeroes
@@ -717,6 +736,11 @@ TEST(GradientCheck, DotProductAttention) {
   check_layer(layers::Attention({.use_scale = true}), {{2, 5, 3}, {2, 4, 3}}, 83, -1, 1, query_mask,
               {query_mask, value_mask});
   check_layer(layers::Attention({.dropout = 0.3, .seed = 5}), {{2, 5, 3}, {2, 5, 3}}, 84);
+  // return_attention_scores: the scores (after dropout while training, as Keras returns them) pass their gradient on.
+  check_layer(layers::Attention({.use_scale = true, .return_attention_scores = true}), {{2, 5, 3}, {2, 4, 3}},
+              85, -1, 1, query_mask, {query_mask, value_mask});
+  check_layer(layers::Attention({.dropout = 0.3, .return_attention_scores = true, .seed = 5}),
+              {{2, 5, 3}, {2, 5, 3}}, 86);
 }
 
 TEST(GradientCheck, MaskedGlobalAveragePooling1D) {

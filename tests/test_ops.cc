@@ -1844,19 +1844,25 @@ void attention_cases(std::map<Op, std::vector<Case>>& m) {
         {c.name, fwd,
          [p](auto& t) { attention_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]); },
          Family::matmul});
-    for (int wanted = 0; wanted < 2; ++wanted) {  // every gradient, then dk alone
+    // Every gradient, dk alone, then every gradient with one reaching the probabilities too (dprobs).
+    for (int wanted = 0; wanted < 3; ++wanted) {
       std::vector<Arg> bwd = operands;
       bwd.push_back(in("dy", ys));
-      bwd.push_back(wanted == 0 ? out("dq", qs) : none("dq"));
+      bwd.push_back(wanted == 2 ? in("dprobs", ps) : none("dprobs"));
+      bwd.push_back(wanted != 1 ? out("dq", qs) : none("dq"));
       bwd.push_back(out("dk", ks));
-      bwd.push_back(wanted == 0 ? out("dv", vs) : none("dv"));
+      bwd.push_back(wanted != 1 ? out("dv", vs) : none("dv"));
       m[Op::attention_backward].push_back(
-          {c.name + (wanted ? ", dk alone" : ""), bwd,
+          {c.name + (wanted == 1   ? ", dk alone"
+                     : wanted == 2 ? ", dprobs"
+                                   : ""),
+           bwd,
            [p, ps](auto& t) {
              Tensor probs(ps, t[0].dtype(), t[0].device()),
                  y(Shape({t[0].dim(0), t[0].dim(1), t[0].dim(2), t[2].dim(3)}), t[0].dtype(), t[0].device());
              attention_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], y, probs);
-             attention_backward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], probs, t[7], t[8], t[9], t[10]);
+             attention_backward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], probs, t[7], t[8], t[9], t[10],
+                                t[11]);
            },
            Family::matmul});
     }

@@ -423,14 +423,21 @@ struct MultiHeadAttentionOptions {
   double dropout = 0.0;
   bool use_bias = true;
   std::optional<std::vector<std::int64_t>> output_shape;  // default: the query's last dimension
-  // Keras's attention_axes: the query's axes attended over (none: all between the batch and the last, the only
-  // set systolic runs).
+  // Keras's attention_axes: the query's axes attended over (none: all between the batch and the last). systolic
+  // runs the last of those axes (a tail of them): the axes before them are batch axes of the product.
   std::optional<std::vector<int>> attention_axes;
+  // Keras's use_gate: a sigmoid gate from the query (an EinsumDense like the value's projection, (Cq, heads,
+  // value_dim)) multiplies the attention's output before the output projection.
+  bool use_gate = false;
   // Keras's call arguments, one value per layer here: a causal mask (query t sees keys s <= t); a band of keys
   // |t - s| < sliding_window (0: none); an attention mask (T, S) as the last input (1 keeps a pair).
   bool use_causal_mask = false;
   int sliding_window = 0;
   bool attention_mask_input = false;
+  // Keras's return_attention_scores: the call's second output (call_all) is the probabilities (heads, T, S),
+  // before dropout (for inputs of higher rank: (heads, the query's middle axes..., the value's...)). A gradient
+  // that reaches them flows back into the layer.
+  bool return_attention_scores = false;
   Initializer kernel_initializer = "glorot_uniform";
   Initializer bias_initializer = "zeros";
   Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};
@@ -471,6 +478,9 @@ struct AttentionOptions {
   std::string score_mode = "dot";
   double dropout = 0.0;
   bool use_causal_mask = false;  // Keras's call argument, one value per layer here
+  // Keras's return_attention_scores: the call's second output (call_all) is the probabilities (Tq, Tv), after the
+  // dropout while training (as Keras returns them).
+  bool return_attention_scores = false;
   std::optional<std::uint64_t> seed;
   std::string name;
 };
@@ -486,9 +496,11 @@ LayerRef Attention(const AttentionOptions& options = {});
 struct GroupedQueryAttentionOptions {
   double dropout = 0.0;
   bool use_bias = true;
+  bool use_gate = false;  // as MultiHeadAttention's: the gate's kernel (C, query heads, head_dim)
   bool use_causal_mask = false;
   int sliding_window = 0;
   bool attention_mask_input = false;
+  bool return_attention_scores = false;  // as MultiHeadAttention's: (query heads, T, S)
   Initializer kernel_initializer = "glorot_uniform";
   Initializer bias_initializer = "zeros";
   Regularizer kernel_regularizer = {}, bias_regularizer = {}, activity_regularizer = {};

@@ -513,8 +513,10 @@ struct RowLossParams {
 //                   -1e9 there, then zeroed), or 1/S with p.empty_rows_uniform (its fused attention). y [B, T, H, E] = sum_s d[b,h,t,s] v[b,s,g], d = probs after dropout
 //                   (p.dropout > 0: element i of probs kept, times 1/(1 - rate), as ops::dropout_forward keeps
 //                   element i for the key dropout_key(p.seed, step)). Masks of any floating dtype.
-// attention_backward dq, dk, dv (=; undefined: skipped) from forward's arguments, its probs and dy [B, T, H, E];
-//                   a score that no mask keeps gets no gradient.
+// attention_backward dq, dk, dv (=; undefined: skipped) from forward's arguments, its probs and dy [B, T, H, E],
+//                   and dprobs [B, H, T, S] (undefined: none): a gradient of the probabilities themselves (before
+//                   dropout; Keras's return_attention_scores), added to the one that reaches them through y. A
+//                   score that no mask keeps gets no gradient.
 // norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
 // layer_norm_forward  over the axes of x in the set `axes` (bit a: axis a of x, any of them; a row is one index
 //                   of the other axes, its K values one of each combination of the set's indices, row-major over
@@ -702,9 +704,9 @@ struct RowLossParams {
     (p, q, k, v, query_mask, key_mask, attention_mask, step, y, probs))                                         \
   X(attention_backward, (const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,           \
                          const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,        \
-                         const Tensor& step, const Tensor& probs, const Tensor& dy, Tensor& dq, Tensor& dk,     \
-                         Tensor& dv),                                                                           \
-    (p, q, k, v, query_mask, key_mask, attention_mask, step, probs, dy, dq, dk, dv))                            \
+                         const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,       \
+                         Tensor& dq, Tensor& dk, Tensor& dv),                                                   \
+    (p, q, k, v, query_mask, key_mask, attention_mask, step, probs, dy, dprobs, dq, dk, dv))                    \
   /* regul: regularizers and constraints */                                                                    \
   X(regularize, (const Tensor& x, Tensor& total, Tensor& dx, double l1, double l2, double total_scale,         \
                  double grad_scale), (x, total, dx, l1, l2, total_scale, grad_scale))                          \

@@ -6,7 +6,9 @@
 // average of the values, as Keras's does for scores under 32 in size: AttentionParams::empty_rows_uniform, which
 // passes no gradient to such a row's scores), the query's zeroes the output's rows and rides on the output; the
 // key's is ignored, as in Keras. use_causal_mask is Keras's call argument, one value per layer here (a config's call
-// sets it). score_mode "concat" is refused by name.
+// sets it). return_attention_scores (Keras's call argument, likewise) makes the probabilities a second output, after
+// the dropout while training as Keras returns them (ops::dropout_forward draws the op's mask again); their gradient
+// goes back through that dropout into the op's backward. score_mode "concat" is refused by name.
 #include <systolic/layers.h>
 
 #include <nlohmann/json.hpp>
@@ -32,30 +34,41 @@ class AttentionLayer final : public Layer {
 
   // The output carries the query's mask, as Keras's compute_mask returns it.
   bool output_masked(bool input_masked) const override { return input_masked; }
-  // A causal call needs Keras 3's keyword argument; tf.keras configs list the inputs alone.
-  bool keras3_only() const override { return o_.use_causal_mask; }
+  // A causal call or the scores as an output need Keras 3's keyword arguments; tf.keras configs list the inputs
+  // alone.
+  bool keras3_only() const override { return o_.use_causal_mask || o_.return_attention_scores; }
 
   void read_keras_call(std::size_t positional, const std::vector<std::string>& tensor_keywords,
                        const nlohmann::ordered_json& options) override {
     (void)positional;
     (void)tensor_keywords;
-    set_causal(attention_call_causal(*this, options));
+    set_call(attention_call(*this, options));
   }
 
-  // Keras 3 calls the layer on one list, [query, value(, key)], with use_causal_mask by name.
+  // Keras 3 calls the layer on one list, [query, value(, key)], with use_causal_mask and return_attention_scores
+  // by name.
   bool keras_call_form(const std::vector<nlohmann::ordered_json>& tensors, nlohmann::ordered_json& args,
                        nlohmann::ordered_json& kwargs) const override {
     args = nlohmann::ordered_json::array({nlohmann::ordered_json(tensors)});
-    if (o_.use_causal_mask) kwargs["use_causal_mask"] = true;
+    write_attention_call({.causal = o_.use_causal_mask, .scores = o_.return_attention_scores}, kwargs);
     return true;
   }
 
   // Set before the first call; a later call must agree.
-  void set_causal(bool causal) {
-    if (called_ && causal != o_.use_causal_mask)
-      fail("layer '{}' (Attention): every call must pass the same use_causal_mask", name());
-    o_.use_causal_mask = causal;
+  void set_call(const AttentionCall& call) {
+    if (called_ && (call.causal != o_.use_causal_mask || call.scores != o_.return_attention_scores))
+      fail(
+          "layer '{}' (Attention): every call must pass the same use_causal_mask and return_attention_scores",
+          name());
+    o_.use_causal_mask = call.causal;
+    o_.return_attention_scores = call.scores;
     called_ = true;
+  }
+
+  // With return_attention_scores: the probabilities (Tq, Tv).
+  std::vector<Shape> more_output_shapes(const std::vector<Shape>& in) const override {
+    if (!o_.return_attention_scores) return {};
+    return {Shape({in[0][0], in[1][0]})};
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
@@ -105,6 +118,15 @@ class AttentionLayer final : public Layer {
       Tensor out = c.output.reshape({b.N, b.T, 1, b.E});
       ops::broadcast_forward(ops::BinaryKind::multiply, y, query_mask.reshape({b.N, b.T, 1, 1}), out);
     }
+    // The scores output: Keras returns the probabilities after the dropout (the op's mask, drawn again).
+    if (!c.more_outputs.empty() && c.more_outputs[0].defined()) {
+      Tensor scores = c.more_outputs[0].reshape(b.probs.shape());
+      const ops::AttentionParams p = params(c);
+      if (p.dropout > 0)
+        ops::dropout_forward(b.probs, scores, p.dropout, p.seed, step_of(c));
+      else
+        ops::copy(b.probs, scores);
+    }
   }
 
   void backward(LayerCall& c) override {
@@ -122,8 +144,18 @@ class AttentionLayer final : public Layer {
     Tensor dquery = grad4(c, 0, b.D, b.T), dvalue = grad4(c, 1, b.E, b.S);
     Tensor dkey = own_key ? grad4(c, 2, b.D, b.S) : (dvalue.defined() ? b.dkey : Tensor());
     Tensor dq = o_.use_scale ? b.dscaled : dquery;
+    // The scores output's gradient, back through its dropout, reaches the probabilities.
+    Tensor dprobs;
+    if (!c.more_doutputs.empty() && c.more_doutputs[0].defined()) {
+      dprobs = c.more_doutputs[0].reshape(b.probs.shape());
+      const ops::AttentionParams p = params(c);
+      if (p.dropout > 0) {
+        ops::dropout_backward(dprobs, b.dprobs, p.dropout, p.seed, step_of(c));
+        dprobs = b.dprobs;
+      }
+    }
     ops::attention_backward(params(c), o_.use_scale ? b.scaled : query4(c, b), key4(c, b), value4(c, b),
-                            Tensor(), key_mask, Tensor(), step_of(c), b.probs, dy, dq, dkey, dvalue);
+                            Tensor(), key_mask, Tensor(), step_of(c), b.probs, dy, dprobs, dq, dkey, dvalue);
     if (!own_key && dvalue.defined()) ops::accumulate(b.dkey, dvalue);
     if (o_.use_scale) {  // scaled = query * scale: dquery = dscaled * scale, dscale += sum(query * dscaled)
       const Weight& w = weights()[0];
@@ -137,20 +169,21 @@ class AttentionLayer final : public Layer {
   }
 
  private:
-  static constexpr std::size_t kSaved = 7;
+  static constexpr std::size_t kSaved = 8;
   // The call's tensors, kept in c.saved for its batch size: the scaled query, the probabilities, the output before
   // the query's mask and its gradient, the scaled query's gradient, the key's gradient when the value is the key,
-  // and the scale's gradient.
+  // the probabilities' gradient from the scores output's through dropout, and the scale's gradient (last: the
+  // scale's dtype).
   struct Buffers {
     std::int64_t N, T, S, D, E;
-    Tensor scaled, probs, unmasked, dunmasked, dscaled, dkey, dscale;
+    Tensor scaled, probs, unmasked, dunmasked, dscaled, dkey, dprobs, dscale;
   };
   Buffers buffers(LayerCall& c) {
     const Tensor& q = c.inputs[0];
     const Tensor& v = c.inputs[1];
     const std::int64_t N = q.dim(0), T = q.dim(1), D = q.dim(2), S = v.dim(1), E = v.dim(2);
     const Shape shapes[kSaved] = {{N, T, 1, D}, {N, 1, T, S}, {N, T, 1, E}, {N, T, 1, E},
-                                  {N, T, 1, D}, {N, S, 1, D}, {1}};
+                                  {N, T, 1, D}, {N, S, 1, D}, {N, 1, T, S}, {1}};
     const DType t = q.dtype();
     bool fresh = c.saved.size() != kSaved;
     for (std::size_t i = 0; !fresh && i < kSaved; ++i)
@@ -161,7 +194,7 @@ class AttentionLayer final : public Layer {
         c.saved.emplace_back(shapes[i], i + 1 < kSaved ? t : scale_dtype(), q.device());
     }
     auto& s = c.saved;
-    return {N, T, S, D, E, s[0], s[1], s[2], s[3], s[4], s[5], s[6]};
+    return {N, T, S, D, E, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]};
   }
   DType scale_dtype() const { return o_.use_scale ? weights()[0].value.dtype() : DType::float32; }
   Tensor scale() const { return weights()[0].operand().reshape({1}); }
@@ -219,7 +252,7 @@ std::shared_ptr<Layer> attention_from_config(ConfigReader& r) {
 
 LayerRef Attention(const AttentionOptions& options) {
   auto layer = std::make_shared<AttentionLayer>(options);
-  layer->set_causal(options.use_causal_mask);
+  layer->set_call({.causal = options.use_causal_mask, .scores = options.return_attention_scores});
   return LayerRef(layer);
 }
 

@@ -131,9 +131,14 @@ void read_weight_settings(ConfigReader& r, O& o) {
 }
 
 // The keyword options of a Keras 3 call of an attention layer (Layer::read_keras_call's `options`): whether it asks
-// for a causal mask (use_causal_mask); return_attention_scores=false is taken, anything else refused naming `layer`
-// (src/layers/multi_head_attention.cc).
-bool attention_call_causal(const Layer& layer, const json& options);
+// for a causal mask (use_causal_mask) and for the scores as a second output (return_attention_scores); anything
+// else is refused naming `layer` (src/layers/multi_head_attention.cc).
+struct AttentionCall {
+  bool causal = false, scores = false;
+};
+AttentionCall attention_call(const Layer& layer, const json& options);
+// The same keyword options as a Keras 3 call writes them (only those that are not Keras's defaults).
+void write_attention_call(const AttentionCall& call, json& kwargs);
 
 // A layer from its Keras class name and config (the "config" object of a serialised layer). Unknown classes and
 // unsupported options throw, naming them.

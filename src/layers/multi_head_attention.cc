@@ -6,12 +6,18 @@
 // value_dim, output_shape...) and bias (output_shape...), made as the dense matrices they are so that the Glorot
 // fans are EinsumDense's (Keras 3.15: fan_in the input axes, fan_out the output axes), then viewed in those shapes.
 //
+// use_gate (Keras 3.15): a sigmoid gate, the query projected like the value (weights between the key's and the
+// value's, under _gate_dense in Keras 3's files), multiplies the attention's output before the output projection.
+//
 // Inputs: query, value, then key (when the call gave one; else the value is the key) and the attention mask
 // (options().attention_mask_input). Keras's call arguments use_causal_mask and the attention mask are per layer
 // here (a config's call sets them; a second call must agree). Masks: the query's Keras mask and the value's (and
 // key's, ANDed) hide query rows and keys as Keras's attention mask does; the output carries the query's. A query
 // row left no key is Keras's on each of its paths: without dropout (its fused dot_product_attention) the average of
 // every value, with dropout (its masked Softmax) zeros. The attention mask gets no gradient (Keras casts it to bool).
+// return_attention_scores (a call argument, per layer likewise) makes the probabilities [N, heads, T, S] (before
+// dropout, as Keras returns them) a second output; Keras then runs its masked Softmax (a row with no key: zeros),
+// and their gradient joins the op's backward (ops::attention_backward's dprobs).
 //
 // GroupedQueryAttention (Keras 3's keras.layers.GroupQueryAttention) is the same layer with fewer key/value heads
 // than query heads (head_dim for both key_dim and value_dim, the output the query's features): query head h reads
@@ -82,13 +88,13 @@ class MultiHeadAttentionLayer final : public Layer {
                        const nlohmann::ordered_json& options) override {
     bool key_keyword = false, mask = false;
     for (const std::string& k : tensor_keywords) (k == "key" ? key_keyword : mask) = true;
-    const bool causal = attention_call_causal(*this, options);
+    const AttentionCall call = attention_call(*this, options);
     if (positional < 2 || positional > 3 || (positional == 3 && key_keyword))
       fail(
           "layer '{}' ({}): a call takes query and value (and then key) by position, got {} tensors by "
           "position{}",
           name(), class_name(), positional, key_keyword ? " and a key by keyword" : "");
-    set_call(mask, causal);
+    set_call(mask, call);
   }
 
   bool keras_call_form(const std::vector<nlohmann::ordered_json>& tensors, nlohmann::ordered_json& args,
@@ -97,19 +103,56 @@ class MultiHeadAttentionLayer final : public Layer {
     args = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < given; ++i) args.push_back(tensors[i]);
     if (o_.attention_mask_input) kwargs["attention_mask"] = tensors.back();
-    if (o_.use_causal_mask) kwargs["use_causal_mask"] = true;
+    write_attention_call({.causal = o_.use_causal_mask, .scores = o_.return_attention_scores}, kwargs);
     return true;
   }
 
-  // The call's form (a config's call, or the API's options): an attention mask input, a causal mask. Set before
-  // the first call; a later call must agree.
-  void set_call(bool attention_mask, bool causal) {
-    if (called_ && (attention_mask != o_.attention_mask_input || causal != o_.use_causal_mask))
-      fail("layer '{}' ({}): every call must pass the same attention mask and causal mask arguments", name(),
-           class_name());
+  // The call's form (a config's call, or the API's options): an attention mask input, a causal mask, the scores as
+  // a second output. Set before the first call; a later call must agree.
+  void set_call(bool attention_mask, const AttentionCall& call) {
+    if (called_ && (attention_mask != o_.attention_mask_input || call.causal != o_.use_causal_mask ||
+                    call.scores != o_.return_attention_scores))
+      fail(
+          "layer '{}' ({}): every call must pass the same attention mask, use_causal_mask and "
+          "return_attention_scores arguments",
+          name(), class_name());
     o_.attention_mask_input = attention_mask;
-    o_.use_causal_mask = causal;
+    o_.use_causal_mask = call.causal;
+    o_.return_attention_scores = call.scores;
     called_ = true;
+  }
+
+  // With return_attention_scores: the probabilities (the axes before attention_axes..., heads, the query's attended
+  // axes..., the value's...), as the op lays them out ([N * those first axes, heads, T, S] with T and S the
+  // products of the attended axes).
+  std::vector<Shape> more_output_shapes(const std::vector<Shape>& in) const override {
+    if (!o_.return_attention_scores) return {};
+    const int lead = lead_axes(in[0].rank());
+    std::vector<std::int64_t> dims;
+    for (int i = 0; i < lead; ++i) dims.push_back(in[0][i]);
+    dims.push_back(heads_);
+    for (const Shape* s : {&in[0], &in[1]})
+      for (int i = lead; i + 1 < s->rank(); ++i) dims.push_back((*s)[i]);
+    return {Shape(dims)};
+  }
+
+  // How many of the query's middle axes (after the batch's) come before those attended over: Keras's attention_axes
+  // (systolic's must be the last middle axes, so that the first ones are batch axes of the product: a view).
+  // Throws naming attention_axes otherwise.
+  int lead_axes(int query_rank) const {
+    if (!o_.attention_axes) return 0;
+    std::vector<int> axes;
+    for (int a : *o_.attention_axes) axes.push_back(a < 0 ? a + query_rank + 1 : a);
+    std::sort(axes.begin(), axes.end());
+    const int first = axes.empty() ? query_rank : query_rank - static_cast<int>(axes.size());
+    std::vector<int> suffix;
+    for (int a = first; a < query_rank; ++a) suffix.push_back(a);
+    if (axes.empty() || axes != suffix || first < 1)
+      fail_shape("attention_axes " + axes_str(*o_.attention_axes) +
+                 ": systolic attends over the last axes between the batch and the features (" +
+                 axes_str(suffix) + " or a shorter tail of them, for a query of rank " +
+                 std::to_string(query_rank + 1) + ")");
+    return first - 1;
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
@@ -143,16 +186,11 @@ class MultiHeadAttentionLayer final : public Layer {
         fail_shape("attention_mask " + m.keras_str() + ": expected (None, " + std::to_string(q[0]) + ", " +
                    std::to_string(v[0]) + ")");
     }
-    if (o_.attention_axes) {
-      std::vector<int> axes;
-      for (int a : *o_.attention_axes) axes.push_back(a < 0 ? a + q.rank() + 1 : a);
-      std::sort(axes.begin(), axes.end());
-      std::vector<int> all;
-      for (int a = 1; a < q.rank(); ++a) all.push_back(a);
-      if (axes != all)
-        fail_shape("attention_axes: systolic attends over every axis between the batch and the last (" +
-                   axes_str(all) + " for query " + q.keras_str() + ")");
-    }
+    const int lead = lead_axes(q.rank());
+    for (int i = 0; i < lead; ++i)
+      if (v[i] != q[i] || (has_key(n) && in[2][i] != q[i]))
+        fail_shape("query " + q.keras_str() + " and value " + v.keras_str() +
+                   ": the axes before attention_axes must be equal");
     std::vector<std::int64_t> dims;
     for (int i = 0; i + 1 < q.rank(); ++i) dims.push_back(q[i]);
     for (std::int64_t d : output_dims(q)) dims.push_back(d);
@@ -163,11 +201,12 @@ class MultiHeadAttentionLayer final : public Layer {
     const std::size_t per = o_.use_bias ? 2 : 1;
     const std::string p =
         grouped_ ? "_" : "";  // GroupedQueryAttention's sublayers keep their attributes' names
-    return {{"vars", 0},
-            {p + "query_dense/vars", per},
-            {p + "key_dense/vars", per},
-            {p + "value_dense/vars", per},
-            {p + "output_dense/vars", per}};
+    std::vector<VariableGroup> groups{
+        {"vars", 0}, {p + "query_dense/vars", per}, {p + "key_dense/vars", per}};
+    if (o_.use_gate) groups.push_back({"_gate_dense/vars", per});  // both layers keep this attribute's name
+    groups.push_back({p + "value_dense/vars", per});
+    groups.push_back({p + "output_dense/vars", per});
+    return groups;
   }
 
   void get_config(json& c) const override {
@@ -177,7 +216,7 @@ class MultiHeadAttentionLayer final : public Layer {
       c["num_query_heads"] = heads_;
       c["num_key_value_heads"] = kv_heads_;
       c["use_bias"] = o_.use_bias;
-      c["use_gate"] = false;
+      c["use_gate"] = o_.use_gate;
       c["sliding_window"] = o_.sliding_window > 0 ? json(o_.sliding_window) : json(nullptr);
       c["dropout"] = o_.dropout;
       sublayer_config(c);
@@ -188,9 +227,9 @@ class MultiHeadAttentionLayer final : public Layer {
     c["value_dim"] = value_dim_;
     c["dropout"] = o_.dropout;
     c["use_bias"] = o_.use_bias;
-    c["use_gate"] = false;
+    c["use_gate"] = o_.use_gate;
     c["output_shape"] = o_.output_shape ? json(*o_.output_shape) : json(nullptr);
-    if (built()) {  // Keras's build writes the axes it attends over
+    if (built() && !o_.attention_axes) {  // Keras's build writes the axes it attends over
       std::vector<int> axes;
       for (int a = 1; a < query_rank_; ++a) axes.push_back(a);
       c["attention_axes"] = axes;
@@ -203,13 +242,7 @@ class MultiHeadAttentionLayer final : public Layer {
 
   // The projections' settings and the seed, last in both layers' configs.
   void sublayer_config(json& c) const {
-    c["kernel_initializer"] = initializer_config(o_.kernel_initializer);
-    c["bias_initializer"] = initializer_config(o_.bias_initializer);
-    c["kernel_regularizer"] = regularizer_config(o_.kernel_regularizer);
-    c["bias_regularizer"] = regularizer_config(o_.bias_regularizer);
-    c["activity_regularizer"] = regularizer_config(activity_regularizer());
-    c["kernel_constraint"] = constraint_config(o_.kernel_constraint);
-    c["bias_constraint"] = constraint_config(o_.bias_constraint);
+    write_weight_settings(c, o_, activity_regularizer());
     c["seed"] = o_.seed ? json(*o_.seed) : json(nullptr);
   }
 
@@ -238,6 +271,7 @@ class MultiHeadAttentionLayer final : public Layer {
     };
     projection("query", cq, H * D, {cq, H, D}, {H, D});
     projection("key", ck, G * D, {ck, G, D}, {G, D});
+    if (o_.use_gate) projection("gate", cq, H * E, {cq, H, E}, {H, E});
     projection("value", cv, G * E, {cv, G, E}, {G, E});
     std::vector<std::int64_t> okernel{H, E}, obias;
     for (std::int64_t d : output_dims(in[0])) {
@@ -250,44 +284,76 @@ class MultiHeadAttentionLayer final : public Layer {
   void forward(LayerCall& c) override {
     Buffers b = buffers(c);
     const std::int64_t HD = heads_ * key_dim_, GD = kv_heads_ * key_dim_, GE = kv_heads_ * value_dim_;
-    project(0, query(c), b.cq, HD, b.q);
-    project(1, key(c), b.ck, GD, b.k);
-    project(2, value(c), b.cv, GE, b.v);
+    project(kQuery, query(c), b.cq, HD, b.q);
+    project(kKey, key(c), b.ck, GD, b.k);
+    project(kValue, value(c), b.cv, GE, b.v);
     Tensor qmask, kmask, amask;
     masks(c, b, qmask, kmask, amask);
     ops::attention_forward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.o, b.probs);
-    project(3, b.o, heads_ * value_dim_, b.P, c.output);
+    const std::int64_t HE = heads_ * value_dim_;
+    if (o_.use_gate) {  // Keras's gate: sigmoid(the query's projection) times the attention's output
+      project(kGate, query(c), b.cq, HE, b.gate);
+      ops::activation_forward(systolic::Activation::sigmoid, b.gate, b.gate);
+      ops::broadcast_forward(ops::BinaryKind::multiply, b.o, b.gate, b.gated);
+    }
+    project(kOutput, o_.use_gate ? b.gated : b.o, HE, b.P, c.output);
+    if (Tensor scores = scores_output(c); scores.defined()) {
+      Tensor view = scores.reshape(b.probs.shape());
+      ops::copy(b.probs, view);
+    }
   }
 
   void backward(LayerCall& c) override {
     SYSTOLIC_CHECK(c.saved.size() == kSaved, "layer '{}': backward without a forward", name());
     Buffers b = buffers(c);
-    project_back(3, b.o, heads_ * value_dim_, b.P, c.doutput, b.dO);
+    const std::int64_t HE = heads_ * value_dim_;
+    project_back(kOutput, o_.use_gate ? b.gated : b.o, HE, b.P, c.doutput, b.dO);
+    Tensor dattended = b.dO.reshape(b.o.shape());
+    if (o_.use_gate) {  // gated = o * gate: do = dgated * gate; dgate = dgated * o, back through the sigmoid
+      ops::broadcast_backward(ops::BinaryKind::multiply, b.o, b.gate, dattended, b.d_o, b.dgate);
+      ops::activation_backward(systolic::Activation::sigmoid, Tensor(), b.gate, b.dgate, b.dgate);
+      dattended = b.d_o;
+    }
     Tensor qmask, kmask, amask;
     masks(c, b, qmask, kmask, amask);
-    ops::attention_backward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.probs,
-                            b.dO.reshape(b.o.shape()), b.dq, b.dk, b.dv);
-    // The projections' gradients: each input's (=), the key's added to the value's when the value is the key.
+    Tensor dscores = scores_gradient(c);
+    if (dscores.defined()) dscores = dscores.reshape(b.probs.shape());
+    ops::attention_backward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.probs, dattended,
+                            dscores, b.dq, b.dk, b.dv);
+    // The projections' gradients: each input's (=), the key's added to the value's when the value is the key, the
+    // gate's added to the query's.
     const std::int64_t HD = heads_ * key_dim_, GD = kv_heads_ * key_dim_, GE = kv_heads_ * value_dim_;
-    project_back(0, query(c), b.cq, HD, b.dq, dinput(c, 0, b.cq));
+    Tensor dquery = dinput(c, 0, b.cq);
+    project_back(kQuery, query(c), b.cq, HD, b.dq, dquery);
+    if (o_.use_gate) {
+      Tensor dgate_input = dquery.defined() ? b.dquery_gate.reshape(dquery.shape()) : Tensor();
+      project_back(kGate, query(c), b.cq, HE, b.dgate, dgate_input);
+      if (dquery.defined()) ops::accumulate(dgate_input, dquery);
+    }
     Tensor dvalue = dinput(c, 1, b.cv);
-    project_back(2, value(c), b.cv, GE, b.dv, dvalue);
+    project_back(kValue, value(c), b.cv, GE, b.dv, dvalue);
     if (has_key(c.inputs.size())) {
-      project_back(1, key(c), b.ck, GD, b.dk, dinput(c, 2, b.ck));
+      project_back(kKey, key(c), b.ck, GD, b.dk, dinput(c, 2, b.ck));
     } else {
       Tensor dkey = dvalue.defined() ? b.dkey_input.reshape(dvalue.shape()) : Tensor();
-      project_back(1, value(c), b.cv, GD, b.dk, dkey);
+      project_back(kKey, value(c), b.cv, GD, b.dk, dkey);
       if (dvalue.defined()) ops::accumulate(dkey, dvalue);
     }
     if (o_.attention_mask_input && c.dinputs.back().defined()) ops::fill(c.dinputs.back(), 0.0);
   }
 
  private:
-  static constexpr std::size_t kSaved = 11;
-  // Weights per projection (kernel, and bias with use_bias); projection w: 0 query, 1 key, 2 value, 3 output.
+  static constexpr std::size_t kSaved = 16;
+  // The projections; their weights lie in Keras's order: query, key, the gate (use_gate), value, output.
+  enum Projection : int { kQuery, kKey, kValue, kOutput, kGate };
+  std::size_t position(int w) const {
+    const int p = w == kGate ? 2 : (o_.use_gate && w >= kValue ? w + 1 : w);
+    return static_cast<std::size_t>(p);
+  }
+  // Weights per projection (kernel, and bias with use_bias).
   std::size_t per() const { return o_.use_bias ? 2 : 1; }
   Tensor bias_of(int w) const {
-    return o_.use_bias ? flat(weights()[static_cast<std::size_t>(w) * per() + 1].value) : Tensor();
+    return o_.use_bias ? flat(weights()[position(w) * per() + 1].value) : Tensor();
   }
   // Weight i's gradient viewed in shape s; undefined when it has none (frozen).
   Tensor grad_of(std::size_t i, const Shape& s) {
@@ -298,13 +364,12 @@ class MultiHeadAttentionLayer final : public Layer {
   void project(int w, const Tensor& x, std::int64_t inputs, std::int64_t outputs, const Tensor& out) const {
     Tensor y = out.reshape({out.numel() / outputs, outputs});
     ops::dense_forward(x.reshape({x.numel() / inputs, inputs}),
-                       weights()[static_cast<std::size_t>(w) * per()].operand().reshape({inputs, outputs}),
-                       bias_of(w), y);
+                       weights()[position(w) * per()].operand().reshape({inputs, outputs}), bias_of(w), y);
   }
   // Its backward: dx (=) when defined, the kernel's and bias's gradients (+=).
   void project_back(int w, const Tensor& x, std::int64_t inputs, std::int64_t outputs, const Tensor& dout,
                     Tensor dx) {
-    const std::size_t i = static_cast<std::size_t>(w) * per();
+    const std::size_t i = position(w) * per();
     const std::int64_t rows = x.numel() / inputs;
     Tensor dw = grad_of(i, {inputs, outputs}), db = o_.use_bias ? grad_of(i + 1, {outputs}) : Tensor();
     ops::dense_backward(x.reshape({rows, inputs}), weights()[i].operand().reshape({inputs, outputs}),
@@ -331,6 +396,14 @@ class MultiHeadAttentionLayer final : public Layer {
     return p;
   }
 
+  // The scores output (return_attention_scores) and its gradient; undefined when not wanted or none reached it.
+  static Tensor scores_output(const LayerCall& c) {
+    return c.more_outputs.empty() ? Tensor() : c.more_outputs[0];
+  }
+  static Tensor scores_gradient(const LayerCall& c) {
+    return c.more_doutputs.empty() ? Tensor() : c.more_doutputs[0];
+  }
+
   const Tensor& query(const LayerCall& c) const { return c.inputs[0]; }
   const Tensor& value(const LayerCall& c) const { return c.inputs[1]; }
   const Tensor& key(const LayerCall& c) const { return has_key(c.inputs.size()) ? c.inputs[2] : c.inputs[1]; }
@@ -342,17 +415,24 @@ class MultiHeadAttentionLayer final : public Layer {
   struct Buffers {
     std::int64_t N, T, S, cq, cv, ck, P;
     Tensor q, k, v, o, probs, dq, dk, dv, dO, dkey_input, key_mask;
+    Tensor gate, gated, d_o, dgate, dquery_gate;  // use_gate's (empty without it)
   };
   Buffers buffers(LayerCall& c) {
     const Tensor& x = query(c);
-    const std::int64_t N = x.dim(0), cq = x.dim(-1), cv = value(c).dim(-1), ck = key(c).dim(-1);
+    // The axes before attention_axes join the batch's: N counts every (batch, those axes) row.
+    std::int64_t N = x.dim(0);
+    for (int i = 1; i <= lead_axes(x.rank() - 1); ++i) N *= x.dim(i);
+    const std::int64_t cq = x.dim(-1), cv = value(c).dim(-1), ck = key(c).dim(-1);
     const std::int64_t T = x.numel() / std::max<std::int64_t>(1, N * cq);
     const std::int64_t S = value(c).numel() / std::max<std::int64_t>(1, N * cv);
     const std::int64_t H = heads_, G = kv_heads_, D = key_dim_, E = value_dim_,
                        P = c.output.numel() / std::max<std::int64_t>(1, N * T);
-    const Shape shapes[kSaved] = {{N, T, H, D},   {N, S, G, D}, {N, S, G, E}, {N, T, H, E},
-                                  {N, H, T, S},   {N, T, H, D}, {N, S, G, D}, {N, S, G, E},
-                                  {N * T, H * E}, {N * S * cv}, {N, S}};
+    const Shape gated = o_.use_gate ? Shape({N, T, H, E}) : Shape({0});
+    const Shape shapes[kSaved] = {
+        {N, T, H, D},   {N, S, G, D}, {N, S, G, E}, {N, T, H, E},
+        {N, H, T, S},   {N, T, H, D}, {N, S, G, D}, {N, S, G, E},
+        {N * T, H * E}, {N * S * cv}, {N, S},       gated,
+        gated,          gated,        gated,        o_.use_gate ? Shape({N * T * cq}) : Shape({0})};
     const DType t = x.dtype();
     bool fresh = c.saved.size() != kSaved;
     for (std::size_t i = 0; !fresh && i < kSaved; ++i)
@@ -362,7 +442,8 @@ class MultiHeadAttentionLayer final : public Layer {
       for (const Shape& s : shapes) c.saved.emplace_back(s, t, x.device());
     }
     auto& s = c.saved;
-    return {N, T, S, cq, cv, ck, P, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10]};
+    return {N,    T,    S,    cq,   cv,   ck,    P,     s[0],  s[1],  s[2],  s[3], s[4],
+            s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15]};
   }
 
   // The Keras masks as the op takes them: the query's [N, T], the key's [N, S] (the value's, or the key's when the
@@ -387,11 +468,13 @@ class MultiHeadAttentionLayer final : public Layer {
 
   ops::AttentionParams params(const LayerCall& c) const {
     // Keras runs its fused dot_product_attention (a query row with no key kept averages every key) unless the
-    // layer has dropout or its inputs are of rank > 3; else its masked Softmax (such a row is zeros).
-    ops::AttentionParams p{.scale = 1.0 / std::sqrt(static_cast<double>(key_dim_)),
-                           .causal = o_.use_causal_mask,
-                           .window = o_.sliding_window,
-                           .empty_rows_uniform = o_.dropout == 0 && query_rank_ == 2};
+    // layer has dropout, returns the scores or its inputs are of rank > 3; else its masked Softmax (such a row is
+    // zeros).
+    ops::AttentionParams p{
+        .scale = 1.0 / std::sqrt(static_cast<double>(key_dim_)),
+        .causal = o_.use_causal_mask,
+        .window = o_.sliding_window,
+        .empty_rows_uniform = o_.dropout == 0 && query_rank_ == 2 && !o_.return_attention_scores};
     if (c.training && o_.dropout > 0) {
       p.dropout = o_.dropout;
       p.seed = philox::replica_seed(seed_, c.training->replica);
@@ -409,40 +492,39 @@ class MultiHeadAttentionLayer final : public Layer {
   int query_rank_ = 0;  // with the batch axis
 };
 
-// The options both layers' configs carry alike: use_gate (false), sliding_window, the projections' settings, the
+// The options both layers' configs carry alike: use_gate, sliding_window, the projections' settings, the
 // seed and the name (flash_attention is how a backend computes it: the same result).
 void read_shared_options(ConfigReader& r, MultiHeadAttentionOptions& o) {
-  r.require_value("use_gate", false);
+  o.use_gate = r.get_bool("use_gate", false);
   if (auto w = r.get_optional_int("sliding_window")) {
     if (*w <= 0) r.fail_option("sliding_window", "must be a positive integer or null");
     o.sliding_window = static_cast<int>(*w);
   }
   r.ignore("flash_attention");
-  o.kernel_initializer = r.get_initializer("kernel_initializer", "glorot_uniform");
-  o.bias_initializer = r.get_initializer("bias_initializer", "zeros");
-  o.kernel_regularizer = r.get_regularizer("kernel_regularizer");
-  o.bias_regularizer = r.get_regularizer("bias_regularizer");
-  o.activity_regularizer = r.get_regularizer("activity_regularizer");
-  o.kernel_constraint = r.get_constraint("kernel_constraint");
-  o.bias_constraint = r.get_constraint("bias_constraint");
+  read_weight_settings(r, o);
   if (auto s = r.get_optional_int("seed")) o.seed = static_cast<std::uint64_t>(*s);
   o.name = r.name();
 }
 
 }  // namespace
 
-bool attention_call_causal(const Layer& layer, const json& options) {
-  bool causal = false;
+AttentionCall attention_call(const Layer& layer, const json& options) {
+  AttentionCall call;
   for (auto& [k, v] : options.items()) {
     if (k == "use_causal_mask" && v.is_boolean())
-      causal = v.get<bool>();
-    else if (k == "return_attention_scores" && v == false)
-      continue;
+      call.causal = v.get<bool>();
+    else if (k == "return_attention_scores" && v.is_boolean())
+      call.scores = v.get<bool>();
     else
       fail("layer '{}' ({}): call argument '{}'={} is not supported", layer.name(), layer.class_name(), k,
            v.dump());
   }
-  return causal;
+  return call;
+}
+
+void write_attention_call(const AttentionCall& call, json& kwargs) {
+  if (call.scores) kwargs["return_attention_scores"] = true;
+  if (call.causal) kwargs["use_causal_mask"] = true;
 }
 
 std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r) {
@@ -480,6 +562,7 @@ LayerRef GroupedQueryAttention(int head_dim, int num_query_heads, int num_key_va
   MultiHeadAttentionOptions o;
   o.dropout = options.dropout;
   o.use_bias = options.use_bias;
+  o.use_gate = options.use_gate;
   o.use_causal_mask = options.use_causal_mask;
   o.sliding_window = options.sliding_window;
   o.attention_mask_input = options.attention_mask_input;
@@ -493,13 +576,15 @@ LayerRef GroupedQueryAttention(int head_dim, int num_query_heads, int num_key_va
   o.seed = options.seed;
   o.name = options.name;
   auto layer = std::make_shared<MultiHeadAttentionLayer>(num_query_heads, head_dim, o, num_key_value_heads);
-  layer->set_call(o.attention_mask_input, o.use_causal_mask);
+  layer->set_call(o.attention_mask_input,
+                  {.causal = options.use_causal_mask, .scores = options.return_attention_scores});
   return LayerRef(layer);
 }
 
 LayerRef MultiHeadAttention(int num_heads, int key_dim, const MultiHeadAttentionOptions& options) {
   auto layer = std::make_shared<MultiHeadAttentionLayer>(num_heads, key_dim, options);
-  layer->set_call(options.attention_mask_input, options.use_causal_mask);
+  layer->set_call(options.attention_mask_input,
+                  {.causal = options.use_causal_mask, .scores = options.return_attention_scores});
   return LayerRef(layer);
 }
 

@@ -1311,19 +1311,25 @@ DType attention_forward(const AttentionParams& p, const Tensor& q, const Tensor&
 
 DType attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
                          const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                         const Tensor& step, const Tensor& probs, const Tensor& dy, Tensor& dq, Tensor& dk,
-                         Tensor& dv) {
+                         const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,
+                         Tensor& dq, Tensor& dk, Tensor& dv) {
   Check c("attention_backward");
   attention_operands(c, p, q, k, v, query_mask, key_mask, attention_mask, step, probs);
   c.dtype("dy", dy, q.dtype(), "q's dtype");
   c.shape("dy", dy, Shape({q.dim(0), q.dim(1), q.dim(2), v.dim(3)}));
+  if (dprobs.defined()) {
+    c.dtype("dprobs", dprobs, q.dtype(), "q's dtype");
+    c.shape("dprobs", dprobs, probs.shape());
+  }
   for (auto [name, g, like] : {std::tuple<const char*, const Tensor*, const Tensor*>{"dq", &dq, &q},
                                {"dk", &dk, &k},
                                {"dv", &dv, &v}}) {
     if (!g->defined()) continue;
     c.dtype(name, *g, q.dtype(), "q's dtype");
     c.shape(name, *g, like->shape());
-    SYSTOLIC_OP_CHECK(c, !overlap(*g, dy) && !overlap(*g, probs), "{} must not overlap dy or probs", name);
+    SYSTOLIC_OP_CHECK(c,
+                      !overlap(*g, dy) && !overlap(*g, probs) && !(dprobs.defined() && overlap(*g, dprobs)),
+                      "{} must not overlap dy, probs or dprobs", name);
   }
   SYSTOLIC_OP_CHECK(c,
                     !(dq.defined() && dk.defined() && overlap(dq, dk)) &&

@@ -22,17 +22,27 @@
                            use_scale (its scale set to 0.7) and a causal mask; over Embedding(mask_zero=True)
                            outputs whose padding masks hide keys and zero the output's padded query rows; untrained.
     luong.npz              its inputs (query, value, key, ids).
+    scores.keras           return_attention_scores=True, the scores as the model's outputs beside the results:
+                           MultiHeadAttention over Embedding(mask_zero=True) outputs (padded keys, a padded query
+                           row) with an attention_mask input that leaves one query row no key, GroupedQueryAttention
+                           with a causal mask, MultiHeadAttention over inputs of rank 4, Attention (use_scale,
+                           over the masked embeddings), and MultiHeadAttention over the last middle axis of inputs
+                           of rank 4 (attention_axes=(2,)); untrained (seeded).
+    scores.npz             its inputs (ids, attention_mask, query, image).
     einsum.keras           EinsumDense in the equations Keras's attention layers use and the others Keras lets a user
                            write: "abc,cde->abde" (bias over the new axes, relu), "abcd,cde->abe", "...b,bc->...c",
                            "ab...,bc->ac..." (a bias with a 1 for the "..." axis), "abc,dc->adb" (the kernel and
                            the output moved, a bias over a new and a kept axis) and "abc,bd->acd" (the input moved);
                            untrained (seeded), biases drawn.
     einsum.npz             its input (x).
+    gate.keras             use_gate: MultiHeadAttention (with a key of its own) and GroupedQueryAttention (causal),
+                           untrained (seeded), biases drawn.
+    gate.npz               its inputs (query, value, key).
 
 expected.json: Keras's predict of the first 32 test series and evaluate(batch_size=32) over the whole test split of
 the first; predict of the others on their inputs.
 
-    python3 tests/reference/attention.py [--out DIR] [--only grouped|luong|einsum]
+    python3 tests/reference/attention.py [--out DIR] [--only grouped|luong|scores|einsum|gate]
     python3 tests/reference/attention.py --check MODEL.keras   # Keras evaluates a model systolic trained on
 
 Needs keras (3.x) and tensorflow-cpu from pip.
@@ -142,6 +152,36 @@ def luong():
     return model, inputs
 
 
+def scores():
+    keras.utils.set_random_seed(37)
+    ids = keras.Input((6,), name="ids")
+    m = keras.Input((6, 6), name="attention_mask")
+    q = keras.Input((5, 4), name="query")
+    img = keras.Input((3, 2, 4), name="image")
+    e = keras.layers.Embedding(10, 4, mask_zero=True)(ids)
+    a, a_scores = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3)(
+        e, e, attention_mask=m, return_attention_scores=True)
+    g, g_scores = keras.layers.GroupQueryAttention(head_dim=2, num_query_heads=4, num_key_value_heads=2)(
+        q, q, use_causal_mask=True, return_attention_scores=True)
+    i, i_scores = keras.layers.MultiHeadAttention(num_heads=2, key_dim=2)(img, img, return_attention_scores=True)
+    scaled = keras.layers.Attention(use_scale=True)
+    d, d_scores = scaled([e, e], return_attention_scores=True)
+    r, r_scores = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, attention_axes=(2,))(
+        img, img, return_attention_scores=True)
+    outputs = [a, a_scores, g, g_scores, i, i_scores, d, d_scores, r, r_scores]
+    model = keras.Model([ids, m, q, img], outputs)
+    scaled.scale.assign(0.8)
+    rng = np.random.default_rng(38)
+    inputs = {
+        "ids": np.array([[3, 1, 4, 1, 5, 9], [2, 6, 5, 0, 0, 0], [7, 8, 0, 0, 0, 0]], dtype=np.float32),
+        "attention_mask": (rng.random(size=(3, 6, 6)) > 0.3).astype(np.float32),
+        "query": rng.normal(size=(3, 5, 4)).astype(np.float32),
+        "image": rng.normal(size=(3, 3, 2, 4)).astype(np.float32),
+    }
+    inputs["attention_mask"][0, 2, :] = 0  # a query row that sees no key
+    return model, inputs
+
+
 def einsum():
     keras.utils.set_random_seed(39)
     x = keras.Input((5, 4), name="x")
@@ -159,6 +199,27 @@ def einsum():
         if isinstance(layer, keras.layers.EinsumDense) and layer.bias is not None:
             layer.bias.assign(rng.normal(size=layer.bias.shape).astype(np.float32))
     inputs = {"x": rng.normal(size=(3, 5, 4)).astype(np.float32)}
+    return model, inputs
+
+
+def gate():
+    keras.utils.set_random_seed(41)
+    q = keras.Input((5, 4), name="query")
+    v = keras.Input((6, 3), name="value")
+    k = keras.Input((6, 2), name="key")
+    a = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=2, use_gate=True)(q, v, k)
+    b = keras.layers.GroupQueryAttention(head_dim=2, num_query_heads=4, num_key_value_heads=2, use_gate=True)(
+        a, a, use_causal_mask=True)
+    model = keras.Model([q, v, k], keras.layers.Flatten()(b))
+    rng = np.random.default_rng(42)
+    for w in model.weights:  # biases drawn, so that a misplaced one shows
+        if w.path.endswith("bias"):
+            w.assign(rng.normal(size=w.shape).astype(np.float32))
+    inputs = {
+        "query": rng.normal(size=(3, 5, 4)).astype(np.float32),
+        "value": rng.normal(size=(3, 6, 3)).astype(np.float32),
+        "key": rng.normal(size=(3, 6, 2)).astype(np.float32),
+    }
     return model, inputs
 
 
@@ -196,7 +257,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "..", "fixtures", "attention"))
     ap.add_argument("--check", metavar="MODEL")
-    ap.add_argument("--only", choices=["grouped", "luong", "einsum"],
+    ap.add_argument("--only", choices=["grouped", "luong", "scores", "einsum", "gate"],
                     help="write this model alone, keeping the others' fixtures")
     args = ap.parse_args()
     if args.check:
@@ -211,15 +272,18 @@ def main():
     else:
         write_series_and_call_forms(args.out, expected)
 
-    for name, make in (("grouped", grouped), ("luong", luong), ("einsum", einsum)):
+    for name, make in (("grouped", grouped), ("luong", luong), ("scores", scores), ("einsum", einsum),
+                       ("gate", gate)):
         if args.only and args.only != name:
             continue
         model, inputs = make()
         model.save(os.path.join(args.out, name + ".keras"))
         np.savez(os.path.join(args.out, name + ".npz"), **inputs)
-        expected[name] = {
-            "predict": [float(v) for v in model.predict(inputs, verbose=0).reshape(-1)],
-        }
+        predicted = model.predict(inputs, verbose=0)
+        if isinstance(predicted, list):  # one flat list per output
+            expected[name] = {"outputs": [[float(v) for v in p.reshape(-1)] for p in predicted]}
+        else:
+            expected[name] = {"predict": [float(v) for v in predicted.reshape(-1)]}
     with open(path + ".tmp", "w") as f:
         json.dump(expected, f, indent=1)
         f.write("\n")

@@ -118,7 +118,10 @@ def main():
     # Attention's call forms (key, attention_mask, use_causal_mask) and an operation's constant array.
     for src, name in (("attention/call_forms.keras", "attention.keras3.json"),
                       ("keras_training/text_transformer.keras", "text_transformer.keras3.json"),
-                      ("attention/einsum.keras", "einsum_dense.keras3.json")):
+                      ("attention/scores.keras", "attention_scores.keras3.json"),
+                      ("attention/einsum.keras", "einsum_dense.keras3.json"),
+                      ("attention/gate.keras", "attention_gate.keras3.json"),
+                      ("keras_training/softmax_axes.keras", "softmax_axes.keras3.json")):
         with zipfile.ZipFile(os.path.join(ROOT, "tests", "fixtures", src)) as z:
             write(d, name, z.read("config.json"))
 

@@ -9,7 +9,8 @@ merges (Add, Subtract, Average, Concatenate on either axis; Maximum and Minimum)
 and losses over sequences (per-step labels under a mask, per-step one-hot targets, a masked per-step regression),
 and attention (keras-io's time-series transformer without dropout; Embedding(mask_zero) into causal self-attention
 and cross-attention with its own key; a text transformer with token and position embeddings; GroupedQueryAttention
-and multi-query attention under a padding mask; Luong's Attention with a trained scale), trained by Keras
+and multi-query attention under a padding mask; Luong's Attention with a trained scale; attention scores returned
+into the classifier; Softmax over the steps and over two axes; EinsumDense; gated attention), trained by Keras
 and saved with their optimizer state, for tests/test_keras_training.cc.
 
     python3 tests/reference/keras_training.py [--out DIR] [--only NAME]
@@ -609,6 +610,82 @@ def luong_attention(rng):
     return m, x, y
 
 
+def attention_scores(rng):
+    """return_attention_scores inside the model: word ids padded with 0 (padded_ids) into Embedding(mask_zero=True),
+    a MultiHeadAttention that returns its scores (the padded keys hidden, padded query rows all zeros) and an
+    Attention with a trained scale that returns its own; the scores, flattened, join the pooled attention output
+    before the classifier, so that the loss's gradient reaches the probabilities through them too; SGD with
+    momentum."""
+    x, y = padded_ids(rng, 8, 3, 20)
+    keras.utils.set_random_seed(26)
+    i = keras.Input((8,))
+    e = keras.layers.Embedding(20, 6, mask_zero=True)(i)
+    h, s = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)(e, e, return_attention_scores=True)
+    _, d = keras.layers.Attention(use_scale=True)([e, e], return_attention_scores=True)
+    f = keras.layers.Concatenate()([keras.layers.GlobalAveragePooling1D()(h), keras.layers.Flatten()(s),
+                                    keras.layers.Flatten()(d)])
+    o = keras.layers.Dense(1, activation="sigmoid")(f)
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
+def softmax_axes(rng):
+    """Softmax over axes other than the last: attention pooling as users write it (a score per step, Softmax(axis=1)
+    over the steps, the steps weighted by it), and a Softmax over two axes together (axis=[1, 2]); RMSprop."""
+    x = rng.normal(size=(80, 8, 3))
+    y = (x[:, :4, 0].mean(axis=1) > x[:, 4:, 1].mean(axis=1)).astype(np.int64)
+    keras.utils.set_random_seed(27)
+    i = keras.Input((8, 3))
+    h = keras.layers.Dense(4, activation="tanh")(i)
+    w = keras.layers.Softmax(axis=1)(keras.layers.Dense(1)(h))
+    pooled = keras.layers.Flatten()(keras.layers.Multiply()([h, w]))
+    both = keras.layers.Flatten()(keras.layers.Softmax(axis=[1, 2])(h))
+    o = keras.layers.Dense(1, activation="sigmoid")(keras.layers.Concatenate()([pooled, both]))
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.RMSprop(learning_rate=0.01), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
+def einsum_dense(rng):
+    """EinsumDense as attention's projections use it and in moved layouts: "abc,cde->abde" (tanh, a bias over the new
+    axes), "abcd,cde->abe", "abc,dc->adb" (a bias over a new and a kept axis) and "abc,bd->acd"; Adam."""
+    x = rng.normal(size=(80, 6, 3))
+    y = (x[:, :3, 0].sum(axis=1) > x[:, 3:, 2].sum(axis=1)).astype(np.int64)
+    keras.utils.set_random_seed(28)
+    E = keras.layers.EinsumDense
+    i = keras.Input((6, 3))
+    h = E("abc,cde->abde", output_shape=(6, 2, 4), bias_axes="de", activation="tanh")(i)
+    h = E("abcd,cde->abe", output_shape=(6, 3), bias_axes="e")(h)
+    h = E("abc,dc->adb", output_shape=(2, 6), bias_axes="db")(h)
+    h = E("abc,bd->acd", output_shape=(6, 2))(h)
+    o = keras.layers.Dense(1, activation="sigmoid")(keras.layers.Flatten()(h))
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
+def gated_attention(rng):
+    """use_gate: word ids padded with 0 (padded_ids) into Embedding(mask_zero=True), a gated MultiHeadAttention (the
+    padded keys hidden) and a gated, causal GroupedQueryAttention, GlobalAveragePooling1D over the unmasked steps;
+    SGD with momentum."""
+    x, y = padded_ids(rng, 8, 3, 20)
+    keras.utils.set_random_seed(29)
+    i = keras.Input((8,))
+    e = keras.layers.Embedding(20, 6, mask_zero=True)(i)
+    h = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, use_gate=True)(e, e)
+    h = keras.layers.GroupQueryAttention(head_dim=3, num_query_heads=2, num_key_value_heads=1, use_gate=True)(
+        h, h, use_causal_mask=True)
+    o = keras.layers.Dense(1, activation="sigmoid")(keras.layers.GlobalAveragePooling1D()(h))
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
@@ -618,7 +695,9 @@ CASES = [("binary", binary), ("regression", regression), ("columns", columns), (
          ("tagger", tagger), ("steps_onehot", steps_onehot), ("masked_regression", masked_regression),
          ("masked_extrema", masked_extrema), ("transformer_series", transformer_series),
          ("masked_attention", masked_attention), ("text_transformer", text_transformer),
-         ("grouped_attention", grouped_attention), ("luong_attention", luong_attention)]
+         ("grouped_attention", grouped_attention), ("luong_attention", luong_attention),
+         ("attention_scores", attention_scores), ("softmax_axes", softmax_axes),
+         ("einsum_dense", einsum_dense), ("gated_attention", gated_attention)]
 
 
 def check(folder):

@@ -163,13 +163,14 @@ void attention_forward_loop(const AttentionParams& p, const Tensor& q, const Ten
 template <class R>
 void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
                              const Visibility& vis, const DropoutBits& drop, const Tensor& probs,
-                             const Tensor& dy, Tensor& dq, Tensor& dk, Tensor& dv) {
+                             const Tensor& dy, const Tensor& dprobs, Tensor& dq, Tensor& dk, Tensor& dv) {
   const AttentionLayout L(q, k, v);
   const R* qp = q.data<R>();
   const R* kp = k.data<R>();
   const R* vp = v.data<R>();
   const R* pp = probs.data<R>();
   const R* gp = dy.data<R>();
+  const R* dpp = dprobs.defined() ? dprobs.data<R>() : nullptr;
   R* dqp = dq.defined() ? dq.data<R>() : nullptr;
   R* dkp = dk.defined() ? dk.data<R>() : nullptr;
   R* dvp = dv.defined() ? dv.data<R>() : nullptr;
@@ -211,11 +212,13 @@ void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Te
             continue;
           }
           // Back through dropout: kept where the dropped probability is not 0 (where the probability is 0 the
-          // score's gradient is 0 whatever d is).
+          // score's gradient is 0 whatever d is); then the probabilities' own gradient joins.
           const R* kept = drop.on ? dropped.data() + t * S : nullptr;
+          const R* own = dpp ? dpp + first + t * S : nullptr;
           R dot_sum = 0;
           for (std::int64_t s = 0; s < S; ++s) {
             if (kept) d[s] = kept[s] != R(0) ? d[s] * inv_keep : R(0);
+            if (own) d[s] += own[s];
             dot_sum += row[s] * d[s];
           }
           for (std::int64_t s = 0; s < S; ++s) d[s] = row[s] * (d[s] - dot_sum) * scale;  // 0 where masked
@@ -247,14 +250,14 @@ void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& 
 const DTypes attention_backward_dtypes = kFloats;
 void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                        const Tensor& step, const Tensor& probs, const Tensor& dy, Tensor& dq, Tensor& dk,
-                        Tensor& dv) {
+                        const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,
+                        Tensor& dq, Tensor& dk, Tensor& dv) {
   // A masked position of a row that keeps some key has probability 0, and so no gradient; a row that keeps none is
   // found by the masks.
   const Visibility vis(p, query_mask, key_mask, attention_mask, q.dim(1), k.dim(1));
   const DropoutBits drop = dropout_bits(p, step);
   visit_dtype<float, double>(q.dtype(), [&](auto t) {
-    attention_backward_loop<typename decltype(t)::type>(p, q, k, v, vis, drop, probs, dy, dq, dk, dv);
+    attention_backward_loop<typename decltype(t)::type>(p, q, k, v, vis, drop, probs, dy, dprobs, dq, dk, dv);
   });
 }
 

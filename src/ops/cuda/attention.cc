@@ -241,8 +241,8 @@ void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& 
 const DTypes attention_backward_dtypes{DType::float32, DType::float64};
 void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                        const Tensor& step, const Tensor& probs, const Tensor& dy, Tensor& dq, Tensor& dk,
-                        Tensor& dv) {
+                        const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,
+                        Tensor& dq, Tensor& dk, Tensor& dv) {
   const AttentionLayout L(q, k, v);
   if (!dq.defined() && !dk.defined() && !dv.defined()) return;
   Context& c = context(q);
@@ -296,8 +296,9 @@ void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor&
   if (!scores) return;
   product(c, t, pr.d_probs, 1.0, dyt, vt, ds, gemm, gemm_bytes);
   const attn::Visibility vis = visibility(p, L, query_mask, key_mask, attention_mask);
-  SYSTOLIC_CUDA_CHECK(attn::launch_softmax_backward(probs.raw_data(), dropped, ds, el, vis, L.B * L.H * L.T,
-                                                    p.dropout, p.scale, c.stream));
+  SYSTOLIC_CUDA_CHECK(attn::launch_softmax_backward(probs.raw_data(), dropped,
+                                                    dprobs.defined() ? dprobs.raw_data() : nullptr, ds, el,
+                                                    vis, L.B * L.H * L.T, p.dropout, p.scale, c.stream));
   if (dq.defined()) {
     product(c, t, pr.d_queries, 1.0, ds, kt, at(at_dq), gemm, gemm_bytes);
     SYSTOLIC_CUDA_CHECK(attn::launch_swap12(at(at_dq), dq.raw_data(), el, L.B, L.H, L.T, L.D, c.stream));

@@ -104,7 +104,7 @@ __global__ void dropout_kernel(const R* p, R* out, std::int64_t n, float rate, R
 }
 
 template <class R>
-__global__ void softmax_backward_kernel(const R* probs, const R* dropped, R* ds, Visibility vis,
+__global__ void softmax_backward_kernel(const R* probs, const R* dropped, const R* own, R* ds, Visibility vis,
                                         std::int64_t rows, R inv_keep, R scale) {
   const int lane = threadIdx.x & 31;
   SYSTOLIC_WARP_ROWS(r, rows) {
@@ -123,6 +123,7 @@ __global__ void softmax_backward_kernel(const R* probs, const R* dropped, R* ds,
     for (std::int64_t s = lane; s < S; s += 32) {
       R g = d[s];
       if (dropped) g = dropped[r * S + s] != R(0) ? g * inv_keep : R(0);
+      if (own) g += own[r * S + s];
       d[s] = g;
       dot += row[s] * g;
     }
@@ -162,15 +163,15 @@ cudaError_t launch_dropout(const void* p, void* out, Element type, std::int64_t 
   });
 }
 
-cudaError_t launch_softmax_backward(const void* probs, const void* dropped, void* ds, Element type,
-                                    const Visibility& vis, std::int64_t rows, double rate, double scale,
-                                    cudaStream_t stream) {
+cudaError_t launch_softmax_backward(const void* probs, const void* dropped, const void* own, void* ds,
+                                    Element type, const Visibility& vis, std::int64_t rows, double rate,
+                                    double scale, cudaStream_t stream) {
   if (rows <= 0 || vis.S <= 0) return cudaSuccess;
   return visit_element<float, double>(type, [&](auto tag) {
     using R = typename decltype(tag)::type;
     softmax_backward_kernel<R><<<blocks_for_rows(rows), kThreads, 0, stream>>>(
-        static_cast<const R*>(probs), static_cast<const R*>(dropped), static_cast<R*>(ds), vis, rows,
-        static_cast<R>(1.0 / (1.0 - rate)), static_cast<R>(scale));
+        static_cast<const R*>(probs), static_cast<const R*>(dropped), static_cast<const R*>(own),
+        static_cast<R*>(ds), vis, rows, static_cast<R>(1.0 / (1.0 - rate)), static_cast<R>(scale));
     return cudaGetLastError();
   });
 }

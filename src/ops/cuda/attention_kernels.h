@@ -44,10 +44,11 @@ cudaError_t launch_dropout(const void* p, void* out, Element type, std::int64_t 
                            std::uint64_t seed, const double* step, cudaStream_t stream);
 
 // The gradient of the scores from that of the probabilities after dropout, in place in `ds` (rows x S):
-// d = ds (through dropout where `dropped` is not null: d / (1 - rate) where dropped is not 0, else 0), then
-// ds = probs * (d - sum(probs * d)) * scale; a row that keeps no key gets 0.
-cudaError_t launch_softmax_backward(const void* probs, const void* dropped, void* ds, Element type,
-                                    const Visibility& vis, std::int64_t rows, double rate, double scale,
-                                    cudaStream_t stream);
+// d = ds (through dropout where `dropped` is not null: d / (1 - rate) where dropped is not 0, else 0), plus `own`
+// (the probabilities' own gradient, rows x S) where it is not null, then ds = probs * (d - sum(probs * d)) * scale;
+// a row that keeps no key gets 0.
+cudaError_t launch_softmax_backward(const void* probs, const void* dropped, const void* own, void* ds,
+                                    Element type, const Visibility& vis, std::int64_t rows, double rate,
+                                    double scale, cudaStream_t stream);
 
 }  // namespace systolic::ops::cuda::attn

@@ -96,8 +96,8 @@ void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& 
 const DTypes attention_backward_dtypes = kFloatsAndBf16;
 void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                        const Tensor& step, const Tensor& probs, const Tensor& dy, Tensor& dq, Tensor& dk,
-                        Tensor& dv) {
+                        const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,
+                        Tensor& dq, Tensor& dk, Tensor& dv) {
   // A masked score gets no gradient: its probability is 0 where its row keeps some key; a row that keeps none (1/S
   // with empty_rows_uniform) is found by the masks.
   traced([&] {
@@ -115,6 +115,7 @@ void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor&
     E vv = to_heads(read(v), d);
     E dd = E(hlo().dot_general(g.v, vv.v, {0, 2}, {0, 2}, {3}, {3}, g.elem()));  // [B, H, T, S]
     E dp = defined(keep) ? where(keep, dd * inv, 0.0) : dd;
+    if (dprobs.defined()) dp = dp + read(dprobs);
     E row = broadcast(sum(pr * dp, {3}), d.scores(), {0, 1, 2});
     E ds = pr * (dp - row) * p.scale;
     if (p.empty_rows_uniform) {
