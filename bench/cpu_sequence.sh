@@ -10,21 +10,25 @@
 #   bench/cpu_sequence.sh [rounds] [steps]
 #
 # Needs a Release build in $BUILD (default ./build) and the bench venv ($BENCH_VENV, default
-# /var/tmp/systolic-bench-venv, with tensorflow-cpu, keras and torch: see bench/cpu_seed_cnn.sh).
+# /var/tmp/systolic-bench-venv, with tensorflow-cpu, keras and torch: see bench/cpu_seed_cnn.sh). $TORCH_VENV names
+# another venv for PyTorch (default: the bench venv); $MODELS a subset of the models (default: all four).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 steps="${2:-20}"
 build="${BUILD:-build}"
 py="${BENCH_VENV:-/var/tmp/systolic-bench-venv}/bin/python"
+torch_py="${TORCH_VENV:-${BENCH_VENV:-/var/tmp/systolic-bench-venv}}/bin/python"
+read -r -a model_list <<<"${MODELS:-bilstm_imdb gru_series lstm_step transformer_series}"
 models="$(mktemp -d)"
 out="$(mktemp)"
 trap 'rm -rf "$out" "$models"' EXIT
 "$py" bench/keras_sequence.py --save "$models"
 torch=1
-"$py" -c "import torch" 2>/dev/null || { torch=0; echo "PyTorch does not import in $py: its column is left out" >&2; }
+"$torch_py" -c "import torch" 2>/dev/null ||
+  { torch=0; echo "PyTorch does not import in $torch_py: its column is left out" >&2; }
 for _ in $(seq "$rounds"); do
-  for m in bilstm_imdb gru_series lstm_step transformer_series; do
+  for m in "${model_list[@]}"; do
     b=32
     [[ "$m" == lstm_step ]] && b=1
     "$build/systolic" benchmark --model "$models/$m.keras" --batch-size "$b" --steps "$steps" --device cpu 2>/dev/null |
@@ -32,7 +36,7 @@ for _ in $(seq "$rounds"); do
         'batch_size': r['batch_size'], 'train_samples_per_sec': r['train_images_per_sec'],
         'predict_ms': r['predict_ms']}))" | tee -a "$out"
     "$py" bench/keras_sequence.py --model "$m" --batch-size "$b" --steps "$steps" | tee -a "$out"
-    if ((torch)); then "$py" bench/pytorch_sequence.py --model "$m" --batch-size "$b" --steps "$steps" | tee -a "$out"; fi
+    if ((torch)); then "$torch_py" bench/pytorch_sequence.py --model "$m" --batch-size "$b" --steps "$steps" | tee -a "$out"; fi
   done
 done
 python3 - "$out" <<'PY'
