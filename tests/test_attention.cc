@@ -453,6 +453,36 @@ TEST(EinsumDense, PredictsAsKerasAndIsWrittenAsKerasWritesIt) {
   EXPECT_THAT(with([](json& c) { c.erase("equation"); }), HasSubstr("equation"));
 }
 
+// Under mixed_bfloat16 (the data bfloat16, the weights float32): every path of EinsumDense trains (the product's own
+// bias, a bias added by broadcasting, moved layouts) and predicts close to float32 weights' predictions.
+TEST(EinsumDense, TrainsUnderMixedBfloat16) {
+  auto build = [](const char* policy) {
+    set_random_seed(3);
+    clear_session();
+    mixed_precision::set_global_policy(policy);
+    auto x = layers::Input({6, 3});
+    auto h = layers::EinsumDense("abc,cde->abde", {6, 2, 4}, {.activation = "tanh", .bias_axes = "de"})(x);
+    h = layers::EinsumDense("abcd,cde->abe", {6, 3}, {.bias_axes = "e"})(h);
+    h = layers::EinsumDense("abc,dc->adb", {2, 6}, {.bias_axes = "db"})(h);
+    auto y = layers::Dense(2, {.activation = "softmax"})(layers::Flatten()(h));
+    mixed_precision::set_global_policy("float32");
+    Model m(x, y);
+    m.compile("adam", "sparse_categorical_crossentropy");
+    return m;
+  };
+  Tensor x = systolic::testing::random_tensor({64, 6, 3}, 4);
+  std::vector<double> labels;
+  const std::vector<double> xs = x.to_doubles();
+  for (int i = 0; i < 64; ++i) labels.push_back(xs[static_cast<std::size_t>(i * 18)] > 0 ? 1 : 0);
+  Tensor y = Tensor::from_vector(labels, {64});
+  Model wide = build("float32"), mixed = build("mixed_bfloat16");
+  mixed.set_weights(wide.get_weights());
+  History h = mixed.fit(x, y, {.batch_size = 16, .epochs = 3, .verbose = 0});
+  EXPECT_LT(h.history.at("loss").back(), h.history.at("loss").front());
+  wide.set_weights(mixed.get_weights());
+  EXPECT_LT(max_abs_diff(mixed.predict(x, {.verbose = 0}), wide.predict(x, {.verbose = 0})), 0.05);
+}
+
 // The API: an attention-style projection and a moved one, as Keras sizes them.
 TEST(EinsumDense, FromTheApi) {
   clear_session();

@@ -178,7 +178,7 @@ class EinsumDenseLayer final : public Layer {
       before = slot(c, kBeforeBias, c.output.shape(), x);
       ops::transpose(y, before, p.perm_out);
     }
-    ops::broadcast_forward(ops::BinaryKind::add, before, weights()[1].value, c.output);
+    ops::broadcast_forward(ops::BinaryKind::add, before, weights()[1].operand(), c.output);
   }
 
   void backward(LayerCall& c) override {
@@ -191,9 +191,14 @@ class EinsumDenseLayer final : public Layer {
       Weight& b = weights()[1];
       if (p.product_bias) {
         db = flat(b.grad);
-      } else {
-        Tensor sum = slot(c, kBiasGrad, b.grad.shape(), b.grad), none;
-        ops::broadcast_backward(ops::BinaryKind::add, dy, b.value, dy, none, sum);
+      } else {  // summed in the data's dtype (bfloat16 under a mixed policy), added to the float32 gradient
+        Tensor sum = slot(c, kBiasGrad, b.grad.shape(), dy), none;
+        ops::broadcast_backward(ops::BinaryKind::add, dy, b.operand(), dy, none, sum);
+        if (sum.dtype() != b.grad.dtype()) {
+          Tensor wide = slot(c, kBiasGradWide, b.grad.shape(), b.grad);
+          ops::cast(sum, wide);
+          sum = wide;
+        }
         ops::accumulate(sum, b.grad);
       }
     }
@@ -235,6 +240,7 @@ class EinsumDenseLayer final : public Layer {
     kProduct,
     kBeforeBias,
     kBiasGrad,
+    kBiasGradWide,
     kProductGrad,
     kXGrad,
     kKernelGrad,
