@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "layers/config.h"
+#include "layers/permutation.h"
 
 namespace systolic::layers {
 
@@ -93,36 +93,49 @@ class SoftmaxAxesLayer final : public Layer {
   }
 
  protected:
+  // The axes' move, from the input's shape (the batch's axis 0 stays first: it is never a softmax axis).
+  void build(const std::vector<Shape>& in) override {
+    const std::vector<int> axes = axes_of(in[0].rank() + 1);
+    perm_.clear();
+    for (int a = 0; a <= in[0].rank(); ++a)
+      if (!std::binary_search(axes.begin(), axes.end(), a)) perm_.push_back(a);
+    perm_.insert(perm_.end(), axes.begin(), axes.end());
+    inverse_ = inverse_permutation(perm_);
+    identity_ = is_identity_permutation(perm_);
+    row_ = 1;
+    for (int a : axes) row_ *= in[0][a - 1];
+  }
+
   void forward(LayerCall& c) override {
     const Tensor& x = c.inputs[0];
-    const Plan p = plan(x.shape());
-    if (p.identity) {
-      Tensor y = c.output.reshape(p.rows);
-      ops::activation_forward(systolic::Activation::softmax, x.reshape(p.rows), y);
+    const Shape rows = rows_of(x);
+    if (identity_) {
+      Tensor y = c.output.reshape(rows);
+      ops::activation_forward(systolic::Activation::softmax, x.reshape(rows), y);
       return;
     }
-    Buffers b = buffers(c, p);
-    ops::transpose(x, b.x, p.perm);
-    Tensor y = b.y.reshape(p.rows);
-    ops::activation_forward(systolic::Activation::softmax, b.x.reshape(p.rows), y);
-    ops::transpose(b.y, c.output, p.inverse);
+    Buffers b = buffers(c);
+    ops::transpose(x, b.x, perm_);
+    Tensor y = b.y.reshape(rows);
+    ops::activation_forward(systolic::Activation::softmax, b.x.reshape(rows), y);
+    ops::transpose(b.y, c.output, inverse_);
   }
   void backward(LayerCall& c) override {
     if (!c.dinputs[0].defined()) return;
     const Tensor& x = c.inputs[0];
-    const Plan p = plan(x.shape());
-    if (p.identity) {
-      Tensor dx = c.dinputs[0].reshape(p.rows);
-      ops::activation_backward(systolic::Activation::softmax, x.reshape(p.rows), c.output.reshape(p.rows),
-                               c.doutput.reshape(p.rows), dx);
+    const Shape rows = rows_of(x);
+    if (identity_) {
+      Tensor dx = c.dinputs[0].reshape(rows);
+      ops::activation_backward(systolic::Activation::softmax, x.reshape(rows), c.output.reshape(rows),
+                               c.doutput.reshape(rows), dx);
       return;
     }
-    Buffers b = buffers(c, p);
-    ops::transpose(c.doutput, b.dy, p.perm);
-    Tensor dx = b.dx.reshape(p.rows);
-    ops::activation_backward(systolic::Activation::softmax, b.x.reshape(p.rows), b.y.reshape(p.rows),
-                             b.dy.reshape(p.rows), dx);
-    ops::transpose(b.dx, c.dinputs[0], p.inverse);
+    Buffers b = buffers(c);
+    ops::transpose(c.doutput, b.dy, perm_);
+    Tensor dx = b.dx.reshape(rows);
+    ops::activation_backward(systolic::Activation::softmax, b.x.reshape(rows), b.y.reshape(rows),
+                             b.dy.reshape(rows), dx);
+    ops::transpose(b.dx, c.dinputs[0], inverse_);
   }
 
  private:
@@ -141,53 +154,34 @@ class SoftmaxAxesLayer final : public Layer {
     std::sort(axes.begin(), axes.end());
     return axes;
   }
-  // The other axes first, then the softmax's: their values are the rows' K values.
-  struct Plan {
-    std::vector<int> perm, inverse;
-    Shape moved, rows;
-    bool identity;
-  };
-  Plan plan(const Shape& x) const {
-    const std::vector<int> axes = axes_of(x.rank());
-    Plan p;
-    for (int a = 0; a < x.rank(); ++a)
-      if (!std::binary_search(axes.begin(), axes.end(), a)) p.perm.push_back(a);
-    std::int64_t k = 1;
-    for (int a : axes) {
-      p.perm.push_back(a);
-      k *= x[a];
-    }
-    p.inverse.resize(p.perm.size());
-    std::vector<std::int64_t> moved;
-    for (std::size_t i = 0; i < p.perm.size(); ++i) {
-      p.inverse[static_cast<std::size_t>(p.perm[i])] = static_cast<int>(i);
-      moved.push_back(x[p.perm[i]]);
-    }
-    p.moved = Shape(moved);
-    p.rows = Shape({k ? x.numel() / k : 0, k});
-    std::vector<int> same(p.perm.size());
-    std::iota(same.begin(), same.end(), 0);
-    p.identity = p.perm == same;
-    return p;
-  }
+  // x as rows of the softmax's values (row_ values each).
+  Shape rows_of(const Tensor& x) const { return Shape({row_ ? x.numel() / row_ : 0, row_}); }
   // The moved input and output and their gradients, kept in c.saved for the call's batch size.
   struct Buffers {
     Tensor x, y, dy, dx;
   };
-  static Buffers buffers(LayerCall& c, const Plan& p) {
+  Buffers buffers(LayerCall& c) const {
     const Tensor& x = c.inputs[0];
+    std::vector<std::int64_t> dims;
+    for (int a : perm_) dims.push_back(x.dim(a));
+    const Shape moved(dims);
     bool fresh = c.saved.size() != 4;
     for (std::size_t i = 0; !fresh && i < 4; ++i)
-      fresh = c.saved[i].shape() != p.moved || c.saved[i].dtype() != x.dtype();
+      fresh = c.saved[i].shape() != moved || c.saved[i].dtype() != x.dtype();
     if (fresh) {
       c.saved.clear();
-      for (int i = 0; i < 4; ++i) c.saved.emplace_back(p.moved, x.dtype(), x.device());
+      for (int i = 0; i < 4; ++i) c.saved.emplace_back(moved, x.dtype(), x.device());
     }
     return {c.saved[0], c.saved[1], c.saved[2], c.saved[3]};
   }
 
   std::vector<int> axis_;
   bool list_;
+  // From build: the permutation that moves the softmax's axes last, its inverse, whether it moves nothing, and the
+  // number of values a row has (the product of those axes' sizes).
+  std::vector<int> perm_, inverse_;
+  bool identity_ = true;
+  std::int64_t row_ = 1;
 };
 
 systolic::Activation relu_with(std::optional<double> max_value, double negative_slope, double threshold) {

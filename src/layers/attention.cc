@@ -182,8 +182,9 @@ class AttentionLayer final : public Layer {
     const Tensor& q = c.inputs[0];
     const Tensor& v = c.inputs[1];
     const std::int64_t N = q.dim(0), T = q.dim(1), D = q.dim(2), S = v.dim(1), E = v.dim(2);
+    const Shape dprobs = o_.return_attention_scores ? Shape({N, 1, T, S}) : Shape({0});  // scores' only
     const Shape shapes[kSaved] = {{N, T, 1, D}, {N, 1, T, S}, {N, T, 1, E}, {N, T, 1, E},
-                                  {N, T, 1, D}, {N, S, 1, D}, {N, 1, T, S}, {1}};
+                                  {N, T, 1, D}, {N, S, 1, D}, dprobs,       {1}};
     const DType t = q.dtype();
     bool fresh = c.saved.size() != kSaved;
     for (std::size_t i = 0; !fresh && i < kSaved; ++i)

@@ -17,10 +17,10 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <regex>
 
 #include "layers/config.h"
+#include "layers/permutation.h"
 
 namespace systolic::layers {
 
@@ -66,11 +66,11 @@ Written parse_equation(const std::string& layer, const std::string& equation) {
 // What the layer computes for one input shape: the letters over whole tensors, the sizes, and the moves around the
 // one matrix product. Shapes with the batch axis hold 0 there (moved_x and product put the call's in).
 struct Plan {
-  std::string input, kernel, output;             // every axis, the batch's included (input[0], output[0])
   Shape kernel_shape, bias_shape, output_shape;  // output_shape without the batch axis
   bool has_bias = false;
   std::vector<int> perm_x, perm_k, perm_out;  // x -> (free, contracted); kernel -> (contracted, new);
                                               // (free, new) -> the output's order
+  std::vector<int> inverse_x, inverse_k, inverse_out;  // their inverses, for backward
   bool x_moved = false, k_moved = false, out_moved = false;
   bool product_bias = false;  // the bias is the product's own (over the new axes, last in the output)
   std::int64_t free_rest = 1, contracted = 1, added = 1;  // sizes: free axes but the batch's, contracted, new
@@ -87,17 +87,6 @@ struct Plan {
     return Shape(d);
   }
 };
-
-std::vector<int> inverse_of(const std::vector<int>& perm) {
-  std::vector<int> inv(perm.size());
-  for (std::size_t i = 0; i < perm.size(); ++i) inv[static_cast<std::size_t>(perm[i])] = static_cast<int>(i);
-  return inv;
-}
-bool identity(const std::vector<int>& perm) {
-  for (std::size_t i = 0; i < perm.size(); ++i)
-    if (perm[i] != static_cast<int>(i)) return false;
-  return true;
-}
 
 class EinsumDenseLayer final : public Layer {
  public:
@@ -126,9 +115,7 @@ class EinsumDenseLayer final : public Layer {
 
   void get_config(json& c) const override {
     Layer::get_config(c);
-    json shape = json::array();
-    for (const auto& d : partial_) shape.push_back(d ? json(*d) : json(nullptr));
-    c["output_shape"] = shape;
+    c["output_shape"] = partial_json();
     c["equation"] = equation_;
     c["activation"] = o_.activation;
     c["bias_axes"] = o_.bias_axes ? json(*o_.bias_axes) : json(nullptr);
@@ -205,7 +192,7 @@ class EinsumDenseLayer final : public Layer {
     Tensor dy2 = dy;
     if (p.out_moved) {
       dy2 = slot(c, kProductGrad, p.product(n), x);
-      ops::transpose(dy, dy2, inverse_of(p.perm_out));
+      ops::transpose(dy, dy2, p.inverse_out);
     }
     Tensor dx = c.dinputs.empty() ? Tensor() : c.dinputs[0], dx2;
     if (dx.defined()) dx2 = (p.x_moved ? slot(c, kXGrad, p.moved_x(n), x) : dx).reshape({M, p.contracted});
@@ -224,10 +211,10 @@ class EinsumDenseLayer final : public Layer {
     const Tensor k2 = p.k_moved ? c.saved[kKernel] : kernel();
     ops::dense_backward(x2.reshape({M, p.contracted}), k2.reshape({p.contracted, p.added}),
                         dy2.reshape({M, p.added}), dx2, dk2, db);
-    if (dx.defined() && p.x_moved) ops::transpose(c.saved[kXGrad], dx, inverse_of(p.perm_x));
+    if (dx.defined() && p.x_moved) ops::transpose(c.saved[kXGrad], dx, p.inverse_x);
     if (k.grad.defined() && p.k_moved) {
       Tensor back = slot(c, kKernelBack, p.kernel_shape, k.grad);
-      ops::transpose(c.saved[kKernelGrad], back, inverse_of(p.perm_k));
+      ops::transpose(c.saved[kKernelGrad], back, p.inverse_k);
       ops::accumulate(back, k.grad);
     }
   }
@@ -272,9 +259,10 @@ class EinsumDenseLayer final : public Layer {
       if (std::isalpha(static_cast<unsigned char>(ch)) && equation_.find(ch) == std::string::npos)
         fresh += ch;
     Plan p;
-    p.kernel = w.kernel;
-    p.input = w.elision == Written::right ? w.input + fresh : fresh + w.input;
-    p.output = w.elision == Written::right ? w.output + fresh : fresh + w.output;
+    // The letters over every axis, the batch's included (input[0], output[0]).
+    const std::string& kernel = w.kernel;
+    const std::string input = w.elision == Written::right ? w.input + fresh : fresh + w.input;
+    const std::string output = w.elision == Written::right ? w.output + fresh : fresh + w.output;
     // The full output shape as Keras makes it: the batch, the "..." axes, output_shape.
     std::vector<std::optional<std::int64_t>> full{std::nullopt};
     std::vector<std::int64_t> sizes{0};
@@ -284,16 +272,16 @@ class EinsumDenseLayer final : public Layer {
     for (const auto& d : partial_) full.push_back(d);
     if (w.elision == Written::right)
       for (int i = rank - elided; i < rank; ++i) full.push_back(sizes[static_cast<std::size_t>(i)]);
-    if (full.size() != p.output.size())
+    if (full.size() != output.size())
       bad(fmt::format("output_shape {} gives {} axes after the batch's, the equation's output has {}",
-                      partial_str(), full.size() - 1, p.output.size() - 1));
-    if (p.input[0] != p.output[0])
+                      partial_json().dump(), full.size() - 1, output.size() - 1));
+    if (input[0] != output[0])
       bad("the first axis of the input and of the output (the batch) must be one letter");
-    auto in_pos = [&](char ch) { return p.input.find(ch); };
-    auto k_pos = [&](char ch) { return p.kernel.find(ch); };
-    auto out_pos = [&](char ch) { return p.output.find(ch); };
+    auto in_pos = [&](char ch) { return input.find(ch); };
+    auto k_pos = [&](char ch) { return kernel.find(ch); };
+    auto out_pos = [&](char ch) { return output.find(ch); };
     constexpr auto npos = std::string::npos;
-    for (char ch : p.input) {
+    for (char ch : input) {
       const bool k = k_pos(ch) != npos, o = out_pos(ch) != npos;
       if (k && o)
         bad(fmt::format(
@@ -306,14 +294,14 @@ class EinsumDenseLayer final : public Layer {
             "which systolic does not run",
             ch));
     }
-    for (char ch : p.output)
+    for (char ch : output)
       if (in_pos(ch) == npos && k_pos(ch) == npos)
         bad(fmt::format("dimension '{}' of the output is in neither the input nor the kernel", ch));
     // Sizes of the output's axes: the input's where it has the letter (output_shape, when it gives one, must
     // agree), else output_shape's.
     std::vector<std::int64_t> out_sizes;
-    for (std::size_t i = 1; i < p.output.size(); ++i) {
-      const char ch = p.output[i];
+    for (std::size_t i = 1; i < output.size(); ++i) {
+      const char ch = output[i];
       if (const std::size_t at = in_pos(ch); at != npos) {
         if (full[i] && *full[i] != sizes[at])
           bad(
@@ -331,8 +319,8 @@ class EinsumDenseLayer final : public Layer {
     // The kernel: contracted letters take the input's sizes, new ones the output's.
     std::vector<std::int64_t> kdims;
     std::vector<int> contracted_k, added_k;
-    for (std::size_t i = 0; i < p.kernel.size(); ++i) {
-      const char ch = p.kernel[i];
+    for (std::size_t i = 0; i < kernel.size(); ++i) {
+      const char ch = kernel[i];
       if (const std::size_t at = in_pos(ch); at != npos) {
         kdims.push_back(sizes[at]);
         contracted_k.push_back(static_cast<int>(i));
@@ -348,26 +336,29 @@ class EinsumDenseLayer final : public Layer {
     p.kernel_shape = Shape(kdims);
     // x -> (free in the input's order, contracted in the kernel's order); kernel -> (contracted, new).
     std::string layout;  // the product's letters: free, then new
-    for (std::size_t i = 0; i < p.input.size(); ++i)
-      if (out_pos(p.input[i]) != npos) {
+    for (std::size_t i = 0; i < input.size(); ++i)
+      if (out_pos(input[i]) != npos) {
         p.perm_x.push_back(static_cast<int>(i));
-        layout += p.input[i];
+        layout += input[i];
         p.product_dims.push_back(sizes[i]);
         if (i > 0) p.free_rest *= sizes[i];
       }
     for (int a : contracted_k)
-      p.perm_x.push_back(static_cast<int>(in_pos(p.kernel[static_cast<std::size_t>(a)])));
+      p.perm_x.push_back(static_cast<int>(in_pos(kernel[static_cast<std::size_t>(a)])));
     for (int a : p.perm_x) p.x_dims.push_back(sizes[static_cast<std::size_t>(a)]);
     p.perm_k = contracted_k;
     p.perm_k.insert(p.perm_k.end(), added_k.begin(), added_k.end());
     for (int a : added_k) {
-      layout += p.kernel[static_cast<std::size_t>(a)];
+      layout += kernel[static_cast<std::size_t>(a)];
       p.product_dims.push_back(kdims[static_cast<std::size_t>(a)]);
     }
-    for (char ch : p.output) p.perm_out.push_back(static_cast<int>(layout.find(ch)));
-    p.x_moved = !identity(p.perm_x);
-    p.k_moved = !identity(p.perm_k);
-    p.out_moved = !identity(p.perm_out);
+    for (char ch : output) p.perm_out.push_back(static_cast<int>(layout.find(ch)));
+    p.x_moved = !is_identity_permutation(p.perm_x);
+    p.k_moved = !is_identity_permutation(p.perm_k);
+    p.out_moved = !is_identity_permutation(p.perm_out);
+    p.inverse_x = inverse_permutation(p.perm_x);
+    p.inverse_k = inverse_permutation(p.perm_k);
+    p.inverse_out = inverse_permutation(p.perm_out);
     // The bias: Keras's shape over the written output's letters from the first of bias_axes on.
     if (o_.bias_axes && !o_.bias_axes->empty()) {
       p.has_bias = true;
@@ -392,10 +383,11 @@ class EinsumDenseLayer final : public Layer {
     }
     return p;
   }
-  std::string partial_str() const {
+  // output_shape as Keras writes it: a list, null where the input gives the size.
+  json partial_json() const {
     json s = json::array();
     for (const auto& d : partial_) s.push_back(d ? json(*d) : json(nullptr));
-    return s.dump();
+    return s;
   }
 
   std::string equation_;

@@ -253,6 +253,7 @@ class MultiHeadAttentionLayer final : public Layer {
   void build(const std::vector<Shape>& in) override {
     called_ = true;
     query_rank_ = in[0].rank();
+    lead_ = lead_axes(query_rank_);
     const std::int64_t cq = in[0][-1], cv = in[1][-1], ck = has_key(in.size()) ? in[2][-1] : cv;
     const std::int64_t H = heads_, G = kv_heads_, D = key_dim_, E = value_dim_, P = out_size(in[0]);
     const WeightOptions kernel{o_.kernel_regularizer, o_.kernel_constraint},
@@ -421,7 +422,7 @@ class MultiHeadAttentionLayer final : public Layer {
     const Tensor& x = query(c);
     // The axes before attention_axes join the batch's: N counts every (batch, those axes) row.
     std::int64_t N = x.dim(0);
-    for (int i = 1; i <= lead_axes(x.rank() - 1); ++i) N *= x.dim(i);
+    for (int i = 1; i <= lead_; ++i) N *= x.dim(i);
     const std::int64_t cq = x.dim(-1), cv = value(c).dim(-1), ck = key(c).dim(-1);
     const std::int64_t T = x.numel() / std::max<std::int64_t>(1, N * cq);
     const std::int64_t S = value(c).numel() / std::max<std::int64_t>(1, N * cv);
@@ -489,7 +490,8 @@ class MultiHeadAttentionLayer final : public Layer {
   MultiHeadAttentionOptions o_;
   std::uint64_t seed_;
   bool called_ = false;
-  int query_rank_ = 0;  // with the batch axis
+  int query_rank_ = 0;  // without the batch axis
+  int lead_ = 0;        // from build: lead_axes, the query's middle axes before attention_axes
 };
 
 // The options both layers' configs carry alike: use_gate, sliding_window, the projections' settings, the

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "layers/config.h"
+#include "layers/permutation.h"
 
 namespace systolic::layers {
 
@@ -82,9 +83,7 @@ class PermuteLayer final : public Layer {
   void forward(LayerCall& c) override { ops::transpose(c.inputs[0], c.output, perm()); }
   void backward(LayerCall& c) override {
     if (!c.dinputs[0].defined()) return;
-    std::vector<int> p = perm(), inverse(p.size());
-    for (std::size_t i = 0; i < p.size(); ++i) inverse[p[i]] = int(i);
-    ops::transpose(c.doutput, c.dinputs[0], inverse);
+    ops::transpose(c.doutput, c.dinputs[0], inverse_permutation(perm()));
   }
 
  private:
