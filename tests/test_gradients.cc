@@ -743,6 +743,28 @@ TEST(GradientCheck, DotProductAttention) {
               {{2, 5, 3}, {2, 5, 3}}, 86);
 }
 
+// AdditiveAttention and Attention's "concat" score: a key of its own (else the value is the key), the trained scales
+// (AdditiveAttention's per feature; Attention's scalar on the query and the key) and concat_score_weight, a causal
+// mask, Keras's masks, dropout and the scores output.
+TEST(GradientCheck, AdditiveAttention) {
+  Float64Scope f64;
+  const Tensor query_mask = Tensor::from_vector<double>({1, 1, 0, 1, 1, 1, 1, 1, 0, 0}, {2, 5});
+  const Tensor value_mask = Tensor::from_vector<double>({1, 0, 1, 1, 0, 0, 1, 1}, {2, 4});
+  check_layer(layers::AdditiveAttention(), {{2, 5, 4}, {2, 4, 3}, {2, 4, 4}}, 91);
+  check_layer(layers::AdditiveAttention({.use_scale = false, .use_causal_mask = true}),
+              {{2, 5, 3}, {2, 5, 3}}, 92);
+  check_layer(layers::AdditiveAttention({.return_attention_scores = true}), {{2, 5, 3}, {2, 4, 3}}, 93, -1, 1,
+              query_mask, {query_mask, value_mask});
+  check_layer(layers::AdditiveAttention({.dropout = 0.3, .seed = 5}), {{2, 5, 3}, {2, 5, 3}}, 94);
+  check_layer(layers::Attention({.score_mode = "concat"}), {{2, 5, 4}, {2, 4, 3}, {2, 4, 4}}, 95);
+  check_layer(layers::Attention({.use_scale = true, .score_mode = "concat", .use_causal_mask = true}),
+              {{2, 5, 3}, {2, 5, 3}}, 96);
+  check_layer(layers::Attention({.use_scale = true, .score_mode = "concat", .return_attention_scores = true}),
+              {{2, 5, 3}, {2, 4, 3}, {2, 4, 3}}, 97);
+  check_layer(layers::Attention({.use_scale = true, .score_mode = "concat"}), {{2, 5, 3}, {2, 4, 3}}, 98, -1,
+              1, query_mask, {query_mask, value_mask});
+}
+
 TEST(GradientCheck, MaskedGlobalAveragePooling1D) {
   Float64Scope f64;
   Tensor mask = Tensor::from_vector(std::vector<double>{1, 1, 0, 1, 0, 0, 1, 1, 1, 1}, {2, 5});

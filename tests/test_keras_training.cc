@@ -83,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                                            "steps_onehot", "masked_regression", "masked_extrema",
                                            "transformer_series", "masked_attention", "text_transformer",
                                            "grouped_attention", "luong_attention", "attention_scores",
-                                           "softmax_axes", "einsum_dense", "gated_attention"));
+                                           "softmax_axes", "einsum_dense", "gated_attention",
+                                           "additive_attention"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
@@ -118,7 +119,8 @@ TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
                            "attention_scores",
                            "softmax_axes",
                            "einsum_dense",
-                           "gated_attention"}) {
+                           "gated_attention",
+                           "additive_attention"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

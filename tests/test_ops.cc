@@ -1792,14 +1792,17 @@ void norm_cases(std::map<Op, std::vector<Case>>& m) {
 }
 
 // attention: scaled dot-product attention over heads, unmasked and under every mask and rule, grouped heads (GQA),
-// and dropout on the probabilities (its keep bits drawn again in backward).
+// dropout on the probabilities (its keep bits drawn again in backward), and the additive score with D, one or no
+// weights.
 void attention_cases(std::map<Op, std::vector<Case>>& m) {
   struct AttnCase {
     std::string name;
     std::int64_t B, T, S, H, G, D, E;
     bool query_mask, key_mask, pair_mask;
     AttentionParams p;
+    std::int64_t score_weights = 0;  // the additive score's weights: D or 1 of them, 0 none
   };
+  const AttentionParams additive{.score = AttentionScore::additive};
   const std::vector<AttnCase> shapes{
       {"plain", 2, 5, 4, 2, 2, 3, 4, false, false, false, {.scale = 0.5}},
       {"every mask", 3, 6, 7, 2, 2, 4, 3, true, true, true, {.scale = 0.5}},
@@ -1820,6 +1823,20 @@ void attention_cases(std::map<Op, std::vector<Case>>& m) {
       {"grouped heads", 2, 5, 6, 4, 2, 3, 3, true, false, false, {.scale = 0.6}},
       {"dropout", 2, 9, 8, 2, 1, 4, 4, false, true, false, {.scale = 0.5, .dropout = 0.3, .seed = 11}},
       {"large scores", 2, 4, 5, 2, 2, 8, 3, false, false, false, {.scale = 4.0}},
+      {"additive", 2, 5, 4, 2, 2, 3, 4, false, false, false, {.scale = 0.5, .score = additive.score}, 3},
+      {"additive, one weight, masks, grouped", 2, 5, 6, 4, 2, 3, 3, true, true, true, additive, 1},
+      {"additive, no weights, causal, dropout",
+       2,
+       6,
+       6,
+       1,
+       1,
+       4,
+       3,
+       false,
+       true,
+       false,
+       {.score = additive.score, .causal = true, .dropout = 0.3, .seed = 5}},
   };
   for (const AttnCase& c : shapes) {
     auto mask = [](const char* name, bool on, Shape s) {
@@ -1830,19 +1847,21 @@ void attention_cases(std::map<Op, std::vector<Case>>& m) {
     const Shape qs{c.B, c.T, c.H, c.D}, ks{c.B, c.S, c.G, c.D}, vs{c.B, c.S, c.G, c.E},
         ys{c.B, c.T, c.H, c.E}, ps{c.B, c.H, c.T, c.S};
     const double range = p.scale > 2 ? 2 : 1;
-    std::vector<Arg> operands{in("q", qs, -range, range),
-                              in("k", ks, -range, range),
-                              in("v", vs),
-                              mask("query_mask", c.query_mask, {c.B, c.T}),
-                              mask("key_mask", c.key_mask, {c.B, c.S}),
-                              mask("attention_mask", c.pair_mask, {c.B, c.T, c.S}),
-                              counter("step", 3)};
+    std::vector<Arg> operands{
+        in("q", qs, -range, range),
+        in("k", ks, -range, range),
+        in("v", vs),
+        c.score_weights ? in("score_weights", {c.score_weights}) : none("score_weights"),
+        mask("query_mask", c.query_mask, {c.B, c.T}),
+        mask("key_mask", c.key_mask, {c.B, c.S}),
+        mask("attention_mask", c.pair_mask, {c.B, c.T, c.S}),
+        counter("step", 3)};
     std::vector<Arg> fwd = operands;
     fwd.push_back(out("y", ys));
     fwd.push_back(out("probs", ps));
     m[Op::attention_forward].push_back(
         {c.name, fwd,
-         [p](auto& t) { attention_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8]); },
+         [p](auto& t) { attention_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]); },
          Family::matmul});
     // Every gradient, dk alone, then every gradient with one reaching the probabilities too (dprobs).
     for (int wanted = 0; wanted < 3; ++wanted) {
@@ -1852,6 +1871,8 @@ void attention_cases(std::map<Op, std::vector<Case>>& m) {
       bwd.push_back(wanted != 1 ? out("dq", qs) : none("dq"));
       bwd.push_back(out("dk", ks));
       bwd.push_back(wanted != 1 ? out("dv", vs) : none("dv"));
+      bwd.push_back(wanted != 1 && c.score_weights ? out("dscore_weights", {c.score_weights})
+                                                   : none("dscore_weights"));
       m[Op::attention_backward].push_back(
           {c.name + (wanted == 1   ? ", dk alone"
                      : wanted == 2 ? ", dprobs"
@@ -1860,9 +1881,9 @@ void attention_cases(std::map<Op, std::vector<Case>>& m) {
            [p, ps](auto& t) {
              Tensor probs(ps, t[0].dtype(), t[0].device()),
                  y(Shape({t[0].dim(0), t[0].dim(1), t[0].dim(2), t[2].dim(3)}), t[0].dtype(), t[0].device());
-             attention_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], y, probs);
-             attention_backward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], probs, t[7], t[8], t[9], t[10],
-                                t[11]);
+             attention_forward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], y, probs);
+             attention_backward(p, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], probs, t[8], t[9], t[10],
+                                t[11], t[12], t[13]);
            },
            Family::matmul});
     }

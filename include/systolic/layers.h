@@ -472,7 +472,8 @@ LayerRef EinsumDense(const std::string& equation,
 // value when absent): query (Tq, dim), value (Tv, dv), key (Tv, dim) -> (Tq, dv). Scores = query . key (times the
 // trainable scalar weight `scale`, initialised to 1, with use_scale), the softmax over the keys, `dropout` of the
 // probabilities while training. Keras's masks: the value's hides keys, the query's zeroes the output's rows and
-// rides on the output. score_mode "concat" is refused.
+// rides on the output. score_mode "concat": scores = concat_score_weight * sum(tanh(scale * (query + key))) over
+// the features (both scalar weights initialised to 1; scale with use_scale only).
 struct AttentionOptions {
   bool use_scale = false;
   std::string score_mode = "dot";
@@ -485,6 +486,18 @@ struct AttentionOptions {
   std::string name;
 };
 LayerRef Attention(const AttentionOptions& options = {});
+
+// AdditiveAttention (Keras's, Bahdanau's): Attention with scores = sum(scale * tanh(query + key)) over the
+// features, `scale` a trainable vector of the query's dim (glorot_uniform) with use_scale, else 1.
+struct AdditiveAttentionOptions {
+  bool use_scale = true;
+  double dropout = 0.0;
+  bool use_causal_mask = false;
+  bool return_attention_scores = false;
+  std::optional<std::uint64_t> seed;
+  std::string name;
+};
+LayerRef AdditiveAttention(const AdditiveAttentionOptions& options = {});
 
 // GroupedQueryAttention(head_dim, num_query_heads, num_key_value_heads) (Keras 3's keras.layers.GroupQueryAttention,
 // Ainslie et al. 2023): MultiHeadAttention with num_key_value_heads key/value heads shared by the query heads (query

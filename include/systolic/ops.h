@@ -281,8 +281,12 @@ struct CrossReplica {
 // LayerNormalization (Keras 3): layer; its deprecated rms_scaling: rms_scaling; UnitNormalization: unit.
 // attention_forward and attention_backward (MultiHeadAttention, GroupedQueryAttention): which keys a query sees,
 // the scale of the scores and the dropout of the probabilities.
+// How attention_forward scores a query against a key: their dot product (Luong's, MultiHeadAttention's), or
+// Bahdanau's additive score, sum_d w[d] tanh(q[d] + k[d]) (Keras's AdditiveAttention and Attention's "concat").
+enum class AttentionScore { dot, additive };
 struct AttentionParams {
-  double scale = 1.0;       // scores = scale * (q . k)
+  double scale = 1.0;  // scores = scale * (q . k), or scale * sum_d w[d] tanh(q[d] + k[d])
+  AttentionScore score = AttentionScore::dot;
   bool causal = false;      // query t sees key s only when s <= t (Keras's use_causal_mask)
   std::int64_t window = 0;  // > 0: query t sees key s only when |t - s| < window (Keras's sliding_window)
   // A query row with no key kept: probabilities 1/S over every key (Keras's fused dot_product_attention, which
@@ -505,7 +509,9 @@ struct RowLossParams {
 // attention (MultiHeadAttention, GroupedQueryAttention): scaled dot-product attention of every head, on Keras's
 // projected layouts (an EinsumDense's outputs; no transposes):
 // attention_forward  q [B, T, H, D], k [B, S, G, D], v [B, S, G, E] (G key/value heads, H a multiple of G: query
-//                   head h reads key/value head h / (H / G)); scores[b,h,t,s] = scale * (q[b,t,h] . k[b,s,g]); key
+//                   head h reads key/value head h / (H / G)); scores[b,h,t,s] = scale * (q[b,t,h] . k[b,s,g]),
+//                   or with p.score additive scale * sum_d w[d] tanh(q[b,t,h,d] + k[b,s,g,d]), w = score_weights
+//                   ([D], or [1]: one for every d; undefined: 1; additive only; q's dtype); key
 //                   s is kept for query t where every given mask keeps it: query_mask [B, T], key_mask [B, S] and
 //                   attention_mask [B, T, S] (non-zero keeps; Keras's masks and attention_mask), p.causal (s <= t)
 //                   and p.window (|t - s| < window). probs [B, H, T, S] (written, for backward) = the softmax of a
@@ -516,7 +522,8 @@ struct RowLossParams {
 // attention_backward dq, dk, dv (=; undefined: skipped) from forward's arguments, its probs and dy [B, T, H, E],
 //                   and dprobs [B, H, T, S] (undefined: none): a gradient of the probabilities themselves (before
 //                   dropout; Keras's return_attention_scores), added to the one that reaches them through y. A
-//                   score that no mask keeps gets no gradient.
+//                   score that no mask keeps gets no gradient. dscore_weights (=; undefined: skipped): the
+//                   additive score's w's gradient, w's shape.
 // norm (LayerNormalization, UnitNormalization, LayerScale, the merges, Normalization, Permute):
 // layer_norm_forward  over the axes of x in the set `axes` (bit a: axis a of x, any of them; a row is one index
 //                   of the other axes, its K values one of each combination of the set's indices, row-major over
@@ -699,14 +706,16 @@ struct RowLossParams {
   X(transpose, (const Tensor& x, Tensor& y, const std::vector<int>& perm), (x, y, perm))                         \
   /* attention */                                                                                               \
   X(attention_forward, (const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,            \
-                        const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,         \
-                        const Tensor& step, Tensor& y, Tensor& probs),                                          \
-    (p, q, k, v, query_mask, key_mask, attention_mask, step, y, probs))                                         \
+                        const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,          \
+                        const Tensor& attention_mask, const Tensor& step, Tensor& y, Tensor& probs),            \
+    (p, q, k, v, score_weights, query_mask, key_mask, attention_mask, step, y, probs))                          \
   X(attention_backward, (const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,           \
-                         const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,        \
-                         const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,       \
-                         Tensor& dq, Tensor& dk, Tensor& dv),                                                   \
-    (p, q, k, v, query_mask, key_mask, attention_mask, step, probs, dy, dprobs, dq, dk, dv))                    \
+                         const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,         \
+                         const Tensor& attention_mask, const Tensor& step, const Tensor& probs,                 \
+                         const Tensor& dy, const Tensor& dprobs, Tensor& dq, Tensor& dk, Tensor& dv,            \
+                         Tensor& dscore_weights),                                                               \
+    (p, q, k, v, score_weights, query_mask, key_mask, attention_mask, step, probs, dy, dprobs, dq, dk, dv,      \
+     dscore_weights))                                                                                            \
   /* regul: regularizers and constraints */                                                                    \
   X(regularize, (const Tensor& x, Tensor& total, Tensor& dx, double l1, double l2, double total_scale,         \
                  double grad_scale), (x, total, dx, l1, l2, total_scale, grad_scale))                          \

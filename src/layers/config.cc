@@ -505,6 +505,7 @@ const std::map<std::string, FromConfig>& registry() {
       {"GroupQueryAttention", grouped_query_attention_from_config},
       {"GroupedQueryAttention", grouped_query_attention_from_config},
       {"Attention", attention_from_config},
+      {"AdditiveAttention", additive_attention_from_config},
       {"EinsumDense", einsum_dense_from_config},
       {"UnitNormalization", unit_normalization_from_config},
       {"Normalization", normalization_from_config},

@@ -173,6 +173,7 @@ std::shared_ptr<Layer> time_distributed_from_config(ConfigReader& r);
 std::shared_ptr<Layer> multi_head_attention_from_config(ConfigReader& r);
 std::shared_ptr<Layer> grouped_query_attention_from_config(ConfigReader& r);
 std::shared_ptr<Layer> attention_from_config(ConfigReader& r);
+std::shared_ptr<Layer> additive_attention_from_config(ConfigReader& r);
 std::shared_ptr<Layer> einsum_dense_from_config(ConfigReader& r);
 std::shared_ptr<Layer> depthwise_conv1d_from_config(ConfigReader& r);
 std::shared_ptr<Layer> conv1d_transpose_from_config(ConfigReader& r);

@@ -21,6 +21,7 @@
 
 #include "layers/config.h"
 #include "layers/permutation.h"
+#include "layers/saved.h"
 
 namespace systolic::layers {
 
@@ -235,11 +236,7 @@ class EinsumDenseLayer final : public Layer {
     kSlots
   };
   static Tensor slot(LayerCall& c, Slot i, const Shape& s, const Tensor& like) {
-    if (c.saved.size() != kSlots) c.saved.assign(kSlots, Tensor());
-    Tensor& t = c.saved[i];
-    if (!t.defined() || t.shape() != s || t.dtype() != like.dtype())
-      t = Tensor(s, like.dtype(), like.device());
-    return t;
+    return saved_slot(c, i, kSlots, s, like.dtype(), like.device());
   }
   static Tensor flat(const Tensor& t) { return t.reshape({t.numel()}); }
   const Tensor& kernel() const { return weights()[0].operand(); }

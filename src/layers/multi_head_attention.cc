@@ -290,7 +290,7 @@ class MultiHeadAttentionLayer final : public Layer {
     project(kValue, value(c), b.cv, GE, b.v);
     Tensor qmask, kmask, amask;
     masks(c, b, qmask, kmask, amask);
-    ops::attention_forward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.o, b.probs);
+    ops::attention_forward(params(c), b.q, b.k, b.v, Tensor(), qmask, kmask, amask, step_of(c), b.o, b.probs);
     const std::int64_t HE = heads_ * value_dim_;
     if (o_.use_gate) {  // Keras's gate: sigmoid(the query's projection) times the attention's output
       project(kGate, query(c), b.cq, HE, b.gate);
@@ -319,8 +319,9 @@ class MultiHeadAttentionLayer final : public Layer {
     masks(c, b, qmask, kmask, amask);
     Tensor dscores = scores_gradient(c);
     if (dscores.defined()) dscores = dscores.reshape(b.probs.shape());
-    ops::attention_backward(params(c), b.q, b.k, b.v, qmask, kmask, amask, step_of(c), b.probs, dattended,
-                            dscores, b.dq, b.dk, b.dv);
+    Tensor no_score_weights;
+    ops::attention_backward(params(c), b.q, b.k, b.v, Tensor(), qmask, kmask, amask, step_of(c), b.probs,
+                            dattended, dscores, b.dq, b.dk, b.dv, no_score_weights);
     // The projections' gradients: each input's (=), the key's added to the value's when the value is the key, the
     // gate's added to the query's.
     const std::int64_t HD = heads_ * key_dim_, GD = kv_heads_ * key_dim_, GE = kv_heads_ * value_dim_;

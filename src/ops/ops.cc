@@ -1263,8 +1263,9 @@ DType transpose(const Tensor& x, Tensor& y, const std::vector<int>& perm) {
 // The checks both attention ops share: q [B, T, H, D], k [B, S, G, D], v [B, S, G, E] of one floating dtype, H a
 // multiple of G; the masks of any floating dtype; probs [B, H, T, S] in the data's dtype.
 void attention_operands(const Check& c, const AttentionParams& p, const Tensor& q, const Tensor& k,
-                        const Tensor& v, const Tensor& query_mask, const Tensor& key_mask,
-                        const Tensor& attention_mask, const Tensor& step, const Tensor& probs) {
+                        const Tensor& v, const Tensor& score_weights, const Tensor& query_mask,
+                        const Tensor& key_mask, const Tensor& attention_mask, const Tensor& step,
+                        const Tensor& probs) {
   c.floating("q", q);
   c.rank("q", q, 4, "(B, T, heads, key_dim)");
   c.rank("k", k, 4, "(B, S, key/value heads, key_dim)");
@@ -1288,6 +1289,14 @@ void attention_operands(const Check& c, const AttentionParams& p, const Tensor& 
   mask("query_mask", query_mask, Shape({B, T}));
   mask("key_mask", key_mask, Shape({B, S}));
   mask("attention_mask", attention_mask, Shape({B, T, S}));
+  if (score_weights.defined()) {
+    SYSTOLIC_OP_CHECK(c, p.score == AttentionScore::additive,
+                      "score_weights are the additive score's: the dot product takes none");
+    c.dtype("score_weights", score_weights, q.dtype(), "q's dtype");
+    SYSTOLIC_OP_CHECK(c,
+                      score_weights.rank() == 1 && (score_weights.dim(0) == D || score_weights.dim(0) == 1),
+                      "score_weights has shape {}: expected ({}) or (1)", score_weights.shape().str(), D);
+  }
   SYSTOLIC_OP_CHECK(c, p.window >= 0, "window must not be negative, got {}", p.window);
   SYSTOLIC_OP_CHECK(c, p.dropout >= 0 && p.dropout < 1, "dropout must be in [0, 1), got {}", p.dropout);
   SYSTOLIC_OP_CHECK(c, std::isfinite(p.scale), "scale must be finite, got {}", p.scale);
@@ -1297,10 +1306,10 @@ void attention_operands(const Check& c, const AttentionParams& p, const Tensor& 
 }
 
 DType attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                        const Tensor& step, Tensor& y, Tensor& probs) {
+                        const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,
+                        const Tensor& attention_mask, const Tensor& step, Tensor& y, Tensor& probs) {
   Check c("attention_forward");
-  attention_operands(c, p, q, k, v, query_mask, key_mask, attention_mask, step, probs);
+  attention_operands(c, p, q, k, v, score_weights, query_mask, key_mask, attention_mask, step, probs);
   c.dtype("y", y, q.dtype(), "q's dtype");
   c.shape("y", y, Shape({q.dim(0), q.dim(1), q.dim(2), v.dim(3)}));
   for (auto [name, t] : {std::pair<const char*, const Tensor*>{"q", &q}, {"k", &k}, {"v", &v}})
@@ -1310,11 +1319,12 @@ DType attention_forward(const AttentionParams& p, const Tensor& q, const Tensor&
 }
 
 DType attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                         const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,
-                         Tensor& dq, Tensor& dk, Tensor& dv) {
+                         const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,
+                         const Tensor& attention_mask, const Tensor& step, const Tensor& probs,
+                         const Tensor& dy, const Tensor& dprobs, Tensor& dq, Tensor& dk, Tensor& dv,
+                         Tensor& dscore_weights) {
   Check c("attention_backward");
-  attention_operands(c, p, q, k, v, query_mask, key_mask, attention_mask, step, probs);
+  attention_operands(c, p, q, k, v, score_weights, query_mask, key_mask, attention_mask, step, probs);
   c.dtype("dy", dy, q.dtype(), "q's dtype");
   c.shape("dy", dy, Shape({q.dim(0), q.dim(1), q.dim(2), v.dim(3)}));
   if (dprobs.defined()) {
@@ -1336,6 +1346,14 @@ DType attention_backward(const AttentionParams& p, const Tensor& q, const Tensor
                         !(dq.defined() && dv.defined() && overlap(dq, dv)) &&
                         !(dk.defined() && dv.defined() && overlap(dk, dv)),
                     "dq, dk and dv must not overlap one another");
+  if (dscore_weights.defined()) {
+    SYSTOLIC_OP_CHECK(c, score_weights.defined(), "dscore_weights needs score_weights");
+    c.dtype("dscore_weights", dscore_weights, q.dtype(), "q's dtype");
+    c.shape("dscore_weights", dscore_weights, score_weights.shape());
+    for (auto [name, t] : {std::pair<const char*, const Tensor*>{"dq", &dq}, {"dk", &dk}, {"dv", &dv}})
+      SYSTOLIC_OP_CHECK(c, !(t->defined() && overlap(*t, dscore_weights)),
+                        "dscore_weights must not overlap {}", name);
+  }
   return q.dtype();
 }
 

@@ -38,11 +38,17 @@
     gate.keras             use_gate: MultiHeadAttention (with a key of its own) and GroupedQueryAttention (causal),
                            untrained (seeded), biases drawn.
     gate.npz               its inputs (query, value, key).
+    additive.keras         AdditiveAttention (Bahdanau's; use_scale, its glorot-drawn scale, with a key of its own;
+                           without scale, causal) and Attention(score_mode="concat") (with a key of its own; with
+                           use_scale and causal over Embedding(mask_zero=True) outputs whose padding masks hide keys
+                           and zero padded query rows), AdditiveAttention's scores over the masked embeddings as a
+                           second output; the scalar weights set away from 1; untrained (seeded).
+    additive.npz           its inputs (query, value, key, ids).
 
 expected.json: Keras's predict of the first 32 test series and evaluate(batch_size=32) over the whole test split of
 the first; predict of the others on their inputs.
 
-    python3 tests/reference/attention.py [--out DIR] [--only grouped|luong|scores|einsum|gate]
+    python3 tests/reference/attention.py [--out DIR] [--only grouped|luong|scores|einsum|gate|additive]
     python3 tests/reference/attention.py --check MODEL.keras   # Keras evaluates a model systolic trained on
 
 Needs keras (3.x) and tensorflow-cpu from pip.
@@ -223,6 +229,35 @@ def gate():
     return model, inputs
 
 
+def additive():
+    keras.utils.set_random_seed(43)
+    q = keras.Input((5, 4), name="query")
+    v = keras.Input((6, 3), name="value")
+    k = keras.Input((6, 4), name="key")
+    ids = keras.Input((6,), name="ids")
+    a = keras.layers.AdditiveAttention()([q, v, k])
+    b = keras.layers.AdditiveAttention(use_scale=False)([q, k], use_causal_mask=True)
+    e = keras.layers.Embedding(10, 4, mask_zero=True)(ids)
+    c, c_scores = keras.layers.AdditiveAttention()([e, e], return_attention_scores=True)
+    concat = keras.layers.Attention(score_mode="concat")
+    d = concat([q, v, k])
+    scaled = keras.layers.Attention(score_mode="concat", use_scale=True)
+    f = scaled([e, e], use_causal_mask=True)
+    flat = [keras.layers.Flatten()(t) for t in (a, b, c, d, f)]
+    model = keras.Model([q, v, k, ids], [keras.layers.Concatenate()(flat), c_scores])
+    concat.concat_score_weight.assign(0.8)
+    scaled.scale.assign(0.6)
+    scaled.concat_score_weight.assign(1.3)
+    rng = np.random.default_rng(44)
+    inputs = {
+        "query": rng.normal(size=(3, 5, 4)).astype(np.float32),
+        "value": rng.normal(size=(3, 6, 3)).astype(np.float32),
+        "key": rng.normal(size=(3, 6, 4)).astype(np.float32),
+        "ids": np.array([[3, 1, 4, 1, 5, 9], [2, 6, 5, 0, 0, 0], [7, 0, 0, 0, 0, 0]], dtype=np.float32),
+    }
+    return model, inputs
+
+
 def check(path):
     data = np.load(SERIES)
     model = keras.models.load_model(path)
@@ -257,7 +292,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "..", "fixtures", "attention"))
     ap.add_argument("--check", metavar="MODEL")
-    ap.add_argument("--only", choices=["grouped", "luong", "scores", "einsum", "gate"],
+    ap.add_argument("--only", choices=["grouped", "luong", "scores", "einsum", "gate", "additive"],
                     help="write this model alone, keeping the others' fixtures")
     args = ap.parse_args()
     if args.check:
@@ -273,7 +308,7 @@ def main():
         write_series_and_call_forms(args.out, expected)
 
     for name, make in (("grouped", grouped), ("luong", luong), ("scores", scores), ("einsum", einsum),
-                       ("gate", gate)):
+                       ("gate", gate), ("additive", additive)):
         if args.only and args.only != name:
             continue
         model, inputs = make()

@@ -686,6 +686,24 @@ def gated_attention(rng):
     return m, x, y
 
 
+def additive_attention(rng):
+    """Bahdanau's additive attention and Attention's "concat" score under Keras's masks: word ids padded with 0
+    (padded_ids) into Embedding(mask_zero=True), an AdditiveAttention (its scale trained), a causal
+    Attention(score_mode="concat", use_scale=True) over its output, GlobalAveragePooling1D over the unmasked steps;
+    SGD with momentum (Adam on an Embedding differs by Keras-on-TensorFlow's IndexedSlices: README)."""
+    x, y = padded_ids(rng, 8, 3, 20)
+    keras.utils.set_random_seed(30)
+    i = keras.Input((8,))
+    e = keras.layers.Embedding(20, 6, mask_zero=True)(i)
+    h = keras.layers.AdditiveAttention()([e, e])
+    h = keras.layers.Attention(score_mode="concat", use_scale=True)([h, e], use_causal_mask=True)
+    o = keras.layers.Dense(1, activation="sigmoid")(keras.layers.GlobalAveragePooling1D()(h))
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
@@ -697,7 +715,8 @@ CASES = [("binary", binary), ("regression", regression), ("columns", columns), (
          ("masked_attention", masked_attention), ("text_transformer", text_transformer),
          ("grouped_attention", grouped_attention), ("luong_attention", luong_attention),
          ("attention_scores", attention_scores), ("softmax_axes", softmax_axes),
-         ("einsum_dense", einsum_dense), ("gated_attention", gated_attention)]
+         ("einsum_dense", einsum_dense), ("gated_attention", gated_attention),
+         ("additive_attention", additive_attention)]
 
 
 def check(folder):

@@ -1,4 +1,5 @@
-// The attention family on the CPU: scaled dot-product attention of every head (MultiHeadAttention's core), one
+// The attention family on the CPU: scaled dot-product attention of every head (MultiHeadAttention's core), or the
+// additive score's (loops over [T, S, D] in place of the scores' product and its two gradient products), one
 // algorithm for float32 and float64 (bfloat16 widened around it, as every op): per (batch, head) pair, the products
 // as row-major GEMMs over the heads' strided rows (oneDNN's sgemm for float32, loops for float64, the reference),
 // the softmax and dropout as loops, OpenMP over the pairs (forward: query heads; backward: key/value heads, whose
@@ -89,6 +90,48 @@ void gemm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, doub
     }
 }
 
+// The additive score (AttentionScore::additive) of every query row of Q [T, D] (rows ldq apart) against every key
+// row of K [S, D] (ldk apart): P[t, s] = scale * sum_d w[d] tanh(Q[t, d] + K[s, d]); w null: 1, one_w: w[0] for
+// every d.
+template <class R>
+void additive_scores(std::int64_t T, std::int64_t S, std::int64_t D, R scale, const R* Q, std::int64_t ldq,
+                     const R* K, std::int64_t ldk, const R* w, bool one_w, R* P) {
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t s = 0; s < S; ++s) {
+      const R* q = Q + t * ldq;
+      const R* k = K + s * ldk;
+      R sum = 0;
+      for (std::int64_t d = 0; d < D; ++d) sum += (w ? w[one_w ? 0 : d] : R(1)) * std::tanh(q[d] + k[d]);
+      P[t * S + s] = scale * sum;
+    }
+}
+
+// Back through additive_scores from dP [T, S] (the scores' gradient, scale already in it): dQ (=), dK (+=; the
+// caller zeroes it first), dw (+=, w's count of values); a null pointer is skipped.
+template <class R>
+void additive_scores_backward(std::int64_t T, std::int64_t S, std::int64_t D, const R* Q, std::int64_t ldq,
+                              const R* K, std::int64_t ldk, const R* w, bool one_w, const R* dP, R* dQ, R* dK,
+                              R* dw) {
+  for (std::int64_t t = 0; t < T; ++t) {
+    const R* q = Q + t * ldq;
+    R* dq = dQ ? dQ + t * ldq : nullptr;
+    if (dq) std::fill_n(dq, D, R(0));
+    for (std::int64_t s = 0; s < S; ++s) {
+      const R g = dP[t * S + s];
+      if (g == R(0)) continue;  // a masked or empty row's score, or no gradient
+      const R* k = K + s * ldk;
+      R* dk = dK ? dK + s * ldk : nullptr;
+      for (std::int64_t d = 0; d < D; ++d) {
+        const R u = std::tanh(q[d] + k[d]);
+        const R f = g * (w ? w[one_w ? 0 : d] : R(1)) * (R(1) - u * u);
+        if (dq) dq[d] += f;
+        if (dk) dk[d] += f;
+        if (dw) dw[one_w ? 0 : d] += g * u;
+      }
+    }
+  }
+}
+
 // Scores of query row t (scaled) -> its probabilities, in place: the kept keys' softmax, 0 at the others; a row with
 // none kept all 0, or 1/S with empty_rows_uniform. exp of a difference below -104 is 0 in float32 and float64's
 // denormals are not wanted either: skipped rather than computed (libm's slow path).
@@ -131,8 +174,12 @@ void drop_rows(const R* p, R* out, std::int64_t n, std::int64_t first, const Dro
 
 template <class R>
 void attention_forward_loop(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                            const Visibility& vis, const DropoutBits& drop, Tensor& y, Tensor& probs) {
+                            const Tensor& score_weights, const Visibility& vis, const DropoutBits& drop,
+                            Tensor& y, Tensor& probs) {
   const AttentionLayout L(q, k, v);
+  const bool additive = p.score == AttentionScore::additive;
+  const R* wp = score_weights.defined() ? score_weights.data<R>() : nullptr;
+  const bool one_w = score_weights.defined() && score_weights.numel() == 1;
   const R* qp = q.data<R>();
   const R* kp = k.data<R>();
   const R* vp = v.data<R>();
@@ -146,8 +193,12 @@ void attention_forward_loop(const AttentionParams& p, const Tensor& q, const Ten
       const std::int64_t b = r / L.H, h = r % L.H, g = h / L.per;
       R* P = pp + r * T * S;
       // scores [T, S] = scale * q_bh [T, D] k_bg^T; softmax over each row; y_bh [T, E] = probabilities v_bg.
-      gemm(false, true, T, S, L.D, scale, qp + L.q_at(b, h), L.H * L.D, kp + L.k_at(b, g), L.G * L.D, R(0), P,
-           S);
+      if (additive)
+        additive_scores(T, S, L.D, scale, qp + L.q_at(b, h), L.H * L.D, kp + L.k_at(b, g), L.G * L.D, wp,
+                        one_w, P);
+      else
+        gemm(false, true, T, S, L.D, scale, qp + L.q_at(b, h), L.H * L.D, kp + L.k_at(b, g), L.G * L.D, R(0),
+             P, S);
       for (std::int64_t t = 0; t < T; ++t) softmax_row(P + t * S, S, vis, b, t, p.empty_rows_uniform);
       const R* used = P;
       if (drop.on) {
@@ -162,9 +213,16 @@ void attention_forward_loop(const AttentionParams& p, const Tensor& q, const Ten
 
 template <class R>
 void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                             const Visibility& vis, const DropoutBits& drop, const Tensor& probs,
-                             const Tensor& dy, const Tensor& dprobs, Tensor& dq, Tensor& dk, Tensor& dv) {
+                             const Tensor& score_weights, const Visibility& vis, const DropoutBits& drop,
+                             const Tensor& probs, const Tensor& dy, const Tensor& dprobs, Tensor& dq,
+                             Tensor& dk, Tensor& dv, Tensor& dscore_weights) {
   const AttentionLayout L(q, k, v);
+  const bool additive = p.score == AttentionScore::additive;
+  const R* wp = score_weights.defined() ? score_weights.data<R>() : nullptr;
+  const bool one_w = score_weights.defined() && score_weights.numel() == 1;
+  const std::int64_t nw = score_weights.defined() ? score_weights.numel() : 0;
+  // The additive score weights' gradient of each (b, g) pair, summed in order after the pairs (deterministic).
+  std::vector<R> dw_parts(dscore_weights.defined() ? static_cast<std::size_t>(L.B * L.G * nw) : 0, R(0));
   const R* qp = q.data<R>();
   const R* kp = k.data<R>();
   const R* vp = v.data<R>();
@@ -198,7 +256,7 @@ void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Te
         // dv_bg [S, E] (+)= probabilities after dropout^T dy_bh.
         if (dvp)
           gemm(true, false, S, L.E, T, R(1), used, S, dY, L.H * L.E, beta, dvp + L.v_at(b, g), L.G * L.E);
-        if (!dqp && !dkp) continue;
+        if (!dqp && !dkp && dw_parts.empty()) continue;
         // d [T, S] = dy_bh v_bg^T w.r.t. the probabilities after dropout; back through dropout and the softmax.
         gemm(false, true, T, S, L.E, R(1), dY, L.H * L.E, V, L.G * L.E, R(0), ds.data(), S);
         for (std::int64_t t = 0; t < T; ++t) {
@@ -223,6 +281,15 @@ void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Te
           }
           for (std::int64_t s = 0; s < S; ++s) d[s] = row[s] * (d[s] - dot_sum) * scale;  // 0 where masked
         }
+        if (additive) {
+          R* dK = dkp ? dkp + L.k_at(b, g) : nullptr;
+          if (dK && beta == R(0))
+            for (std::int64_t s = 0; s < S; ++s) std::fill_n(dK + s * L.G * L.D, L.D, R(0));
+          additive_scores_backward(T, S, L.D, qp + L.q_at(b, h), L.H * L.D, K, L.G * L.D, wp, one_w,
+                                   ds.data(), dqp ? dqp + L.q_at(b, h) : nullptr, dK,
+                                   dw_parts.empty() ? nullptr : dw_parts.data() + r * nw);
+          continue;
+        }
         if (dqp)
           gemm(false, false, T, L.D, S, R(1), ds.data(), S, K, L.G * L.D, R(0), dqp + L.q_at(b, h),
                L.H * L.D);
@@ -232,32 +299,39 @@ void attention_backward_loop(const AttentionParams& p, const Tensor& q, const Te
       }
     }
   });
+  if (dw_parts.empty()) return;
+  R* dw = dscore_weights.data<R>();
+  std::fill_n(dw, nw, R(0));
+  for (std::int64_t r = 0; r < L.B * L.G; ++r)
+    for (std::int64_t i = 0; i < nw; ++i) dw[i] += dw_parts[static_cast<std::size_t>(r * nw + i)];
 }
 
 }  // namespace
 
 const DTypes attention_forward_dtypes = kFloats;
 void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                       const Tensor& step, Tensor& y, Tensor& probs) {
+                       const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,
+                       const Tensor& attention_mask, const Tensor& step, Tensor& y, Tensor& probs) {
   const Visibility vis(p, query_mask, key_mask, attention_mask, q.dim(1), k.dim(1));
   const DropoutBits drop = dropout_bits(p, step);
   visit_dtype<float, double>(q.dtype(), [&](auto t) {
-    attention_forward_loop<typename decltype(t)::type>(p, q, k, v, vis, drop, y, probs);
+    attention_forward_loop<typename decltype(t)::type>(p, q, k, v, score_weights, vis, drop, y, probs);
   });
 }
 
 const DTypes attention_backward_dtypes = kFloats;
 void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                        const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,
-                        Tensor& dq, Tensor& dk, Tensor& dv) {
+                        const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,
+                        const Tensor& attention_mask, const Tensor& step, const Tensor& probs,
+                        const Tensor& dy, const Tensor& dprobs, Tensor& dq, Tensor& dk, Tensor& dv,
+                        Tensor& dscore_weights) {
   // A masked position of a row that keeps some key has probability 0, and so no gradient; a row that keeps none is
   // found by the masks.
   const Visibility vis(p, query_mask, key_mask, attention_mask, q.dim(1), k.dim(1));
   const DropoutBits drop = dropout_bits(p, step);
   visit_dtype<float, double>(q.dtype(), [&](auto t) {
-    attention_backward_loop<typename decltype(t)::type>(p, q, k, v, vis, drop, probs, dy, dprobs, dq, dk, dv);
+    attention_backward_loop<typename decltype(t)::type>(p, q, k, v, score_weights, vis, drop, probs, dy,
+                                                        dprobs, dq, dk, dv, dscore_weights);
   });
 }
 

@@ -10,7 +10,8 @@
 //   backward  dvt_i = d_i^T dyt_i; ds_i = dyt_i vt_i^T, back through dropout and the softmax (kernel);
 //             dqt_i = ds_i kt_i; dkt_i = ds_i^T qt_i
 // (d = probs after dropout, recomputed from probs and the step's Philox bits), then y, dq, dk and dv copied back
-// to Keras's layouts. float32 products run in full float32 (CUBLAS_COMPUTE_32F, not TF32: a score's rounding
+// to Keras's layouts. The additive score (AttentionScore::additive) replaces the scores' product and dq's and dk's
+// by attention_kernels.cu's loops on the same head-major copies. float32 products run in full float32 (CUBLAS_COMPUTE_32F, not TF32: a score's rounding
 // error becomes a relative error of its probability), float64 in float64. All scratch (the copies, the dropped
 // probabilities, ds, cuBLASLt's workspace) is one Context::workspace request; nothing synchronises or allocates,
 // so a captured training step replays it.
@@ -174,6 +175,14 @@ attn::Visibility visibility(const AttentionParams& p, const AttentionLayout& L, 
   return v;
 }
 
+// The additive score's weights (ops.h's score_weights): their data and count, null and 0 when undefined.
+const void* raw_or_null(const Tensor& w) {
+  return w.defined() ? w.raw_data() : nullptr;
+}
+std::int64_t weights_count(const Tensor& w) {
+  return w.defined() ? w.numel() : 0;
+}
+
 const double* step_of(const Tensor& step) {
   return step.defined() ? static_cast<const double*>(step.raw_data()) : nullptr;
 }
@@ -196,8 +205,8 @@ struct Products {
 
 const DTypes attention_forward_dtypes{DType::float32, DType::float64};
 void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                       const Tensor& step, Tensor& y, Tensor& probs) {
+                       const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,
+                       const Tensor& attention_mask, const Tensor& step, Tensor& y, Tensor& probs) {
   const AttentionLayout L(q, k, v);
   if (L.B * L.H * L.T == 0) return;
   Context& c = context(q);
@@ -213,8 +222,10 @@ void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& 
                     at_d = plan.add(drop ? bytes(t, n_probs) : 0);
   // The products' workspaces, from their plans (the copies in the workspace are 256-byte aligned).
   const void* d_src = drop ? kAligned : probs.raw_data();
-  const std::size_t gemm_bytes = std::max(workspace_of(c, t, pr.scores, kAligned, kAligned, probs.raw_data()),
-                                          workspace_of(c, t, pr.values, d_src, kAligned, kAligned));
+  const bool additive = p.score == AttentionScore::additive;
+  const std::size_t gemm_bytes =
+      std::max(additive ? 0 : workspace_of(c, t, pr.scores, kAligned, kAligned, probs.raw_data()),
+               workspace_of(c, t, pr.values, d_src, kAligned, kAligned));
   const std::size_t at_gemm = plan.add(gemm_bytes);
   void* base = c.workspace(plan.total());
   void* qt = WorkspacePlan::at(base, at_q);
@@ -227,7 +238,12 @@ void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& 
   SYSTOLIC_CUDA_CHECK(attn::launch_swap12(q.raw_data(), qt, el, L.B, L.T, L.H, L.D, c.stream));
   SYSTOLIC_CUDA_CHECK(attn::launch_swap12(k.raw_data(), kt, el, L.B, L.S, L.G, L.D, c.stream));
   SYSTOLIC_CUDA_CHECK(attn::launch_swap12(v.raw_data(), vt, el, L.B, L.S, L.G, L.E, c.stream));
-  product(c, t, pr.scores, p.scale, qt, kt, probs.raw_data(), gemm, gemm_bytes);
+  if (additive)
+    SYSTOLIC_CUDA_CHECK(attn::launch_additive_scores(qt, kt, raw_or_null(score_weights),
+                                                     weights_count(score_weights), probs.raw_data(), el, L.B,
+                                                     L.H, L.G, L.T, L.S, L.D, p.scale, c.stream));
+  else
+    product(c, t, pr.scores, p.scale, qt, kt, probs.raw_data(), gemm, gemm_bytes);
   const attn::Visibility vis = visibility(p, L, query_mask, key_mask, attention_mask);
   SYSTOLIC_CUDA_CHECK(
       attn::launch_softmax_rows(probs.raw_data(), el, vis, L.B * L.H * L.T, p.empty_rows_uniform, c.stream));
@@ -240,16 +256,18 @@ void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& 
 
 const DTypes attention_backward_dtypes{DType::float32, DType::float64};
 void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                        const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,
-                        Tensor& dq, Tensor& dk, Tensor& dv) {
+                        const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,
+                        const Tensor& attention_mask, const Tensor& step, const Tensor& probs,
+                        const Tensor& dy, const Tensor& dprobs, Tensor& dq, Tensor& dk, Tensor& dv,
+                        Tensor& dscore_weights) {
   const AttentionLayout L(q, k, v);
-  if (!dq.defined() && !dk.defined() && !dv.defined()) return;
+  if (!dq.defined() && !dk.defined() && !dv.defined() && !dscore_weights.defined()) return;
   Context& c = context(q);
   const DType t = q.dtype();
   const Element el = element_of(t);
   const Products pr(L);
-  const bool drop = p.dropout > 0, scores = dq.defined() || dk.defined();
+  const bool additive = p.score == AttentionScore::additive;
+  const bool drop = p.dropout > 0, scores = dq.defined() || dk.defined() || dscore_weights.defined();
   const std::int64_t n_probs = L.B * L.H * L.T * L.S;
 
   WorkspacePlan plan;
@@ -259,7 +277,8 @@ void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor&
                     at_ds = plan.add(scores ? bytes(t, n_probs) : 0),
                     at_dq = plan.add(dq.defined() ? bytes(t, q.numel()) : 0),
                     at_dk = plan.add(dk.defined() ? bytes(t, k.numel()) : 0),
-                    at_dv = plan.add(dv.defined() ? bytes(t, v.numel()) : 0);
+                    at_dv = plan.add(dv.defined() ? bytes(t, v.numel()) : 0),
+                    at_parts = plan.add(dscore_weights.defined() ? bytes(t, L.D) : 0);
   const void* d_src = drop ? kAligned : probs.raw_data();
   std::size_t gemm_bytes = 0;
   auto need = [&](bool on, const Product& pp, const void* a) {
@@ -267,8 +286,8 @@ void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor&
   };
   need(dv.defined(), pr.d_values, d_src);
   need(scores, pr.d_probs, kAligned);
-  need(dq.defined(), pr.d_queries, kAligned);
-  need(dk.defined(), pr.d_keys, kAligned);
+  need(!additive && dq.defined(), pr.d_queries, kAligned);
+  need(!additive && dk.defined(), pr.d_keys, kAligned);
   const std::size_t at_gemm = plan.add(gemm_bytes);
   void* base = c.workspace(plan.total());
   auto at = [&](std::size_t offset) { return WorkspacePlan::at(base, offset); };
@@ -280,9 +299,10 @@ void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor&
   void* ds = at(at_ds);
   void* gemm = at(at_gemm);
 
-  if (dk.defined())
+  // The additive score's gradients read both q and k; the products' dq reads k, dk reads q.
+  if (dk.defined() || (additive && scores))
     SYSTOLIC_CUDA_CHECK(attn::launch_swap12(q.raw_data(), qt, el, L.B, L.T, L.H, L.D, c.stream));
-  if (dq.defined())
+  if (dq.defined() || (additive && scores))
     SYSTOLIC_CUDA_CHECK(attn::launch_swap12(k.raw_data(), kt, el, L.B, L.S, L.G, L.D, c.stream));
   if (scores) SYSTOLIC_CUDA_CHECK(attn::launch_swap12(v.raw_data(), vt, el, L.B, L.S, L.G, L.E, c.stream));
   SYSTOLIC_CUDA_CHECK(attn::launch_swap12(dy.raw_data(), dyt, el, L.B, L.T, L.H, L.E, c.stream));
@@ -299,6 +319,18 @@ void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor&
   SYSTOLIC_CUDA_CHECK(attn::launch_softmax_backward(probs.raw_data(), dropped,
                                                     dprobs.defined() ? dprobs.raw_data() : nullptr, ds, el,
                                                     vis, L.B * L.H * L.T, p.dropout, p.scale, c.stream));
+  if (additive) {
+    SYSTOLIC_CUDA_CHECK(
+        attn::launch_additive_backward(qt, kt, raw_or_null(score_weights), weights_count(score_weights), ds,
+                                       dq.defined() ? at(at_dq) : nullptr, dk.defined() ? at(at_dk) : nullptr,
+                                       dscore_weights.defined() ? dscore_weights.raw_data() : nullptr,
+                                       at(at_parts), el, L.B, L.H, L.G, L.T, L.S, L.D, c.stream));
+    if (dq.defined())
+      SYSTOLIC_CUDA_CHECK(attn::launch_swap12(at(at_dq), dq.raw_data(), el, L.B, L.H, L.T, L.D, c.stream));
+    if (dk.defined())
+      SYSTOLIC_CUDA_CHECK(attn::launch_swap12(at(at_dk), dk.raw_data(), el, L.B, L.G, L.S, L.D, c.stream));
+    return;
+  }
   if (dq.defined()) {
     product(c, t, pr.d_queries, 1.0, ds, kt, at(at_dq), gemm, gemm_bytes);
     SYSTOLIC_CUDA_CHECK(attn::launch_swap12(at(at_dq), dq.raw_data(), el, L.B, L.H, L.T, L.D, c.stream));

@@ -1,4 +1,5 @@
-// The attention kernels around attention.cc's cuBLASLt products (attention_kernels.h): layout copies, the masked
+// The attention kernels around attention.cc's cuBLASLt products (attention_kernels.h): layout copies, the additive
+// score and its gradients (one thread per value, loops over the summed axis), the masked
 // softmax of score rows (one warp per row, as activations.cu's softmax), its backward, and dropout with
 // ops::dropout_forward's Philox bits (core/philox.h) over the elements of probs.
 #include <cuda_bf16.h>
@@ -132,6 +133,98 @@ __global__ void softmax_backward_kernel(const R* probs, const R* dropped, const 
   }
 }
 
+template <class R>
+__device__ __forceinline__ R weight_at(const R* w, std::int64_t nw, std::int64_t d) {
+  return w ? w[nw == 1 ? 0 : d] : R(1);
+}
+
+// The sizes of an additive score call, with the offsets of a query row (b, h, t) and a key row (b, g, s).
+struct AdditiveSizes {
+  std::int64_t B, H, G, T, S, D;
+  __device__ std::int64_t q_row(std::int64_t b, std::int64_t h, std::int64_t t) const {
+    return ((b * H + h) * T + t) * D;
+  }
+  __device__ std::int64_t k_row(std::int64_t b, std::int64_t g, std::int64_t s) const {
+    return ((b * G + g) * S + s) * D;
+  }
+};
+
+template <class R>
+__global__ void additive_scores_kernel(const R* qt, const R* kt, const R* w, std::int64_t nw, R* probs,
+                                       AdditiveSizes z, R scale) {
+  SYSTOLIC_GRID_STRIDE(i, z.B * z.H * z.T * z.S) {  // i indexes probs [B, H, T, S]
+    const std::int64_t s = i % z.S, t = (i / z.S) % z.T, h = (i / (z.S * z.T)) % z.H,
+                       b = i / (z.S * z.T * z.H);
+    const R* q = qt + z.q_row(b, h, t);
+    const R* k = kt + z.k_row(b, h / (z.H / z.G), s);
+    R sum = 0;
+    for (std::int64_t d = 0; d < z.D; ++d) sum += weight_at(w, nw, d) * tanh(q[d] + k[d]);
+    probs[i] = scale * sum;
+  }
+}
+
+template <class R>
+__global__ void additive_dq_kernel(const R* qt, const R* kt, const R* w, std::int64_t nw, const R* ds, R* dqt,
+                                   AdditiveSizes z) {
+  SYSTOLIC_GRID_STRIDE(i, z.B * z.H * z.T * z.D) {  // i indexes dqt [B, H, T, D]
+    const std::int64_t d = i % z.D, t = (i / z.D) % z.T, h = (i / (z.D * z.T)) % z.H,
+                       b = i / (z.D * z.T * z.H);
+    const R q = qt[z.q_row(b, h, t) + d];
+    const R* dsr = ds + ((b * z.H + h) * z.T + t) * z.S;
+    const std::int64_t g = h / (z.H / z.G);
+    R acc = 0;
+    for (std::int64_t s = 0; s < z.S; ++s) {
+      const R u = tanh(q + kt[z.k_row(b, g, s) + d]);
+      acc += dsr[s] * (R(1) - u * u);
+    }
+    dqt[i] = weight_at(w, nw, d) * acc;
+  }
+}
+
+template <class R>
+__global__ void additive_dk_kernel(const R* qt, const R* kt, const R* w, std::int64_t nw, const R* ds, R* dkt,
+                                   AdditiveSizes z) {
+  SYSTOLIC_GRID_STRIDE(i, z.B * z.G * z.S * z.D) {  // i indexes dkt [B, G, S, D]
+    const std::int64_t d = i % z.D, s = (i / z.D) % z.S, g = (i / (z.D * z.S)) % z.G,
+                       b = i / (z.D * z.S * z.G);
+    const R k = kt[i];
+    const std::int64_t per = z.H / z.G;
+    R acc = 0;
+    for (std::int64_t h = g * per; h < (g + 1) * per; ++h)
+      for (std::int64_t t = 0; t < z.T; ++t) {
+        const R u = tanh(qt[z.q_row(b, h, t) + d] + k);
+        acc += ds[((b * z.H + h) * z.T + t) * z.S + s] * (R(1) - u * u);
+      }
+    dkt[i] = weight_at(w, nw, d) * acc;
+  }
+}
+
+// dw[d] = sum over (b, h, t, s) of ds tanh(q + k): one warp per d.
+template <class R>
+__global__ void additive_dw_kernel(const R* qt, const R* kt, const R* ds, R* out, AdditiveSizes z) {
+  const int lane = threadIdx.x & 31;
+  SYSTOLIC_WARP_ROWS(d, z.D) {
+    R acc = 0;
+    for (std::int64_t j = lane; j < z.B * z.H * z.T * z.S; j += 32) {
+      const std::int64_t s = j % z.S, t = (j / z.S) % z.T, h = (j / (z.S * z.T)) % z.H,
+                         b = j / (z.S * z.T * z.H);
+      acc += ds[j] * tanh(qt[z.q_row(b, h, t) + d] + kt[z.k_row(b, h / (z.H / z.G), s) + d]);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) out[d] = acc;
+  }
+}
+
+// out[0] = the sum of parts[0..n), by one warp.
+template <class R>
+__global__ void sum_parts_kernel(const R* parts, R* out, std::int64_t n) {
+  const int lane = threadIdx.x & 31;
+  R acc = 0;
+  for (std::int64_t i = lane; i < n; i += 32) acc += parts[i];
+  acc = warp_sum(acc);
+  if (lane == 0) out[0] = acc;
+}
+
 }  // namespace
 
 cudaError_t launch_swap12(const void* src, void* dst, Element type, std::int64_t A, std::int64_t X,
@@ -172,6 +265,46 @@ cudaError_t launch_softmax_backward(const void* probs, const void* dropped, cons
     softmax_backward_kernel<R><<<blocks_for_rows(rows), kThreads, 0, stream>>>(
         static_cast<const R*>(probs), static_cast<const R*>(dropped), static_cast<const R*>(own),
         static_cast<R*>(ds), vis, rows, static_cast<R>(1.0 / (1.0 - rate)), static_cast<R>(scale));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_additive_scores(const void* qt, const void* kt, const void* w, std::int64_t nw,
+                                   void* probs, Element type, std::int64_t B, std::int64_t H, std::int64_t G,
+                                   std::int64_t T, std::int64_t S, std::int64_t D, double scale,
+                                   cudaStream_t stream) {
+  const AdditiveSizes z{B, H, G, T, S, D};
+  return visit_element<float, double>(type, [&](auto tag) {
+    using R = typename decltype(tag)::type;
+    return launch_elementwise(additive_scores_kernel<R>, B * H * T * S, stream, static_cast<const R*>(qt),
+                              static_cast<const R*>(kt), static_cast<const R*>(w), nw, static_cast<R*>(probs),
+                              z, static_cast<R>(scale));
+  });
+}
+
+cudaError_t launch_additive_backward(const void* qt, const void* kt, const void* w, std::int64_t nw,
+                                     const void* ds, void* dqt, void* dkt, void* dw, void* parts,
+                                     Element type, std::int64_t B, std::int64_t H, std::int64_t G,
+                                     std::int64_t T, std::int64_t S, std::int64_t D, cudaStream_t stream) {
+  const AdditiveSizes z{B, H, G, T, S, D};
+  return visit_element<float, double>(type, [&](auto tag) {
+    using R = typename decltype(tag)::type;
+    const R* q = static_cast<const R*>(qt);
+    const R* k = static_cast<const R*>(kt);
+    const R* wr = static_cast<const R*>(w);
+    const R* g = static_cast<const R*>(ds);
+    cudaError_t e = cudaSuccess;
+    if (dqt && (e = launch_elementwise(additive_dq_kernel<R>, B * H * T * D, stream, q, k, wr, nw, g,
+                                       static_cast<R*>(dqt), z)) != cudaSuccess)
+      return e;
+    if (dkt && (e = launch_elementwise(additive_dk_kernel<R>, B * G * S * D, stream, q, k, wr, nw, g,
+                                       static_cast<R*>(dkt), z)) != cudaSuccess)
+      return e;
+    if (!dw || D <= 0) return e;
+    R* out = nw == 1 && D != 1 ? static_cast<R*>(parts) : static_cast<R*>(dw);
+    additive_dw_kernel<R><<<blocks_for_rows(D), kThreads, 0, stream>>>(q, k, g, out, z);
+    if ((e = cudaGetLastError()) != cudaSuccess || out == dw) return e;
+    sum_parts_kernel<R><<<1, 32, 0, stream>>>(out, static_cast<R*>(dw), D);
     return cudaGetLastError();
   });
 }

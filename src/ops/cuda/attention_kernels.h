@@ -51,4 +51,20 @@ cudaError_t launch_softmax_backward(const void* probs, const void* dropped, cons
                                     Element type, const Visibility& vis, std::int64_t rows, double rate,
                                     double scale, cudaStream_t stream);
 
+// The additive score (ops.h's AttentionScore::additive) on the head-major copies qt [B, H, T, D] and kt [B, G, S, D]
+// (query head h reads key head h / (H / G)): probs [B, H, T, S] = scale * sum_d w[d] tanh(q + k), w null: 1, nw 1:
+// w[0] for every d.
+cudaError_t launch_additive_scores(const void* qt, const void* kt, const void* w, std::int64_t nw,
+                                   void* probs, Element type, std::int64_t B, std::int64_t H, std::int64_t G,
+                                   std::int64_t T, std::int64_t S, std::int64_t D, double scale,
+                                   cudaStream_t stream);
+
+// Back through launch_additive_scores from ds [B, H, T, S] (the scores' gradient, scale in it): dqt [B, H, T, D],
+// dkt [B, G, S, D] and dw [nw] (each written; null: skipped). dw needs `parts`, D values of scratch, when nw is 1.
+// Every value is one thread's or one warp's sum (no atomics: deterministic).
+cudaError_t launch_additive_backward(const void* qt, const void* kt, const void* w, std::int64_t nw,
+                                     const void* ds, void* dqt, void* dkt, void* dw, void* parts,
+                                     Element type, std::int64_t B, std::int64_t H, std::int64_t G,
+                                     std::int64_t T, std::int64_t S, std::int64_t D, cudaStream_t stream);
+
 }  // namespace systolic::ops::cuda::attn

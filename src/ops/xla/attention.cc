@@ -1,4 +1,5 @@
-// Scaled dot-product attention on the XLA backend (xla_backend.h): batched dot_generals over (batch, head), the
+// Scaled dot-product attention on the XLA backend (xla_backend.h): batched dot_generals over (batch, head) (the
+// additive score: tanh(q + k) over [B, H, T, S, D], weighted and summed over D), the
 // masks as one predicate over the scores [B, H, T, S], the softmax over the kept keys, and dropout's keep bits
 // drawn as ops::dropout_forward's over probs' elements (elementwise.cc's rule), so every backend drops the same
 // probabilities. Grouped key/value heads are broadcast to the query heads, and their gradients summed back.
@@ -64,17 +65,41 @@ E dropout_keep(const AttentionParams& p, const Tensor& step, const AttentionLayo
   return reshape(convert(shift_right(words, 8), Elem::f32) >= static_cast<double>(threshold), d.scores());
 }
 
+// The additive score's terms over [B, H, T, S, D]: u = tanh(q + k) and its weights w broadcast to them (an
+// undefined E for weights of 1).
+struct Additive {
+  E u, w;
+};
+Additive additive_terms(const E& qv, const E& kv, const Tensor& score_weights, const AttentionLayout& d) {
+  const std::vector<std::int64_t> dims{d.B, d.H, d.T, d.S, d.D};
+  Additive a{tanh(broadcast(qv, dims, {0, 2, 1, 4}) + broadcast(kv, dims, {0, 3, 1, 4})), E()};
+  if (score_weights.defined()) {
+    E w = read(score_weights);
+    a.w = score_weights.numel() == 1 && d.D != 1 ? broadcast(reshape(w, {}), dims, {})
+                                                 : broadcast(w, dims, {4});
+  }
+  return a;
+}
+
+// scores [B, H, T, S] before the scale: q against k, by p.score.
+E raw_scores(const AttentionParams& p, const E& qv, const E& kv, const Tensor& score_weights,
+             const AttentionLayout& d) {
+  if (p.score == AttentionScore::dot)  // batch (b, h), q's t against k's s over D
+    return E(hlo().dot_general(qv.v, kv.v, {0, 2}, {0, 2}, {3}, {3}, qv.elem()));
+  const Additive a = additive_terms(qv, kv, score_weights, d);
+  return sum(defined(a.w) ? a.w * a.u : a.u, {4});
+}
+
 }  // namespace
 
 const DTypes attention_forward_dtypes = kFloatsAndBf16;
 void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                       const Tensor& step, Tensor& y, Tensor& probs) {
+                       const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,
+                       const Tensor& attention_mask, const Tensor& step, Tensor& y, Tensor& probs) {
   traced([&] {
     const AttentionLayout d(q, k, v);
     E qv = read(q), kv = to_heads(read(k), d), vv = to_heads(read(v), d);
-    // scores [B, H, T, S]: batch (b, h), q's t against k's s over D.
-    E scores = E(hlo().dot_general(qv.v, kv.v, {0, 2}, {0, 2}, {3}, {3}, qv.elem())) * p.scale;
+    E scores = raw_scores(p, qv, kv, score_weights, d) * p.scale;  // [B, H, T, S]
     E kept = visible(p, query_mask, key_mask, attention_mask, d);
     const double lowest = -1e30;  // below any score; a row with nothing kept is zeroed below
     E masked = defined(kept) ? where(kept, scores, lowest) : scores;
@@ -95,9 +120,10 @@ void attention_forward(const AttentionParams& p, const Tensor& q, const Tensor& 
 
 const DTypes attention_backward_dtypes = kFloatsAndBf16;
 void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& query_mask, const Tensor& key_mask, const Tensor& attention_mask,
-                        const Tensor& step, const Tensor& probs, const Tensor& dy, const Tensor& dprobs,
-                        Tensor& dq, Tensor& dk, Tensor& dv) {
+                        const Tensor& score_weights, const Tensor& query_mask, const Tensor& key_mask,
+                        const Tensor& attention_mask, const Tensor& step, const Tensor& probs,
+                        const Tensor& dy, const Tensor& dprobs, Tensor& dq, Tensor& dk, Tensor& dv,
+                        Tensor& dscore_weights) {
   // A masked score gets no gradient: its probability is 0 where its row keeps some key; a row that keeps none (1/S
   // with empty_rows_uniform) is found by the masks.
   traced([&] {
@@ -111,7 +137,7 @@ void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor&
       E full = E(hlo().dot_general(dropped.v, g.v, {0, 1}, {0, 2}, {2}, {1}, g.elem()));
       write(dv, from_heads(transpose(full, {0, 2, 1, 3}), d));
     }
-    if (!dq.defined() && !dk.defined()) return;
+    if (!dq.defined() && !dk.defined() && !dscore_weights.defined()) return;
     E vv = to_heads(read(v), d);
     E dd = E(hlo().dot_general(g.v, vv.v, {0, 2}, {0, 2}, {3}, {3}, g.elem()));  // [B, H, T, S]
     E dp = defined(keep) ? where(keep, dd * inv, 0.0) : dd;
@@ -121,6 +147,21 @@ void attention_backward(const AttentionParams& p, const Tensor& q, const Tensor&
     if (p.empty_rows_uniform) {
       E kept = visible(p, query_mask, key_mask, attention_mask, d);
       if (defined(kept)) ds = where(kept, ds, 0.0);
+    }
+    if (p.score == AttentionScore::additive) {
+      // f = ds w (1 - u^2) over [B, H, T, S, D]: dq sums it over s, dk over t; dw = sum of ds u.
+      const Additive a = additive_terms(read(q), to_heads(read(k), d), score_weights, d);
+      const std::vector<std::int64_t> dims{d.B, d.H, d.T, d.S, d.D};
+      E g = broadcast(ds, dims, {0, 1, 2, 3});
+      E f = g * (1.0 - a.u * a.u);
+      if (defined(a.w)) f = f * a.w;
+      if (dq.defined()) write(dq, transpose(sum(f, {3}), {0, 2, 1, 3}));
+      if (dk.defined()) write(dk, from_heads(transpose(sum(f, {2}), {0, 2, 1, 3}), d));
+      if (dscore_weights.defined()) {
+        E dw = sum(g * a.u, {0, 1, 2, 3});
+        write(dscore_weights, dscore_weights.numel() == 1 && d.D != 1 ? reshape(sum_all(dw), {1}) : dw);
+      }
+      return;
     }
     if (dq.defined()) {
       E kv = to_heads(read(k), d);
