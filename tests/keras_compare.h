@@ -8,9 +8,27 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace systolic::testing {
+
+// model_from_json's error for a Keras model config whose first layer of class `class_name` is changed by
+// `change(layer)` (the layer's whole JSON: config and inbound nodes): how tests check that a bad option is refused
+// by name.
+template <class Change>
+std::string error_with_layer_changed(const nlohmann::json& config, const std::string& class_name,
+                                     Change change) {
+  nlohmann::json c = config;
+  for (auto& l : c["config"]["layers"])
+    if (l["class_name"] == class_name) {
+      change(l);
+      break;
+    }
+  return error_of([&] { model_from_json(c.dump()); });
+}
 
 // The model's weights (get_weights()) flattened in order, as the fixtures hold Keras's.
 inline std::vector<double> flat_weights(const Model& m) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fixture.h"
+#include "keras_compare.h"
 #include "ops/activation_math.h"
 #include "saving/keras_zip.h"
 #include "test_util.h"
@@ -173,13 +174,8 @@ TEST(KerasActivationLayers, SoftmaxOverOtherAxesIsWrittenAsKerasWritesIt) {
   EXPECT_EQ(softmaxes(ours)[0]["axis"], 1);
   EXPECT_EQ(softmaxes(ours)[1]["axis"], json::array({1, 2}));
   auto with_axis = [&](const json& axis) {
-    json c = keras;
-    for (auto& l : c["config"]["layers"])
-      if (l["class_name"] == "Softmax") {
-        l["config"]["axis"] = axis;
-        break;
-      }
-    return error_of([&] { model_from_json(c.dump()); });
+    return systolic::testing::error_with_layer_changed(keras, "Softmax",
+                                                       [&](json& l) { l["config"]["axis"] = axis; });
   };
   EXPECT_THAT(with_axis(0), HasSubstr("batch axis"));
   EXPECT_THAT(with_axis(3), HasSubstr("out of range"));

@@ -178,13 +178,7 @@ TEST(GroupedQueryAttention, PredictsAsKerasAndIsWrittenAsKerasWritesIt) {
 TEST(GroupedQueryAttention, RefusesWhatKerasRefusesAndWhatItDoesNotRun) {
   auto keras = keras_io::read_keras_archive_file(fixture("grouped.keras")).config;
   auto with = [&](auto change) {
-    json c = keras;
-    for (auto& l : c["config"]["layers"])
-      if (l["class_name"] == "GroupQueryAttention") {
-        change(l);
-        break;
-      }
-    return error_of([&] { model_from_json(c.dump()); });
+    return systolic::testing::error_with_layer_changed(keras, "GroupQueryAttention", change);
   };
   EXPECT_THAT(with([](json& l) { l["config"]["use_gate"] = "yes"; }), HasSubstr("use_gate"));
   EXPECT_THAT(with([](json& l) { l["config"]["num_key_value_heads"] = 3; }),
@@ -541,13 +535,8 @@ TEST(EinsumDense, PredictsAsKerasAndIsWrittenAsKerasWritesIt) {
             p.to_doubles());
 
   auto with = [&](auto change) {
-    json c = keras;
-    for (auto& l : c["config"]["layers"])
-      if (l["class_name"] == "EinsumDense") {
-        change(l["config"]);
-        break;
-      }
-    return error_of([&] { model_from_json(c.dump()); });
+    return systolic::testing::error_with_layer_changed(keras, "EinsumDense",
+                                                       [&](json& l) { change(l["config"]); });
   };
   EXPECT_THAT(with([](json& c) {
                 c["equation"] = "abc,bcd->abd";
@@ -607,13 +596,7 @@ TEST(EinsumDense, FromTheApi) {
 TEST(DotProductAttention, RefusesWhatItDoesNotRunByName) {
   auto keras = keras_io::read_keras_archive_file(fixture("luong.keras")).config;
   auto with = [&](auto change) {
-    json c = keras;
-    for (auto& l : c["config"]["layers"])
-      if (l["class_name"] == "Attention") {
-        change(l);
-        break;
-      }
-    return error_of([&] { model_from_json(c.dump()); });
+    return systolic::testing::error_with_layer_changed(keras, "Attention", change);
   };
   EXPECT_THAT(with([](json& l) { l["config"]["score_mode"] = "cosine"; }),
               HasSubstr("must be \"dot\" or \"concat\""));
@@ -630,13 +613,7 @@ TEST(DotProductAttention, RefusesWhatItDoesNotRunByName) {
 TEST(MultiHeadAttentionConfig, RefusesWhatItDoesNotRunByName) {
   auto keras = keras_io::read_keras_archive_file(fixture("call_forms.keras")).config;
   auto with = [&](auto change) {
-    json c = keras;
-    for (auto& l : c["config"]["layers"])
-      if (l["class_name"] == "MultiHeadAttention") {
-        change(l);
-        break;
-      }
-    return error_of([&] { model_from_json(c.dump()); });
+    return systolic::testing::error_with_layer_changed(keras, "MultiHeadAttention", change);
   };
   EXPECT_THAT(with([](json& l) { l["config"]["use_gate"] = "yes"; }), HasSubstr("use_gate"));
   EXPECT_THAT(with([](json& l) { l["config"]["attention_axes"] = {2}; }), HasSubstr("attention_axes"));
