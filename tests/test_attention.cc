@@ -428,6 +428,76 @@ TEST(AttentionScores, PredictAsKerasAndAreWrittenAsKerasWritesThem) {
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(back[i].to_doubles(), got[i].to_doubles());
 }
 
+// attention_axes that are not the last middle axes: (1,) over an image (each column attends along the rows; the
+// scores (batch, columns, heads, rows, rows) an output), (1, 3) over inputs of rank 5 with a value whose attended
+// axes are longer, and (-3,): predict as Keras, and are written back as Keras writes them.
+TEST(AttentionAxes, PredictAsKerasAndAreWrittenAsKerasWritesThem) {
+  Model m = load_model(fixture("axes.keras"));
+  auto npz = npy::load_npz(fixture("axes.npz"));
+  Arrays x;
+  for (const char* name : {"image", "volume", "other"}) x.push_back(npz.at(name));
+  std::vector<Tensor> got = m.predict_outputs(x, {.verbose = 0});
+  const json& want = expected()["axes"]["outputs"];
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_EQ(got[1].shape(), Shape({3, 3, 2, 4, 4}));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_LT(max_abs_diff(got[i], Tensor::from_vector(want[i].get<std::vector<double>>(), got[i].shape())),
+              1e-5);
+  }
+  auto keras = keras_io::read_keras_archive_file(fixture("axes.keras")).config;
+  auto ours = json::parse(m.to_json());
+  auto configs = [](const json& config) {
+    std::vector<json> out;
+    for (auto& l : config["config"]["layers"])
+      if (l["class_name"] == "MultiHeadAttention") {
+        json c = l["config"];
+        c.erase("dtype");
+        c["kernel_initializer"]["config"].erase("input_axes");  // Keras 3.15's (null), left out as above
+        c["kernel_initializer"]["config"].erase("output_axes");
+        out.push_back(c);
+      }
+    return out;
+  };
+  EXPECT_EQ(configs(ours), configs(keras));
+  ASSERT_EQ(configs(ours).size(), 3u);
+  EXPECT_EQ(configs(ours)[2]["attention_axes"], json::array({2}));  // (-3,), as Keras's build writes it
+  systolic::testing::TempDir tmp;
+  m.save(tmp.file("a.keras"));
+  std::vector<Tensor> back = load_model(tmp.file("a.keras")).predict_outputs(x, {.verbose = 0});
+  ASSERT_EQ(back.size(), got.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(back[i].to_doubles(), got[i].to_doubles());
+}
+
+// attention_axes that are not distinct middle axes are refused by name, and so are Keras masks when the attended
+// axes come before others.
+TEST(AttentionAxes, RefusesWhatItDoesNotRunByName) {
+  clear_session();
+  auto img = layers::Input({4, 3, 2});
+  EXPECT_THAT(error_of([&] {
+                layers::MultiHeadAttention(2, 2, {.attention_axes = {{3}}})({img, img});
+              }),
+              HasSubstr("attention_axes [3]: expected distinct axes"));
+  EXPECT_THAT(error_of([&] {
+                layers::MultiHeadAttention(2, 2, {.attention_axes = {{1, 1}}})({img, img});
+              }),
+              HasSubstr("attention_axes [1, 1]"));
+  auto other = layers::Input({5, 4, 2});
+  EXPECT_THAT(error_of([&] {
+                layers::MultiHeadAttention(2, 2, {.attention_axes = {{1}}})({img, other});
+              }),
+              HasSubstr("the axes not in attention_axes must be equal"));
+  auto ids = layers::Input({4, 3});
+  auto e = layers::Embedding(10, 2, {.mask_zero = true})(ids);
+  auto y = layers::MultiHeadAttention(2, 2, {.attention_axes = {{1}}})({e, e});
+  Model m(ids, y);
+  EXPECT_THAT(error_of([&] {
+                m.predict(Tensor::from_vector<double>(std::vector<double>(24, 1.0), {2, 4, 3}));
+              }),
+              HasSubstr("Keras masks with attention_axes [1]"));
+}
+
 // The API: call_all gives the result and the scores; every call of a layer asks for them alike.
 TEST(AttentionScores, FromTheApi) {
   clear_session();

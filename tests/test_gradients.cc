@@ -677,6 +677,12 @@ TEST(GradientCheck, MultiHeadAttention) {
   // query's), with the scores as an output.
   check_layer(layers::MultiHeadAttention(2, 2, {.attention_axes = {{2}}, .return_attention_scores = true}),
               {{2, 2, 3, 3}, {2, 2, 4, 2}}, 70);
+  // attention_axes before an axis not attended over (the projections moved around the op): (1,) with the scores,
+  // and (1, 3) over inputs of rank 5 with a key of its own.
+  check_layer(layers::MultiHeadAttention(2, 2, {.attention_axes = {{1}}, .return_attention_scores = true}),
+              {{2, 3, 2, 3}, {2, 4, 2, 2}}, 87);
+  check_layer(layers::MultiHeadAttention(1, 2, {.value_dim = 3, .attention_axes = {{1, 3}}}),
+              {{2, 2, 2, 3, 2}, {2, 3, 2, 2, 2}, {2, 3, 2, 2, 3}}, 88);
   // use_gate: the gate's gradient joins the query's (a key of its own, then the value its own key).
   check_layer(layers::MultiHeadAttention(2, 3, {.value_dim = 2, .use_gate = true}),
               {{2, 5, 3}, {2, 4, 3}, {2, 4, 2}}, 77);

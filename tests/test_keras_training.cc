@@ -84,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, KerasTraining,
                                            "transformer_series", "masked_attention", "text_transformer",
                                            "grouped_attention", "luong_attention", "attention_scores",
                                            "softmax_axes", "einsum_dense", "gated_attention",
-                                           "additive_attention"));
+                                           "additive_attention", "axial_attention"));
 
 // A model trained on here and saved comes back with the same optimizer (its class, clipping and weight decay) and
 // evaluates the same.
@@ -120,7 +120,8 @@ TEST(KerasTrainingFiles, SavedAfterTrainingComesBackTheSame) {
                            "softmax_axes",
                            "einsum_dense",
                            "gated_attention",
-                           "additive_attention"}) {
+                           "additive_attention",
+                           "axial_attention"}) {
     SCOPED_TRACE(name);
     auto d = datasets::load(std::string("npz:") + fixture(std::string(name) + ".npz"));
     Model m = load_model(fixture(std::string(name) + ".keras"));

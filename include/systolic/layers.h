@@ -423,8 +423,9 @@ struct MultiHeadAttentionOptions {
   double dropout = 0.0;
   bool use_bias = true;
   std::optional<std::vector<std::int64_t>> output_shape;  // default: the query's last dimension
-  // Keras's attention_axes: the query's axes attended over (none: all between the batch and the last). systolic
-  // runs the last of those axes (a tail of them): the axes before them are batch axes of the product.
+  // Keras's attention_axes: the query's axes attended over (none: all between the batch and the last); the
+  // others are batch axes of the product (the projections transposed when an attended axis comes before one of
+  // them; Keras masks are then refused).
   std::optional<std::vector<int>> attention_axes;
   // Keras's use_gate: a sigmoid gate from the query (an EinsumDense like the value's projection, (Cq, heads,
   // value_dim)) multiplies the attention's output before the output projection.

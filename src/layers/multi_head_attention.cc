@@ -6,6 +6,10 @@
 // value_dim, output_shape...) and bias (output_shape...), made as the dense matrices they are so that the Glorot
 // fans are EinsumDense's (Keras 3.15: fan_in the input axes, fan_out the output axes), then viewed in those shapes.
 //
+// attention_axes: the middle axes not attended over join the batch of the product (a view when they come first);
+// when an attended axis comes before one of them, the projections are transposed into that order around the op
+// (AxesPlan), the scores already in Keras's layout (those axes, heads, the attended ones).
+//
 // use_gate (Keras 3.15): a sigmoid gate, the query projected like the value (weights between the key's and the
 // value's, under _gate_dense in Keras 3's files), multiplies the attention's output before the output projection.
 //
@@ -32,6 +36,7 @@
 
 #include "core/philox.h"
 #include "layers/config.h"
+#include "layers/permutation.h"
 
 namespace systolic::layers {
 
@@ -122,37 +127,52 @@ class MultiHeadAttentionLayer final : public Layer {
     called_ = true;
   }
 
-  // With return_attention_scores: the probabilities (the axes before attention_axes..., heads, the query's attended
-  // axes..., the value's...), as the op lays them out ([N * those first axes, heads, T, S] with T and S the
-  // products of the attended axes).
+  // With return_attention_scores: the probabilities (the axes not attended over..., heads, the query's attended
+  // axes..., the value's...), as Keras lays them out and the op writes them ([N * the axes not attended over,
+  // heads, T, S] with T and S the products of the attended axes).
   std::vector<Shape> more_output_shapes(const std::vector<Shape>& in) const override {
     if (!o_.return_attention_scores) return {};
-    const int lead = lead_axes(in[0].rank());
+    const AxesPlan plan = plan_axes(in[0].rank());
     std::vector<std::int64_t> dims;
-    for (int i = 0; i < lead; ++i) dims.push_back(in[0][i]);
+    for (int a : plan.lead) dims.push_back(in[0][a - 1]);
     dims.push_back(heads_);
     for (const Shape* s : {&in[0], &in[1]})
-      for (int i = lead; i + 1 < s->rank(); ++i) dims.push_back((*s)[i]);
+      for (int a : plan.attended) dims.push_back((*s)[a - 1]);
     return {Shape(dims)};
   }
 
-  // How many of the query's middle axes (after the batch's) come before those attended over: Keras's attention_axes
-  // (systolic's must be the last middle axes, so that the first ones are batch axes of the product: a view).
-  // Throws naming attention_axes otherwise.
-  int lead_axes(int query_rank) const {
-    if (!o_.attention_axes) return 0;
-    std::vector<int> axes;
-    for (int a : *o_.attention_axes) axes.push_back(a < 0 ? a + query_rank + 1 : a);
-    std::sort(axes.begin(), axes.end());
-    const int first = axes.empty() ? query_rank : query_rank - static_cast<int>(axes.size());
-    std::vector<int> suffix;
-    for (int a = first; a < query_rank; ++a) suffix.push_back(a);
-    if (axes.empty() || axes != suffix || first < 1)
-      fail_shape("attention_axes " + axes_str(*o_.attention_axes) +
-                 ": systolic attends over the last axes between the batch and the features (" +
-                 axes_str(suffix) + " or a shorter tail of them, for a query of rank " +
-                 std::to_string(query_rank + 1) + ")");
-    return first - 1;
+  // Keras's attention_axes over a query of rank `query_rank` (without the batch's axis), in Keras's numbering (the
+  // batch's axis 0): the middle axes attended over and the others (`lead`, batch axes of the product), each in
+  // order. The op attends over the last middle axes: when an attended axis comes before a lead one, the projections
+  // are transposed (`perm`: the batch's axis, the lead axes, the attended ones, the last) around it. Throws naming
+  // attention_axes when they are not distinct middle axes.
+  struct AxesPlan {
+    std::vector<int> lead, attended, perm;
+    bool moved = false;
+  };
+  AxesPlan plan_axes(int query_rank) const {
+    AxesPlan p;
+    std::vector<int> given;
+    if (o_.attention_axes)
+      for (int a : *o_.attention_axes) given.push_back(a < 0 ? a + query_rank + 1 : a);
+    else
+      for (int a = 1; a < query_rank; ++a) given.push_back(a);
+    std::sort(given.begin(), given.end());
+    const bool distinct = std::adjacent_find(given.begin(), given.end()) == given.end();
+    if (given.empty() || !distinct || given.front() < 1 || given.back() > query_rank - 1)
+      fail_shape("attention_axes " + axes_str(o_.attention_axes.value_or(std::vector<int>{})) +
+                 ": expected distinct axes between the batch's and the features' (1 to " +
+                 std::to_string(query_rank - 1) + ", or negative), for a query of rank " +
+                 std::to_string(query_rank + 1));
+    p.attended = given;
+    for (int a = 1; a < query_rank; ++a)
+      if (!std::binary_search(given.begin(), given.end(), a)) p.lead.push_back(a);
+    p.perm.push_back(0);
+    for (int a : p.lead) p.perm.push_back(a);
+    for (int a : p.attended) p.perm.push_back(a);
+    p.perm.push_back(query_rank);
+    p.moved = !p.lead.empty() && p.lead.back() > p.attended.front();
+    return p;
   }
 
   Shape compute_output_shape(const std::vector<Shape>& in) const override {
@@ -186,11 +206,10 @@ class MultiHeadAttentionLayer final : public Layer {
         fail_shape("attention_mask " + m.keras_str() + ": expected (None, " + std::to_string(q[0]) + ", " +
                    std::to_string(v[0]) + ")");
     }
-    const int lead = lead_axes(q.rank());
-    for (int i = 0; i < lead; ++i)
-      if (v[i] != q[i] || (has_key(n) && in[2][i] != q[i]))
+    for (int a : plan_axes(q.rank()).lead)
+      if (v[a - 1] != q[a - 1] || (has_key(n) && in[2][a - 1] != q[a - 1]))
         fail_shape("query " + q.keras_str() + " and value " + v.keras_str() +
-                   ": the axes before attention_axes must be equal");
+                   ": the axes not in attention_axes must be equal");
     std::vector<std::int64_t> dims;
     for (int i = 0; i + 1 < q.rank(); ++i) dims.push_back(q[i]);
     for (std::int64_t d : output_dims(q)) dims.push_back(d);
@@ -253,7 +272,7 @@ class MultiHeadAttentionLayer final : public Layer {
   void build(const std::vector<Shape>& in) override {
     called_ = true;
     query_rank_ = in[0].rank();
-    lead_ = lead_axes(query_rank_);
+    axes_ = plan_axes(query_rank_);
     const std::int64_t cq = in[0][-1], cv = in[1][-1], ck = has_key(in.size()) ? in[2][-1] : cv;
     const std::int64_t H = heads_, G = kv_heads_, D = key_dim_, E = value_dim_, P = out_size(in[0]);
     const WeightOptions kernel{o_.kernel_regularizer, o_.kernel_constraint},
@@ -290,7 +309,17 @@ class MultiHeadAttentionLayer final : public Layer {
     project(kValue, value(c), b.cv, GE, b.v);
     Tensor qmask, kmask, amask;
     masks(c, b, qmask, kmask, amask);
-    ops::attention_forward(params(c), b.q, b.k, b.v, Tensor(), qmask, kmask, amask, step_of(c), b.o, b.probs);
+    if (axes_.moved) {  // the op attends over the last middle axes: the lead axes moved first, and back after
+      to_moved(query(c), b.q, b.mq);
+      to_moved(key(c), b.k, b.mk);
+      to_moved(value(c), b.v, b.mv);
+      ops::attention_forward(params(c), b.mq, b.mk, b.mv, Tensor(), qmask, kmask, amask, step_of(c), b.mo,
+                             b.probs);
+      from_moved(query(c), b.mo, b.o);
+    } else {
+      ops::attention_forward(params(c), b.q, b.k, b.v, Tensor(), qmask, kmask, amask, step_of(c), b.o,
+                             b.probs);
+    }
     const std::int64_t HE = heads_ * value_dim_;
     if (o_.use_gate) {  // Keras's gate: sigmoid(the query's projection) times the attention's output
       project(kGate, query(c), b.cq, HE, b.gate);
@@ -320,8 +349,17 @@ class MultiHeadAttentionLayer final : public Layer {
     Tensor dscores = scores_gradient(c);
     if (dscores.defined()) dscores = dscores.reshape(b.probs.shape());
     Tensor no_score_weights;
-    ops::attention_backward(params(c), b.q, b.k, b.v, Tensor(), qmask, kmask, amask, step_of(c), b.probs,
-                            dattended, dscores, b.dq, b.dk, b.dv, no_score_weights);
+    if (axes_.moved) {
+      to_moved(query(c), dattended, b.mdo);
+      ops::attention_backward(params(c), b.mq, b.mk, b.mv, Tensor(), qmask, kmask, amask, step_of(c), b.probs,
+                              b.mdo, dscores, b.mdq, b.mdk, b.mdv, no_score_weights);
+      from_moved(query(c), b.mdq, b.dq);
+      from_moved(key(c), b.mdk, b.dk);
+      from_moved(value(c), b.mdv, b.dv);
+    } else {
+      ops::attention_backward(params(c), b.q, b.k, b.v, Tensor(), qmask, kmask, amask, step_of(c), b.probs,
+                              dattended, dscores, b.dq, b.dk, b.dv, no_score_weights);
+    }
     // The projections' gradients: each input's (=), the key's added to the value's when the value is the key, the
     // gate's added to the query's.
     const std::int64_t HD = heads_ * key_dim_, GD = kv_heads_ * key_dim_, GE = kv_heads_ * value_dim_;
@@ -345,7 +383,7 @@ class MultiHeadAttentionLayer final : public Layer {
   }
 
  private:
-  static constexpr std::size_t kSaved = 16;
+  static constexpr std::size_t kSaved = 24;
   // The projections; their weights lie in Keras's order: query, key, the gate (use_gate), value, output.
   enum Projection : int { kQuery, kKey, kValue, kOutput, kGate };
   std::size_t position(int w) const {
@@ -388,6 +426,33 @@ class MultiHeadAttentionLayer final : public Layer {
   }
   static Tensor flat(const Tensor& t) { return t.reshape({t.numel()}); }
 
+  // x, a projection of `input` (its middle axes, then the projection's values), into the moved layout (the batch's
+  // axis, the lead axes, the attended ones, the values) and back.
+  void to_moved(const Tensor& input, const Tensor& x, const Tensor& moved) const {
+    const Shape dims = projection_dims(input, x);
+    std::vector<std::int64_t> to;
+    for (int a : axes_.perm) to.push_back(dims[a]);
+    Tensor out = moved.reshape(Shape(to));
+    ops::transpose(x.reshape(dims), out, axes_.perm);
+  }
+  void from_moved(const Tensor& input, const Tensor& moved, const Tensor& x) const {
+    const Shape dims = projection_dims(input, x);
+    std::vector<std::int64_t> from;
+    for (int a : axes_.perm) from.push_back(dims[a]);
+    Tensor out = x.reshape(dims);
+    ops::transpose(moved.reshape(Shape(from)), out, inverse_permutation(axes_.perm));
+  }
+  static Shape projection_dims(const Tensor& input, const Tensor& x) {
+    std::vector<std::int64_t> dims;
+    std::int64_t rows = 1;
+    for (int i = 0; i + 1 < input.rank(); ++i) {
+      dims.push_back(input.dim(i));
+      rows *= input.dim(i);
+    }
+    dims.push_back(x.numel() / std::max<std::int64_t>(1, rows));
+    return Shape(dims);
+  }
+
   bool has_key(std::size_t inputs) const { return inputs == (o_.attention_mask_input ? 4u : 3u); }
   std::vector<std::int64_t> output_dims(const Shape& query) const {
     return o_.output_shape ? *o_.output_shape : std::vector<std::int64_t>{query[-1]};
@@ -418,23 +483,48 @@ class MultiHeadAttentionLayer final : public Layer {
     std::int64_t N, T, S, cq, cv, ck, P;
     Tensor q, k, v, o, probs, dq, dk, dv, dO, dkey_input, key_mask;
     Tensor gate, gated, d_o, dgate, dquery_gate;  // use_gate's (empty without it)
+    // With attention axes moved (AxesPlan::moved): the op's q, k, v, output and their gradients, in the moved layout
+    // (the lead axes first; empty otherwise).
+    Tensor mq, mk, mv, mo, mdq, mdk, mdv, mdo;
   };
   Buffers buffers(LayerCall& c) {
     const Tensor& x = query(c);
-    // The axes before attention_axes join the batch's: N counts every (batch, those axes) row.
+    // The axes not attended over join the batch's: N counts every (batch, those axes) row.
     std::int64_t N = x.dim(0);
-    for (int i = 1; i <= lead_; ++i) N *= x.dim(i);
+    for (int a : axes_.lead) N *= x.dim(a);
     const std::int64_t cq = x.dim(-1), cv = value(c).dim(-1), ck = key(c).dim(-1);
     const std::int64_t T = x.numel() / std::max<std::int64_t>(1, N * cq);
     const std::int64_t S = value(c).numel() / std::max<std::int64_t>(1, N * cv);
     const std::int64_t H = heads_, G = kv_heads_, D = key_dim_, E = value_dim_,
                        P = c.output.numel() / std::max<std::int64_t>(1, N * T);
     const Shape gated = o_.use_gate ? Shape({N, T, H, E}) : Shape({0});
-    const Shape shapes[kSaved] = {
-        {N, T, H, D},   {N, S, G, D}, {N, S, G, E}, {N, T, H, E},
-        {N, H, T, S},   {N, T, H, D}, {N, S, G, D}, {N, S, G, E},
-        {N * T, H * E}, {N * S * cv}, {N, S},       gated,
-        gated,          gated,        gated,        o_.use_gate ? Shape({N * T * cq}) : Shape({0})};
+    const bool m = axes_.moved;
+    const Shape mq = m ? Shape({N, T, H, D}) : Shape({0}), mk = m ? Shape({N, S, G, D}) : Shape({0}),
+                mv = m ? Shape({N, S, G, E}) : Shape({0}), mo = m ? Shape({N, T, H, E}) : Shape({0});
+    const Shape shapes[kSaved] = {{N, T, H, D},
+                                  {N, S, G, D},
+                                  {N, S, G, E},
+                                  {N, T, H, E},
+                                  {N, H, T, S},
+                                  {N, T, H, D},
+                                  {N, S, G, D},
+                                  {N, S, G, E},
+                                  {N * T, H * E},
+                                  {N * S * cv},
+                                  {N, S},
+                                  gated,
+                                  gated,
+                                  gated,
+                                  gated,
+                                  o_.use_gate ? Shape({N * T * cq}) : Shape({0}),
+                                  mq,
+                                  mk,
+                                  mv,
+                                  mo,
+                                  mq,
+                                  mk,
+                                  mv,
+                                  mo};
     const DType t = x.dtype();
     bool fresh = c.saved.size() != kSaved;
     for (std::size_t i = 0; !fresh && i < kSaved; ++i)
@@ -444,8 +534,9 @@ class MultiHeadAttentionLayer final : public Layer {
       for (const Shape& s : shapes) c.saved.emplace_back(s, t, x.device());
     }
     auto& s = c.saved;
-    return {N,    T,    S,    cq,   cv,   ck,    P,     s[0],  s[1],  s[2],  s[3], s[4],
-            s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15]};
+    return {N,     T,     S,     cq,    cv,    ck,    P,     s[0],  s[1],  s[2],  s[3],
+            s[4],  s[5],  s[6],  s[7],  s[8],  s[9],  s[10], s[11], s[12], s[13], s[14],
+            s[15], s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23]};
   }
 
   // The Keras masks as the op takes them: the query's [N, T], the key's [N, S] (the value's, or the key's when the
@@ -453,6 +544,15 @@ class MultiHeadAttentionLayer final : public Layer {
   void masks(const LayerCall& c, const Buffers& b, Tensor& query_mask, Tensor& key_mask,
              Tensor& attention_mask) const {
     // The key's mask's buffer holds the data's dtype; Keras's masks come in it too.
+    if (axes_.moved) {
+      bool any = c.mask.defined();
+      for (const Tensor& m : c.masks) any = any || m.defined();
+      if (any)
+        fail(
+            "layer '{}' ({}): Keras masks with attention_axes {} are not supported (the attended axes come "
+            "before others)",
+            name(), class_name(), axes_str(o_.attention_axes.value_or(std::vector<int>{})));
+    }
     if (c.mask.defined()) query_mask = c.mask.reshape({b.N, b.T});
     if (c.masks.size() > 1) {
       const Tensor& vm = c.masks[1];
@@ -492,7 +592,7 @@ class MultiHeadAttentionLayer final : public Layer {
   std::uint64_t seed_;
   bool called_ = false;
   int query_rank_ = 0;  // without the batch axis
-  int lead_ = 0;        // from build: lead_axes, the query's middle axes before attention_axes
+  AxesPlan axes_;       // from build: plan_axes
 };
 
 // The options both layers' configs carry alike: use_gate, sliding_window, the projections' settings, the

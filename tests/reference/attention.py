@@ -44,11 +44,15 @@
                            and zero padded query rows), AdditiveAttention's scores over the masked embeddings as a
                            second output; the scalar weights set away from 1; untrained (seeded).
     additive.npz           its inputs (query, value, key, ids).
+    axes.keras             MultiHeadAttention over attention_axes that are not the last middle axes: (1,) over an
+                           image (each column attends along the rows, the scores an output), (1, 3) over inputs of
+                           rank 5 with a value of other attended sizes, and (-3,) (negative), untrained (seeded).
+    axes.npz               its inputs (image, volume, other).
 
 expected.json: Keras's predict of the first 32 test series and evaluate(batch_size=32) over the whole test split of
 the first; predict of the others on their inputs.
 
-    python3 tests/reference/attention.py [--out DIR] [--only grouped|luong|scores|einsum|gate|additive]
+    python3 tests/reference/attention.py [--out DIR] [--only grouped|luong|scores|einsum|gate|additive|axes]
     python3 tests/reference/attention.py --check MODEL.keras   # Keras evaluates a model systolic trained on
 
 Needs keras (3.x) and tensorflow-cpu from pip.
@@ -258,6 +262,29 @@ def additive():
     return model, inputs
 
 
+def axes():
+    keras.utils.set_random_seed(45)
+    img = keras.Input((4, 3, 2), name="image")
+    vol = keras.Input((3, 2, 4, 2), name="volume")
+    other = keras.Input((5, 2, 3, 3), name="other")
+    a, a_scores = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, attention_axes=(1,))(
+        img, img, return_attention_scores=True)
+    b = keras.layers.MultiHeadAttention(num_heads=2, key_dim=2, attention_axes=(1, 3))(vol, other)
+    c = keras.layers.MultiHeadAttention(num_heads=1, key_dim=2, value_dim=3, attention_axes=(-3,))(vol, vol)
+    flat = [keras.layers.Flatten()(t) for t in (a, b, c)]
+    model = keras.Model([img, vol, other], [keras.layers.Concatenate()(flat), a_scores])
+    rng = np.random.default_rng(46)
+    for w in model.weights:  # biases drawn, so that a misplaced one shows
+        if w.path.endswith("bias"):
+            w.assign(rng.normal(size=w.shape).astype(np.float32))
+    inputs = {
+        "image": rng.normal(size=(3, 4, 3, 2)).astype(np.float32),
+        "volume": rng.normal(size=(3, 3, 2, 4, 2)).astype(np.float32),
+        "other": rng.normal(size=(3, 5, 2, 3, 3)).astype(np.float32),
+    }
+    return model, inputs
+
+
 def check(path):
     data = np.load(SERIES)
     model = keras.models.load_model(path)
@@ -292,7 +319,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(HERE, "..", "fixtures", "attention"))
     ap.add_argument("--check", metavar="MODEL")
-    ap.add_argument("--only", choices=["grouped", "luong", "scores", "einsum", "gate", "additive"],
+    ap.add_argument("--only", choices=["grouped", "luong", "scores", "einsum", "gate", "additive", "axes"],
                     help="write this model alone, keeping the others' fixtures")
     args = ap.parse_args()
     if args.check:
@@ -308,7 +335,7 @@ def main():
         write_series_and_call_forms(args.out, expected)
 
     for name, make in (("grouped", grouped), ("luong", luong), ("scores", scores), ("einsum", einsum),
-                       ("gate", gate), ("additive", additive)):
+                       ("gate", gate), ("additive", additive), ("axes", axes)):
         if args.only and args.only != name:
             continue
         model, inputs = make()

@@ -122,7 +122,8 @@ def main():
                       ("attention/einsum.keras", "einsum_dense.keras3.json"),
                       ("attention/gate.keras", "attention_gate.keras3.json"),
                       ("keras_training/softmax_axes.keras", "softmax_axes.keras3.json"),
-                      ("attention/additive.keras", "additive_attention.keras3.json")):
+                      ("attention/additive.keras", "additive_attention.keras3.json"),
+                      ("attention/axes.keras", "attention_axes.keras3.json")):
         with zipfile.ZipFile(os.path.join(ROOT, "tests", "fixtures", src)) as z:
             write(d, name, z.read("config.json"))
 

@@ -704,6 +704,21 @@ def additive_attention(rng):
     return m, x, y
 
 
+def axial_attention(rng):
+    """MultiHeadAttention along one axis of a grid: inputs (6, 4, 2), attention_axes=(1,) (each of the 4 columns
+    attends along the 6 rows), then Flatten and the classifier; Adam."""
+    x = rng.normal(size=(80, 6, 4, 2))
+    y = (x[:, :3, :, 0].mean(axis=(1, 2)) > x[:, 3:, :, 1].mean(axis=(1, 2))).astype(np.int64)
+    keras.utils.set_random_seed(31)
+    i = keras.Input((6, 4, 2))
+    h = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, attention_axes=(1,))(i, i)
+    o = keras.layers.Dense(1, activation="sigmoid")(keras.layers.Flatten()(h))
+    m = keras.Model(i, o)
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=0.01), loss="binary_crossentropy",
+              metrics=["accuracy"])
+    return m, x, y
+
+
 CASES = [("binary", binary), ("regression", regression), ("columns", columns), ("factored", factored),
          ("orthogonal", orthogonal), ("sequence", sequence), ("text", text),
          ("recurrent", recurrent), ("masked_text", masked_text), ("masked_series", masked_series),
@@ -716,7 +731,7 @@ CASES = [("binary", binary), ("regression", regression), ("columns", columns), (
          ("grouped_attention", grouped_attention), ("luong_attention", luong_attention),
          ("attention_scores", attention_scores), ("softmax_axes", softmax_axes),
          ("einsum_dense", einsum_dense), ("gated_attention", gated_attention),
-         ("additive_attention", additive_attention)]
+         ("additive_attention", additive_attention), ("axial_attention", axial_attention)]
 
 
 def check(folder):
