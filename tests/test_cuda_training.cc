@@ -216,6 +216,33 @@ TEST(CudaTraining, CastMatchesTheCpu) {
   EXPECT_EQ(back.to_doubles(), half_cpu.to_doubles());
 }
 
+// The additive score on CUDA inside a model (attention_kernels.cu's score and gradient kernels): AdditiveAttention
+// with its per-feature scale, causal, with dropout, then Attention(score_mode="concat") with use_scale over it (its
+// scalar weights' gradients from the op's dscore_weights), as on the CPU.
+TEST(CudaTraining, AdditiveAttentionTrainsAsOnTheCpu) {
+  SYSTOLIC_REQUIRE_GPU();
+  Tensor x = systolic::testing::random_tensor({70, 12, 6}, 8);
+  Tensor y({70}, DType::int32);
+  for (std::int64_t i = 0; i < 70; ++i) y.data<std::int32_t>()[i] = static_cast<std::int32_t>(i % 3);
+  auto train = [&](Device device) {
+    clear_session();
+    set_random_seed(5);
+    auto in = layers::Input({12, 6});
+    auto h = layers::AdditiveAttention({.dropout = 0.1, .use_causal_mask = true})({in, in});
+    h = layers::Attention({.use_scale = true, .score_mode = "concat"})({h, in});
+    h = layers::GlobalAveragePooling1D()(h);
+    Model cpu_model(in, layers::Dense(3, {.activation = "softmax"})(h));
+    cpu_model.compile(optimizers::SGD(0.05), "sparse_categorical_crossentropy");
+    Model m = to_accelerator(cpu_model, distribute::OneDeviceStrategy(device));
+    m.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
+    return m.get_weights();
+  };
+  auto w_cpu = train(Device::cpu()), w_gpu = train(gpu());
+  ASSERT_EQ(w_cpu.size(), w_gpu.size());
+  for (std::size_t i = 0; i < w_cpu.size(); ++i)
+    EXPECT_LT(systolic::testing::max_abs_diff(w_cpu[i], w_gpu[i].to(Device::cpu())), 2e-3) << "weight " << i;
+}
+
 // The attention op on CUDA inside a model: causal mask and dropout on the probabilities (the same Philox bits as the
 // CPU's), grouped key/value heads, full batches replayed from the captured step, the last smaller one eager. SGD keeps the GPU's TF32
 // projections' rounding at its size in the weights (Adam would scale tiny gradients' differences up to full steps).
