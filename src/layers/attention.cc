@@ -204,14 +204,14 @@ class AttentionLayer final : public Layer {
     ops::attention_backward(params(c), scaled ? c.saved[kScaledQuery] : query4(c, n),
                             scaled_key ? c.saved[kScaledKey] : key4(c, n), value4(c, n), w, Tensor(),
                             key_mask, Tensor(), step_of(c), c.saved[kProbs], dy, dprobs, dq, dk, dvalue, dw);
-    if (dw.defined()) add_gradient(c, dw, *sw);
+    if (dw.defined()) add_weight_gradient(c, kWideGrad, kSlots, dw, *sw);
     // scaled = input * scale: the input's gradient is the scaled one's times scale; the scale's, the sum of their
     // product.
     auto unscale = [&](const Tensor& input, const Tensor& dscaled, Tensor& dinput) {
       if (!dscaled.defined()) return;
       Tensor ds = dscale ? slot(c, kScaleGrad, Shape({1}), like) : Tensor();
       ops::broadcast_backward(ops::BinaryKind::multiply, input, scale(), dscaled, dinput, ds);
-      if (ds.defined()) add_gradient(c, ds, weights()[0]);
+      if (ds.defined()) add_weight_gradient(c, kWideGrad, kSlots, ds, weights()[0]);
     };
     if (scaled) unscale(query4(c, n), dq, dquery);
     if (scaled_key) unscale(key4(c, n), dk, dkey);
@@ -261,18 +261,6 @@ class AttentionLayer final : public Layer {
     const Weight* w = score_weight();
     return w ? w->operand().reshape({w->operand().numel()}) : Tensor();
   }
-  // grad += g, g summed in the data's dtype (widened first when the gradient is float32 under a mixed policy).
-  static void add_gradient(LayerCall& c, const Tensor& g, const Weight& w) {
-    Tensor sum = g.reshape(w.grad.shape());
-    if (sum.dtype() != w.grad.dtype()) {
-      Tensor wide = slot(c, kWideGrad, w.grad.shape(), w.grad);
-      ops::cast(sum, wide);
-      sum = wide;
-    }
-    Tensor grad = w.grad;
-    ops::accumulate(sum, grad);
-  }
-
   static Tensor query4(const LayerCall& c, const Dims& n) { return c.inputs[0].reshape({n.N, n.T, 1, n.D}); }
   static Tensor value4(const LayerCall& c, const Dims& n) { return c.inputs[1].reshape({n.N, n.S, 1, n.E}); }
   static Tensor key4(const LayerCall& c, const Dims& n) {

@@ -182,12 +182,7 @@ class EinsumDenseLayer final : public Layer {
       } else {  // summed in the data's dtype (bfloat16 under a mixed policy), added to the float32 gradient
         Tensor sum = slot(c, kBiasGrad, b.grad.shape(), dy), none;
         ops::broadcast_backward(ops::BinaryKind::add, dy, b.operand(), dy, none, sum);
-        if (sum.dtype() != b.grad.dtype()) {
-          Tensor wide = slot(c, kBiasGradWide, b.grad.shape(), b.grad);
-          ops::cast(sum, wide);
-          sum = wide;
-        }
-        ops::accumulate(sum, b.grad);
+        add_weight_gradient(c, kBiasGradWide, kSlots, sum, b);
       }
     }
     Tensor dy2 = dy;

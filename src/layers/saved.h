@@ -4,6 +4,7 @@
 #pragma once
 
 #include <systolic/layer.h>
+#include <systolic/ops.h>
 
 #include <cstddef>
 
@@ -15,6 +16,20 @@ inline Tensor saved_slot(LayerCall& c, std::size_t i, std::size_t count, const S
   Tensor& t = c.saved[i];
   if (!t.defined() || t.shape() != s || t.dtype() != dtype) t = Tensor(s, dtype, device);
   return t;
+}
+
+// A weight's gradient += g, g summed in the data's dtype (bfloat16 under a mixed policy): widened first into slot
+// `wide` when the gradient is float32.
+inline void add_weight_gradient(LayerCall& c, std::size_t wide, std::size_t count, const Tensor& g,
+                                const Weight& w) {
+  Tensor sum = g.reshape(w.grad.shape());
+  if (sum.dtype() != w.grad.dtype()) {
+    Tensor widened = saved_slot(c, wide, count, w.grad.shape(), w.grad.dtype(), w.grad.device());
+    ops::cast(sum, widened);
+    sum = widened;
+  }
+  Tensor grad = w.grad;
+  ops::accumulate(sum, grad);
 }
 
 }  // namespace systolic::layers
